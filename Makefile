@@ -1,0 +1,33 @@
+# Two entry points (see README): `make run` installs and starts the app; `make test` installs and tests.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PORT ?= 8501
+
+.PHONY: install chromium run test lint bench
+
+$(STAMP): requirements.txt requirements-dev.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+install: $(STAMP)
+
+# Debian's Chromium drives the browser tests and kaleido's static image export.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
+
+run: install
+	$(BIN)/streamlit run app.py --server.port $(PORT)
+
+lint: install
+	$(BIN)/ruff check .
+
+test: install chromium lint
+	$(BIN)/python -m pytest
+
+bench: install chromium
+	$(BIN)/python benchmarks/bench_core.py

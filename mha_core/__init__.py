@@ -1,0 +1,16 @@
+"""mha_core: recompute multi-head attention of a BERT-family encoder from its weights.
+
+Pure computation: nothing here imports streamlit.
+"""
+
+from mha_core.attention import AUTO, EXPLICIT, FUSED, PATHS, ProjectionWeights, multi_head_attention
+from mha_core.encoder import run
+from mha_core.model import LoadedModel, ModelLoadError, bundled_model_dir, load_model
+from mha_core.params import count_parameters
+from mha_core.result import AttentionResult
+from mha_core.tokens import InputError
+
+__all__ = [
+    "AUTO", "EXPLICIT", "FUSED", "PATHS", "AttentionResult", "InputError", "LoadedModel", "ModelLoadError",
+    "ProjectionWeights", "bundled_model_dir", "count_parameters", "load_model", "multi_head_attention", "run",
+]

@@ -1,0 +1,168 @@
+"""Multi-head attention, step by step: project, split into heads, attend, concatenate, W_O.
+
+Shapes: B batch, H heads, T query tokens, S key tokens, D d_model, Dh head dim (D = H * Dh).
+Weights use `nn.Linear`'s layout, (out_features, in_features), so `F.linear(x, w, b) = x @ w.T + b`.
+
+Two kernels share everything but the attention call:
+- explicit: scores = q @ k.T * scale + bias, probs = softmax(scores), context = probs @ v
+- fused: PyTorch's SDPA kernels (CPU flash, CUDA efficient/flash), which never materialise the
+  (T, S) map but return each query row's log-sum-exp (LSE); any head's exact map is rebuilt
+  afterwards as probs = exp(q @ k.T * scale + bias - LSE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+EXPLICIT, FUSED, AUTO = "explicit", "fused", "auto"
+PATHS = (EXPLICIT, FUSED, AUTO)
+
+
+@dataclass(frozen=True)
+class ProjectionWeights:
+    """All heads' projections, concatenated the way `nn.Linear` stores them."""
+
+    w_q: Tensor  # (D, D)  rows h*Dh:(h+1)*Dh belong to head h
+    b_q: Tensor  # (D,)
+    w_k: Tensor  # (D, D)
+    b_k: Tensor  # (D,)
+    w_v: Tensor  # (D, D)
+    b_v: Tensor  # (D,)
+    w_o: Tensor  # (D, D)  columns h*Dh:(h+1)*Dh read head h's context
+    b_o: Tensor  # (D,)
+    n_heads: int
+
+
+@dataclass(frozen=True)
+class AttentionOutput:
+    """One multi-head attention call. `probs` is None on the fused path, `lse` on the explicit."""
+
+    output: Tensor  # (B,T,D)  after W_O
+    q: Tensor  # (B,H,T,Dh)
+    k: Tensor  # (B,H,S,Dh)
+    context: Tensor  # (B,H,T,Dh)  each head's softmax(...) @ v, before concatenation
+    probs: Tensor | None  # (B,H,T,S)
+    lse: Tensor | None  # (B,H,T)
+    backend: str
+
+
+def from_torch_mha(mha: torch.nn.MultiheadAttention) -> ProjectionWeights:
+    """Read an `nn.MultiheadAttention` (packed in_proj of shape (3D, D), equal q/k/v dims)."""
+    if mha.in_proj_weight is None:
+        raise ValueError("kdim/vdim differ from embed_dim: q/k/v projections are stored separately")
+    w_q, w_k, w_v = mha.in_proj_weight.detach().chunk(3)
+    d = mha.embed_dim
+    zeros = torch.zeros(d, dtype=w_q.dtype)
+    b_q, b_k, b_v = mha.in_proj_bias.detach().chunk(3) if mha.in_proj_bias is not None else (zeros,) * 3
+    b_o = mha.out_proj.bias.detach() if mha.out_proj.bias is not None else zeros
+    return ProjectionWeights(w_q, b_q, w_k, b_k, w_v, b_v, mha.out_proj.weight.detach(), b_o, mha.num_heads)
+
+
+def split_heads_in(w: Tensor, n_heads: int) -> Tensor:
+    """An input projection's `nn.Linear` weight (H*Dh, D) as per-head matrices (H, D, Dh)."""
+    out_features, d_in = w.shape
+    return w.view(n_heads, out_features // n_heads, d_in).transpose(1, 2)
+
+
+def split_heads_out(w: Tensor, n_heads: int) -> Tensor:
+    """The output projection's `nn.Linear` weight (D, H*Dh) as per-head matrices (H, Dh, D)."""
+    d_out, in_features = w.shape
+    return w.view(d_out, n_heads, in_features // n_heads).permute(1, 2, 0)
+
+
+def split_heads(x: Tensor, n_heads: int) -> Tensor:
+    """(B,T,D) -> (B,H,T,Dh): head h owns features h*Dh:(h+1)*Dh."""
+    b, t, d = x.shape
+    return x.view(b, t, n_heads, d // n_heads).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(B,H,T,Dh) -> (B,T,D): concatenate the heads' features."""
+    b, h, t, dh = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * dh)
+
+
+def padding_bias(key_mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """(B,S) 1 = real key, 0 = padding -> additive bias (B,1,1,S): 0 or the dtype's minimum.
+
+    The dtype minimum (as transformers' eager BERT uses) rather than -inf keeps a fully masked row
+    finite; exp(min - max) is exactly 0, so padded keys get weight 0 either way.
+    """
+    return ((1.0 - key_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min).to(dtype)
+
+
+def explicit_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float) -> tuple[Tensor, Tensor]:
+    """softmax(q k^T * scale + bias) v, written out; returns (context (B,H,T,Dh), probs (B,H,T,S))."""
+    scores = torch.matmul(q, k.transpose(2, 3)) * scale  # (B,H,T,S)
+    if bias is not None:
+        scores = scores + bias
+    probs = torch.softmax(scores, dim=-1)  # (B,H,T,S)
+    return torch.matmul(probs, v), probs  # (B,H,T,Dh)
+
+
+def fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float) -> tuple[Tensor, Tensor, str]:
+    """SDPA through the kernel that also returns the LSE: (context (B,H,T,Dh), lse (B,H,T), backend)."""
+    if q.device.type == "cpu":
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, False, attn_mask=bias, scale=scale
+        )
+        return out, lse, "flash (CPU)"
+    if q.device.type == "cuda":
+        return cuda_fused_kernel(q, k, v, bias, scale)
+    raise NotImplementedError(f"fused path not available on {q.device.type}")
+
+
+def cuda_fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float) -> tuple[Tensor, Tensor, str]:
+    """CUDA: flash when there is no padding and the dtype allows it, else memory-efficient.
+
+    Both kernels return the LSE. The efficient kernel wants a bias whose last dim is aligned, so
+    the bias is expanded to (B,H,T,S) and materialised (only when a batch has padding).
+    """
+    if bias is None and q.dtype in (torch.float16, torch.bfloat16):
+        try:
+            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)
+            return out[0], out[1], f"flash (CUDA, {dtype_name(q.dtype)})"
+        except RuntimeError:
+            pass  # e.g. an older GPU: fall through to the efficient kernel
+    full_bias = None if bias is None else bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]).contiguous()
+    out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, full_bias, True, 0.0, False, scale=scale)
+    return out[0], out[1][..., : q.shape[2]], f"efficient (CUDA, {dtype_name(q.dtype)})"
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def rebuild_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale: float) -> Tensor:
+    """Exact attention map from a fused kernel's LSE: exp(q k^T * scale + bias - lse). Works on any
+    leading dims: q (...,T,Dh), k (...,S,Dh), lse (...,T), bias broadcastable to (...,T,S)."""
+    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (...,T,S)
+    if bias is not None:
+        scores = scores + bias.float()
+    return torch.exp(scores - lse.float().unsqueeze(-1))  # (...,T,S)
+
+
+def multi_head_attention(
+    x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None
+) -> AttentionOutput:
+    """The four steps of multi-head attention on x (B,T,D); keys/values from `kv` (B,S,D) if given."""
+    kv = x if kv is None else kv
+    # 1. project, 2. split into heads
+    q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
+    k = split_heads(F.linear(kv, w.w_k, w.b_k), w.n_heads)  # (B,H,S,Dh)
+    v = split_heads(F.linear(kv, w.w_v, w.b_v), w.n_heads)  # (B,H,S,Dh)
+    scale = q.shape[-1] ** -0.5
+    # 3. scaled dot-product attention per head
+    if path == FUSED:
+        context, lse, backend = fused_kernel(q, k, v, bias, scale)
+        probs = None
+    else:
+        context, probs = explicit_kernel(q, k, v, bias, scale)
+        lse, backend = None, "explicit (matmul + softmax)"
+    # 4. concatenate heads, project with W_O
+    output = F.linear(merge_heads(context), w.w_o, w.b_o)  # (B,T,D)
+    return AttentionOutput(output, q, k, context, probs, lse, backend)

@@ -1,0 +1,114 @@
+"""The result of `mha_core.run`: frozen, with every field's shape.
+
+Shapes: B texts, L layers, H heads, T tokens (padded to the longest text), D d_model, Dh head dim.
+Per-layer tensors are kept as tuples of L tensors (no stacking copy on the hot path); the
+stacked views below build (B,L,H,...) on request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mha_core.attention import FUSED, padding_bias, rebuild_probs
+from mha_core.tokens import TokenBatch
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    batch: TokenBatch  # tokens, word ids, offsets, mask, pre-truncation counts
+    layer_q: tuple[Tensor, ...]  # L x (B,H,T,Dh)
+    layer_k: tuple[Tensor, ...]  # L x (B,H,T,Dh)
+    layer_context: tuple[Tensor, ...]  # L x (B,H,T,Dh)  each head's output before W_O
+    layer_probs: tuple[Tensor, ...] | None  # L x (B,H,T,T)  explicit path only
+    layer_lse: tuple[Tensor, ...] | None  # L x (B,H,T)  fused path only
+    hidden_states: tuple[Tensor, ...]  # (L+1) x (B,T,D)  embeddings, then each layer's output
+    path: str  # "explicit" or "fused": what actually ran
+    backend: str  # the attention kernel that ran, e.g. "flash (CPU)"
+    path_reason: str  # why this path (e.g. "auto: fused for 400 tokens > 256")
+    max_length: int  # the model's maximum number of word pieces
+
+    # -- shapes and text-level facts ------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        return len(self.layer_q)
+
+    @property
+    def n_heads(self) -> int:
+        return self.layer_q[0].shape[1]
+
+    @property
+    def tokens(self) -> tuple[tuple[str, ...], ...]:
+        return self.batch.tokens
+
+    @property
+    def word_ids(self) -> tuple[tuple[int | None, ...], ...]:
+        return self.batch.word_ids
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        return tuple(len(t) for t in self.batch.tokens)
+
+    @property
+    def truncated(self) -> tuple[bool, ...]:
+        return tuple(n > len(t) for n, t in zip(self.batch.n_tokens, self.batch.tokens, strict=True))
+
+    @property
+    def n_tokens(self) -> tuple[int, ...]:
+        """Word pieces per text before truncation."""
+        return self.batch.n_tokens
+
+    @property
+    def last_hidden_state(self) -> Tensor:
+        return self.hidden_states[-1]  # (B,T,D)
+
+    @property
+    def scale(self) -> float:
+        return self.layer_q[0].shape[-1] ** -0.5
+
+    # -- attention maps ---------------------------------------------------------------------------
+    @cached_property
+    def _key_bias(self) -> Tensor:
+        return padding_bias(self.batch.attention_mask.to(self.layer_q[0].device), torch.float32)  # (B,1,1,T)
+
+    @cached_property
+    def _query_mask(self) -> Tensor:
+        return self.batch.attention_mask.to(self.layer_q[0].device, torch.float32)[:, :, None]  # (B,T,1)
+
+    def head_map(self, layer: int, head: int) -> Tensor:
+        """Attention probabilities of one head, (B,T,T) float32, padded rows and columns 0.
+
+        On the fused path the map is rebuilt from the kernel's LSE for this head only."""
+        if self.path == FUSED:
+            q, k = self.layer_q[layer][:, head], self.layer_k[layer][:, head]  # (B,T,Dh)
+            lse = self.layer_lse[layer][:, head]  # (B,T)
+            probs = rebuild_probs(q, k, lse, self._key_bias[:, 0], self.scale)  # (B,T,T)
+        else:
+            probs = self.layer_probs[layer][:, head].float()  # (B,T,T)
+        return probs * self._query_mask
+
+    def scores_map(self, layer: int, head: int) -> Tensor:
+        """Pre-softmax scaled scores q k^T / sqrt(Dh) of one head, (B,T,T); padding not masked."""
+        q, k = self.layer_q[layer][:, head].float(), self.layer_k[layer][:, head].float()  # (B,T,Dh)
+        return q @ k.mT * self.scale  # (B,T,T)
+
+    def layer_maps(self, layer: int) -> Tensor:
+        """All heads of one layer, (B,H,T,T)."""
+        return torch.stack([self.head_map(layer, h) for h in range(self.n_heads)], dim=1)
+
+    def attention(self) -> Tensor:
+        """Every layer and head, (B,L,H,T,T); on the fused path every map is rebuilt."""
+        return torch.stack([self.layer_maps(layer) for layer in range(self.n_layers)], dim=1)
+
+    def head_outputs(self) -> Tensor:
+        """Each head's context vectors, (B,L,H,T,Dh)."""
+        return torch.stack(self.layer_context, dim=1)
+
+    def text_attention(self, b: int) -> np.ndarray:
+        """Text b's maps without padding, (L,H,T_b,T_b) float32 numpy."""
+        n = self.lengths[b]
+        return self.attention()[b, :, :, :n, :n].cpu().numpy()

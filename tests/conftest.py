@@ -1,0 +1,52 @@
+"""Shared fixtures: the real bundled model (parity) and a tiny random BERT (fast unit tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from mha_core import LoadedModel, load_model
+from mha_core.model import bundled_model_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+ANIMAL_TIRED = "The animal didn't cross the street because it was too tired."
+ANIMAL_WIDE = "The animal didn't cross the street because it was too wide."
+
+
+@pytest.fixture(scope="session")
+def bundled() -> LoadedModel:
+    return load_model()
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer, 4-head, d_model 32 BERT with random weights and the bundled tokenizer."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=64,
+    )
+    path = tmp_path_factory.mktemp("tiny-bert")
+    BertModel(config).save_pretrained(path, safe_serialization=True)
+    AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_dir: Path) -> LoadedModel:
+    return load_model(tiny_dir)
+
+
+def long_text(n_words: int) -> str:
+    """Varied English prose of about n_words words."""
+    base = (
+        "Researchers study how attention heads in a transformer distribute weight across tokens, "
+        "and whether some heads track syntax, coreference, or simple positions in the sentence."
+    )
+    words = base.split()
+    return " ".join(words[i % len(words)] for i in range(n_words))

@@ -1,0 +1,55 @@
+"""Model loading: bundled, local directories, and each bad directory's one-sentence error."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from mha_core import ModelLoadError, count_parameters, load_model
+from mha_core.model import MODEL_DIR_ENV, resolve_model_dir
+
+
+def test_bundled_model_shape(bundled):
+    assert (bundled.n_layers, bundled.n_heads, bundled.d_model, bundled.head_dim) == (6, 12, 384, 32)
+    assert bundled.name == "all-MiniLM-L6-v2"
+    hw = bundled.head_weights(0)
+    assert hw.w_q.shape == (12, 384, 32) and hw.w_o.shape == (12, 32, 384) and hw.b_q.shape == (12, 32)
+
+
+def test_parameter_counts_from_modules(bundled):
+    assert count_parameters(torch.nn.MultiheadAttention(512, 8)).total == 1_050_624
+    total = count_parameters(bundled.model).total
+    assert total == sum(p.numel() for p in bundled.model.parameters()) == 22_713_216
+
+
+def test_env_variable_chooses_model_dir(monkeypatch, tiny_dir):
+    monkeypatch.setenv(MODEL_DIR_ENV, str(tiny_dir))
+    assert resolve_model_dir(None) == tiny_dir
+    assert load_model().n_heads == 4
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(ModelLoadError, match="not found"):
+        load_model(tmp_path / "absent")
+
+
+def test_unsupported_architecture(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(ModelLoadError, match="Unsupported architecture 'gpt2'.*bert"):
+        load_model(tmp_path)
+
+
+def test_directory_without_safetensors(tmp_path, tiny_dir):
+    shutil.copy(tiny_dir / "config.json", tmp_path / "config.json")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not loaded")
+    with pytest.raises(ModelLoadError, match="No safetensors"):
+        load_model(tmp_path)
+
+
+def test_unreadable_config(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ModelLoadError, match="config.json"):
+        load_model(tmp_path)
