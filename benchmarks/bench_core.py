@@ -38,9 +38,9 @@ def bench_lengths(model, lengths: list[int], repeats: int) -> None:
     for n in lengths:
         text = text_of_pieces(model.tokenizer, n)
         med = interleaved_medians({
-            "eager": lambda: eager_forward(model, text),
-            "explicit": lambda: (run(model, text, path="explicit"), sync(model.device)),
-            "fused": lambda: (run(model, text, path="fused"), sync(model.device)),
+            "eager": lambda text=text: eager_forward(model, text),
+            "explicit": lambda text=text: (run(model, text, path="explicit"), sync(model.device)),
+            "fused": lambda text=text: (run(model, text, path="fused"), sync(model.device)),
         }, repeats=repeats)
         print(f"{n:>6} {med['eager'] * 1e3:>9.1f} {med['explicit'] * 1e3:>12.1f} {med['fused'] * 1e3:>9.1f}"
               f"  {med['explicit'] / med['eager']:>14.3f}  {med['fused'] / med['explicit']:>14.3f}")

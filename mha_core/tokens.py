@@ -51,6 +51,7 @@ def tokenize(tokenizer: object, texts: TextsLike, max_length: int) -> TokenBatch
     items, pre_split = as_text_list(texts)
     enc = tokenizer(
         items, is_split_into_words=pre_split, truncation=True, max_length=max_length,
+        split_special_tokens=True,  # a typed "[SEP]" is text, not a separator
         padding=True, return_tensors="pt", return_offsets_mapping=True,
     )
     lengths = enc["attention_mask"].sum(dim=1).tolist()
@@ -76,7 +77,9 @@ def untruncated_lengths(
     counts = list(lengths)
     for b, n in enumerate(lengths):
         if n >= max_length:
-            full = tokenizer(items[b], is_split_into_words=pre_split, truncation=False, verbose=False)
+            full = tokenizer(
+                items[b], is_split_into_words=pre_split, truncation=False, verbose=False, split_special_tokens=True
+            )
             counts[b] = len(full["input_ids"])
     return tuple(counts)
 

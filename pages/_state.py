@@ -1,14 +1,28 @@
-"""The one place with Streamlit caches and the shared sentence box; pages call mha_core through here."""
+"""The one place with Streamlit caches and the shared sidebar (model card, sentence box).
+
+Pages call mha_core only through the cached wrappers here. Widget keys double as URL query
+parameters (bind="query-params"), so a pasted link reopens the same view.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
 import mha_core
-from mha_core import AttentionResult, LoadedModel
+from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
 from mha_core.model import resolve_model_dir
+from mha_core.words import AttentionView, attention_view
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
+EXAMPLES = (
+    DEFAULT_SENTENCE,
+    "The animal didn't cross the street because it was too wide.",
+    "The trophy doesn't fit into the brown suitcase because it is too large.",
+    "Mary gave the book to John because she had already read it.",
+    "The keys to the cabinet are on the table.",
+    "Unbelievably, the tokenizer splits rare words into several pieces.",
+)
+MAX_INPUT_CHARS = 200_000  # far above 512 pieces; the model cuts, we only refuse absurd pastes
 
 
 @st.cache_resource(show_spinner="Loading the model…")
@@ -17,7 +31,12 @@ def get_model(model_dir: str) -> LoadedModel:
 
 
 def current_model() -> LoadedModel:
-    return get_model(str(resolve_model_dir(None)))
+    """The app's model ($MHA_MODEL_DIR or the bundled one); a bad directory stops the page with its reason."""
+    try:
+        return get_model(str(resolve_model_dir(None)))
+    except ModelLoadError as err:
+        st.error(str(err))
+        st.stop()
 
 
 @st.cache_data(max_entries=32, show_spinner="Computing attention…")
@@ -25,5 +44,57 @@ def run_texts(model_dir: str, texts: tuple[str, ...], path: str) -> AttentionRes
     return mha_core.run(get_model(model_dir), list(texts), path=path)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def view_of(model_dir: str, text: str, path: str, hide_special: bool, merge_words: bool) -> AttentionView:
+    return attention_view(run_texts(model_dir, (text,), path), 0, hide_special, merge_words)
+
+
 def run_one(text: str, path: str = "auto") -> AttentionResult:
     return run_texts(str(current_model().model_dir), (text,), path)
+
+
+def checked_run(text: str, path: str = "auto") -> AttentionResult:
+    """run_one, with bad input shown as a message and the page stopped (the typed text stays)."""
+    if len(text) > MAX_INPUT_CHARS:
+        st.error(f"The text has {len(text):,} characters; paste at most {MAX_INPUT_CHARS:,}.")
+        st.stop()
+    try:
+        result = run_one(text, path)
+    except InputError as err:
+        st.info(str(err) + " Type a sentence in the box on the left or pick an example.")
+        st.stop()
+    if result.truncated[0]:
+        n, kept = result.n_tokens[0], result.lengths[0]
+        st.warning(f"The text was cut to the model's {kept} word pieces: {n - kept:,} of {n:,} pieces "
+                   "at the end are not shown.")
+    return result
+
+
+def _pick_example() -> None:
+    st.session_state["text"] = st.session_state["example"]
+
+
+def _remember_text() -> None:
+    st.session_state["_text"] = st.session_state["text"]
+
+
+def sentence_box() -> str:
+    """The shared sentence box (sidebar); its value survives page switches and lives in the URL."""
+    model = current_model()
+    if "text" not in st.session_state and "_text" in st.session_state:
+        st.session_state["text"] = st.session_state["_text"]  # restore after a page switch
+    with st.sidebar:
+        st.markdown(f"**Model:** {model.name}")
+        st.caption(f"{model.n_layers} layers × {model.n_heads} heads · d_model {model.d_model} · "
+                   f"head dim {model.head_dim} · max {model.max_length} word pieces")
+        st.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
+                     placeholder="Pick an example sentence")
+        text = st.text_area("Sentence", DEFAULT_SENTENCE, key="text", bind="query-params", height=110,
+                            on_change=_remember_text)
+    st.session_state["_text"] = text
+    return text
+
+
+def path_caption(result: AttentionResult) -> str:
+    return (f"{result.lengths[0]} word pieces · path **{result.path}** ({result.path_reason}) · "
+            f"backend {result.backend}")

@@ -1,24 +1,165 @@
-"""Heads page: tokens and one head's attention map for a typed sentence."""
+"""Heads explorer: every head at a glance, then one head, one layer, one token; share and export."""
 
-import plotly.graph_objects as go
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
 import streamlit as st
 
-from mha_core import InputError
-from pages._state import DEFAULT_SENTENCE, current_model, run_one
+from mha_core import figures
+from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
+from pages._state import checked_run, current_model, path_caption, sentence_box, view_of
 
-model = current_model()
-st.title("Attention heads")
-text = st.text_area("Sentence", DEFAULT_SENTENCE, max_chars=None)
-layer = st.number_input("Layer", 0, model.n_layers - 1, 0)
-head = st.number_input("Head", 0, model.n_heads - 1, 0)
-try:
-    result = run_one(text)
-except InputError as err:
-    st.error(str(err))
-    st.stop()
-tokens = list(result.tokens[0])
-st.caption(f"{len(tokens)} word pieces · path {result.path} · backend {result.backend}")
-z = result.head_map(int(layer), int(head))[0].numpy()
-fig = go.Figure(go.Heatmap(z=z, x=list(range(len(tokens))), y=list(range(len(tokens))), colorscale="Blues"))
-fig.update_yaxes(autorange="reversed")
-st.plotly_chart(fig)
+NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
+
+
+def options_sidebar() -> tuple[bool, bool, bool]:
+    with st.sidebar:
+        st.markdown("**View options**")
+        hide = st.checkbox("Hide [CLS]/[SEP] (renormalise rows)", key="hide_special", bind="query-params")
+        merge = st.checkbox("Merge word pieces into words", key="merge_words", bind="query-params")
+        avg = st.checkbox("Average the heads of each layer", key="avg_heads", bind="query-params")
+    return hide, merge, avg
+
+
+def pick_head_from_overview() -> None:
+    points = st.session_state["overview"].selection.points
+    if points:
+        layer, head = points[0]["customdata"]
+        st.session_state["layer"], st.session_state["head"] = int(layer), int(head)
+
+
+def head_pickers(n_layers: int, n_heads: int) -> tuple[int, int]:
+    left, right = st.columns(2)
+    layer = left.selectbox("Layer", list(range(n_layers)), key="layer", bind="query-params")
+    head = right.selectbox("Head", list(range(n_heads)), key="head", bind="query-params",
+                           disabled=n_heads == 1, format_func=lambda h: "mean of heads" if n_heads == 1 else str(h))
+    return layer, (0 if n_heads == 1 else head)
+
+
+def show_overview(maps: np.ndarray, selected: tuple[int, int]) -> None:
+    st.subheader("All heads at a glance")
+    st.caption("Each tile is one head's map (query rows, key columns); click a tile to open that head. "
+               f"Longer texts are shown block-averaged to at most {figures.OVERVIEW_MAX_BINS}×"
+               f"{figures.OVERVIEW_MAX_BINS} per tile.")
+    fig = figures.overview_figure(maps, selected=selected)
+    st.plotly_chart(fig, key="overview", on_select=pick_head_from_overview, selection_mode="points")
+
+
+def show_one_head(result, view, layer: int, head: int, avg: bool) -> object:
+    n = len(view.labels)
+    can_score = not (view.merged_words or avg)
+    left, right = st.columns(2)
+    scores = left.toggle("Pre-softmax scores (q·k/√d_k)", key="scores", bind="query-params", disabled=not can_score)
+    numbers = right.toggle("Numbers in cells", value=n <= NUMBERS_MAX_UNITS, key="numbers")
+    if scores and can_score:
+        z = result.scores_map(layer, head)[0].numpy()
+        keep = [i for i, w in enumerate(result.word_ids[0]) if w is not None] if view.hidden_special else None
+        z = z[np.ix_(keep, keep)] if keep else z
+        title = f"Layer {layer}, head {head}: scaled scores before softmax"
+    else:
+        z = view.maps[layer, head]
+        title = f"Layer {layer}, {'mean of heads' if avg else f'head {head}'}: attention weights"
+    fig = figures.head_figure(z, view.labels, title, numbers=numbers and n <= 40, scores=scores and can_score)
+    st.plotly_chart(fig, key="head_map")
+    return fig
+
+
+def show_line_view(view, layer: int) -> object:
+    n_heads = view.maps.shape[1]
+    heads = st.multiselect("Heads shown", list(range(n_heads)), default=list(range(min(3, n_heads))),
+                           key="line_heads")
+    min_weight = st.slider("Hide lines below weight", 0.0, 0.5, 0.1, 0.01, key="line_min")
+    fig = figures.line_view_figure(view.maps[layer], view.labels, heads, min_weight)
+    st.plotly_chart(fig, key="line_view")
+    return fig
+
+
+def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
+    lowered = [t.lower() for t in labels]
+    return lowered.index(word) if word in lowered else min(fallback, len(labels) - 1)
+
+
+def show_one_token(view) -> object:
+    labels = view.labels
+    options = list(range(len(labels)))
+    left, right = st.columns(2)
+    query = left.selectbox("Query token", options, index=default_index(labels, "it", 0), key="query",
+                           bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
+    key = right.selectbox("Key token", options, index=default_index(labels, "animal", 0), key="key",
+                          bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
+    grid = view.maps[:, :, query, key]  # (L,H)
+    fig = figures.layer_head_grid(grid, f"Weight from '{labels[query]}' to '{labels[key]}' in every head")
+    st.plotly_chart(fig, key="token_grid")
+    best = np.unravel_index(int(grid.argmax()), grid.shape)
+    st.markdown(f"Strongest: layer {best[0]}, head {best[1]} gives **{grid[best]:.2f}** of "
+                f"'{figures.safe_label(labels[query])}'’s attention to '{figures.safe_label(labels[key])}' "
+                f"(uniform would be {1 / len(labels):.2f}).")
+    st.dataframe(top_keys_table(view, query), hide_index=True)
+    return fig
+
+
+def top_keys_table(view, query: int, k: int = 3) -> pd.DataFrame:
+    rows = []
+    n_layers, n_heads = view.maps.shape[:2]
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            row = view.maps[layer, head, query]
+            top = np.argsort(-row, kind="stable")[:k]
+            rows.append({"layer": layer, "head": head,
+                         **{f"top {i + 1}": f"{view.labels[j]} ({row[j]:.2f})" for i, j in enumerate(top)}})
+    return pd.DataFrame(rows)
+
+
+def show_export(view, result, layer: int, head: int, figs: dict[str, object]) -> None:
+    n_layers, n_heads = view.maps.shape[:2]
+    meta = {"text": result.batch.texts[0], "path": result.path, "backend": result.backend,
+            "averaged_heads": n_heads == 1}
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("CSV: this head", attention_csv(view, [layer], [head]), "attention_head.csv", "text/csv")
+    c2.download_button("JSON: this head", attention_json(view, [layer], [head], meta), "attention_head.json",
+                       "application/json")
+    c3.download_button("JSON: all heads", attention_json(view, range(n_layers), range(n_heads), meta),
+                       "attention_all.json", "application/json")
+    ok, reason = image_export_status()
+    if not ok:
+        st.info(reason)
+        return
+    name = st.selectbox("Figure", list(figs), key="export_fig")
+    fmt = st.radio("Format", ["png", "svg"], horizontal=True, key="export_fmt")
+    if st.button("Render image", key="export_render"):
+        with st.spinner("Rendering with Chromium…"):
+            data = figure_image(figs[name], fmt)
+        st.download_button(f"Download {fmt.upper()}", data, f"{name}.{fmt}", f"image/{fmt.replace('svg', 'svg+xml')}")
+
+
+def main() -> None:
+    model = current_model()
+    st.title("Attention heads")
+    text = sentence_box()
+    hide, merge, avg = options_sidebar()
+    result = checked_run(text)
+    st.caption(path_caption(result))
+    view = view_of(str(model.model_dir), text, "auto", hide, merge)
+    if avg:
+        view = type(view)(view.labels, view.maps.mean(axis=1, keepdims=True), view.hidden_special, view.merged_words)
+    n_layers, n_heads = view.maps.shape[:2]
+    layer, head = head_pickers(n_layers, n_heads)
+    show_overview(view.maps, (layer, head))
+    tabs = st.tabs(["One head", "One layer", "One token", "Export"])
+    figs: dict[str, object] = {}
+    with tabs[0]:
+        figs["head"] = show_one_head(result, view, layer, head, avg)
+    with tabs[1]:
+        figs["layer_lines"] = show_line_view(view, layer)
+    with tabs[2]:
+        figs["token_grid"] = show_one_token(view)
+    with tabs[3]:
+        figs["overview"] = figures.overview_figure(view.maps, selected=(layer, head))
+        show_export(view, result, layer, head, figs)
+    st.session_state["_shown"] = json.dumps({"layer": layer, "head": head, "n": len(view.labels)})
+
+
+main()

@@ -1,0 +1,58 @@
+"""Export what a page shows: CSV / JSON of attention, PNG / SVG of figures (kaleido + system Chromium)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from mha_core.words import AttentionView
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+
+
+def attention_csv(view: AttentionView, layers: Sequence[int], heads: Sequence[int]) -> str:
+    """Long format: one row per (layer, head, query, key) weight."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["layer", "head", "query_index", "query", "key_index", "key", "weight"])
+    for layer in layers:
+        for head in heads:
+            m = view.maps[layer, head]
+            for q, q_label in enumerate(view.labels):
+                for k, k_label in enumerate(view.labels):
+                    writer.writerow([layer, head, q, q_label, k, k_label, f"{m[q, k]:.6g}"])
+    return out.getvalue()
+
+
+def attention_json(view: AttentionView, layers: Sequence[int], heads: Sequence[int], meta: dict) -> str:
+    """{"tokens", "hidden_special", "merged_words", "maps": [{"layer", "head", "weights": [N][N]}], **meta}."""
+    maps = [{"layer": layer, "head": head, "weights": view.maps[layer, head].round(6).tolist()}
+            for layer in layers for head in heads]
+    return json.dumps({"tokens": list(view.labels), "hidden_special": view.hidden_special,
+                       "merged_words": view.merged_words, "maps": maps, **meta}, ensure_ascii=False)
+
+
+def image_export_status() -> tuple[bool, str]:
+    """(available, reason): kaleido renders static images through a local Chromium."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return False, "Static image export needs the kaleido package (pip install kaleido)."
+    if not any(shutil.which(name) for name in CHROMIUM_NAMES):
+        return False, ("Static image export needs Chromium (Debian: apt-get install chromium); "
+                       "the camera icon on each chart still downloads a PNG.")
+    return True, "kaleido with the system Chromium"
+
+
+def figure_image(fig: go.Figure, fmt: str, width: int = 1100) -> bytes:
+    """PNG or SVG bytes of a figure (raises RuntimeError with a readable reason)."""
+    ok, reason = image_export_status()
+    if not ok:
+        raise RuntimeError(reason)
+    height = fig.layout.height or 600
+    return fig.to_image(format=fmt, width=width, height=int(height), scale=2 if fmt == "png" else 1)

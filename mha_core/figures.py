@@ -1,0 +1,157 @@
+"""Plotly figure builders: arrays in, go.Figure out. No streamlit here.
+
+Shapes: L layers, H heads, N display units (pieces or words), n tile side after pooling.
+User text reaches figures only through `safe_label`, so nothing typed is rendered as markup.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+OVERVIEW_MAX_BINS = 32  # tile side cap: 72 tiles of 32x32 keep the overview light in the browser
+COLORSCALE = "Blues"
+HEAD_COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
+)
+
+
+def safe_label(text: str) -> str:
+    """Escape plotly's HTML-like markup so user text shows literally."""
+    return html.escape(text, quote=False)
+
+
+def indexed_labels(labels: Sequence[str]) -> list[str]:
+    """Unique category labels ("3 it") so repeated tokens stay distinct on an axis."""
+    return [f"{i} {safe_label(t)}" for i, t in enumerate(labels)]
+
+
+def pool_map(m: np.ndarray, bins: int) -> np.ndarray:
+    """Block-average an (N,N) map down to at most (bins,bins); unchanged when N <= bins."""
+    n = m.shape[-1]
+    if n <= bins:
+        return m
+    edges = np.linspace(0, n, bins + 1).round().astype(int)[:-1]
+    sizes = np.diff(np.append(edges, n))
+    summed = np.add.reduceat(np.add.reduceat(m, edges, axis=-2), edges, axis=-1)
+    return summed / (sizes[:, None] * sizes[None, :])
+
+
+def tile_origin(layer: int, head: int, n: int) -> tuple[int, int]:
+    """Top-left (row, col) of tile (layer, head) in the tiled overview; tiles are n wide, 1 apart."""
+    return layer * (n + 1), head * (n + 1)
+
+
+def tile_overview(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS) -> np.ndarray:
+    """(L,H,N,N) -> one (L*(n+1)-1, H*(n+1)-1) canvas: layers down, heads across, NaN gaps."""
+    n_layers, n_heads = maps.shape[:2]
+    n = min(maps.shape[-1], bins)
+    canvas = np.full((n_layers * (n + 1) - 1, n_heads * (n + 1) - 1), np.nan, dtype=np.float32)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            r, c = tile_origin(layer, head, n)
+            canvas[r:r + n, c:c + n] = pool_map(maps[layer, head], bins)
+    return canvas
+
+
+def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None
+                    ) -> go.Figure:
+    """All heads at a glance: one heatmap trace of tiles plus one clickable marker per tile."""
+    n_layers, n_heads = maps.shape[:2]
+    n = min(maps.shape[-1], bins)
+    canvas = tile_overview(maps, bins)
+    centers = [(layer, head, *tile_origin(layer, head, n)) for layer in range(n_layers) for head in range(n_heads)]
+    fig = go.Figure(go.Heatmap(z=canvas, colorscale=COLORSCALE, zmin=0, zmax=1, hoverinfo="skip",
+                               colorbar={"title": "weight"}))
+    fig.add_trace(go.Scatter(
+        x=[c + (n - 1) / 2 for *_, c in centers], y=[r + (n - 1) / 2 for *_, r, _ in centers],
+        customdata=[[layer, head] for layer, head, *_ in centers], mode="markers",
+        marker={"size": 18, "opacity": 0.01, "symbol": "square"}, name="heads",
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>",
+    ))
+    if selected is not None:
+        r, c = tile_origin(*selected, n)
+        fig.add_shape(type="rect", x0=c - 0.5, x1=c + n - 0.5, y0=r - 0.5, y1=r + n - 0.5,
+                      line={"color": "#d62728", "width": 2})
+    tick = (n - 1) / 2
+    fig.update_xaxes(tickvals=[h * (n + 1) + tick for h in range(n_heads)],
+                     ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False, side="top")
+    fig.update_yaxes(tickvals=[layer * (n + 1) + tick for layer in range(n_layers)],
+                     ticktext=[f"L{layer}" for layer in range(n_layers)], autorange="reversed",
+                     showgrid=False, zeroline=False, scaleanchor="x")
+    fig.update_layout(height=120 + 70 * n_layers, margin={"l": 40, "r": 10, "t": 40, "b": 10},
+                      showlegend=False, plot_bgcolor="white")
+    return fig
+
+
+def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool = False,
+                scores: bool = False) -> go.Figure:
+    """One head's (N,N) map: query rows top to bottom, key columns; hover gives query, key, value."""
+    axis = indexed_labels(labels)
+    value = "score" if scores else "weight"
+    trace = go.Heatmap(
+        z=z, x=axis, y=axis, colorscale="RdBu" if scores else COLORSCALE, zmid=0 if scores else None,
+        zmin=None if scores else 0, zmax=None if scores else float(max(z.max(), 1e-9)),
+        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
+        colorbar={"title": value},
+    )
+    if numbers:
+        trace.update(texttemplate="%{z:.2f}", textfont={"size": 9})
+    fig = go.Figure(trace)
+    size = min(900, 220 + 22 * len(labels))
+    fig.update_yaxes(autorange="reversed", title="query", type="category")
+    fig.update_xaxes(title="key", type="category", side="top", tickangle=-60)
+    fig.update_layout(title=safe_label(title), height=size + 80, margin={"l": 10, "r": 10, "t": 110, "b": 10})
+    return fig
+
+
+def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Sequence[int],
+                     min_weight: float = 0.05) -> go.Figure:
+    """BertViz-style head view: queries left, keys right, a line per weight >= min_weight.
+
+    Lines are bucketed by weight into a few opacity levels so each head needs at most 4 traces."""
+    n = len(labels)
+    fig = go.Figure()
+    levels = (0.25, 0.5, 0.75, 1.01)
+    for head in heads:
+        color = HEAD_COLORS[head % len(HEAD_COLORS)]
+        lo = min_weight
+        for hi in levels:
+            q, k = np.nonzero((layer_maps[head] >= lo) & (layer_maps[head] < hi))
+            lo = hi
+            if q.size == 0:
+                continue
+            xs = np.tile([0.0, 1.0, np.nan], q.size)
+            ys = np.column_stack([q, k, np.full(q.size, np.nan)]).ravel()
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 3 * min(hi, 1)},
+                opacity=min(hi, 1) * 0.8, name=f"head {head}", legendgroup=f"h{head}",
+                showlegend=hi == levels[0] or False, hoverinfo="skip",
+            ))
+    for side, anchor in ((0.0, "right"), (1.0, "left")):
+        fig.add_trace(go.Scatter(x=[side] * n, y=list(range(n)), mode="text", text=[safe_label(t) for t in labels],
+                                 textposition=f"middle {'left' if anchor == 'right' else 'right'}", showlegend=False,
+                                 hoverinfo="skip"))
+    fig.update_xaxes(visible=False, range=[-0.6, 1.6])
+    fig.update_yaxes(visible=False, autorange="reversed")
+    fig.update_layout(height=max(300, 22 * n + 80), margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      plot_bgcolor="white", legend={"orientation": "h"})
+    return fig
+
+
+def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zmid: float | None = None,
+                    colorscale: str = COLORSCALE) -> go.Figure:
+    """A (L,H) grid of one number per head, values written in the cells."""
+    n_layers, n_heads = values.shape
+    fig = go.Figure(go.Heatmap(
+        z=values, x=[f"H{h}" for h in range(n_heads)], y=[f"L{layer}" for layer in range(n_layers)],
+        colorscale=colorscale, zmid=zmid, texttemplate="%{z:.2f}", colorbar={"title": colorbar},
+        hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
+    ))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=safe_label(title), height=120 + 45 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return fig
