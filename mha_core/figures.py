@@ -31,14 +31,14 @@ def indexed_labels(labels: Sequence[str]) -> list[str]:
 
 
 def pool_map(m: np.ndarray, bins: int) -> np.ndarray:
-    """Block-average an (N,N) map down to at most (bins,bins); unchanged when N <= bins."""
+    """Block-average (..., N, N) maps down to at most (..., bins, bins); unchanged when N <= bins."""
     n = m.shape[-1]
     if n <= bins:
         return m
     edges = np.linspace(0, n, bins + 1).round().astype(int)[:-1]
     sizes = np.diff(np.append(edges, n))
     summed = np.add.reduceat(np.add.reduceat(m, edges, axis=-2), edges, axis=-1)
-    return summed / (sizes[:, None] * sizes[None, :])
+    return summed / (sizes[:, None] * sizes[None, :])  # (...,bins,bins)
 
 
 def tile_origin(layer: int, head: int, n: int) -> tuple[int, int]:
@@ -49,13 +49,11 @@ def tile_origin(layer: int, head: int, n: int) -> tuple[int, int]:
 def tile_overview(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS) -> np.ndarray:
     """(L,H,N,N) -> one (L*(n+1)-1, H*(n+1)-1) canvas: layers down, heads across, NaN gaps."""
     n_layers, n_heads = maps.shape[:2]
-    n = min(maps.shape[-1], bins)
-    canvas = np.full((n_layers * (n + 1) - 1, n_heads * (n + 1) - 1), np.nan, dtype=np.float32)
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            r, c = tile_origin(layer, head, n)
-            canvas[r:r + n, c:c + n] = pool_map(maps[layer, head], bins)
-    return canvas
+    pooled = pool_map(maps, bins).astype(np.float32)  # (L,H,n,n)
+    n = pooled.shape[-1]
+    padded = np.pad(pooled, ((0, 0), (0, 0), (0, 1), (0, 1)), constant_values=np.nan)  # (L,H,n+1,n+1)
+    canvas = padded.transpose(0, 2, 1, 3).reshape(n_layers * (n + 1), n_heads * (n + 1))
+    return canvas[:-1, :-1]  # tile (l,h) starts at tile_origin(l, h, n)
 
 
 def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None
@@ -103,10 +101,20 @@ def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool 
         trace.update(texttemplate="%{z:.2f}", textfont={"size": 9})
     fig = go.Figure(trace)
     size = min(900, 220 + 22 * len(labels))
-    fig.update_yaxes(autorange="reversed", title="query", type="category")
-    fig.update_xaxes(title="key", type="category", side="top", tickangle=-60)
-    fig.update_layout(title=safe_label(title), height=size + 80, margin={"l": 10, "r": 10, "t": 110, "b": 10})
+    ticks = tick_subset(axis)
+    fig.update_yaxes(autorange="reversed", title="query", type="category", **ticks)
+    fig.update_xaxes(title="key", type="category", side="top", tickangle=-60, **ticks)
+    fig.update_layout(title={"text": safe_label(title), "y": 0.995, "yanchor": "top"}, height=size + 110,
+                      margin={"l": 10, "r": 10, "t": 150, "b": 10})
     return fig
+
+
+def tick_subset(axis: Sequence[str], max_ticks: int = 60) -> dict:
+    """Label every k-th category on long axes (hover still names every cell); {} when all fit."""
+    if len(axis) <= max_ticks:
+        return {}
+    step = -(-len(axis) // max_ticks)
+    return {"tickmode": "array", "tickvals": list(axis[::step]), "ticktext": list(axis[::step])}
 
 
 def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Sequence[int],

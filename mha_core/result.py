@@ -83,22 +83,27 @@ class AttentionResult:
         """Attention probabilities of one head, (B,T,T) float32, padded rows and columns 0.
 
         On the fused path the map is rebuilt from the kernel's LSE for this head only."""
+        return self._maps(layer, slice(head, head + 1))[:, 0]
+
+    def layer_maps(self, layer: int) -> Tensor:
+        """All heads of one layer, (B,H,T,T); on the fused path rebuilt in one batched product."""
+        return self._maps(layer, slice(None))
+
+    def _maps(self, layer: int, heads: slice) -> Tensor:
         if self.path == FUSED:
-            q, k = self.layer_q[layer][:, head], self.layer_k[layer][:, head]  # (B,T,Dh)
-            lse = self.layer_lse[layer][:, head]  # (B,T)
-            probs = rebuild_probs(q, k, lse, self._key_bias[:, 0], self.scale)  # (B,T,T)
+            q, k = self.layer_q[layer][:, heads], self.layer_k[layer][:, heads]  # (B,h,T,Dh)
+            lse = self.layer_lse[layer][:, heads]  # (B,h,T)
+            probs = rebuild_probs(q, k, lse, self._key_bias, self.scale)  # (B,h,T,T)
         else:
-            probs = self.layer_probs[layer][:, head].float()  # (B,T,T)
-        return probs * self._query_mask
+            probs = self.layer_probs[layer][:, heads].float()  # (B,h,T,T)
+        if bool(self.batch.attention_mask.all()):
+            return probs  # no padding: nothing to zero
+        return probs * self._query_mask[:, None]  # padded query rows -> 0
 
     def scores_map(self, layer: int, head: int) -> Tensor:
         """Pre-softmax scaled scores q k^T / sqrt(Dh) of one head, (B,T,T); padding not masked."""
         q, k = self.layer_q[layer][:, head].float(), self.layer_k[layer][:, head].float()  # (B,T,Dh)
         return q @ k.mT * self.scale  # (B,T,T)
-
-    def layer_maps(self, layer: int) -> Tensor:
-        """All heads of one layer, (B,H,T,T)."""
-        return torch.stack([self.head_map(layer, h) for h in range(self.n_heads)], dim=1)
 
     def attention(self) -> Tensor:
         """Every layer and head, (B,L,H,T,T); on the fused path every map is rebuilt."""
@@ -111,4 +116,4 @@ class AttentionResult:
     def text_attention(self, b: int) -> np.ndarray:
         """Text b's maps without padding, (L,H,T_b,T_b) float32 numpy."""
         n = self.lengths[b]
-        return self.attention()[b, :, :, :n, :n].cpu().numpy()
+        return torch.stack([self.layer_maps(layer)[b, :, :n, :n] for layer in range(self.n_layers)]).cpu().numpy()

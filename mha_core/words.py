@@ -95,5 +95,5 @@ def attention_view(result: AttentionResult, b: int = 0, hide_special: bool = Fal
         keep = [u for u, s in enumerate(units.special) if not s]
         maps = drop_and_renormalise(maps, keep)
         labels = tuple(labels[u] for u in keep)
-    return AttentionView(labels=labels, maps=maps.astype(np.float32), hidden_special=hide_special,
+    return AttentionView(labels=labels, maps=maps.astype(np.float32, copy=False), hidden_special=hide_special,
                          merged_words=merge_words)

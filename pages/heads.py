@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -48,33 +46,36 @@ def show_overview(maps: np.ndarray, selected: tuple[int, int]) -> None:
     st.plotly_chart(fig, key="overview", on_select=pick_head_from_overview, selection_mode="points")
 
 
-def show_one_head(result, view, layer: int, head: int, avg: bool) -> object:
+def show_one_head(result, view, layer: int, head: int, avg: bool) -> None:
     n = len(view.labels)
     can_score = not (view.merged_words or avg)
     left, right = st.columns(2)
     scores = left.toggle("Pre-softmax scores (q·k/√d_k)", key="scores", bind="query-params", disabled=not can_score)
-    numbers = right.toggle("Numbers in cells", value=n <= NUMBERS_MAX_UNITS, key="numbers")
-    if scores and can_score:
-        z = result.scores_map(layer, head)[0].numpy()
-        keep = [i for i, w in enumerate(result.word_ids[0]) if w is not None] if view.hidden_special else None
-        z = z[np.ix_(keep, keep)] if keep else z
+    numbers = right.toggle("Numbers in cells", value=n <= NUMBERS_MAX_UNITS, key="numbers", disabled=n > 40)
+    fig = head_map_figure(result, view, layer, head, avg, scores and can_score, numbers and n <= 40)
+    st.plotly_chart(fig, key="head_map")
+
+
+def head_map_figure(result, view, layer: int, head: int, avg: bool, scores: bool, numbers: bool) -> object:
+    if scores:
+        z = result.scores_map(layer, head)[0].numpy()  # (T,T), pieces
+        if view.hidden_special:
+            keep = [i for i, w in enumerate(result.word_ids[0]) if w is not None]
+            z = z[np.ix_(keep, keep)]
         title = f"Layer {layer}, head {head}: scaled scores before softmax"
     else:
         z = view.maps[layer, head]
         title = f"Layer {layer}, {'mean of heads' if avg else f'head {head}'}: attention weights"
-    fig = figures.head_figure(z, view.labels, title, numbers=numbers and n <= 40, scores=scores and can_score)
-    st.plotly_chart(fig, key="head_map")
-    return fig
+    return figures.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
 
 
-def show_line_view(view, layer: int) -> object:
+def show_line_view(view, layer: int) -> None:
     n_heads = view.maps.shape[1]
     heads = st.multiselect("Heads shown", list(range(n_heads)), default=list(range(min(3, n_heads))),
                            key="line_heads")
     min_weight = st.slider("Hide lines below weight", 0.0, 0.5, 0.1, 0.01, key="line_min")
     fig = figures.line_view_figure(view.maps[layer], view.labels, heads, min_weight)
     st.plotly_chart(fig, key="line_view")
-    return fig
 
 
 def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
@@ -82,7 +83,7 @@ def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
     return lowered.index(word) if word in lowered else min(fallback, len(labels) - 1)
 
 
-def show_one_token(view) -> object:
+def show_one_token(view) -> None:
     labels = view.labels
     options = list(range(len(labels)))
     left, right = st.columns(2)
@@ -98,7 +99,6 @@ def show_one_token(view) -> object:
                 f"'{figures.safe_label(labels[query])}'’s attention to '{figures.safe_label(labels[key])}' "
                 f"(uniform would be {1 / len(labels):.2f}).")
     st.dataframe(top_keys_table(view, query), hide_index=True)
-    return fig
 
 
 def top_keys_table(view, query: int, k: int = 3) -> pd.DataFrame:
@@ -113,26 +113,35 @@ def top_keys_table(view, query: int, k: int = 3) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def show_export(view, result, layer: int, head: int, figs: dict[str, object]) -> None:
+def show_export(view, result, layer: int, head: int, avg: bool) -> None:
+    """Downloads are built only when clicked (callables), so big texts cost nothing until then."""
     n_layers, n_heads = view.maps.shape[:2]
     meta = {"text": result.batch.texts[0], "path": result.path, "backend": result.backend,
             "averaged_heads": n_heads == 1}
     c1, c2, c3 = st.columns(3)
-    c1.download_button("CSV: this head", attention_csv(view, [layer], [head]), "attention_head.csv", "text/csv")
-    c2.download_button("JSON: this head", attention_json(view, [layer], [head], meta), "attention_head.json",
-                       "application/json")
-    c3.download_button("JSON: all heads", attention_json(view, range(n_layers), range(n_heads), meta),
+    c1.download_button("CSV: this head", lambda: attention_csv(view, [layer], [head]), "attention_head.csv",
+                       "text/csv")
+    c2.download_button("JSON: this head", lambda: attention_json(view, [layer], [head], meta),
+                       "attention_head.json", "application/json")
+    c3.download_button("JSON: all heads", lambda: attention_json(view, range(n_layers), range(n_heads), meta),
                        "attention_all.json", "application/json")
+    st.markdown("**Figures as images**")
     ok, reason = image_export_status()
     if not ok:
         st.info(reason)
         return
-    name = st.selectbox("Figure", list(figs), key="export_fig")
+    builders = {
+        "overview": lambda: figures.overview_figure(view.maps, selected=(layer, head)),
+        "head": lambda: head_map_figure(result, view, layer, head, avg, False, False),
+        "token grid": lambda: figures.layer_head_grid(view.maps[:, :, 0, 0], "weights"),
+    }
+    name = st.selectbox("Figure", list(builders), key="export_fig")
     fmt = st.radio("Format", ["png", "svg"], horizontal=True, key="export_fmt")
     if st.button("Render image", key="export_render"):
         with st.spinner("Rendering with Chromium…"):
-            data = figure_image(figs[name], fmt)
-        st.download_button(f"Download {fmt.upper()}", data, f"{name}.{fmt}", f"image/{fmt.replace('svg', 'svg+xml')}")
+            data = figure_image(builders[name](), fmt)
+        mime = "image/svg+xml" if fmt == "svg" else "image/png"
+        st.download_button(f"Download {fmt.upper()}", data, f"{name.replace(' ', '_')}.{fmt}", mime)
 
 
 def main() -> None:
@@ -148,18 +157,22 @@ def main() -> None:
     n_layers, n_heads = view.maps.shape[:2]
     layer, head = head_pickers(n_layers, n_heads)
     show_overview(view.maps, (layer, head))
-    tabs = st.tabs(["One head", "One layer", "One token", "Export"])
-    figs: dict[str, object] = {}
-    with tabs[0]:
-        figs["head"] = show_one_head(result, view, layer, head, avg)
-    with tabs[1]:
-        figs["layer_lines"] = show_line_view(view, layer)
-    with tabs[2]:
-        figs["token_grid"] = show_one_token(view)
-    with tabs[3]:
-        figs["overview"] = figures.overview_figure(view.maps, selected=(layer, head))
-        show_export(view, result, layer, head, figs)
-    st.session_state["_shown"] = json.dumps({"layer": layer, "head": head, "n": len(view.labels)})
+    # Tabs bound to the URL run lazily: only the open tab's figures are built and sent.
+    one_head, one_layer, one_token, export = st.tabs(
+        ["One head", "One layer", "One token", "Export"], key="view", bind="query-params"
+    )
+    if one_head.open:
+        with one_head:
+            show_one_head(result, view, layer, head, avg)
+    if one_layer.open:
+        with one_layer:
+            show_line_view(view, layer)
+    if one_token.open:
+        with one_token:
+            show_one_token(view)
+    if export.open:
+        with export:
+            show_export(view, result, layer, head, avg)
 
 
 main()

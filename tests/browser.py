@@ -1,0 +1,95 @@
+"""Helpers for browser tests: a real `streamlit run` on a free port, Debian's Chromium via Playwright."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(script: str = "app.py", timeout: float = 90) -> Iterator[str]:
+    """Start `streamlit run` on loopback; yield its base URL; stop it afterwards."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                    break
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited: {proc.stdout.read().decode()[-2000:]}")
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("streamlit did not become healthy in time")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextlib.contextmanager
+def chromium_pages(count: int = 1, width: int = 1400, height: int = 1800) -> Iterator[list]:
+    """`count` pages (tabs) of one headless Debian Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield [browser.new_page(viewport={"width": width, "height": height}) for _ in range(count)]
+        finally:
+            browser.close()
+
+
+@contextlib.contextmanager
+def chromium_page(width: int = 1400, height: int = 1800) -> Iterator[object]:
+    with chromium_pages(1, width, height) as pages:
+        yield pages[0]
+
+
+def commit_text(page: object, label: str, text: str) -> None:
+    """Type into a Streamlit text area and submit it (Ctrl+Enter), as a user would."""
+    box = page.get_by_label(label)
+    box.fill(text)
+    box.press("Control+Enter")
+
+
+def wait_idle(page: object, timeout: float = 60_000) -> None:
+    """Wait until Streamlit has finished its script run (no 'running' status widget)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
+    )
+
+
+def choose_option(page: object, label: str, option_text: str) -> None:
+    """Open a Streamlit selectbox by its label and click the option containing `option_text`."""
+    page.get_by_role("combobox", name=label).click()
+    page.get_by_role("option").filter(has_text=option_text).first.click()

@@ -1,0 +1,146 @@
+"""AppTest for the heads page: views, options, URL state, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import ANIMAL_WIDE, ROOT
+
+
+def start(**query: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def charts(at: AppTest) -> dict:
+    return {c.proto.id: c for c in at.get("plotly_chart")}
+
+
+def chart_json(at: AppTest, key: str) -> dict:
+    import json
+
+    for c in at.get("plotly_chart"):
+        if key in c.proto.id:
+            return json.loads(c.proto.spec)
+    raise AssertionError(f"no chart {key}")
+
+
+def decode(z: object) -> np.ndarray:
+    """Plotly sends numpy arrays as base64 typed arrays ({"dtype", "bdata", "shape"})."""
+    if isinstance(z, dict):
+        import base64
+
+        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+        shape = [int(s) for s in str(z.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape).astype(float)
+    return np.array(z, dtype=float)
+
+
+def head_axis(at: AppTest) -> list[str]:
+    return chart_json(at, "head_map")["data"][0]["x"]
+
+
+def chart_keys(at: AppTest) -> set[str]:
+    keys = ("overview", "head_map", "line_view", "token_grid")
+    return {k for c in at.get("plotly_chart") for k in keys if k in c.proto.id}
+
+
+def test_default_sentence_renders_overview_and_head():
+    at = start()
+    assert not at.exception and not at.error
+    assert chart_keys(at) == {"overview", "head_map"}  # other tabs run only when opened
+    assert "path" in at.caption[0].value and "backend" in at.caption[0].value
+    assert head_axis(at)[0] == "0 [CLS]"
+
+
+def test_each_tab_renders_its_view():
+    at = start(view="One layer")
+    assert chart_keys(at) == {"overview", "line_view"} and not at.exception
+    at = start(view="One token")
+    assert chart_keys(at) == {"overview", "token_grid"} and not at.exception
+    grid = chart_json(at, "token_grid")
+    assert "'it' to 'animal'" in grid["layout"]["title"]["text"]  # the default pair for the default sentence
+    assert len(at.dataframe[0].value) == 72  # top keys for every layer x head
+    at = start(view="Export")
+    assert not at.exception
+    assert {b.label for b in at.get("download_button")} >= {"CSV: this head", "JSON: this head", "JSON: all heads"}
+
+
+def test_options_change_the_views():
+    at = start()
+    at.checkbox(key="hide_special").check().run()
+    assert "[CLS]" not in " ".join(head_axis(at))
+    z = decode(chart_json(at, "head_map")["data"][0]["z"])
+    assert np.allclose(z.sum(axis=1), 1.0, atol=1e-4)
+    at.checkbox(key="hide_special").uncheck().run()
+    at.text_area(key="text").input("Unbelievably, the tokenizer works.").run()
+    at.checkbox(key="merge_words").check().run()
+    assert "1 Unbelievably" in head_axis(at)
+    at.checkbox(key="avg_heads").check().run()
+    overview = chart_json(at, "overview")
+    assert [t for t in overview["layout"]["xaxis"]["ticktext"]] == ["H0"]  # one column: the layer mean
+    assert at.selectbox(key="head").disabled
+
+
+def test_scores_toggle_shows_pre_softmax_scores():
+    at = start()
+    at.toggle(key="scores").set_value(True).run()
+    spec = chart_json(at, "head_map")
+    z = decode(spec["data"][0]["z"])
+    assert (z < 0).any() and "before softmax" in spec["layout"]["title"]["text"]
+
+
+def test_query_params_restore_the_view():
+    at = start(layer="3", head="7", hide_special="true", text=ANIMAL_WIDE)
+    assert not at.exception
+    assert at.selectbox(key="layer").value == 3 and at.selectbox(key="head").value == 7
+    assert at.checkbox(key="hide_special").value is True
+    assert at.text_area(key="text").value == ANIMAL_WIDE
+    assert "Layer 3, head 7" in chart_json(at, "head_map")["layout"]["title"]["text"]
+    assert "wide" in " ".join(head_axis(at))
+
+
+def test_picking_an_example_fills_the_box():
+    at = start()
+    at.selectbox(key="example").set_value(ANIMAL_WIDE).run()
+    assert at.text_area(key="text").value == ANIMAL_WIDE
+
+
+@pytest.mark.parametrize(("text", "expect"), [
+    ("", "empty"),
+    ("   \n\t  ", "empty"),
+    ("\x00\x01\x02\x7f", "no word pieces"),
+])
+def test_bad_input_gets_a_message(text, expect):
+    at = start()
+    at.text_area(key="text").input(text).run()
+    assert not at.exception
+    assert any(expect in i.value for i in at.info)
+    assert at.text_area(key="text").value == text  # nothing the user typed is lost
+
+
+def test_huge_paste_is_cut_with_a_notice():
+    at = start()
+    at.text_area(key="text").input("word " * 20_000).run()  # 100,000 characters
+    assert not at.exception
+    assert any("cut" in w.value and "20,002" in w.value for w in at.warning)
+
+
+def test_markup_and_special_tokens_render_as_text():
+    at = start()
+    at.text_area(key="text").input("<script>alert(1)</script> [SEP] <b>hi</b>").run()
+    assert not at.exception
+    axis = " ".join(head_axis(at))
+    assert "<script>" not in axis and "<b>" not in axis and "&lt;" in axis
+    assert axis.count("[SEP]") == 1 and "sep" in axis  # the typed [SEP] is three plain pieces
+
+
+def test_export_renders_a_png_with_system_chromium():
+    at = start(view="Export")
+    at.button(key="export_render").click().run()
+    assert not at.exception
+    assert "Download PNG" in {b.label for b in at.get("download_button")}

@@ -1,0 +1,38 @@
+"""End to end in a real browser: streamlit run + Debian's Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.browser import ARTIFACTS, choose_option, chromium_page, commit_text, streamlit_server, wait_idle
+from tests.conftest import ANIMAL_WIDE
+
+pytestmark = pytest.mark.browser
+
+
+def test_heads_page_minimal_pair_open_head_change_token():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server() as url, chromium_page() as page:
+        page.goto(url)
+        page.get_by_label("Sentence").wait_for(timeout=90_000)
+        commit_text(page, "Sentence", ANIMAL_WIDE)
+        wait_idle(page)
+        # the overview is drawn for the new sentence (its head map axis carries "wide")
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        page.locator("svg text", has_text="wide").first.wait_for(timeout=60_000)
+        # open layer 3, head 5 by clicking its tile in the overview
+        page.locator(".js-plotly-plot").first.locator(".scatterlayer .point").nth(3 * 12 + 5).click(force=True)
+        wait_idle(page)
+        page.get_by_text("Layer 3, head 5: attention weights").wait_for(timeout=60_000)
+        # change the query token in the token view
+        page.get_by_role("tab", name="One token").click()
+        choose_option(page, "Query token", ": animal")
+        wait_idle(page)
+        page.get_by_text("Weight from 'animal' to").first.wait_for(timeout=60_000)
+        state = parse_qs(urlparse(page.url).query)
+        page.screenshot(path=str(ARTIFACTS / "heads_e2e.png"), full_page=True)
+    assert state["text"] == [ANIMAL_WIDE]
+    assert state["layer"] == ["3"] and state["head"] == ["5"]
+    assert "animal" in state["query"][0]

@@ -1,0 +1,98 @@
+"""Pure view transforms (words.py) and figure builders (figures.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_core import figures, run
+from mha_core.words import attention_view, drop_and_renormalise, merge_pieces, word_units
+
+
+def random_maps(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    raw = np.random.default_rng(seed).random(shape).astype(np.float32)
+    return raw / raw.sum(axis=-1, keepdims=True)
+
+
+def test_tiles_sit_where_their_labels_say():
+    n_layers, n_heads, n = 3, 4, 5
+    maps = np.zeros((n_layers, n_heads, n, n), dtype=np.float32)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            maps[layer, head] = layer * 10 + head
+    canvas = figures.tile_overview(maps)
+    fig = figures.overview_figure(maps)
+    xt, yt = fig.layout.xaxis, fig.layout.yaxis
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            r, c = figures.tile_origin(layer, head, n)
+            assert np.all(canvas[r:r + n, c:c + n] == layer * 10 + head)
+            # the tick labelled L{layer} / H{head} points into that tile
+            assert r <= yt.tickvals[layer] <= r + n - 1 and yt.ticktext[layer] == f"L{layer}"
+            assert c <= xt.tickvals[head] <= c + n - 1 and xt.ticktext[head] == f"H{head}"
+    assert np.isnan(canvas[n, 0])  # the gap row between layers
+    assert len(fig.data) == 2  # one tiled heatmap + one marker trace for clicks, however many heads
+    assert list(fig.data[1].customdata[n_heads + 1]) == [1, 1]
+
+
+def test_overview_pools_long_inputs():
+    maps = random_maps((2, 3, 100, 100))
+    canvas = figures.tile_overview(maps, bins=20)
+    assert canvas.shape == (2 * 21 - 1, 3 * 21 - 1)
+    pooled = figures.pool_map(maps[1, 2], 20)
+    assert pooled.shape == (20, 20)
+    assert np.isclose(pooled[0, 0], maps[1, 2, :5, :5].mean())
+
+
+def test_head_figure_puts_row_zero_on_top_and_escapes_labels():
+    labels = ["[CLS]", "<b>bold</b>", "it", "it", "[SEP]"]
+    fig = figures.head_figure(random_maps((5, 5)), labels, "t")
+    assert fig.layout.yaxis.autorange == "reversed"
+    assert fig.data[0].y[0].startswith("0 ") and len(set(fig.data[0].x)) == 5  # repeated "it" stay distinct
+    assert "<b>" not in "".join(fig.data[0].x) and "&lt;b&gt;" in fig.data[0].x[1]
+
+
+def test_hidden_specials_renormalise_rows():
+    maps = random_maps((2, 3, 6, 6))
+    kept = drop_and_renormalise(maps, [1, 2, 3, 4])
+    assert kept.shape == (2, 3, 4, 4)
+    assert np.allclose(kept.sum(-1), 1.0, atol=1e-6)
+    assert np.allclose(kept[0, 0, 0], maps[0, 0, 1, 1:5] / maps[0, 0, 1, 1:5].sum())
+
+
+def test_merging_pieces_sums_to_and_averages_from():
+    maps = random_maps((4, 4))
+    merged = merge_pieces(maps, [(0,), (1, 2), (3,)])
+    assert np.isclose(merged[0, 1], maps[0, 1] + maps[0, 2])
+    assert np.isclose(merged[1, 0], (maps[1, 0] + maps[2, 0]) / 2)
+    assert np.isclose(merged[1, 1], (maps[1, 1] + maps[1, 2] + maps[2, 1] + maps[2, 2]) / 2)
+    assert np.allclose(merged.sum(-1), 1.0, atol=1e-6)
+
+
+def test_word_units_group_pieces(bundled):
+    result = run(bundled, "Unbelievably, the tokenizer works.")
+    b = result.batch
+    units = word_units(b.texts[0], b.tokens[0], b.word_ids[0], b.offsets[0])
+    assert units.labels == ("[CLS]", "Unbelievably", ",", "the", "tokenizer", "works", ".", "[SEP]")
+    assert units.special == (True, False, False, False, False, False, False, True)
+    assert all(len(g) >= 1 for g in units.groups) and sum(len(g) for g in units.groups) == len(b.tokens[0])
+
+
+@pytest.mark.parametrize(("hide", "merge"), [(False, False), (True, False), (False, True), (True, True)])
+def test_attention_view_rows_sum_to_one(bundled, hide, merge):
+    view = attention_view(run(bundled, "Unbelievably, the tokenizer works."), 0, hide, merge)
+    assert view.maps.shape[:2] == (6, 12) and view.maps.shape[-1] == len(view.labels)
+    assert np.allclose(view.maps.sum(-1), 1.0, atol=1e-5)
+    assert ("[CLS]" in view.labels) != hide
+
+
+def test_typed_special_tokens_are_plain_text(bundled):
+    result = run(bundled, "a [SEP] b [CLS]")
+    assert result.tokens[0].count("[SEP]") == 1 and result.tokens[0].count("[CLS]") == 1
+    assert "sep" in result.tokens[0]
+
+
+def test_line_view_traces_per_head():
+    fig = figures.line_view_figure(random_maps((12, 6, 6)), list("abcdef"), heads=[0, 3], min_weight=0.0)
+    names = {t.name for t in fig.data if t.mode == "lines"}
+    assert names == {"head 0", "head 3"}
