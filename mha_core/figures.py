@@ -31,14 +31,17 @@ def indexed_labels(labels: Sequence[str]) -> list[str]:
 
 
 def pool_map(m: np.ndarray, bins: int) -> np.ndarray:
-    """Block-average (..., N, N) maps down to at most (..., bins, bins); unchanged when N <= bins."""
+    """Shrink (..., N, N) maps to at most (..., bins, bins); unchanged when N <= bins.
+
+    Like merging pieces into words: key blocks are summed and query blocks averaged, so every
+    pooled row is still a distribution and the 0..1 colour scale keeps its meaning."""
     n = m.shape[-1]
     if n <= bins:
         return m
     edges = np.linspace(0, n, bins + 1).round().astype(int)[:-1]
     sizes = np.diff(np.append(edges, n))
     summed = np.add.reduceat(np.add.reduceat(m, edges, axis=-2), edges, axis=-1)
-    return summed / (sizes[:, None] * sizes[None, :])  # (...,bins,bins)
+    return summed / sizes[:, None]  # (...,bins,bins): rows averaged over their query block
 
 
 def tile_origin(layer: int, head: int, n: int) -> tuple[int, int]:
@@ -138,7 +141,7 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 3 * min(hi, 1)},
                 opacity=min(hi, 1) * 0.8, name=f"head {head}", legendgroup=f"h{head}",
-                showlegend=hi == levels[0] or False, hoverinfo="skip",
+                showlegend=not any(t.legendgroup == f"h{head}" for t in fig.data), hoverinfo="skip",
             ))
     for side, anchor in ((0.0, "right"), (1.0, "left")):
         fig.add_trace(go.Scatter(x=[side] * n, y=list(range(n)), mode="text", text=[safe_label(t) for t in labels],

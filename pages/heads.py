@@ -11,6 +11,7 @@ from mha_core.export import attention_csv, attention_json, figure_image, image_e
 from pages._state import checked_run, current_model, path_caption, sentence_box, view_of
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
+LINE_VIEW_MAX_UNITS = 60
 
 
 def options_sidebar() -> tuple[bool, bool, bool]:
@@ -40,7 +41,7 @@ def head_pickers(n_layers: int, n_heads: int) -> tuple[int, int]:
 def show_overview(maps: np.ndarray, selected: tuple[int, int]) -> None:
     st.subheader("All heads at a glance")
     st.caption("Each tile is one head's map (query rows, key columns); click a tile to open that head. "
-               f"Longer texts are shown block-averaged to at most {figures.OVERVIEW_MAX_BINS}×"
+               f"Longer texts are pooled (keys summed, queries averaged) to at most {figures.OVERVIEW_MAX_BINS}×"
                f"{figures.OVERVIEW_MAX_BINS} per tile.")
     fig = figures.overview_figure(maps, selected=selected)
     st.plotly_chart(fig, key="overview", on_select=pick_head_from_overview, selection_mode="points")
@@ -70,11 +71,16 @@ def head_map_figure(result, view, layer: int, head: int, avg: bool, scores: bool
 
 
 def show_line_view(view, layer: int) -> None:
-    n_heads = view.maps.shape[1]
+    n_heads, n = view.maps.shape[1], len(view.labels)
     heads = st.multiselect("Heads shown", list(range(n_heads)), default=list(range(min(3, n_heads))),
                            key="line_heads")
     min_weight = st.slider("Hide lines below weight", 0.0, 0.5, 0.1, 0.01, key="line_min")
-    fig = figures.line_view_figure(view.maps[layer], view.labels, heads, min_weight)
+    start = 0
+    if n > LINE_VIEW_MAX_UNITS:  # a window keeps long texts readable; weights stay those of the full text
+        start = st.slider("First token shown", 0, n - LINE_VIEW_MAX_UNITS, 0, key="line_start")
+        st.caption(f"Showing tokens {start}–{start + LINE_VIEW_MAX_UNITS - 1} of {n} (lines within the window).")
+    window = slice(start, start + LINE_VIEW_MAX_UNITS)
+    fig = figures.line_view_figure(view.maps[layer][:, window, window], view.labels[window], heads, min_weight)
     st.plotly_chart(fig, key="line_view")
 
 

@@ -144,3 +144,14 @@ def test_export_renders_a_png_with_system_chromium():
     at.button(key="export_render").click().run()
     assert not at.exception
     assert "Download PNG" in {b.label for b in at.get("download_button")}
+
+
+def test_long_text_line_view_uses_a_window():
+    at = start(view="One layer")
+    at.text_area(key="text").input("word " * 120).run()
+    assert not at.exception
+    at.slider(key="line_start").set_value(30).run()
+    spec = chart_json(at, "line_view")
+    labels = [t for trace in spec["data"] if trace.get("mode") == "text" for t in trace["text"]]
+    assert len(labels) == 2 * 60  # 60 tokens per side
+    assert any("Showing tokens 30–89 of 122" in c.value for c in at.caption)

@@ -41,7 +41,8 @@ def test_overview_pools_long_inputs():
     assert canvas.shape == (2 * 21 - 1, 3 * 21 - 1)
     pooled = figures.pool_map(maps[1, 2], 20)
     assert pooled.shape == (20, 20)
-    assert np.isclose(pooled[0, 0], maps[1, 2, :5, :5].mean())
+    assert np.isclose(pooled[0, 0], maps[1, 2, :5, :5].sum(axis=1).mean())  # keys summed, queries averaged
+    assert np.allclose(pooled.sum(axis=-1), 1.0, atol=1e-5)
 
 
 def test_head_figure_puts_row_zero_on_top_and_escapes_labels():
