@@ -1,9 +1,14 @@
-"""Attention explorer: routes to the pages. Nothing else lives here."""
+"""Attention explorer: routes to the pages in views/. Nothing else lives here.
+
+The pages live in views/, not pages/: Streamlit treats a pages/ folder beside the entry script as a
+legacy multipage app, and a fresh server's first request for a sub-page URL would bypass this router.
+"""
 
 import streamlit as st
 
 st.set_page_config(page_title="Attention explorer", page_icon="🔎", layout="wide")
 pages = [
-    st.Page("pages/heads.py", title="Heads", icon="🔥", default=True),
+    st.Page("views/heads.py", title="Heads", icon=":material/grid_view:", default=True),
+    st.Page("views/parameters.py", title="Parameters", icon=":material/calculate:"),
 ]
 st.navigation(pages).run()

@@ -155,3 +155,12 @@ def test_long_text_line_view_uses_a_window():
     labels = [t for trace in spec["data"] if trace.get("mode") == "text" for t in trace["text"]]
     assert len(labels) == 2 * 60  # 60 tokens per side
     assert any("Showing tokens 30–89 of 122" in c.value for c in at.caption)
+
+
+def test_sentence_survives_a_page_switch():
+    at = start()
+    at.text_area(key="text").input(ANIMAL_WIDE).run()
+    at.switch_page("views/parameters.py").run()
+    at.switch_page("views/heads.py").run()
+    assert not at.exception
+    assert at.text_area(key="text").value == ANIMAL_WIDE

@@ -6,11 +6,13 @@ parameters (bind="query-params"), so a pasted link reopens the same view.
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
 from mha_core.model import resolve_model_dir
+from mha_core.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.words import AttentionView, attention_view
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -51,6 +53,17 @@ def view_of(model_dir: str, text: str, path: str, hide_special: bool, merge_word
     return attention_view(run_texts(model_dir, (text,), path), 0, hide_special, merge_words)
 
 
+@st.cache_resource(show_spinner=False)
+def model_breakdown_of(model_dir: str) -> ModelBreakdown:
+    return model_breakdown(get_model(model_dir))
+
+
+@st.cache_resource(show_spinner=False)
+def weight_norms_of(model_dir: str) -> tuple[np.ndarray, np.ndarray]:
+    qk, ov = head_weight_norms(get_model(model_dir))
+    return qk.numpy(), ov.numpy()
+
+
 def run_one(text: str, path: str = "auto") -> AttentionResult:
     return run_texts(str(current_model().model_dir), (text,), path)
 
@@ -80,15 +93,21 @@ def _remember_text() -> None:
     st.session_state["_text"] = st.session_state["text"]
 
 
-def sentence_box() -> str:
-    """The shared sentence box (sidebar); its value survives page switches and lives in the URL."""
+def model_card() -> None:
+    """The model's name and shape, in the sidebar of every page."""
     model = current_model()
-    if "text" not in st.session_state and "_text" in st.session_state:
-        st.session_state["text"] = st.session_state["_text"]  # restore after a page switch
     with st.sidebar:
         st.markdown(f"**Model:** {model.name}")
         st.caption(f"{model.n_layers} layers × {model.n_heads} heads · d_model {model.d_model} · "
                    f"head dim {model.head_dim} · max {model.max_length} word pieces")
+
+
+def sentence_box() -> str:
+    """The shared sentence box (sidebar); its value survives page switches and lives in the URL."""
+    model_card()
+    if "text" not in st.session_state and "_text" in st.session_state:
+        st.session_state["text"] = st.session_state["_text"]  # restore after a page switch
+    with st.sidebar:
         st.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
                      placeholder="Pick an example sentence")
         text = st.text_area("Sentence", DEFAULT_SENTENCE, key="text", bind="query-params", height=110,

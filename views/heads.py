@@ -8,7 +8,7 @@ import streamlit as st
 
 from mha_core import figures
 from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
-from pages._state import checked_run, current_model, path_caption, sentence_box, view_of
+from views._state import checked_run, current_model, path_caption, sentence_box, view_of
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
 LINE_VIEW_MAX_UNITS = 60

@@ -1,0 +1,131 @@
+"""The command line: `python -m mha_core attention|params ... --json OUT`.
+
+Bad input exits with status 2 and one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mha_core.attention import AUTO, PATHS
+from mha_core.model import ModelLoadError
+from mha_core.shapes import ShapeError
+from mha_core.tokens import InputError
+
+
+class CliError(Exception):
+    """A user-facing error raised by a subcommand."""
+
+
+def write_json(data: object, out: str) -> None:
+    """Write `data` to `out` ("-" for stdout)."""
+    text = json.dumps(data, ensure_ascii=False)
+    if out == "-":
+        sys.stdout.write(text + "\n")
+        return
+    try:
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise CliError(f"cannot write {out}: {err.strerror}") from None
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from mha_core import load_model, run
+
+    model = load_model(args.model_dir)
+    result = run(model, args.text, path=args.path)
+    write_json({
+        "tokens": list(result.tokens[0]),
+        "attention": result.text_attention(0).astype("float64").round(7).tolist(),
+        "path": result.path,
+        "backend": result.backend,
+        "truncated": result.truncated[0],
+        "n_tokens": result.n_tokens[0],
+        "model": model.name,
+    }, args.json)
+
+
+def add_attention_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("attention", help="every layer's and head's attention map for one text")
+    p.add_argument("text")
+    p.add_argument("--model-dir", default=None, help="a local BERT-family model directory (default: bundled)")
+    p.add_argument("--path", choices=PATHS, default=AUTO)
+    p.add_argument("--json", default="-", help="output file, '-' for stdout")
+    p.set_defaults(func=cmd_attention)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mha_core", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_attention_parser(sub)
+    add_params_parser(sub)
+    return parser
+
+
+def cmd_params(args: argparse.Namespace) -> None:
+    calculator = (args.d_model, args.heads, args.kv_heads, args.d_k, args.d_v)
+    if any(v is not None for v in calculator) or args.no_bias:
+        if args.d_model is None or args.heads is None:
+            raise CliError("the calculator needs both --d-model and --heads")
+        try:
+            write_json(shape_json(args), args.json)
+        except ShapeError as err:
+            raise CliError(str(err)) from None
+        return
+    write_json(model_json(args.model_dir), args.json)
+
+
+def shape_json(args: argparse.Namespace) -> dict:
+    from dataclasses import asdict
+
+    from mha_core.shapes import count_shape, make_shape
+
+    shape = make_shape(args.d_model, args.heads, args.d_k, args.d_v, args.kv_heads, not args.no_bias)
+    count = count_shape(shape)
+    return {"shape": asdict(shape), "kind": shape.kind, "per_matrix": count.per_matrix, "total": count.total,
+            "torch_multihead_attention_total": count.torch_mha_total}
+
+
+def model_json(model_dir: str | None) -> dict:
+    from dataclasses import asdict
+
+    from mha_core import load_model
+    from mha_core.params import head_count, model_breakdown
+
+    model = load_model(model_dir)
+    breakdown = model_breakdown(model)
+    layers = [{"layer": i, "params": {r.part: r.count for r in breakdown.rows if r.group == f"layer {i}"},
+               "total": breakdown.group_total(f"layer {i}")} for i in range(model.n_layers)]
+    return {
+        "model": model.name, "layers": layers,
+        "embeddings": {r.part: r.count for r in breakdown.rows if r.group == "embeddings"},
+        "pooler": {r.part: r.count for r in breakdown.rows if r.group == "pooler"},
+        "total": breakdown.total, "attention_total": breakdown.attention_total,
+        "per_head": asdict(head_count(model)),
+    }
+
+
+def add_params_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("params", help="parameter counts of the model, or of any attention shape")
+    p.add_argument("--model-dir", default=None)
+    p.add_argument("--d-model", type=int, default=None, help="calculator: model width")
+    p.add_argument("--heads", type=int, default=None, help="calculator: number of query heads")
+    p.add_argument("--kv-heads", type=int, default=None, help="calculator: key/value heads (GQA/MQA)")
+    p.add_argument("--d-k", type=int, default=None)
+    p.add_argument("--d-v", type=int, default=None)
+    p.add_argument("--no-bias", action="store_true")
+    p.add_argument("--json", default="-")
+    p.set_defaults(func=cmd_params)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (CliError, InputError, ModelLoadError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0

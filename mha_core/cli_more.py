@@ -1,5 +1,0 @@
-"""Subcommands beyond `attention`: filled in as the modules they drive arrive."""
-
-from __future__ import annotations
-
-PARSERS: list = []

@@ -1,0 +1,105 @@
+"""Figures for the parameters page: where parameters and compute go. Data in, go.Figure out."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_core.params import ModelBreakdown
+from mha_core.shapes import (
+    AttentionShape,
+    attention_matrix_bytes,
+    crossover_length,
+    kv_cache_bytes_per_token,
+    make_shape,
+    projection_flops,
+    score_flops,
+)
+
+PART_GROUPS = {  # stacked-bar segments: display part names -> segment
+    "W_Q": "W_Q + b_Q", "b_Q": "W_Q + b_Q", "W_K": "W_K + b_K", "b_K": "W_K + b_K",
+    "W_V": "W_V + b_V", "b_V": "W_V + b_V", "W_O": "W_O + b_O", "b_O": "W_O + b_O",
+}
+
+
+def segment(part: str, kind: str) -> str:
+    return PART_GROUPS.get(part, "LayerNorms" if kind == "layernorm" else "feed-forward" if kind == "feed-forward"
+                           else part)
+
+
+def layer_stack_figure(b: ModelBreakdown) -> go.Figure:
+    """One stacked bar per encoder layer: Q, K, V, O projections, LayerNorms, feed-forward."""
+    groups = [g for g in dict.fromkeys(r.group for r in b.rows) if g.startswith("layer")]
+    segments = ["W_Q + b_Q", "W_K + b_K", "W_V + b_V", "W_O + b_O", "LayerNorms", "feed-forward"]
+    fig = go.Figure()
+    for seg in segments:
+        counts = [sum(r.count for r in b.rows if r.group == g and segment(r.part, r.kind) == seg) for g in groups]
+        fig.add_trace(go.Bar(x=groups, y=counts, name=seg, hovertemplate="%{x}: %{y:,}<extra>" + seg + "</extra>"))
+    fig.update_layout(barmode="stack", title="Parameters per encoder layer", yaxis_title="parameters",
+                      height=420, margin={"t": 50, "b": 10})
+    return fig
+
+
+def model_sunburst(b: ModelBreakdown, model_name: str) -> go.Figure:
+    """The whole model: groups (embeddings, layers, pooler) -> kinds -> named parameters."""
+    ids, labels, parents, values = [model_name], [model_name], [""], [b.total]
+    for group in dict.fromkeys(r.group for r in b.rows):
+        ids.append(group), labels.append(group), parents.append(model_name), values.append(b.group_total(group))
+        for kind in dict.fromkeys(r.kind for r in b.rows if r.group == group):
+            kid = f"{group}/{kind}"
+            rows = [r for r in b.rows if r.group == group and r.kind == kind]
+            ids.append(kid), labels.append(kind), parents.append(group), values.append(sum(r.count for r in rows))
+            for r in rows:
+                ids.append(f"{kid}/{r.part}"), labels.append(r.part), parents.append(kid), values.append(r.count)
+    fig = go.Figure(go.Sunburst(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+                                hovertemplate="%{label}: %{value:,} (%{percentRoot:.1%})<extra></extra>",
+                                maxdepth=3))
+    fig.update_layout(title="The whole model", height=520, margin={"t": 50, "b": 10, "l": 10, "r": 10})
+    return fig
+
+
+def lengths(n_max: int) -> np.ndarray:
+    return np.unique(np.geomspace(1, n_max, 200).round().astype(int))
+
+
+def flops_figure(s: AttentionShape, n_max: int) -> go.Figure:
+    """Per layer FLOPs against n: projections (linear) vs attention scores (quadratic), crossover marked."""
+    ns = lengths(n_max)
+    fig = go.Figure([
+        go.Scatter(x=ns, y=[projection_flops(s, n) for n in ns], name="projections Q, K, V, O (∝ n)"),
+        go.Scatter(x=ns, y=[score_flops(s, n) for n in ns], name="QKᵀ and probs·V (∝ n²)"),
+    ])
+    cross = crossover_length(s)
+    if cross <= n_max:
+        fig.add_vline(x=cross, line_dash="dash", annotation_text=f"crossover n = {cross:,.0f}")
+    fig.update_xaxes(type="log", title="sequence length n")
+    fig.update_yaxes(type="log", title="FLOPs per layer")
+    fig.update_layout(title="Compute per layer", height=380, margin={"t": 50, "b": 10})
+    return fig
+
+
+def memory_figure(s: AttentionShape, n_max: int) -> go.Figure:
+    """Bytes of the attention map per layer: explicit (h n² floats) vs fused (h n log-sum-exps)."""
+    ns = lengths(n_max)
+    explicit, fused = zip(*(attention_matrix_bytes(s, n) for n in ns), strict=True)
+    fig = go.Figure([go.Scatter(x=ns, y=explicit, name="explicit: probabilities (∝ n²)"),
+                     go.Scatter(x=ns, y=fused, name="fused: log-sum-exp only (∝ n)")])
+    fig.update_xaxes(type="log", title="sequence length n")
+    fig.update_yaxes(type="log", title="bytes per layer (fp32)")
+    fig.update_layout(title="Attention-map memory", height=380, margin={"t": 50, "b": 10})
+    return fig
+
+
+def kv_cache_figure(s: AttentionShape, n_layers: int) -> go.Figure:
+    """KV-cache bytes per token for the same query heads with h (MHA), a GQA group count, and 1 (MQA) KV heads."""
+    options = {"MHA": s.n_heads, "MQA": 1}
+    gqa = next((g for g in (8, 4, 2) if g < s.n_heads and s.n_heads % g == 0), None)
+    if gqa:
+        options = {"MHA": s.n_heads, f"GQA ({gqa} KV heads)": gqa, "MQA": 1}
+    names = list(options)
+    values = [kv_cache_bytes_per_token(make_shape(s.d_model, s.n_heads, s.d_k, s.d_v, g, s.bias), n_layers)
+              for g in options.values()]
+    fig = go.Figure(go.Bar(x=names, y=values, text=[f"{v:,} B" for v in values], textposition="auto"))
+    fig.update_layout(title=f"KV cache per token ({n_layers} layers, fp16)", yaxis_title="bytes", height=380,
+                      margin={"t": 50, "b": 10})
+    return fig

@@ -1,0 +1,23 @@
+"""Deep links on a fresh server: a shared URL to a sub-page must go through the app's router."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import ARTIFACTS, chromium_page, streamlit_server, wait_idle
+
+pytestmark = pytest.mark.browser
+
+
+def test_fresh_server_deep_link_to_parameters_calculator():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server() as url, chromium_page() as page:
+        page.goto(f"{url}/parameters?ptab=Any+shape")  # the very first request this server sees
+        page.get_by_text("Calculator for any shape").wait_for(timeout=90_000)
+        wait_idle(page)
+        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)  # FLOPs, memory, KV cache drawn
+        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+        page.screenshot(path=str(ARTIFACTS / "parameters_deep_link.png"), full_page=True)
+        assert "1,050,624" in page.locator("body").inner_text()
+    assert "Heads" in nav and "Parameters" in nav
+    assert "state" not in nav.lower()  # no legacy pages/ listing of helper modules

@@ -1,0 +1,137 @@
+"""Every number the parameters page shows, against numel() of real modules."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from mha_core.params import count_parameters, head_count, head_weight_norms, model_breakdown
+from mha_core.shapes import (
+    ShapeError,
+    attention_matrix_bytes,
+    count_shape,
+    crossover_length,
+    kv_cache_bytes_per_token,
+    make_shape,
+    projection_flops,
+    score_flops,
+    single_head_equivalent,
+)
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"embed_dim": 512, "num_heads": 8},
+    {"embed_dim": 512, "num_heads": 8, "bias": False},
+    {"embed_dim": 512, "num_heads": 8, "kdim": 256, "vdim": 128},
+    {"embed_dim": 384, "num_heads": 12, "kdim": 100, "vdim": 100, "bias": False},
+    {"embed_dim": 96, "num_heads": 1},
+])
+def test_calculator_equals_torch_multihead_attention(kwargs):
+    module = torch.nn.MultiheadAttention(**kwargs)
+    shape = make_shape(kwargs["embed_dim"], kwargs["num_heads"], bias=kwargs.get("bias", True),
+                       kdim=kwargs.get("kdim"), vdim=kwargs.get("vdim"))
+    count = count_shape(shape)
+    expected = sum(p.numel() for p in module.parameters())
+    assert count.total == count.torch_mha_total == expected == count_parameters(module).total
+
+
+def test_the_classroom_example():
+    count = count_shape(make_shape(512, 8))
+    assert count.total == 1_050_624 == 4 * 512**2 + 4 * 512
+    assert count.per_matrix["W_Q"] == 512 * 512 and count.per_matrix["b_O"] == 512
+
+
+def test_grouped_and_multi_query_shapes_count_real_linears():
+    gqa = count_shape(make_shape(512, 8, n_kv_heads=2))
+    assert gqa.torch_mha_total is None  # nn.MultiheadAttention cannot express GQA
+    linears = [torch.nn.Linear(512, 512), torch.nn.Linear(512, 128), torch.nn.Linear(512, 128),
+               torch.nn.Linear(512, 512)]
+    assert gqa.total == sum(p.numel() for m in linears for p in m.parameters())
+    assert make_shape(512, 8, n_kv_heads=1).kind.startswith("multi-query")
+
+
+def test_single_head_has_the_same_parameters():
+    for shape in (make_shape(512, 8), make_shape(384, 12, bias=False), make_shape(768, 12, d_k=32, d_v=32)):
+        assert count_shape(single_head_equivalent(shape)).total == count_shape(shape).total
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"d_model": 510, "n_heads": 8}, "not divisible"),
+    ({"d_model": 512, "n_heads": 0}, "positive"),
+    ({"d_model": -4, "n_heads": 2}, "positive"),
+    ({"d_model": 10**9, "n_heads": 8}, "limit"),
+    ({"d_model": 512, "n_heads": 8, "n_kv_heads": 3}, "evenly"),
+    ({"d_model": 512, "n_heads": 8, "d_k": 0}, "d_k"),
+])
+def test_impossible_shapes_say_why(kwargs, message):
+    with pytest.raises(ShapeError, match=message):
+        make_shape(**kwargs)
+
+
+def test_costs():
+    s = make_shape(512, 8)
+    assert projection_flops(s, 10) == 2 * 10 * 4 * 512 * 512
+    assert score_flops(s, 10) == 2 * 100 * 8 * 128
+    assert crossover_length(s) == 1024  # 2 * d_model for standard MHA
+    assert projection_flops(s, 1024) == score_flops(s, 1024)
+    assert attention_matrix_bytes(s, 100) == (8 * 100 * 100 * 4, 8 * 100 * 4)
+    assert kv_cache_bytes_per_token(s, 6) == 6 * 8 * 128 * 2
+    assert kv_cache_bytes_per_token(make_shape(512, 8, n_kv_heads=1), 6) == 6 * 128 * 2
+
+
+def test_bundled_model_breakdown(bundled):
+    b = model_breakdown(bundled)
+    assert b.total == sum(p.numel() for p in bundled.model.parameters()) == 22_713_216
+    per_layer_attention = 4 * 384 * 384 + 4 * 384
+    assert b.attention_total == 6 * per_layer_attention
+    assert b.group_total("layer 0") == sum(p.numel() for p in bundled.model.encoder.layer[0].parameters())
+    assert {r.part for r in b.rows if r.group == "layer 3"} >= {"W_Q", "b_O", "FFN W_in", "output LayerNorm β"}
+
+
+def test_head_slices_reassemble_the_full_matrices(bundled):
+    for layer in (0, 5):
+        hw, a = bundled.head_weights(layer), bundled.layers[layer].attention
+        assert torch.equal(torch.cat(list(hw.w_q.transpose(1, 2)), dim=0), a.w_q)  # rows per head
+        assert torch.equal(torch.cat(list(hw.w_k.transpose(1, 2)), dim=0), a.w_k)
+        assert torch.equal(torch.cat(list(hw.w_v.transpose(1, 2)), dim=0), a.w_v)
+        assert torch.equal(torch.cat(list(hw.w_o.transpose(1, 2)), dim=1), a.w_o)  # columns per head
+        assert torch.equal(hw.b_q.reshape(-1), a.b_q)
+    h = head_count(bundled)
+    assert (h.q, h.k, h.v, h.o) == (384 * 32 + 32,) * 3 + (32 * 384,)
+    assert 12 * (h.q + h.k + h.v + h.o) + 384 == 4 * 384 * 384 + 4 * 384
+
+
+def test_head_weight_norms(bundled):
+    qk, ov = head_weight_norms(bundled)
+    assert qk.shape == ov.shape == (6, 12)
+    hw = bundled.head_weights(2)
+    assert torch.isclose(qk[2, 7], torch.linalg.matrix_norm(hw.w_q[7] @ hw.w_k[7].T))
+    assert torch.isclose(ov[2, 7], torch.linalg.matrix_norm(hw.w_v[7] @ hw.w_o[7]))
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mha_core", "params", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_cli_params_for_the_model():
+    proc = cli("--json", "-")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["total"] == 22_713_216 and data["attention_total"] == 6 * (4 * 384 * 384 + 4 * 384)
+    assert data["per_head"] == {"q": 12320, "k": 12320, "v": 12320, "o": 12288}
+    assert len(data["layers"]) == 6 and data["layers"][0]["params"]["W_Q"] == 147456
+
+
+def test_cli_params_calculator():
+    data = json.loads(cli("--d-model", "512", "--heads", "8", "--json", "-").stdout)
+    assert data["total"] == data["torch_multihead_attention_total"] == 1_050_624
+    data = json.loads(cli("--d-model", "512", "--heads", "8", "--kv-heads", "2", "--no-bias").stdout)
+    assert data["total"] == 2 * 512 * 512 + 2 * 512 * 128 and data["kind"].startswith("grouped")
+    proc = cli("--d-model", "510", "--heads", "8")
+    assert proc.returncode == 2 and "not divisible" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,150 @@
+"""Parameters page: where multi-head attention's parameters and compute go, counted from real modules."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from mha_core import figures, param_figures
+from mha_core.shapes import ShapeError, count_shape, make_shape, single_head_equivalent
+from views._state import current_model, model_breakdown_of, model_card, weight_norms_of
+
+TUTORIAL_COUNT = 1_049_600
+
+
+def show_model(model) -> None:
+    b = model_breakdown_of(str(model.model_dir))
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Parameters", f"{b.total:,}")
+    c2.metric("In attention (W_Q, W_K, W_V, W_O + biases)", f"{b.attention_total:,}")
+    c3.metric("Attention's share", f"{b.attention_total / b.total:.1%}")
+    st.caption("Counted with numel() from the loaded modules; the total equals "
+               "sum(p.numel() for p in model.parameters()).")
+    left, right = st.columns(2)
+    left.plotly_chart(param_figures.layer_stack_figure(b), key="layer_stack")
+    right.plotly_chart(param_figures.model_sunburst(b, model.name), key="sunburst")
+    table = pd.DataFrame([{"group": r.group, "part": r.part, "kind": r.kind, "shape": " × ".join(map(str, r.shape)),
+                           "parameters": r.count, "module name": r.name} for r in b.rows])
+    st.dataframe(table, hide_index=True, key="param_table")
+    st.download_button("CSV of this table", table.to_csv(index=False), "parameters.csv", "text/csv")
+    show_head_slices(model)
+
+
+def show_head_slices(model) -> None:
+    st.subheader("One head's slice")
+    hw = model.head_weights(0)
+    d, dh, h = model.d_model, model.head_dim, model.n_heads
+    rows = [
+        {"matrix": "W_Q", "full shape": f"{d} × {d}", "head h owns": f"rows h·{dh} … h·{dh}+{dh - 1}",
+         "slice shape": " × ".join(map(str, hw.w_q[0].shape)), "per head": hw.w_q[0].numel() + hw.b_q[0].numel()},
+        {"matrix": "W_K", "full shape": f"{d} × {d}", "head h owns": f"rows h·{dh} … h·{dh}+{dh - 1}",
+         "slice shape": " × ".join(map(str, hw.w_k[0].shape)), "per head": hw.w_k[0].numel() + hw.b_k[0].numel()},
+        {"matrix": "W_V", "full shape": f"{d} × {d}", "head h owns": f"rows h·{dh} … h·{dh}+{dh - 1}",
+         "slice shape": " × ".join(map(str, hw.w_v[0].shape)), "per head": hw.w_v[0].numel() + hw.b_v[0].numel()},
+        {"matrix": "W_O", "full shape": f"{d} × {d}", "head h owns": f"columns h·{dh} … h·{dh}+{dh - 1}",
+         "slice shape": " × ".join(map(str, hw.w_o[0].shape)), "per head": hw.w_o[0].numel()},
+    ]
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    st.caption(f"Per head, biases included (W_O's bias of {d} is shared by all heads). The {h} slices of each "
+               "matrix tile it exactly: stacking them gives back the full weight.")
+
+
+def shape_inputs() -> dict:
+    c1, c2, c3 = st.columns(3)
+    d_model = c1.number_input("d_model", value=512, step=1, key="calc_d_model")
+    heads = c2.number_input("heads h", value=8, step=1, key="calc_heads")
+    kv = c3.number_input("key/value heads (empty = h)", value=None, step=1, key="calc_kv")
+    c4, c5, c6 = st.columns(3)
+    d_k = c4.number_input("d_k (empty = d_model / h)", value=None, step=1, key="calc_dk")
+    d_v = c5.number_input("d_v (empty = d_model / h)", value=None, step=1, key="calc_dv")
+    bias = c6.toggle("biases", value=True, key="calc_bias")
+    as_int = lambda v: None if v is None else int(v)  # noqa: E731
+    return {"d_model": int(d_model), "n_heads": int(heads), "n_kv_heads": as_int(kv), "d_k": as_int(d_k),
+            "d_v": as_int(d_v), "bias": bias}
+
+
+def show_calculator() -> object | None:
+    st.subheader("Calculator for any shape")
+    try:
+        shape = make_shape(**shape_inputs())
+    except ShapeError as err:
+        st.error(str(err))
+        return None
+    count = count_shape(shape)
+    rows = [{"matrix": k, "parameters": v} for k, v in count.per_matrix.items()]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="calc_table")
+    st.metric(f"Total ({shape.kind})", f"{count.total:,}")
+    if count.torch_mha_total is None:
+        st.caption("torch.nn.MultiheadAttention cannot express this shape (it needs h key/value heads and "
+                   "d_k = d_v = d_model / h); counted from four nn.Linear modules.")
+    else:
+        verdict = "matches" if count.torch_mha_total == count.total else "DIFFERS FROM"
+        st.success(f"Checked: a freshly built torch.nn.MultiheadAttention({shape.d_model}, {shape.n_heads}, "
+                   f"bias={shape.bias}) has {count.torch_mha_total:,} parameters, which {verdict} this count.")
+    if shape.d_model == 512 and shape.n_heads == 8 and shape.bias and shape.n_kv_heads == 8:
+        st.info(f"Some tutorials print {TUTORIAL_COUNT:,} for this shape. The real module has {count.total:,} = "
+                f"4·512² + 4·512: four weight matrices and four bias vectors. {TUTORIAL_COUNT:,} = 4·512² + 2·512 "
+                "counts only two of the four biases.")
+    return shape
+
+
+def show_single_vs_multi(shape) -> None:
+    st.subheader("One head or h heads?")
+    single = single_head_equivalent(shape)
+    multi_count, single_count = count_shape(shape).total, count_shape(single).total
+    left, right = st.columns(2)
+    left.metric(f"{shape.n_heads} heads of d_k = {shape.d_k}", f"{multi_count:,} parameters")
+    right.metric(f"1 head of d_k = {single.d_k}", f"{single_count:,} parameters")
+    st.markdown(
+        f"Splitting into heads adds no parameters: head *i* uses columns {shape.d_k}·i … {shape.d_k}·(i+1)−1 of the "
+        f"same d_model × {shape.n_heads * shape.d_k} projection, so the {shape.n_heads} slices tile the one matrix. "
+        "What changes is the compute of the scores: each head computes its own n × n map from "
+        f"d_k = {shape.d_k} features, 2·n²·d_k FLOPs per head, and the h heads together do the same "
+        "2·n²·h·d_k FLOPs as one wide head, split h ways (and h maps instead of one)."
+    )
+    if shape.n_kv_heads != shape.n_heads:
+        st.caption("With shared key/value heads (GQA/MQA) the single-head equivalent keeps one key/value head.")
+
+
+def show_costs(shape, n_layers: int) -> None:
+    st.subheader("Cost against sequence length")
+    n_max = st.select_slider("Longest n", [512, 2048, 8192, 32768, 131072], value=8192, key="calc_nmax")
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(param_figures.flops_figure(shape, n_max), key="flops")
+    c2.plotly_chart(param_figures.memory_figure(shape, n_max), key="memory")
+    st.plotly_chart(param_figures.kv_cache_figure(shape, n_layers), key="kv_cache")
+
+
+def show_norms(model) -> None:
+    qk, ov = weight_norms_of(str(model.model_dir))
+    left, right = st.columns(2)
+    left.plotly_chart(figures.layer_head_grid(qk, "‖W_Q^h W_K^hᵀ‖_F: how sharply a head can match", "norm"),
+                      key="qk_norms")
+    right.plotly_chart(figures.layer_head_grid(ov, "‖W_V^h W_O^h‖_F: how much a head can write", "norm"),
+                       key="ov_norms")
+    layer, head = divmod(int(ov.argmax()), ov.shape[1])
+    st.page_link("views/heads.py", label=f"Open layer {layer}, head {head} (largest ‖W_V W_O‖) on the heads page",
+                 query_params={"layer": str(layer), "head": str(head)}, icon=":material/grid_view:")
+
+
+def main() -> None:
+    model = current_model()
+    model_card()
+    st.title("Parameters and compute")
+    this_model, calculator, norms = st.tabs(["This model", "Any shape", "Head weight norms"],
+                                            key="ptab", bind="query-params")
+    if this_model.open:
+        with this_model:
+            show_model(model)
+    if calculator.open:
+        with calculator:
+            shape = show_calculator()
+            if shape is not None:
+                show_single_vs_multi(shape)
+                show_costs(shape, model.n_layers)
+    if norms.open:
+        with norms:
+            show_norms(model)
+
+
+main()
