@@ -1,4 +1,4 @@
-"""The command line: `python -m mha_core attention|params ... --json OUT`.
+"""The command line: `python -m mha_core attention|params|roles|coref ... --json OUT`.
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     add_attention_parser(sub)
     add_params_parser(sub)
+    add_corpus_parsers(sub)
     return parser
 
 
@@ -106,6 +107,85 @@ def model_json(model_dir: str | None) -> dict:
         "total": breakdown.total, "attention_total": breakdown.attention_total,
         "per_head": asdict(head_count(model)),
     }
+
+
+def progress_bar(desc: str) -> tuple[object, object]:
+    """A tqdm bar on stderr and the (done, total) callback that drives it."""
+    from tqdm import tqdm
+
+    bar = tqdm(desc=desc, unit="text", file=sys.stderr, dynamic_ncols=True)
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return bar, update
+
+
+def read_corpus(reader, path: str, limit: int | None):  # noqa: ANN001, ANN201
+    from mha_core.corpora import CorpusFormatError
+
+    try:
+        return reader(Path(path), limit)
+    except CorpusFormatError as err:
+        raise CliError(f"{path}: {err}") from None
+
+
+def cmd_roles(args: argparse.Namespace) -> None:
+    from mha_core import load_model
+    from mha_core.corpora import read_conllu
+    from mha_core.syntax import analyse_syntax
+
+    sentences = read_corpus(read_conllu, args.conllu, args.limit)
+    model = load_model(args.model_dir)
+    bar, update = progress_bar("syntactic heads")
+    result = analyse_syntax(model, sentences, progress=update)
+    bar.close()
+    write_json(syntax_json(result), args.json)
+
+
+def syntax_json(result) -> dict:  # noqa: ANN001
+    relations = {}
+    for rel, score in result.relations.items():
+        direction, layer, head, accuracy = score.best()
+        relations[rel] = {
+            "count": score.count, "best_layer": layer, "best_head": head,
+            "best_direction": ("dep2head", "head2dep")[direction], "best_accuracy": accuracy,
+            "baseline_offset": score.baseline_offset, "baseline_accuracy": score.baseline_accuracy,
+            "syntactic": score.syntactic, "accuracy": score.accuracy.round(6).tolist(),
+        }
+    return {"sentences": result.sentences, "skipped": result.skipped, "relations": relations}
+
+
+def cmd_coref(args: argparse.Namespace) -> None:
+    from mha_core import load_model
+    from mha_core.coref import analyse_coref
+    from mha_core.corpora import read_gap
+
+    examples, left_out = read_corpus(read_gap, args.gap, args.limit)
+    model = load_model(args.model_dir)
+    bar, update = progress_bar("coreference heads")
+    result = analyse_coref(model, examples, progress=update)
+    bar.close()
+    layer, head, accuracy = result.best()
+    write_json({
+        "examples": result.examples, "skipped": result.skipped + left_out, "best_layer": layer, "best_head": head,
+        "best_accuracy": accuracy, "baseline_always_a": result.always_a, "baseline_always_b": result.always_b,
+        "baseline_nearest": result.nearest, "accuracy": result.accuracy.round(6).tolist(),
+    }, args.json)
+
+
+def add_corpus_parsers(sub: argparse._SubParsersAction) -> None:
+    roles = sub.add_parser("roles", help="Clark et al.'s syntactic-head analysis of a CoNLL-U file")
+    roles.add_argument("--conllu", required=True)
+    coref = sub.add_parser("coref", help="coreference heads on a GAP TSV file")
+    coref.add_argument("--gap", required=True)
+    for p, func in ((roles, cmd_roles), (coref, cmd_coref)):
+        p.add_argument("--model-dir", default=None)
+        p.add_argument("--limit", type=int, default=None, help="use only the first N sentences / examples")
+        p.add_argument("--json", default="-")
+        p.set_defaults(func=func)
 
 
 def add_params_parser(sub: argparse._SubParsersAction) -> None:

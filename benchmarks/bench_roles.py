@@ -1,0 +1,64 @@
+"""Syntactic-head analysis of UD EWT dev: our batched recompute vs Clark's per-sentence pipeline.
+
+Side by side in one run, the scoring included on both sides:
+  ours:      mha_core.syntax.analyse_syntax (padded, length-sorted batches, explicit path)
+  reference: one transformers eager forward with output_attentions=True per sentence, then the
+             same word-level scoring (how Clark et al.'s scripts extract attention)
+Target (issue 5): ours at least 2x faster. Run: .venv/bin/python benchmarks/bench_roles.py [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from mha_core import load_model  # noqa: E402
+from mha_core.corpora import read_conllu  # noqa: E402
+from mha_core.syntax import SyntaxAccumulator, analyse_syntax, predict_heads, word_attention  # noqa: E402
+
+UD_DEV = ROOT.parent / "shared" / "data" / "ud-ewt" / "en_ewt-ud-dev.conllu"
+
+
+def per_sentence_reference(model, sentences):
+    acc = SyntaxAccumulator(model.n_layers, model.n_heads)
+    for sentence in sentences:
+        enc = model.tokenizer(list(sentence.words), is_split_into_words=True, return_tensors="pt",
+                              truncation=True, max_length=model.max_length, split_special_tokens=True)
+        with torch.inference_mode():
+            out = model.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+                              output_attentions=True)
+        maps = torch.stack(out.attentions)[:, 0]  # (L,H,T,T)
+        acc.add(sentence, predict_heads(word_attention(maps, enc.word_ids(0), len(sentence.words))))
+    return acc.result(skipped=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--conllu", default=str(UD_DEV))
+    args = parser.parse_args()
+    model = load_model()
+    sentences = read_conllu(Path(args.conllu), limit=args.limit)
+    analyse_syntax(model, sentences[:20])  # warm both paths up alike
+    per_sentence_reference(model, sentences[:20])
+    times = {}
+    for name, fn in (("ours", lambda: analyse_syntax(model, sentences)),
+                     ("reference", lambda: per_sentence_reference(model, sentences)),
+                     ("ours again", lambda: analyse_syntax(model, sentences))):
+        start = time.perf_counter()
+        result = fn()
+        times[name] = time.perf_counter() - start
+        best = result.relations["all"].best()
+        print(f"{name:>10}: {times[name]:.1f} s for {result.sentences} sentences; 'all' best {best}")
+    ours = (times["ours"] + times["ours again"]) / 2  # before and after the reference, to even out drift
+    print(f"speed-up: {times['reference'] / ours:.2f}x (target >= 2); torch threads {torch.get_num_threads()}")
+
+
+if __name__ == "__main__":
+    main()

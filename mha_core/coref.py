@@ -1,0 +1,88 @@
+"""Coreference heads on GAP: does a head's attention from the pronoun prefer the right name?
+
+Shapes: L layers, H heads, T word pieces. A span's pieces are the tokens whose character offsets
+overlap it; score(C) = mean over the pronoun's pieces p of the sum over C's pieces q of A[p, q].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mha_core.corpora import GapExample
+from mha_core.encoder import run
+from mha_core.model import LoadedModel
+from mha_core.syntax import Progress, length_batches
+
+
+@dataclass(frozen=True)
+class CorefResult:
+    examples: int  # scored
+    skipped: int  # a span fell outside the model's maximum length (or had no pieces)
+    correct: np.ndarray  # (L,H) int
+    always_a: float
+    always_b: float
+    nearest: float  # the candidate whose start is closest to the pronoun's
+
+    @property
+    def accuracy(self) -> np.ndarray:
+        return self.correct / max(self.examples, 1)  # (L,H)
+
+    def ranking(self) -> list[tuple[int, int, float]]:
+        """(layer, head, accuracy), best first; ties to the lowest layer, then head."""
+        acc = self.accuracy
+        order = np.argsort(-acc, axis=None, kind="stable")
+        return [(int(i // acc.shape[1]), int(i % acc.shape[1]), float(acc.flat[i])) for i in order]
+
+    def best(self) -> tuple[int, int, float]:
+        return self.ranking()[0]
+
+
+def span_pieces(offsets: Sequence[tuple[int, int]], start: int, length: int) -> list[int]:
+    """Pieces whose [start, end) character span overlaps [start, start + length); specials excluded."""
+    end = start + length
+    return [i for i, (s, e) in enumerate(offsets) if e > s and s < end and e > start]
+
+
+def candidate_scores(maps: Tensor, pronoun: Sequence[int], candidate: Sequence[int]) -> Tensor:
+    """(L,H,T,T) -> (L,H): mean over pronoun pieces of summed attention to the candidate's pieces."""
+    rows = maps[:, :, list(pronoun)]  # (L,H,P,T)
+    return rows[..., list(candidate)].sum(dim=-1).mean(dim=-1)
+
+
+def nearest_is_a(ex: GapExample) -> bool:
+    return abs(ex.a_offset - ex.pronoun_offset) <= abs(ex.b_offset - ex.pronoun_offset)
+
+
+def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: Progress | None = None
+                  ) -> CorefResult:
+    correct = np.zeros((model.n_layers, model.n_heads), dtype=np.int64)
+    scored = a_right = near_right = 0
+    lengths = [len(ex.text) for ex in examples]  # characters: a cheap proxy for sorting
+    done = 0
+    for batch in length_batches(lengths, budget=24_000):
+        chosen = [examples[i] for i in batch]
+        result = run(model, [ex.text for ex in chosen], path="explicit")
+        for b, ex in enumerate(chosen):
+            offsets = result.batch.offsets[b]
+            spans = [span_pieces(offsets, o, len(s)) for o, s in
+                     ((ex.pronoun_offset, ex.pronoun), (ex.a_offset, ex.a), (ex.b_offset, ex.b))]
+            if not all(spans):
+                continue
+            n = result.lengths[b]
+            maps = torch.stack([result.layer_probs[layer][b, :, :n, :n] for layer in range(result.n_layers)])
+            picks_a = candidate_scores(maps, spans[0], spans[1]) > candidate_scores(maps, spans[0], spans[2])
+            correct += (picks_a == ex.a_coref).numpy()
+            scored += 1
+            a_right += ex.a_coref
+            near_right += nearest_is_a(ex) == ex.a_coref
+        done += len(batch)
+        if progress:
+            progress(done, len(examples))
+    total = max(scored, 1)
+    return CorefResult(scored, len(examples) - scored, correct, a_right / total, (scored - a_right) / total,
+                       near_right / total)

