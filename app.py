@@ -9,6 +9,7 @@ import streamlit as st
 st.set_page_config(page_title="Attention explorer", page_icon="🔎", layout="wide")
 pages = [
     st.Page("views/heads.py", title="Heads", icon=":material/grid_view:", default=True),
+    st.Page("views/roles.py", title="Roles", icon=":material/label:"),
     st.Page("views/parameters.py", title="Parameters", icon=":material/calculate:"),
 ]
 st.navigation(pages).run()

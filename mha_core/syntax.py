@@ -16,6 +16,7 @@ from torch import Tensor
 from mha_core.corpora import ParsedSentence
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
+from mha_core.roles import HeadRoles, RoleAccumulator
 
 EXCLUDED_RELATIONS = ("root", "punct")
 ALL = "all"
@@ -82,11 +83,6 @@ def predict_heads(words_map: Tensor) -> Tensor:
     return torch.stack([dep2head, head2dep])
 
 
-def first_argmax(x: Tensor, dim: int) -> Tensor:
-    """argmax with ties to the lowest index (torch's CPU argmax already does; kept explicit)."""
-    return x.argmax(dim=dim)
-
-
 class SyntaxAccumulator:
     """Adds up correct predictions per relation over sentences, then builds a SyntaxResult."""
 
@@ -140,9 +136,24 @@ def piece_counts(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> lis
     return [len(ids) for ids in enc["input_ids"]]
 
 
+@dataclass(frozen=True)
+class CorpusAnalysis:
+    syntax: SyntaxResult
+    roles: HeadRoles  # piece-level head metrics over the same sentences
+
+
+def analyse_corpus(model: LoadedModel, sentences: Sequence[ParsedSentence],
+                   progress: Progress | None = None) -> CorpusAnalysis:
+    """Syntactic heads and head metrics in one pass over the sentences."""
+    roles = RoleAccumulator()
+    syntax = analyse_syntax(model, sentences, progress, roles)
+    return CorpusAnalysis(syntax, roles.result())
+
+
 def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
-                   progress: Progress | None = None) -> SyntaxResult:
-    """Clark's syntactic-head analysis over parsed sentences, in padded batches."""
+                   progress: Progress | None = None, roles: RoleAccumulator | None = None) -> SyntaxResult:
+    """Clark's syntactic-head analysis over parsed sentences, in padded batches (optionally also
+    adding every sentence's maps to a RoleAccumulator)."""
     acc = SyntaxAccumulator(model.n_layers, model.n_heads)
     lengths = piece_counts(model, sentences)
     keep = [i for i, n in enumerate(lengths) if n <= model.max_length]
@@ -155,6 +166,8 @@ def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
             maps = torch.stack([result.layer_probs[layer][b, :, :n, :n] for layer in range(result.n_layers)])
             words_map = word_attention(maps, result.word_ids[b], len(sentence.words))  # (L,H,W,W)
             acc.add(sentence, predict_heads(words_map))
+            if roles is not None:
+                roles.add(maps.numpy(), result.tokens[b], [w is None for w in result.word_ids[b]])
         done += len(batch)
         if progress:
             progress(done, len(keep))

@@ -50,3 +50,15 @@ def long_text(n_words: int) -> str:
     )
     words = base.split()
     return " ".join(words[i % len(words)] for i in range(n_words))
+
+
+def open_app(page: str | None = None, **query: str) -> object:
+    """AppTest of the app, optionally switched to `page` (e.g. "views/roles.py"), with URL query params."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    for key, value in query.items():
+        at.query_params[key] = value
+    if page:
+        at.switch_page(page)
+    return at.run()

@@ -6,14 +6,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ANIMAL_WIDE, ROOT
+from tests.conftest import ANIMAL_WIDE, open_app
 
 
 def start(**query: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.run()
+    return open_app(**query)
 
 
 def charts(at: AppTest) -> dict:

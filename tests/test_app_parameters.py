@@ -5,15 +5,11 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ROOT
+from tests.conftest import open_app
 
 
 def open_page(tab: str | None = None) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
-    if tab:
-        at.query_params["ptab"] = tab
-    at.switch_page("views/parameters.py")
-    return at.run()
+    return open_app("views/parameters.py", **({"ptab": tab} if tab else {}))
 
 
 def test_model_view_counts_from_modules(bundled):

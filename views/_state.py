@@ -6,6 +6,8 @@ parameters (bind="query-params"), so a pasted link reopens the same view.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import streamlit as st
 
@@ -24,6 +26,7 @@ EXAMPLES = (
     "The keys to the cabinet are on the table.",
     "Unbelievably, the tokenizer splits rare words into several pieces.",
 )
+ANALYSES_KEPT = 8
 MAX_INPUT_CHARS = 200_000  # far above 512 pieces; the model cuts, we only refuse absurd pastes
 
 
@@ -62,6 +65,24 @@ def model_breakdown_of(model_dir: str) -> ModelBreakdown:
 def weight_norms_of(model_dir: str) -> tuple[np.ndarray, np.ndarray]:
     qk, ov = head_weight_norms(get_model(model_dir))
     return qk.numpy(), ov.numpy()
+
+
+@st.cache_resource(show_spinner=False)
+def analysis_store() -> dict:
+    """Long analyses (corpora, GAP) by key, shared by pages and sessions; a few kept, oldest dropped."""
+    return {}
+
+
+def cached_analysis(key: tuple, label: str, compute: Callable[[Callable[[int, int], None]], object]) -> object:
+    """Run `compute(progress)` once per key, with a progress bar; later calls return the stored result."""
+    store = analysis_store()
+    if key not in store:
+        bar = st.progress(0.0, text=label)
+        store[key] = compute(lambda done, total: bar.progress(done / max(total, 1), text=f"{label}: {done}/{total}"))
+        bar.empty()
+        while len(store) > ANALYSES_KEPT:
+            store.pop(next(iter(store)))
+    return store[key]
 
 
 def run_one(text: str, path: str = "auto") -> AttentionResult:

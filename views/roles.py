@@ -1,0 +1,160 @@
+"""Head roles: every head labelled (positional, [CLS]/[SEP], punctuation, broad, syntactic,
+coreference) for the typed sentence, the bundled corpus or an uploaded file, with baselines."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from mha_core.coref import analyse_coref
+from mha_core.corpora import CorpusFormatError, read_conllu, read_gap, spacy_parse
+from mha_core.role_figures import role_grid_figure
+from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN, head_roles
+from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
+from views._state import cached_analysis, checked_run, current_model, sentence_box
+
+CORPUS = Path(__file__).resolve().parents[1] / "assets" / "corpus.txt"
+SOURCES = ("This sentence", "Bundled corpus", "Uploaded CoNLL-U")
+# Clark et al. 2019, BERT-base on the WSJ Penn Treebank (Stanford dependencies): best head vs best offset.
+CLARK = {"det": (94.3, 51.7), "dobj": (86.8, 40.0), "pobj": (76.3, 34.6), "poss": (80.5, 47.7)}
+CLARK_ALIASES = {"obj": "dobj", "nmod:poss": "poss"}  # UD names of the same relations
+CLARK_COREF = (65.0, 27.0)  # coreference head vs nearest mention (CoNLL-2012)
+
+
+def corpus_sentences() -> list[str]:
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def parsed_corpus() -> list:
+    return cached_analysis(("spacy", str(CORPUS)), "Parsing the corpus with spaCy",
+                           lambda progress: spacy_parse(corpus_sentences()))
+
+
+def source_sentences(source: str, text: str) -> tuple[str, list] | None:
+    """(cache key, parsed sentences) for the chosen source; None when an upload is still missing."""
+    if source == "This sentence":
+        return f"sentence:{text}", spacy_parse([text])
+    if source == "Bundled corpus":
+        return f"corpus:{CORPUS}", parsed_corpus()
+    upload = st.file_uploader("CoNLL-U file (gold trees)", type=["conllu", "txt"], key="conllu_upload")
+    if upload is None:
+        st.info("Upload a CoNLL-U file (for example a Universal Dependencies treebank split).")
+        return None
+    data = upload.getvalue().decode("utf-8", errors="replace")
+    try:
+        return f"upload:{hashlib.sha1(data.encode()).hexdigest()}", read_conllu(data)
+    except CorpusFormatError as err:
+        st.error(f"{upload.name}: {err}")
+        return None
+
+
+def relation_table(syntax) -> pd.DataFrame:
+    rows = []
+    for rel, score in syntax.relations.items():
+        direction, layer, head, acc = score.best()
+        clark = CLARK.get(CLARK_ALIASES.get(rel, rel))
+        rows.append({
+            "relation": rel, "count": score.count, "best head": f"L{layer} H{head}",
+            "direction": ("dep2head", "head2dep")[direction], "accuracy %": round(100 * acc, 1),
+            "baseline offset": f"{score.baseline_offset:+d}", "baseline %": round(100 * score.baseline_accuracy, 1),
+            "syntactic head": "yes" if score.syntactic else "",
+            "Clark BERT-base % (baseline)": f"{clark[0]} ({clark[1]})" if clark else "",
+        })
+    return pd.DataFrame(rows)
+
+
+def syntactic_labels(syntax) -> dict[tuple[int, int], str]:
+    labels = {}
+    for rel, score in syntax.relations.items():
+        if rel != "all" and score.syntactic:
+            _, layer, head, _ = score.best()
+            labels.setdefault((layer, head), f"syntactic ({rel})")
+    return labels
+
+
+def show_rules() -> None:
+    with st.expander("How heads are labelled"):
+        st.markdown(
+            f"- **previous / self / next**: mean attention to that position ≥ {POSITIONAL_MIN} (Clark et al.)\n"
+            f"- **[CLS] / [SEP] / punctuation**: mean attention mass ≥ {SPECIAL_MIN} (Clark et al.)\n"
+            f"- **broad**: mean row entropy / ln(n) ≥ {BROAD_MIN} (normalised by length; Clark's 3.8 nats "
+            "cannot fire on short sentences)\n"
+            f"- **syntactic (rel)**: the best head for a relation beats the best fixed offset by "
+            f"≥ {100 * MIN_GAIN:.0f} points over ≥ {MIN_DEPENDENTS} dependents (Voita et al.)\n"
+            "- **coreference**: among the top GAP heads, beating the nearest-candidate baseline by ≥ 10 points\n"
+            "- Positional labels take precedence, then special tokens, then broad, then syntactic/coreference.\n\n"
+            "Pattern types (Kovaleva et al. 2019, written as rules): "
+            + "; ".join(f"**{name}**: {rule}" for name, rule in PATTERN_RULES)
+        )
+
+
+def gap_source() -> tuple[str, str] | None:
+    upload = st.file_uploader("GAP TSV file", type=["tsv", "txt"], key="gap_upload")
+    if upload is not None:
+        data = upload.getvalue().decode("utf-8", errors="replace")
+        return f"gap:{hashlib.sha1(data.encode()).hexdigest()}", data
+    local = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
+    if local.exists() and st.toggle(f"Use {local.name} found beside the project", key="gap_local"):
+        return f"gap:{local}", local.read_text(encoding="utf-8")
+    return None
+
+
+def show_coref(model) -> dict[tuple[int, int], str]:
+    st.subheader("Coreference heads (GAP)")
+    source = gap_source()
+    if source is None:
+        st.info("Upload a GAP TSV file (columns ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, "
+                "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents.")
+        return {}
+    key, data = source
+    try:
+        examples, left_out = read_gap(data)
+    except CorpusFormatError as err:
+        st.error(str(err))
+        return {}
+    result = cached_analysis((str(model.model_dir), key), "Scoring GAP examples",
+                             lambda progress: analyse_coref(model, examples, progress))
+    st.session_state["gap_result"] = result  # the coreference inspector marks these heads
+    top = result.ranking()[:5]
+    st.dataframe(pd.DataFrame([{"head": f"L{layer} H{head}", "GAP accuracy %": round(100 * acc, 1)}
+                               for layer, head, acc in top]), hide_index=True)
+    st.caption(f"{result.examples} examples ({left_out + result.skipped} left out). Baselines: always A "
+               f"{100 * result.always_a:.1f}%, always B {100 * result.always_b:.1f}%, nearest candidate "
+               f"{100 * result.nearest:.1f}%. Clark et al. (BERT-base, CoNLL-2012, another model and data): "
+               f"best coreference head {CLARK_COREF[0]}% vs {CLARK_COREF[1]}% for the nearest mention.")
+    return {(layer, head): "coreference" for layer, head, acc in top if acc >= result.nearest + 0.10}
+
+
+def main() -> None:
+    model = current_model()
+    st.title("Head roles")
+    text = sentence_box()
+    source = st.radio("Analyse", SOURCES, horizontal=True, key="source", bind="query-params")
+    sentence_result = checked_run(text) if source == "This sentence" else None  # stops on bad input
+    chosen = source_sentences(source, text)
+    if chosen is None:
+        st.stop()
+    key, sentences = chosen
+    analysis = cached_analysis((str(model.model_dir), key), "Running the model over the sentences",
+                               lambda progress: analyse_corpus(model, sentences, progress))
+    roles = head_roles(sentence_result) if sentence_result is not None else analysis.roles
+    st.caption(f"{analysis.syntax.sentences} sentence(s) analysed, {analysis.syntax.skipped} skipped "
+               f"(longer than {model.max_length} word pieces); head metrics over {roles.rows:,} query rows.")
+    grid = st.container()
+    show_rules()
+    st.subheader("Syntactic relations")
+    st.dataframe(relation_table(analysis.syntax), hide_index=True, key="relations")
+    st.caption("Clark et al.'s column is another model (BERT-base) on another treebank (WSJ, Stanford "
+               "dependencies), for comparison only; UD's obj and nmod:poss correspond to their dobj and poss.")
+    coref_labels = show_coref(model)
+    with grid:
+        st.subheader("Every head's role")
+        extra = {**syntactic_labels(analysis.syntax), **coref_labels}
+        st.plotly_chart(role_grid_figure(roles.labels(extra), roles), key="role_grid")
+
+
+main()
