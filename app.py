@@ -10,6 +10,8 @@ st.set_page_config(page_title="Attention explorer", page_icon="🔎", layout="wi
 pages = [
     st.Page("views/heads.py", title="Heads", icon=":material/grid_view:", default=True),
     st.Page("views/roles.py", title="Roles", icon=":material/label:"),
+    st.Page("views/coreference.py", title="Coreference", icon=":material/link:"),
     st.Page("views/parameters.py", title="Parameters", icon=":material/calculate:"),
+    st.Page("views/walkthrough.py", title="Walkthrough", icon=":material/school:"),
 ]
 st.navigation(pages).run()

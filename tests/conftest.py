@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -62,3 +63,23 @@ def open_app(page: str | None = None, **query: str) -> object:
     if page:
         at.switch_page(page)
     return at.run()
+
+
+def chart_json(at: object, key: str) -> dict:
+    import json
+
+    for c in at.get("plotly_chart"):
+        if key in c.proto.id:
+            return json.loads(c.proto.spec)
+    raise AssertionError(f"no chart {key}")
+
+
+def decode(z: object) -> np.ndarray:
+    """Plotly sends numpy arrays as base64 typed arrays ({"dtype", "bdata", "shape"})."""
+    if isinstance(z, dict):
+        import base64
+
+        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+        shape = [int(s) for s in str(z.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape).astype(float)
+    return np.array(z, dtype=float)

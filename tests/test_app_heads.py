@@ -6,35 +6,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ANIMAL_WIDE, open_app
+from tests.conftest import ANIMAL_WIDE, chart_json, decode, open_app
 
 
 def start(**query: str) -> AppTest:
     return open_app(**query)
-
-
-def charts(at: AppTest) -> dict:
-    return {c.proto.id: c for c in at.get("plotly_chart")}
-
-
-def chart_json(at: AppTest, key: str) -> dict:
-    import json
-
-    for c in at.get("plotly_chart"):
-        if key in c.proto.id:
-            return json.loads(c.proto.spec)
-    raise AssertionError(f"no chart {key}")
-
-
-def decode(z: object) -> np.ndarray:
-    """Plotly sends numpy arrays as base64 typed arrays ({"dtype", "bdata", "shape"})."""
-    if isinstance(z, dict):
-        import base64
-
-        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        shape = [int(s) for s in str(z.get("shape", len(flat))).split(",")]
-        return flat.reshape(shape).astype(float)
-    return np.array(z, dtype=float)
 
 
 def head_axis(at: AppTest) -> list[str]:

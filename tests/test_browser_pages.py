@@ -21,3 +21,24 @@ def test_fresh_server_deep_link_to_parameters_calculator():
         assert "1,050,624" in page.locator("body").inner_text()
     assert "Heads" in nav and "Parameters" in nav
     assert "state" not in nav.lower()  # no legacy pages/ listing of helper modules
+
+
+def test_walkthrough_four_steps_in_the_browser():
+    ARTIFACTS.mkdir(exist_ok=True)
+    steps = ["1. Linear projections", "2. Scaled dot-product attention", "3. Concatenate the heads",
+             "4. Output projection W_O", "Parity"]
+    with streamlit_server() as url, chromium_page(height=4400) as page:  # Streamlit scrolls inside: a tall window
+        page.goto(f"{url}/walkthrough")
+        for step in steps:
+            heading = page.get_by_role("heading", name=step)
+            heading.wait_for(timeout=90_000)
+            heading.scroll_into_view_if_needed()
+        wait_idle(page)
+        slider = page.get_by_role("slider").first
+        slider.focus()
+        slider.press("End")  # scale 1.0: softmax without 1/sqrt(d_k)
+        wait_idle(page)
+        page.get_by_text("at scale 1.000").first.wait_for(timeout=60_000)
+        parity = page.get_by_text("Max |ours − model|").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "walkthrough_e2e.png"), full_page=True)
+    assert "Explicit vs fused" in parity

@@ -6,15 +6,21 @@ parameters (bind="query-params"), so a pasted link reopens the same view.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
+from mha_core.coref import CorefResult, analyse_coref
+from mha_core.corpora import CorpusFormatError, read_gap
 from mha_core.model import resolve_model_dir
 from mha_core.params import ModelBreakdown, head_weight_norms, model_breakdown
+from mha_core.walkthrough import Parity, parity
 from mha_core.words import AttentionView, attention_view
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -27,6 +33,7 @@ EXAMPLES = (
     "Unbelievably, the tokenizer splits rare words into several pieces.",
 )
 ANALYSES_KEPT = 8
+MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:")
 MAX_INPUT_CHARS = 200_000  # far above 512 pieces; the model cuts, we only refuse absurd pastes
 
 
@@ -85,6 +92,48 @@ def cached_analysis(key: tuple, label: str, compute: Callable[[Callable[[int, in
     return store[key]
 
 
+def gap_source() -> tuple[str, str] | None:
+    """(cache key, TSV text) of an uploaded GAP file, or of the shared GAP validation split when the
+    user opts in; None when there is neither."""
+    upload = st.file_uploader("GAP TSV file", type=["tsv", "txt"], key="gap_upload")
+    if upload is not None:
+        data = upload.getvalue().decode("utf-8", errors="replace")
+        return f"gap:{hashlib.sha1(data.encode()).hexdigest()}", data
+    local = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
+    if local.exists() and st.toggle(f"Use {local.name} found beside the project", key="gap_local"):
+        return f"gap:{local}", local.read_text(encoding="utf-8")
+    return None
+
+
+def gap_analysis(model: LoadedModel) -> CorefResult | None:
+    """Coreference heads on a GAP file (computed once per file, with a progress bar). The result is
+    also kept in the session so the other pages can mark these heads."""
+    source = gap_source()
+    if source is None and "gap_result" in st.session_state:
+        st.caption("Showing the GAP analysis computed earlier in this session.")
+        return st.session_state["gap_result"]
+    if source is None:
+        st.info("Upload a GAP TSV file (columns ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, "
+                "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents.")
+        return None
+    key, data = source
+    try:
+        examples, left_out = read_gap(data)
+    except CorpusFormatError as err:
+        st.error(str(err))
+        return None
+    result = cached_analysis((str(model.model_dir), key), "Scoring GAP examples",
+                             lambda progress: analyse_coref(model, examples, progress))
+    result = replace(result, skipped=result.skipped + left_out)
+    st.session_state["gap_result"] = result
+    return result
+
+
+@st.cache_resource(max_entries=16, show_spinner="Checking parity…")
+def parity_of(model_dir: str, text: str) -> Parity:
+    return parity(get_model(model_dir), text)
+
+
 def run_one(text: str, path: str = "auto") -> AttentionResult:
     return run_texts(str(current_model().model_dir), (text,), path)
 
@@ -135,6 +184,12 @@ def sentence_box() -> str:
                             on_change=_remember_text)
     st.session_state["_text"] = text
     return text
+
+
+def md_escape(text: str) -> str:
+    """User text inside st.markdown: escape markdown and HTML so it shows literally."""
+    escaped = "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)
+    return escaped.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def path_caption(result: AttentionResult) -> str:

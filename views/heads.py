@@ -8,7 +8,7 @@ import streamlit as st
 
 from mha_core import figures
 from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
-from views._state import checked_run, current_model, path_caption, sentence_box, view_of
+from views._state import checked_run, current_model, md_escape, path_caption, sentence_box, view_of
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
 LINE_VIEW_MAX_UNITS = 60
@@ -101,8 +101,8 @@ def show_one_token(view) -> None:
     fig = figures.layer_head_grid(grid, f"Weight from '{labels[query]}' to '{labels[key]}' in every head")
     st.plotly_chart(fig, key="token_grid")
     best = np.unravel_index(int(grid.argmax()), grid.shape)
-    st.markdown(f"Strongest: layer {best[0]}, head {best[1]} gives **{grid[best]:.2f}** of "
-                f"'{figures.safe_label(labels[query])}'’s attention to '{figures.safe_label(labels[key])}' "
+    st.markdown(f"Strongest: layer {best[0]}, head {best[1]} gives **{grid[best]:.2f}** of the attention "
+                f"from '{md_escape(labels[query])}' to '{md_escape(labels[key])}' "
                 f"(uniform would be {1 / len(labels):.2f}).")
     st.dataframe(top_keys_table(view, query), hide_index=True)
 

@@ -9,12 +9,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from mha_core.coref import analyse_coref
-from mha_core.corpora import CorpusFormatError, read_conllu, read_gap, spacy_parse
+from mha_core.corpora import CorpusFormatError, read_conllu, spacy_parse
 from mha_core.role_figures import role_grid_figure
 from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN, head_roles
 from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
-from views._state import cached_analysis, checked_run, current_model, sentence_box
+from views._state import cached_analysis, checked_run, current_model, gap_analysis, sentence_box
 
 CORPUS = Path(__file__).resolve().parents[1] / "assets" / "corpus.txt"
 SOURCES = ("This sentence", "Bundled corpus", "Uploaded CoNLL-U")
@@ -92,37 +91,15 @@ def show_rules() -> None:
         )
 
 
-def gap_source() -> tuple[str, str] | None:
-    upload = st.file_uploader("GAP TSV file", type=["tsv", "txt"], key="gap_upload")
-    if upload is not None:
-        data = upload.getvalue().decode("utf-8", errors="replace")
-        return f"gap:{hashlib.sha1(data.encode()).hexdigest()}", data
-    local = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
-    if local.exists() and st.toggle(f"Use {local.name} found beside the project", key="gap_local"):
-        return f"gap:{local}", local.read_text(encoding="utf-8")
-    return None
-
-
 def show_coref(model) -> dict[tuple[int, int], str]:
     st.subheader("Coreference heads (GAP)")
-    source = gap_source()
-    if source is None:
-        st.info("Upload a GAP TSV file (columns ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, "
-                "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents.")
+    result = gap_analysis(model)
+    if result is None:
         return {}
-    key, data = source
-    try:
-        examples, left_out = read_gap(data)
-    except CorpusFormatError as err:
-        st.error(str(err))
-        return {}
-    result = cached_analysis((str(model.model_dir), key), "Scoring GAP examples",
-                             lambda progress: analyse_coref(model, examples, progress))
-    st.session_state["gap_result"] = result  # the coreference inspector marks these heads
     top = result.ranking()[:5]
     st.dataframe(pd.DataFrame([{"head": f"L{layer} H{head}", "GAP accuracy %": round(100 * acc, 1)}
                                for layer, head, acc in top]), hide_index=True)
-    st.caption(f"{result.examples} examples ({left_out + result.skipped} left out). Baselines: always A "
+    st.caption(f"{result.examples} examples ({result.skipped} left out). Baselines: always A "
                f"{100 * result.always_a:.1f}%, always B {100 * result.always_b:.1f}%, nearest candidate "
                f"{100 * result.nearest:.1f}%. Clark et al. (BERT-base, CoNLL-2012, another model and data): "
                f"best coreference head {CLARK_COREF[0]}% vs {CLARK_COREF[1]}% for the nearest mention.")

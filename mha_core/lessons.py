@@ -1,0 +1,139 @@
+"""Guided exercises: each reveal is computed from the live model, never from a stored answer.
+
+Shapes: L layers, H heads, T tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mha_core.encoder import run
+from mha_core.model import LoadedModel
+from mha_core.roles import METRIC_TITLES, head_roles
+from mha_core.shapes import count_shape, make_shape, single_head_equivalent
+from mha_core.walkthrough import row_entropy, softmax_at_scale, walkthrough
+
+LESSONS_FILE = Path(__file__).resolve().parents[1] / "assets" / "lessons.json"
+
+
+@dataclass(frozen=True)
+class Lesson:
+    id: str
+    title: str
+    sentence: str
+    question: str
+    hint: str
+    check: dict
+
+
+@dataclass(frozen=True)
+class Reveal:
+    accepted: tuple[str, ...]  # answers that count as right, normalised ("L3 H1", "1050624", "sharper")
+    explanation: str  # markdown, with the live numbers
+
+
+def load_lessons(path: Path = LESSONS_FILE) -> list[Lesson]:
+    return [Lesson(**item) for item in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def normalise_answer(text: str) -> str:
+    """'layer 3, head 1' / 'L3H1' / '3 1' -> 'L3 H1'; numbers lose separators; words lower-cased."""
+    numbers = re.findall(r"\d+", text)
+    if len(numbers) == 2 and re.search(r"[lL]|layer|head|,|\s", text):
+        return f"L{int(numbers[0])} H{int(numbers[1])}"
+    if numbers and re.fullmatch(r"[\d,\s_.']+", text.strip()):
+        return "".join(numbers)
+    return text.strip().lower()
+
+
+def is_right(reveal: Reveal, answer: str) -> bool:
+    return normalise_answer(answer) in reveal.accepted
+
+
+def token_index(tokens: tuple[str, ...], word: str) -> int:
+    return [t.lower() for t in tokens].index(word)
+
+
+def heads_text(heads: list[tuple[int, int]], values: np.ndarray, unit: str) -> str:
+    return ", ".join(f"L{layer} H{head} ({values[layer, head]:.2f} {unit})" for layer, head in heads)
+
+
+def top_heads(values: np.ndarray, k: int) -> list[tuple[int, int]]:
+    order = np.argsort(-values, axis=None, kind="stable")[:k]
+    return [(int(i // values.shape[1]), int(i % values.shape[1])) for i in order]
+
+
+def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
+    c = lesson.check
+    result = run(model, lesson.sentence, path="explicit")
+    maps = result.text_attention(0)  # (L,H,T,T)
+    weights = maps[:, :, token_index(result.tokens[0], c["query"]), token_index(result.tokens[0], c["key"])]
+    best = top_heads(weights, c["top"])
+    return Reveal(tuple(f"L{layer} H{head}" for layer, head in best),
+                  f"Live: the heads giving '{c['query']}' → '{c['key']}' the most weight are "
+                  f"{heads_text(best, weights, 'of its attention')}; uniform would be {1 / maps.shape[-1]:.2f}.")
+
+
+def reveal_role(model: LoadedModel, lesson: Lesson) -> Reveal:
+    c = lesson.check
+    roles = head_roles(run(model, lesson.sentence, path="explicit"))
+    values = roles.metrics[c["metric"]]
+    qualifying = [(int(layer), int(head)) for layer, head in zip(*np.nonzero(values >= c["min"]), strict=True)]
+    best = top_heads(values, 3)
+    accepted = qualifying or best[:1]
+    return Reveal(tuple(f"L{layer} H{head}" for layer, head in accepted),
+                  f"Live: mean attention {METRIC_TITLES[c['metric']]} is ≥ {c['min']} in {len(qualifying)} head(s); "
+                  f"the strongest are {heads_text(best, values, '')} (uniform: {roles.baselines[c['metric']]:.2f}).")
+
+
+def reveal_params(model: LoadedModel, lesson: Lesson) -> Reveal:
+    c = lesson.check
+    multi = make_shape(c["d_model"], c["heads"])
+    total, single = count_shape(multi).total, count_shape(single_head_equivalent(multi)).total
+    return Reveal((str(total),),
+                  f"Counted from real modules: {c['heads']} heads → {total:,} parameters; one head of "
+                  f"d_k = {c['d_model']} → {single:,}. Each head uses a {c['d_model']} × {multi.d_k} slice of "
+                  f"the same {c['d_model']} × {c['d_model']} projections: splitting re-uses, it does not add.")
+
+
+def reveal_scaling(model: LoadedModel, lesson: Lesson) -> Reveal:
+    c = lesson.check
+    result = run(model, lesson.sentence, path="explicit")
+    w = walkthrough(model, result, c["layer"], c["head"])
+    row = w.raw_scores[token_index(result.tokens[0], c["query"])]
+    scaled, unscaled = softmax_at_scale(row, w.scale), softmax_at_scale(row, 1.0)
+    sharper = row_entropy(unscaled) < row_entropy(scaled)
+    return Reveal(("sharper",) if sharper else ("flatter",),
+                  f"Live: entropy {row_entropy(scaled):.2f} nats with 1/√d_k = {w.scale:.3f}, "
+                  f"{row_entropy(unscaled):.2f} without; top weight {scaled.max():.2f} → {unscaled.max():.2f}. "
+                  "Unscaled dot products grow with d_k and push softmax towards one-hot, where gradients vanish.")
+
+
+def reveal_pair_shift(model: LoadedModel, lesson: Lesson) -> Reveal:
+    from mha_core.inspector import antecedent_scores, sentence_words
+
+    c = lesson.check
+    margins = []
+    for text in (lesson.sentence, c["second"]):
+        words = sentence_words(text)
+        texts = [w.text.lower() for w in words]
+        idx = [texts.index(c["pronoun"]), texts.index(c["a"]), texts.index(c["b"])]
+        scores = antecedent_scores(run(model, text, path="explicit"), 0, words, idx[0], idx[1:])
+        margins.append(scores.margin(0, 1))
+    shift = margins[0] - margins[1]  # how far each head moved from a towards b
+    best = top_heads(shift, c["top"])
+    return Reveal(tuple(f"L{layer} H{head}" for layer, head in best),
+                  f"Live: the margin '{c['a']}' − '{c['b']}' drops most in {heads_text(best, shift, 'lower')}.")
+
+
+REVEALS = {"attention_to": reveal_attention_to, "role": reveal_role, "params_heads": reveal_params,
+           "scaling": reveal_scaling, "pair_shift": reveal_pair_shift}
+
+
+def reveal(model: LoadedModel, lesson: Lesson) -> Reveal:
+    return REVEALS[lesson.check["kind"]](model, lesson)

@@ -1,0 +1,82 @@
+"""AppTest for the coreference inspector and the classroom walkthrough."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_core import run
+from mha_core.inspector import antecedent_scores, sentence_words
+from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE, chart_json, decode, open_app
+
+
+def margins_computed_separately(model) -> tuple[np.ndarray, np.ndarray]:
+    out = []
+    for text in (ANIMAL_TIRED, ANIMAL_WIDE):
+        words = sentence_words(text)
+        out.append(antecedent_scores(run(model, text), 0, words, 8, [1, 6]).margin(0, 1))
+    return out[0], out[1]
+
+
+def test_margin_change_grid_is_the_difference_of_separate_runs(bundled):
+    at = open_app("views/coreference.py")
+    assert not at.exception and not at.warning
+    m1, m2 = margins_computed_separately(bundled)
+    shown = decode(chart_json(at, "delta_grid")["data"][0]["z"])
+    assert np.allclose(shown, m2 - m1, atol=1e-6)
+    assert np.allclose(decode(chart_json(at, "margin_1")["data"][0]["z"]), m1, atol=1e-6)
+    assert any("In 10 of 12 heads" in m.value or "of 12 heads of layer" in m.value for m in at.markdown)
+
+
+def test_gap_first_head_shifts_towards_street_without_flipping(bundled):
+    at = open_app("views/coreference.py")
+    at.toggle(key="gap_local").set_value(True).run()  # score the shared GAP validation split
+    assert not at.exception
+    layer, head, accuracy = at.session_state["gap_result"].ranking()[0]
+    assert accuracy > at.session_state["gap_result"].nearest
+    m1 = decode(chart_json(at, "margin_1")["data"][0]["z"])
+    m2 = decode(chart_json(at, "margin_2")["data"][0]["z"])
+    assert m2[layer, head] < m1[layer, head]  # 'animal' gains less over 'street' when 'it' is wide
+    assert m1[layer, head] > 0  # and in the 'tired' sentence it prefers 'animal'
+    table = at.dataframe[0].value
+    assert table["GAP coreference head"].notna().any()
+
+
+def test_pronoun_without_candidates_gets_a_message():
+    at = open_app("views/coreference.py", text="It was raining over the quiet hills.")
+    assert not at.exception
+    assert any("No candidate before 'It'" in i.value for i in at.info)
+
+
+def test_bad_pairs_get_messages():
+    at = open_app("views/coreference.py")
+    for second, message in (("", "empty"), ("The animal didn't cross the busy street because it was too wide.",
+                                            "differ in length"),
+                            ("A dog never walked along that road since he felt very sleepy.", "differ in 12")):
+        at.text_input(key="pair").input(second).run()
+        assert not at.exception
+        assert any(message in w.value for w in at.warning), second
+
+
+def test_walkthrough_four_steps_and_parity():
+    at = open_app("views/walkthrough.py")
+    assert not at.exception
+    headers = [h.value for h in at.header]
+    assert headers[:4] == ["1. Linear projections", "2. Scaled dot-product attention (head 1)",
+                           "3. Concatenate the heads", "4. Output projection W_O"]
+    assert "Max |ours − model|" in at.success[0].value
+    assert len(at.code) == 4 and "split_heads" in at.code[0].value and "softmax" in at.code[1].value
+    title = chart_json(at, "scaled_row")["layout"]["title"]["text"]
+    at.slider(key="wt_scale").set_value(1.0).run()
+    sharper = chart_json(at, "scaled_row")["layout"]["title"]["text"]
+    assert title != sharper and "scale 1.000" in sharper
+
+
+def test_lessons_check_answers_live():
+    at = open_app("views/walkthrough.py", wt_tab="Lessons")
+    assert not at.exception
+    at.text_input(key="answer_eight-heads").input("1,050,624").run()
+    at.button(key="check_eight-heads").click().run()
+    assert any(s.value == "Right." for s in at.success)
+    at.text_input(key="answer_scaling").input("flatter").run()
+    at.button(key="check_scaling").click().run()
+    assert any(w.value == "Not this time." for w in at.warning)

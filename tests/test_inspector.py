@@ -1,0 +1,92 @@
+"""Candidate finder, minimal-pair alignment and the live lessons."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mha_core import run
+from mha_core.inspector import (
+    InspectorError,
+    align_pair,
+    antecedent_scores,
+    candidates_before,
+    default_pronoun,
+    human_flips,
+    sentence_words,
+)
+from mha_core.lessons import is_right, load_lessons, normalise_answer, reveal
+from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE
+
+
+def test_candidates_are_nouns_before_the_pronoun():
+    words = sentence_words(ANIMAL_TIRED)
+    pronoun = default_pronoun(words)
+    assert words[pronoun].text == "it"
+    assert [words[i].text for i in candidates_before(words, pronoun)] == ["animal", "street"]
+    mary = sentence_words("Mary gave the book to John because she had already read it.")
+    she = [w.index for w in mary if w.text == "she"][0]
+    assert [mary[i].text for i in candidates_before(mary, she)] == ["Mary", "book", "John"]
+
+
+def test_pronoun_without_candidates():
+    words = sentence_words("It was raining over the hills.")
+    assert candidates_before(words, 0) == []
+    with pytest.raises(InspectorError, match="No candidate before 'It'"):
+        antecedent_scores(None, 0, words, 0, [])
+
+
+def test_minimal_pair_alignment():
+    first, second = sentence_words(ANIMAL_TIRED), sentence_words(ANIMAL_WIDE)
+    alignment = align_pair(first, second)
+    assert alignment.changed == (("tired", "wide"),) and alignment.positions == (11,)
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    ("", "empty"),
+    ("The animal didn't cross the busy street because it was too wide.", "differ in length"),
+    ("A dog never walked along that road since he felt very sleepy.", r"differ in \d+ words"),
+    (ANIMAL_TIRED, "the same"),
+])
+def test_bad_pairs_say_why(second, message):
+    with pytest.raises(InspectorError, match=message):
+        align_pair(sentence_words(ANIMAL_TIRED), sentence_words(second) if second else [])
+
+
+def test_scores_are_word_level_attention(bundled):
+    words = sentence_words(ANIMAL_TIRED)
+    result = run(bundled, ANIMAL_TIRED)
+    scores = antecedent_scores(result, 0, words, 8, [1, 6])
+    tokens = result.tokens[0]
+    it, animal = tokens.index("it"), tokens.index("animal")
+    maps = result.attention()[0]  # (L,H,T,T)
+    assert np.allclose(scores.scores[0], maps[:, :, it, animal].numpy(), atol=1e-6)
+    assert scores.preferred().shape == (6, 12) and set(np.unique(scores.preferred())) <= {0, 1}
+    assert np.allclose(scores.top_two_margin(), np.abs(scores.margin(0, 1)))
+
+
+def test_human_flips():
+    m1, m2 = np.array([[0.2, -0.1, 0.3]]), np.array([[-0.1, -0.2, 0.1]])
+    assert human_flips(m1, m2).tolist() == [[True, False, False]]
+
+
+def test_answers_are_normalised():
+    assert normalise_answer("layer 3, head 1") == normalise_answer("L3H1") == "L3 H1"
+    assert normalise_answer("1,050,624") == "1050624" and normalise_answer(" Sharper ") == "sharper"
+
+
+def test_lessons_reveal_live_answers(bundled):
+    lessons = {lesson.id: lesson for lesson in load_lessons()}
+    assert len(lessons) >= 5
+    it_animal = reveal(bundled, lessons["it-animal"])
+    result = run(bundled, lessons["it-animal"].sentence)
+    tokens = list(result.tokens[0])
+    weights = result.attention()[0][:, :, tokens.index("it"), tokens.index("animal")]  # (L,H)
+    layer, head = divmod(int(torch.argmax(weights)), weights.shape[1])
+    assert it_animal.accepted[0] == f"L{layer} H{head}" and is_right(it_animal, f"layer {layer} head {head}")
+    heads = reveal(bundled, lessons["eight-heads"])
+    assert heads.accepted == (str(sum(p.numel() for p in torch.nn.MultiheadAttention(512, 8).parameters())),)
+    assert not is_right(heads, "1,049,600")
+    for lesson in lessons.values():
+        assert reveal(bundled, lesson).accepted, lesson.id

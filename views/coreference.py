@@ -1,0 +1,133 @@
+"""Coreference inspector: which heads link a pronoun to which earlier noun, and what a minimal pair
+changes ("...because it was too tired." / "...because it was too wide.")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from mha_core import figures
+from mha_core.inspector import (
+    AntecedentScores,
+    InspectorError,
+    align_pair,
+    antecedent_scores,
+    candidates_before,
+    default_pronoun,
+    human_flips,
+    sentence_words,
+)
+from views._state import EXAMPLES, checked_run, current_model, gap_analysis, md_escape, sentence_box
+
+DEFAULT_PAIR = {EXAMPLES[0]: EXAMPLES[1], EXAMPLES[1]: EXAMPLES[0]}
+CAPTION = ("Attention is evidence about what a head reads, not proof of what the model decides: a head can "
+           "look at 'animal' while the decision is made elsewhere, by other heads, the feed-forward layers, "
+           "or not at all.")
+
+
+def pick_words(words) -> tuple[int, list[int]]:
+    options = [w.index for w in words]
+    label = lambda i: f"{i}: {words[i].text}"  # noqa: E731
+    default = default_pronoun(words)
+    left, right = st.columns([1, 2])
+    pronoun = left.selectbox("Pronoun (or any token)", options, index=default or 0, format_func=label,
+                             key="pronoun", bind="query-params")
+    found = candidates_before(words, pronoun)
+    others = [i for i in options if i != pronoun]
+    chosen = right.multiselect("Candidate antecedents (nouns before it; add any other word)", others,
+                               default=found, format_func=label, key=f"candidates_{pronoun}")
+    return pronoun, chosen
+
+
+def show_heads(scores: AntecedentScores, gap) -> None:
+    names = [c.text for c in scores.candidates]
+    margin, preferred = scores.top_two_margin(), scores.preferred()
+    gap_rank = {(layer, head): (rank, acc) for rank, (layer, head, acc) in enumerate(gap.ranking()[:10])} if gap else {}
+    rows = []
+    for layer, head in scores.ranked_heads()[:12]:
+        row = {"head": f"L{layer} H{head}", "prefers": names[preferred[layer, head]],
+               "margin": round(float(margin[layer, head]), 3)}
+        row.update({f"→ {n}": round(float(scores.scores[c, layer, head]), 3) for c, n in enumerate(names)})
+        if (layer, head) in gap_rank:
+            rank, acc = gap_rank[(layer, head)]
+            row["GAP coreference head"] = f"#{rank + 1} ({100 * acc:.0f}%)"
+        rows.append(row)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="ranked_heads")
+    verdicts = scores.layer_verdicts()
+    strongest = max(verdicts, key=lambda v: v[2])
+    n_heads = margin.shape[1]
+    pronoun = md_escape(scores.pronoun.text)
+    for layer, cand, count in verdicts:
+        text = f"In {count} of {n_heads} heads of layer {layer} '{pronoun}' attends most to '{md_escape(names[cand])}'."
+        st.markdown(f"**{text}**" if (layer, cand, count) == strongest else text)
+
+
+def show_pair(first_text: str, words, pronoun: int, candidates: list[int]) -> None:
+    st.subheader("Minimal pair")
+    second_text = st.text_input("Second sentence (differs in a few words)", DEFAULT_PAIR.get(first_text, ""),
+                                key="pair", bind="query-params")
+    names = [words[i].text for i in candidates]
+    if len(candidates) < 2:
+        st.info("Choose two candidates to compare their margins across the pair.")
+        return
+    c1, c2, c3 = st.columns(3)
+    a = c1.selectbox("Candidate a", range(len(names)), format_func=lambda i: names[i], key="cand_a")
+    b = c2.selectbox("Candidate b", range(len(names)), index=1, format_func=lambda i: names[i], key="cand_b")
+    if a == b:
+        st.info("Pick two different candidates.")
+        return
+    words_2 = sentence_words(second_text) if second_text.strip() else []
+    try:
+        alignment = align_pair(words, words_2)
+    except InspectorError as err:
+        st.warning(str(err))
+        return
+    c3.caption("Changed: " + ", ".join(f"'{x}' → '{y}'" for x, y in alignment.changed))
+    scores_1 = antecedent_scores(checked_run(first_text), 0, words, pronoun, candidates)
+    scores_2 = antecedent_scores(checked_run(second_text), 0, words_2, pronoun, candidates)
+    m1, m2 = scores_1.margin(a, b), scores_2.margin(a, b)
+    show_margin_grids(m1, m2, names[a], names[b])
+
+
+def show_margin_grids(m1: np.ndarray, m2: np.ndarray, name_a: str, name_b: str) -> None:
+    delta = m2 - m1
+    flips = human_flips(m1, m2)
+    fig = figures.layer_head_grid(delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus sentence 1",
+                                  "Δ margin", zmid=0, colorscale="RdBu")
+    layers, heads = np.nonzero(flips)
+    fig.add_trace(go.Scatter(x=[f"H{h}" for h in heads], y=[f"L{layer}" for layer in layers], mode="markers",
+                             marker={"symbol": "square-open", "size": 34, "color": "black", "line": {"width": 3}},
+                             name="flips as a reader does", hoverinfo="skip"))
+    st.plotly_chart(fig, key="delta_grid")
+    st.caption(f"Outlined: {int(flips.sum())} head(s) that prefer '{name_a}' in sentence 1 and '{name_b}' in "
+               "sentence 2, as a human reader does. Blue cells moved towards 'a', red towards 'b'.")
+    left, right = st.columns(2)
+    for col, m, title in ((left, m1, "sentence 1"), (right, m2, "sentence 2")):
+        col.plotly_chart(figures.layer_head_grid(m, f"Margin in {title}", "margin", zmid=0, colorscale="RdBu"),
+                         key=f"margin_{title[-1]}")
+    st.session_state["_pair_delta"] = delta  # read by tests
+
+
+def main() -> None:
+    model = current_model()
+    st.title("Coreference inspector")
+    text = sentence_box()
+    result = checked_run(text)
+    words = sentence_words(text)
+    pronoun, candidates = pick_words(words)
+    try:
+        scores = antecedent_scores(result, 0, words, pronoun, candidates)
+    except InspectorError as err:
+        st.info(str(err))
+        st.stop()
+    st.caption(CAPTION)
+    with st.expander("Coreference heads found on GAP (optional)"):
+        gap = gap_analysis(model)
+    st.subheader(f"Where '{scores.pronoun.text}' looks, head by head")
+    show_heads(scores, gap)
+    show_pair(text, words, pronoun, candidates)
+
+
+main()
