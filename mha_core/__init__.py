@@ -4,13 +4,18 @@ Pure computation: nothing here imports streamlit.
 """
 
 from mha_core.attention import AUTO, EXPLICIT, FUSED, PATHS, ProjectionWeights, multi_head_attention
+from mha_core.coref import CorefResult, analyse_coref
 from mha_core.encoder import run
 from mha_core.model import LoadedModel, ModelLoadError, bundled_model_dir, load_model
 from mha_core.params import count_parameters
 from mha_core.result import AttentionResult
+from mha_core.roles import HeadRoles, head_roles
+from mha_core.syntax import SyntaxResult, analyse_corpus, analyse_syntax
 from mha_core.tokens import InputError
 
 __all__ = [
-    "AUTO", "EXPLICIT", "FUSED", "PATHS", "AttentionResult", "InputError", "LoadedModel", "ModelLoadError",
-    "ProjectionWeights", "bundled_model_dir", "count_parameters", "load_model", "multi_head_attention", "run",
+    "AUTO", "EXPLICIT", "FUSED", "PATHS", "AttentionResult", "CorefResult", "HeadRoles", "InputError",
+    "LoadedModel", "ModelLoadError", "ProjectionWeights", "SyntaxResult", "analyse_coref", "analyse_corpus",
+    "analyse_syntax", "bundled_model_dir", "count_parameters", "head_roles", "load_model", "multi_head_attention",
+    "run",
 ]

@@ -43,9 +43,6 @@ class ParameterCount:
     rows: tuple[ParamRow, ...]  # one per named parameter, in module order
     total: int
 
-    def by_prefix(self, prefix: str) -> int:
-        return sum(r.count for r in self.rows if r.name.startswith(prefix))
-
 
 def count_parameters(module: torch.nn.Module) -> ParameterCount:
     """Every named matrix and bias of `module` with its count; shared parameters counted once."""

@@ -53,3 +53,18 @@ def test_unreadable_config(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ModelLoadError, match="config.json"):
         load_model(tmp_path)
+
+
+def test_mha_core_never_imports_streamlit():
+    import pkgutil
+    import subprocess
+    import sys
+
+    import mha_core
+
+    modules = [f"mha_core.{m.name}" for m in pkgutil.iter_modules(mha_core.__path__) if m.name != "__main__"]
+    code = (f"import importlib, sys; [importlib.import_module(m) for m in {modules!r}]; "
+            "print('streamlit' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
