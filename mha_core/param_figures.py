@@ -90,16 +90,24 @@ def memory_figure(s: AttentionShape, n_max: int) -> go.Figure:
     return fig
 
 
-def kv_cache_figure(s: AttentionShape, n_layers: int) -> go.Figure:
-    """KV-cache bytes per token for the same query heads with h (MHA), a GQA group count, and 1 (MQA) KV heads."""
-    options = {"MHA": s.n_heads, "MQA": 1}
+def kv_variants(s: AttentionShape) -> dict[str, AttentionShape]:
+    """The same query heads with h (MHA), a GQA group count, and 1 (MQA) key/value heads."""
+    counts = {"MHA": s.n_heads}
     gqa = next((g for g in (8, 4, 2) if g < s.n_heads and s.n_heads % g == 0), None)
     if gqa:
-        options = {"MHA": s.n_heads, f"GQA ({gqa} KV heads)": gqa, "MQA": 1}
-    names = list(options)
-    values = [kv_cache_bytes_per_token(make_shape(s.d_model, s.n_heads, s.d_k, s.d_v, g, s.bias), n_layers)
-              for g in options.values()]
-    fig = go.Figure(go.Bar(x=names, y=values, text=[f"{v:,} B" for v in values], textposition="auto"))
-    fig.update_layout(title=f"KV cache per token ({n_layers} layers, fp16)", yaxis_title="bytes", height=380,
-                      margin={"t": 50, "b": 10})
+        counts[f"GQA ({gqa} KV heads)"] = gqa
+    counts["MQA"] = 1
+    return {name: make_shape(s.d_model, s.n_heads, s.d_k, s.d_v, g, s.bias) for name, g in counts.items()}
+
+
+def kv_cache_figure(s: AttentionShape, n_layers: int, n_max: int) -> go.Figure:
+    """KV-cache bytes (fp16, all layers) for a context of n tokens: MHA vs GQA vs MQA."""
+    ns = lengths(n_max)
+    fig = go.Figure()
+    for name, shape in kv_variants(s).items():
+        per_token = kv_cache_bytes_per_token(shape, n_layers)
+        fig.add_trace(go.Scatter(x=ns, y=ns * per_token, name=f"{name}: {per_token:,} B per token"))
+    fig.update_xaxes(type="log", title="context length n")
+    fig.update_yaxes(type="log", title="bytes")
+    fig.update_layout(title=f"KV cache ({n_layers} layers, fp16)", height=380, margin={"t": 50, "b": 10})
     return fig

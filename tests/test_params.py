@@ -135,3 +135,13 @@ def test_cli_params_calculator():
     assert data["total"] == 2 * 512 * 512 + 2 * 512 * 128 and data["kind"].startswith("grouped")
     proc = cli("--d-model", "510", "--heads", "8")
     assert proc.returncode == 2 and "not divisible" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_kv_cache_figure_compares_mha_gqa_mqa():
+    from mha_core.param_figures import kv_cache_figure, kv_variants
+
+    shape = make_shape(512, 8)
+    assert [v.n_kv_heads for v in kv_variants(shape).values()] == [8, 4, 1]
+    fig = kv_cache_figure(shape, n_layers=6, n_max=1000)
+    mha, gqa, mqa = (trace.y[-1] for trace in fig.data)
+    assert mha == 1000 * kv_cache_bytes_per_token(shape, 6) and mha == 2 * gqa == 8 * mqa

@@ -112,7 +112,7 @@ def show_costs(shape, n_layers: int) -> None:
     c1, c2 = st.columns(2)
     c1.plotly_chart(param_figures.flops_figure(shape, n_max), key="flops")
     c2.plotly_chart(param_figures.memory_figure(shape, n_max), key="memory")
-    st.plotly_chart(param_figures.kv_cache_figure(shape, n_layers), key="kv_cache")
+    st.plotly_chart(param_figures.kv_cache_figure(shape, n_layers, n_max), key="kv_cache")
 
 
 def show_norms(model) -> None:
