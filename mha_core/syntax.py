@@ -17,6 +17,7 @@ from mha_core.corpora import ParsedSentence
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
 from mha_core.roles import HeadRoles, RoleAccumulator
+from mha_core.words import membership, pool_pieces
 
 EXCLUDED_RELATIONS = ("root", "punct")
 ALL = "all"
@@ -65,13 +66,8 @@ class SyntaxResult:
 def word_attention(maps: Tensor, word_ids: Sequence[int | None], n_words: int) -> Tensor:
     """Piece maps (L,H,T,T) -> word maps (L,H,W,W): rows averaged over a word's pieces, columns
     summed over a word's pieces; special tokens (word id None) are dropped as keys."""
-    t = maps.shape[-1]
-    member = torch.zeros(t, n_words, dtype=maps.dtype)  # (T,W)
-    for piece, word in enumerate(word_ids[:t]):
-        if word is not None:
-            member[piece, word] = 1.0
-    mean_from = member / member.sum(dim=0).clamp(min=1.0)  # (T,W)
-    return mean_from.T @ (maps @ member)  # (W,T) @ (L,H,T,W) -> (L,H,W,W)
+    groups = [[p for p, w in enumerate(word_ids[: maps.shape[-1]]) if w == word] for word in range(n_words)]
+    return pool_pieces(maps, torch.from_numpy(membership(groups, maps.shape[-1])).to(maps.dtype))
 
 
 def predict_heads(words_map: Tensor) -> Tensor:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from mha_core.result import AttentionResult
+
+ArrayLike = TypeVar("ArrayLike")  # a numpy array or a torch tensor
 
 
 @dataclass(frozen=True)
@@ -57,15 +60,26 @@ def word_units(text: str, tokens: Sequence[str], word_ids: Sequence[int | None],
     return Units(tuple(labels), tuple(groups), tuple(special))
 
 
+def pool_pieces(maps: ArrayLike, member: ArrayLike) -> ArrayLike:
+    """(..., T, T) piece maps -> (..., N, N) unit maps, numpy or torch alike.
+
+    member (T, N) is 1 where piece t belongs to unit n: attention to a unit is the sum over its
+    pieces, attention from a unit the mean over its pieces. Pieces in no unit are dropped as keys."""
+    mean_from = member / member.sum(0).clip(min=1)  # (T,N) averaging weights
+    return mean_from.swapaxes(-1, -2) @ (maps @ member)  # (N,T) @ (...,T,N) -> (...,N,N)
+
+
+def membership(groups: Sequence[Sequence[int]], n_pieces: int) -> np.ndarray:
+    """(T, N) 0/1 matrix from unit -> piece-index groups."""
+    member = np.zeros((n_pieces, len(groups)), dtype=np.float32)
+    for unit, group in enumerate(groups):
+        member[list(group), unit] = 1.0
+    return member
+
+
 def merge_pieces(maps: np.ndarray, groups: Sequence[Sequence[int]]) -> np.ndarray:
     """(..., T, T) -> (..., N, N): columns summed within a group, rows averaged within a group."""
-    t = maps.shape[-1]
-    pool = np.zeros((t, len(groups)), dtype=maps.dtype)  # (T,N) membership
-    for u, group in enumerate(groups):
-        pool[list(group), u] = 1.0
-    to_units = maps @ pool  # (...,T,N) sum over a unit's key pieces
-    mean_rows = pool / pool.sum(axis=0, keepdims=True)  # (T,N) averaging weights
-    return np.swapaxes(np.swapaxes(to_units, -1, -2) @ mean_rows, -1, -2)  # (...,N,N)
+    return pool_pieces(maps, membership(groups, maps.shape[-1]).astype(maps.dtype))
 
 
 def drop_and_renormalise(maps: np.ndarray, keep: Sequence[int]) -> np.ndarray:
