@@ -4,7 +4,8 @@ Prints median ratios (targets from issue 2):
   (a) explicit recompute of all heads + hidden states / eager forward with output_attentions: <= 1.2
   (b) fused forward / explicit forward at 512 tokens: <= 0.8
   (c) rebuilding one head's map from the LSE / one fused forward at 512 tokens (reported)
-Run: .venv/bin/python benchmarks/bench_core.py [--device cuda] [--repeats N]
+Run: .venv/bin/python benchmarks/bench_core.py [--device cuda] [--dtype float16|bfloat16] [--repeats N]
+(the fused path reports the kernel it ran: flash / efficient on CUDA, flash on the CPU)
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     args = parser.parse_args()
-    model = load_model(device=args.device)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}")
+    model = load_model(device=args.device, dtype=getattr(torch, args.dtype))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, {args.dtype}")
     bench_lengths(model, [20, 128, 512], args.repeats)
     bench_rebuild(model, args.repeats)
 

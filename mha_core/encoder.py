@@ -66,23 +66,21 @@ def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, st
 
 
 @torch.inference_mode()
-def run(model: LoadedModel, texts: TextsLike, path: str = AUTO, dtype: torch.dtype | None = None) -> AttentionResult:
+def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResult:
     """Recompute every layer and head for `texts` (a str, a list of str, or pre-split word lists).
 
     Several texts are padded into one batch; padded keys get weight 0, so each text's maps and
     hidden states equal those of the text alone. Texts over the model's maximum are cut.
-    `dtype` (e.g. torch.bfloat16 on a GPU) runs the layers in that precision; default float32.
+    Runs in the precision the model was loaded in (`load_model(dtype=...)`).
     """
     batch = tokenize(model.tokenizer, texts, model.max_length)
     device = model.device
     chosen, reason = choose_path(path, batch.input_ids.shape[1], device)
     mask = batch.attention_mask.to(device)
     x = embed(model.embeddings, batch.input_ids.to(device))  # (B,T,D)
-    layers = model.layers if dtype is None else tuple(cast_layer(w, dtype) for w in model.layers)
-    x = x if dtype is None else x.to(dtype)
     bias = padding_bias(mask, x.dtype) if bool((mask == 0).any()) else None  # (B,1,1,T)
     hidden, attns = [x], []
-    for w in layers:
+    for w in model.layers:
         x, attn = encoder_layer(x, w, bias, chosen)
         hidden.append(x)
         attns.append(attn)
@@ -95,17 +93,3 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO, dtype: torch.dty
         hidden_states=tuple(hidden), path=chosen, backend=attns[0].backend, path_reason=reason,
         max_length=model.max_length,
     )
-
-
-def cast_layer(w: LayerWeights, dtype: torch.dtype) -> LayerWeights:
-    """A copy of one layer's weights in `dtype` (for fp16/bf16 runs on a GPU)."""
-    from dataclasses import fields, replace
-
-    def cast(value: object) -> object:
-        if isinstance(value, Tensor):
-            return value.to(dtype)
-        if hasattr(value, "__dataclass_fields__"):
-            return replace(value, **{f.name: cast(getattr(value, f.name)) for f in fields(value)})
-        return value
-
-    return cast(w)

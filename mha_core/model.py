@@ -150,8 +150,12 @@ def check_model_dir(model_dir: Path) -> dict:
     return config
 
 
-def load_model(model_dir: str | Path | None = None, device: str | torch.device = "cpu") -> LoadedModel:
-    """Load model, tokenizer and config offline from `model_dir` (default: the bundled model)."""
+def load_model(model_dir: str | Path | None = None, device: str | torch.device = "cpu",
+               dtype: torch.dtype | None = None) -> LoadedModel:
+    """Load model, tokenizer and config offline from `model_dir` (default: the bundled model).
+
+    `dtype` (e.g. torch.bfloat16 with device="cuda") keeps the weights, and so every recompute, in
+    that precision; maps rebuilt from the LSE are always computed in float32."""
     from transformers import AutoConfig, AutoTokenizer, BertModel
     from transformers.utils import logging as hf_logging
 
@@ -168,7 +172,7 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
         raise ModelLoadError(f"Could not load the model in {path}: {str(err).splitlines()[0]}") from None
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(f"{path} needs a fast tokenizer (tokenizer.json) for word alignment.")
-    model.eval().to(device)
+    model.eval().to(device=device, dtype=dtype)
     return LoadedModel(
         model=model, tokenizer=tokenizer, config=config,
         embeddings=embedding_weights(model), layers=tuple(layer_weights(m, config) for m in model.encoder.layer),

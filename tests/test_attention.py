@@ -105,3 +105,18 @@ def test_head_outputs_are_the_heads_context(tiny):
     w = tiny.head_weights(layer)
     v = x @ w.w_v[head] + w.b_v[head]  # (B,T,Dh)
     assert torch.allclose(result.head_outputs()[:, layer, head], probs @ v, atol=1e-5)
+
+
+def test_bfloat16_weights_run_both_paths(tiny_dir):
+    from mha_core import load_model
+
+    low = load_model(tiny_dir, dtype=torch.bfloat16)
+    text = "the cat sat on the mat because it was warm"
+    reference = run(load_model(tiny_dir), text, path="explicit")
+    for path in ("explicit", "fused"):
+        result = run(low, text, path=path)
+        assert result.hidden_states[-1].dtype == torch.bfloat16
+        maps = result.attention()
+        assert maps.dtype == torch.float32
+        assert torch.allclose(maps.sum(-1), torch.ones_like(maps[..., 0]), atol=2e-2)
+        assert (maps - reference.attention()).abs().max().item() < 5e-2

@@ -7,6 +7,7 @@ parameters (bind="query-params"), so a pasted link reopens the same view.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +40,8 @@ MAX_INPUT_CHARS = 200_000  # far above 512 pieces; the model cuts, we only refus
 
 @st.cache_resource(show_spinner="Loading the model…")
 def get_model(model_dir: str) -> LoadedModel:
-    return mha_core.load_model(model_dir)
+    """$MHA_DEVICE=cuda puts the model on a GPU (the fused path then runs CUDA kernels)."""
+    return mha_core.load_model(model_dir, device=os.environ.get("MHA_DEVICE", "cpu"))
 
 
 def current_model() -> LoadedModel:
