@@ -31,8 +31,9 @@ def test_gap_first_head_shifts_towards_street_without_flipping(bundled):
     at = open_app("views/coreference.py")
     at.toggle(key="gap_local").set_value(True).run()  # score the shared GAP validation split
     assert not at.exception
-    layer, head, accuracy = at.session_state["gap_result"].ranking()[0]
-    assert accuracy > at.session_state["gap_result"].nearest
+    (gap,) = at.session_state["gap_results"].values()
+    layer, head, accuracy = gap.ranking()[0]
+    assert accuracy > gap.nearest
     m1 = decode(chart_json(at, "margin_1")["data"][0]["z"])
     m2 = decode(chart_json(at, "margin_2")["data"][0]["z"])
     assert m2[layer, head] < m1[layer, head]  # 'animal' gains less over 'street' when 'it' is wide

@@ -137,3 +137,14 @@ def test_sentence_survives_a_page_switch():
     at.switch_page("views/heads.py").run()
     assert not at.exception
     assert at.text_area(key="text").value == ANIMAL_WIDE
+
+
+def test_another_local_model_and_a_bad_directory(tiny_dir, tmp_path):
+    at = start()
+    at.text_input(key="model_dir").input(str(tiny_dir)).run()
+    assert not at.exception
+    assert any("2 layers × 4 heads" in c.value for c in at.caption)
+    at.text_input(key="model_dir").input(str(tmp_path / "missing")).run()
+    assert not at.exception
+    assert any("not found" in e.value and "default model" in e.value for e in at.error)
+    assert any("6 layers × 12 heads" in c.value for c in at.caption)

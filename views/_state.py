@@ -45,7 +45,14 @@ def get_model(model_dir: str) -> LoadedModel:
 
 
 def current_model() -> LoadedModel:
-    """The app's model ($MHA_MODEL_DIR or the bundled one); a bad directory stops the page with its reason."""
+    """The model typed in the sidebar, else $MHA_MODEL_DIR, else the bundled one. A typed directory
+    that cannot be used is reported and the default model stays; a bad default stops the page."""
+    typed = st.session_state.get("model_dir", "").strip()
+    if typed:
+        try:
+            return get_model(str(resolve_model_dir(typed)))
+        except ModelLoadError as err:
+            st.sidebar.error(f"{err} Showing the default model.")
     try:
         return get_model(str(resolve_model_dir(None)))
     except ModelLoadError as err:
@@ -111,9 +118,10 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
     """Coreference heads on a GAP file (computed once per file, with a progress bar). The result is
     also kept in the session so the other pages can mark these heads."""
     source = gap_source()
-    if source is None and "gap_result" in st.session_state:
+    earlier = st.session_state.get("gap_results", {}).get(str(model.model_dir))
+    if source is None and earlier is not None:
         st.caption("Showing the GAP analysis computed earlier in this session.")
-        return st.session_state["gap_result"]
+        return earlier
     if source is None:
         st.info("Upload a GAP TSV file (columns ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, "
                 "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents.")
@@ -127,7 +135,7 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
     result = cached_analysis((str(model.model_dir), key), "Scoring GAP examples",
                              lambda progress: analyse_coref(model, examples, progress))
     result = replace(result, skipped=result.skipped + left_out)
-    st.session_state["gap_result"] = result
+    st.session_state.setdefault("gap_results", {})[str(model.model_dir)] = result
     return result
 
 
@@ -172,6 +180,11 @@ def model_card() -> None:
         st.markdown(f"**Model:** {model.name}")
         st.caption(f"{model.n_layers} layers × {model.n_heads} heads · d_model {model.d_model} · "
                    f"head dim {model.head_dim} · max {model.max_length} word pieces")
+        with st.expander("Use another model"):
+            st.text_input("Local BERT-family model directory", key="model_dir",
+                          placeholder=str(resolve_model_dir(None)),
+                          help="A Hugging Face folder with config.json (model_type bert), *.safetensors "
+                               "weights and tokenizer.json. Nothing is downloaded.")
 
 
 def sentence_box() -> str:
