@@ -81,3 +81,9 @@ def test_lessons_check_answers_live():
     at.text_input(key="answer_scaling").input("flatter").run()
     at.button(key="check_scaling").click().run()
     assert any(w.value == "Not this time." for w in at.warning)
+
+
+def test_lesson_sentence_goes_to_the_sentence_box():
+    at = open_app("views/walkthrough.py", wt_tab="Lessons")
+    at.button(key="load_previous-word").click().run()
+    assert at.text_area(key="text").value == "The quick brown fox jumps over the lazy dog."

@@ -118,10 +118,12 @@ def show_costs(shape, n_layers: int) -> None:
 def show_norms(model) -> None:
     qk, ov = weight_norms_of(str(model.model_dir))
     left, right = st.columns(2)
-    left.plotly_chart(figures.layer_head_grid(qk, "‖W_Q^h W_K^hᵀ‖_F: how sharply a head can match", "norm"),
-                      key="qk_norms")
-    right.plotly_chart(figures.layer_head_grid(ov, "‖W_V^h W_O^h‖_F: how much a head can write", "norm"),
-                       key="ov_norms")
+    left.plotly_chart(figures.layer_head_grid(qk, "‖W_Q W_Kᵀ‖ (Frobenius) per head: how sharply it can match",
+                                              "norm"), key="qk_norms")
+    right.plotly_chart(figures.layer_head_grid(ov, "‖W_V W_O‖ (Frobenius) per head: how much it can write",
+                                               "norm"), key="ov_norms")
+    st.caption("W_Q W_Kᵀ (D × D) is the bilinear form a head scores query–key pairs with; W_V W_O (D × D) is "
+               "what it adds to the residual stream per unit of attention. Both use the head's own slices.")
     layer, head = divmod(int(ov.argmax()), ov.shape[1])
     st.page_link("views/heads.py", label=f"Open layer {layer}, head {head} (largest ‖W_V W_O‖) on the heads page",
                  query_params={"layer": str(layer), "head": str(head)}, icon=":material/grid_view:")

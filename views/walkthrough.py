@@ -108,11 +108,17 @@ def parity_badge(model, text: str) -> None:
     c3.metric("The model itself (eager)", f"{p.model_ms:.1f} ms")
 
 
+def use_sentence(text: str) -> None:
+    st.session_state["text"] = st.session_state["_text"] = text
+
+
 def show_lessons(model) -> None:
     st.caption("Each answer is checked against the live model, not a stored key.")
     for lesson in load_lessons():
-        with st.expander(f"{lesson.title}: {lesson.question}"):
+        with st.expander(f"{lesson.title} — {lesson.question}"):
             st.markdown(f"Sentence: *{md_escape(lesson.sentence)}*")
+            st.button("Put this sentence in the sentence box", key=f"load_{lesson.id}", on_click=use_sentence,
+                      args=(lesson.sentence,))
             st.caption(f"Hint: {lesson.hint}")
             answer = st.text_input("Your answer", key=f"answer_{lesson.id}")
             if st.button("Check", key=f"check_{lesson.id}"):
