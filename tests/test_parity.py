@@ -58,6 +58,7 @@ def test_pre_softmax_scores_give_the_maps(case):
     _, explicit, _, _ = case
     probs = torch.softmax(explicit.scores_map(3, 5), dim=-1)
     assert (probs - explicit.head_map(3, 5)).abs().max().item() <= 1e-5
+    assert torch.equal(explicit.scores()[:, 3, 5], explicit.scores_map(3, 5))
 
 
 def test_long_texts_are_cut_and_say_so(case):
