@@ -148,3 +148,14 @@ def test_another_local_model_and_a_bad_directory(tiny_dir, tmp_path):
     assert not at.exception
     assert any("not found" in e.value and "default model" in e.value for e in at.error)
     assert any("6 layers × 12 heads" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("query", [
+    {"view": "One token", "query": "99: nope", "key": "abc"},
+    {"layer": "17", "head": "-3"},
+    {"view": "No such tab", "hide_special": "maybe"},
+])
+def test_stale_or_bad_url_parameters_fall_back_to_defaults(query):
+    at = start(**query)
+    assert not at.exception and not at.error
+    assert at.selectbox(key="layer").value in range(6)
