@@ -9,6 +9,7 @@ PORT ?= 8501
 .PHONY: install chromium run test lint bench
 
 $(STAMP): requirements.txt requirements-dev.txt
+	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
