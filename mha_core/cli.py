@@ -8,12 +8,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from mha_core.attention import AUTO, PATHS
 from mha_core.model import ModelLoadError
 from mha_core.shapes import ShapeError
 from mha_core.tokens import InputError
+
+if TYPE_CHECKING:
+    from mha_core.syntax import SyntaxResult
+
+T = TypeVar("T")
 
 
 class CliError(Exception):
@@ -109,7 +116,7 @@ def model_json(model_dir: str | None) -> dict:
     }
 
 
-def progress_bar(desc: str) -> tuple[object, object]:
+def progress_bar(desc: str) -> tuple[object, Callable[[int, int], None]]:
     """A tqdm bar on stderr and the (done, total) callback that drives it."""
     from tqdm import tqdm
 
@@ -123,7 +130,7 @@ def progress_bar(desc: str) -> tuple[object, object]:
     return bar, update
 
 
-def read_corpus(reader, path: str, limit: int | None):  # noqa: ANN001, ANN201
+def read_corpus(reader: Callable[[Path, int | None], T], path: str, limit: int | None) -> T:
     from mha_core.corpora import CorpusFormatError
 
     try:
@@ -145,7 +152,7 @@ def cmd_roles(args: argparse.Namespace) -> None:
     write_json(syntax_json(result), args.json)
 
 
-def syntax_json(result) -> dict:  # noqa: ANN001
+def syntax_json(result: SyntaxResult) -> dict:
     relations = {}
     for rel, score in result.relations.items():
         direction, layer, head, accuracy = score.best()

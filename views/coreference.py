@@ -8,10 +8,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from mha_core import figures
+from mha_core import CorefResult, figures
 from mha_core.inspector import (
     AntecedentScores,
     InspectorError,
+    Word,
     align_pair,
     antecedent_scores,
     candidates_before,
@@ -27,7 +28,7 @@ CAPTION = ("Attention is evidence about what a head reads, not proof of what the
            "or not at all.")
 
 
-def pick_words(words) -> tuple[int, list[int]]:
+def pick_words(words: list[Word]) -> tuple[int, list[int]]:
     options = [w.index for w in words]
     label = lambda i: f"{i}: {words[i].text}"  # noqa: E731
     default = default_pronoun(words)
@@ -41,7 +42,7 @@ def pick_words(words) -> tuple[int, list[int]]:
     return pronoun, chosen
 
 
-def show_heads(scores: AntecedentScores, gap) -> None:
+def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
     names = [c.text for c in scores.candidates]
     margin, preferred = scores.top_two_margin(), scores.preferred()
     gap_rank = {(layer, head): (rank, acc) for rank, (layer, head, acc) in enumerate(gap.ranking()[:10])} if gap else {}
@@ -64,7 +65,7 @@ def show_heads(scores: AntecedentScores, gap) -> None:
         st.markdown(f"**{text}**" if (layer, cand, count) == strongest else text)
 
 
-def show_pair(first_text: str, words, pronoun: int, candidates: list[int]) -> None:
+def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int]) -> None:
     st.subheader("Minimal pair")
     second_text = st.text_input("Second sentence (differs in a few words)", DEFAULT_PAIR.get(first_text, ""),
                                 key="pair", bind="query-params")

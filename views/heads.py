@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-from mha_core import figures
+from mha_core import AttentionResult, figures
 from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
+from mha_core.words import AttentionView
 from views._state import checked_run, current_model, md_escape, path_caption, sentence_box, view_of
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
@@ -47,7 +49,7 @@ def show_overview(maps: np.ndarray, selected: tuple[int, int]) -> None:
     st.plotly_chart(fig, key="overview", on_select=pick_head_from_overview, selection_mode="points")
 
 
-def show_one_head(result, view, layer: int, head: int, avg: bool) -> None:
+def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool) -> None:
     n = len(view.labels)
     can_score = not (view.merged_words or avg)
     left, right = st.columns(2)
@@ -57,7 +59,8 @@ def show_one_head(result, view, layer: int, head: int, avg: bool) -> None:
     st.plotly_chart(fig, key="head_map")
 
 
-def head_map_figure(result, view, layer: int, head: int, avg: bool, scores: bool, numbers: bool) -> object:
+def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool,
+                    scores: bool, numbers: bool) -> go.Figure:
     if scores:
         z = result.scores_map(layer, head)[0].numpy()  # (T,T), pieces
         if view.hidden_special:
@@ -70,7 +73,7 @@ def head_map_figure(result, view, layer: int, head: int, avg: bool, scores: bool
     return figures.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
 
 
-def show_line_view(view, layer: int) -> None:
+def show_line_view(view: AttentionView, layer: int) -> None:
     n_heads, n = view.maps.shape[1], len(view.labels)
     heads = st.multiselect("Heads shown", list(range(n_heads)), default=list(range(min(3, n_heads))),
                            key="line_heads")
@@ -89,7 +92,7 @@ def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
     return lowered.index(word) if word in lowered else min(fallback, len(labels) - 1)
 
 
-def show_one_token(view) -> None:
+def show_one_token(view: AttentionView) -> None:
     labels = view.labels
     options = list(range(len(labels)))
     left, right = st.columns(2)
@@ -107,7 +110,7 @@ def show_one_token(view) -> None:
     st.dataframe(top_keys_table(view, query), hide_index=True)
 
 
-def top_keys_table(view, query: int, k: int = 3) -> pd.DataFrame:
+def top_keys_table(view: AttentionView, query: int, k: int = 3) -> pd.DataFrame:
     rows = []
     n_layers, n_heads = view.maps.shape[:2]
     for layer in range(n_layers):
@@ -119,7 +122,7 @@ def top_keys_table(view, query: int, k: int = 3) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def show_export(view, result, layer: int, head: int, avg: bool) -> None:
+def show_export(view: AttentionView, result: AttentionResult, layer: int, head: int, avg: bool) -> None:
     """Downloads are built only when clicked (callables), so big texts cost nothing until then."""
     n_layers, n_heads = view.maps.shape[:2]
     meta = {"text": result.batch.texts[0], "path": result.path, "backend": result.backend,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from mha_core import figures, param_figures
-from mha_core.shapes import ShapeError, count_shape, make_shape, single_head_equivalent
+from mha_core import LoadedModel, figures, param_figures
+from mha_core.shapes import AttentionShape, ShapeError, count_shape, make_shape, single_head_equivalent
 from views._state import current_model, model_breakdown_of, model_card, weight_norms_of
 
 TUTORIAL_COUNT = 1_049_600
 
 
-def show_model(model) -> None:
+def show_model(model: LoadedModel) -> None:
     b = model_breakdown_of(str(model.model_dir))
     c1, c2, c3 = st.columns(3)
     c1.metric("Parameters", f"{b.total:,}")
@@ -30,7 +30,7 @@ def show_model(model) -> None:
     show_head_slices(model)
 
 
-def show_head_slices(model) -> None:
+def show_head_slices(model: LoadedModel) -> None:
     st.subheader("One head's slice")
     hw = model.head_weights(0)
     d, dh, h = model.d_model, model.head_dim, model.n_heads
@@ -63,7 +63,7 @@ def shape_inputs() -> dict:
             "d_v": as_int(d_v), "bias": bias}
 
 
-def show_calculator() -> object | None:
+def show_calculator() -> AttentionShape | None:
     st.subheader("Calculator for any shape")
     try:
         shape = make_shape(**shape_inputs())
@@ -88,7 +88,7 @@ def show_calculator() -> object | None:
     return shape
 
 
-def show_single_vs_multi(shape) -> None:
+def show_single_vs_multi(shape: AttentionShape) -> None:
     st.subheader("One head or h heads?")
     single = single_head_equivalent(shape)
     multi_count, single_count = count_shape(shape).total, count_shape(single).total
@@ -106,7 +106,7 @@ def show_single_vs_multi(shape) -> None:
         st.caption("With shared key/value heads (GQA/MQA) the single-head equivalent keeps one key/value head.")
 
 
-def show_costs(shape, n_layers: int) -> None:
+def show_costs(shape: AttentionShape, n_layers: int) -> None:
     st.subheader("Cost against sequence length")
     n_max = st.select_slider("Longest n", [512, 2048, 8192, 32768, 131072], value=8192, key="calc_nmax")
     c1, c2 = st.columns(2)
@@ -115,7 +115,7 @@ def show_costs(shape, n_layers: int) -> None:
     st.plotly_chart(param_figures.kv_cache_figure(shape, n_layers, n_max), key="kv_cache")
 
 
-def show_norms(model) -> None:
+def show_norms(model: LoadedModel) -> None:
     qk, ov = weight_norms_of(str(model.model_dir))
     left, right = st.columns(2)
     left.plotly_chart(figures.layer_head_grid(qk, "‖W_Q W_Kᵀ‖ (Frobenius) per head: how sharply it can match",

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from mha_core.corpora import CorpusFormatError, read_conllu, spacy_parse
+from mha_core import LoadedModel, SyntaxResult
+from mha_core.corpora import CorpusFormatError, ParsedSentence, read_conllu, spacy_parse
 from mha_core.role_figures import role_grid_figure
 from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN, head_roles
 from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
@@ -28,12 +29,12 @@ def corpus_sentences() -> list[str]:
     return [line for line in lines if line.strip() and not line.startswith("#")]
 
 
-def parsed_corpus() -> list:
+def parsed_corpus() -> list[ParsedSentence]:
     return cached_analysis(("spacy", str(CORPUS)), "Parsing the corpus with spaCy",
                            lambda progress: spacy_parse(corpus_sentences()))
 
 
-def source_sentences(source: str, text: str) -> tuple[str, list] | None:
+def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence]] | None:
     """(cache key, parsed sentences) for the chosen source; None when an upload is still missing."""
     if source == "This sentence":
         return f"sentence:{text}", spacy_parse([text])
@@ -51,7 +52,7 @@ def source_sentences(source: str, text: str) -> tuple[str, list] | None:
         return None
 
 
-def relation_table(syntax) -> pd.DataFrame:
+def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
     rows = []
     for rel, score in syntax.relations.items():
         direction, layer, head, acc = score.best()
@@ -66,7 +67,7 @@ def relation_table(syntax) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def syntactic_labels(syntax) -> dict[tuple[int, int], str]:
+def syntactic_labels(syntax: SyntaxResult) -> dict[tuple[int, int], str]:
     labels = {}
     for rel, score in syntax.relations.items():
         if rel != "all" and score.syntactic:
@@ -91,7 +92,7 @@ def show_rules() -> None:
         )
 
 
-def show_coref(model) -> dict[tuple[int, int], str]:
+def show_coref(model: LoadedModel) -> dict[tuple[int, int], str]:
     st.subheader("Coreference heads (GAP)")
     result = gap_analysis(model)
     if result is None:

@@ -7,9 +7,9 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from mha_core import figures
+from mha_core import LoadedModel, figures
 from mha_core.lessons import is_right, load_lessons, reveal
-from mha_core.walkthrough import code_for_step, row_entropy, softmax_at_scale, walkthrough
+from mha_core.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
 from views._state import checked_run, current_model, md_escape, parity_of, sentence_box
 
 
@@ -30,7 +30,7 @@ def bar_figure(labels: list[str], values: np.ndarray, title: str) -> go.Figure:
     return fig
 
 
-def pickers(model, tokens: list[str]) -> tuple[int, int, int]:
+def pickers(model: LoadedModel, tokens: list[str]) -> tuple[int, int, int]:
     c1, c2, c3 = st.columns(3)
     layer = c1.selectbox("Layer", range(model.n_layers), index=3, key="wt_layer", bind="query-params")
     head = c2.selectbox("Head", range(model.n_heads), index=1, key="wt_head", bind="query-params")
@@ -40,7 +40,7 @@ def pickers(model, tokens: list[str]) -> tuple[int, int, int]:
     return layer, head, query
 
 
-def step_projections(w, model, t: int) -> None:
+def step_projections(w: Walkthrough, model: LoadedModel, t: int) -> None:
     d, h, dk = model.d_model, model.n_heads, model.head_dim
     st.header("1. Linear projections")
     st.markdown(f"X (batch, seq_len, d_model) = (1, {t}, {d}) is multiplied by W_Q, W_K, W_V (each {d} × {d}): "
@@ -52,7 +52,7 @@ def step_projections(w, model, t: int) -> None:
     st.code(code_for_step(1), language="python")
 
 
-def step_attention(w, t: int, query: int) -> None:
+def step_attention(w: Walkthrough, t: int, query: int) -> None:
     dk = w.q.shape[-1]
     st.header(f"2. Scaled dot-product attention (head {w.head})")
     st.markdown(f"Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {w.scale:.4f}, softmax over each row, "
@@ -76,7 +76,7 @@ def step_attention(w, t: int, query: int) -> None:
     st.code(code_for_step(2), language="python")
 
 
-def step_concat_and_output(w, model, t: int) -> None:
+def step_concat_and_output(w: Walkthrough, model: LoadedModel, t: int) -> None:
     d, h, dk = model.d_model, model.n_heads, model.head_dim
     st.header("3. Concatenate the heads")
     st.markdown(f"(1, {h}, {t}, {dk}) → transpose → (1, {t}, {h}, {dk}) → reshape → (1, {t}, {d}): head i fills "
@@ -93,7 +93,7 @@ def step_concat_and_output(w, model, t: int) -> None:
     st.code(code_for_step(4), language="python")
 
 
-def parity_badge(model, text: str) -> None:
+def parity_badge(model: LoadedModel, text: str) -> None:
     p = parity_of(str(model.model_dir), text)
     st.header("Parity")
     ok = max(p.max_map_vs_model, p.max_map_explicit_vs_fused) <= 1e-5 and p.max_hidden_vs_model <= 1e-4
@@ -112,7 +112,7 @@ def use_sentence(text: str) -> None:
     st.session_state["text"] = st.session_state["_text"] = text
 
 
-def show_lessons(model) -> None:
+def show_lessons(model: LoadedModel) -> None:
     st.caption("Each answer is checked against the live model, not a stored key.")
     for lesson in load_lessons():
         with st.expander(f"{lesson.title} — {lesson.question}"):
