@@ -30,5 +30,8 @@ lint: install
 test: install chromium lint
 	$(BIN)/python -m pytest
 
+# Side-by-side ratios (see each script's docstring for its targets); bench_roles reads ../shared/data.
 bench: install chromium
 	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_page.py
+	$(BIN)/python benchmarks/bench_roles.py
