@@ -102,8 +102,11 @@ class AttentionResult:
 
     def scores_map(self, layer: int, head: int) -> Tensor:
         """Pre-softmax scaled scores q k^T / sqrt(Dh) of one head, (B,T,T); padding not masked."""
-        q, k = self.layer_q[layer][:, head].float(), self.layer_k[layer][:, head].float()  # (B,T,Dh)
-        return q @ k.mT * self.scale  # (B,T,T)
+        return self._scores(layer, slice(head, head + 1))[:, 0]
+
+    def _scores(self, layer: int, heads: slice) -> Tensor:
+        q, k = self.layer_q[layer][:, heads].float(), self.layer_k[layer][:, heads].float()  # (B,h,T,Dh)
+        return q @ k.mT * self.scale  # (B,h,T,T)
 
     def attention(self) -> Tensor:
         """Every layer and head, (B,L,H,T,T); on the fused path every map is rebuilt."""
@@ -111,8 +114,7 @@ class AttentionResult:
 
     def scores(self) -> Tensor:
         """Every head's pre-softmax scaled scores, (B,L,H,T,T); padding not masked."""
-        return torch.stack([self.layer_q[layer].float() @ self.layer_k[layer].float().mT * self.scale
-                            for layer in range(self.n_layers)], dim=1)
+        return torch.stack([self._scores(layer, slice(None)) for layer in range(self.n_layers)], dim=1)
 
     def head_outputs(self) -> Tensor:
         """Each head's context vectors, (B,L,H,T,Dh)."""
