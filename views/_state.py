@@ -101,13 +101,21 @@ def cached_analysis(key: tuple, label: str, compute: Callable[[Callable[[int, in
     return store[key]
 
 
+def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str] | None:
+    """A file uploader; (cache key from the content, file name, text) once a file is given."""
+    upload = st.file_uploader(label, type=types, key=key)
+    if upload is None:
+        return None
+    data = upload.getvalue().decode("utf-8", errors="replace")
+    return f"{key}:{hashlib.sha1(data.encode()).hexdigest()}", upload.name, data
+
+
 def gap_source() -> tuple[str, str] | None:
     """(cache key, TSV text) of an uploaded GAP file, or of the shared GAP validation split when the
     user opts in; None when there is neither."""
-    upload = st.file_uploader("GAP TSV file", type=["tsv", "txt"], key="gap_upload")
+    upload = uploaded_text("GAP TSV file", ["tsv", "txt"], "gap_upload")
     if upload is not None:
-        data = upload.getvalue().decode("utf-8", errors="replace")
-        return f"gap:{hashlib.sha1(data.encode()).hexdigest()}", data
+        return upload[0], upload[2]
     local = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
     if local.exists() and st.toggle(f"Use {local.name} found beside the project", key="gap_local"):
         return f"gap:{local}", local.read_text(encoding="utf-8")

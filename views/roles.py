@@ -3,7 +3,6 @@ coreference) for the typed sentence, the bundled corpus or an uploaded file, wit
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +13,7 @@ from mha_core.corpora import CorpusFormatError, ParsedSentence, read_conllu, spa
 from mha_core.role_figures import role_grid_figure
 from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN, head_roles
 from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
-from views._state import cached_analysis, checked_run, current_model, gap_analysis, sentence_box
+from views._state import cached_analysis, checked_run, current_model, gap_analysis, sentence_box, uploaded_text
 
 CORPUS = Path(__file__).resolve().parents[1] / "assets" / "corpus.txt"
 SOURCES = ("This sentence", "Bundled corpus", "Uploaded CoNLL-U")
@@ -40,15 +39,15 @@ def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence]]
         return f"sentence:{text}", spacy_parse([text])
     if source == "Bundled corpus":
         return f"corpus:{CORPUS}", parsed_corpus()
-    upload = st.file_uploader("CoNLL-U file (gold trees)", type=["conllu", "txt"], key="conllu_upload")
+    upload = uploaded_text("CoNLL-U file (gold trees)", ["conllu", "txt"], "conllu_upload")
     if upload is None:
         st.info("Upload a CoNLL-U file (for example a Universal Dependencies treebank split).")
         return None
-    data = upload.getvalue().decode("utf-8", errors="replace")
+    key, name, data = upload
     try:
-        return f"upload:{hashlib.sha1(data.encode()).hexdigest()}", read_conllu(data)
+        return key, read_conllu(data)
     except CorpusFormatError as err:
-        st.error(f"{upload.name}: {err}")
+        st.error(f"{name}: {err}")
         return None
 
 
