@@ -98,8 +98,9 @@ def text_units(result: AttentionResult, b: int, merge_words: bool) -> Units:
 
 
 def attention_view(result: AttentionResult, b: int = 0, hide_special: bool = False,
-                   merge_words: bool = False) -> AttentionView:
-    """Text b's maps (L,H,N,N) with specials hidden (rows renormalised) and/or pieces merged."""
+                   merge_words: bool = False, average_heads: bool = False) -> AttentionView:
+    """Text b's maps (L,H,N,N) with specials hidden (rows renormalised) and/or pieces merged;
+    with `average_heads` each layer's mean over heads, (L,1,N,N)."""
     maps = result.text_attention(b)  # (L,H,T,T)
     units = text_units(result, b, merge_words)
     if merge_words:
@@ -109,5 +110,29 @@ def attention_view(result: AttentionResult, b: int = 0, hide_special: bool = Fal
         keep = [u for u, s in enumerate(units.special) if not s]
         maps = drop_and_renormalise(maps, keep)
         labels = tuple(labels[u] for u in keep)
+    if average_heads:
+        maps = maps.mean(axis=1, keepdims=True)  # (L,1,N,N)
     return AttentionView(labels=labels, maps=maps.astype(np.float32, copy=False), hidden_special=hide_special,
                          merged_words=merge_words)
+
+
+def score_map(result: AttentionResult, b: int, layer: int, head: int, hide_special: bool) -> np.ndarray:
+    """Text b's pre-softmax scores of one head over pieces, (T,T) or (K,K) without the specials."""
+    n = result.lengths[b]
+    z = result.scores_map(layer, head)[b, :n, :n].cpu().numpy()
+    if not hide_special:
+        return z
+    keep = [i for i, w in enumerate(result.word_ids[b]) if w is not None]
+    return z[np.ix_(keep, keep)]
+
+
+def top_keys(view: AttentionView, query: int, k: int = 3) -> list[tuple[int, int, list[tuple[str, float]]]]:
+    """For every (layer, head): the k keys the query unit attends to most, ties to the earliest."""
+    rows = []
+    n_layers, n_heads = view.maps.shape[:2]
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            weights = view.maps[layer, head, query]
+            best = np.argsort(-weights, kind="stable")[:k]
+            rows.append((layer, head, [(view.labels[j], float(weights[j])) for j in best]))
+    return rows

@@ -97,3 +97,20 @@ def test_line_view_traces_per_head():
     fig = figures.line_view_figure(random_maps((12, 6, 6)), list("abcdef"), heads=[0, 3], min_weight=0.0)
     names = {t.name for t in fig.data if t.mode == "lines"}
     assert names == {"head 0", "head 3"}
+
+
+def test_average_heads_and_top_keys(bundled):
+    from mha_core.words import score_map, top_keys
+
+    result = run(bundled, "The animal didn't cross the street because it was too tired.")
+    full = attention_view(result)
+    mean = attention_view(result, average_heads=True)
+    assert mean.maps.shape == (6, 1, 16, 16)
+    assert np.allclose(mean.maps[:, 0], full.maps.mean(axis=1), atol=1e-6)
+    rows = top_keys(full, query=10, k=2)
+    assert len(rows) == 72 and rows[0][:2] == (0, 0)
+    layer, head, keys = rows[3 * 12 + 1]
+    assert keys[0][1] == pytest.approx(float(full.maps[3, 1, 10].max())) and keys[0][1] >= keys[1][1]
+    z = score_map(result, 0, 3, 1, hide_special=True)
+    assert z.shape == (14, 14)
+    assert np.allclose(z, result.scores_map(3, 1)[0, 1:15, 1:15].numpy())

@@ -68,8 +68,9 @@ def run_texts(model_dir: str, texts: tuple[str, ...], path: str) -> AttentionRes
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def view_of(model_dir: str, text: str, path: str, hide_special: bool, merge_words: bool) -> AttentionView:
-    return attention_view(run_texts(model_dir, (text,), path), 0, hide_special, merge_words)
+def view_of(model_dir: str, text: str, path: str, hide_special: bool, merge_words: bool,
+            average_heads: bool = False) -> AttentionView:
+    return attention_view(run_texts(model_dir, (text,), path), 0, hide_special, merge_words, average_heads)
 
 
 @st.cache_resource(show_spinner=False)

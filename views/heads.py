@@ -9,7 +9,7 @@ import streamlit as st
 
 from mha_core import AttentionResult, figures
 from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
-from mha_core.words import AttentionView
+from mha_core.words import AttentionView, score_map, top_keys
 from views._state import checked_run, current_model, md_escape, path_caption, sentence_box, view_of
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
@@ -62,10 +62,7 @@ def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head
 def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool,
                     scores: bool, numbers: bool) -> go.Figure:
     if scores:
-        z = result.scores_map(layer, head)[0].numpy()  # (T,T), pieces
-        if view.hidden_special:
-            keep = [i for i, w in enumerate(result.word_ids[0]) if w is not None]
-            z = z[np.ix_(keep, keep)]
+        z = score_map(result, 0, layer, head, view.hidden_special)
         title = f"Layer {layer}, head {head}: scaled scores before softmax"
     else:
         z = view.maps[layer, head]
@@ -111,15 +108,9 @@ def show_one_token(view: AttentionView) -> None:
 
 
 def top_keys_table(view: AttentionView, query: int, k: int = 3) -> pd.DataFrame:
-    rows = []
-    n_layers, n_heads = view.maps.shape[:2]
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            row = view.maps[layer, head, query]
-            top = np.argsort(-row, kind="stable")[:k]
-            rows.append({"layer": layer, "head": head,
-                         **{f"top {i + 1}": f"{view.labels[j]} ({row[j]:.2f})" for i, j in enumerate(top)}})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"layer": layer, "head": head, **{f"top {i + 1}": f"{label} ({weight:.2f})"
+                                                             for i, (label, weight) in enumerate(keys)}}
+                         for layer, head, keys in top_keys(view, query, k)])
 
 
 def show_export(view: AttentionView, result: AttentionResult, layer: int, head: int, avg: bool) -> None:
@@ -160,9 +151,7 @@ def main() -> None:
     hide, merge, avg = options_sidebar()
     result = checked_run(text)
     st.caption(path_caption(result))
-    view = view_of(str(model.model_dir), text, "auto", hide, merge)
-    if avg:
-        view = type(view)(view.labels, view.maps.mean(axis=1, keepdims=True), view.hidden_special, view.merged_words)
+    view = view_of(str(model.model_dir), text, "auto", hide, merge, avg)
     n_layers, n_heads = view.maps.shape[:2]
     layer, head = head_pickers(n_layers, n_heads)
     show_overview(view.maps, (layer, head))
