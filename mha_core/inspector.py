@@ -131,6 +131,26 @@ def align_pair(first: Sequence[Word], second: Sequence[Word], max_changes: int =
     return PairAlignment(positions, changed)
 
 
+@dataclass(frozen=True)
+class PairComparison:
+    """Margins of candidate a over b in both sentences of a minimal pair, per head."""
+
+    margin_1: np.ndarray  # (L,H)
+    margin_2: np.ndarray  # (L,H)
+
+    @property
+    def delta(self) -> np.ndarray:
+        return self.margin_2 - self.margin_1  # (L,H)
+
+    @property
+    def flips(self) -> np.ndarray:
+        return human_flips(self.margin_1, self.margin_2)  # (L,H) bool
+
+
+def compare_pair(first: AntecedentScores, second: AntecedentScores, a: int, b: int) -> PairComparison:
+    return PairComparison(first.margin(a, b), second.margin(a, b))
+
+
 def human_flips(margin_1: np.ndarray, margin_2: np.ndarray) -> np.ndarray:
     """(L,H) True where a head prefers candidate a in sentence 1 and candidate b in sentence 2,
     as a reader does when the antecedent changes from a to b."""

@@ -12,12 +12,13 @@ from mha_core import CorefResult, figures
 from mha_core.inspector import (
     AntecedentScores,
     InspectorError,
+    PairComparison,
     Word,
     align_pair,
     antecedent_scores,
     candidates_before,
+    compare_pair,
     default_pronoun,
-    human_flips,
     sentence_words,
 )
 from views._state import EXAMPLES, checked_run, current_model, gap_analysis, md_escape, sentence_box
@@ -88,13 +89,11 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     c3.caption("Changed: " + ", ".join(f"'{x}' → '{y}'" for x, y in alignment.changed))
     scores_1 = antecedent_scores(checked_run(first_text), 0, words, pronoun, candidates)
     scores_2 = antecedent_scores(checked_run(second_text), 0, words_2, pronoun, candidates)
-    m1, m2 = scores_1.margin(a, b), scores_2.margin(a, b)
-    show_margin_grids(m1, m2, names[a], names[b])
+    show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b])
 
 
-def show_margin_grids(m1: np.ndarray, m2: np.ndarray, name_a: str, name_b: str) -> None:
-    delta = m2 - m1
-    flips = human_flips(m1, m2)
+def show_margin_grids(pair: PairComparison, name_a: str, name_b: str) -> None:
+    m1, m2, delta, flips = pair.margin_1, pair.margin_2, pair.delta, pair.flips
     fig = figures.layer_head_grid(delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus sentence 1",
                                   "Δ margin", zmid=0, colorscale="RdBu")
     layers, heads = np.nonzero(flips)
