@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from torch import Tensor
 
 from mha_core.corpora import GapExample
@@ -73,8 +72,7 @@ def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: 
                      ((ex.pronoun_offset, ex.pronoun), (ex.a_offset, ex.a), (ex.b_offset, ex.b))]
             if not all(spans):
                 continue
-            n = result.lengths[b]
-            maps = torch.stack([result.layer_probs[layer][b, :, :n, :n] for layer in range(result.n_layers)])
+            maps = result.text_maps(b)  # (L,H,T_b,T_b)
             picks_a = candidate_scores(maps, spans[0], spans[1]) > candidate_scores(maps, spans[0], spans[2])
             correct += (picks_a == ex.a_coref).numpy()
             scored += 1

@@ -97,7 +97,7 @@ def antecedent_scores(result: AttentionResult, b: int, words: Sequence[Word], pr
     pieces = [span_pieces(offsets, words[i].start, len(words[i].text)) for i in (pronoun, *candidates)]
     if not all(pieces):
         raise InspectorError("A chosen word lies beyond the model's 512 word pieces.")
-    maps = torch.from_numpy(result.text_attention(b))  # (L,H,T,T)
+    maps = result.text_maps(b)  # (L,H,T,T)
     scores = torch.stack([candidate_scores(maps, pieces[0], c) for c in pieces[1:]])  # (C,L,H)
     return AntecedentScores(words[pronoun], tuple(words[i] for i in candidates), scores.numpy())
 

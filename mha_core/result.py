@@ -89,16 +89,16 @@ class AttentionResult:
         """All heads of one layer, (B,H,T,T); on the fused path rebuilt in one batched product."""
         return self._maps(layer, slice(None))
 
-    def _maps(self, layer: int, heads: slice) -> Tensor:
+    def _maps(self, layer: int, heads: slice, texts: slice = slice(None)) -> Tensor:
         if self.path == FUSED:
-            q, k = self.layer_q[layer][:, heads], self.layer_k[layer][:, heads]  # (B,h,T,Dh)
-            lse = self.layer_lse[layer][:, heads]  # (B,h,T)
-            probs = rebuild_probs(q, k, lse, self._key_bias, self.scale)  # (B,h,T,T)
+            q, k = self.layer_q[layer][texts, heads], self.layer_k[layer][texts, heads]  # (b,h,T,Dh)
+            lse = self.layer_lse[layer][texts, heads]  # (b,h,T)
+            probs = rebuild_probs(q, k, lse, self._key_bias[texts], self.scale)  # (b,h,T,T)
         else:
-            probs = self.layer_probs[layer][:, heads].float()  # (B,h,T,T)
-        if bool(self.batch.attention_mask.all()):
+            probs = self.layer_probs[layer][texts, heads].float()  # (b,h,T,T)
+        if bool(self.batch.attention_mask[texts].all()):
             return probs  # no padding: nothing to zero
-        return probs * self._query_mask[:, None]  # padded query rows -> 0
+        return probs * self._query_mask[texts, None]  # padded query rows -> 0
 
     def scores_map(self, layer: int, head: int) -> Tensor:
         """Pre-softmax scaled scores q k^T / sqrt(Dh) of one head, (B,T,T); padding not masked."""
@@ -120,7 +120,12 @@ class AttentionResult:
         """Each head's context vectors, (B,L,H,T,Dh)."""
         return torch.stack(self.layer_context, dim=1)
 
-    def text_attention(self, b: int) -> np.ndarray:
-        """Text b's maps without padding, (L,H,T_b,T_b) float32 numpy."""
+    def text_maps(self, b: int) -> Tensor:
+        """Text b's maps without padding, (L,H,T_b,T_b) float32; only this text's maps are built."""
         n = self.lengths[b]
-        return torch.stack([self.layer_maps(layer)[b, :, :n, :n] for layer in range(self.n_layers)]).cpu().numpy()
+        texts = slice(b, b + 1)
+        return torch.stack([self._maps(layer, slice(None), texts)[0, :, :n, :n] for layer in range(self.n_layers)])
+
+    def text_attention(self, b: int) -> np.ndarray:
+        """text_maps(b) as a numpy array, (L,H,T_b,T_b)."""
+        return self.text_maps(b).cpu().numpy()

@@ -158,8 +158,7 @@ def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
         chosen = [sentences[keep[i]] for i in batch]
         result = run(model, [list(s.words) for s in chosen], path="explicit")
         for b, sentence in enumerate(chosen):
-            n = result.lengths[b]
-            maps = torch.stack([result.layer_probs[layer][b, :, :n, :n] for layer in range(result.n_layers)])
+            maps = result.text_maps(b)  # (L,H,T_b,T_b)
             words_map = word_attention(maps, result.word_ids[b], len(sentence.words))  # (L,H,W,W)
             acc.add(sentence, predict_heads(words_map))
             if roles is not None:
