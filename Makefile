@@ -6,7 +6,9 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT ?= 8501
 
-.PHONY: install chromium run test lint bench
+WORKERS ?= $(shell nproc)
+
+.PHONY: install chromium haproxy run serve test lint bench
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
@@ -21,17 +23,31 @@ install: $(STAMP)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
 
+# Debian's HAProxy balances `make serve` (sticky sessions, websockets); deploy/ holds its config.
+haproxy:
+	@command -v haproxy >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q haproxy; }
+
+# MALLOC_ARENA_MAX=2: every session's script runs in its own thread; per-thread malloc arenas kept
+# hundreds of MB that a class's long texts had freed (benchmarks/serving.py starts the app the same way).
 run: install
-	$(BIN)/streamlit run app.py --server.port $(PORT)
+	MALLOC_ARENA_MAX=2 $(BIN)/streamlit run app.py --server.port $(PORT)
+
+# One process uses about one core (Python's GIL): WORKERS processes behind HAProxy on $(PORT).
+serve: install haproxy
+	WORKERS=$(WORKERS) PORT=$(PORT) BIN=$(BIN) bash deploy/serve.sh
 
 lint: install
 	$(BIN)/ruff check .
 
-test: install chromium lint
+test: install chromium haproxy lint
 	$(BIN)/python -m pytest
 
 # Side-by-side ratios (see each script's docstring for its targets); bench_roles reads ../shared/data.
-bench: install chromium
+bench: install chromium haproxy
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_page.py
 	$(BIN)/python benchmarks/bench_roles.py
+	$(BIN)/python benchmarks/bench_classroom.py
+	$(BIN)/python benchmarks/bench_classroom.py --cpu
+	$(BIN)/python benchmarks/bench_classroom.py --long 10
+	$(BIN)/python benchmarks/bench_classroom.py --proxy --pages heads

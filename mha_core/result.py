@@ -124,7 +124,10 @@ class AttentionResult:
         """Text b's maps without padding, (L,H,T_b,T_b) float32; only this text's maps are built."""
         n = self.lengths[b]
         texts = slice(b, b + 1)
-        return torch.stack([self._maps(layer, slice(None), texts)[0, :, :n, :n] for layer in range(self.n_layers)])
+        out = torch.empty(self.n_layers, self.n_heads, n, n)  # (L,H,T_b,T_b) filled layer by layer (no stack copy)
+        for layer in range(self.n_layers):
+            out[layer] = self._maps(layer, slice(None), texts)[0, :, :n, :n]
+        return out
 
     def text_attention(self, b: int) -> np.ndarray:
         """text_maps(b) as a numpy array, (L,H,T_b,T_b)."""

@@ -7,8 +7,10 @@ model's own output (checked by `parity`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +72,7 @@ def row_entropy(p: np.ndarray) -> float:
     return float(-(p[p > 0] * np.log(p[p > 0])).sum())
 
 
+@functools.cache
 def code_for_step(step: int) -> str:
     """The code of mha_core that computes step 1-4 (project/split, attend, concatenate, W_O)."""
     if step == 2:
@@ -88,33 +91,61 @@ class Parity:
     max_hidden_vs_model: float  # our last hidden state vs the model's
     max_map_explicit_vs_fused: float  # explicit maps vs maps rebuilt from the fused kernel's LSE
     backend: str  # the fused path's kernel
+
+    @property
+    def ok(self) -> bool:
+        """Within float precision: maps to 1e-5, hidden states to 1e-4."""
+        return max(self.max_map_vs_model, self.max_map_explicit_vs_fused) <= 1e-5 and self.max_hidden_vs_model <= 1e-4
+
+
+@dataclass(frozen=True)
+class PathTimings:
+    """Fastest of `repeats` runs after a warm-up, in ms."""
+
     explicit_ms: float
     fused_ms: float
     model_ms: float
+    repeats: int
 
 
-def best_ms(fn: object, repeats: int = 3) -> tuple[object, float]:
-    """fn's result and its fastest time in ms over `repeats` runs after one warm-up run."""
-    result = fn()
+def best_ms(fn: Callable[[], object], repeats: int = 3) -> float:
+    """fn's fastest time in ms over `repeats` runs after one warm-up run."""
+    fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1e3)
-    return result, min(times)
+    return min(times)
+
+
+def reference_forward(model: LoadedModel, result: AttentionResult) -> Callable[[], object]:
+    """The transformers model itself (eager, with attentions) on the same word pieces as `result`."""
+    ids, mask = result.batch.input_ids.to(model.device), result.batch.attention_mask.to(model.device)
+    return lambda: model.model(input_ids=ids, attention_mask=mask, output_attentions=True)
 
 
 @torch.inference_mode()
-def parity(model: LoadedModel, text: str) -> Parity:
-    """Recompute `text` on both paths, and through the model itself; compare and time each."""
-    explicit, explicit_ms = best_ms(lambda: run(model, text, path="explicit"))
-    fused, fused_ms = best_ms(lambda: run(model, text, path="fused"))
-    ids, mask = explicit.batch.input_ids.to(model.device), explicit.batch.attention_mask.to(model.device)
-    ref, model_ms = best_ms(lambda: model.model(input_ids=ids, attention_mask=mask, output_attentions=True))
+def parity(model: LoadedModel, text: str, explicit: AttentionResult | None = None) -> Parity:
+    """Recompute `text` on both paths (reusing `explicit` when given), and through the model itself; compare."""
+    explicit = explicit if explicit is not None else run(model, text, path="explicit")
+    fused = run(model, text, path="fused")
+    ref = reference_forward(model, explicit)()
     ours = explicit.attention()[0]  # (L,H,T,T)
     return Parity(
         max_map_vs_model=float((ours - torch.stack(ref.attentions, dim=1)[0].float()).abs().max()),
         max_hidden_vs_model=float((explicit.last_hidden_state - ref.last_hidden_state).abs().max()),
         max_map_explicit_vs_fused=float((fused.attention()[0] - ours).abs().max()),
-        backend=fused.backend, explicit_ms=explicit_ms, fused_ms=fused_ms, model_ms=model_ms,
+        backend=fused.backend,
+    )
+
+
+@torch.inference_mode()
+def time_paths(model: LoadedModel, text: str, repeats: int = 3) -> PathTimings:
+    """Time the explicit path, the fused path and the model itself on `text` (only when a user asks)."""
+    explicit = run(model, text, path="explicit")
+    return PathTimings(
+        explicit_ms=best_ms(lambda: run(model, text, path="explicit"), repeats),
+        fused_ms=best_ms(lambda: run(model, text, path="fused"), repeats),
+        model_ms=best_ms(reference_forward(model, explicit), repeats), repeats=repeats,
     )

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from benchmarks.serving import app_server
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -20,39 +16,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--no-first-run", "--disable-sync"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def streamlit_server(script: str = "app.py", timeout: float = 90) -> Iterator[str]:
     """Start `streamlit run` on loopback; yield its base URL; stop it afterwards."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
-                    break
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited: {proc.stdout.read().decode()[-2000:]}")
-            time.sleep(0.5)
-        else:
-            raise RuntimeError("streamlit did not become healthy in time")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with app_server(script, timeout) as group:
+        yield group.url
 
 
 @contextlib.contextmanager

@@ -87,3 +87,12 @@ def test_lesson_sentence_goes_to_the_sentence_box():
     at = open_app("views/walkthrough.py", wt_tab="Lessons")
     at.button(key="load_previous-word").click().run()
     assert at.text_area(key="text").value == "The quick brown fox jumps over the lazy dog."
+
+
+def test_walkthrough_times_the_paths_only_when_asked():
+    at = open_app("views/walkthrough.py")
+    assert not at.exception and len(at.metric) == 0  # a new sentence costs no timing runs
+    at.toggle(key="wt_timing").set_value(True).run()
+    assert not at.exception
+    assert [m.label for m in at.metric][0] == "Explicit path" and len(at.metric) == 3
+    assert all(float(m.value.split()[0]) > 0 for m in at.metric)

@@ -159,3 +159,20 @@ def test_stale_or_bad_url_parameters_fall_back_to_defaults(query):
     at = start(**query)
     assert not at.exception and not at.error
     assert at.selectbox(key="layer").value in range(6)
+
+
+def test_a_second_session_reuses_the_first_sessions_results_and_figures():
+    from views._state import figure_store, result_store
+
+    text = "The lighthouse keeper counted eleven ships before the storm reached the harbour."
+    first = open_app(text=text)
+    assert not first.exception
+    figures, results = figure_store(), result_store()
+    built, computed = figures.computed, results.computed
+    second = open_app(text=text)  # another student, same sentence
+    assert not second.exception
+    assert (figures.computed, results.computed) == (built, computed)  # nothing recomputed, nothing rebuilt
+    assert chart_json(second, "overview") == chart_json(first, "overview")
+    third = open_app(text=text + " Then it rained.")
+    assert results.computed == computed + 1 and figures.computed > built
+    assert not third.exception

@@ -6,14 +6,18 @@ parameters (bind="query-params"), so a pasted link reopens the same view.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
+import torch
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
@@ -21,7 +25,8 @@ from mha_core.coref import CorefResult, analyse_coref
 from mha_core.corpora import CorpusFormatError, read_gap
 from mha_core.model import resolve_model_dir
 from mha_core.params import ModelBreakdown, head_weight_norms, model_breakdown
-from mha_core.walkthrough import Parity, parity
+from mha_core.store import SharedStore
+from mha_core.walkthrough import Parity, PathTimings, parity, time_paths
 from mha_core.words import AttentionView, attention_view
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -34,14 +39,26 @@ EXAMPLES = (
     "Unbelievably, the tokenizer splits rare words into several pieces.",
 )
 ANALYSES_KEPT = 8
+RESULTS_MB, VIEWS_MB, FIGURES_MB = 300, 450, 150  # shared by all sessions; LRU beyond these
+RESULTS_KEPT, VIEWS_KEPT, FIGURES_KEPT, SMALL_KEPT = 64, 64, 256, 512
+COMPUTE_SLOTS = 2  # concurrent forwards / view builds per process (see compute_slots)
 MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:")
 MAX_INPUT_CHARS = 200_000  # far above 512 pieces; the model cuts, we only refuse absurd pastes
+# Every session's script runs in its own thread of one process: one torch thread each. Two intra-op
+# threads per forward made forwards 3-4x slower (and spun idle cores) as soon as two sessions ran at once.
+torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
 
 
 @st.cache_resource(show_spinner="Loading the model…")
 def get_model(model_dir: str) -> LoadedModel:
-    """$MHA_DEVICE=cuda puts the model on a GPU (the fused path then runs CUDA kernels)."""
-    return mha_core.load_model(model_dir, device=os.environ.get("MHA_DEVICE", "cpu"))
+    """$MHA_DEVICE=cuda puts the model on a GPU (the fused path then runs CUDA kernels).
+
+    Everything alive after loading (modules, tokenizer, imported libraries) is moved out of the
+    garbage collector's generations (gc.freeze), so later collections only walk new objects."""
+    model = mha_core.load_model(model_dir, device=os.environ.get("MHA_DEVICE", "cpu"))
+    gc.collect()
+    gc.freeze()
+    return model
 
 
 def current_model() -> LoadedModel:
@@ -60,17 +77,78 @@ def current_model() -> LoadedModel:
         st.stop()
 
 
-# Results are frozen dataclasses never mutated by pages, so cache_resource (no pickled copy per
-# read; a 512-piece result is ~100 MB) is safe and much faster than cache_data here.
-@st.cache_resource(max_entries=16, show_spinner="Computing attention…")
+@st.cache_resource(show_spinner=False)
+def shared_store(name: str, max_entries: int, max_mb: int | None = None) -> SharedStore:
+    """One compute-once LRU store per name for the whole server (every session reads the same one)."""
+    return SharedStore(max_entries, None if max_mb is None else max_mb * 2**20)
+
+
+def result_store() -> SharedStore:
+    return shared_store("results", RESULTS_KEPT, RESULTS_MB)
+
+
+def view_store() -> SharedStore:
+    return shared_store("views", VIEWS_KEPT, VIEWS_MB)
+
+
+def figure_store() -> SharedStore:
+    return shared_store("figures", FIGURES_KEPT, FIGURES_MB)
+
+
+@st.cache_resource(show_spinner=False)
+def compute_slots() -> threading.BoundedSemaphore:
+    """At most COMPUTE_SLOTS forward passes or view builds at once in this process: a class pasting long
+    texts together queues instead of holding every text's intermediate maps in memory at the same time."""
+    return threading.BoundedSemaphore(COMPUTE_SLOTS)
+
+
+# Results and views are frozen and never mutated by pages, so every session reads the same object (no
+# pickled copy per read). Bounded by estimated bytes: a 512-piece view holds 75 MB of maps.
 def run_texts(model_dir: str, texts: tuple[str, ...], path: str) -> AttentionResult:
-    return mha_core.run(get_model(model_dir), list(texts), path=path)
+    def compute() -> AttentionResult:
+        model = get_model(model_dir)
+        with compute_slots():
+            return mha_core.run(model, list(texts), path=path)
+
+    return result_store().get((model_dir, texts, path), compute)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
 def view_of(model_dir: str, text: str, path: str, hide_special: bool, merge_words: bool,
             average_heads: bool = False) -> AttentionView:
-    return attention_view(run_texts(model_dir, (text,), path), 0, hide_special, merge_words, average_heads)
+    def compute() -> AttentionView:
+        result = run_texts(model_dir, (text,), path)  # outside the slot: it takes one of its own
+        with compute_slots():
+            return attention_view(result, 0, hide_special, merge_words, average_heads)
+
+    return view_store().get((model_dir, text, path, hide_special, merge_words, average_heads), compute)
+
+
+class SharedFigure(go.Figure):
+    """An empty figure shell around a built figure's dict. st.plotly_chart calls to_dict() on every run (a
+    deep copy that re-encodes every array); a figure shared by all sessions needs that only once."""
+
+    _shared_dict: dict | None = None
+
+    @classmethod
+    def of(cls, figure_dict: dict) -> SharedFigure:
+        shell = cls()
+        shell._shared_dict = figure_dict
+        return shell
+
+    def to_dict(self) -> dict:
+        return self._shared_dict  # never mutated: streamlit only serialises it
+
+
+def chart(cache_key: tuple, build: Callable[[], go.Figure], **plotly_chart_args: object) -> object:
+    """st.plotly_chart of a figure built once per server for `cache_key` (which must name everything the
+    figure depends on, the model included); the first session to ask builds it, the others reuse it."""
+    figure_dict = figure_store().get(cache_key, lambda: build().to_dict())
+    return st.plotly_chart(SharedFigure.of(figure_dict), **plotly_chart_args)
+
+
+def shared(key: tuple, compute: Callable[[], object]) -> object:
+    """A small computation shared by every session (a sentence's parse, a walkthrough's tensors)."""
+    return shared_store("small", SMALL_KEPT).get(key, compute)
 
 
 @st.cache_resource(show_spinner=False)
@@ -148,9 +226,13 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
     return result
 
 
-@st.cache_resource(max_entries=16, show_spinner="Checking parity…")
 def parity_of(model_dir: str, text: str) -> Parity:
-    return parity(get_model(model_dir), text)
+    return shared(("parity", model_dir, text), lambda: parity(get_model(model_dir), text,
+                                                            run_texts(model_dir, (text,), "explicit")))
+
+
+def timings_of(model_dir: str, text: str) -> PathTimings:
+    return shared(("timings", model_dir, text), lambda: time_paths(get_model(model_dir), text))
 
 
 def run_one(text: str, path: str = "auto") -> AttentionResult:

@@ -21,12 +21,17 @@ from mha_core.inspector import (
     default_pronoun,
     sentence_words,
 )
-from views._state import EXAMPLES, checked_run, current_model, gap_analysis, md_escape, sentence_box
+from views._state import EXAMPLES, chart, checked_run, current_model, gap_analysis, md_escape, sentence_box, shared
 
 DEFAULT_PAIR = {EXAMPLES[0]: EXAMPLES[1], EXAMPLES[1]: EXAMPLES[0]}
 CAPTION = ("Attention is evidence about what a head reads, not proof of what the model decides: a head can "
            "look at 'animal' while the decision is made elsewhere, by other heads, the feed-forward layers, "
            "or not at all.")
+
+
+def words_of(text: str) -> list[Word]:
+    """spaCy's words of a sentence, parsed once per server."""
+    return shared(("words", text), lambda: sentence_words(text))
 
 
 def pick_words(words: list[Word]) -> tuple[int, list[int]]:
@@ -80,7 +85,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     if a == b:
         st.info("Pick two different candidates.")
         return
-    words_2 = sentence_words(second_text) if second_text.strip() else []
+    words_2 = words_of(second_text) if second_text.strip() else []
     try:
         alignment = align_pair(words, words_2)
     except InspectorError as err:
@@ -89,24 +94,30 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     c3.caption("Changed: " + ", ".join(f"'{x}' → '{y}'" for x, y in alignment.changed))
     scores_1 = antecedent_scores(checked_run(first_text), 0, words, pronoun, candidates)
     scores_2 = antecedent_scores(checked_run(second_text), 0, words_2, pronoun, candidates)
-    show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b])
+    base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
+    show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b], base)
 
 
-def show_margin_grids(pair: PairComparison, name_a: str, name_b: str) -> None:
-    m1, m2, delta, flips = pair.margin_1, pair.margin_2, pair.delta, pair.flips
-    fig = figures.layer_head_grid(delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus sentence 1",
-                                  "Δ margin", zmid=0, colorscale="RdBu")
-    layers, heads = np.nonzero(flips)
+def delta_figure(pair: PairComparison, name_a: str, name_b: str) -> go.Figure:
+    fig = figures.layer_head_grid(pair.delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus "
+                                  "sentence 1", "Δ margin", zmid=0, colorscale="RdBu")
+    layers, heads = np.nonzero(pair.flips)
     fig.add_trace(go.Scatter(x=[f"H{h}" for h in heads], y=[f"L{layer}" for layer in layers], mode="markers",
                              marker={"symbol": "square-open", "size": 34, "color": "black", "line": {"width": 3}},
                              name="flips as a reader does", hoverinfo="skip"))
-    st.plotly_chart(fig, key="delta_grid")
+    return fig
+
+
+def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple) -> None:
+    m1, m2, delta, flips = pair.margin_1, pair.margin_2, pair.delta, pair.flips
+    chart((*base, "delta"), lambda: delta_figure(pair, name_a, name_b), key="delta_grid")
     st.caption(f"Outlined: {int(flips.sum())} head(s) that prefer '{name_a}' in sentence 1 and '{name_b}' in "
                "sentence 2, as a human reader does. Blue cells moved towards 'a', red towards 'b'.")
     left, right = st.columns(2)
     for col, m, title in ((left, m1, "sentence 1"), (right, m2, "sentence 2")):
-        col.plotly_chart(figures.layer_head_grid(m, f"Margin in {title}", "margin", zmid=0, colorscale="RdBu"),
-                         key=f"margin_{title[-1]}")
+        with col:
+            chart((*base, title), lambda m=m, title=title: figures.layer_head_grid(
+                m, f"Margin in {title}", "margin", zmid=0, colorscale="RdBu"), key=f"margin_{title[-1]}")
     st.session_state["_pair_delta"] = delta  # read by tests
 
 
@@ -115,7 +126,7 @@ def main() -> None:
     st.title("Coreference inspector")
     text = sentence_box()
     result = checked_run(text)
-    words = sentence_words(text)
+    words = words_of(text)
     pronoun, candidates = pick_words(words)
     try:
         scores = antecedent_scores(result, 0, words, pronoun, candidates)

@@ -10,7 +10,7 @@ import streamlit as st
 from mha_core import AttentionResult, figures
 from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
 from mha_core.words import AttentionView, score_map, top_keys
-from views._state import checked_run, current_model, md_escape, path_caption, sentence_box, view_of
+from views._state import chart, checked_run, current_model, md_escape, path_caption, sentence_box, view_of
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
 LINE_VIEW_MAX_UNITS = 60
@@ -40,23 +40,25 @@ def head_pickers(n_layers: int, n_heads: int) -> tuple[int, int]:
     return layer, (0 if n_heads == 1 else head)
 
 
-def show_overview(maps: np.ndarray, selected: tuple[int, int]) -> None:
+def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple) -> None:
     st.subheader("All heads at a glance")
     st.caption("Each tile is one head's map (query rows, key columns); click a tile to open that head. "
                f"Longer texts are pooled (keys summed, queries averaged) to at most {figures.OVERVIEW_MAX_BINS}×"
                f"{figures.OVERVIEW_MAX_BINS} per tile.")
-    fig = figures.overview_figure(maps, selected=selected)
-    st.plotly_chart(fig, key="overview", on_select=pick_head_from_overview, selection_mode="points")
+    chart((*base, "overview", selected), lambda: figures.overview_figure(maps, selected=selected), key="overview",
+          on_select=pick_head_from_overview, selection_mode="points")
 
 
-def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool) -> None:
+def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool, base: tuple
+                  ) -> None:
     n = len(view.labels)
     can_score = not (view.merged_words or avg)
     left, right = st.columns(2)
     scores = left.toggle("Pre-softmax scores (q·k/√d_k)", key="scores", bind="query-params", disabled=not can_score)
     numbers = right.toggle("Numbers in cells", value=n <= NUMBERS_MAX_UNITS, key="numbers", disabled=n > 40)
-    fig = head_map_figure(result, view, layer, head, avg, scores and can_score, numbers and n <= 40)
-    st.plotly_chart(fig, key="head_map")
+    scores, numbers = scores and can_score, numbers and n <= 40
+    chart((*base, "head", layer, head, scores, numbers),
+          lambda: head_map_figure(result, view, layer, head, avg, scores, numbers), key="head_map")
 
 
 def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool,
@@ -70,7 +72,7 @@ def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, he
     return figures.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
 
 
-def show_line_view(view: AttentionView, layer: int) -> None:
+def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
     n_heads, n = view.maps.shape[1], len(view.labels)
     heads = st.multiselect("Heads shown", list(range(n_heads)), default=list(range(min(3, n_heads))),
                            key="line_heads")
@@ -80,8 +82,8 @@ def show_line_view(view: AttentionView, layer: int) -> None:
         start = st.slider("First token shown", 0, n - LINE_VIEW_MAX_UNITS, 0, key="line_start")
         st.caption(f"Showing tokens {start}–{start + LINE_VIEW_MAX_UNITS - 1} of {n} (lines within the window).")
     window = slice(start, start + LINE_VIEW_MAX_UNITS)
-    fig = figures.line_view_figure(view.maps[layer][:, window, window], view.labels[window], heads, min_weight)
-    st.plotly_chart(fig, key="line_view")
+    chart((*base, "lines", layer, tuple(heads), min_weight, start), lambda: figures.line_view_figure(
+        view.maps[layer][:, window, window], view.labels[window], heads, min_weight), key="line_view")
 
 
 def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
@@ -89,7 +91,7 @@ def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
     return lowered.index(word) if word in lowered else min(fallback, len(labels) - 1)
 
 
-def show_one_token(view: AttentionView) -> None:
+def show_one_token(view: AttentionView, base: tuple) -> None:
     labels = view.labels
     options = list(range(len(labels)))
     left, right = st.columns(2)
@@ -98,8 +100,8 @@ def show_one_token(view: AttentionView) -> None:
     key = right.selectbox("Key token", options, index=default_index(labels, "animal", 0), key="key",
                           bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
     grid = view.maps[:, :, query, key]  # (L,H)
-    fig = figures.layer_head_grid(grid, f"Weight from '{labels[query]}' to '{labels[key]}' in every head")
-    st.plotly_chart(fig, key="token_grid")
+    chart((*base, "token", query, key), lambda: figures.layer_head_grid(
+        grid, f"Weight from '{labels[query]}' to '{labels[key]}' in every head"), key="token_grid")
     best = np.unravel_index(int(grid.argmax()), grid.shape)
     st.markdown(f"Strongest: layer {best[0]}, head {best[1]} gives **{grid[best]:.2f}** of the attention "
                 f"from '{md_escape(labels[query])}' to '{md_escape(labels[key])}' "
@@ -152,22 +154,23 @@ def main() -> None:
     result = checked_run(text)
     st.caption(path_caption(result))
     view = view_of(str(model.model_dir), text, "auto", hide, merge, avg)
+    base = ("heads", str(model.model_dir), text, hide, merge, avg)  # what every figure below depends on
     n_layers, n_heads = view.maps.shape[:2]
     layer, head = head_pickers(n_layers, n_heads)
-    show_overview(view.maps, (layer, head))
+    show_overview(view.maps, (layer, head), base)
     # Tabs bound to the URL run lazily: only the open tab's figures are built and sent.
     one_head, one_layer, one_token, export = st.tabs(
         ["One head", "One layer", "One token", "Export"], key="view", bind="query-params"
     )
     if one_head.open:
         with one_head:
-            show_one_head(result, view, layer, head, avg)
+            show_one_head(result, view, layer, head, avg, base)
     if one_layer.open:
         with one_layer:
-            show_line_view(view, layer)
+            show_line_view(view, layer, base)
     if one_token.open:
         with one_token:
-            show_one_token(view)
+            show_one_token(view, base)
     if export.open:
         with export:
             show_export(view, result, layer, head, avg)

@@ -10,7 +10,7 @@ import streamlit as st
 from mha_core import LoadedModel, figures
 from mha_core.lessons import is_right, load_lessons, reveal
 from mha_core.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
-from views._state import checked_run, current_model, md_escape, parity_of, sentence_box
+from views._state import chart, checked_run, current_model, md_escape, parity_of, sentence_box, shared, timings_of
 
 
 def matrix_figure(z: np.ndarray, rows: list[str], title: str, height: int = 320, cols: list[str] | None = None,
@@ -30,44 +30,63 @@ def bar_figure(labels: list[str], values: np.ndarray, title: str) -> go.Figure:
     return fig
 
 
+def column_separators(fig: go.Figure, every: int, count: int, n_rows: int) -> go.Figure:
+    """Vertical lines between the heads' column blocks, as one line trace (add_vline per head was
+    half of the page's CPU: each call re-validates the whole layout)."""
+    xs = [x for i in range(1, count) for x in (i * every - 0.5, i * every - 0.5, None)]
+    ys = [y for _ in range(1, count) for y in (-0.5, n_rows - 0.5, None)]
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "black", "width": 1}, hoverinfo="skip",
+                             showlegend=False, yaxis="y2"))
+    fig.update_layout(yaxis2={"overlaying": "y", "range": [n_rows - 0.5, -0.5], "visible": False})
+    return fig
+
+
 def pickers(model: LoadedModel, tokens: list[str]) -> tuple[int, int, int]:
     c1, c2, c3 = st.columns(3)
-    layer = c1.selectbox("Layer", range(model.n_layers), index=3, key="wt_layer", bind="query-params")
-    head = c2.selectbox("Head", range(model.n_heads), index=1, key="wt_head", bind="query-params")
+    layer = c1.selectbox("Layer", range(model.n_layers), index=model.n_layers // 2, key="wt_layer",
+                         bind="query-params")
+    head = c2.selectbox("Head", range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
+                        bind="query-params")
     lowered = [t.lower() for t in tokens]
     query = c3.selectbox("Query token", range(len(tokens)), index=lowered.index("it") if "it" in lowered else 1,
                          format_func=lambda i: f"{i}: {tokens[i]}", key="wt_query")
     return layer, head, query
 
 
-def step_projections(w: Walkthrough, model: LoadedModel, t: int) -> None:
+def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) -> None:
     d, h, dk = model.d_model, model.n_heads, model.head_dim
     st.header("1. Linear projections")
     st.markdown(f"X (batch, seq_len, d_model) = (1, {t}, {d}) is multiplied by W_Q, W_K, W_V (each {d} × {d}): "
                 f"Q, K, V are (1, {t}, {d}), then reshaped to (batch, h, seq_len, d_k) = (1, {h}, {t}, {dk}).")
     left, right = st.columns(2)
-    left.plotly_chart(matrix_figure(w.x[:, :48], list(w.tokens), f"X: layer {w.layer}'s input (first 48 of {d})"),
-                      key="x_map")
-    right.plotly_chart(matrix_figure(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"), key="q_map")
+    with left:
+        chart((*base, "x"), lambda: matrix_figure(w.x[:, :48], list(w.tokens),
+                                                  f"X: layer {w.layer}'s input (first 48 of {d})"), key="x_map")
+    with right:
+        chart((*base, "q"), lambda: matrix_figure(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"),
+              key="q_map")
     st.code(code_for_step(1), language="python")
 
 
-def step_attention(w: Walkthrough, t: int, query: int) -> None:
+def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     dk = w.q.shape[-1]
     st.header(f"2. Scaled dot-product attention (head {w.head})")
     st.markdown(f"Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {w.scale:.4f}, softmax over each row, "
                 "then the weighted sum of the values.")
     left, right = st.columns(2)
-    left.plotly_chart(matrix_figure(w.raw_scores, list(w.tokens), "QKᵀ before scaling", cols=figures.indexed_labels(
-        w.tokens)), key="raw_scores")
-    right.plotly_chart(matrix_figure(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=figures.indexed_labels(
-        w.tokens), colorscale="Blues", zmid=None), key="probs")
+    cols = figures.indexed_labels(w.tokens)
+    with left:
+        chart((*base, "raw"), lambda: matrix_figure(w.raw_scores, list(w.tokens), "QKᵀ before scaling", cols=cols),
+              key="raw_scores")
+    with right:
+        chart((*base, "probs"), lambda: matrix_figure(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols,
+                                                      colorscale="Blues", zmid=None), key="probs")
     scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
                       0.001, key="wt_scale")
     row = softmax_at_scale(w.raw_scores[query], scale)
-    st.plotly_chart(bar_figure(list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: "
-                               f"entropy {row_entropy(row):.2f} nats (model's: {row_entropy(w.probs[query]):.2f})"),
-                    key="scaled_row")
+    chart((*base, "row", query, scale), lambda: bar_figure(
+        list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
+        f"(model's: {row_entropy(w.probs[query]):.2f})"), key="scaled_row")
     top = np.argsort(-w.probs[query])[:3]
     parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{md_escape(w.tokens[j])}]" for j in top)
     out = w.context[w.head, query]
@@ -76,36 +95,36 @@ def step_attention(w: Walkthrough, t: int, query: int) -> None:
     st.code(code_for_step(2), language="python")
 
 
-def step_concat_and_output(w: Walkthrough, model: LoadedModel, t: int) -> None:
+def step_concat_and_output(w: Walkthrough, model: LoadedModel, t: int, base: tuple) -> None:
     d, h, dk = model.d_model, model.n_heads, model.head_dim
     st.header("3. Concatenate the heads")
     st.markdown(f"(1, {h}, {t}, {dk}) → transpose → (1, {t}, {h}, {dk}) → reshape → (1, {t}, {d}): head i fills "
                 f"columns {dk}·i … {dk}·i + {dk - 1}.")
-    fig = matrix_figure(w.concat, list(w.tokens), f"Concatenated heads ({t} × {d})")
-    for i in range(1, h):
-        fig.add_vline(x=i * dk - 0.5, line_width=1, line_color="black")
-    st.plotly_chart(fig, key="concat")
+    chart((*base, "concat"), lambda: column_separators(
+        matrix_figure(w.concat, list(w.tokens), f"Concatenated heads ({t} × {d})"), dk, h, t), key="concat")
     st.code(code_for_step(3), language="python")
     st.header("4. Output projection W_O")
     st.markdown(f"(1, {t}, {d}) × W_Oᵀ ({d} × {d}) + b_O → (1, {t}, {d}): back to d_model, mixing the heads.")
-    st.plotly_chart(matrix_figure(w.output[:, :48], list(w.tokens), f"Multi-head attention output (first 48 of {d})"),
-                    key="output")
+    chart((*base, "output"), lambda: matrix_figure(w.output[:, :48], list(w.tokens),
+                                                   f"Multi-head attention output (first 48 of {d})"), key="output")
     st.code(code_for_step(4), language="python")
 
 
 def parity_badge(model: LoadedModel, text: str) -> None:
     p = parity_of(str(model.model_dir), text)
     st.header("Parity")
-    ok = max(p.max_map_vs_model, p.max_map_explicit_vs_fused) <= 1e-5 and p.max_hidden_vs_model <= 1e-4
-    (st.success if ok else st.error)(
+    (st.success if p.ok else st.error)(
         f"Max |ours − model| over every attention map: {p.max_map_vs_model:.2e}; last hidden state: "
         f"{p.max_hidden_vs_model:.2e}. Explicit vs fused ({p.backend}) maps: {p.max_map_explicit_vs_fused:.2e}."
     )
-    st.caption("Fastest of three runs after a warm-up, on this machine, for this sentence.")
+    if not st.toggle("Time the three paths on this sentence", key="wt_timing"):
+        return
+    times = timings_of(str(model.model_dir), text)
+    st.caption(f"Fastest of {times.repeats} runs after a warm-up, on this server, for this sentence.")
     c1, c2, c3 = st.columns(3)
-    c1.metric("Explicit path", f"{p.explicit_ms:.1f} ms")
-    c2.metric(f"Fused path ({p.backend})", f"{p.fused_ms:.1f} ms")
-    c3.metric("The model itself (eager)", f"{p.model_ms:.1f} ms")
+    c1.metric("Explicit path", f"{times.explicit_ms:.1f} ms")
+    c2.metric(f"Fused path ({p.backend})", f"{times.fused_ms:.1f} ms")
+    c3.metric("The model itself (eager)", f"{times.model_ms:.1f} ms")
 
 
 def use_sentence(text: str) -> None:
@@ -143,10 +162,11 @@ def main() -> None:
         result = checked_run(text, path="explicit")
         tokens = list(result.tokens[0])
         layer, head, query = pickers(model, tokens)
-        w = walkthrough(model, result, layer, head)
-        step_projections(w, model, len(tokens))
-        step_attention(w, len(tokens), query)
-        step_concat_and_output(w, model, len(tokens))
+        base = ("walkthrough", str(model.model_dir), text, layer, head)
+        w = shared(base, lambda: walkthrough(model, result, layer, head))
+        step_projections(w, model, len(tokens), base)
+        step_attention(w, len(tokens), query, base)
+        step_concat_and_output(w, model, len(tokens), base)
         parity_badge(model, text)
 
 

@@ -1,0 +1,198 @@
+"""A class at once: N students drive the app through Streamlit's websocket protocol (no browser each).
+
+Each student opens a page, then types a sentence of their own (12-40 words) and changes it twice:
+3 interactions. Prints per page: p50 / p95 / max latency, errors (failed or timed-out interactions,
+error boxes), exceptions shown, server CPU seconds per interaction, and peak server RSS.
+Targets (issue 9, 2 cores, N = 30): p95 <= 3 s on Heads, <= 4 s on Coreference and Walkthrough, 0 errors;
+`--long 10`: 10 students sending 512-word-piece texts, no errors, peak RSS <= 2.5 GB.
+`--cpu`: server CPU per interaction for one student and a new 25-piece sentence (Heads <= 0.1 s,
+Coreference <= 0.15 s, Walkthrough <= 0.3 s), and for a sentence another session already used (<= 0.03 s).
+`--proxy`: the same class through `make serve` (HAProxy) with 2 worker processes against 1; prints the
+throughput ratio (target >= 1.6).
+Run: .venv/bin/python benchmarks/bench_classroom.py [--students N] [--pages heads,coreference,walkthrough]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.serving import ServerGroup, app_server, proxy_group  # noqa: E402
+from benchmarks.st_client import Interaction, Session  # noqa: E402
+
+PAGES = {"heads": "", "coreference": "coreference", "walkthrough": "walkthrough"}
+CPU_CLICKS = 12
+PAIR_BOX = "Second sentence (differs in a few words)"  # the coreference page's minimal-pair box
+WORDS = ("teacher student river village spring animal street library window garden morning evening doctor "
+         "letter museum bridge mountain city train station farmer market kitchen painter children school "
+         "winter summer ocean island forest castle queen king soldier engineer bakery bicycle").split()
+VERBS = "crossed visited painted found watched opened carried followed repaired described remembered".split()
+GLUE = "the a because while after before near with and but it she he they was were".split()
+
+
+def sentence(rng: random.Random, n_words: int) -> str:
+    """A varied sentence of about n_words words (different for every student and every change)."""
+    words = []
+    while len(words) < n_words:
+        words += [rng.choice(GLUE), rng.choice(WORDS), rng.choice(VERBS), rng.choice(GLUE), rng.choice(WORDS)]
+    words = words[:n_words]
+    return " ".join(words).capitalize() + "."
+
+
+def typed(page: str, text: str) -> dict[str, str]:
+    """What a student submits on `page`: the sentence; on Coreference also a minimal pair (one word changed)."""
+    if page != "coreference":
+        return {"Sentence": text}
+    words = text.split()
+    words[len(words) // 2] = "bicycle" if words[len(words) // 2] != "bicycle" else "castle"
+    return {"Sentence": text, PAIR_BOX: " ".join(words)}
+
+
+async def student(base_url: str, page: str, texts: list[str], timeout: float) -> list[Interaction | Exception]:
+    """Open the page, then submit each text: one Interaction (or the exception) per step."""
+    session = Session(base_url, page=PAGES[page], timeout=timeout)
+    steps: list[Interaction | Exception] = []
+    try:
+        steps.append(await session.open())
+        for text in texts:
+            steps.append(await session.set_texts(typed(page, text)))
+    except Exception as err:  # noqa: BLE001 - a failed interaction is a result to count
+        steps.append(err)
+    finally:
+        await session.close()
+    return steps
+
+
+async def run_class(base_url: str, page: str, class_texts: list[list[str]], timeout: float, stagger: float
+                    ) -> tuple[list[Interaction | Exception], float]:
+    async def delayed(i: int, texts: list[str]) -> list[Interaction | Exception]:
+        await asyncio.sleep(i * stagger)
+        return await student(base_url, page, texts, timeout)
+
+    start = time.perf_counter()
+    results = await asyncio.gather(*(delayed(i, texts) for i, texts in enumerate(class_texts)))
+    return [step for steps in results for step in steps], time.perf_counter() - start
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def summarise(label: str, steps: list[Interaction | Exception], cpu: float, wall: float, rss: float) -> dict:
+    done = [s for s in steps if isinstance(s, Interaction)]
+    failed = [s for s in steps if not isinstance(s, Interaction)]
+    times = [s.seconds for s in done]
+    row = {"label": label, "interactions": len(done), "p50": statistics.median(times) if times else float("nan"),
+           "p95": percentile(times, 0.95), "max": max(times, default=float("nan")),
+           "errors": len(failed) + sum(len(s.errors) for s in done),
+           "exceptions": sum(len(s.exceptions) for s in done), "cpu_per": cpu / max(len(done), 1),
+           "throughput": len(done) / wall, "rss_gb": rss / 1e9}
+    print(f"{label:<28} n={row['interactions']:<4} p50 {row['p50']:6.2f} s  p95 {row['p95']:6.2f} s  "
+          f"max {row['max']:6.2f} s  errors {row['errors']}  exceptions {row['exceptions']}  "
+          f"CPU/interaction {row['cpu_per']:.3f} s  {row['throughput']:.2f} interactions/s  "
+          f"peak RSS {row['rss_gb']:.2f} GB", flush=True)
+    for s in failed[:3]:
+        print(f"    failed: {s!r}"[:300])
+    for s in done:
+        for e in (s.exceptions + s.errors)[:1]:
+            print(f"    shown: {e[:200]}")
+    return row
+
+
+def class_texts(n: int, seed: int, long_words: int = 0) -> list[list[str]]:
+    rng = random.Random(seed)
+    if long_words:
+        return [[sentence(rng, long_words) for _ in range(2)] for _ in range(n)]
+    return [[sentence(rng, rng.randint(12, 40)) for _ in range(2)] for _ in range(n)]
+
+
+def warm_up(group: ServerGroup, pages: list[str]) -> None:
+    """The teacher opens each page once before the class arrives (the model loads on the first visit)."""
+    async def visit(url: str, page: str) -> float:
+        session = Session(url, page=PAGES[page])
+        seconds = (await session.open()).seconds
+        await session.close()
+        return seconds
+
+    for url in group.worker_urls:  # every process loads the model on its first visit
+        for page in pages:
+            print(f"{page:<12} teacher's first visit: {asyncio.run(visit(url, page)):.2f} s", flush=True)
+
+
+def measure(group: ServerGroup, page: str, texts: list[list[str]], timeout: float, stagger: float, label: str
+            ) -> dict:
+    cpu_before = group.cpu_seconds()
+    steps, wall = asyncio.run(run_class(group.url, page, texts, timeout, stagger))
+    return summarise(label, steps, group.cpu_seconds() - cpu_before, wall, group.peak_rss())
+
+
+def cpu_per_click(group: ServerGroup, page: str, rng: random.Random) -> tuple[float, float]:
+    """Server CPU of one student's interaction: a new ~25-piece sentence, and one already used."""
+    async def clicks(texts: list[str]) -> list[float]:
+        session = Session(group.url, page=PAGES[page])
+        await session.open()
+        await session.set_texts(typed(page, texts[0]))  # the first click also builds what every click shares
+        before = group.cpu_seconds()
+        for text in texts[1:]:
+            await session.set_texts(typed(page, text))
+        cpu = group.cpu_seconds() - before  # in clock ticks (10 ms): a total over many clicks, then the mean
+        await session.close()
+        return cpu / (len(texts) - 1)
+
+    new = [sentence(rng, 20) for _ in range(CPU_CLICKS + 1)]
+    new_cpu = asyncio.run(clicks(new))
+    seen_cpu = asyncio.run(clicks(new[::-1]))  # another session, sentences the server has seen
+    return new_cpu, seen_cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, default=30)
+    parser.add_argument("--pages", default="heads,coreference,walkthrough")
+    parser.add_argument("--long", type=int, default=0, help="students sending 512-piece texts (memory check)")
+    parser.add_argument("--cpu", action="store_true", help="server CPU per interaction, one student")
+    parser.add_argument("--proxy", action="store_true", help="2 worker processes behind HAProxy against 1")
+    parser.add_argument("--stagger", type=float, default=0.05, help="seconds between students' arrivals")
+    parser.add_argument("--timeout", type=float, default=180.0)
+    args = parser.parse_args()
+    pages = args.pages.split(",")
+    if args.cpu:
+        with app_server() as group:
+            warm_up(group, pages)
+            for page in pages:
+                new, seen = cpu_per_click(group, page, random.Random(1))
+                print(f"{page:<12} server CPU per interaction: new sentence {new:.3f} s, seen sentence {seen:.3f} s",
+                      flush=True)
+        return
+    if args.long:
+        with app_server() as group:
+            warm_up(group, ["heads"])
+            measure(group, "heads", class_texts(args.long, 7, long_words=520), args.timeout, args.stagger,
+                    f"heads, {args.long} x 512 pieces")
+        return
+    if args.proxy:
+        rows = {}
+        for workers in (1, 2):
+            with proxy_group(workers) as group:
+                warm_up(group, pages[:1])
+                rows[workers] = measure(group, pages[0], class_texts(args.students, 11), args.timeout,
+                                        args.stagger, f"{pages[0]}, {workers} process(es), {args.students}")
+        print(f"throughput 2 processes / 1 process: {rows[2]['throughput'] / rows[1]['throughput']:.2f} "
+              "(target >= 1.6)")
+        return
+    with app_server() as group:
+        warm_up(group, pages)
+        for page in pages:
+            measure(group, page, class_texts(args.students, pages.index(page)), args.timeout, args.stagger,
+                    f"{page}, {args.students} students")
+
+
+if __name__ == "__main__":
+    main()

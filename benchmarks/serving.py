@@ -1,0 +1,122 @@
+"""Start the app for tests and benchmarks: one `streamlit run`, or `deploy/serve.sh` (HAProxy + N processes).
+
+Both yield a ServerGroup: the URL a student opens and the app processes' ids, from which the server's
+CPU time and peak memory are read (/proc, Linux).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# As `make run` and deploy/serve.sh start the app: two malloc arenas instead of one per thread (each
+# session's script runs in its own thread; per-thread arenas kept ~300 MB more after 10 long texts).
+SERVER_ENV = {"PYTHONUNBUFFERED": "1", "MALLOC_ARENA_MAX": "2"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class ServerGroup:
+    url: str  # what a browser opens
+    pids: tuple[int, ...]  # the app processes (not the proxy)
+    worker_urls: tuple[str, ...]  # each app process directly (behind a proxy: its loopback port)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of all app processes so far."""
+        total = 0
+        for pid in self.pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+        return total / CLOCK_TICKS
+
+    def peak_rss(self) -> float:
+        """Bytes: the sum of each app process's peak resident memory (VmHWM)."""
+        total = 0
+        for pid in self.pids:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) * 1024
+        return total
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                return
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            raise RuntimeError(f"the server exited: {out[-2000:]}")
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not become healthy in {timeout:.0f} s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextlib.contextmanager
+def app_server(script: str = "app.py", timeout: float = 120, env: dict[str, str] | None = None
+               ) -> Iterator[ServerGroup]:
+    """One `streamlit run` on a free loopback port."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, **SERVER_ENV, **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, timeout)
+        yield ServerGroup(url, (proc.pid,), (url,))
+    finally:
+        stop(proc)
+
+
+def app_children(pid: int) -> tuple[int, ...]:
+    """Ids of the streamlit processes started by deploy/serve.sh (process `pid`)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return tuple(int(c) for c in children if b"streamlit" in Path(f"/proc/{c}/cmdline").read_bytes())
+
+
+@contextlib.contextmanager
+def proxy_group(workers: int, timeout: float = 180) -> Iterator[ServerGroup]:
+    """`deploy/serve.sh`: `workers` app processes behind HAProxy on a free loopback port."""
+    port = free_port()
+    env = {**os.environ, **SERVER_ENV, "WORKERS": str(workers), "PORT": str(port), "BIND": "127.0.0.1",
+           "FIRST_WORKER_PORT": str(free_port() + 200), "BIN": str(Path(sys.executable).parent)}
+    proc = subprocess.Popen(["bash", str(ROOT / "deploy" / "serve.sh")], cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        first = int(env["FIRST_WORKER_PORT"])
+        workers_at = tuple(f"http://127.0.0.1:{first + i}" for i in range(1, workers + 1))
+        for worker in workers_at:
+            wait_healthy(worker, proc, timeout)
+        wait_healthy(url, proc, timeout)
+        time.sleep(2.5)  # HAProxy's first health checks (inter 2s) mark every process up
+        yield ServerGroup(url, app_children(proc.pid), workers_at)
+    finally:
+        stop(proc)

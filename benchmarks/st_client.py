@@ -1,0 +1,126 @@
+"""A Streamlit session without a browser: Streamlit's own websocket protocol, one connection per student.
+
+The client does what the browser does: it opens `/_stcore/stream` (subprotocols ["streamlit", token]),
+sends `BackMsg.rerun_script` with a `ClientState` (query string, page, later the page's script hash and
+the widget states) and reads `ForwardMsg`s until `script_finished`. Widgets are found by their labels
+in the elements the server sent, so a text change is sent exactly as a browser sends it.
+Used by benchmarks/bench_classroom.py and the proxy test; nothing here imports the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+
+import websockets
+from streamlit.proto.Alert_pb2 import Alert
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
+
+
+@dataclass
+class Interaction:
+    """One script run as the client saw it."""
+
+    seconds: float = 0.0
+    exceptions: list[str] = field(default_factory=list)  # st.exception / uncaught errors shown
+    errors: list[str] = field(default_factory=list)  # st.error boxes
+    texts: list[str] = field(default_factory=list)  # markdown, captions, alerts: what a reader sees
+    charts: int = 0  # plotly charts received
+    text_values: dict[str, str] = field(default_factory=dict)  # text widgets' values shown, by label
+    bytes: int = 0  # size of the ForwardMsgs
+
+
+@dataclass
+class Session:
+    """One browser tab's worth of protocol state."""
+
+    base_url: str
+    page: str = ""  # "" for the default page, else the url path ("coreference")
+    query: dict[str, str] = field(default_factory=dict)
+    timeout: float = 120.0
+    widget_ids: dict[str, str] = field(default_factory=dict)  # label -> widget id
+    page_script_hash: str = ""
+    session_id: str = ""
+    cookie: str = ""  # sent with the websocket handshake (a proxy's sticky-session cookie)
+    served_by: str = ""  # the sticky-session cookie a proxy set in its handshake response, if any
+    _ws: object = None
+
+    async def open(self) -> Interaction:
+        """Connect and run the page as a first visit does."""
+        url = self.base_url.replace("http", "ws", 1).rstrip("/") + "/_stcore/stream"
+        headers = {"Cookie": self.cookie} if self.cookie else None
+        self._ws = await websockets.connect(url, subprotocols=["streamlit", "no-token"], max_size=MAX_MESSAGE_BYTES,
+                                            open_timeout=self.timeout, ping_interval=None, additional_headers=headers)
+        self.served_by = self._ws.response.headers.get("Set-Cookie", "").split(";")[0]
+        return await self.rerun()
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+
+    async def set_text(self, label: str, text: str) -> Interaction:
+        """Type `text` into the text widget labelled `label` and submit it, as the browser does."""
+        return await self.set_texts({label: text})
+
+    async def set_texts(self, texts: dict[str, str]) -> Interaction:
+        """Submit several text widgets' values (by label) in one rerun, as a browser sends its widget states."""
+        return await self.rerun({self.widget_ids[label]: text for label, text in texts.items()})
+
+    async def rerun(self, strings: dict[str, str] | None = None) -> Interaction:
+        msg = BackMsg()
+        state = msg.rerun_script
+        state.query_string = urllib.parse.urlencode(self.query)
+        state.page_name = self.page
+        state.page_script_hash = self.page_script_hash
+        for widget_id, value in (strings or {}).items():
+            widget = state.widget_states.widgets.add()
+            widget.id = widget_id
+            widget.string_value = value
+        start = time.perf_counter()
+        await self._ws.send(msg.SerializeToString())
+        result = await asyncio.wait_for(self._read_until_finished(), self.timeout)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    async def _read_until_finished(self) -> Interaction:
+        result = Interaction()
+        while True:
+            raw = await self._ws.recv()
+            result.bytes += len(raw)
+            fwd = ForwardMsg()
+            fwd.ParseFromString(raw)
+            kind = fwd.WhichOneof("type")
+            if kind == "new_session":
+                self.session_id = fwd.new_session.initialize.session_id or self.session_id
+            elif kind == "navigation":
+                self.page_script_hash = fwd.navigation.page_script_hash
+            elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                self._read_element(fwd.delta.new_element, result)
+            elif kind == "script_finished" and fwd.script_finished != EARLY_FOR_RERUN:
+                return result
+
+    def _read_element(self, element: object, result: Interaction) -> None:
+        kind = element.WhichOneof("type")
+        if kind is None:
+            return
+        body = getattr(element, kind)
+        if kind == "exception":
+            result.exceptions.append(f"{body.type}: {body.message}")
+        elif kind == "alert":
+            result.texts.append(body.body)
+            if body.format == Alert.ERROR:
+                result.errors.append(body.body)
+        elif kind in ("markdown", "heading"):
+            result.texts.append(body.body)
+        elif kind == "plotly_chart":
+            result.charts += 1
+        elif kind in ("text_area", "text_input"):
+            result.text_values[body.label] = body.value if body.HasField("value") else body.default
+        if hasattr(body, "id") and hasattr(body, "label") and body.id:
+            self.widget_ids[body.label] = body.id

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `make serve WORKERS=N`: N app processes on loopback ports behind HAProxy (deploy/haproxy.cfg) on $PORT.
+# WORKERS defaults to the number of cores; BIND to 0.0.0.0 (a classroom reaches the teacher's machine).
+# Stops everything on Ctrl+C or when any process exits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WORKERS=${WORKERS:-$(nproc)}
+PORT=${PORT:-8501}
+BIND=${BIND:-0.0.0.0}
+FIRST_WORKER_PORT=${FIRST_WORKER_PORT:-$((PORT + 100))}
+BIN=${BIN:-.venv/bin}
+command -v haproxy >/dev/null || { echo "haproxy is not installed: run 'make serve' (it installs it)" >&2; exit 2; }
+[[ "$WORKERS" =~ ^[1-9][0-9]*$ ]] || { echo "WORKERS must be a positive number, not '$WORKERS'" >&2; exit 2; }
+
+run_dir=$(mktemp -d)
+pids=()
+stop() { trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null || true; wait || true; rm -rf "$run_dir"; }
+trap stop EXIT INT TERM
+
+export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}  # see benchmarks/serving.py: SERVER_ENV
+# One secret for all processes, so a browser's XSRF cookie stays valid on whichever process serves it.
+export STREAMLIT_SERVER_COOKIE_SECRET=${STREAMLIT_SERVER_COOKIE_SECRET:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
+cp deploy/haproxy.cfg "$run_dir/haproxy.cfg"
+for i in $(seq 1 "$WORKERS"); do
+    port=$((FIRST_WORKER_PORT + i))
+    "$BIN/streamlit" run app.py --server.port "$port" --server.address 127.0.0.1 --server.headless true &
+    pids+=($!)
+    echo "    server app$i 127.0.0.1:$port check cookie app$i inter 2s" >> "$run_dir/haproxy.cfg"
+done
+MHA_BIND=$BIND MHA_PORT=$PORT haproxy -db -f "$run_dir/haproxy.cfg" &
+pids+=($!)
+echo "Attention explorer: $WORKERS process(es) behind HAProxy on http://$BIND:$PORT" >&2
+wait -n

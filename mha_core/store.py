@@ -1,0 +1,110 @@
+"""A compute-once, least-recently-used store shared by every session of a server (thread-safe).
+
+Many students asking for the same thing at once (the teacher's example sentence, the bundled corpus)
+get one computation: the first caller computes while the others wait on that key's lock, then all
+read the stored value. Entries are evicted least recently used first, by count and by estimated bytes,
+so a class pasting long texts cannot grow the server's memory without bound.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def nbytes(value: Any) -> int:
+    """Estimated memory held by tensors and arrays reachable through tuples, lists, dicts and dataclass fields."""
+    seen: set[int] = set()
+
+    def walk(obj: Any, depth: int) -> int:
+        if id(obj) in seen or depth > 6:
+            return 0
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            return obj.untyped_storage().nbytes()
+        if isinstance(obj, np.ndarray):
+            return obj.nbytes
+        if isinstance(obj, (str, bytes)):
+            return len(obj)
+        if isinstance(obj, dict):
+            return sum(walk(v, depth + 1) for v in obj.values())
+        if isinstance(obj, (tuple, list)):
+            return sum(walk(v, depth + 1) for v in obj)
+        fields = getattr(obj, "__dataclass_fields__", None)
+        if fields:
+            return sum(walk(getattr(obj, name), depth + 1) for name in fields)
+        return 0
+
+    return walk(value, 0)
+
+
+class SharedStore:
+    """key -> value computed once; LRU eviction beyond `max_entries` entries or `max_bytes` (estimated)."""
+
+    def __init__(self, max_entries: int, max_bytes: int | None = None,
+                 weigh: Callable[[Any], int] = nbytes) -> None:
+        self.max_entries, self.max_bytes, self._weigh = max_entries, max_bytes, weigh
+        self._lock = threading.Lock()
+        self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, bytes)
+        self._computing: dict[Hashable, threading.Lock] = {}
+        self.computed = 0  # how many computations ran (for tests and the benchmark)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._values
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._values)
+
+    @property
+    def total_bytes(self) -> int:
+        with self._lock:
+            return sum(size for _, size in self._values.values())
+
+    def _lookup(self, key: Hashable) -> tuple[bool, Any]:
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return True, self._values[key][0]
+            return False, None
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The stored value, or compute() once (other callers of the same key wait for it). A compute that
+        raises stores nothing; the next caller tries again."""
+        found, value = self._lookup(key)
+        if found:
+            return value
+        with self._lock:
+            key_lock = self._computing.setdefault(key, threading.Lock())
+        with key_lock:
+            found, value = self._lookup(key)
+            if found:
+                return value
+            try:
+                value = compute()
+                self._put(key, value)
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
+        return value
+
+    def _put(self, key: Hashable, value: Any) -> None:
+        size = self._weigh(value) if self.max_bytes is not None else 0
+        with self._lock:
+            self.computed += 1
+            self._values[key] = (value, size)
+            total = sum(s for _, s in self._values.values())
+            while len(self._values) > 1 and (
+                    len(self._values) > self.max_entries or (self.max_bytes is not None and total > self.max_bytes)):
+                _, (_, dropped) = self._values.popitem(last=False)
+                total -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()

@@ -1,0 +1,69 @@
+"""`make serve`: app processes behind HAProxy (deploy/), driven through Streamlit's websocket protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from benchmarks.serving import proxy_group
+from benchmarks.st_client import Session
+from mha_core.model import bundled_model_dir
+
+pytestmark = pytest.mark.serve
+
+SENTENCES = [f"Student {name} wrote that the river near the {place} floods every spring."
+             for name, place in zip(("Ada", "Ben", "Cleo", "Dev", "Eli", "Fay"),
+                                    ("village", "school", "castle", "farm", "bridge", "market"), strict=True)]
+
+
+def reversed_words(text: str) -> str:
+    return " ".join(reversed(text.split()))
+
+
+def pieces(text: str) -> int:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True)
+    return len(tokenizer(text)["input_ids"])
+
+
+async def visit(url: str, text: str, cookie: str = "") -> tuple[str, str, str, str]:
+    """Open the Heads page with `text` in the URL, then type it again reversed; what came back."""
+    session = Session(url, query={"text": text, "layer": "2", "head": "5"}, cookie=cookie, timeout=240)
+    opened = await session.open()
+    typed = await session.set_text("Sentence", reversed_words(text))
+    await session.close()
+    assert not opened.exceptions and not typed.exceptions and not opened.errors and not typed.errors
+    caption = next(t for t in typed.texts if "word pieces · path" in t)
+    return session.served_by, opened.text_values["Sentence"], caption, "\n".join(opened.texts)
+
+
+async def class_at(url: str) -> list[tuple[str, str, str, str]]:
+    return await asyncio.gather(*(visit(url, text) for text in SENTENCES))
+
+
+async def teacher_opens(worker_url: str) -> None:
+    """The first visit of a process loads the model (as a teacher does before the class)."""
+    session = Session(worker_url, timeout=240)
+    await session.open()
+    await session.close()
+
+
+def test_sessions_through_the_proxy_keep_their_own_sentence_and_use_both_processes():
+    with proxy_group(2) as group:
+        assert len(group.pids) == 2
+        for worker_url in group.worker_urls:
+            asyncio.run(teacher_opens(worker_url))
+        visits = asyncio.run(class_at(group.url))
+        served = {cookie for cookie, *_ in visits}
+        assert served == {"MHA_WORKER=app1", "MHA_WORKER=app2"}  # both processes served sessions
+        for text, (_, shown, caption, _) in zip(SENTENCES, visits, strict=True):
+            assert shown == text  # each student got their own sentence back
+            assert re.match(rf"{pieces(reversed_words(text))} word pieces", caption)  # ...and what they typed
+        # The same URL on the other process shows the same page: the view lives in the URL.
+        for worker in ("app1", "app2"):
+            cookie, shown, _, page_texts = asyncio.run(visit(group.url, SENTENCES[0], f"MHA_WORKER={worker}"))
+            assert cookie == "" and shown == SENTENCES[0]  # a sticky browser gets no new cookie
+            assert "Attention heads" in page_texts
