@@ -10,7 +10,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from mha_core.attention import AUTO, PATHS
 from mha_core.model import ModelLoadError
@@ -25,6 +25,14 @@ T = TypeVar("T")
 
 class CliError(Exception):
     """A user-facing error raised by a subcommand."""
+
+
+def positive_int(value: str) -> int:
+    """argparse type: a whole number >= 1 (argparse turns the ValueError into exit 2 with one line)."""
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
 
 
 def write_json(data: object, out: str) -> None:
@@ -64,8 +72,16 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_attention)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr and exit 2, like every other bad input (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mha_core", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m mha_core", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     add_attention_parser(sub)
     add_params_parser(sub)
@@ -170,14 +186,14 @@ def cmd_coref(args: argparse.Namespace) -> None:
     from mha_core.coref import analyse_coref
     from mha_core.corpora import read_gap
 
-    examples, left_out = read_corpus(read_gap, args.gap, args.limit)
+    rows = read_corpus(read_gap, args.gap, args.limit)
     model = load_model(args.model_dir)
     bar, update = progress_bar("coreference heads")
-    result = analyse_coref(model, examples, progress=update)
+    result = analyse_coref(model, rows.examples, progress=update)
     bar.close()
     layer, head, accuracy = result.best()
     write_json({
-        "examples": result.examples, "skipped": result.skipped + left_out, "best_layer": layer, "best_head": head,
+        "examples": result.examples, "skipped": result.skipped + rows.skipped, "best_layer": layer, "best_head": head,
         "best_accuracy": accuracy, "baseline_always_a": result.always_a, "baseline_always_b": result.always_b,
         "baseline_nearest": result.nearest, "accuracy": result.accuracy.round(6).tolist(),
     }, args.json)
@@ -190,7 +206,7 @@ def add_corpus_parsers(sub: argparse._SubParsersAction) -> None:
     coref.add_argument("--gap", required=True)
     for p, func in ((roles, cmd_roles), (coref, cmd_coref)):
         p.add_argument("--model-dir", default=None)
-        p.add_argument("--limit", type=int, default=None, help="use only the first N sentences / examples")
+        p.add_argument("--limit", type=positive_int, default=None, help="use only the first N sentences / examples")
         p.add_argument("--json", default="-")
         p.set_defaults(func=func)
 

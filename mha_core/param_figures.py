@@ -58,16 +58,18 @@ def model_sunburst(b: ModelBreakdown, model_name: str) -> go.Figure:
     return fig
 
 
-def lengths(n_max: int) -> np.ndarray:
-    return np.unique(np.geomspace(1, n_max, 200).round().astype(int))
+def lengths(n_max: int) -> list[int]:
+    """About 200 lengths from 1 to n_max, as Python ints: every cost below is computed in Python's unbounded
+    integers and only then turned into float64 for plotting (int64 overflowed at 131,072 in every field)."""
+    return [int(n) for n in np.unique(np.geomspace(1, n_max, 200).round())]
 
 
 def flops_figure(s: AttentionShape, n_max: int) -> go.Figure:
     """Per layer FLOPs against n: projections (linear) vs attention scores (quadratic), crossover marked."""
     ns = lengths(n_max)
     fig = go.Figure([
-        go.Scatter(x=ns, y=[projection_flops(s, n) for n in ns], name="projections Q, K, V, O (∝ n)"),
-        go.Scatter(x=ns, y=[score_flops(s, n) for n in ns], name="QKᵀ and probs·V (∝ n²)"),
+        go.Scatter(x=ns, y=[float(projection_flops(s, n)) for n in ns], name="projections Q, K, V, O (∝ n)"),
+        go.Scatter(x=ns, y=[float(score_flops(s, n)) for n in ns], name="QKᵀ and probs·V (∝ n²)"),
     ])
     cross = crossover_length(s)
     if cross <= n_max:
@@ -82,8 +84,8 @@ def memory_figure(s: AttentionShape, n_max: int) -> go.Figure:
     """Bytes of the attention map per layer: explicit (h n² floats) vs fused (h n log-sum-exps)."""
     ns = lengths(n_max)
     explicit, fused = zip(*(attention_matrix_bytes(s, n) for n in ns), strict=True)
-    fig = go.Figure([go.Scatter(x=ns, y=explicit, name="explicit: probabilities (∝ n²)"),
-                     go.Scatter(x=ns, y=fused, name="fused: log-sum-exp only (∝ n)")])
+    fig = go.Figure([go.Scatter(x=ns, y=[float(b) for b in explicit], name="explicit: probabilities (∝ n²)"),
+                     go.Scatter(x=ns, y=[float(b) for b in fused], name="fused: log-sum-exp only (∝ n)")])
     fig.update_xaxes(type="log", title="sequence length n")
     fig.update_yaxes(type="log", title="bytes per layer (fp32)")
     fig.update_layout(title="Attention-map memory", height=380, margin={"t": 50, "b": 10})
@@ -106,7 +108,7 @@ def kv_cache_figure(s: AttentionShape, n_layers: int, n_max: int) -> go.Figure:
     fig = go.Figure()
     for name, shape in kv_variants(s).items():
         per_token = kv_cache_bytes_per_token(shape, n_layers)
-        fig.add_trace(go.Scatter(x=ns, y=ns * per_token, name=f"{name}: {per_token:,} B per token"))
+        fig.add_trace(go.Scatter(x=ns, y=[float(n * per_token) for n in ns], name=f"{name}: {per_token:,} B per token"))
     fig.update_xaxes(type="log", title="context length n")
     fig.update_yaxes(type="log", title="bytes")
     fig.update_layout(title=f"KV cache ({n_layers} layers, fp16)", height=380, margin={"t": 50, "b": 10})

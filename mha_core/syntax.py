@@ -17,6 +17,7 @@ from mha_core.corpora import ParsedSentence
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
 from mha_core.roles import HeadRoles, RoleAccumulator
+from mha_core.tokens import InputError
 from mha_core.words import membership, pool_pieces
 
 EXCLUDED_RELATIONS = ("root", "punct")
@@ -153,6 +154,8 @@ def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
     acc = SyntaxAccumulator(model.n_layers, model.n_heads)
     lengths = piece_counts(model, sentences)
     keep = [i for i, n in enumerate(lengths) if n <= model.max_length]
+    if not keep:
+        raise InputError(f"None of the {len(sentences):,} sentences fits the model's {model.max_length} word pieces.")
     done = 0
     for batch in length_batches([lengths[i] for i in keep]):
         chosen = [sentences[keep[i]] for i in batch]

@@ -83,3 +83,36 @@ def decode(z: object) -> np.ndarray:
         shape = [int(s) for s in str(z.get("shape", len(flat))).split(",")]
         return flat.reshape(shape).astype(float)
     return np.array(z, dtype=float)
+
+
+@pytest.fixture(scope="session")
+def bad_model_dirs(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> dict[str, Path]:
+    """Model folders a careless server owner might list: each must give one sentence, never a traceback."""
+    import json
+    import shutil
+
+    root = tmp_path_factory.mktemp("bad-models")
+    folders = {}
+
+    def folder(name: str, config: str | None = None, weights: bytes | None = None, tokenizer: bool = True) -> None:
+        path = root / name
+        path.mkdir()
+        (path / "config.json").write_text(config if config is not None else (tiny_dir / "config.json").read_text())
+        if weights is None:
+            shutil.copy(tiny_dir / "model.safetensors", path)
+        else:
+            (path / "model.safetensors").write_bytes(weights)
+        if tokenizer:
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(tiny_dir / f, path)
+        folders[name] = path
+
+    for name, config in (("config-list", "[1, 2]"), ("config-null", "null"), ("config-string", '"bert"'),
+                         ("config-broken", "{not json"), ("unknown-type", '{"model_type": "t5"}')):
+        folder(name, config)
+    folder("garbage-weights", weights=b"\xff" * 64)
+    mismatched = json.loads((tiny_dir / "config.json").read_text())
+    mismatched.update(hidden_size=64, intermediate_size=128)
+    folder("sizes-mismatch", json.dumps(mismatched))
+    folder("no-tokenizer", tokenizer=False)
+    return folders

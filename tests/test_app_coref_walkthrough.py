@@ -24,7 +24,14 @@ def test_margin_change_grid_is_the_difference_of_separate_runs(bundled):
     shown = decode(chart_json(at, "delta_grid")["data"][0]["z"])
     assert np.allclose(shown, m2 - m1, atol=1e-6)
     assert np.allclose(decode(chart_json(at, "margin_1")["data"][0]["z"]), m1, atol=1e-6)
-    assert any("In 10 of 12 heads" in m.value or "of 12 heads of layer" in m.value for m in at.markdown)
+    words = sentence_words(ANIMAL_TIRED)
+    verdicts = antecedent_scores(run(bundled, ANIMAL_TIRED), 0, words, 8, [1, 6]).layer_verdicts()
+    expected = [f"In {count} of 12 heads of layer {layer} 'it' attends most to '{('animal', 'street')[cand]}'."
+                for layer, cand, count in verdicts]
+    shown = [m.value for m in at.markdown if m.value.strip("*").startswith("In ")]
+    assert [line.strip("*") for line in shown] == expected
+    strongest = max(range(len(verdicts)), key=lambda i: verdicts[i][2])
+    assert [line.startswith("**") for line in shown] == [i == strongest for i in range(len(verdicts))]
 
 
 def test_gap_first_head_shifts_towards_street_without_flipping(bundled):

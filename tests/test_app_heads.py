@@ -139,15 +139,29 @@ def test_sentence_survives_a_page_switch():
     assert at.text_area(key="text").value == ANIMAL_WIDE
 
 
-def test_another_local_model_and_a_bad_directory(tiny_dir, tmp_path):
-    at = start()
-    at.text_input(key="model_dir").input(str(tiny_dir)).run()
+def test_models_come_from_the_servers_list_and_a_bad_folder_says_why_once(tiny_dir, tmp_path, monkeypatch):
+    root = tmp_path / "models"
+    root.mkdir()
+    (root / "tiny").symlink_to(tiny_dir)
+    (root / "broken").mkdir()
+    (root / "broken" / "config.json").write_text("[1, 2]")
+    monkeypatch.setenv("MHA_MODELS_DIR", str(root))
+    at = start(model="tiny")  # the choice lives in the URL
     assert not at.exception
+    assert at.selectbox(key="model").options == ["all-MiniLM-L6-v2", "broken", "tiny"]
     assert any("2 layers × 4 heads" in c.value for c in at.caption)
-    at.text_input(key="model_dir").input(str(tmp_path / "missing")).run()
+    at.selectbox(key="model").select("broken").run()
     assert not at.exception
-    assert any("not found" in e.value and "default model" in e.value for e in at.error)
+    assert len(at.error) == 1 and "broken cannot be used" in at.error[0].value
+    assert "not a JSON object" in at.error[0].value
     assert any("6 layers × 12 heads" in c.value for c in at.caption)
+    assert not at.text_input  # no free-text server path for visitors
+
+
+def test_an_unknown_model_in_the_url_falls_back_to_the_default():
+    at = start(model="../../etc")
+    assert not at.exception and not at.error
+    assert at.selectbox(key="model").value == "all-MiniLM-L6-v2"
 
 
 @pytest.mark.parametrize("query", [

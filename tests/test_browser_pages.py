@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium_page, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, chromium_page, commit_text, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -42,3 +42,40 @@ def test_walkthrough_four_steps_in_the_browser():
         parity = page.get_by_text("Max |ours − model|").inner_text()
         page.screenshot(path=str(ARTIFACTS / "walkthrough_e2e.png"), full_page=True)
     assert "Explicit vs fused" in parity
+
+
+HOSTILE = ("Mail from a@b.co reached the **bold** page at www.example.org because it was urgent "
+           '<img src=x onerror="window.__pwned=1"> ~~gone~~.')
+
+
+def assert_nothing_live(page: object) -> None:
+    """No link, emphasis, strike-through or image was made from what the visitor typed."""
+    main = page.locator('[data-testid="stMain"]')
+    assert main.locator("a[href*='example.org'], a[href^='mailto:']").count() == 0
+    assert main.locator("strong", has_text="bold").count() == 0 and main.locator("del").count() == 0
+    assert page.locator("img[src='x']").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_typed_markup_stays_text_on_heads_and_coreference():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server() as url, chromium_page() as page:
+        page.goto(url)
+        page.get_by_label("Sentence").wait_for(timeout=90_000)
+        commit_text(page, "Sentence", HOSTILE)
+        wait_idle(page)
+        page.get_by_role("tab", name="One token").click()
+        wait_idle(page)
+        assert_nothing_live(page)
+        page.get_by_role("link", name="Coreference").click()
+        page.get_by_role("heading", name="Minimal pair").wait_for(timeout=90_000)
+        pair = page.get_by_label("Second sentence (differs in a few words)")
+        pair.fill(HOSTILE.replace("example.org", "example.net"))
+        pair.press("Enter")
+        wait_idle(page)
+        body = page.locator('[data-testid="stMain"]').inner_text()
+        page.screenshot(path=str(ARTIFACTS / "hostile_coreference.png"), full_page=True)
+        assert_nothing_live(page)
+    assert "Where 'it' looks" in body
+    assert "attends most to 'a@b.co'" in body or "attends most to 'Mail'" in body  # verdicts name the candidates
+    assert "Changed: 'www.example.org' → 'www.example.net'" in body.replace("\u200b", "")  # shown, as text

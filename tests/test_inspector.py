@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -17,6 +19,7 @@ from mha_core.inspector import (
     sentence_words,
 )
 from mha_core.lessons import is_right, load_lessons, normalise_answer, reveal
+from mha_core.roles import head_roles
 from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE
 
 
@@ -88,5 +91,19 @@ def test_lessons_reveal_live_answers(bundled):
     heads = reveal(bundled, lessons["eight-heads"])
     assert heads.accepted == (str(sum(p.numel() for p in torch.nn.MultiheadAttention(512, 8).parameters())),)
     assert not is_right(heads, "1,049,600")
-    for lesson in lessons.values():
+    for lesson in lessons.values():  # every lesson has a right answer on the model it was written for
         assert reveal(bundled, lesson).accepted, lesson.id
+    for lesson_id, metric in (("previous-word", "prev"), ("cls-sink", "cls")):
+        lesson = lessons[lesson_id]
+        values = head_roles(run(bundled, lesson.sentence)).metrics[metric]  # (L,H)
+        qualifying = {f"L{layer} H{head}" for layer, head in zip(*np.nonzero(values >= lesson.check["min"]),
+                                                                  strict=True)}
+        assert set(reveal(bundled, lesson).accepted) == qualifying  # exactly the heads over the threshold
+
+
+def test_a_role_lesson_without_a_qualifying_head_accepts_nothing(tiny):
+    lesson = next(lesson for lesson in load_lessons() if lesson.id == "cls-sink")
+    strict = replace(lesson, check={**lesson.check, "min": 1.01})  # no head can give more than all its attention
+    shown = reveal(tiny, strict)
+    assert shown.accepted == () and "no right answer" in shown.explanation
+    assert not is_right(shown, "L0 H0")

@@ -20,10 +20,19 @@ def test_bundled_model_shape(bundled):
     assert len(bundled.heads) == 6 and torch.equal(bundled.heads[5].w_v, bundled.head_weights(5).w_v)
 
 
-def test_parameter_counts_from_modules(bundled):
+def test_parameter_counts_from_modules_agree_with_the_weights_file(bundled):
+    import math
+
+    from safetensors import safe_open
+
     assert count_parameters(torch.nn.MultiheadAttention(512, 8)).total == 1_050_624
     total = count_parameters(bundled.model).total
-    assert total == sum(p.numel() for p in bundled.model.parameters()) == 22_713_216
+    assert total == 22_713_216
+    # An independent count: the tensors stored in the safetensors file, less the position_ids buffer.
+    (weights,) = bundled.model_dir.glob("*.safetensors")
+    with safe_open(str(weights), "pt") as f:
+        stored = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys() if not k.endswith("position_ids"))  # noqa: SIM118
+    assert stored == total
 
 
 def test_env_variable_chooses_model_dir(monkeypatch, tiny_dir):

@@ -14,7 +14,7 @@ import torch
 from mha_core.coref import candidate_scores, span_pieces
 from mha_core.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap, spacy_parse
 from mha_core.roles import RoleAccumulator, is_punctuation
-from mha_core.syntax import BASELINE_OFFSETS, SyntaxAccumulator, predict_heads, word_attention
+from mha_core.syntax import SyntaxAccumulator, predict_heads, word_attention
 from tests.conftest import ROOT, SHARED_DATA
 
 UD_DEV = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
@@ -90,7 +90,8 @@ def test_gold_head_attention_scores_100_percent_dep2head():
     assert "root" not in result.relations
     # baseline: det heads are at +1 (the dog, a cat); nsubj dog -> chased is +1; obj cat -> chased is -2
     assert result.relations["det"].baseline_offset == 1 and result.relations["det"].baseline_accuracy == 1.0
-    assert result.relations["obj"].baseline_offset == -2 and BASELINE_OFFSETS.index(-2) >= 0
+    assert result.relations["obj"].baseline_offset == -2 and result.relations["obj"].baseline_accuracy == 1.0
+    assert result.relations["nsubj"].baseline_offset == 1
 
 
 def test_head2dep_is_the_transpose():
@@ -169,7 +170,7 @@ def test_spacy_parses_typed_text():
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mha_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+                          timeout=480)  # below pytest-timeout (600 s), so a hang reports here
 
 
 def test_cli_roles_on_ud_ewt_dev(tmp_path):

@@ -7,12 +7,9 @@ parameters (bind="query-params"), so a pasted link reopens the same view.
 from __future__ import annotations
 
 import gc
-import hashlib
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
@@ -21,9 +18,7 @@ import torch
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
-from mha_core.coref import CorefResult, analyse_coref
-from mha_core.corpora import CorpusFormatError, read_gap
-from mha_core.model import resolve_model_dir
+from mha_core.model import ModelChoice, available_models
 from mha_core.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.store import SharedStore
 from mha_core.walkthrough import Parity, PathTimings, parity, time_paths
@@ -38,43 +33,67 @@ EXAMPLES = (
     "The keys to the cabinet are on the table.",
     "Unbelievably, the tokenizer splits rare words into several pieces.",
 )
-ANALYSES_KEPT = 8
 RESULTS_MB, VIEWS_MB, FIGURES_MB = 300, 450, 150  # shared by all sessions; LRU beyond these
 RESULTS_KEPT, VIEWS_KEPT, FIGURES_KEPT, SMALL_KEPT = 64, 64, 256, 512
+MODELS_KEPT = 3  # loaded models per process (each ~100 MB to 600 MB)
 COMPUTE_SLOTS = 2  # concurrent forwards / view builds per process (see compute_slots)
-MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:")
+MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:<>&")
+# GFM autolinks bare addresses even when their punctuation is escaped: a zero-width space breaks each
+# pattern (www., scheme://, the @ of an e-mail address) without changing what a reader sees.
+AUTOLINK_BREAKS = (("www.", "ww\u200bw."), ("WWW.", "WW\u200bW."), ("://", ":\u200b//"), ("@", "\u200b@"))
 MAX_INPUT_CHARS = 200_000  # far above 512 pieces; the model cuts, we only refuse absurd pastes
 # Every session's script runs in its own thread of one process: one torch thread each. Two intra-op
 # threads per forward made forwards 3-4x slower (and spun idle cores) as soon as two sessions ran at once.
 torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
 
 
-@st.cache_resource(show_spinner="Loading the model…")
-def get_model(model_dir: str) -> LoadedModel:
-    """$MHA_DEVICE=cuda puts the model on a GPU (the fused path then runs CUDA kernels).
+@st.cache_resource(max_entries=MODELS_KEPT, show_spinner="Loading the model…")
+def load_listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
+    """A model from the server's list, or why it cannot be used (kept, so a bad folder is not reloaded on
+    every rerun). $MHA_DEVICE=cuda puts the model on a GPU (the fused path then runs CUDA kernels).
 
     Everything alive after loading (modules, tokenizer, imported libraries) is moved out of the
     garbage collector's generations (gc.freeze), so later collections only walk new objects."""
-    model = mha_core.load_model(model_dir, device=os.environ.get("MHA_DEVICE", "cpu"))
+    try:
+        model = mha_core.load_model(model_dir, device=os.environ.get("MHA_DEVICE", "cpu"))
+    except ModelLoadError as err:
+        return err
     gc.collect()
     gc.freeze()
     return model
 
 
+def get_model(model_dir: str) -> LoadedModel:
+    """A model already chosen from the list (its folder is the key of every shared result)."""
+    loaded = load_listed_model(model_dir)
+    if isinstance(loaded, ModelLoadError):
+        raise loaded
+    return loaded
+
+
+def model_choices() -> dict[str, ModelChoice]:
+    return {choice.name: choice for choice in available_models()}
+
+
+def chosen_model_name() -> str:
+    """The sidebar's choice; before the sidebar is drawn in a run, the URL's (or the last page's) choice."""
+    choices = model_choices()
+    name = st.session_state.get("model") or st.query_params.get("model") or st.session_state.get("_model")
+    return name if name in choices else next(iter(choices))
+
+
 def current_model() -> LoadedModel:
-    """The model typed in the sidebar, else $MHA_MODEL_DIR, else the bundled one. A typed directory
-    that cannot be used is reported and the default model stays; a bad default stops the page."""
-    typed = st.session_state.get("model_dir", "").strip()
-    if typed:
-        try:
-            return get_model(str(resolve_model_dir(typed)))
-        except ModelLoadError as err:
-            st.sidebar.error(f"{err} Showing the default model.")
-    try:
-        return get_model(str(resolve_model_dir(None)))
-    except ModelLoadError as err:
-        st.error(str(err))
+    """The chosen model; one that cannot be used falls back to the first on the list (model_card says
+    why, once per page); if that fails too, the page says so and stops."""
+    choices = model_choices()
+    loaded = load_listed_model(str(choices[chosen_model_name()].path))
+    if isinstance(loaded, LoadedModel):
+        return loaded
+    default = load_listed_model(str(next(iter(choices.values())).path))
+    if isinstance(default, ModelLoadError):
+        st.error(str(default))
         st.stop()
+    return default
 
 
 @st.cache_resource(show_spinner=False)
@@ -162,70 +181,6 @@ def weight_norms_of(model_dir: str) -> tuple[np.ndarray, np.ndarray]:
     return qk.numpy(), ov.numpy()
 
 
-@st.cache_resource(show_spinner=False)
-def analysis_store() -> dict:
-    """Long analyses (corpora, GAP) by key, shared by pages and sessions; a few kept, oldest dropped."""
-    return {}
-
-
-def cached_analysis(key: tuple, label: str, compute: Callable[[Callable[[int, int], None]], object]) -> object:
-    """Run `compute(progress)` once per key, with a progress bar; later calls return the stored result."""
-    store = analysis_store()
-    if key not in store:
-        bar = st.progress(0.0, text=label)
-        store[key] = compute(lambda done, total: bar.progress(done / max(total, 1), text=f"{label}: {done}/{total}"))
-        bar.empty()
-        while len(store) > ANALYSES_KEPT:
-            store.pop(next(iter(store)))
-    return store[key]
-
-
-def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str] | None:
-    """A file uploader; (cache key from the content, file name, text) once a file is given."""
-    upload = st.file_uploader(label, type=types, key=key)
-    if upload is None:
-        return None
-    data = upload.getvalue().decode("utf-8", errors="replace")
-    return f"{key}:{hashlib.sha1(data.encode()).hexdigest()}", upload.name, data
-
-
-def gap_source() -> tuple[str, str] | None:
-    """(cache key, TSV text) of an uploaded GAP file, or of the shared GAP validation split when the
-    user opts in; None when there is neither."""
-    upload = uploaded_text("GAP TSV file", ["tsv", "txt"], "gap_upload")
-    if upload is not None:
-        return upload[0], upload[2]
-    local = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
-    if local.exists() and st.toggle(f"Use {local.name} found beside the project", key="gap_local"):
-        return f"gap:{local}", local.read_text(encoding="utf-8")
-    return None
-
-
-def gap_analysis(model: LoadedModel) -> CorefResult | None:
-    """Coreference heads on a GAP file (computed once per file, with a progress bar). The result is
-    also kept in the session so the other pages can mark these heads."""
-    source = gap_source()
-    earlier = st.session_state.get("gap_results", {}).get(str(model.model_dir))
-    if source is None and earlier is not None:
-        st.caption("Showing the GAP analysis computed earlier in this session.")
-        return earlier
-    if source is None:
-        st.info("Upload a GAP TSV file (columns ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, "
-                "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents.")
-        return None
-    key, data = source
-    try:
-        examples, left_out = read_gap(data)
-    except CorpusFormatError as err:
-        st.error(str(err))
-        return None
-    result = cached_analysis((str(model.model_dir), key), "Scoring GAP examples",
-                             lambda progress: analyse_coref(model, examples, progress))
-    result = replace(result, skipped=result.skipped + left_out)
-    st.session_state.setdefault("gap_results", {})[str(model.model_dir)] = result
-    return result
-
-
 def parity_of(model_dir: str, text: str) -> Parity:
     return shared(("parity", model_dir, text), lambda: parity(get_model(model_dir), text,
                                                             run_texts(model_dir, (text,), "explicit")))
@@ -241,9 +196,7 @@ def run_one(text: str, path: str = "auto") -> AttentionResult:
 
 def checked_run(text: str, path: str = "auto") -> AttentionResult:
     """run_one, with bad input shown as a message and the page stopped (the typed text stays)."""
-    if len(text) > MAX_INPUT_CHARS:
-        st.error(f"The text has {len(text):,} characters; paste at most {MAX_INPUT_CHARS:,}.")
-        st.stop()
+    check_length(text)
     try:
         result = run_one(text, path)
     except InputError as err:
@@ -265,17 +218,19 @@ def _remember_text() -> None:
 
 
 def model_card() -> None:
-    """The model's name and shape, in the sidebar of every page."""
-    model = current_model()
+    """The model list, and the chosen model's name and shape, in the sidebar of every page."""
+    choices = model_choices()
     with st.sidebar:
-        st.markdown(f"**Model:** {model.name}")
+        name = st.selectbox("Model", list(choices), index=list(choices).index(chosen_model_name()), key="model",
+                            bind="query-params", help="The bundled model and the folders in the server's "
+                            "$MHA_MODELS_DIR. Nothing is downloaded.")
+        st.session_state["_model"] = name  # survives a page switch
+        loaded = load_listed_model(str(choices[name].path))
+        if isinstance(loaded, ModelLoadError):
+            st.error(f"{name} cannot be used: {loaded} Showing {current_model().name}.")
+        model = current_model()
         st.caption(f"{model.n_layers} layers × {model.n_heads} heads · d_model {model.d_model} · "
                    f"head dim {model.head_dim} · max {model.max_length} word pieces")
-        with st.expander("Use another model"):
-            st.text_input("Local BERT-family model directory", key="model_dir",
-                          placeholder=str(resolve_model_dir(None)),
-                          help="A Hugging Face folder with config.json (model_type bert), *.safetensors "
-                               "weights and tokenizer.json. Nothing is downloaded.")
 
 
 def sentence_box() -> str:
@@ -292,10 +247,20 @@ def sentence_box() -> str:
     return text
 
 
-def md_escape(text: str) -> str:
-    """User text inside st.markdown: escape markdown and HTML so it shows literally."""
-    escaped = "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)
-    return escaped.replace("<", "&lt;").replace(">", "&gt;")
+def literal(text: str) -> str:
+    """User text (a sentence, a token, a file name, a message quoting them) for any element that renders
+    markdown: emphasis, links, HTML, LaTeX and Streamlit's colour and icon directives stay literal, and
+    bare web and e-mail addresses are not turned into links."""
+    for pattern, broken in AUTOLINK_BREAKS:
+        text = text.replace(pattern, broken)
+    return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)
+
+
+def check_length(text: str, box: str = "The text") -> None:
+    """Every text box has the main sentence box's limit; longer input is a message and the page stops."""
+    if len(text) > MAX_INPUT_CHARS:
+        st.error(f"{box} has {len(text):,} characters; paste at most {MAX_INPUT_CHARS:,}.")
+        st.stop()
 
 
 def path_caption(result: AttentionResult) -> str:

@@ -21,7 +21,8 @@ from mha_core.inspector import (
     default_pronoun,
     sentence_words,
 )
-from views._state import EXAMPLES, chart, checked_run, current_model, gap_analysis, md_escape, sentence_box, shared
+from views._state import EXAMPLES, chart, check_length, checked_run, current_model, literal, sentence_box, shared
+from views._uploads import gap_analysis
 
 DEFAULT_PAIR = {EXAMPLES[0]: EXAMPLES[1], EXAMPLES[1]: EXAMPLES[0]}
 CAPTION = ("Attention is evidence about what a head reads, not proof of what the model decides: a head can "
@@ -65,9 +66,9 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
     verdicts = scores.layer_verdicts()
     strongest = max(verdicts, key=lambda v: v[2])
     n_heads = margin.shape[1]
-    pronoun = md_escape(scores.pronoun.text)
+    pronoun = literal(scores.pronoun.text)
     for layer, cand, count in verdicts:
-        text = f"In {count} of {n_heads} heads of layer {layer} '{pronoun}' attends most to '{md_escape(names[cand])}'."
+        text = f"In {count} of {n_heads} heads of layer {layer} '{pronoun}' attends most to '{literal(names[cand])}'."
         st.markdown(f"**{text}**" if (layer, cand, count) == strongest else text)
 
 
@@ -75,6 +76,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     st.subheader("Minimal pair")
     second_text = st.text_input("Second sentence (differs in a few words)", DEFAULT_PAIR.get(first_text, ""),
                                 key="pair", bind="query-params")
+    check_length(second_text, "The second sentence")
     names = [words[i].text for i in candidates]
     if len(candidates) < 2:
         st.info("Choose two candidates to compare their margins across the pair.")
@@ -89,9 +91,9 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     try:
         alignment = align_pair(words, words_2)
     except InspectorError as err:
-        st.warning(str(err))
+        st.warning(literal(str(err)))
         return
-    c3.caption("Changed: " + ", ".join(f"'{x}' → '{y}'" for x, y in alignment.changed))
+    c3.caption("Changed: " + ", ".join(f"'{literal(x)}' → '{literal(y)}'" for x, y in alignment.changed))
     scores_1 = antecedent_scores(checked_run(first_text), 0, words, pronoun, candidates)
     scores_2 = antecedent_scores(checked_run(second_text), 0, words_2, pronoun, candidates)
     base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
@@ -111,7 +113,8 @@ def delta_figure(pair: PairComparison, name_a: str, name_b: str) -> go.Figure:
 def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple) -> None:
     m1, m2, delta, flips = pair.margin_1, pair.margin_2, pair.delta, pair.flips
     chart((*base, "delta"), lambda: delta_figure(pair, name_a, name_b), key="delta_grid")
-    st.caption(f"Outlined: {int(flips.sum())} head(s) that prefer '{name_a}' in sentence 1 and '{name_b}' in "
+    st.caption(f"Outlined: {int(flips.sum())} head(s) that prefer '{literal(name_a)}' in sentence 1 and "
+               f"'{literal(name_b)}' in "
                "sentence 2, as a human reader does. Blue cells moved towards 'a', red towards 'b'.")
     left, right = st.columns(2)
     for col, m, title in ((left, m1, "sentence 1"), (right, m2, "sentence 2")):
@@ -131,12 +134,12 @@ def main() -> None:
     try:
         scores = antecedent_scores(result, 0, words, pronoun, candidates)
     except InspectorError as err:
-        st.info(str(err))
+        st.info(literal(str(err)))
         st.stop()
     st.caption(CAPTION)
     with st.expander("Coreference heads found on GAP (optional)"):
         gap = gap_analysis(model)
-    st.subheader(f"Where '{scores.pronoun.text}' looks, head by head")
+    st.subheader(f"Where '{literal(scores.pronoun.text)}' looks, head by head")
     show_heads(scores, gap)
     show_pair(text, words, pronoun, candidates)
 

@@ -8,9 +8,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from mha_core import AttentionResult, figures
-from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
+from mha_core.export import (
+    attention_csv,
+    attention_json,
+    figure_image,
+    image_export_status,
+    token_pair_csv,
+    token_pair_json,
+)
 from mha_core.words import AttentionView, score_map, top_keys
-from views._state import chart, checked_run, current_model, md_escape, path_caption, sentence_box, view_of
+from views._state import chart, checked_run, current_model, literal, path_caption, sentence_box, view_of
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
 LINE_VIEW_MAX_UNITS = 60
@@ -91,22 +98,40 @@ def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
     return lowered.index(word) if word in lowered else min(fallback, len(labels) - 1)
 
 
-def show_one_token(view: AttentionView, base: tuple) -> None:
+def chosen_pair(view: AttentionView) -> tuple[int, int]:
+    """The token view's query and key: this run's widgets, else the URL's ("3: it"), else the defaults."""
+    n = len(view.labels)
+    pair = []
+    for name, word in (("query", "it"), ("key", "animal")):
+        value = st.session_state.get(name, st.query_params.get(name))
+        if isinstance(value, str):
+            value = int(value.split(":")[0]) if value.split(":")[0].isdigit() else None
+        pair.append(value if isinstance(value, int) and 0 <= value < n else default_index(view.labels, word, 0))
+    return pair[0], pair[1]
+
+
+def show_one_token(view: AttentionView, base: tuple, meta: dict) -> None:
     labels = view.labels
     options = list(range(len(labels)))
+    default_query, default_key = chosen_pair(view)
     left, right = st.columns(2)
-    query = left.selectbox("Query token", options, index=default_index(labels, "it", 0), key="query",
+    query = left.selectbox("Query token", options, index=default_query, key="query",
                            bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
-    key = right.selectbox("Key token", options, index=default_index(labels, "animal", 0), key="key",
+    key = right.selectbox("Key token", options, index=default_key, key="key",
                           bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
     grid = view.maps[:, :, query, key]  # (L,H)
     chart((*base, "token", query, key), lambda: figures.layer_head_grid(
         grid, f"Weight from '{labels[query]}' to '{labels[key]}' in every head"), key="token_grid")
     best = np.unravel_index(int(grid.argmax()), grid.shape)
     st.markdown(f"Strongest: layer {best[0]}, head {best[1]} gives **{grid[best]:.2f}** of the attention "
-                f"from '{md_escape(labels[query])}' to '{md_escape(labels[key])}' "
+                f"from '{literal(labels[query])}' to '{literal(labels[key])}' "
                 f"(uniform would be {1 / len(labels):.2f}).")
     st.dataframe(top_keys_table(view, query), hide_index=True)
+    c1, c2 = st.columns(2)
+    c1.download_button("CSV: this pair in every head", lambda: token_pair_csv(view, query, key), "token_pair.csv",
+                       "text/csv", key="pair_csv")
+    c2.download_button("JSON: this pair in every head", lambda: token_pair_json(view, query, key, meta),
+                       "token_pair.json", "application/json", key="pair_json")
 
 
 def top_keys_table(view: AttentionView, query: int, k: int = 3) -> pd.DataFrame:
@@ -115,11 +140,16 @@ def top_keys_table(view: AttentionView, query: int, k: int = 3) -> pd.DataFrame:
                          for layer, head, keys in top_keys(view, query, k)])
 
 
+def export_meta(view: AttentionView, result: AttentionResult) -> dict:
+    return {"text": result.batch.texts[0], "path": result.path, "backend": result.backend,
+            "averaged_heads": view.maps.shape[1] == 1}
+
+
 def show_export(view: AttentionView, result: AttentionResult, layer: int, head: int, avg: bool) -> None:
     """Downloads are built only when clicked (callables), so big texts cost nothing until then."""
     n_layers, n_heads = view.maps.shape[:2]
-    meta = {"text": result.batch.texts[0], "path": result.path, "backend": result.backend,
-            "averaged_heads": n_heads == 1}
+    meta = export_meta(view, result)
+    query, key = chosen_pair(view)
     c1, c2, c3 = st.columns(3)
     c1.download_button("CSV: this head", lambda: attention_csv(view, [layer], [head]), "attention_head.csv",
                        "text/csv")
@@ -135,13 +165,19 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
     builders = {
         "overview": lambda: figures.overview_figure(view.maps, selected=(layer, head)),
         "head": lambda: head_map_figure(result, view, layer, head, avg, False, False),
-        "token grid": lambda: figures.layer_head_grid(view.maps[:, :, 0, 0], "weights"),
+        "token grid": lambda: figures.layer_head_grid(
+            view.maps[:, :, query, key], f"Weight from '{view.labels[query]}' to '{view.labels[key]}' in every head"),
     }
     name = st.selectbox("Figure", list(builders), key="export_fig")
     fmt = st.radio("Format", ["png", "svg"], horizontal=True, key="export_fmt")
     if st.button("Render image", key="export_render"):
-        with st.spinner("Rendering with Chromium…"):
-            data = figure_image(builders[name](), fmt)
+        try:
+            with st.spinner("Rendering with Chromium…"):
+                data = figure_image(builders[name](), fmt)
+        except Exception as err:  # noqa: BLE001 - kaleido/Chromium failures are a message, not a crash
+            st.error(f"The image could not be rendered ({err.__class__.__name__}); the camera icon on each "
+                     "chart still downloads a PNG.")
+            return
         mime = "image/svg+xml" if fmt == "svg" else "image/png"
         st.download_button(f"Download {fmt.upper()}", data, f"{name.replace(' ', '_')}.{fmt}", mime)
 
@@ -170,7 +206,7 @@ def main() -> None:
             show_line_view(view, layer, base)
     if one_token.open:
         with one_token:
-            show_one_token(view, base)
+            show_one_token(view, base, export_meta(view, result))
     if export.open:
         with export:
             show_export(view, result, layer, head, avg)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, figures, param_figures
-from mha_core.shapes import AttentionShape, ShapeError, count_shape, make_shape, single_head_equivalent
+from mha_core.shapes import MAX_DIM, AttentionShape, ShapeError, count_shape, make_shape, single_head_equivalent
 from views._state import current_model, model_breakdown_of, model_card, weight_norms_of
 
 TUTORIAL_COUNT = 1_049_600
@@ -50,13 +50,14 @@ def show_head_slices(model: LoadedModel) -> None:
 
 
 def shape_inputs() -> dict:
+    bounds = {"min_value": 1, "max_value": MAX_DIM, "step": 1, "help": f"A whole number from 1 to {MAX_DIM:,}."}
     c1, c2, c3 = st.columns(3)
-    d_model = c1.number_input("d_model", value=512, step=1, key="calc_d_model")
-    heads = c2.number_input("heads h", value=8, step=1, key="calc_heads")
-    kv = c3.number_input("key/value heads (empty = h)", value=None, step=1, key="calc_kv")
+    d_model = c1.number_input("d_model", value=512, key="calc_d_model", **bounds)
+    heads = c2.number_input("heads h", value=8, key="calc_heads", **bounds)
+    kv = c3.number_input("key/value heads (empty = h)", value=None, key="calc_kv", **bounds)
     c4, c5, c6 = st.columns(3)
-    d_k = c4.number_input("d_k (empty = d_model / h)", value=None, step=1, key="calc_dk")
-    d_v = c5.number_input("d_v (empty = d_model / h)", value=None, step=1, key="calc_dv")
+    d_k = c4.number_input("d_k (empty = d_model / h)", value=None, key="calc_dk", **bounds)
+    d_v = c5.number_input("d_v (empty = d_model / h)", value=None, key="calc_dv", **bounds)
     bias = c6.toggle("biases", value=True, key="calc_bias")
     as_int = lambda v: None if v is None else int(v)  # noqa: E731
     return {"d_model": int(d_model), "n_heads": int(heads), "n_kv_heads": as_int(kv), "d_k": as_int(d_k),

@@ -13,7 +13,15 @@ from mha_core.corpora import CorpusFormatError, ParsedSentence, read_conllu, spa
 from mha_core.role_figures import role_grid_figure
 from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN, head_roles
 from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
-from views._state import cached_analysis, checked_run, current_model, gap_analysis, sentence_box, uploaded_text
+from views._state import checked_run, current_model, literal, sentence_box
+from views._uploads import (
+    UPLOAD_MAX_SENTENCES,
+    cached_analysis,
+    cap_note,
+    gap_analysis,
+    sentence_store,
+    uploaded_text,
+)
 
 CORPUS = Path(__file__).resolve().parents[1] / "assets" / "corpus.txt"
 SOURCES = ("This sentence", "Bundled corpus", "Uploaded CoNLL-U")
@@ -33,22 +41,24 @@ def parsed_corpus() -> list[ParsedSentence]:
                            lambda progress: spacy_parse(corpus_sentences()))
 
 
-def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence]] | None:
-    """(cache key, parsed sentences) for the chosen source; None when an upload is still missing."""
+def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence], str] | None:
+    """(cache key, parsed sentences, what was left out) for the chosen source; None when an upload is still
+    missing or unusable (the reason is shown)."""
     if source == "This sentence":
-        return f"sentence:{text}", spacy_parse([text])
+        return f"sentence:{text}", spacy_parse([text]), ""
     if source == "Bundled corpus":
-        return f"corpus:{CORPUS}", parsed_corpus()
+        return f"corpus:{CORPUS}", parsed_corpus(), ""
     upload = uploaded_text("CoNLL-U file (gold trees)", ["conllu", "txt"], "conllu_upload")
     if upload is None:
         st.info("Upload a CoNLL-U file (for example a Universal Dependencies treebank split).")
         return None
     key, name, data = upload
     try:
-        return key, read_conllu(data)
+        sentences = read_conllu(data, limit=UPLOAD_MAX_SENTENCES + 1)
     except CorpusFormatError as err:
-        st.error(f"{name}: {err}")
+        st.error(literal(f"{name}: {err}"))
         return None
+    return key, sentences[:UPLOAD_MAX_SENTENCES], cap_note(len(sentences))
 
 
 def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
@@ -115,9 +125,14 @@ def main() -> None:
     chosen = source_sentences(source, text)
     if chosen is None:
         st.stop()
-    key, sentences = chosen
+    key, sentences, note = chosen
     analysis = cached_analysis((str(model.model_dir), key), "Running the model over the sentences",
-                               lambda progress: analyse_corpus(model, sentences, progress))
+                               lambda progress: analyse_corpus(model, sentences, progress),
+                               store=sentence_store() if source == "This sentence" else None, note=note)
+    if analysis is None:
+        st.stop()
+    if note:
+        st.caption(literal(note.strip(" ()").capitalize() + "."))
     roles = head_roles(sentence_result) if sentence_result is not None else analysis.roles
     st.caption(f"{analysis.syntax.sentences} sentence(s) analysed, {analysis.syntax.skipped} skipped "
                f"(longer than {model.max_length} word pieces); head metrics over {roles.rows:,} query rows.")

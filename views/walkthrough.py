@@ -10,7 +10,7 @@ import streamlit as st
 from mha_core import LoadedModel, figures
 from mha_core.lessons import is_right, load_lessons, reveal
 from mha_core.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
-from views._state import chart, checked_run, current_model, md_escape, parity_of, sentence_box, shared, timings_of
+from views._state import chart, checked_run, current_model, literal, parity_of, sentence_box, shared, timings_of
 
 
 def matrix_figure(z: np.ndarray, rows: list[str], title: str, height: int = 320, cols: list[str] | None = None,
@@ -88,9 +88,9 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
         list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
         f"(model's: {row_entropy(w.probs[query]):.2f})"), key="scaled_row")
     top = np.argsort(-w.probs[query])[:3]
-    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{md_escape(w.tokens[j])}]" for j in top)
+    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in top)
     out = w.context[w.head, query]
-    st.markdown(f"Output for '{md_escape(w.tokens[query])}' = {parts} + … = "
+    st.markdown(f"Output for '{literal(w.tokens[query])}' = {parts} + … = "
                 f"[{', '.join(f'{x:.2f}' for x in out[:6])}, …] ({dk} numbers)")
     st.code(code_for_step(2), language="python")
 
@@ -135,7 +135,7 @@ def show_lessons(model: LoadedModel) -> None:
     st.caption("Each answer is checked against the live model, not a stored key.")
     for lesson in load_lessons():
         with st.expander(f"{lesson.title} — {lesson.question}"):
-            st.markdown(f"Sentence: *{md_escape(lesson.sentence)}*")
+            st.markdown(f"Sentence: *{literal(lesson.sentence)}*")
             st.button("Put this sentence in the sentence box", key=f"load_{lesson.id}", on_click=use_sentence,
                       args=(lesson.sentence,))
             st.caption(f"Hint: {lesson.hint}")

@@ -1,0 +1,128 @@
+"""Issue 10, the careless or hostile visitor: every input that once broke something, at the unit level.
+
+Each test names the row of the issue's table it covers. The pages and the browser are in
+test_hostile_pages.py and test_browser_pages.py; these run in seconds on tiny random models.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mha_core import InputError, ModelLoadError, load_model
+from mha_core.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap
+from mha_core.param_figures import flops_figure, kv_cache_figure, memory_figure
+from mha_core.shapes import MAX_DIM, make_shape, projection_flops, score_flops
+from mha_core.syntax import analyse_syntax
+from tests.conftest import ROOT
+
+GAP_HEADER = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"
+BAD_FOLDER_MESSAGES = {
+    "config-list": "not a JSON object", "config-null": "not a JSON object", "config-string": "not a JSON object",
+    "config-broken": "not valid JSON", "unknown-type": "Unsupported architecture 't5'",
+    "garbage-weights": "safetensors weights", "sizes-mismatch": "do not match the sizes",
+    "no-tokenizer": "No tokenizer",
+}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mha_core", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def one_line_exit_2(proc: subprocess.CompletedProcess, message: str) -> None:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
+
+
+# -- model folders (rows: ~nosuchuser, 5,000-character path, config.json not an object, garbage weights,
+#    sizes that do not match, no tokenizer) ---------------------------------------------------------------
+@pytest.mark.parametrize(("path", "message"), [("~nosuchuser/model", "Cannot expand the home directory"),
+                                               ("x" * 5000, "File name too long")])
+def test_unusable_paths_are_one_sentence(path, message):
+    with pytest.raises(ModelLoadError, match=message) as err:
+        load_model(path)
+    assert len(str(err.value)) < 200  # the 5,000 characters are not echoed back
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FOLDER_MESSAGES))
+def test_bad_model_folders_are_one_sentence(bad_model_dirs, name):
+    with pytest.raises(ModelLoadError, match=BAD_FOLDER_MESSAGES[name]) as err:
+        load_model(bad_model_dirs[name])
+    assert "\n" not in str(err.value)
+
+
+def test_cli_bad_model_folders_exit_2_with_one_line(bad_model_dirs):
+    for name in ("config-list", "garbage-weights", "sizes-mismatch", "no-tokenizer"):
+        one_line_exit_2(cli("attention", "hi there", "--model-dir", str(bad_model_dirs[name])),
+                        BAD_FOLDER_MESSAGES[name])
+    one_line_exit_2(cli("attention", "hi", "--model-dir", "~nosuchuser"), "Cannot expand the home directory")
+
+
+# -- corpora (rows: sentences over 512 pieces, HEAD beyond the sentence / cycles, GAP without usable rows,
+#    GAP offsets that do not point at the mention) ----------------------------------------------------------
+def conllu(*rows: tuple[int, str, int, str]) -> list[str]:
+    return [f"{i}\t{form}\t_\t_\t_\t_\t{head}\t{rel}\t_\t_" for i, form, head, rel in rows]
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    (((1, "a", 0, "root"), (2, "b", 7, "dep")), "line 2: HEAD 7 lies outside its sentence of 2 words"),
+    (((1, "a", 2, "dep"), (2, "b", 1, "dep"), (3, "c", 0, "root")), "line 1: the HEADs from word 1 form a cycle"),
+    (((1, "a", 0, "root"), (2, "b", 0, "root")), "line 1: the sentence starting here has 2 roots"),
+    (((1, "a", 2, "dep"), (2, "b", 1, "dep")), "line 1: the sentence starting here has 0 roots"),
+    (((1, "a", 0, "root"), (3, "b", 1, "dep")), "line 2: word ID 3 where 2 was expected"),
+])
+def test_conllu_trees_are_validated_naming_the_line(rows, message):
+    with pytest.raises(CorpusFormatError, match=message):
+        parse_conllu(conllu(*rows))
+
+
+def test_a_corpus_of_only_overlong_sentences_is_a_message(tiny):
+    words = tuple(f"word{i}" for i in range(tiny.max_length + 5))
+    long_sentence = ParsedSentence(words, (0,) + (1,) * (len(words) - 1), ("root",) + ("dep",) * (len(words) - 1))
+    with pytest.raises(InputError, match=f"None of the 2 sentences fits the model's {tiny.max_length} word pieces"):
+        analyse_syntax(tiny, [long_sentence, long_sentence])
+
+
+def test_gap_without_usable_rows_is_an_error(tmp_path):
+    with pytest.raises(CorpusFormatError, match="no usable example: 0 row"):
+        read_gap(GAP_HEADER)  # header only
+    ambiguous = GAP_HEADER + "d-1\tAnn met Bo. She left.\tShe\t12\tAnn\t0\tTRUE\tBo\t8\tTRUE\tu\n"
+    with pytest.raises(CorpusFormatError, match="1 row.s. without exactly one antecedent"):
+        read_gap(ambiguous)
+    path = tmp_path / "gap.tsv"
+    path.write_text(ambiguous)
+    one_line_exit_2(cli("coref", "--gap", str(path)), "no usable example")
+
+
+def test_gap_rows_whose_offsets_miss_the_mention_are_counted_and_skipped():
+    good = "d-1\tAnn met Bo. She left.\tShe\t12\tAnn\t0\tTRUE\tBo\t8\tFALSE\tu\n"
+    shifted = "d-2\tAnn met Bo. She left.\tShe\t13\tAnn\t0\tTRUE\tBo\t8\tFALSE\tu\n"  # offset inside the text, wrong
+    outside = "d-3\tAnn met Bo.\tShe\t99\tAnn\t0\tTRUE\tBo\t8\tFALSE\tu\n"
+    rows = read_gap(GAP_HEADER + good + shifted + outside)
+    assert [ex.id for ex in rows.examples] == ["d-1"]
+    assert rows.misaligned == 2 and rows.not_one_antecedent == 0 and rows.skipped == 2
+
+
+# -- calculator (row: 131,072 in every field) --------------------------------------------------------------
+def test_calculator_at_its_bounds_does_not_overflow():
+    s = make_shape(MAX_DIM, MAX_DIM, MAX_DIM, MAX_DIM, MAX_DIM)
+    exact = 2 * MAX_DIM * MAX_DIM * MAX_DIM * (2 * MAX_DIM)
+    assert score_flops(s, MAX_DIM) == exact and exact > np.iinfo(np.int64).max
+    for fig in (flops_figure(s, MAX_DIM), memory_figure(s, MAX_DIM), kv_cache_figure(s, 4, MAX_DIM)):
+        for trace in fig.data:
+            assert np.all(np.asarray(trace.y, dtype=float) > 0), trace.name
+    assert flops_figure(s, MAX_DIM).data[1].y[-1] == float(exact)
+    assert flops_figure(s, MAX_DIM).data[0].y[-1] == float(projection_flops(s, MAX_DIM))
+    with pytest.raises(ValueError, match="above the calculator's limit"):
+        make_shape(MAX_DIM + 1, 8)
+
+
+# -- CLI (row: --limit 0 / --limit -5) ------------------------------------------------------------------------
+@pytest.mark.parametrize("limit", ["0", "-5"])
+def test_cli_limit_must_be_positive(limit):
+    one_line_exit_2(cli("roles", "--conllu", "any.conllu", "--limit", limit), "must be at least 1")

@@ -1,0 +1,156 @@
+"""Issue 10 on the pages (AppTest): the model list, long boxes, uploads over the cap, markup in user text,
+the token view's export and a failed image render. Each test names the table row it covers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import SHARED_DATA, open_app
+
+
+@pytest.fixture
+def listed(monkeypatch, tmp_path, tiny_dir, bad_model_dirs) -> Path:
+    """MHA_MODELS_DIR with the tiny 2-layer BERT and every bad folder."""
+    root = tmp_path / "models"
+    root.mkdir()
+    (root / "tiny").symlink_to(tiny_dir)
+    for name, path in bad_model_dirs.items():
+        (root / name).symlink_to(path)
+    monkeypatch.setenv("MHA_MODELS_DIR", str(root))
+    return root
+
+
+def texts_of(at: AppTest) -> list[str]:
+    return [e.value for kind in ("markdown", "caption", "error", "warning", "info", "success", "subheader")
+            for e in at.get(kind)]
+
+
+@pytest.mark.parametrize("page", ["views/heads.py", "views/roles.py", "views/coreference.py", "views/parameters.py",
+                                  "views/walkthrough.py"])
+def test_every_page_runs_on_a_two_layer_model(listed, page):  # row: a valid 2-layer BERT, Walkthrough page
+    at = open_app(page, model="tiny")
+    assert not at.exception, at.exception
+    assert any("2 layers × 4 heads" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("name", ["config-list", "garbage-weights", "sizes-mismatch", "no-tokenizer"])
+def test_a_bad_listed_folder_says_why_once_and_the_default_stays(listed, name):
+    at = open_app(model=name)
+    assert not at.exception
+    assert len(at.error) == 1 and at.error[0].value.startswith(name)
+    assert any("6 layers × 12 heads" in c.value for c in at.caption)
+
+
+def test_visitors_cannot_probe_server_paths():  # rows: path spellings, /root/.ssh vs /root/.nossh
+    shown = []
+    for probe in ("/root/.ssh", "/root/.nossh", "/proc/self/root/usr", "../../model"):
+        at = open_app(model=probe)
+        assert not at.exception and not at.error
+        assert at.selectbox(key="model").value == "all-MiniLM-L6-v2"
+        assert not any("/" in t for t in texts_of(at) if "model" in t.lower())
+        shown.append(texts_of(at))
+    assert all(s == shown[0] for s in shown)  # no answer depends on what exists on the server
+    assert not at.text_input  # no free-text model box
+
+
+def test_a_huge_second_sentence_is_a_message_and_nothing_runs(monkeypatch):  # row: 1.1 M characters
+    import mha_core.inspector as inspector
+
+    at = open_app("views/coreference.py")
+    parsed = []
+    monkeypatch.setattr(inspector, "sentence_words", lambda text: parsed.append(text) or [])
+    at.text_input(key="pair").input("word " * 220_000).run()
+    assert not at.exception
+    assert any("The second sentence has 1,100,000 characters" in e.value for e in at.error)
+    assert not parsed  # spaCy never saw it
+
+
+def upload_roles(name: str, data: str) -> AppTest:
+    at = open_app("views/roles.py", source="Uploaded CoNLL-U")
+    at.get("file_uploader")[0].set_value((name, data.encode(), "text/plain")).run()
+    return at
+
+
+def test_a_conllu_of_only_overlong_sentences_is_a_message():  # row: every sentence > 512 pieces
+    words = [f"{i}\tsupercalifragilistic{i}\t_\t_\t_\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_"
+             for i in range(1, 300)]
+    at = upload_roles("long.conllu", "\n".join(words) + "\n\n" + "\n".join(words) + "\n")
+    assert not at.exception
+    assert any("None of the 2 sentences fits the model's 512 word pieces" in w.value for w in at.warning)
+
+
+def test_a_cyclic_conllu_names_the_line():  # row: HEAD beyond the sentence, or cyclic heads
+    at = upload_roles("cycle.conllu", "1\ta\t_\t_\t_\t_\t2\tdep\t_\t_\n2\tb\t_\t_\t_\t_\t1\tdep\t_\t_\n"
+                                      "3\tc\t_\t_\t_\t_\t0\troot\t_\t_\n")
+    assert not at.exception
+    assert any("line 1" in e.value and "cycle" in e.value for e in at.error)
+
+
+def test_uploads_are_capped_and_say_so(monkeypatch):  # rows: a 17 MB CoNLL-U, a 50 MB GAP file
+    import tomllib
+
+    import views._uploads as uploads
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text())
+    ewt = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
+    per_sentence = ewt.stat().st_size / 2001
+    assert per_sentence * uploads.UPLOAD_MAX_SENTENCES < config["server"]["maxUploadSize"] * 2**20
+    monkeypatch.setattr(uploads, "UPLOAD_MAX_SENTENCES", 12)
+    sentences = ewt.read_text(encoding="utf-8").split("\n\n")[:30]
+    at = upload_roles("big.conllu", "\n\n".join(sentences) + "\n")
+    assert not at.exception
+    assert any("12 sentence(s) analysed" in c.value for c in at.caption)
+    assert any("first 12 sentences; the rest of the file is skipped" in c.value for c in at.caption)
+    gap = (SHARED_DATA / "gap" / "gap-validation.tsv").read_text(encoding="utf-8").splitlines()[:41]
+    at.get("file_uploader")[1].set_value(("big.tsv", "\n".join(gap).encode(), "text/plain")).run()
+    assert not at.exception
+    (result,) = at.session_state["gap_results"].values()
+    assert 0 < result.examples <= 12
+
+
+def test_user_markup_in_names_and_errors_stays_literal():  # row: markdown from user text
+    at = upload_roles("**bold** www.x.example.conllu", "# x\n1\tonly two\n")
+    (error,) = at.error
+    assert "\\*\\*bold\\*\\*" in error.value and "www." not in error.value  # escaped, address broken
+    at = open_app("views/coreference.py", text="Visit www.example.org because it has ~~news~~ for [x](javascript:1).")
+    assert not at.exception
+    for line in texts_of(at):
+        assert "www.example.org" not in line and "~~news~~" not in line and "](javascript" not in line
+
+
+def test_the_token_view_exports_the_chosen_pair(bundled):  # row: the token view's CSV/JSON export
+    import csv
+    import io
+    import json
+
+    from mha_core import run
+    from mha_core.export import token_pair_csv, token_pair_json
+    from mha_core.words import attention_view
+
+    at = open_app(view="One token", query="11: was", key="3: didn")
+    assert not at.exception
+    assert (at.selectbox(key="query").value, at.selectbox(key="key").value) == (11, 3)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "CSV: this pair in every head" in labels and "JSON: this pair in every head" in labels
+    view = attention_view(run(bundled, at.text_area(key="text").value))
+    rows = list(csv.DictReader(io.StringIO(token_pair_csv(view, 11, 3))))
+    assert {(r["query"], r["key"]) for r in rows} == {("was", "didn")} and len(rows) == 72
+    data = json.loads(token_pair_json(view, 11, 3, {}))
+    assert (data["query"], data["key"]) == ("was", "didn")
+    assert abs(data["weights"][2][5] - view.maps[2, 5, 11, 3]) < 1e-6
+
+
+def test_a_failed_image_render_is_a_message(monkeypatch):
+    import mha_core.export as export
+
+    def broken(*args: object, **kwargs: object) -> bytes:
+        raise RuntimeError("Chromium crashed")
+
+    monkeypatch.setattr(export, "figure_image", broken)
+    at = open_app(view="Export")
+    at.button(key="export_render").click().run()
+    assert not at.exception
+    assert any("could not be rendered" in e.value for e in at.error)

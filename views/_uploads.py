@@ -1,0 +1,115 @@
+"""Corpus analyses shared by every session (the bundled corpus, uploads, GAP), with their progress bars.
+
+An analysis runs once per server for its key, however many visitors ask at once (the others wait for
+it); corpus analyses and single sentences live in separate stores, so typed sentences never evict a
+corpus. Uploads are capped: at most UPLOAD_MAX_SENTENCES sentences or examples are analysed per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import streamlit as st
+
+from mha_core import InputError, LoadedModel
+from mha_core.coref import CorefResult, analyse_coref
+from mha_core.corpora import CorpusFormatError, read_gap
+from mha_core.store import SharedStore
+from views._state import literal, shared_store
+
+ANALYSES_KEPT = 8  # corpus analyses kept per server (least recently used dropped)
+SENTENCE_ANALYSES_KEPT = 64
+UPLOAD_MAX_SENTENCES = 5_000  # sentences (CoNLL-U) or examples (GAP) analysed per upload: ~1 min on 2 cores
+SHARED_GAP = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
+Progress = Callable[[int, int], None]
+
+
+def corpus_store() -> SharedStore:
+    return shared_store("corpus analyses", ANALYSES_KEPT)
+
+
+def sentence_store() -> SharedStore:
+    return shared_store("sentence analyses", SENTENCE_ANALYSES_KEPT)
+
+
+def cached_analysis(key: tuple, label: str, compute: Callable[[Progress], object], store: SharedStore | None = None,
+                    note: str = "") -> object | None:
+    """compute(progress) once per key for the whole server, with a progress bar (`note` says what was left out);
+    None, with the reason shown, when the input has nothing the analysis can use."""
+    store = store or corpus_store()
+    bar = None if key in store else st.progress(0.0, text=f"{label}{note}")
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / max(total, 1), text=f"{label}: {done:,}/{total:,}{note}")
+
+    try:
+        if bar is not None and store.is_computing(key):
+            bar.progress(0.0, text=f"{label}: another visitor started this analysis; it is shared when done")
+        return store.get(key, lambda: compute(progress))
+    except InputError as err:
+        st.warning(literal(str(err)))
+        return None
+    finally:
+        if bar is not None:
+            bar.empty()
+
+
+def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str] | None:
+    """A file uploader; (cache key from the content, file name, text) once a file is given."""
+    upload = st.file_uploader(label, type=types, key=key, help=f"At most {UPLOAD_MAX_SENTENCES:,} sentences or "
+                              "examples of a file are analysed.")
+    if upload is None:
+        return None
+    data = upload.getvalue().decode("utf-8", errors="replace")
+    return f"{key}:{hashlib.sha1(data.encode()).hexdigest()}", upload.name, data
+
+
+def cap_note(count: int, unit: str = "sentences") -> str:
+    """The progress bar's note when a file had more than the cap (it is read with limit cap + 1)."""
+    cap = UPLOAD_MAX_SENTENCES
+    return f" (the first {cap:,} {unit}; the rest of the file is skipped: uploads are capped)" if count > cap else ""
+
+
+def gap_source() -> tuple[str, str, str] | None:
+    """(cache key, name, TSV text) of an uploaded GAP file, or of the shared GAP validation split when the
+    user opts in; None when there is neither."""
+    upload = uploaded_text("GAP TSV file", ["tsv", "txt"], "gap_upload")
+    if upload is not None:
+        return upload
+    if SHARED_GAP.exists() and st.toggle(f"Use {SHARED_GAP.name} found beside the project", key="gap_local"):
+        return f"gap:{SHARED_GAP}", SHARED_GAP.name, SHARED_GAP.read_text(encoding="utf-8")
+    return None
+
+
+def gap_analysis(model: LoadedModel) -> CorefResult | None:
+    """Coreference heads on a GAP file (computed once per file and model, with a progress bar). The result is
+    also kept in the session so the other pages can mark these heads."""
+    source = gap_source()
+    earlier = st.session_state.get("gap_results", {}).get(str(model.model_dir))
+    if source is None and earlier is not None:
+        st.caption("Showing the GAP analysis computed earlier in this session.")
+        return earlier
+    if source is None:
+        st.info("Upload a GAP TSV file (columns ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, "
+                "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents.")
+        return None
+    key, name, data = source
+    try:
+        rows = read_gap(data, limit=UPLOAD_MAX_SENTENCES + 1)
+    except CorpusFormatError as err:
+        st.error(literal(f"{name}: {err}"))
+        return None
+    examples = rows.examples[:UPLOAD_MAX_SENTENCES]
+    result = cached_analysis((str(model.model_dir), key), "Scoring GAP examples",
+                             lambda progress: analyse_coref(model, examples, progress),
+                             note=cap_note(len(rows.examples), unit="examples"))
+    if result is None:
+        return None
+    if rows.misaligned:
+        st.caption(f"{rows.misaligned:,} row(s) skipped: their offsets do not point at the names they give.")
+    result = replace(result, skipped=result.skipped + rows.skipped)
+    st.session_state.setdefault("gap_results", {})[str(model.model_dir)] = result
+    return result
