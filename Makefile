@@ -8,7 +8,7 @@ PORT ?= 8501
 
 WORKERS ?= $(shell nproc)
 
-.PHONY: install chromium haproxy run serve test lint bench
+.PHONY: install chromium haproxy run serve test check lint bench
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
@@ -41,6 +41,10 @@ lint: install
 
 test: install chromium haproxy lint
 	$(BIN)/python -m pytest
+
+# The fast tier while you work (under a minute on 2 cores): no browser, no proxy, no CLI processes.
+check: install lint
+	$(BIN)/python -m pytest -q -m "not browser and not serve and not slow"
 
 # Side-by-side ratios (see each script's docstring for its targets); bench_roles reads ../shared/data.
 bench: install chromium haproxy

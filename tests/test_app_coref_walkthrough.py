@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mha_core import run
 from mha_core.inspector import antecedent_scores, sentence_words
@@ -34,6 +35,7 @@ def test_margin_change_grid_is_the_difference_of_separate_runs(bundled):
     assert [line.startswith("**") for line in shown] == [i == strongest for i in range(len(verdicts))]
 
 
+@pytest.mark.slow
 def test_gap_first_head_shifts_towards_street_without_flipping(bundled):
     at = open_app("views/coreference.py")
     at.toggle(key="gap_local").set_value(True).run()  # score the shared GAP validation split

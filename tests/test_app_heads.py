@@ -112,6 +112,7 @@ def test_markup_and_special_tokens_render_as_text():
     assert axis.count("[SEP]") == 1 and "sep" in axis  # the typed [SEP] is three plain pieces
 
 
+@pytest.mark.slow
 def test_export_renders_a_png_with_system_chromium():
     at = start(view="Export")
     at.button(key="export_render").click().run()

@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import ANIMAL_TIRED, ROOT
 
+pytestmark = pytest.mark.slow  # each test starts a Python process that imports torch
+
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mha_core", *args], cwd=ROOT, capture_output=True, text=True,

@@ -7,6 +7,7 @@ import io
 import json
 
 import numpy as np
+import pytest
 
 from mha_core import figures, run
 from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
@@ -25,6 +26,7 @@ def test_csv_and_json_hold_the_view(bundled):
     assert np.allclose(np.array(data["maps"][29]["weights"]), view.maps[2, 5], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_png_and_svg_export():
     ok, reason = image_export_status()
     assert ok, reason  # `make test` installs Debian's chromium

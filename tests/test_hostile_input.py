@@ -56,6 +56,7 @@ def test_bad_model_folders_are_one_sentence(bad_model_dirs, name):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_cli_bad_model_folders_exit_2_with_one_line(bad_model_dirs):
     for name in ("config-list", "garbage-weights", "sizes-mismatch", "no-tokenizer"):
         one_line_exit_2(cli("attention", "hi there", "--model-dir", str(bad_model_dirs[name])),
@@ -88,14 +89,20 @@ def test_a_corpus_of_only_overlong_sentences_is_a_message(tiny):
         analyse_syntax(tiny, [long_sentence, long_sentence])
 
 
-def test_gap_without_usable_rows_is_an_error(tmp_path):
+AMBIGUOUS_GAP = GAP_HEADER + "d-1\tAnn met Bo. She left.\tShe\t12\tAnn\t0\tTRUE\tBo\t8\tTRUE\tu\n"
+
+
+def test_gap_without_usable_rows_is_an_error():
     with pytest.raises(CorpusFormatError, match="no usable example: 0 row"):
         read_gap(GAP_HEADER)  # header only
-    ambiguous = GAP_HEADER + "d-1\tAnn met Bo. She left.\tShe\t12\tAnn\t0\tTRUE\tBo\t8\tTRUE\tu\n"
     with pytest.raises(CorpusFormatError, match="1 row.s. without exactly one antecedent"):
-        read_gap(ambiguous)
+        read_gap(AMBIGUOUS_GAP)
+
+
+@pytest.mark.slow
+def test_cli_gap_without_usable_rows_exits_2(tmp_path):
     path = tmp_path / "gap.tsv"
-    path.write_text(ambiguous)
+    path.write_text(AMBIGUOUS_GAP)
     one_line_exit_2(cli("coref", "--gap", str(path)), "no usable example")
 
 
@@ -123,6 +130,7 @@ def test_calculator_at_its_bounds_does_not_overflow():
 
 
 # -- CLI (row: --limit 0 / --limit -5) ------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", ["0", "-5"])
 def test_cli_limit_must_be_positive(limit):
     one_line_exit_2(cli("roles", "--conllu", "any.conllu", "--limit", limit), "must be at least 1")

@@ -119,6 +119,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_params_for_the_model():
     proc = cli("--json", "-")
     assert proc.returncode == 0, proc.stderr
@@ -128,6 +129,7 @@ def test_cli_params_for_the_model():
     assert len(data["layers"]) == 6 and data["layers"][0]["params"]["W_Q"] == 147456
 
 
+@pytest.mark.slow
 def test_cli_params_calculator():
     data = json.loads(cli("--d-model", "512", "--heads", "8", "--json", "-").stdout)
     assert data["total"] == data["torch_multihead_attention_total"] == 1_050_624

@@ -173,6 +173,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=480)  # below pytest-timeout (600 s), so a hang reports here
 
 
+@pytest.mark.slow
 def test_cli_roles_on_ud_ewt_dev(tmp_path):
     out = tmp_path / "roles.json"
     proc = cli("roles", "--conllu", str(UD_DEV), "--json", str(out))
@@ -191,6 +192,7 @@ def test_cli_roles_on_ud_ewt_dev(tmp_path):
     assert best["accuracy"][d][best["best_layer"]][best["best_head"]] == pytest.approx(best["best_accuracy"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_cli_coref_on_gap_validation(tmp_path):
     out = tmp_path / "coref.json"
     proc = cli("coref", "--gap", str(GAP_VALIDATION), "--json", str(out))
@@ -201,6 +203,7 @@ def test_cli_coref_on_gap_validation(tmp_path):
     assert data["best_accuracy"] > max(data["baseline_always_a"], data["baseline_always_b"], data["baseline_nearest"])
 
 
+@pytest.mark.slow
 def test_cli_malformed_files_exit_2_with_the_line(tmp_path):
     bad = tmp_path / "bad.conllu"
     bad.write_text("# ok\n1\tThe\n")
