@@ -10,7 +10,17 @@ import streamlit as st
 from mha_core import LoadedModel, figures
 from mha_core.lessons import is_right, load_lessons, reveal
 from mha_core.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
-from views._state import chart, checked_run, current_model, literal, parity_of, sentence_box, shared, timings_of
+from views._state import (
+    chart,
+    check_length,
+    checked_run,
+    current_model,
+    literal,
+    parity_of,
+    sentence_box,
+    shared,
+    timings_of,
+)
 
 
 def matrix_figure(z: np.ndarray, rows: list[str], title: str, height: int = 320, cols: list[str] | None = None,
@@ -140,6 +150,7 @@ def show_lessons(model: LoadedModel) -> None:
                       args=(lesson.sentence,))
             st.caption(f"Hint: {lesson.hint}")
             answer = st.text_input("Your answer", key=f"answer_{lesson.id}")
+            check_length(answer, "The answer")
             if st.button("Check", key=f"check_{lesson.id}"):
                 result = reveal(model, lesson)
                 if answer.strip():
