@@ -1,4 +1,5 @@
-"""mha_core: recompute multi-head attention of a BERT-family encoder from its weights.
+"""mha_core: recompute multi-head attention of a transformer (BERT-style encoders, GPT-2 and Llama-style
+decoders) from its weights.
 
 Pure computation: nothing here imports streamlit.
 """

@@ -1,6 +1,7 @@
 """Multi-head attention, step by step: project, split into heads, attend, concatenate, W_O.
 
-Shapes: B batch, H heads, T query tokens, S key tokens, D d_model, Dh head dim (D = H * Dh).
+Shapes: B batch, H query heads, G key/value heads (G = H for MHA, G < H for grouped-query attention),
+T query tokens, S key tokens, D d_model, Dh head dim.
 Weights use `nn.Linear`'s layout, (out_features, in_features), so `F.linear(x, w, b) = x @ w.T + b`.
 
 Two kernels share everything but the attention call:
@@ -26,15 +27,20 @@ PATHS = (EXPLICIT, FUSED, AUTO)
 class ProjectionWeights:
     """All heads' projections, concatenated the way `nn.Linear` stores them."""
 
-    w_q: Tensor  # (D, D)  rows h*Dh:(h+1)*Dh belong to head h
-    b_q: Tensor  # (D,)
-    w_k: Tensor  # (D, D)
-    b_k: Tensor  # (D,)
-    w_v: Tensor  # (D, D)
-    b_v: Tensor  # (D,)
-    w_o: Tensor  # (D, D)  columns h*Dh:(h+1)*Dh read head h's context
+    w_q: Tensor  # (H*Dh, D)  rows h*Dh:(h+1)*Dh belong to head h
+    b_q: Tensor  # (H*Dh,)
+    w_k: Tensor  # (G*Dh, D)
+    b_k: Tensor  # (G*Dh,)
+    w_v: Tensor  # (G*Dh, D)
+    b_v: Tensor  # (G*Dh,)
+    w_o: Tensor  # (D, H*Dh)  columns h*Dh:(h+1)*Dh read head h's context
     b_o: Tensor  # (D,)
     n_heads: int
+    n_kv_heads: int | None = None  # None: as many as query heads (MHA)
+
+    def __post_init__(self) -> None:
+        if self.n_kv_heads is None:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,8 @@ class AttentionOutput:
     """One multi-head attention call. `probs` is None on the fused path, `lse` on the explicit."""
 
     output: Tensor  # (B,T,D)  after W_O
-    q: Tensor  # (B,H,T,Dh)
-    k: Tensor  # (B,H,S,Dh)
+    q: Tensor  # (B,H,T,Dh)  after RoPE where the model rotates
+    k: Tensor  # (B,H,S,Dh)  after RoPE; with GQA each query head's copy of its key/value head's keys
     context: Tensor  # (B,H,T,Dh)  each head's softmax(...) @ v, before concatenation
     probs: Tensor | None  # (B,H,T,S)
     lse: Tensor | None  # (B,H,T)
@@ -84,6 +90,43 @@ def merge_heads(x: Tensor) -> Tensor:
     """(B,H,T,Dh) -> (B,T,D): concatenate the heads' features."""
     b, h, t, dh = x.shape
     return x.transpose(1, 2).reshape(b, t, h * dh)
+
+
+def repeat_kv(x: Tensor, n_heads: int) -> Tensor:
+    """(B,G,S,Dh) -> (B,H,S,Dh): key/value head g serves query heads g*H/G ... (g+1)*H/G - 1."""
+    groups = x.shape[1]
+    return x if groups == n_heads else x.repeat_interleave(n_heads // groups, dim=1)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """(..., Dh): the second half of the features, negated, before the first half."""
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotary position embedding: x (B,H,T,Dh) rotated by position; cos, sin (B,T,Dh)."""
+    return x * cos[:, None] + rotate_half(x) * sin[:, None]
+
+
+def causal_bias(n: int, dtype: torch.dtype, device: torch.device | str = "cpu", window: int | None = None) -> Tensor:
+    """(1,1,T,T) additive bias: 0 where key j <= query i (and within `window`), the dtype's minimum elsewhere."""
+    i = torch.arange(n, device=device)
+    blocked = i[None, :] > i[:, None]
+    if window is not None:
+        blocked |= i[:, None] - i[None, :] >= window
+    return (blocked.to(dtype) * torch.finfo(dtype).min)[None, None]
+
+
+def attention_bias(key_mask: Tensor, dtype: torch.dtype, causal: bool, window: int | None = None) -> Tensor | None:
+    """The bias every head adds to its scores: padding (B,1,1,S), plus the causal mask (B,1,T,S) for decoders.
+    None when there is nothing to mask."""
+    padded = bool((key_mask == 0).any())
+    bias = padding_bias(key_mask, dtype) if padded else None
+    if not causal:
+        return bias
+    mask = causal_bias(key_mask.shape[1], dtype, key_mask.device, window)
+    return mask if bias is None else torch.maximum(bias + mask, torch.tensor(torch.finfo(dtype).min, dtype=dtype))
 
 
 def padding_bias(key_mask: Tensor, dtype: torch.dtype) -> Tensor:
@@ -147,14 +190,21 @@ def rebuild_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale:
 
 
 def multi_head_attention(
-    x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None
+    x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None,
+    rope: tuple[Tensor, Tensor] | None = None,
 ) -> AttentionOutput:
-    """The four steps of multi-head attention on x (B,T,D); keys/values from `kv` (B,S,D) if given."""
+    """The four steps of multi-head attention on x (B,T,D); keys/values from `kv` (B,S,D) if given; `rope`
+    (cos, sin), each (B,T,Dh), rotates queries and keys by position before the scores."""
     kv = x if kv is None else kv
     # 1. project, 2. split into heads
     q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
-    k = split_heads(F.linear(kv, w.w_k, w.b_k), w.n_heads)  # (B,H,S,Dh)
-    v = split_heads(F.linear(kv, w.w_v, w.b_v), w.n_heads)  # (B,H,S,Dh)
+    k = split_heads(F.linear(kv, w.w_k, w.b_k), w.n_kv_heads)  # (B,G,S,Dh)
+    v = split_heads(F.linear(kv, w.w_v, w.b_v), w.n_kv_heads)  # (B,G,S,Dh)
+    # 2b. rotary position embedding (RoPE models): rotate q and k by each token's position
+    if rope is not None:
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B,H,T,Dh), (B,G,S,Dh)
+    # 2c. grouped-query attention: each key/value head serves its group of query heads
+    k, v = repeat_kv(k, w.n_heads), repeat_kv(v, w.n_heads)  # (B,H,S,Dh)
     scale = q.shape[-1] ** -0.5
     # 3. scaled dot-product attention per head
     if path == FUSED:

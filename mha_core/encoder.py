@@ -1,55 +1,55 @@
-"""The whole BERT encoder recomputed from the model's weights, layer by layer.
+"""The whole transformer recomputed from the model's weights, layer by layer, for every supported family.
 
-Shapes: B batch, L layers, H heads, T tokens, D d_model, Dh head dim, F feed-forward width.
-Each layer: x -> LayerNorm(x + MHA(x)) -> LayerNorm(h + FFN(h))  (post-norm, as BERT).
+Shapes: B batch, L layers, H query heads, T tokens, D d_model, Dh head dim.
+One layer loop serves all families; what differs is read from `model.arch` (arch.py):
+    post-norm (BERT):   h = norm1(x + MHA(x));        out = norm2(h + MLP(h))
+    pre-norm (GPT, Llama): h = x + MHA(norm1(x));     out = h + MLP(norm2(h))
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from mha_core.attention import AUTO, EXPLICIT, FUSED, PATHS, AttentionOutput, multi_head_attention, padding_bias
-from mha_core.model import EmbeddingWeights, LayerWeights, LoadedModel
+from mha_core.arch import Architecture
+from mha_core.attention import AUTO, EXPLICIT, FUSED, PATHS, AttentionOutput, attention_bias, multi_head_attention
+from mha_core.model import LoadedModel
 from mha_core.result import AttentionResult
 from mha_core.tokens import InputError, TextsLike, tokenize
+from mha_core.weights import EmbeddingWeights, LayerWeights
 
 # Below this many tokens the explicit path is as fast and gives the maps for free.
 AUTO_FUSED_MIN_TOKENS = 256
 
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
-    "gelu": F.gelu,  # exact (erf) GELU, as BERT
-    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "relu": F.relu,
-    "silu": F.silu,
-}
+
+def position_ids(mask: Tensor, arch: Architecture) -> Tensor:
+    """(B,T): 0, 1, 2, ... per text; RoBERTa counts real tokens from padding_idx + 1 (padding keeps padding_idx)."""
+    if arch.position_offset:
+        return torch.cumsum(mask, dim=1) * mask + (arch.position_offset - 1)
+    return torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
 
 
-def embed(w: EmbeddingWeights, input_ids: Tensor) -> Tensor:
-    """Word + token-type (all segment 0) + position embeddings, then LayerNorm: (B,T) -> (B,T,D)."""
-    t = input_ids.shape[1]
-    x = w.word[input_ids] + w.token_type[0]  # (B,T,D)
-    x = x + w.position[:t]  # (B,T,D)
-    return F.layer_norm(x, x.shape[-1:], w.norm_weight, w.norm_bias, w.norm_eps)
+def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor) -> Tensor:
+    """Word embeddings, plus learned positions and token type 0 where the model has them, then its
+    embedding norm where it has one: (B,T) -> (B,T,D)."""
+    x = w.word[input_ids]  # (B,T,D)
+    if w.token_type is not None:
+        x = x + w.token_type[0]
+    if w.position is not None:
+        x = x + w.position[positions]  # (B,T,D)
+    return w.norm(x) if w.norm is not None else x
 
 
-def feed_forward(h: Tensor, w: LayerWeights) -> Tensor:
-    """(B,T,D) -> (B,T,F) -> (B,T,D)."""
-    act = ACTIVATIONS[w.activation]
-    return F.linear(act(F.linear(h, w.ffn_in_weight, w.ffn_in_bias)), w.ffn_out_weight, w.ffn_out_bias)
-
-
-def encoder_layer(x: Tensor, w: LayerWeights, bias: Tensor | None, path: str) -> tuple[Tensor, AttentionOutput]:
-    """One post-norm BERT layer: (B,T,D) -> (B,T,D), plus the attention internals."""
-    attn = multi_head_attention(x, w.attention, bias, path)
-    d = x.shape[-1:]
-    h = F.layer_norm(attn.output + x, d, w.attn_norm_weight, w.attn_norm_bias, w.norm_eps)  # (B,T,D)
-    out = F.layer_norm(feed_forward(h, w) + h, d, w.out_norm_weight, w.out_norm_bias, w.norm_eps)  # (B,T,D)
-    return out, attn
+def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor | None, path: str,
+                  rope: tuple[Tensor, Tensor] | None) -> tuple[Tensor, AttentionOutput]:
+    """One layer, (B,T,D) -> (B,T,D), plus the attention internals; norm placement from the architecture."""
+    if arch.pre_norm:
+        attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, rope=rope)
+        h = x + attn.output  # (B,T,D)
+        return h + w.mlp(w.mlp_norm(h)), attn
+    attn = multi_head_attention(x, w.attention, bias, path, rope=rope)
+    h = w.attn_norm(attn.output + x)  # (B,T,D)
+    return w.mlp_norm(w.mlp(h) + h), attn
 
 
 def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, str]:
@@ -73,17 +73,22 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResu
     hidden states equal those of the text alone. Texts over the model's maximum are cut.
     Runs in the precision the model was loaded in (`load_model(dtype=...)`).
     """
-    batch = tokenize(model.tokenizer, texts, model.max_length)
+    arch = model.arch
+    batch = tokenize(model.tokenizer, texts, arch.max_length, bos=model.bos_id)
     device = model.device
     chosen, reason = choose_path(path, batch.input_ids.shape[1], device)
     mask = batch.attention_mask.to(device)
-    x = embed(model.embeddings, batch.input_ids.to(device))  # (B,T,D)
-    bias = padding_bias(mask, x.dtype) if bool((mask == 0).any()) else None  # (B,1,1,T)
+    positions = position_ids(mask, arch)  # (B,T)
+    x = embed(model.embeddings, batch.input_ids.to(device), positions)  # (B,T,D)
+    bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)  # (B,1,T|1,T) or None
+    rope = model.rotary(x, positions) if arch.rotary else None  # (cos, sin), each (B,T,Dh)
     hidden, attns = [x], []
     for w in model.layers:
-        x, attn = encoder_layer(x, w, bias, chosen)
+        x, attn = layer_forward(x, w, arch, bias, chosen, rope)
         hidden.append(x)
         attns.append(attn)
+    if model.embeddings.final_norm is not None:
+        hidden[-1] = model.embeddings.final_norm(x)  # as transformers' last_hidden_state
     return AttentionResult(
         batch=batch,
         layer_q=tuple(a.q for a in attns), layer_k=tuple(a.k for a in attns),
@@ -91,5 +96,5 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResu
         layer_probs=None if chosen == FUSED else tuple(a.probs for a in attns),
         layer_lse=tuple(a.lse for a in attns) if chosen == FUSED else None,
         hidden_states=tuple(hidden), path=chosen, backend=attns[0].backend, path_reason=reason,
-        max_length=model.max_length,
+        max_length=arch.max_length, causal=arch.causal, window=arch.sliding_window,
     )

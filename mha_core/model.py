@@ -1,8 +1,7 @@
-"""Find and load a BERT-family encoder from a local directory; expose its weights per layer.
+"""Find and load a model of a supported family from a local directory; expose its weights per layer.
 
-Shapes: H heads, D d_model, Dh head dim, F feed-forward width, V vocabulary, P positions.
-Weights keep `nn.Linear`'s layout, (out_features, in_features); per-head views come from
-`split_heads_in` / `split_heads_out` in `attention.py`.
+Shapes: H query heads, G key/value heads, D d_model, Dh head dim. Weights are read by weights.py into
+plain tensors (nn.Linear layout); per-head views come from `split_heads_in` / `split_heads_out`.
 """
 
 from __future__ import annotations
@@ -15,13 +14,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from mha_core.attention import ProjectionWeights, split_heads_in, split_heads_out
+from mha_core.arch import DECODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
+from mha_core.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
 
-SUPPORTED_MODEL_TYPES = ("bert",)
 MODEL_DIR_ENV = "MHA_MODEL_DIR"  # the default model of the CLI and API (and listed first in the app)
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
 BUNDLED_NAME = "all-MiniLM-L6-v2"
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")  # a fast tokenizer, or BERT's word-piece vocabulary
+# A fast tokenizer, BERT's word pieces, GPT-2's byte-level BPE, or a SentencePiece model.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "sentencepiece.bpe.model")
 SHOWN_PATH_CHARS = 80  # long paths are cut in messages
 PROBE_TEXT = "The cat sat on the mat."  # a tokenizer that maps this to unknown tokens is unusable
 
@@ -31,66 +31,17 @@ class ModelLoadError(ValueError):
 
 
 @dataclass(frozen=True)
-class EmbeddingWeights:
-    word: Tensor  # (V, D)
-    position: Tensor  # (P, D)
-    token_type: Tensor  # (2, D)
-    norm_weight: Tensor  # (D,)
-    norm_bias: Tensor  # (D,)
-    norm_eps: float
-
-
-@dataclass(frozen=True)
-class LayerWeights:
-    """One encoder layer. `attention` holds the fused (D, D) projections of all heads."""
-
-    attention: ProjectionWeights
-    attn_norm_weight: Tensor  # (D,)
-    attn_norm_bias: Tensor  # (D,)
-    ffn_in_weight: Tensor  # (F, D)
-    ffn_in_bias: Tensor  # (F,)
-    ffn_out_weight: Tensor  # (D, F)
-    ffn_out_bias: Tensor  # (D,)
-    out_norm_weight: Tensor  # (D,)
-    out_norm_bias: Tensor  # (D,)
-    norm_eps: float
-    activation: str
-
-    def head_weights(self) -> HeadWeights:
-        """This layer's projections cut into heads (views, no copies)."""
-        a = self.attention
-        h = a.n_heads
-        return HeadWeights(
-            w_q=split_heads_in(a.w_q, h), b_q=a.b_q.view(h, -1),
-            w_k=split_heads_in(a.w_k, h), b_k=a.b_k.view(h, -1),
-            w_v=split_heads_in(a.w_v, h), b_v=a.b_v.view(h, -1),
-            w_o=split_heads_out(a.w_o, h), b_o=a.b_o,
-        )
-
-
-@dataclass(frozen=True)
-class HeadWeights:
-    """Per-head slices: head h computes q_h = x @ w_q[h] + b_q[h]; output = sum_h ctx_h @ w_o[h] + b_o."""
-
-    w_q: Tensor  # (H, D, Dh)
-    b_q: Tensor  # (H, Dh)
-    w_k: Tensor  # (H, D, Dh)
-    b_k: Tensor  # (H, Dh)
-    w_v: Tensor  # (H, D, Dh)
-    b_v: Tensor  # (H, Dh)
-    w_o: Tensor  # (H, Dh, D)
-    b_o: Tensor  # (D,)
-
-
-@dataclass(frozen=True)
 class LoadedModel:
-    model: torch.nn.Module  # the transformers BertModel, eager attention (the reference)
-    tokenizer: object  # a transformers fast tokenizer
+    model: torch.nn.Module  # the transformers base model (AutoModel), eager attention: the reference
+    tokenizer: object  # a transformers fast tokenizer (right padding)
     config: object  # the transformers config
+    arch: Architecture  # what the layer loop needs to know about this family
     embeddings: EmbeddingWeights
     layers: tuple[LayerWeights, ...]  # L entries
     model_dir: Path
     name: str
+    rotary_embedding: torch.nn.Module | None = None  # transformers' own RoPE module (inv_freq and its scaling)
+    bos_id: int | None = None  # put before every text (decoders whose tokenizer adds no first token)
 
     @property
     def n_layers(self) -> int:
@@ -98,23 +49,36 @@ class LoadedModel:
 
     @property
     def n_heads(self) -> int:
-        return self.layers[0].attention.n_heads
+        """Query heads (every map and score is per query head)."""
+        return self.arch.n_heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.arch.n_kv_heads
 
     @property
     def d_model(self) -> int:
-        return int(self.config.hidden_size)
+        return self.arch.d_model
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.arch.head_dim
 
     @property
     def max_length(self) -> int:
-        return int(self.config.max_position_embeddings)
+        return self.arch.max_length
+
+    @property
+    def causal(self) -> bool:
+        return self.arch.causal
 
     @property
     def device(self) -> torch.device:
         return self.embeddings.word.device
+
+    def rotary(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """(cos, sin), each (B,T,Dh), for RoPE at `positions` (B,T), from transformers' rotary module."""
+        return self.rotary_embedding(x, positions)
 
     def head_weights(self, layer: int) -> HeadWeights:
         return self.layers[layer].head_weights()
@@ -205,15 +169,20 @@ def check_model_dir(model_dir: Path) -> dict:
     return config
 
 
+FAMILIES_SENTENCE = ("supported are the encoders bert, roberta, xlm-roberta, distilbert and the decoders gpt2, "
+                     "llama, qwen2, mistral (weights in safetensors, no custom code)")
+
+
 def check_config(config: dict, model_dir: Path) -> None:
     model_type = config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ModelLoadError(
-            f"Unsupported architecture {str(model_type)[:40]!r} in {shown(model_dir)}: supported are BERT-family "
-            f"encoders with model_type {', '.join(SUPPORTED_MODEL_TYPES)}."
-        )
+        raise ModelLoadError(f"Unsupported architecture {str(model_type)[:40]!r} in {shown(model_dir)}: "
+                             f"{FAMILIES_SENTENCE}.")
+    if config.get("auto_map"):
+        raise ModelLoadError(f"{shown(model_dir)} needs its own code (trust_remote_code), which is never run: "
+                             f"{FAMILIES_SENTENCE}.")
     if config.get("position_embedding_type", "absolute") != "absolute":
-        raise ModelLoadError("Only absolute position embeddings are supported.")
+        raise ModelLoadError("Only absolute position embeddings are supported for BERT-style encoders.")
 
 
 def load_model(model_dir: str | Path | None = None, device: str | torch.device = "cpu",
@@ -222,7 +191,7 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
 
     `dtype` (e.g. torch.bfloat16 with device="cuda") keeps the weights, and so every recompute, in
     that precision; maps rebuilt from the LSE are always computed in float32."""
-    from transformers import AutoConfig, AutoTokenizer, BertModel
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a CLI's stderr carries one line on error, not bars or load reports
@@ -232,18 +201,33 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
-        model = BertModel.from_pretrained(
-            path, local_files_only=True, use_safetensors=True, attn_implementation="eager"
-        )
+        model = AutoModel.from_pretrained(path, local_files_only=True, use_safetensors=True,
+                                          attn_implementation="eager")
     except Exception as err:  # noqa: BLE001 - any failure of a model folder is one sentence for the user
         raise ModelLoadError(load_failure(path, err)) from None
     check_tokenizer(tokenizer, path)
     model.eval().to(device=device, dtype=dtype)
+    arch = describe(config)
+    embeddings, layers = read_weights(model, arch)
+    if len(tokenizer) > embeddings.word.shape[0]:
+        raise ModelLoadError(f"The tokenizer in {shown(path)} has {len(tokenizer):,} tokens but the model embeds only "
+                             f"{embeddings.word.shape[0]:,}.")
     return LoadedModel(
-        model=model, tokenizer=tokenizer, config=config,
-        embeddings=embedding_weights(model), layers=tuple(layer_weights(m, config) for m in model.encoder.layer),
-        model_dir=path, name=model_name(path, config),
+        model=model, tokenizer=tokenizer, config=config, arch=arch, embeddings=embeddings, layers=layers,
+        model_dir=path, name=model_name(path, config), rotary_embedding=getattr(model, "rotary_emb", None),
+        bos_id=prepare_decoder_tokenizer(tokenizer) if arch.family in DECODERS else None,
     )
+
+
+def prepare_decoder_tokenizer(tokenizer: object) -> int | None:
+    """Right padding with a pad token (GPT-2 has none); the id to put first when the tokenizer adds no first
+    token itself (the first position is then the same beginning-of-text token for every text)."""
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    first = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    adds_first = tokenizer("a")["input_ids"][:1] == [first]
+    return None if adds_first or first is None else int(first)
 
 
 def load_failure(path: Path, err: Exception) -> str:
@@ -270,31 +254,3 @@ def model_name(path: Path, config: object) -> str:
     if path == bundled_model_dir():
         return BUNDLED_NAME
     return str(getattr(config, "_name_or_path", "") or path.name) or path.name
-
-
-def embedding_weights(model: torch.nn.Module) -> EmbeddingWeights:
-    emb = model.embeddings
-    return EmbeddingWeights(
-        word=emb.word_embeddings.weight.detach(), position=emb.position_embeddings.weight.detach(),
-        token_type=emb.token_type_embeddings.weight.detach(),
-        norm_weight=emb.LayerNorm.weight.detach(), norm_bias=emb.LayerNorm.bias.detach(),
-        norm_eps=float(emb.LayerNorm.eps),
-    )
-
-
-def layer_weights(layer: torch.nn.Module, config: object) -> LayerWeights:
-    """Read one transformers BertLayer's parameters (no copies)."""
-    sa, so = layer.attention.self, layer.attention.output
-
-    def wb(linear: torch.nn.Linear) -> tuple[Tensor, Tensor]:
-        return linear.weight.detach(), linear.bias.detach()
-
-    (wq, bq), (wk, bk), (wv, bv), (wo, bo) = wb(sa.query), wb(sa.key), wb(sa.value), wb(so.dense)
-    return LayerWeights(
-        attention=ProjectionWeights(wq, bq, wk, bk, wv, bv, wo, bo, int(config.num_attention_heads)),
-        attn_norm_weight=so.LayerNorm.weight.detach(), attn_norm_bias=so.LayerNorm.bias.detach(),
-        ffn_in_weight=layer.intermediate.dense.weight.detach(), ffn_in_bias=layer.intermediate.dense.bias.detach(),
-        ffn_out_weight=layer.output.dense.weight.detach(), ffn_out_bias=layer.output.dense.bias.detach(),
-        out_norm_weight=layer.output.LayerNorm.weight.detach(), out_norm_bias=layer.output.LayerNorm.bias.detach(),
-        norm_eps=float(config.layer_norm_eps), activation=str(config.hidden_act),
-    )

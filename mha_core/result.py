@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.attention import FUSED, padding_bias, rebuild_probs
+from mha_core.attention import FUSED, attention_bias, rebuild_probs
 from mha_core.tokens import TokenBatch
 
 
@@ -31,6 +31,8 @@ class AttentionResult:
     backend: str  # the attention kernel that ran, e.g. "flash (CPU)"
     path_reason: str  # why this path (e.g. "auto: fused for 400 tokens > 256")
     max_length: int  # the model's maximum number of word pieces
+    causal: bool = False  # decoders: query i sees keys 0..i only
+    window: int | None = None  # sliding-window attention (Mistral): keys further back are not seen
 
     # -- shapes and text-level facts ------------------------------------------------------------
     @property
@@ -72,12 +74,18 @@ class AttentionResult:
 
     # -- attention maps ---------------------------------------------------------------------------
     @cached_property
-    def _key_bias(self) -> Tensor:
-        return padding_bias(self.batch.attention_mask.to(self.layer_q[0].device), torch.float32)  # (B,1,1,T)
+    def _key_bias(self) -> Tensor | None:
+        """The bias the model added to every head's scores: padding, and the causal mask for decoders."""
+        mask = self.batch.attention_mask.to(self.layer_q[0].device)
+        return attention_bias(mask, torch.float32, self.causal, self.window)  # (B,1,T|1,T) or None
 
     @cached_property
     def _query_mask(self) -> Tensor:
         return self.batch.attention_mask.to(self.layer_q[0].device, torch.float32)[:, :, None]  # (B,T,1)
+
+    def _bias_for(self, texts: slice) -> Tensor | None:
+        bias = self._key_bias
+        return bias if bias is None or bias.shape[0] == 1 else bias[texts]  # a causal-only bias is shared
 
     def head_map(self, layer: int, head: int) -> Tensor:
         """Attention probabilities of one head, (B,T,T) float32, padded rows and columns 0.
@@ -93,7 +101,7 @@ class AttentionResult:
         if self.path == FUSED:
             q, k = self.layer_q[layer][texts, heads], self.layer_k[layer][texts, heads]  # (b,h,T,Dh)
             lse = self.layer_lse[layer][texts, heads]  # (b,h,T)
-            probs = rebuild_probs(q, k, lse, self._key_bias[texts], self.scale)  # (b,h,T,T)
+            probs = rebuild_probs(q, k, lse, self._bias_for(texts), self.scale)  # (b,h,T,T)
         else:
             probs = self.layer_probs[layer][texts, heads].float()  # (b,h,T,T)
         if bool(self.batch.attention_mask[texts].all()):

@@ -46,27 +46,34 @@ def as_text_list(texts: TextsLike) -> tuple[list[str] | list[list[str]], bool]:
     return items, pre_split
 
 
-def tokenize(tokenizer: object, texts: TextsLike, max_length: int) -> TokenBatch:
-    """Tokenize and pad; texts longer than `max_length` pieces are cut (never refused)."""
+def tokenize(tokenizer: object, texts: TextsLike, max_length: int, bos: int | None = None) -> TokenBatch:
+    """Tokenize and pad on the right; texts longer than `max_length` pieces are cut (never refused). `bos`: a
+    token id put first in every text (decoders whose tokenizer adds no special token), as a special piece."""
     items, pre_split = as_text_list(texts)
     enc = tokenizer(
-        items, is_split_into_words=pre_split, truncation=True, max_length=max_length,
+        items, is_split_into_words=pre_split, truncation=True, max_length=max_length - (bos is not None),
         split_special_tokens=True,  # a typed "[SEP]" is text, not a separator
         padding=True, return_tensors="pt", return_offsets_mapping=True,
     )
-    lengths = enc["attention_mask"].sum(dim=1).tolist()
+    ids, mask = enc["input_ids"], enc["attention_mask"]  # (B,T)
+    if bos is not None:
+        ids = torch.cat([torch.full((ids.shape[0], 1), bos, dtype=ids.dtype), ids], dim=1)  # (B,1+T)
+        mask = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
+    lengths = mask.sum(dim=1).tolist()
+    lead = 0 if bos is None else 1  # pieces put before what the tokenizer made
     tokens, word_ids, offsets = [], [], []
     for b, n in enumerate(lengths):
-        if n <= 2:
+        if not any(w is not None for w in enc.word_ids(b)):
             raise InputError(f"Text {b + 1} has no word pieces the model can read (only control or blank characters).")
-        tokens.append(tuple(tokenizer.convert_ids_to_tokens(enc["input_ids"][b, :n].tolist())))
-        word_ids.append(tuple(enc.word_ids(b)[:n]))
-        offsets.append(tuple(tuple(o) for o in enc["offset_mapping"][b, :n].tolist()))
+        tokens.append(tuple(tokenizer.convert_ids_to_tokens(ids[b, :n].tolist())))
+        word_ids.append(tuple([None] * lead + enc.word_ids(b)[: n - lead]))
+        offsets.append(tuple([(0, 0)] * lead + [tuple(o) for o in enc["offset_mapping"][b, : n - lead].tolist()]))
     return TokenBatch(
         texts=tuple(t if isinstance(t, str) else " ".join(t) for t in items),
-        input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
+        input_ids=ids, attention_mask=mask,
         tokens=tuple(tokens), word_ids=tuple(word_ids), offsets=tuple(offsets),
-        n_tokens=untruncated_lengths(tokenizer, items, pre_split, lengths, max_length),
+        n_tokens=tuple(n + lead for n in untruncated_lengths(
+            tokenizer, items, pre_split, [n - lead for n in lengths], max_length - lead)),
     )
 
 

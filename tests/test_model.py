@@ -47,8 +47,8 @@ def test_missing_directory(tmp_path):
 
 
 def test_unsupported_architecture(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    with pytest.raises(ModelLoadError, match="Unsupported architecture 'gpt2'.*bert"):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    with pytest.raises(ModelLoadError, match="Unsupported architecture 't5'.*bert, roberta.*gpt2, llama"):
         load_model(tmp_path)
 
 

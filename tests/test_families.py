@@ -1,0 +1,94 @@
+"""Every supported family, as a tiny random model built from its transformers config: our recompute (explicit
+and fused) equals transformers' eager attention in every layer and head, with padding in the batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from mha_core import load_model, run
+from mha_core.arch import SUPPORTED_MODEL_TYPES
+from mha_core.model import bundled_model_dir
+
+TEXTS = ["The animal didn't cross the street because it was too tired.", "A short one."]
+SIZES = {"vocab_size": 30528}  # a few rows beyond the word pieces: tokenizers may add a special token
+CONFIGS = {
+    "bert": ("BertConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                max_position_embeddings=64)),
+    "roberta": ("RobertaConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=64, max_position_embeddings=66, pad_token_id=0)),
+    "xlm-roberta": ("XLMRobertaConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                             intermediate_size=64, max_position_embeddings=66, pad_token_id=0)),
+    "distilbert": ("DistilBertConfig", dict(dim=32, hidden_dim=64, n_layers=2, n_heads=4,
+                                            max_position_embeddings=64)),
+    "gpt2": ("GPT2Config", dict(n_embd=32, n_layer=2, n_head=4, n_positions=64)),
+    "llama": ("LlamaConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64, head_dim=8)),
+    "qwen2": ("Qwen2Config", dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1,
+                                  intermediate_size=64, max_position_embeddings=64)),
+    "mistral": ("MistralConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                      head_dim=8, sliding_window=6)),
+}
+
+
+def make_tiny(family: str, path: Path) -> Path:
+    """A random model of `family` saved as safetensors, with the bundled word-piece tokenizer."""
+    import transformers
+    from transformers import AutoModel, AutoTokenizer
+
+    name, sizes = CONFIGS[family]
+    config = getattr(transformers, name)(**SIZES, **sizes)
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config, attn_implementation="eager")
+    with torch.no_grad():  # random norms and biases, so a wrong placement or a dropped bias shows
+        for name_, p in model.named_parameters():
+            if p.ndim == 1:
+                p.copy_(torch.randn_like(p) * 0.2 + (1.0 if "norm" in name_.lower() and "weight" in name_ else 0.0))
+    model.save_pretrained(path, safe_serialization=True)
+    AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def family(request, tmp_path_factory):
+    model = load_model(make_tiny(request.param, tmp_path_factory.mktemp(request.param)))
+    batch = run(model, TEXTS, path="explicit").batch
+    with torch.inference_mode():
+        ref = model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_attentions=True)
+    return request.param, model, ref
+
+
+def test_the_table_covers_every_supported_family():
+    assert set(CONFIGS) == set(SUPPORTED_MODEL_TYPES)
+
+
+@pytest.mark.parametrize("path", ["explicit", "fused"])
+def test_maps_and_hidden_states_equal_transformers_eager(family, path):
+    name, model, ref = family
+    result = run(model, TEXTS, path=path)
+    mask = result.batch.attention_mask.bool()  # (B,T)
+    rows = mask[:, None, :, None] & mask[:, None, None, :]  # (B,1,T,T) real query and key
+    assert len(ref.attentions) == result.n_layers
+    for layer in range(result.n_layers):
+        ours, theirs = result.layer_maps(layer), ref.attentions[layer].float()  # (B,H,T,T)
+        assert ours.shape == theirs.shape and ours.shape[1] == model.n_heads  # per query head
+        assert ((ours - theirs).abs() * rows).max().item() <= 1e-5, f"{name} layer {layer} ({path})"
+    hidden = (result.last_hidden_state - ref.last_hidden_state).abs()[mask]
+    assert hidden.max().item() <= 1e-4, name
+
+
+def test_decoders_are_causal_and_grouped_where_the_config_says(family):
+    name, model, _ = family
+    result = run(model, TEXTS[0])
+    maps = result.layer_maps(0)[0]  # (H,T,T)
+    upper = torch.triu(torch.ones_like(maps[0], dtype=torch.bool), diagonal=1)
+    if model.causal:
+        assert maps[:, upper].abs().max().item() == 0.0  # nothing looks ahead
+    else:
+        assert maps[:, upper].min().item() > 0.0
+    assert model.n_kv_heads == {"llama": 2, "qwen2": 1, "mistral": 2}.get(name, model.n_heads)
+    if name == "mistral":  # sliding window of 6: a query sees at most 6 keys
+        assert (maps > 0).sum(-1).max().item() == 6
