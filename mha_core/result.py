@@ -48,6 +48,11 @@ class AttentionResult:
         return self.batch.tokens
 
     @property
+    def labels(self) -> tuple[tuple[str, ...], ...]:
+        """The pieces as a reader sees them (byte-level markers decoded, spaces shown as ␣)."""
+        return self.batch.labels
+
+    @property
     def word_ids(self) -> tuple[tuple[int | None, ...], ...]:
         return self.batch.word_ids
 

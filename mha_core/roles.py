@@ -33,7 +33,7 @@ PATTERN_RULES = (
 
 
 def is_punctuation(token: str) -> bool:
-    core = token.removeprefix("##")
+    core = token.removeprefix("##").strip("␣↵")
     return bool(core) and all(unicodedata.category(c).startswith("P") for c in core)
 
 
@@ -123,5 +123,5 @@ def head_roles(result: object, texts: Sequence[int] | None = None) -> HeadRoles:
     acc = RoleAccumulator()
     for b in texts if texts is not None else range(len(result.tokens)):
         special = [w is None for w in result.word_ids[b]]
-        acc.add(result.text_attention(b), result.tokens[b], special)
+        acc.add(result.text_attention(b), result.labels[b], special)
     return acc.result()

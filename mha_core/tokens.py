@@ -21,7 +21,8 @@ class TokenBatch:
     texts: tuple[str, ...]  # B
     input_ids: Tensor  # (B,T) int64, padded with the pad id
     attention_mask: Tensor  # (B,T) 1 real, 0 padding
-    tokens: tuple[tuple[str, ...], ...]  # B x T_b word pieces, specials included
+    tokens: tuple[tuple[str, ...], ...]  # B x T_b word pieces as the tokenizer names them, specials included
+    labels: tuple[tuple[str, ...], ...]  # B x T_b the same pieces as a reader sees them (readable_pieces)
     word_ids: tuple[tuple[int | None, ...], ...]  # B x T_b word index per piece, None for specials
     offsets: tuple[tuple[tuple[int, int], ...], ...]  # B x T_b character span in the text
     n_tokens: tuple[int, ...]  # B pieces before truncation (specials included)
@@ -61,20 +62,63 @@ def tokenize(tokenizer: object, texts: TextsLike, max_length: int, bos: int | No
         mask = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
     lengths = mask.sum(dim=1).tolist()
     lead = 0 if bos is None else 1  # pieces put before what the tokenizer made
-    tokens, word_ids, offsets = [], [], []
+    tokens, labels, word_ids, offsets = [], [], [], []
     for b, n in enumerate(lengths):
         if not any(w is not None for w in enc.word_ids(b)):
             raise InputError(f"Text {b + 1} has no word pieces the model can read (only control or blank characters).")
         tokens.append(tuple(tokenizer.convert_ids_to_tokens(ids[b, :n].tolist())))
+        labels.append(readable_pieces(tokenizer, ids[b, :n].tolist(), tokens[-1]))
         word_ids.append(tuple([None] * lead + enc.word_ids(b)[: n - lead]))
         offsets.append(tuple([(0, 0)] * lead + [tuple(o) for o in enc["offset_mapping"][b, : n - lead].tolist()]))
     return TokenBatch(
         texts=tuple(t if isinstance(t, str) else " ".join(t) for t in items),
         input_ids=ids, attention_mask=mask,
-        tokens=tuple(tokens), word_ids=tuple(word_ids), offsets=tuple(offsets),
+        tokens=tuple(tokens), labels=tuple(labels), word_ids=tuple(word_ids), offsets=tuple(offsets),
         n_tokens=tuple(n + lead for n in untruncated_lengths(
             tokenizer, items, pre_split, [n - lead for n in lengths], max_length - lead)),
     )
+
+
+VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
+
+
+def byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-level BPE alphabet: the printable character that stands for each byte, back to the byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            chars[chr(byte)] = byte
+        else:
+            chars[chr(256 + extra)] = byte
+            extra += 1
+    return chars
+
+
+BYTE_LEVEL = byte_level_alphabet()
+
+
+def byte_piece(token: str) -> str:
+    """A byte-level piece that holds part of a multi-byte character, as its bytes: 'Ġæ' -> '␣⟨e6⟩'."""
+    if not token or any(c not in BYTE_LEVEL for c in token):
+        return token
+    raw = bytes(BYTE_LEVEL[c] for c in token)
+    text = raw.decode("utf-8", errors="replace")
+    return "".join(f"⟨{b:02x}⟩" for b in raw) if "\ufffd" in text else text
+
+
+def readable_pieces(tokenizer: object, ids: list[int], tokens: Sequence[str]) -> tuple[str, ...]:
+    """Each piece decoded on its own, so byte-level BPE and SentencePiece markers (Ġ, ▁, Ċ) read as text, with
+    spaces and newlines shown as ␣ and ↵. A piece holding part of a multi-byte character keeps its token name
+    rather than showing a replacement character; BERT's word pieces (##ing) stay as they are."""
+    decoded = tokenizer.batch_decode([[i] for i in ids], clean_up_tokenization_spaces=False)
+    labels = []
+    for token, text in zip(tokens, decoded, strict=True):
+        if "\ufffd" in text:  # part of a character: its bytes (byte-level BPE) or the token's own name
+            text = byte_piece(token.removeprefix("Ġ"))
+            text = (" " if token.startswith("Ġ") else "") + text
+        labels.append(token if not text or token.startswith("##") else text.translate(VISIBLE_WHITESPACE))
+    return tuple(labels)
 
 
 def untruncated_lengths(

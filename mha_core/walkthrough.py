@@ -55,7 +55,7 @@ def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: i
     concat = merge_heads(context)  # (1,T,D)
     output = F.linear(concat, w.w_o, w.b_o)  # (1,T,D)
     return Walkthrough(
-        tokens=result.tokens[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(), k=k[0].numpy(),
+        tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(), k=k[0].numpy(),
         v=v[0].numpy(), raw_scores=raw.numpy(), scale=scale, probs=probs[0, head].numpy(),
         context=context[0].numpy(), concat=concat[0].numpy(), output=output[0].numpy(),
     )

@@ -91,7 +91,7 @@ def drop_and_renormalise(maps: np.ndarray, keep: Sequence[int]) -> np.ndarray:
 
 
 def text_units(result: AttentionResult, b: int, merge_words: bool) -> Units:
-    tokens, word_ids = result.tokens[b], result.word_ids[b]
+    tokens, word_ids = result.labels[b], result.word_ids[b]
     if merge_words:
         return word_units(result.batch.texts[b], tokens, word_ids, result.batch.offsets[b])
     return piece_units(tokens, word_ids)

@@ -116,3 +116,12 @@ def bad_model_dirs(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> 
     folder("sizes-mismatch", json.dumps(mismatched))
     folder("no-tokenizer", tokenizer=False)
     return folders
+
+
+@pytest.fixture(scope="session")
+def decoder() -> LoadedModel:
+    """The bundled SmolLM2-135M-Instruct (converted from GGUF on first use)."""
+    from mha_core.bundled import DECODER_NAME
+    from mha_core.model import bundled_dirs
+
+    return load_model(bundled_dirs()[DECODER_NAME])

@@ -94,7 +94,7 @@ def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
 
 
 def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
-    lowered = [t.lower() for t in labels]
+    lowered = [t.lower().strip("␣") for t in labels]
     return lowered.index(word) if word in lowered else min(fallback, len(labels) - 1)
 
 

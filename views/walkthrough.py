@@ -57,8 +57,9 @@ def pickers(model: LoadedModel, tokens: list[str]) -> tuple[int, int, int]:
                          bind="query-params")
     head = c2.selectbox("Head", range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
                         bind="query-params")
-    lowered = [t.lower() for t in tokens]
-    query = c3.selectbox("Query token", range(len(tokens)), index=lowered.index("it") if "it" in lowered else 1,
+    lowered = [t.lower().strip("␣") for t in tokens]
+    default = lowered.index("it") if "it" in lowered else min(1, len(tokens) - 1)
+    query = c3.selectbox("Query token", range(len(tokens)), index=default,
                          format_func=lambda i: f"{i}: {tokens[i]}", key="wt_query")
     return layer, head, query
 
