@@ -19,6 +19,7 @@ from mha_core.shapes import (
 PART_GROUPS = {  # stacked-bar segments: display part names -> segment
     "W_Q": "W_Q + b_Q", "b_Q": "W_Q + b_Q", "W_K": "W_K + b_K", "b_K": "W_K + b_K",
     "W_V": "W_V + b_V", "b_V": "W_V + b_V", "W_O": "W_O + b_O", "b_O": "W_O + b_O",
+    "W_QKV": "W_Q, W_K, W_V fused (GPT-2)", "b_QKV": "W_Q, W_K, W_V fused (GPT-2)",
 }
 
 
@@ -28,14 +29,15 @@ def segment(part: str, kind: str) -> str:
 
 
 def layer_stack_figure(b: ModelBreakdown) -> go.Figure:
-    """One stacked bar per encoder layer: Q, K, V, O projections, LayerNorms, feed-forward."""
+    """One stacked bar per layer: Q, K, V, O projections, norms, feed-forward."""
     groups = [g for g in dict.fromkeys(r.group for r in b.rows) if g.startswith("layer")]
-    segments = ["W_Q + b_Q", "W_K + b_K", "W_V + b_V", "W_O + b_O", "LayerNorms", "feed-forward"]
+    segments = ["W_Q + b_Q", "W_K + b_K", "W_V + b_V", "W_Q, W_K, W_V fused (GPT-2)", "W_O + b_O", "LayerNorms",
+                "feed-forward"]
     fig = go.Figure()
     for seg in segments:
         counts = [sum(r.count for r in b.rows if r.group == g and segment(r.part, r.kind) == seg) for g in groups]
         fig.add_trace(go.Bar(x=groups, y=counts, name=seg, hovertemplate="%{x}: %{y:,}<extra>" + seg + "</extra>"))
-    fig.update_layout(barmode="stack", title="Parameters per encoder layer", yaxis_title="parameters",
+    fig.update_layout(barmode="stack", title="Parameters per layer", yaxis_title="parameters",
                       height=420, margin={"t": 50, "b": 10})
     return fig
 

@@ -5,30 +5,33 @@ Shapes: L layers, H heads, D d_model, Dh head dim.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
 
 from mha_core.model import LoadedModel
 
-# Display names for the parts of a transformers BertLayer / BertModel.
-BERT_PART_NAMES = {
-    "attention.self.query.weight": "W_Q", "attention.self.query.bias": "b_Q",
-    "attention.self.key.weight": "W_K", "attention.self.key.bias": "b_K",
-    "attention.self.value.weight": "W_V", "attention.self.value.bias": "b_V",
-    "attention.output.dense.weight": "W_O", "attention.output.dense.bias": "b_O",
-    "attention.output.LayerNorm.weight": "attention LayerNorm γ",
-    "attention.output.LayerNorm.bias": "attention LayerNorm β",
-    "intermediate.dense.weight": "FFN W_in", "intermediate.dense.bias": "FFN b_in",
-    "output.dense.weight": "FFN W_out", "output.dense.bias": "FFN b_out",
-    "output.LayerNorm.weight": "output LayerNorm γ", "output.LayerNorm.bias": "output LayerNorm β",
+# What each family calls its modules (transformers' names) -> the part they hold. GPT-2's c_attn holds
+# W_Q, W_K and W_V at once (one Conv1D); every other family stores them apart.
+PROJECTIONS = {
+    "attention.self.query": "Q", "attention.q_lin": "Q", "self_attn.q_proj": "Q",
+    "attention.self.key": "K", "attention.k_lin": "K", "self_attn.k_proj": "K",
+    "attention.self.value": "V", "attention.v_lin": "V", "self_attn.v_proj": "V",
+    "attention.output.dense": "O", "attention.out_lin": "O", "self_attn.o_proj": "O", "attn.c_proj": "O",
+    "attn.c_attn": "QKV",
 }
-EMBEDDING_PART_NAMES = {
-    "word_embeddings.weight": "word embeddings", "position_embeddings.weight": "position embeddings",
-    "token_type_embeddings.weight": "token type embeddings",
-    "LayerNorm.weight": "embedding LayerNorm γ", "LayerNorm.bias": "embedding LayerNorm β",
+NORMS = ("LayerNorm", "layer_norm", "layernorm", "ln_1", "ln_2", "ln_f", "norm")
+MLP_NAMES = {
+    "intermediate.dense": "FFN in", "output.dense": "FFN out", "ffn.lin1": "FFN in", "ffn.lin2": "FFN out",
+    "mlp.c_fc": "FFN in", "mlp.c_proj": "FFN out", "mlp.up_proj": "MLP up", "mlp.gate_proj": "MLP gate",
+    "mlp.down_proj": "MLP down",
 }
-ATTENTION_PARTS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O")
+EMBEDDING_NAMES = {"word_embeddings": "word embeddings", "embed_tokens": "word embeddings", "wte": "word embeddings",
+                   "position_embeddings": "position embeddings", "wpe": "position embeddings",
+                   "token_type_embeddings": "token type embeddings"}
+LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
+ATTENTION_PARTS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O", "W_QKV", "b_QKV")
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def count_parameters(module: torch.nn.Module) -> ParameterCount:
 class ModelRow:
     """One named parameter of the loaded model, grouped for tables and plots."""
 
-    group: str  # "embeddings", "layer 0" … "layer L-1", "pooler"
+    group: str  # "embeddings", "layer 0" … "layer L-1", "final norm", "pooler"
     part: str  # display name, e.g. "W_Q", "FFN W_in", "word embeddings"
     kind: str  # "attention", "layernorm", "feed-forward", "embedding", "pooler"
     shape: tuple[int, ...]
@@ -76,16 +79,31 @@ class ModelBreakdown:
 
 
 def classify(name: str) -> tuple[str, str, str]:
-    """(group, part, kind) for a BertModel parameter name."""
-    if name.startswith("embeddings."):
-        part = EMBEDDING_PART_NAMES.get(name.removeprefix("embeddings."), name)
-        return "embeddings", part, "layernorm" if "LayerNorm" in name else "embedding"
-    if name.startswith("pooler."):
+    """(group, part, kind) of a parameter of any supported family's base model, from its dotted name."""
+    match = LAYER_NAME.match(name)
+    if match is None:
+        return outside_layers(name)
+    index, module, param = match.groups()
+    letter = PROJECTIONS.get(module)
+    if letter is not None:
+        return f"layer {index}", f"{'W' if param == 'weight' else 'b'}_{letter}", "attention"
+    if any(n in module.split(".")[-1] for n in NORMS):
+        return f"layer {index}", f"{module} {'γ' if param == 'weight' else 'β'}", "layernorm"
+    part = MLP_NAMES.get(module, module)
+    return f"layer {index}", f"{part} {'W' if param == 'weight' else 'b'}", "feed-forward"
+
+
+def outside_layers(name: str) -> tuple[str, str, str]:
+    """Embeddings, the embedding norm, the final norm of pre-norm decoders, BERT's pooler."""
+    module, _, param = name.rpartition(".")
+    leaf = module.split(".")[-1]
+    if module.startswith("pooler"):
         return "pooler", name.removeprefix("pooler.dense."), "pooler"
-    _, _, index, rest = name.split(".", 3)  # encoder.layer.{i}.{rest}
-    part = BERT_PART_NAMES.get(rest, rest)
-    kind = "attention" if part in ATTENTION_PARTS else "layernorm" if "LayerNorm" in part else "feed-forward"
-    return f"layer {index}", part, kind
+    if leaf in EMBEDDING_NAMES:
+        return "embeddings", EMBEDDING_NAMES[leaf], "embedding"
+    part = f"{leaf} {'γ' if param == 'weight' else 'β'}"
+    return ("embeddings", f"embedding {part}", "layernorm") if "embeddings" in module else ("final norm", part,
+                                                                                           "layernorm")
 
 
 def model_breakdown(loaded: LoadedModel) -> ModelBreakdown:

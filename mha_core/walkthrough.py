@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from mha_core import attention
-from mha_core.attention import merge_heads, split_heads
+from mha_core.attention import apply_rope, causal_bias, merge_heads, repeat_kv, split_heads
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
 from mha_core.result import AttentionResult
@@ -29,41 +29,60 @@ class Walkthrough:
     tokens: tuple[str, ...]  # T
     layer: int
     head: int
-    x: np.ndarray  # (T,D) the layer's input
-    q: np.ndarray  # (H,T,Dh)
-    k: np.ndarray  # (H,T,Dh)
-    v: np.ndarray  # (H,T,Dh)
-    raw_scores: np.ndarray  # (T,T) q k^T of the chosen head, before scaling
+    x: np.ndarray  # (T,D) what attention reads: the layer's input (pre-norm models: after the layer's norm)
+    q: np.ndarray  # (H,T,Dh) after RoPE where the model rotates
+    q_unrotated: np.ndarray | None  # (H,T,Dh) before RoPE; None without RoPE
+    k: np.ndarray  # (G,T,Dh) one per key/value head (G = H unless grouped-query attention)
+    v: np.ndarray  # (G,T,Dh)
+    raw_scores: np.ndarray  # (T,T) q k^T of the chosen head, before scaling (and before any mask)
+    visible: np.ndarray  # (T,T) bool: keys each query may see (all; causal models: j <= i)
     scale: float  # 1 / sqrt(d_k)
-    probs: np.ndarray  # (T,T) softmax(raw_scores * scale) of the chosen head
+    probs: np.ndarray  # (T,T) softmax(raw_scores * scale + mask) of the chosen head
     context: np.ndarray  # (H,T,Dh) every head's probs @ v
     concat: np.ndarray  # (T,D) heads side by side
     output: np.ndarray  # (T,D) concat @ W_O^T + b_O
 
+    @property
+    def group(self) -> int:
+        """Query heads served by each key/value head (1 for MHA)."""
+        return self.q.shape[0] // self.k.shape[0]
+
 
 @torch.inference_mode()
 def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: int, b: int = 0) -> Walkthrough:
-    w = model.layers[layer].attention
+    """One layer's attention, step by step, exactly as `multi_head_attention` computes it for this model."""
+    lw, arch = model.layers[layer], model.arch
+    w = lw.attention
     n = result.lengths[b]
-    x = result.hidden_states[layer][b:b + 1, :n].float()  # (1,T,D)
+    x = result.hidden_states[layer][b:b + 1, :n].float()  # (1,T,D) the layer's input
+    x = lw.attn_norm(x) if arch.pre_norm else x  # pre-norm: attention reads the normed stream
     q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (1,H,T,Dh)
-    k = split_heads(F.linear(x, w.w_k, w.b_k), w.n_heads)  # (1,H,T,Dh)
-    v = split_heads(F.linear(x, w.w_v, w.b_v), w.n_heads)  # (1,H,T,Dh)
+    k = split_heads(F.linear(x, w.w_k, w.b_k), w.n_kv_heads)  # (1,G,T,Dh)
+    v = split_heads(F.linear(x, w.w_v, w.b_v), w.n_kv_heads)  # (1,G,T,Dh)
+    unrotated = None
+    if arch.rotary:
+        cos, sin = model.rotary(x, torch.arange(n)[None])  # (1,T,Dh) each
+        unrotated, q, k = q, apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    k_full, v_full = repeat_kv(k, w.n_heads), repeat_kv(v, w.n_heads)  # (1,H,T,Dh)
+    bias = causal_bias(n, x.dtype, window=arch.sliding_window) if arch.causal else None  # (1,1,T,T)
     scale = q.shape[-1] ** -0.5
-    raw = q[0, head] @ k[0, head].T  # (T,T)
-    context, probs = attention.explicit_kernel(q, k, v, None, scale)  # (1,H,T,Dh), (1,H,T,T)
+    raw = q[0, head] @ k_full[0, head].T  # (T,T)
+    context, probs = attention.explicit_kernel(q, k_full, v_full, bias, scale)  # (1,H,T,Dh), (1,H,T,T)
     concat = merge_heads(context)  # (1,T,D)
     output = F.linear(concat, w.w_o, w.b_o)  # (1,T,D)
+    visible = np.ones((n, n), dtype=bool) if bias is None else (bias[0, 0] == 0).numpy()
     return Walkthrough(
-        tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(), k=k[0].numpy(),
-        v=v[0].numpy(), raw_scores=raw.numpy(), scale=scale, probs=probs[0, head].numpy(),
+        tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(),
+        q_unrotated=None if unrotated is None else unrotated[0].numpy(), k=k[0].numpy(), v=v[0].numpy(),
+        raw_scores=raw.numpy(), visible=visible, scale=scale, probs=probs[0, head].numpy(),
         context=context[0].numpy(), concat=concat[0].numpy(), output=output[0].numpy(),
     )
 
 
-def softmax_at_scale(raw_row: np.ndarray, scale: float) -> np.ndarray:
-    """softmax(raw * scale) of one row: scale 1/sqrt(d_k) is the model's; 1 shows it unscaled."""
-    z = raw_row * scale
+def softmax_at_scale(raw_row: np.ndarray, scale: float, visible: np.ndarray | None = None) -> np.ndarray:
+    """softmax(raw * scale) of one row over the keys it may see: scale 1/sqrt(d_k) is the model's; 1 shows it
+    unscaled. Keys outside `visible` (a causal model's later tokens) get exactly 0."""
+    z = np.where(visible, raw_row * scale, -np.inf) if visible is not None else raw_row * scale
     e = np.exp(z - z.max())
     return e / e.sum()
 

@@ -125,3 +125,12 @@ def decoder() -> LoadedModel:
     from mha_core.model import bundled_dirs
 
     return load_model(bundled_dirs()[DECODER_NAME])
+
+
+@pytest.fixture(scope="session")
+def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny random model of every supported family (tests/tiny_models.py), by family name."""
+    from tests.tiny_models import CONFIGS, make_tiny
+
+    root = tmp_path_factory.mktemp("families")
+    return {family: make_tiny(family, root / family) for family in CONFIGS}

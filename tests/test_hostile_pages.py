@@ -10,14 +10,16 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import SHARED_DATA, open_app
 
+PAGES = ["views/heads.py", "views/roles.py", "views/coreference.py", "views/parameters.py", "views/walkthrough.py"]
+
 
 @pytest.fixture
-def listed(monkeypatch, tmp_path, tiny_dir, bad_model_dirs) -> Path:
-    """MHA_MODELS_DIR with the tiny 2-layer BERT and every bad folder."""
+def listed(monkeypatch, tmp_path, tiny_dir, bad_model_dirs, family_dirs) -> Path:
+    """MHA_MODELS_DIR with the tiny 2-layer BERT, a tiny model of every family, and every bad folder."""
     root = tmp_path / "models"
     root.mkdir()
     (root / "tiny").symlink_to(tiny_dir)
-    for name, path in bad_model_dirs.items():
+    for name, path in {**bad_model_dirs, **family_dirs}.items():
         (root / name).symlink_to(path)
     monkeypatch.setenv("MHA_MODELS_DIR", str(root))
     return root
@@ -28,12 +30,22 @@ def texts_of(at: AppTest) -> list[str]:
             for e in at.get(kind)]
 
 
-@pytest.mark.parametrize("page", ["views/heads.py", "views/roles.py", "views/coreference.py", "views/parameters.py",
-                                  "views/walkthrough.py"])
+@pytest.mark.parametrize("page", PAGES)
 def test_every_page_runs_on_a_two_layer_model(listed, page):  # row: a valid 2-layer BERT, Walkthrough page
     at = open_app(page, model="tiny")
     assert not at.exception, at.exception
     assert any("2 layers × 4 heads" in c.value for c in at.caption)
+
+
+@pytest.mark.slow  # 50 page runs: in make test, not in the fast tier
+@pytest.mark.parametrize("model", ["bert", "roberta", "xlm-roberta", "distilbert", "gpt2", "llama", "qwen2", "mistral",
+                                   "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct"])
+def test_every_page_runs_on_every_family_and_both_bundled_models(listed, model):
+    for page in PAGES:
+        at = open_app(page, model=model)
+        assert not at.exception, (model, page, at.exception)
+        assert not at.error, (model, page, [e.value for e in at.error])
+        assert at.selectbox(key="model").value == model
 
 
 @pytest.mark.parametrize("name", ["config-list", "garbage-weights", "sizes-mismatch", "no-tokenizer"])

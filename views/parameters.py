@@ -32,21 +32,26 @@ def show_model(model: LoadedModel) -> None:
 
 def show_head_slices(model: LoadedModel) -> None:
     st.subheader("One head's slice")
-    hw = model.head_weights(0)
-    d, dh, h = model.d_model, model.head_dim, model.n_heads
-    rows = [
-        {"matrix": "W_Q", "full shape": f"{d} × {d}", "head h owns": f"rows h·{dh} … h·{dh}+{dh - 1}",
-         "slice shape": " × ".join(map(str, hw.w_q[0].shape)), "per head": hw.w_q[0].numel() + hw.b_q[0].numel()},
-        {"matrix": "W_K", "full shape": f"{d} × {d}", "head h owns": f"rows h·{dh} … h·{dh}+{dh - 1}",
-         "slice shape": " × ".join(map(str, hw.w_k[0].shape)), "per head": hw.w_k[0].numel() + hw.b_k[0].numel()},
-        {"matrix": "W_V", "full shape": f"{d} × {d}", "head h owns": f"rows h·{dh} … h·{dh}+{dh - 1}",
-         "slice shape": " × ".join(map(str, hw.w_v[0].shape)), "per head": hw.w_v[0].numel() + hw.b_v[0].numel()},
-        {"matrix": "W_O", "full shape": f"{d} × {d}", "head h owns": f"columns h·{dh} … h·{dh}+{dh - 1}",
-         "slice shape": " × ".join(map(str, hw.w_o[0].shape)), "per head": hw.w_o[0].numel()},
-    ]
+    hw, a = model.head_weights(0), model.layers[0].attention
+    dh = model.head_dim
+
+    def row(matrix: str, full: object, owns: str, piece: object, count: int) -> dict:
+        return {"matrix": matrix, "full shape": " × ".join(map(str, full.shape)), "head owns": owns,
+                "slice shape": " × ".join(map(str, piece.shape)), "per head": count}
+
+    rows = [row("W_Q", a.w_q, f"rows h·{dh} … h·{dh}+{dh - 1}", hw.w_q[0], hw.w_q[0].numel() + hw.b_q[0].numel())]
+    kv_owner = "key/value head g" if model.n_kv_heads < model.n_heads else "head h"
+    rows += [row(name, full, f"rows of {kv_owner}", w[0], w[0].numel() + bias[0].numel())
+             for name, full, w, bias in (("W_K", a.w_k, hw.w_k, hw.b_k), ("W_V", a.w_v, hw.w_v, hw.b_v))]
+    rows.append(row("W_O", a.w_o, f"columns h·{dh} … h·{dh}+{dh - 1}", hw.w_o[0], hw.w_o[0].numel()))
     st.dataframe(pd.DataFrame(rows), hide_index=True)
-    st.caption(f"Per head, biases included (W_O's bias of {d} is shared by all heads). The {h} slices of each "
+    caption = (f"Per head, biases included (W_O's bias of {model.d_model} is shared by all heads). The slices of each "
                "matrix tile it exactly: stacking them gives back the full weight.")
+    if model.n_kv_heads < model.n_heads:
+        caption += (f" Grouped-query attention: {model.n_heads} query heads share {model.n_kv_heads} key/value heads, "
+                    f"so W_K and W_V have {model.n_kv_heads} slices, each serving {model.n_heads // model.n_kv_heads} "
+                    "query heads.")
+    st.caption(caption)
 
 
 def shape_inputs() -> dict:

@@ -65,18 +65,40 @@ def pickers(model: LoadedModel, tokens: list[str]) -> tuple[int, int, int]:
 
 
 def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) -> None:
-    d, h, dk = model.d_model, model.n_heads, model.head_dim
+    d, h, g, dk = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
     st.header("1. Linear projections")
-    st.markdown(f"X (batch, seq_len, d_model) = (1, {t}, {d}) is multiplied by W_Q, W_K, W_V (each {d} × {d}): "
-                f"Q, K, V are (1, {t}, {d}), then reshaped to (batch, h, seq_len, d_k) = (1, {h}, {t}, {dk}).")
+    reads = "after the layer's norm (a pre-norm model)" if model.arch.pre_norm else "the layer's input"
+    text = (f"X (batch, seq_len, d_model) = (1, {t}, {d}), {reads}, is multiplied by W_Q ({d} × {h * dk}) and by "
+            f"W_K, W_V ({d} × {g * dk} each): Q is reshaped to (batch, h, seq_len, d_k) = (1, {h}, {t}, {dk})")
+    text += (f", K and V to (1, {g}, {t}, {dk}): {g} key/value heads, each serving {h // g} query heads "
+             "(grouped-query attention)." if g < h else ", K and V likewise.")
+    st.markdown(text)
     left, right = st.columns(2)
     with left:
         chart((*base, "x"), lambda: matrix_figure(w.x[:, :48], list(w.tokens),
-                                                  f"X: layer {w.layer}'s input (first 48 of {d})"), key="x_map")
+                                                  f"X: what layer {w.layer}'s attention reads (first 48 of {d})"),
+              key="x_map")
     with right:
-        chart((*base, "q"), lambda: matrix_figure(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"),
+        chart((*base, "q"), lambda: matrix_figure(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"
+                                                  + (" after RoPE" if w.q_unrotated is not None else "")),
               key="q_map")
     st.code(code_for_step(1), language="python")
+    if w.q_unrotated is not None:
+        step_rope(w, t, base)
+
+
+def step_rope(w: Walkthrough, t: int, base: tuple) -> None:
+    st.subheader("Rotary position embedding (RoPE)")
+    st.markdown("Before the scores, each query and key is rotated by its position: feature pairs (i, i + d_k/2) turn "
+                "by an angle proportional to the position, so q·k depends on how far apart two tokens are. "
+                "No position vector is added to the input.")
+    left, right = st.columns(2)
+    with left:
+        chart((*base, "q_raw"), lambda: matrix_figure(w.q_unrotated[w.head], list(w.tokens),
+                                                      f"Q of head {w.head} before rotation"), key="q_unrotated")
+    with right:
+        chart((*base, "q_rot"), lambda: matrix_figure(w.q[w.head] - w.q_unrotated[w.head], list(w.tokens),
+                                                      "What the rotation changed (after − before)"), key="q_rotation")
 
 
 def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
@@ -84,6 +106,13 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     st.header(f"2. Scaled dot-product attention (head {w.head})")
     st.markdown(f"Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {w.scale:.4f}, softmax over each row, "
                 "then the weighted sum of the values.")
+    if not w.visible.all():
+        st.caption("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
+                   "number (the mask), so a token attends only to itself and the tokens before it.")
+    if w.group > 1:
+        st.caption(f"Grouped-query attention: head {w.head} uses the keys and values of key/value head "
+                   f"{w.head // w.group}, shared with query heads {w.head // w.group * w.group}–"
+                   f"{w.head // w.group * w.group + w.group - 1}.")
     left, right = st.columns(2)
     cols = figures.indexed_labels(w.tokens)
     with left:
@@ -94,7 +123,7 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
                                                       colorscale="Blues", zmid=None), key="probs")
     scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
                       0.001, key="wt_scale")
-    row = softmax_at_scale(w.raw_scores[query], scale)
+    row = softmax_at_scale(w.raw_scores[query], scale, w.visible[query])
     chart((*base, "row", query, scale), lambda: bar_figure(
         list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
         f"(model's: {row_entropy(w.probs[query]):.2f})"), key="scaled_row")
