@@ -15,7 +15,7 @@ from mha_core.arch import Architecture
 from mha_core.attention import AUTO, EXPLICIT, FUSED, PATHS, AttentionOutput, attention_bias, multi_head_attention
 from mha_core.model import LoadedModel
 from mha_core.result import AttentionResult
-from mha_core.tokens import InputError, TextsLike, tokenize
+from mha_core.tokens import InputError, TextsLike, TokenBatch, tokenize
 from mha_core.weights import EmbeddingWeights, LayerWeights
 
 # Below this many tokens the explicit path is as fast and gives the maps for free.
@@ -73,8 +73,13 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResu
     hidden states equal those of the text alone. Texts over the model's maximum are cut.
     Runs in the precision the model was loaded in (`load_model(dtype=...)`).
     """
+    return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id), path)
+
+
+@torch.inference_mode()
+def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> AttentionResult:
+    """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`)."""
     arch = model.arch
-    batch = tokenize(model.tokenizer, texts, arch.max_length, bos=model.bos_id)
     device = model.device
     chosen, reason = choose_path(path, batch.input_ids.shape[1], device)
     mask = batch.attention_mask.to(device)

@@ -10,8 +10,8 @@ from mha_core.roles import METRIC_TITLES, HeadRoles
 
 ROLE_COLORS = {
     "previous": "#1f77b4", "self": "#aec7e8", "next": "#17becf", "[CLS]": "#d62728", "[SEP]": "#ff9896",
-    "punctuation": "#e377c2", "broad": "#bcbd22", "syntactic": "#2ca02c", "coreference": "#9467bd",
-    "other": "#e5e5e5",
+    "first token": "#d62728", "punctuation": "#e377c2", "broad": "#bcbd22", "syntactic": "#2ca02c",
+    "coreference": "#9467bd", "induction": "#ff7f0e", "other": "#e5e5e5",
 }
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 METRICS = ("cls", "sep", "punct", "prev", "self", "next", "local", "entropy", "confidence")
 METRIC_TITLES = {
-    "cls": "to [CLS]", "sep": "to [SEP]", "punct": "to punctuation", "prev": "to previous token",
+    "cls": "to [CLS] / the first token", "sep": "to [SEP]", "punct": "to punctuation", "prev": "to previous token",
     "self": "to itself", "next": "to next token", "local": "within ±3 tokens", "entropy": "breadth (entropy / ln n)",
     "confidence": "confidence (row max)",
 }
@@ -65,8 +65,9 @@ class RoleAccumulator:
     baseline_sums: dict[str, float] = field(default_factory=dict)
     rows: int = 0
 
-    def add(self, maps: np.ndarray, tokens: Sequence[str], special: Sequence[bool]) -> None:
-        """maps (L,H,T,T) of one text without padding; special[i] is True for [CLS]/[SEP]-like pieces."""
+    def add(self, maps: np.ndarray, tokens: Sequence[str], special: Sequence[bool], causal: bool = False) -> None:
+        """maps (L,H,T,T) of one text without padding; special[i] is True for [CLS]/[SEP]/[BOS]-like pieces.
+        `causal`: the baselines are uniform over the positions each query can see (itself and before)."""
         t = maps.shape[-1]
         cls = [s and i == 0 for i, s in enumerate(special)]
         sep = [s and i > 0 for i, s in enumerate(special)]
@@ -74,6 +75,9 @@ class RoleAccumulator:
         for name, values in row_metrics(maps, cls, sep, punct).items():
             self.sums[name] = self.sums.get(name, 0) + values.sum(-1)
         uniform = np.full((1, 1, t, t), 1.0 / t)
+        if causal:  # a decoder's query i can only spread its attention over keys 0..i
+            uniform = np.tril(np.ones((t, t))) / np.arange(1, t + 1)[:, None]
+            uniform = uniform[None, None]
         for name, values in row_metrics(uniform, cls, sep, punct).items():
             self.baseline_sums[name] = self.baseline_sums.get(name, 0.0) + float(values.sum())
         self.rows += t
@@ -102,19 +106,24 @@ class HeadRoles:
         out[diag >= 0.5] = "diagonal"
         return out
 
-    def labels(self, extra: dict[tuple[int, int], str] | None = None) -> np.ndarray:
-        """(L,H) one role per head: the first that fires of previous/self/next (≥ 0.5),
-        [SEP]/[CLS]/punctuation (≥ 0.6), broad (≥ 0.9), then `extra` (syntactic, coreference), else other."""
+    def labels(self, extra: dict[tuple[int, int], str] | None = None, first: str = "[CLS]",
+               probed: dict[tuple[int, int], str] | None = None) -> np.ndarray:
+        """(L,H) one role per head: `probed` labels first (measured on their own probe, e.g. induction on
+        repeated random tokens), then the first that fires of previous/self/next (≥ 0.5), [SEP]/[CLS]/punctuation
+        (≥ 0.6), broad (≥ 0.9), then `extra` (syntactic, coreference), else other. `first` names the first
+        token's role: "[CLS]", or "first token" (a decoder's sink)."""
         m = self.metrics
         out = np.full(m["cls"].shape, "other", dtype=object)
         rules = [("broad", m["entropy"] >= BROAD_MIN), ("punctuation", m["punct"] >= SPECIAL_MIN),
-                 ("[CLS]", m["cls"] >= SPECIAL_MIN), ("[SEP]", m["sep"] >= SPECIAL_MIN),
+                 (first, m["cls"] >= SPECIAL_MIN), ("[SEP]", m["sep"] >= SPECIAL_MIN),
                  ("next", m["next"] >= POSITIONAL_MIN), ("self", m["self"] >= POSITIONAL_MIN),
                  ("previous", m["prev"] >= POSITIONAL_MIN)]
         for (layer, head), label in (extra or {}).items():
             out[layer, head] = label
         for label, fires in rules:  # later rules win: positional labels take precedence
             out[fires] = label
+        for (layer, head), label in (probed or {}).items():
+            out[layer, head] = label
         return out
 
 
@@ -123,5 +132,5 @@ def head_roles(result: object, texts: Sequence[int] | None = None) -> HeadRoles:
     acc = RoleAccumulator()
     for b in texts if texts is not None else range(len(result.tokens)):
         special = [w is None for w in result.word_ids[b]]
-        acc.add(result.text_attention(b), result.labels[b], special)
+        acc.add(result.text_attention(b), result.labels[b], special, causal=result.causal)
     return acc.result()

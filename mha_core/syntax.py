@@ -165,7 +165,7 @@ def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
             words_map = word_attention(maps, result.word_ids[b], len(sentence.words))  # (L,H,W,W)
             acc.add(sentence, predict_heads(words_map))
             if roles is not None:
-                roles.add(maps.numpy(), result.labels[b], [w is None for w in result.word_ids[b]])
+                roles.add(maps.numpy(), result.labels[b], [w is None for w in result.word_ids[b]], model.causal)
         done += len(batch)
         if progress:
             progress(done, len(keep))

@@ -79,6 +79,22 @@ def tokenize(tokenizer: object, texts: TextsLike, max_length: int, bos: int | No
     )
 
 
+def ids_batch(tokenizer: object, sequences: Sequence[Sequence[int]], special: Sequence[Sequence[bool]]) -> TokenBatch:
+    """A batch made of token ids rather than text (synthetic inputs such as repeated random tokens), padded on
+    the right; special[b][i] marks the pieces that stand for no word ([CLS], [BOS], [SEP])."""
+    n = max(len(ids) for ids in sequences)
+    input_ids = torch.full((len(sequences), n), tokenizer.pad_token_id or 0, dtype=torch.long)
+    for b, ids in enumerate(sequences):
+        input_ids[b, : len(ids)] = torch.tensor(ids)
+    tokens = tuple(tuple(tokenizer.convert_ids_to_tokens(list(ids))) for ids in sequences)
+    word_ids = tuple(tuple(None if s else i for i, s in enumerate(flags)) for flags in special)
+    return TokenBatch(
+        texts=tuple(" ".join(t) for t in tokens), input_ids=input_ids,
+        attention_mask=pad_mask([len(ids) for ids in sequences]), tokens=tokens, labels=tokens, word_ids=word_ids,
+        offsets=tuple(((0, 0),) * len(ids) for ids in sequences), n_tokens=tuple(len(ids) for ids in sequences),
+    )
+
+
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 
 

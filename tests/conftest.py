@@ -17,6 +17,13 @@ ANIMAL_TIRED = "The animal didn't cross the street because it was too tired."
 ANIMAL_WIDE = "The animal didn't cross the street because it was too wide."
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the 30-layer bundled decoder belong to make test, not to the fast tier (make check)."""
+    for item in items:
+        if "decoder" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def bundled() -> LoadedModel:
     return load_model()

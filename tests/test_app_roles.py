@@ -21,7 +21,9 @@ def test_typed_sentence():
     table = relations(at)
     assert {"det", "nsubj", "all"} <= set(table["relation"])
     assert "1 sentence(s) analysed" in at.caption[0].value
-    assert len(at.get("plotly_chart")) == 1
+    ids = [c.proto.id for c in at.get("plotly_chart")]
+    keys = ("role_grid", "induction_grid", "duplicate_grid")
+    assert len(ids) == 3 and all(any(key in i for i in ids) for key in keys)
 
 
 def test_bundled_corpus_finds_syntactic_heads():

@@ -8,12 +8,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from mha_core import LoadedModel, SyntaxResult
+from mha_core import LoadedModel, SyntaxResult, figures
 from mha_core.corpora import CorpusFormatError, ParsedSentence, read_conllu, spacy_parse
+from mha_core.induction import INDUCTION_LENGTHS, INDUCTION_MIN, induction_scores
 from mha_core.role_figures import role_grid_figure
 from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN, head_roles
 from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
-from views._state import checked_run, current_model, literal, sentence_box
+from views._state import chart, checked_run, current_model, literal, sentence_box, shared
 from views._uploads import (
     UPLOAD_MAX_SENTENCES,
     cached_analysis,
@@ -95,6 +96,9 @@ def show_rules() -> None:
             f"- **syntactic (rel)**: the best head for a relation beats the best fixed offset by "
             f"≥ {100 * MIN_GAIN:.0f} points over ≥ {MIN_DEPENDENTS} dependents (Voita et al.)\n"
             "- **coreference**: among the top GAP heads, beating the nearest-candidate baseline by ≥ 10 points\n"
+            f"- **induction**: induction score ≥ {INDUCTION_MIN} on repeated random sequences (Olsson et al.); "
+            "measured on its own probe, it takes precedence over every other label\n"
+            "- **first token** (decoders): as [CLS], for the first token every query can see (the attention sink)\n"
             "- Positional labels take precedence, then special tokens, then broad, then syntactic/coreference.\n\n"
             "Pattern types (Kovaleva et al. 2019, written as rules): "
             + "; ".join(f"**{name}**: {rule}" for name, rule in PATTERN_RULES)
@@ -114,6 +118,27 @@ def show_coref(model: LoadedModel) -> dict[tuple[int, int], str]:
                f"{100 * result.nearest:.1f}%. Clark et al. (BERT-base, CoNLL-2012, another model and data): "
                f"best coreference head {CLARK_COREF[0]}% vs {CLARK_COREF[1]}% for the nearest mention.")
     return {(layer, head): "coreference" for layer, head, acc in top if acc >= result.nearest + 0.10}
+
+
+def show_induction(model: LoadedModel) -> dict[tuple[int, int], str]:
+    """Induction and duplicate-token scores of every head (computed once per model and server)."""
+    st.subheader("Induction and duplicate-token heads")
+    with st.spinner("Running repeated random sequences…"):
+        scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
+    left, right = st.columns(2)
+    with left:
+        chart(("induction", str(model.model_dir), "grid"), lambda: figures.layer_head_grid(
+            scores.induction, "Induction score: to the token after the earlier occurrence", "attention"),
+            key="induction_grid")
+    with right:
+        chart(("induction", str(model.model_dir), "duplicate"), lambda: figures.layer_head_grid(
+            scores.duplicate, "Duplicate-token score: to the earlier occurrence", "attention"), key="duplicate_grid")
+    heads = scores.induction_heads()
+    st.caption(f"{scores.sequences} random sequences of {INDUCTION_LENGTHS[0]}–{INDUCTION_LENGTHS[1]} tokens, each "
+               "repeated once after the first special token (Olsson et al., 2022). Uniform attention over the "
+               f"visible positions would score {scores.baseline:.3f}. Heads scoring ≥ {INDUCTION_MIN} are labelled "
+               f"induction: {len(heads)} here" + (f" (best: L{heads[0][0]} H{heads[0][1]})." if heads else "."))
+    return {head: "induction" for head in heads}
 
 
 def main() -> None:
@@ -142,11 +167,19 @@ def main() -> None:
     st.dataframe(relation_table(analysis.syntax), hide_index=True, key="relations")
     st.caption("Clark et al.'s column is another model (BERT-base) on another treebank (WSJ, Stanford "
                "dependencies), for comparison only; UD's obj and nmod:poss correspond to their dobj and poss.")
+    if model.causal:
+        st.caption("A causal model only looks back: a word can attend to its head only when the head comes first "
+                   "(dep2head), and to its dependents only when they come first (head2dep).")
     coref_labels = show_coref(model)
+    induction_labels = show_induction(model)
     with grid:
         st.subheader("Every head's role")
         extra = {**syntactic_labels(analysis.syntax), **coref_labels}
-        st.plotly_chart(role_grid_figure(roles.labels(extra), roles), key="role_grid")
+        first = "first token" if model.causal else "[CLS]"
+        st.plotly_chart(role_grid_figure(roles.labels(extra, first, induction_labels), roles), key="role_grid")
+        if model.causal:
+            st.caption("Baselines of a causal model: uniform attention over the positions each query can see. "
+                       "'first token' heads park their attention on the first token (an attention sink).")
 
 
 main()
