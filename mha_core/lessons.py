@@ -29,6 +29,7 @@ class Lesson:
     question: str
     hint: str
     check: dict
+    written_for: str  # the model the lesson's question was written for; answers come from the live model
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,16 @@ def is_right(reveal: Reveal, answer: str) -> bool:
     return normalise_answer(answer) in reveal.accepted
 
 
-def token_index(tokens: tuple[str, ...], word: str) -> int:
-    return [t.lower() for t in tokens].index(word)
+class LessonNotApplicable(ValueError):
+    """The lesson's premise does not hold on this model (a missing token, layer or head)."""
+
+
+def token_index(labels: tuple[str, ...], word: str) -> int:
+    """The first piece that reads as `word` (byte-level pieces carry a leading ␣)."""
+    lowered = [t.lower().strip("␣") for t in labels]
+    if word not in lowered:
+        raise LessonNotApplicable(f"this model's tokenizer has no piece '{word}' in the sentence")
+    return lowered.index(word)
 
 
 def heads_text(heads: list[tuple[int, int]], values: np.ndarray, unit: str) -> str:
@@ -72,7 +81,7 @@ def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
     c = lesson.check
     result = run(model, lesson.sentence, path="explicit")
     maps = result.text_attention(0)  # (L,H,T,T)
-    weights = maps[:, :, token_index(result.tokens[0], c["query"]), token_index(result.tokens[0], c["key"])]
+    weights = maps[:, :, token_index(result.labels[0], c["query"]), token_index(result.labels[0], c["key"])]
     best = top_heads(weights, c["top"])
     return Reveal(tuple(f"L{layer} H{head}" for layer, head in best),
                   f"Live: the heads giving '{c['query']}' → '{c['key']}' the most weight are "
@@ -106,13 +115,17 @@ def reveal_params(model: LoadedModel, lesson: Lesson) -> Reveal:
 def reveal_scaling(model: LoadedModel, lesson: Lesson) -> Reveal:
     c = lesson.check
     result = run(model, lesson.sentence, path="explicit")
-    w = walkthrough(model, result, c["layer"], c["head"])
-    row = w.raw_scores[token_index(result.tokens[0], c["query"])]
-    scaled, unscaled = softmax_at_scale(row, w.scale), softmax_at_scale(row, 1.0)
+    layer, head = c["layer"], c["head"]
+    if layer >= model.n_layers or head >= model.n_heads:  # written for another shape: the middle layer, head 0
+        layer, head = model.n_layers // 2, 0
+    w = walkthrough(model, result, layer, head)
+    query = token_index(result.labels[0], c["query"])
+    row = w.raw_scores[query]
+    scaled, unscaled = softmax_at_scale(row, w.scale, w.visible[query]), softmax_at_scale(row, 1.0, w.visible[query])
     sharper = row_entropy(unscaled) < row_entropy(scaled)
     return Reveal(("sharper",) if sharper else ("flatter",),
-                  f"Live: entropy {row_entropy(scaled):.2f} nats with 1/√d_k = {w.scale:.3f}, "
-                  f"{row_entropy(unscaled):.2f} without; top weight {scaled.max():.2f} → {unscaled.max():.2f}. "
+                  f"Live (layer {layer}, head {head}): entropy {row_entropy(scaled):.2f} nats with 1/√d_k = "
+                  f"{w.scale:.3f}, {row_entropy(unscaled):.2f} without; top weight {scaled.max():.2f} → {unscaled.max():.2f}. "
                   "Unscaled dot products grow with d_k and push softmax towards one-hot, where gradients vanish.")
 
 
@@ -138,4 +151,9 @@ REVEALS = {"attention_to": reveal_attention_to, "role": reveal_role, "params_hea
 
 
 def reveal(model: LoadedModel, lesson: Lesson) -> Reveal:
-    return REVEALS[lesson.check["kind"]](model, lesson)
+    """The live answer; on a model where the lesson's premise fails, no answer and a sentence saying why."""
+    try:
+        return REVEALS[lesson.check["kind"]](model, lesson)
+    except LessonNotApplicable as err:
+        return Reveal((), f"This lesson was written for {lesson.written_for} and does not apply to {model.name}: "
+                          f"{err}.")

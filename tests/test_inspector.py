@@ -107,3 +107,16 @@ def test_a_role_lesson_without_a_qualifying_head_accepts_nothing(tiny):
     shown = reveal(tiny, strict)
     assert shown.accepted == () and "no right answer" in shown.explanation
     assert not is_right(shown, "L0 H0")
+
+
+def test_lessons_adapt_to_another_model_or_say_they_do_not_apply(tiny, decoder):
+    lessons = load_lessons()
+    assert {lesson.written_for for lesson in lessons} == {"all-MiniLM-L6-v2"}
+    for model in (tiny, decoder):
+        for lesson in lessons:
+            shown = reveal(model, lesson)  # never raises
+            assert shown.accepted or "does not apply" in shown.explanation or "no right answer" in shown.explanation
+    scaling = next(lesson for lesson in lessons if lesson.id == "scaling")
+    assert "(layer 1, head 0)" in reveal(tiny, scaling).explanation  # layer 3 head 1 does not exist: middle, head 0
+    it_animal = reveal(decoder, next(lesson for lesson in lessons if lesson.id == "it-animal"))
+    assert it_animal.accepted  # ' it' and ' animal' are single pieces for SmolLM2 too

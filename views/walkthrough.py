@@ -179,6 +179,9 @@ def show_lessons(model: LoadedModel) -> None:
             st.button("Put this sentence in the sentence box", key=f"load_{lesson.id}", on_click=use_sentence,
                       args=(lesson.sentence,))
             st.caption(f"Hint: {lesson.hint}")
+            if lesson.written_for != model.name:
+                st.caption(f"Written for {lesson.written_for}; the answer is computed live from {model.name}, "
+                           "and the lesson says so when it does not apply.")
             answer = st.text_input("Your answer", key=f"answer_{lesson.id}")
             check_length(answer, "The answer")
             if st.button("Check", key=f"check_{lesson.id}"):
