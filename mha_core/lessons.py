@@ -125,7 +125,8 @@ def reveal_scaling(model: LoadedModel, lesson: Lesson) -> Reveal:
     sharper = row_entropy(unscaled) < row_entropy(scaled)
     return Reveal(("sharper",) if sharper else ("flatter",),
                   f"Live (layer {layer}, head {head}): entropy {row_entropy(scaled):.2f} nats with 1/√d_k = "
-                  f"{w.scale:.3f}, {row_entropy(unscaled):.2f} without; top weight {scaled.max():.2f} → {unscaled.max():.2f}. "
+                  f"{w.scale:.3f}, {row_entropy(unscaled):.2f} without; top weight {scaled.max():.2f} → "
+                  f"{unscaled.max():.2f}. "
                   "Unscaled dot products grow with d_k and push softmax towards one-hot, where gradients vanish.")
 
 
