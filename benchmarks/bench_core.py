@@ -1,30 +1,40 @@
-"""Core engine benchmark: explicit and fused recompute vs transformers' eager BERT, side by side.
+"""Core engine benchmark: explicit and fused recompute vs transformers' eager model, side by side, for the
+bundled encoder (all-MiniLM-L6-v2) and the bundled decoder (SmolLM2-135M-Instruct).
 
-Prints median ratios (targets from issue 2):
+Prints median ratios (targets from issues 2 and 11), per model:
   (a) explicit recompute of all heads + hidden states / eager forward with output_attentions: <= 1.2
   (b) fused forward / explicit forward at 512 tokens: <= 0.8
   (c) rebuilding one head's map from the LSE / one fused forward at 512 tokens (reported)
-Run: .venv/bin/python benchmarks/bench_core.py [--device cuda] [--dtype float16|bfloat16] [--repeats N]
+  (d) memory held by a cached 512-token result: fused / explicit <= 0.25
+  (e) loading the model (the decoder's later loads; --conversion also times its first, converting load)
+Run: .venv/bin/python benchmarks/bench_core.py [--model NAME] [--device cuda] [--dtype bfloat16] [--repeats N]
 (the fused path reports the kernel it ran: flash / efficient on CUDA, flash on the CPU)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians, text_of_pieces  # noqa: E402
-from mha_core import load_model, run  # noqa: E402
+from mha_core import bundled, load_model, run  # noqa: E402
+from mha_core.model import bundled_dirs  # noqa: E402
+from mha_core.store import nbytes  # noqa: E402
+from mha_core.tokens import tokenize  # noqa: E402
 
 
 def eager_forward(model, text: str):
-    enc = model.tokenizer(text, return_tensors="pt", truncation=True, max_length=model.max_length)
+    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)  # the very pieces run() uses
     with torch.inference_mode():
-        out = model.model(**{k: v.to(model.device) for k, v in enc.items()}, output_attentions=True)
+        out = model.model(input_ids=batch.input_ids.to(model.device),
+                          attention_mask=batch.attention_mask.to(model.device), output_attentions=True)
     sync(model.device)
     return out
 
@@ -48,27 +58,56 @@ def bench_lengths(model, lengths: list[int], repeats: int) -> None:
 
 
 def bench_rebuild(model, repeats: int) -> None:
-    text = text_of_pieces(model.tokenizer, 512)
+    text = text_of_pieces(model.tokenizer, 512 - (model.bos_id is not None))
     result = run(model, text, path="fused")
+    layer, head = model.n_layers // 2, model.n_heads // 2
     med = interleaved_medians({
         "fused forward": lambda: (run(model, text, path="fused"), sync(model.device)),
-        "rebuild one head": lambda: (result.head_map(3, 7), sync(model.device)),
+        "rebuild one head": lambda: (result.head_map(layer, head), sync(model.device)),
     }, repeats=repeats)
     ratio = med["rebuild one head"] / med["fused forward"]
     print(f"(c) rebuild one head's map from LSE at 512 tokens: {med['rebuild one head'] * 1e3:.2f} ms "
           f"= {ratio:.4f} x one fused forward ({med['fused forward'] * 1e3:.1f} ms); backend {result.backend}")
+    explicit = run(model, text, path="explicit")
+    print(f"(d) a cached 512-token result holds {nbytes(result) / 2**20:.1f} MB on the fused path, "
+          f"{nbytes(explicit) / 2**20:.1f} MB on the explicit path: ratio {nbytes(result) / nbytes(explicit):.3f}")
+
+
+def timed_load(name: str, device: str, dtype: torch.dtype) -> object:
+    start = time.perf_counter()
+    model = load_model(bundled_dirs()[name], device=device, dtype=dtype)
+    print(f"(e) {name}: loaded in {time.perf_counter() - start:.1f} s")
+    return model
+
+
+def time_conversion() -> None:
+    """The decoder's first use: GGUF -> safetensors in an empty cache folder."""
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ[bundled.CACHE_ENV] = cache
+        start = time.perf_counter()
+        bundled.ensure_decoder(say=lambda message: None)
+        print(f"(e) {bundled.DECODER_NAME}: first load converts GGUF to safetensors in "
+              f"{time.perf_counter() - start:.1f} s")
+        del os.environ[bundled.CACHE_ENV]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--model", choices=[bundled.ENCODER_NAME, bundled.DECODER_NAME], action="append",
+                        help="a bundled model (repeatable; default: both)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    parser.add_argument("--conversion", action="store_true", help="also time the decoder's first (converting) load")
     args = parser.parse_args()
-    model = load_model(device=args.device, dtype=getattr(torch, args.dtype))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, {args.dtype}")
-    bench_lengths(model, [20, 128, 512], args.repeats)
-    bench_rebuild(model, args.repeats)
+    if args.conversion:
+        time_conversion()
+    for name in args.model or [bundled.ENCODER_NAME, bundled.DECODER_NAME]:
+        print(f"== {name}")
+        model = timed_load(name, args.device, getattr(torch, args.dtype))
+        bench_lengths(model, [20, 128, 512], args.repeats)
+        bench_rebuild(model, args.repeats)
 
 
 if __name__ == "__main__":

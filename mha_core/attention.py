@@ -49,7 +49,7 @@ class AttentionOutput:
 
     output: Tensor  # (B,T,D)  after W_O
     q: Tensor  # (B,H,T,Dh)  after RoPE where the model rotates
-    k: Tensor  # (B,H,S,Dh)  after RoPE; with GQA each query head's copy of its key/value head's keys
+    k: Tensor  # (B,G,S,Dh)  after RoPE; one per key/value head (query head h uses k[:, h // (H/G)])
     context: Tensor  # (B,H,T,Dh)  each head's softmax(...) @ v, before concatenation
     probs: Tensor | None  # (B,H,T,S)
     lse: Tensor | None  # (B,H,T)
@@ -147,19 +147,22 @@ def explicit_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale:
     return torch.matmul(probs, v), probs  # (B,H,T,Dh)
 
 
-def fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float) -> tuple[Tensor, Tensor, str]:
-    """SDPA through the kernel that also returns the LSE: (context (B,H,T,Dh), lse (B,H,T), backend)."""
+def fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float, causal: bool = False
+                 ) -> tuple[Tensor, Tensor, str]:
+    """SDPA through the kernel that also returns the LSE: (context (B,H,T,Dh), lse (B,H,T), backend).
+    `causal`: the kernel's own causal mode (it skips the blocks above the diagonal) instead of a mask."""
     if q.device.type == "cpu":
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, False, attn_mask=bias, scale=scale
+            q, k, v, 0.0, causal, attn_mask=bias, scale=scale
         )
-        return out, lse, "flash (CPU)"
+        return out, lse, "flash (CPU)" + (", causal" if causal else "")
     if q.device.type == "cuda":
-        return cuda_fused_kernel(q, k, v, bias, scale)
+        return cuda_fused_kernel(q, k, v, bias, scale, causal)
     raise NotImplementedError(f"fused path not available on {q.device.type}")
 
 
-def cuda_fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float) -> tuple[Tensor, Tensor, str]:
+def cuda_fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float, causal: bool = False
+                      ) -> tuple[Tensor, Tensor, str]:
     """CUDA: flash when there is no padding and the dtype allows it, else memory-efficient.
 
     Both kernels return the LSE. The efficient kernel wants a bias whose last dim is aligned, so
@@ -167,12 +170,12 @@ def cuda_fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scal
     """
     if bias is None and q.dtype in (torch.float16, torch.bfloat16):
         try:
-            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, False, False, scale=scale)
+            out = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)
             return out[0], out[1], f"flash (CUDA, {dtype_name(q.dtype)})"
         except RuntimeError:
             pass  # e.g. an older GPU: fall through to the efficient kernel
     full_bias = None if bias is None else bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]).contiguous()
-    out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, full_bias, True, 0.0, False, scale=scale)
+    out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, full_bias, True, 0.0, causal, scale=scale)
     return out[0], out[1][..., : q.shape[2]], f"efficient (CUDA, {dtype_name(q.dtype)})"
 
 
@@ -191,10 +194,11 @@ def rebuild_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale:
 
 def multi_head_attention(
     x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None,
-    rope: tuple[Tensor, Tensor] | None = None,
+    rope: tuple[Tensor, Tensor] | None = None, kernel_causal: bool = False,
 ) -> AttentionOutput:
     """The four steps of multi-head attention on x (B,T,D); keys/values from `kv` (B,S,D) if given; `rope`
-    (cos, sin), each (B,T,Dh), rotates queries and keys by position before the scores."""
+    (cos, sin), each (B,T,Dh), rotates queries and keys by position before the scores. `kernel_causal`: the
+    fused kernel applies the causal mask itself (`bias` then holds nothing else)."""
     kv = x if kv is None else kv
     # 1. project, 2. split into heads
     q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
@@ -204,14 +208,14 @@ def multi_head_attention(
     if rope is not None:
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B,H,T,Dh), (B,G,S,Dh)
     # 2c. grouped-query attention: each key/value head serves its group of query heads
-    k, v = repeat_kv(k, w.n_heads), repeat_kv(v, w.n_heads)  # (B,H,S,Dh)
+    k_heads, v_heads = repeat_kv(k, w.n_heads), repeat_kv(v, w.n_heads)  # (B,H,S,Dh)
     scale = q.shape[-1] ** -0.5
     # 3. scaled dot-product attention per head
     if path == FUSED:
-        context, lse, backend = fused_kernel(q, k, v, bias, scale)
+        context, lse, backend = fused_kernel(q, k_heads, v_heads, bias, scale, kernel_causal)
         probs = None
     else:
-        context, probs = explicit_kernel(q, k, v, bias, scale)
+        context, probs = explicit_kernel(q, k_heads, v_heads, bias, scale)
         lse, backend = None, "explicit (matmul + softmax)"
     # 4. concatenate heads, project with W_O
     output = F.linear(merge_heads(context), w.w_o, w.b_o)  # (B,T,D)

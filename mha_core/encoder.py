@@ -41,13 +41,13 @@ def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor) -> Tensor:
 
 
 def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor | None, path: str,
-                  rope: tuple[Tensor, Tensor] | None) -> tuple[Tensor, AttentionOutput]:
+                  rope: tuple[Tensor, Tensor] | None, kernel_causal: bool = False) -> tuple[Tensor, AttentionOutput]:
     """One layer, (B,T,D) -> (B,T,D), plus the attention internals; norm placement from the architecture."""
     if arch.pre_norm:
-        attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, rope=rope)
+        attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, rope=rope, kernel_causal=kernel_causal)
         h = x + attn.output  # (B,T,D)
         return h + w.mlp(w.mlp_norm(h)), attn
-    attn = multi_head_attention(x, w.attention, bias, path, rope=rope)
+    attn = multi_head_attention(x, w.attention, bias, path, rope=rope, kernel_causal=kernel_causal)
     h = w.attn_norm(attn.output + x)  # (B,T,D)
     return w.mlp_norm(w.mlp(h) + h), attn
 
@@ -86,10 +86,12 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
     positions = position_ids(mask, arch)  # (B,T)
     x = embed(model.embeddings, batch.input_ids.to(device), positions)  # (B,T,D)
     bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)  # (B,1,T|1,T) or None
+    # A decoder's unpadded batch on the fused path: the kernel's own causal mode skips the masked half.
+    kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and bool(mask.all())
     rope = model.rotary(x, positions) if arch.rotary else None  # (cos, sin), each (B,T,Dh)
     hidden, attns = [x], []
     for w in model.layers:
-        x, attn = layer_forward(x, w, arch, bias, chosen, rope)
+        x, attn = layer_forward(x, w, arch, None if kernel_causal else bias, chosen, rope, kernel_causal)
         hidden.append(x)
         attns.append(attn)
     if model.embeddings.final_norm is not None:
@@ -97,7 +99,7 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
     return AttentionResult(
         batch=batch,
         layer_q=tuple(a.q for a in attns), layer_k=tuple(a.k for a in attns),
-        layer_context=tuple(a.context for a in attns),
+        layer_context=None if chosen == FUSED else tuple(a.context for a in attns),
         layer_probs=None if chosen == FUSED else tuple(a.probs for a in attns),
         layer_lse=tuple(a.lse for a in attns) if chosen == FUSED else None,
         hidden_states=tuple(hidden), path=chosen, backend=attns[0].backend, path_reason=reason,

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.attention import FUSED, attention_bias, rebuild_probs
+from mha_core.attention import FUSED, attention_bias, rebuild_probs, repeat_kv
 from mha_core.tokens import TokenBatch
 
 
@@ -22,8 +22,8 @@ from mha_core.tokens import TokenBatch
 class AttentionResult:
     batch: TokenBatch  # tokens, word ids, offsets, mask, pre-truncation counts
     layer_q: tuple[Tensor, ...]  # L x (B,H,T,Dh)
-    layer_k: tuple[Tensor, ...]  # L x (B,H,T,Dh)
-    layer_context: tuple[Tensor, ...]  # L x (B,H,T,Dh)  each head's output before W_O
+    layer_k: tuple[Tensor, ...]  # L x (B,G,T,Dh)  one per key/value head (G = H unless grouped-query)
+    layer_context: tuple[Tensor, ...] | None  # L x (B,H,T,Dh)  each head's output before W_O; explicit path only
     layer_probs: tuple[Tensor, ...] | None  # L x (B,H,T,T)  explicit path only
     layer_lse: tuple[Tensor, ...] | None  # L x (B,H,T)  fused path only
     hidden_states: tuple[Tensor, ...]  # (L+1) x (B,T,D)  embeddings, then each layer's output
@@ -88,6 +88,10 @@ class AttentionResult:
     def _query_mask(self) -> Tensor:
         return self.batch.attention_mask.to(self.layer_q[0].device, torch.float32)[:, :, None]  # (B,T,1)
 
+    def _keys(self, layer: int, texts: slice) -> Tensor:
+        """(b,H,T,Dh): each query head's keys (its key/value head's, repeated over the group)."""
+        return repeat_kv(self.layer_k[layer][texts], self.n_heads)
+
     def _bias_for(self, texts: slice) -> Tensor | None:
         bias = self._key_bias
         return bias if bias is None or bias.shape[0] == 1 else bias[texts]  # a causal-only bias is shared
@@ -104,7 +108,7 @@ class AttentionResult:
 
     def _maps(self, layer: int, heads: slice, texts: slice = slice(None)) -> Tensor:
         if self.path == FUSED:
-            q, k = self.layer_q[layer][texts, heads], self.layer_k[layer][texts, heads]  # (b,h,T,Dh)
+            q, k = self.layer_q[layer][texts, heads], self._keys(layer, texts)[:, heads]  # (b,h,T,Dh)
             lse = self.layer_lse[layer][texts, heads]  # (b,h,T)
             probs = rebuild_probs(q, k, lse, self._bias_for(texts), self.scale)  # (b,h,T,T)
         else:
@@ -118,7 +122,7 @@ class AttentionResult:
         return self._scores(layer, slice(head, head + 1))[:, 0]
 
     def _scores(self, layer: int, heads: slice) -> Tensor:
-        q, k = self.layer_q[layer][:, heads].float(), self.layer_k[layer][:, heads].float()  # (B,h,T,Dh)
+        q, k = self.layer_q[layer][:, heads].float(), self._keys(layer, slice(None))[:, heads].float()  # (B,h,T,Dh)
         return q @ k.mT * self.scale  # (B,h,T,T)
 
     def attention(self) -> Tensor:
@@ -130,7 +134,10 @@ class AttentionResult:
         return torch.stack([self._scores(layer, slice(None)) for layer in range(self.n_layers)], dim=1)
 
     def head_outputs(self) -> Tensor:
-        """Each head's context vectors, (B,L,H,T,Dh)."""
+        """Each head's context vectors, (B,L,H,T,Dh) (explicit path: the fused path keeps no per-head outputs, so
+        that a cached long text stays a fraction of the explicit result's size)."""
+        if self.layer_context is None:
+            raise ValueError("The fused path keeps no per-head outputs: run with path='explicit'.")
         return torch.stack(self.layer_context, dim=1)
 
     def text_maps(self, b: int) -> Tensor:

@@ -120,3 +120,10 @@ def test_bfloat16_weights_run_both_paths(tiny_dir):
         assert maps.dtype == torch.float32
         assert torch.allclose(maps.sum(-1), torch.ones_like(maps[..., 0]), atol=2e-2)
         assert (maps - reference.attention()).abs().max().item() < 5e-2
+
+
+def test_the_fused_path_keeps_no_quadratic_maps_or_per_head_outputs(tiny):
+    fused = run(tiny, "a b c d", path="fused")
+    assert fused.layer_probs is None and fused.layer_context is None
+    with pytest.raises(ValueError, match="path='explicit'"):
+        fused.head_outputs()

@@ -36,3 +36,18 @@ def test_heads_page_minimal_pair_open_head_change_token():
     assert state["text"] == [ANIMAL_WIDE]
     assert state["layer"] == ["3"] and state["head"] == ["5"]
     assert "animal" in state["query"][0]
+
+
+def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(decoder):
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server() as url, chromium_page() as page:
+        page.goto(f"{url}/?model=SmolLM2-135M-Instruct&layer=5&head=2")
+        page.get_by_label("Sentence").wait_for(timeout=120_000)
+        page.get_by_text("Layer 5, head 2: attention weights").wait_for(timeout=120_000)
+        wait_idle(page, timeout=120_000)
+        labels = [t or "" for t in page.locator(".js-plotly-plot").nth(1).locator("svg text").all_text_contents()]
+        sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+        page.screenshot(path=str(ARTIFACTS / "heads_decoder.png"), full_page=True)
+    assert "30 layers × 9 heads" in sidebar
+    assert any(label.endswith("␣animal") for label in labels) and any("<|im_start|>" in label for label in labels)
+    assert not any("Ġ" in label for label in labels)

@@ -53,3 +53,11 @@ def test_decoders_are_causal_and_grouped_where_the_config_says(family):
     assert model.n_kv_heads == {"llama": 2, "qwen2": 1, "mistral": 2}.get(name, model.n_heads)
     if name == "mistral":  # sliding window of 6: a query sees at most 6 keys
         assert (maps > 0).sum(-1).max().item() == 6
+
+
+def test_one_unpadded_text_on_the_fused_path_uses_the_kernels_causal_mode(family):
+    name, model, _ = family
+    fused, explicit = run(model, TEXTS[0], path="fused"), run(model, TEXTS[0], path="explicit")
+    window = model.arch.sliding_window is not None
+    assert fused.backend.endswith(", causal") == (model.causal and not window), fused.backend
+    assert (fused.attention() - explicit.attention()).abs().max().item() <= 1e-5, name

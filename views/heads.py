@@ -26,7 +26,8 @@ LINE_VIEW_MAX_UNITS = 60
 def options_sidebar() -> tuple[bool, bool, bool]:
     with st.sidebar:
         st.markdown("**View options**")
-        hide = st.checkbox("Hide [CLS]/[SEP] (renormalise rows)", key="hide_special", bind="query-params")
+        hide = st.checkbox("Hide special tokens ([CLS], [SEP], a decoder's first token; rows renormalised)",
+                           key="hide_special", bind="query-params")
         merge = st.checkbox("Merge word pieces into words", key="merge_words", bind="query-params")
         avg = st.checkbox("Average the heads of each layer", key="avg_heads", bind="query-params")
     return hide, merge, avg
