@@ -67,3 +67,15 @@ def test_head_norms_grid_links_to_heads_page(bundled):
     assert link.proto.page_script_hash and "heads page" in link.proto.label
     assert f"layer {layer}, head {head}" in link.proto.label
     assert f"layer={layer}" in link.proto.query_string and f"head={head}" in link.proto.query_string
+
+
+def test_the_calculator_agrees_with_every_familys_modules(family_dirs, monkeypatch, tmp_path):
+    root = tmp_path / "models"
+    root.mkdir()
+    for name, path in family_dirs.items():
+        (root / name).symlink_to(path)
+    monkeypatch.setenv("MHA_MODELS_DIR", str(root))
+    for name in ("bert", "gpt2", "qwen2", "all-MiniLM-L6-v2"):
+        at = open_app("views/parameters.py", model=name)
+        assert not at.exception and not at.warning, name
+        assert any(s.value.startswith("Checked: the calculator's") for s in at.success), name

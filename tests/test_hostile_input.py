@@ -24,7 +24,7 @@ BAD_FOLDER_MESSAGES = {
     "config-list": "not a JSON object", "config-null": "not a JSON object", "config-string": "not a JSON object",
     "config-broken": "not valid JSON", "unknown-type": "Unsupported architecture 't5'",
     "garbage-weights": "safetensors weights", "sizes-mismatch": "do not match the sizes",
-    "no-tokenizer": "No tokenizer",
+    "no-tokenizer": "No tokenizer", "custom-code": "needs its own code .trust_remote_code., which is never run",
 }
 
 

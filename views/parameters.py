@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, figures, param_figures
+from mha_core.params import ModelBreakdown
 from mha_core.shapes import MAX_DIM, AttentionShape, ShapeError, count_shape, make_shape, single_head_equivalent
 from views._state import current_model, model_breakdown_of, model_card, weight_norms_of
 
@@ -19,7 +20,8 @@ def show_model(model: LoadedModel) -> None:
     c2.metric("In attention (W_Q, W_K, W_V, W_O + biases)", f"{b.attention_total:,}")
     c3.metric("Attention's share", f"{b.attention_total / b.total:.1%}")
     st.caption("Counted with numel() from the loaded modules; the total equals "
-               "sum(p.numel() for p in model.parameters()).")
+               "sum(p.numel() for p in model.parameters()) (tied embeddings counted once).")
+    check_against_calculator(model, b)
     left, right = st.columns(2)
     left.plotly_chart(param_figures.layer_stack_figure(b), key="layer_stack")
     right.plotly_chart(param_figures.model_sunburst(b, model.name), key="sunburst")
@@ -28,6 +30,17 @@ def show_model(model: LoadedModel) -> None:
     st.dataframe(table, hide_index=True, key="param_table")
     st.download_button("CSV of this table", table.to_csv(index=False), "parameters.csv", "text/csv")
     show_head_slices(model)
+
+
+def check_against_calculator(model: LoadedModel, b: ModelBreakdown) -> None:
+    """The calculator's shape for this model's attention must count the weight matrices the modules hold."""
+    shape = make_shape(model.d_model, model.n_heads, model.head_dim, model.head_dim, model.n_kv_heads, bias=False)
+    calculated = count_shape(shape).total
+    counted = sum(r.count for r in b.rows if r.group == "layer 0" and r.kind == "attention" and r.part.startswith("W"))
+    verdict = st.success if calculated == counted else st.warning
+    verdict(f"Checked: the calculator's {shape.kind} shape (d_model {shape.d_model}, {shape.n_heads} query heads, "
+            f"{shape.n_kv_heads} key/value heads, d_k {shape.d_k}) counts {calculated:,} weights in W_Q, W_K, W_V and "
+            f"W_O per layer; layer 0's modules hold {counted:,}.")
 
 
 def show_head_slices(model: LoadedModel) -> None:
