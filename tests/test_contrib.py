@@ -36,7 +36,7 @@ def test_weighted_maps_scale_attention_by_value_norms(tiny):
     alpha = result.text_maps(0)[1].numpy()  # (H,T,T)
     assert np.allclose(vw.weighted, alpha * vw.value_norms[:, None, :], atol=1e-6)
     assert vw.weighted.shape == alpha.shape and vw.raw_special_share.shape == (tiny.n_heads,)
-    assert np.all((0 <= vw.weighted_special_share) & (vw.weighted_special_share <= 1))
+    assert np.all((vw.weighted_special_share >= 0) & (vw.weighted_special_share <= 1))
 
 
 def test_rollout_rows_sum_to_one_and_one_layer_is_its_own_rollout(tiny):
