@@ -13,6 +13,7 @@ Two kernels share everything but the attention call:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 EXPLICIT, FUSED, AUTO = "explicit", "fused", "auto"
+ContextEdit = Callable[[Tensor], Tensor]  # (B,H,T,Dh) heads' outputs -> the same, changed (head ablation)
 PATHS = (EXPLICIT, FUSED, AUTO)
 
 
@@ -194,11 +196,12 @@ def rebuild_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale:
 
 def multi_head_attention(
     x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None,
-    rope: tuple[Tensor, Tensor] | None = None, kernel_causal: bool = False,
+    rope: tuple[Tensor, Tensor] | None = None, kernel_causal: bool = False, edit: ContextEdit | None = None,
 ) -> AttentionOutput:
     """The four steps of multi-head attention on x (B,T,D); keys/values from `kv` (B,S,D) if given; `rope`
     (cos, sin), each (B,T,Dh), rotates queries and keys by position before the scores. `kernel_causal`: the
-    fused kernel applies the causal mask itself (`bias` then holds nothing else)."""
+    fused kernel applies the causal mask itself (`bias` then holds nothing else). `edit` replaces the heads'
+    outputs (B,H,T,Dh) before W_O (head ablation)."""
     kv = x if kv is None else kv
     # 1. project, 2. split into heads
     q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
@@ -217,6 +220,8 @@ def multi_head_attention(
     else:
         context, probs = explicit_kernel(q, k_heads, v_heads, bias, scale)
         lse, backend = None, "explicit (matmul + softmax)"
+    if edit is not None:
+        context = edit(context)  # (B,H,T,Dh)
     # 4. concatenate heads, project with W_O
     output = F.linear(merge_heads(context), w.w_o, w.b_o)  # (B,T,D)
     return AttentionOutput(output, q, k, context, probs, lse, backend)

@@ -59,7 +59,7 @@ def value_weighted(model: LoadedModel, result: AttentionResult, layer: int, b: i
     """Norm-based attention of every head of `layer` for text b."""
     f = head_value_vectors(model, result, b, layer)  # (H,T,D)
     norms = f.norm(dim=-1)  # (H,T)
-    alpha = result.text_maps(b)[layer]  # (H,T,T)
+    alpha = result.text_layer_maps(b, layer)  # (H,T,T)
     weighted = (alpha * norms[:, None, :]).numpy()  # (H,T,T)
     special = np.array([w is None for w in result.word_ids[b]])
     if model.causal:
@@ -72,7 +72,7 @@ def value_weighted(model: LoadedModel, result: AttentionResult, layer: int, b: i
 def summed_contributions(model: LoadedModel, result: AttentionResult, layer: int, b: int = 0) -> Tensor:
     """Σ_h Σ_j α_ij^h f^h(x_j): (T,D). Equals the attention block's output minus W_O's bias."""
     f = head_value_vectors(model, result, b, layer)  # (H,T,D)
-    alpha = result.text_maps(b)[layer]  # (H,T,T)
+    alpha = result.text_layer_maps(b, layer)  # (H,T,T)
     return torch.einsum("hij,hjd->id", alpha, f)
 
 

@@ -12,7 +12,16 @@ import torch
 from torch import Tensor
 
 from mha_core.arch import Architecture
-from mha_core.attention import AUTO, EXPLICIT, FUSED, PATHS, AttentionOutput, attention_bias, multi_head_attention
+from mha_core.attention import (
+    AUTO,
+    EXPLICIT,
+    FUSED,
+    PATHS,
+    AttentionOutput,
+    ContextEdit,
+    attention_bias,
+    multi_head_attention,
+)
 from mha_core.model import LoadedModel
 from mha_core.result import AttentionResult
 from mha_core.tokens import InputError, TextsLike, TokenBatch, tokenize
@@ -41,13 +50,16 @@ def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor) -> Tensor:
 
 
 def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor | None, path: str,
-                  rope: tuple[Tensor, Tensor] | None, kernel_causal: bool = False) -> tuple[Tensor, AttentionOutput]:
-    """One layer, (B,T,D) -> (B,T,D), plus the attention internals; norm placement from the architecture."""
+                  rope: tuple[Tensor, Tensor] | None, kernel_causal: bool = False,
+                  edit: ContextEdit | None = None) -> tuple[Tensor, AttentionOutput]:
+    """One layer, (B,T,D) -> (B,T,D), plus the attention internals; norm placement from the architecture.
+    `edit` changes the heads' outputs before W_O (head ablation)."""
+    options = {"rope": rope, "kernel_causal": kernel_causal, "edit": edit}
     if arch.pre_norm:
-        attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, rope=rope, kernel_causal=kernel_causal)
+        attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, **options)
         h = x + attn.output  # (B,T,D)
         return h + w.mlp(w.mlp_norm(h)), attn
-    attn = multi_head_attention(x, w.attention, bias, path, rope=rope, kernel_causal=kernel_causal)
+    attn = multi_head_attention(x, w.attention, bias, path, **options)
     h = w.attn_norm(attn.output + x)  # (B,T,D)
     return w.mlp_norm(w.mlp(h) + h), attn
 
@@ -76,19 +88,26 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResu
     return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id), path)
 
 
+def prepare(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor] | None]:
+    """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal) and RoPE's cos/sin."""
+    arch = model.arch
+    mask = batch.attention_mask.to(model.device)
+    positions = position_ids(mask, arch)  # (B,T)
+    x = embed(model.embeddings, batch.input_ids.to(model.device), positions)  # (B,T,D)
+    bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)  # (B,1,T|1,T) or None
+    rope = model.rotary(x, positions) if arch.rotary else None  # (cos, sin), each (B,T,Dh)
+    return x, bias, rope
+
+
 @torch.inference_mode()
 def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> AttentionResult:
     """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`)."""
     arch = model.arch
-    device = model.device
-    chosen, reason = choose_path(path, batch.input_ids.shape[1], device)
-    mask = batch.attention_mask.to(device)
-    positions = position_ids(mask, arch)  # (B,T)
-    x = embed(model.embeddings, batch.input_ids.to(device), positions)  # (B,T,D)
-    bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)  # (B,1,T|1,T) or None
+    chosen, reason = choose_path(path, batch.input_ids.shape[1], model.device)
+    x, bias, rope = prepare(model, batch)
     # A decoder's unpadded batch on the fused path: the kernel's own causal mode skips the masked half.
-    kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and bool(mask.all())
-    rope = model.rotary(x, positions) if arch.rotary else None  # (cos, sin), each (B,T,Dh)
+    kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and bool(
+        batch.attention_mask.all())
     hidden, attns = [x], []
     for w in model.layers:
         x, attn = layer_forward(x, w, arch, None if kernel_causal else bias, chosen, rope, kernel_causal)

@@ -149,6 +149,11 @@ class AttentionResult:
             out[layer] = self._maps(layer, slice(None), texts)[0, :, :n, :n]
         return out
 
+    def text_layer_maps(self, b: int, layer: int) -> Tensor:
+        """Text b's maps of one layer without padding, (H,T_b,T_b) float32."""
+        n = self.lengths[b]
+        return self._maps(layer, slice(None), slice(b, b + 1))[0, :, :n, :n]
+
     def text_attention(self, b: int) -> np.ndarray:
         """text_maps(b) as a numpy array, (L,H,T_b,T_b)."""
         return self.text_maps(b).cpu().numpy()

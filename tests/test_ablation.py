@@ -1,0 +1,72 @@
+"""Head ablation: the batched grid, the joint ablation, and what ablating means, on tiny models."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from mha_core import load_model
+from mha_core.ablation import ablate_heads, ablation_grid, final_states
+from mha_core.encoder import forward
+from mha_core.tokens import InputError, tokenize
+
+TEXT = "The capital of France is Paris and the capital of Spain is Madrid"
+
+
+def test_ablating_nothing_reproduces_the_model(tiny):
+    batch = tokenize(tiny.tokenizer, TEXT, tiny.max_length)
+    nothing = [torch.zeros(1, tiny.n_heads, dtype=torch.bool) for _ in tiny.layers]
+    for mode in ("zero", "mean"):
+        states = final_states(tiny, batch, nothing, mode)
+        assert torch.equal(states, forward(tiny, batch, path="explicit").hidden_states[-1])
+
+
+@pytest.mark.parametrize(("family", "measure"), [("bert", "embedding"), ("gpt2", "loss"), ("llama", "target")])
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_the_batched_grid_equals_ablating_each_head_alone(family_dirs, family, measure, mode):
+    model = load_model(family_dirs[family])
+    if measure != "embedding":  # the tiny decoders' embeddings serve as their language-model head
+        model = replace(model, config=replace_config(model.config))
+    target = "paris" if measure == "target" else None
+    grid = ablation_grid(model, TEXT, mode, measure, target=target)
+    assert grid.effects.shape == (model.n_layers, model.n_heads)
+    for layer in range(model.n_layers):
+        for head in range(model.n_heads):
+            alone = ablate_heads(model, TEXT, [(layer, head)], mode, measure, target=target)
+            assert abs(grid.effects[layer, head] - alone) <= 1e-5, (layer, head)
+    assert np.abs(grid.effects).max() > 0
+
+
+def replace_config(config: object) -> object:
+    config.tie_word_embeddings = True
+    return config
+
+
+def test_zero_ablation_equals_zeroing_the_heads_slice_of_w_o(tiny):
+    layer, head = 1, 2
+    dh = tiny.head_dim
+    w = tiny.layers[layer].attention
+    w_o = w.w_o.clone()
+    w_o[:, head * dh:(head + 1) * dh] = 0
+    layers = list(tiny.layers)
+    layers[layer] = replace(tiny.layers[layer], attention=replace(w, w_o=w_o))
+    edited = replace(tiny, layers=tuple(layers))
+    batch = tokenize(tiny.tokenizer, TEXT, tiny.max_length)
+    removed = [torch.zeros(1, tiny.n_heads, dtype=torch.bool) for _ in tiny.layers]
+    removed[layer][0, head] = True
+    ablated = final_states(tiny, batch, removed, "zero")
+    assert (ablated - forward(edited, batch, path="explicit").hidden_states[-1]).abs().max().item() <= 1e-5
+    assert ablation_grid(tiny, TEXT).effects[layer, head] == pytest.approx(
+        ablate_heads(tiny, TEXT, [(layer, head)]), abs=1e-6)
+
+
+def test_bad_choices_are_one_sentence(tiny):
+    with pytest.raises(InputError, match="choose zero or mean"):
+        ablation_grid(tiny, TEXT, mode="half")
+    with pytest.raises(InputError, match="no language-model head"):
+        ablation_grid(tiny, TEXT, measure="loss")
+    with pytest.raises(InputError, match="needs a target token"):
+        ablation_grid(tiny, TEXT, measure="target")
