@@ -1,4 +1,4 @@
-"""The command line: `python -m mha_core attention|params|roles|coref ... --json OUT`.
+"""The command line: `python -m mha_core attention|ablate|params|roles|coref ... --json OUT`.
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -100,10 +100,35 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def cmd_ablate(args: argparse.Namespace) -> None:
+    from mha_core.ablation import ablation_grid
+
+    model = load_chosen_model(args)
+    grid = ablation_grid(model, args.text, args.mode, args.measure, target=args.target, position=args.position)
+    write_json({"measure": grid.measure, "mode": grid.mode, "original": grid.original, "model": model.name,
+                "effects": grid.effects.astype("float64").round(8).tolist()}, args.json)
+
+
+def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
+    from mha_core.ablation import MEASURES, MODES
+
+    p = sub.add_parser("ablate", help="the effect of removing each head alone on the model's output")
+    p.add_argument("text")
+    add_model_arguments(p)
+    p.add_argument("--mode", choices=MODES, default="zero")
+    p.add_argument("--measure", choices=MEASURES, default=None,
+                   help="embedding (default for encoders), loss (default for decoders), or target")
+    p.add_argument("--target", default=None, help="the token whose log-probability the target measure follows")
+    p.add_argument("--position", type=int, default=None, help="the position it follows (default: the last)")
+    p.add_argument("--json", default="-", help="output file, '-' for stdout")
+    p.set_defaults(func=cmd_ablate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m mha_core", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     add_attention_parser(sub)
+    add_ablate_parser(sub)
     add_params_parser(sub)
     add_corpus_parsers(sub)
     return parser

@@ -70,3 +70,30 @@ def test_bad_choices_are_one_sentence(tiny):
         ablation_grid(tiny, TEXT, measure="loss")
     with pytest.raises(InputError, match="needs a target token"):
         ablation_grid(tiny, TEXT, measure="target")
+
+
+@pytest.mark.slow
+def test_cli_ablate_writes_the_grid_and_refuses_bad_input(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "mha_core", "ablate", *args], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300)
+
+    out = tmp_path / "ablate.json"
+    proc = cli("The animal didn't cross the street because it was too tired.", "--mode", "mean", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert (data["measure"], data["mode"]) == ("embedding", "mean")
+    effects = np.array(data["effects"])
+    assert effects.shape == (6, 12) and effects.min() >= 0 and effects.max() > 0  # cosine distances
+    for args, message in ((("hi", "--measure", "loss"), "no language-model head"),
+                          (("hi", "--measure", "target"), "needs a target token"),
+                          (("",), "empty")):
+        proc = cli(*args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
