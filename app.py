@@ -11,6 +11,7 @@ pages = [
     st.Page("views/heads.py", title="Heads", icon=":material/grid_view:", default=True),
     st.Page("views/roles.py", title="Roles", icon=":material/label:"),
     st.Page("views/coreference.py", title="Coreference", icon=":material/link:"),
+    st.Page("views/contributions.py", title="Contributions", icon=":material/bolt:"),
     st.Page("views/parameters.py", title="Parameters", icon=":material/calculate:"),
     st.Page("views/walkthrough.py", title="Walkthrough", icon=":material/school:"),
 ]

@@ -155,11 +155,13 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
 
 
 def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zmid: float | None = None,
-                    colorscale: str = COLORSCALE) -> go.Figure:
-    """A (L,H) grid of one number per head, values written in the cells."""
+                    colorscale: str = COLORSCALE, columns: Sequence[str] | None = None) -> go.Figure:
+    """A (L,H) grid of one number per head, values written in the cells; `columns` names other columns
+    (tokens, say) instead of heads."""
     n_layers, n_heads = values.shape
+    x = indexed_labels(columns) if columns is not None else [f"H{h}" for h in range(n_heads)]
     fig = go.Figure(go.Heatmap(
-        z=values, x=[f"H{h}" for h in range(n_heads)], y=[f"L{layer}" for layer in range(n_layers)],
+        z=values, x=x, y=[f"L{layer}" for layer in range(n_layers)],
         colorscale=colorscale, zmid=zmid, texttemplate="%{z:.2f}", colorbar={"title": colorbar},
         hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
     ))

@@ -1,0 +1,42 @@
+"""AppTest for the Contributions page: value-weighted maps, rollout, ablation grid, on the bundled encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_core import run
+from mha_core.ablation import ablate_heads, ablation_grid
+from mha_core.contrib import rollout, value_weighted
+from tests.conftest import ANIMAL_TIRED, chart_json, decode, open_app
+
+
+def test_value_weighted_tab_shows_both_maps_and_the_special_shares(bundled):
+    at = open_app("views/contributions.py", c_tab="Value-weighted", c_layer="2", c_head="5")
+    assert not at.exception
+    vw = value_weighted(bundled, run(bundled, ANIMAL_TIRED, path="explicit"), 2)
+    assert np.allclose(decode(chart_json(at, "vw_weighted")["data"][0]["z"]), vw.weighted[5], atol=1e-6)
+    raw = decode(chart_json(at, "vw_raw_share")["data"][0]["z"])
+    weighted = decode(chart_json(at, "vw_weighted_share")["data"][0]["z"])
+    assert raw.shape == weighted.shape == (6, 12) and weighted.mean() < raw.mean()  # specials move little
+    assert any("Kobayashi et al. (2020)" in c.value for c in at.caption)
+
+
+def test_rollout_tab_rows_are_distributions(bundled):
+    at = open_app("views/contributions.py", c_tab="Rollout")
+    assert not at.exception
+    shown = decode(chart_json(at, "rollout_map")["data"][0]["z"])
+    expected = rollout(run(bundled, ANIMAL_TIRED).text_attention(0))[-1]
+    assert np.allclose(shown, expected, atol=1e-6) and np.allclose(shown.sum(-1), 1, atol=1e-5)
+
+
+def test_ablation_tab_grid_top_heads_and_joint_effect(bundled):
+    at = open_app("views/contributions.py", c_tab="Ablation", c_mode="mean")
+    assert not at.exception
+    grid = ablation_grid(bundled, ANIMAL_TIRED, "mean")
+    assert np.allclose(decode(chart_json(at, "ablation_grid")["data"][0]["z"]), grid.effects, atol=1e-6)
+    chosen = at.multiselect(key="c_joint").value
+    assert len(chosen) == 3
+    joint = float(at.metric[0].value)
+    assert abs(joint - ablate_heads(bundled, ANIMAL_TIRED, chosen, "mean")) < 1e-4
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "JSON: the grid" in labels and "CSV: the grid" in labels

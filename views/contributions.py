@@ -1,0 +1,138 @@
+"""What heads contribute, not only where they look: value-weighted attention, attention rollout, head ablation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from mha_core import LoadedModel, figures
+from mha_core.ablation import MEASURES, MODES, ablate_heads, ablation_grid, default_measure
+from mha_core.contrib import rollout, value_weighted
+from mha_core.tokens import InputError
+from views._state import chart, checked_run, current_model, literal, sentence_box, shared
+
+MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sentence embedding (mean-pooled, "
+                             "L2-normalised)", "loss": "change in mean next-token loss (nats)",
+                "target": "change in the log-probability of the target token after the chosen position (nats)"}
+
+
+def pickers(model: LoadedModel) -> tuple[int, int]:
+    left, right = st.columns(2)
+    layer = left.selectbox("Layer", range(model.n_layers), key="c_layer", bind="query-params")
+    head = right.selectbox("Head", range(model.n_heads), key="c_head", bind="query-params")
+    return layer, head
+
+
+def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None:
+    st.caption("Kobayashi et al. (2020), 'Attention is Not Only a Weight': head h moves α_ij·f(x_j) from token j to "
+               "token i, with f(x_j) = (x_j W_V + b_V) W_O (the head's slices). A large weight on a token whose "
+               "transformed vector is tiny moves almost nothing; ‖α_ij f(x_j)‖ shows what is really moved.")
+    layer, head = pickers(model)
+    key = ("value-weighted", str(model.model_dir), text)
+    result = checked_run(text, path="explicit")
+    vws = shared(key, lambda: [value_weighted(model, result, layer_) for layer_ in range(model.n_layers)])
+    vw = vws[layer]
+    alpha = result.text_layer_maps(0, layer).numpy()
+    left, right = st.columns(2)
+    with left:
+        chart((*key, "alpha", layer, head), lambda: figures.head_figure(alpha[head], labels,
+                                                                        f"Layer {layer}, head {head}: attention α"),
+              key="vw_alpha")
+    with right:
+        chart((*key, "weighted", layer, head), lambda: figures.head_figure(
+            vw.weighted[head], labels, f"Layer {layer}, head {head}: ‖α f(x)‖"), key="vw_weighted")
+    chart((*key, "norms", layer, head), lambda: figures.layer_head_grid(
+        vw.value_norms[head][None, :], f"‖f(x_j)‖ per token, layer {layer} head {head}", "norm", columns=labels),
+          key="vw_norms")
+    raw = np.stack([v.raw_special_share for v in vws])  # (L,H)
+    weighted = np.stack([v.weighted_special_share for v in vws])
+    left, right = st.columns(2)
+    with left:
+        chart((*key, "raw_share"), lambda: figures.layer_head_grid(raw, "Share of raw attention to special tokens",
+                                                                    "share"), key="vw_raw_share")
+    with right:
+        chart((*key, "weighted_share"), lambda: figures.layer_head_grid(
+            weighted, "Share of norm-weighted attention to special tokens", "share"), key="vw_weighted_share")
+    st.caption(f"Mean over heads: {raw.mean():.2f} of the raw attention goes to special tokens"
+               f"{' (and the first token)' if model.causal else ''}, but {weighted.mean():.2f} of what is moved.")
+    overview = np.stack([v.weighted / np.maximum(v.weighted.sum(-1, keepdims=True), 1e-12) for v in vws])
+    chart((*key, "overview"), lambda: figures.overview_figure(overview, selected=(layer, head)), key="vw_overview")
+
+
+def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None:
+    st.caption("Abnar & Zuidema (2020): Â_l = 0.5·mean over heads of A_l + 0.5·I (the residual), rows renormalised; "
+               "the rollout to layer l is Â_l ··· Â_0: how much each input token reaches each position.")
+    result = checked_run(text)
+    key = ("rollout", str(model.model_dir), text)
+    rolled = shared(key, lambda: rollout(result.text_attention(0)))  # (L,T,T)
+    layer = st.slider("Up to layer", 0, model.n_layers - 1, model.n_layers - 1, key="c_roll_layer")
+    query = st.selectbox("Query token", range(len(labels)), format_func=lambda i: f"{i}: {labels[i]}",
+                         key="c_roll_query")
+    chart((*key, layer), lambda: figures.head_figure(rolled[layer], labels, f"Rollout up to layer {layer}"),
+          key="rollout_map")
+    chart((*key, "reach", query), lambda: figures.layer_head_grid(
+        rolled[:, query, :], f"How much each input token reaches '{labels[query]}', layer by layer", "share",
+        columns=labels), key="rollout_reach")
+
+
+def show_ablation(model: LoadedModel, text: str) -> None:
+    st.caption("Remove one head (its output before W_O set to zero, or to its mean over this text's positions) and "
+               "measure what changes downstream. All single-head ablations are computed at once.")
+    c1, c2, c3, c4 = st.columns(4)
+    mode = c1.radio("Ablation", MODES, horizontal=True, key="c_mode", bind="query-params")
+    measures = MEASURES[1:] if model.causal else MEASURES[:1]
+    measure = c2.selectbox("Measure", measures, index=measures.index(default_measure(model)), key="c_measure",
+                           bind="query-params", help="; ".join(f"{m}: {MEASURE_HELP[m]}" for m in measures))
+    target = c3.text_input("Target token", " Paris", key="c_target", disabled=measure != "target")
+    position = c4.number_input("After position (empty: the last)", min_value=0, value=None, step=1,
+                               key="c_position", disabled=measure != "target")
+    target, position = (target, position) if measure == "target" else (None, None)
+    key = ("ablation", str(model.model_dir), text, mode, measure, target, position)
+    try:
+        with st.spinner(f"Ablating each of the {model.n_layers * model.n_heads} heads…"):
+            grid = shared(key, lambda: ablation_grid(model, text, mode, measure, target, position))
+    except InputError as err:
+        st.warning(literal(str(err)))
+        return
+    chart(key, lambda: figures.layer_head_grid(grid.effects, f"Effect of ablating each head ({MEASURE_HELP[measure]})",
+                                               measure, zmid=0 if measure != "embedding" else None,
+                                               colorscale="RdBu" if measure != "embedding" else figures.COLORSCALE),
+          key="ablation_grid")
+    order = np.argsort(-np.abs(grid.effects), axis=None)[:8]
+    top = [(int(i // model.n_heads), int(i % model.n_heads)) for i in order]
+    st.dataframe(pd.DataFrame([{"head": f"L{layer} H{head}", "effect": round(float(grid.effects[layer, head]), 5)}
+                               for layer, head in top]), hide_index=True, key="ablation_top")
+    chosen = st.multiselect("Ablate these heads together", top, default=top[:3], key="c_joint",
+                            format_func=lambda lh: f"L{lh[0]} H{lh[1]}")
+    if chosen:
+        joint = ablate_heads(model, text, chosen, mode, measure, target, position)
+        st.metric(f"Joint effect of {len(chosen)} heads", f"{joint:.5f}",
+                  help=f"Sum of their single effects: {sum(grid.effects[lh] for lh in chosen):.5f}")
+    data = {"measure": measure, "mode": mode, "original": grid.original, "effects": grid.effects.tolist()}
+    c1, c2 = st.columns(2)
+    c1.download_button("JSON: the grid", lambda: json.dumps(data), "ablation.json", "application/json")
+    c2.download_button("CSV: the grid", lambda: pd.DataFrame(grid.effects).to_csv(index_label="layer"),
+                       "ablation.csv", "text/csv")
+
+
+def main() -> None:
+    model = current_model()
+    st.title("What heads contribute")
+    text = sentence_box()
+    labels = checked_run(text).labels[0]
+    weighted, rolled, ablated = st.tabs(["Value-weighted", "Rollout", "Ablation"], key="c_tab", bind="query-params")
+    if weighted.open:
+        with weighted:
+            show_value_weighted(model, text, labels)
+    if rolled.open:
+        with rolled:
+            show_rollout(model, text, labels)
+    if ablated.open:
+        with ablated:
+            show_ablation(model, text)
+
+
+main()
