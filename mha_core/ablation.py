@@ -5,7 +5,10 @@ text's positions ("mean"). The effect is measured downstream:
 - "embedding" (encoders such as all-MiniLM-L6-v2, a sentence-embedding model): the cosine distance
   1 - cos between the ablated and the original sentence embedding (mean over tokens, L2-normalised);
 - "loss" (decoders with a language-model head tied to the embeddings): the change in mean next-token loss;
-- "target": the change in log-probability of `target` as the next token after `position`.
+- "target": the change in log-probability of `target` as the next token after `position`;
+- "coref" (any model): the change of the coreference margin in the last layer's best head: attention from the
+  pronoun to the first candidate noun before it minus attention to the second (as on the Coreference page),
+  in the last-layer head where that margin is largest in the unablated model.
 
 All single-head ablations at once: ablating a head of layer l leaves the layers below l unchanged, so their
 outputs are reused; the variants are batched, and the batch grows by H rows at each layer (L layer passes in
@@ -31,7 +34,7 @@ from mha_core.tokens import InputError, TokenBatch, tokenize
 
 ZERO, MEAN = "zero", "mean"
 MODES = (ZERO, MEAN)
-MEASURES = ("embedding", "loss", "target")
+MEASURES = ("embedding", "loss", "target", "coref")
 
 
 @dataclass(frozen=True)
@@ -64,21 +67,37 @@ def make_edit(removed: Tensor, replacement: Tensor | None) -> object:
 
 
 @torch.inference_mode()
-def final_states(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor], mode: str) -> Tensor:
-    """Last hidden states (N,T,D) of N variants of one text; removed[l] (N,H) bool marks the heads each variant
-    loses at layer l (the recompute's layer loop, batched over the variants)."""
+def run_variants(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor], mode: str
+                 ) -> tuple[Tensor, Tensor]:
+    """N variants of one text; removed[l] (N,H) bool marks the heads each variant loses at layer l. Returns the
+    last hidden states (N,T,D) and the last layer's attention (N,H,T,T) (the layer loop, batched)."""
     x, bias, rope = prepare(model, batch)  # (1,T,D)
     means = head_means(model, batch) if mode == MEAN else [None] * model.n_layers
     x = x.expand(removed[0].shape[0], -1, -1)
     for layer, w in enumerate(model.layers):
-        x, _ = layer_forward(x, w, model.arch, bias, EXPLICIT, rope, edit=make_edit(removed[layer], means[layer]))
+        x, attn = layer_forward(x, w, model.arch, bias, EXPLICIT, rope, edit=make_edit(removed[layer], means[layer]))
     final_norm = model.embeddings.final_norm
-    return final_norm(x) if final_norm is not None else x
+    return (final_norm(x) if final_norm is not None else x), attn.probs
+
+
+def final_states(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor], mode: str) -> Tensor:
+    """The last hidden states (N,T,D) of N variants (see run_variants)."""
+    return run_variants(model, batch, removed, mode)[0]
+
+
+@dataclass(frozen=True)
+class Variants:
+    """The unablated text and every single-head ablation (N = L*H, layer-major)."""
+
+    original: Tensor  # (1,T,D) last hidden state
+    ablated: Tensor  # (N,T,D)
+    original_last_maps: Tensor  # (1,H,T,T) the last layer's attention
+    ablated_last_maps: Tensor  # (N,H,T,T)
 
 
 @torch.inference_mode()
-def single_head_states(model: LoadedModel, batch: TokenBatch, mode: str) -> tuple[Tensor, Tensor]:
-    """(original (1,T,D), every single-head ablation (L*H,T,D) in layer-major order), reusing lower layers."""
+def single_head_states(model: LoadedModel, batch: TokenBatch, mode: str) -> Variants:
+    """Every single-head ablation of one text, reusing the layers below each ablated head."""
     x, bias, rope = prepare(model, batch)
     means = head_means(model, batch) if mode == MEAN else [None] * model.n_layers
     n_heads, variants = model.n_heads, x[:0]  # (0,T,D)
@@ -88,14 +107,14 @@ def single_head_states(model: LoadedModel, batch: TokenBatch, mode: str) -> tupl
         removed = torch.zeros(variants.shape[0], n_heads, dtype=torch.bool)
         removed[-n_heads:] = torch.eye(n_heads, dtype=torch.bool)
         both = torch.cat([original, variants])  # row 0: the unablated text
-        both, _ = layer_forward(both, w, model.arch, bias, EXPLICIT, rope,
-                                edit=make_edit(torch.cat([torch.zeros(1, n_heads, dtype=torch.bool), removed]),
-                                               means[layer]))
+        both, attn = layer_forward(both, w, model.arch, bias, EXPLICIT, rope,
+                                   edit=make_edit(torch.cat([torch.zeros(1, n_heads, dtype=torch.bool), removed]),
+                                                  means[layer]))
         original, variants = both[:1], both[1:]
     final_norm = model.embeddings.final_norm
     if final_norm is not None:
         original, variants = final_norm(original), final_norm(variants)
-    return original, variants
+    return Variants(original, variants, attn.probs[:1], attn.probs[1:])
 
 
 def sentence_embedding(states: Tensor) -> Tensor:
@@ -108,6 +127,43 @@ def lm_logits(model: LoadedModel, states: Tensor) -> Tensor:
     if not (model.causal and getattr(model.config, "tie_word_embeddings", False)):
         raise InputError(f"{model.name} has no language-model head tied to its embeddings: measure 'embedding'.")
     return states @ model.embeddings.word.T
+
+
+@dataclass(frozen=True)
+class CorefProbe:
+    """Where the coreference margin is read: the pronoun's and two candidates' pieces, the best last-layer head."""
+
+    pronoun: list[int]
+    a: list[int]
+    b: list[int]
+    head: int
+    words: tuple[str, str, str]  # pronoun, candidate a, candidate b
+
+
+def coref_probe(batch: TokenBatch, last_maps: Tensor) -> CorefProbe:
+    """The first pronoun with two nouns before it (spaCy), as the Coreference page picks them."""
+    from mha_core.coref import candidate_scores, span_pieces
+    from mha_core.inspector import candidates_before, default_pronoun, sentence_words
+
+    words = sentence_words(batch.texts[0])
+    pronoun = default_pronoun(words)
+    candidates = candidates_before(words, pronoun) if pronoun is not None else []
+    if len(candidates) < 2:
+        raise InputError("The coreference measure needs a pronoun with two nouns before it in the text.")
+    offsets = batch.offsets[0]
+    spans = [span_pieces(offsets, words[i].start, len(words[i].text)) for i in (pronoun, *candidates[:2])]
+    if not all(spans):
+        raise InputError("The pronoun or a candidate lies beyond the model's maximum length.")
+    margin = candidate_scores(last_maps[None, 0], spans[0], spans[1]) - candidate_scores(
+        last_maps[None, 0], spans[0], spans[2])  # (1,H)
+    head = int(margin[0].abs().argmax())
+    return CorefProbe(*spans, head, tuple(words[i].text for i in (pronoun, *candidates[:2])))
+
+
+def coref_margins(maps: Tensor, probe: CorefProbe) -> Tensor:
+    """(N,H,T,T) last-layer maps -> (N,) margin a - b of the probe's head."""
+    rows = maps[:, probe.head][:, probe.pronoun]  # (N,P,T)
+    return rows[..., probe.a].sum(-1).mean(-1) - rows[..., probe.b].sum(-1).mean(-1)
 
 
 def measure_values(model: LoadedModel, batch: TokenBatch, states: Tensor, measure: str,
@@ -164,9 +220,14 @@ def ablation_grid(model: LoadedModel, text: str, mode: str = ZERO, measure: str 
     check_choice(model, mode, measure, target)
     batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
     chosen_target = resolve_target(model, batch, target, position) if measure == "target" else None
-    original, variants = single_head_states(model, batch, mode)
-    effects, base = effect(model, batch, original, variants, measure, chosen_target)
-    return AblationGrid(measure, mode, effects.reshape(model.n_layers, model.n_heads).numpy(), base)
+    v = single_head_states(model, batch, mode)
+    if measure == "coref":
+        probe = coref_probe(batch, v.original_last_maps)
+        base = coref_margins(v.original_last_maps, probe)
+        effects, original = coref_margins(v.ablated_last_maps, probe) - base, float(base[0])
+    else:
+        effects, original = effect(model, batch, v.original, v.ablated, measure, chosen_target)
+    return AblationGrid(measure, mode, effects.reshape(model.n_layers, model.n_heads).numpy(), original)
 
 
 def ablate_heads(model: LoadedModel, text: str, heads: Sequence[tuple[int, int]], mode: str = ZERO,
@@ -178,7 +239,10 @@ def ablate_heads(model: LoadedModel, text: str, heads: Sequence[tuple[int, int]]
     removed = [torch.zeros(2, model.n_heads, dtype=torch.bool) for _ in model.layers]  # row 0: nothing removed
     for layer, head in heads:
         removed[layer][1, head] = True
-    states = final_states(model, batch, removed, mode)
+    states, last_maps = run_variants(model, batch, removed, mode)
+    if measure == "coref":
+        margins = coref_margins(last_maps, coref_probe(batch, last_maps))
+        return float(margins[1] - margins[0])
     chosen_target = resolve_target(model, batch, target, position) if measure == "target" else None
     effects, _ = effect(model, batch, states[:1], states[1:], measure, chosen_target)
     return float(effects[0])

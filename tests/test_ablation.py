@@ -13,7 +13,7 @@ from mha_core.ablation import ablate_heads, ablation_grid, final_states
 from mha_core.encoder import forward
 from mha_core.tokens import InputError, tokenize
 
-TEXT = "The capital of France is Paris and the capital of Spain is Madrid"
+TEXT = "The animal didn't cross the street because it was tired, said the capital of France"
 
 
 def test_ablating_nothing_reproduces_the_model(tiny):
@@ -24,13 +24,14 @@ def test_ablating_nothing_reproduces_the_model(tiny):
         assert torch.equal(states, forward(tiny, batch, path="explicit").hidden_states[-1])
 
 
-@pytest.mark.parametrize(("family", "measure"), [("bert", "embedding"), ("gpt2", "loss"), ("llama", "target")])
+@pytest.mark.parametrize(("family", "measure"), [("bert", "embedding"), ("gpt2", "loss"), ("llama", "target"),
+                                                ("distilbert", "coref")])
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_the_batched_grid_equals_ablating_each_head_alone(family_dirs, family, measure, mode):
     model = load_model(family_dirs[family])
     if measure != "embedding":  # the tiny decoders' embeddings serve as their language-model head
         model = replace(model, config=replace_config(model.config))
-    target = "paris" if measure == "target" else None
+    target = "france" if measure == "target" else None
     grid = ablation_grid(model, TEXT, mode, measure, target=target)
     assert grid.effects.shape == (model.n_layers, model.n_heads)
     for layer in range(model.n_layers):
@@ -97,3 +98,17 @@ def test_cli_ablate_writes_the_grid_and_refuses_bad_input(tmp_path):
         proc = cli(*args)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_the_coref_measure_reads_the_inspectors_margin_in_the_best_last_layer_head(bundled):
+    from mha_core import run
+    from mha_core.inspector import antecedent_scores, sentence_words
+    from tests.conftest import ANIMAL_TIRED
+
+    grid = ablation_grid(bundled, ANIMAL_TIRED, measure="coref")
+    words = sentence_words(ANIMAL_TIRED)
+    margins = antecedent_scores(run(bundled, ANIMAL_TIRED), 0, words, 8, [1, 6]).margin(0, 1)[-1]  # (H,)
+    best = int(np.abs(margins).argmax())
+    assert grid.original == pytest.approx(float(margins[best]), abs=1e-5)  # 'it' -> animal minus street
+    assert grid.effects.shape == (6, 12) and np.abs(grid.effects[:-1]).max() > 0
+    assert np.abs(grid.effects[-1]).max() == 0.0  # a last-layer head's output comes after the maps it is read from

@@ -40,3 +40,11 @@ def test_ablation_tab_grid_top_heads_and_joint_effect(bundled):
     assert abs(joint - ablate_heads(bundled, ANIMAL_TIRED, chosen, "mean")) < 1e-4
     labels = [b.proto.label for b in at.get("download_button")]
     assert "JSON: the grid" in labels and "CSV: the grid" in labels
+
+
+def test_ablation_tab_offers_the_coreference_margin_on_an_encoder():
+    at = open_app("views/contributions.py", c_tab="Ablation", c_measure="coref")
+    assert not at.exception and not at.warning
+    assert at.selectbox(key="c_measure").options == ["embedding", "coref"]
+    assert at.selectbox(key="c_measure").value == "coref"
+    assert "coreference margin" in chart_json(at, "ablation_grid")["layout"]["title"]["text"]

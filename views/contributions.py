@@ -16,7 +16,9 @@ from views._state import chart, checked_run, current_model, literal, sentence_bo
 
 MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sentence embedding (mean-pooled, "
                              "L2-normalised)", "loss": "change in mean next-token loss (nats)",
-                "target": "change in the log-probability of the target token after the chosen position (nats)"}
+                "target": "change in the log-probability of the target token after the chosen position (nats)",
+                "coref": "change of the coreference margin (pronoun → first candidate minus second) in the last "
+                         "layer's head where it is largest"}
 
 
 def pickers(model: LoadedModel) -> tuple[int, int]:
@@ -83,7 +85,7 @@ def show_ablation(model: LoadedModel, text: str) -> None:
                "measure what changes downstream. All single-head ablations are computed at once.")
     c1, c2, c3, c4 = st.columns(4)
     mode = c1.radio("Ablation", MODES, horizontal=True, key="c_mode", bind="query-params")
-    measures = MEASURES[1:] if model.causal else MEASURES[:1]
+    measures = [m for m in MEASURES if (m != "embedding") == model.causal or m == "coref"]
     measure = c2.selectbox("Measure", measures, index=measures.index(default_measure(model)), key="c_measure",
                            bind="query-params", help="; ".join(f"{m}: {MEASURE_HELP[m]}" for m in measures))
     target = c3.text_input("Target token", " Paris", key="c_target", disabled=measure != "target")
