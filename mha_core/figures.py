@@ -168,3 +168,12 @@ def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zm
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=safe_label(title), height=120 + 45 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return fig
+
+
+def token_bar_figure(labels: Sequence[str], values: np.ndarray, title: str, y_max: float | None = 1.1) -> go.Figure:
+    """One bar per token, its value written above it (y from 0 to y_max; None: fitted to the values)."""
+    fig = go.Figure(go.Bar(x=indexed_labels(labels), y=values, text=[f"{v:.2f}" for v in values],
+                           textposition="outside"))
+    fig.update_layout(title=safe_label(title), height=300, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      yaxis_range=[0, y_max if y_max is not None else 1.15 * float(np.max(values))])
+    return fig

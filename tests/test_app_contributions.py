@@ -48,3 +48,11 @@ def test_ablation_tab_offers_the_coreference_margin_on_an_encoder():
     assert at.selectbox(key="c_measure").options == ["embedding", "coref"]
     assert at.selectbox(key="c_measure").value == "coref"
     assert "coreference margin" in chart_json(at, "ablation_grid")["layout"]["title"]["text"]
+
+
+def test_value_norms_are_a_bar_per_token(bundled):
+    at = open_app("views/contributions.py", c_tab="Value-weighted", c_layer="1", c_head="4")
+    bars = chart_json(at, "vw_norms")["data"][0]
+    vw = value_weighted(bundled, run(bundled, ANIMAL_TIRED, path="explicit"), 1)
+    assert bars["type"] == "bar" and np.allclose(decode(bars["y"]), vw.value_norms[4], atol=1e-6)
+    assert bars["x"][0] == "0 [CLS]"

@@ -46,9 +46,8 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
     with right:
         chart((*key, "weighted", layer, head), lambda: figures.head_figure(
             vw.weighted[head], labels, f"Layer {layer}, head {head}: ‖α f(x)‖"), key="vw_weighted")
-    chart((*key, "norms", layer, head), lambda: figures.layer_head_grid(
-        vw.value_norms[head][None, :], f"‖f(x_j)‖ per token, layer {layer} head {head}", "norm", columns=labels),
-          key="vw_norms")
+    chart((*key, "norms", layer, head), lambda: figures.token_bar_figure(
+        labels, vw.value_norms[head], f"‖f(x_j)‖ per token, layer {layer} head {head}", y_max=None), key="vw_norms")
     raw = np.stack([v.raw_special_share for v in vws])  # (L,H)
     weighted = np.stack([v.weighted_special_share for v in vws])
     left, right = st.columns(2)

@@ -32,14 +32,6 @@ def matrix_figure(z: np.ndarray, rows: list[str], title: str, height: int = 320,
     return fig
 
 
-def bar_figure(labels: list[str], values: np.ndarray, title: str) -> go.Figure:
-    fig = go.Figure(go.Bar(x=figures.indexed_labels(labels), y=values, text=[f"{v:.2f}" for v in values],
-                           textposition="outside"))
-    fig.update_layout(title=figures.safe_label(title), height=300, yaxis_range=[0, 1.1],
-                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
-    return fig
-
-
 def column_separators(fig: go.Figure, every: int, count: int, n_rows: int) -> go.Figure:
     """Vertical lines between the heads' column blocks, as one line trace (add_vline per head was
     half of the page's CPU: each call re-validates the whole layout)."""
@@ -124,7 +116,7 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
                       0.001, key="wt_scale")
     row = softmax_at_scale(w.raw_scores[query], scale, w.visible[query])
-    chart((*base, "row", query, scale), lambda: bar_figure(
+    chart((*base, "row", query, scale), lambda: figures.token_bar_figure(
         list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
         f"(model's: {row_entropy(w.probs[query]):.2f})"), key="scaled_row")
     top = np.argsort(-w.probs[query])[:3]
