@@ -8,6 +8,7 @@ import json
 import shutil
 from collections.abc import Sequence
 
+import numpy as np
 import plotly.graph_objects as go
 
 from mha_core.words import AttentionView
@@ -26,6 +27,17 @@ def attention_csv(view: AttentionView, layers: Sequence[int], heads: Sequence[in
             for q, q_label in enumerate(view.labels):
                 for k, k_label in enumerate(view.labels):
                     writer.writerow([layer, head, q, q_label, k, k_label, f"{m[q, k]:.6g}"])
+    return out.getvalue()
+
+
+def matrix_csv(matrix: np.ndarray, labels: Sequence[str]) -> str:
+    """A (T,T) map as CSV: query rows, key columns, both named "index token"."""
+    names = [f"{i} {label}" for i, label in enumerate(labels)]
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["query \\ key", *names])
+    for name, row in zip(names, matrix, strict=True):
+        writer.writerow([name, *(f"{v:.6g}" for v in row)])
     return out.getvalue()
 
 

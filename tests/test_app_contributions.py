@@ -56,3 +56,18 @@ def test_value_norms_are_a_bar_per_token(bundled):
     vw = value_weighted(bundled, run(bundled, ANIMAL_TIRED, path="explicit"), 1)
     assert bars["type"] == "bar" and np.allclose(decode(bars["y"]), vw.value_norms[4], atol=1e-6)
     assert bars["x"][0] == "0 [CLS]"
+
+
+def test_value_weighted_and_rollout_maps_export_as_csv():
+    import io
+
+    import pandas as pd
+
+    from mha_core.export import matrix_csv
+
+    csv = matrix_csv(np.array([[1.0, 0.0], [0.25, 0.75]]), ("[CLS]", "it"))
+    table = pd.read_csv(io.StringIO(csv), index_col=0)
+    assert list(table.columns) == ["0 [CLS]", "1 it"] and table.loc["1 it", "0 [CLS]"] == 0.25
+    for tab, key in (("Value-weighted", "vw_csv"), ("Rollout", "rollout_csv")):
+        at = open_app("views/contributions.py", c_tab=tab)
+        assert any(key in b.proto.id for b in at.get("download_button")), tab

@@ -11,6 +11,7 @@ import streamlit as st
 from mha_core import LoadedModel, figures
 from mha_core.ablation import MEASURES, MODES, ablate_heads, ablation_grid, default_measure
 from mha_core.contrib import rollout, value_weighted
+from mha_core.export import matrix_csv
 from mha_core.tokens import InputError
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared
 
@@ -59,6 +60,8 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
             weighted, "Share of norm-weighted attention to special tokens", "share"), key="vw_weighted_share")
     st.caption(f"Mean over heads: {raw.mean():.2f} of the raw attention goes to special tokens"
                f"{' (and the first token)' if model.causal else ''}, but {weighted.mean():.2f} of what is moved.")
+    st.download_button("CSV: ‖α f(x)‖ of this head", lambda: matrix_csv(vw.weighted[head], labels),
+                       f"value_weighted_L{layer}_H{head}.csv", "text/csv", key="vw_csv")
     overview = np.stack([v.weighted / np.maximum(v.weighted.sum(-1, keepdims=True), 1e-12) for v in vws])
     chart((*key, "overview"), lambda: figures.overview_figure(overview, selected=(layer, head)), key="vw_overview")
 
@@ -74,6 +77,8 @@ def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None
                          key="c_roll_query")
     chart((*key, layer), lambda: figures.head_figure(rolled[layer], labels, f"Rollout up to layer {layer}"),
           key="rollout_map")
+    st.download_button("CSV: this rollout", lambda: matrix_csv(rolled[layer], labels), f"rollout_L{layer}.csv",
+                       "text/csv", key="rollout_csv")
     chart((*key, "reach", query), lambda: figures.layer_head_grid(
         rolled[:, query, :], f"How much each input token reaches '{labels[query]}', layer by layer", "share",
         columns=labels), key="rollout_reach")
