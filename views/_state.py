@@ -142,6 +142,10 @@ def view_of(model_dir: str, text: str, path: str, hide_special: bool, merge_word
     return view_store().get((model_dir, text, path, hide_special, merge_words, average_heads), compute)
 
 
+def as_figure_dict(figure: go.Figure | dict) -> dict:
+    return figure if isinstance(figure, dict) else figure.to_dict()
+
+
 class SharedFigure(go.Figure):
     """An empty figure shell around a built figure's dict. st.plotly_chart calls to_dict() on every run (a
     deep copy that re-encodes every array); a figure shared by all sessions needs that only once."""
@@ -158,10 +162,11 @@ class SharedFigure(go.Figure):
         return self._shared_dict  # never mutated: streamlit only serialises it
 
 
-def chart(cache_key: tuple, build: Callable[[], go.Figure], **plotly_chart_args: object) -> object:
-    """st.plotly_chart of a figure built once per server for `cache_key` (which must name everything the
-    figure depends on, the model included); the first session to ask builds it, the others reuse it."""
-    figure_dict = figure_store().get(cache_key, lambda: build().to_dict())
+def chart(cache_key: tuple, build: Callable[[], go.Figure | dict], **plotly_chart_args: object) -> object:
+    """st.plotly_chart of a figure (or a figure dict, see figures.matrix_spec) built once per server for
+    `cache_key` (which must name everything the figure depends on, the model included); the first session to
+    ask builds it, the others reuse it."""
+    figure_dict = figure_store().get(cache_key, lambda: as_figure_dict(build()))
     return st.plotly_chart(SharedFigure.of(figure_dict), **plotly_chart_args)
 
 

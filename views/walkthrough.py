@@ -4,7 +4,6 @@ paper, with the real tensors of the model, and guided lessons checked against th
 from __future__ import annotations
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from mha_core import LoadedModel, figures
@@ -21,26 +20,6 @@ from views._state import (
     shared,
     timings_of,
 )
-
-
-def matrix_figure(z: np.ndarray, rows: list[str], title: str, height: int = 320, cols: list[str] | None = None,
-                  colorscale: str = "RdBu", zmid: float | None = 0) -> go.Figure:
-    fig = go.Figure(go.Heatmap(z=z, y=figures.indexed_labels(rows), x=cols, colorscale=colorscale, zmid=zmid,
-                               hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_layout(title=figures.safe_label(title), height=height, margin={"l": 10, "r": 10, "t": 40, "b": 10})
-    return fig
-
-
-def column_separators(fig: go.Figure, every: int, count: int, n_rows: int) -> go.Figure:
-    """Vertical lines between the heads' column blocks, as one line trace (add_vline per head was
-    half of the page's CPU: each call re-validates the whole layout)."""
-    xs = [x for i in range(1, count) for x in (i * every - 0.5, i * every - 0.5, None)]
-    ys = [y for _ in range(1, count) for y in (-0.5, n_rows - 0.5, None)]
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line={"color": "black", "width": 1}, hoverinfo="skip",
-                             showlegend=False, yaxis="y2"))
-    fig.update_layout(yaxis2={"overlaying": "y", "range": [n_rows - 0.5, -0.5], "visible": False})
-    return fig
 
 
 def pickers(model: LoadedModel, tokens: list[str]) -> tuple[int, int, int]:
@@ -67,11 +46,11 @@ def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) ->
     st.markdown(text)
     left, right = st.columns(2)
     with left:
-        chart((*base, "x"), lambda: matrix_figure(w.x[:, :48], list(w.tokens),
+        chart((*base, "x"), lambda: figures.matrix_spec(w.x[:, :48], list(w.tokens),
                                                   f"X: what layer {w.layer}'s attention reads (first 48 of {d})"),
               key="x_map")
     with right:
-        chart((*base, "q"), lambda: matrix_figure(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"
+        chart((*base, "q"), lambda: figures.matrix_spec(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"
                                                   + (" after RoPE" if w.q_unrotated is not None else "")),
               key="q_map")
     st.code(code_for_step(1), language="python")
@@ -86,10 +65,10 @@ def step_rope(w: Walkthrough, t: int, base: tuple) -> None:
                 "No position vector is added to the input.")
     left, right = st.columns(2)
     with left:
-        chart((*base, "q_raw"), lambda: matrix_figure(w.q_unrotated[w.head], list(w.tokens),
+        chart((*base, "q_raw"), lambda: figures.matrix_spec(w.q_unrotated[w.head], list(w.tokens),
                                                       f"Q of head {w.head} before rotation"), key="q_unrotated")
     with right:
-        chart((*base, "q_rot"), lambda: matrix_figure(w.q[w.head] - w.q_unrotated[w.head], list(w.tokens),
+        chart((*base, "q_rot"), lambda: figures.matrix_spec(w.q[w.head] - w.q_unrotated[w.head], list(w.tokens),
                                                       "What the rotation changed (after − before)"), key="q_rotation")
 
 
@@ -108,10 +87,10 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     left, right = st.columns(2)
     cols = figures.indexed_labels(w.tokens)
     with left:
-        chart((*base, "raw"), lambda: matrix_figure(w.raw_scores, list(w.tokens), "QKᵀ before scaling", cols=cols),
-              key="raw_scores")
+        chart((*base, "raw"), lambda: figures.matrix_spec(w.raw_scores, list(w.tokens), "QKᵀ before scaling",
+                                                          cols=cols), key="raw_scores")
     with right:
-        chart((*base, "probs"), lambda: matrix_figure(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols,
+        chart((*base, "probs"), lambda: figures.matrix_spec(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols,
                                                       colorscale="Blues", zmid=None), key="probs")
     scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
                       0.001, key="wt_scale")
@@ -132,12 +111,12 @@ def step_concat_and_output(w: Walkthrough, model: LoadedModel, t: int, base: tup
     st.header("3. Concatenate the heads")
     st.markdown(f"(1, {h}, {t}, {dk}) → transpose → (1, {t}, {h}, {dk}) → reshape → (1, {t}, {d}): head i fills "
                 f"columns {dk}·i … {dk}·i + {dk - 1}.")
-    chart((*base, "concat"), lambda: column_separators(
-        matrix_figure(w.concat, list(w.tokens), f"Concatenated heads ({t} × {d})"), dk, h, t), key="concat")
+    chart((*base, "concat"), lambda: figures.with_column_separators(
+        figures.matrix_spec(w.concat, list(w.tokens), f"Concatenated heads ({t} × {d})"), dk, h, t), key="concat")
     st.code(code_for_step(3), language="python")
     st.header("4. Output projection W_O")
     st.markdown(f"(1, {t}, {d}) × W_Oᵀ ({d} × {d}) + b_O → (1, {t}, {d}): back to d_model, mixing the heads.")
-    chart((*base, "output"), lambda: matrix_figure(w.output[:, :48], list(w.tokens),
+    chart((*base, "output"), lambda: figures.matrix_spec(w.output[:, :48], list(w.tokens),
                                                    f"Multi-head attention output (first 48 of {d})"), key="output")
     st.code(code_for_step(4), language="python")
 
