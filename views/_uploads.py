@@ -67,6 +67,16 @@ def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str
     return f"{key}:{hashlib.sha1(data.encode()).hexdigest()}", upload.name, data
 
 
+def read_upload(reader: Callable[..., object], name: str, data: str) -> object | None:
+    """reader(data, limit) reading one item past the cap (so cap_note can tell); a malformed file is an error
+    naming the file and the line, and None."""
+    try:
+        return reader(data, limit=UPLOAD_MAX_SENTENCES + 1)
+    except CorpusFormatError as err:
+        st.error(literal(f"{name}: {err}"))
+        return None
+
+
 def cap_note(count: int, unit: str = "sentences") -> str:
     """The progress bar's note when a file had more than the cap (it is read with limit cap + 1)."""
     cap = UPLOAD_MAX_SENTENCES
@@ -97,10 +107,8 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
                 "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents.")
         return None
     key, name, data = source
-    try:
-        rows = read_gap(data, limit=UPLOAD_MAX_SENTENCES + 1)
-    except CorpusFormatError as err:
-        st.error(literal(f"{name}: {err}"))
+    rows = read_upload(read_gap, name, data)
+    if rows is None:
         return None
     examples = rows.examples[:UPLOAD_MAX_SENTENCES]
     result = cached_analysis((str(model.model_dir), key), "Scoring GAP examples",

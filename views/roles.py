@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, SyntaxResult, figures
-from mha_core.corpora import CorpusFormatError, ParsedSentence, read_conllu, spacy_parse
+from mha_core.corpora import ParsedSentence, read_conllu, spacy_parse
 from mha_core.induction import INDUCTION_LENGTHS, INDUCTION_MIN, induction_scores
 from mha_core.role_figures import role_grid_figure
 from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN, head_roles
@@ -20,6 +20,7 @@ from views._uploads import (
     cached_analysis,
     cap_note,
     gap_analysis,
+    read_upload,
     sentence_store,
     uploaded_text,
 )
@@ -54,10 +55,8 @@ def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence],
         st.info("Upload a CoNLL-U file (for example a Universal Dependencies treebank split).")
         return None
     key, name, data = upload
-    try:
-        sentences = read_conllu(data, limit=UPLOAD_MAX_SENTENCES + 1)
-    except CorpusFormatError as err:
-        st.error(literal(f"{name}: {err}"))
+    sentences = read_upload(read_conllu, name, data)
+    if sentences is None:
         return None
     return key, sentences[:UPLOAD_MAX_SENTENCES], cap_note(len(sentences))
 
