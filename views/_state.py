@@ -166,8 +166,12 @@ def chart(cache_key: tuple, build: Callable[[], go.Figure | dict], **plotly_char
     """st.plotly_chart of a figure (or a figure dict, see figures.matrix_spec) built once per server for
     `cache_key` (which must name everything the figure depends on, the model included); the first session to
     ask builds it, the others reuse it."""
-    figure_dict = figure_store().get(cache_key, lambda: as_figure_dict(build()))
-    return st.plotly_chart(SharedFigure.of(figure_dict), **plotly_chart_args)
+    def shared_figure() -> tuple[SharedFigure, dict]:
+        figure_dict = as_figure_dict(build())
+        return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
+
+    shell, _ = figure_store().get(cache_key, shared_figure)
+    return st.plotly_chart(shell, **plotly_chart_args)
 
 
 def shared(key: tuple, compute: Callable[[], object]) -> object:

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from mha_core import CorefResult, figures
+from mha_core import AttentionResult, CorefResult, figures
 from mha_core.inspector import (
     AntecedentScores,
     InspectorError,
@@ -33,6 +33,14 @@ CAPTION = ("Attention is evidence about what a head reads, not proof of what the
 def words_of(text: str) -> list[Word]:
     """spaCy's words of a sentence, parsed once per server."""
     return shared(("words", text), lambda: sentence_words(text))
+
+
+def scores_of(text: str, words: list[Word], pronoun: int, candidates: list[int],
+              result: AttentionResult | None = None) -> AntecedentScores:
+    """The candidates' scores in every head, computed once per server for this text and choice."""
+    model_dir = str(current_model().model_dir)
+    return shared(("antecedents", model_dir, text, pronoun, tuple(candidates)), lambda: antecedent_scores(
+        result if result is not None else checked_run(text), 0, words, pronoun, candidates))
 
 
 def pick_words(words: list[Word]) -> tuple[int, list[int]]:
@@ -94,8 +102,8 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
         st.warning(literal(str(err)))
         return
     c3.caption("Changed: " + ", ".join(f"'{literal(x)}' → '{literal(y)}'" for x, y in alignment.changed))
-    scores_1 = antecedent_scores(checked_run(first_text), 0, words, pronoun, candidates)
-    scores_2 = antecedent_scores(checked_run(second_text), 0, words_2, pronoun, candidates)
+    scores_1 = scores_of(first_text, words, pronoun, candidates)
+    scores_2 = scores_of(second_text, words_2, pronoun, candidates)
     base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
     show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b], base)
 
@@ -132,7 +140,7 @@ def main() -> None:
     words = words_of(text)
     pronoun, candidates = pick_words(words)
     try:
-        scores = antecedent_scores(result, 0, words, pronoun, candidates)
+        scores = scores_of(text, words, pronoun, candidates, result)
     except InspectorError as err:
         st.info(literal(str(err)))
         st.stop()
