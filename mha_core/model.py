@@ -20,7 +20,6 @@ from mha_core.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_w
 
 MODEL_DIR_ENV = "MHA_MODEL_DIR"  # the default model of the CLI and API (and listed first in the app)
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
-BUNDLED_NAME = bundled.ENCODER_NAME
 # A fast tokenizer, BERT's word pieces, GPT-2's byte-level BPE, or a SentencePiece model.
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "sentencepiece.bpe.model")
 SHOWN_PATH_CHARS = 80  # long paths are cut in messages
