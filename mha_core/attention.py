@@ -100,15 +100,17 @@ def repeat_kv(x: Tensor, n_heads: int) -> Tensor:
     return x if groups == n_heads else x.repeat_interleave(n_heads // groups, dim=1)
 
 
-def rotate_half(x: Tensor) -> Tensor:
-    """(..., Dh): the second half of the features, negated, before the first half."""
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat((-second, first), dim=-1)
-
-
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotary position embedding: x (B,H,T,Dh) rotated by position; cos, sin (B,T,Dh)."""
-    return x * cos[:, None] + rotate_half(x) * sin[:, None]
+    """Rotary position embedding: x (B,H,T,Dh) rotated by position; cos, sin (B,T,Dh).
+
+    Equals transformers' x * cos + rotate_half(x) * sin, written with two in-place halves
+    instead of a concatenated copy of x: feature i < Dh/2 pairs with i + Dh/2."""
+    half = x.shape[-1] // 2
+    cos, sin = cos[:, None], sin[:, None]  # (B,1,T,Dh)
+    out = x * cos  # (B,H,T,Dh)
+    out[..., :half].addcmul_(x[..., half:], sin[..., :half], value=-1)  # first half: - second * sin
+    out[..., half:].addcmul_(x[..., :half], sin[..., half:])  # second half: + first * sin
+    return out
 
 
 def causal_bias(n: int, dtype: torch.dtype, device: torch.device | str = "cpu", window: int | None = None) -> Tensor:

@@ -46,7 +46,8 @@ class MlpWeights:
         """(B,T,D) -> (B,T,F) -> (B,T,D): out(act(in h)), or down(act(gate h) * up h) when gated."""
         act = ACT2FN[self.activation]
         inner = F.linear(h, self.w_in, self.b_in)  # (B,T,F)
-        inner = act(F.linear(h, self.w_gate)) * inner if self.w_gate is not None else act(inner)
+        gated = self.w_gate is not None  # in place: one (B,T,F) buffer fewer per layer
+        inner = act(F.linear(h, self.w_gate)).mul_(inner) if gated else act(inner)  # (B,T,F)
         return F.linear(inner, self.w_out, self.b_out)
 
 

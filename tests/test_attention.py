@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from mha_core import run
 from mha_core.attention import (
+    apply_rope,
     from_torch_mha,
     merge_heads,
     multi_head_attention,
@@ -32,6 +34,17 @@ def test_matches_torch_multihead_attention(path):
         ours.q, ours.k, ours.lse, padding_bias(key_mask, x.dtype), 512 ** -0.5 * 8 ** 0.5
     )
     assert (probs.mean(dim=1) - ref_weights).abs().max().item() <= 1e-5
+
+
+def test_rope_equals_transformers_rotation():
+    torch.manual_seed(3)
+    q, k = torch.randn(2, 7, 5, 8).transpose(1, 2), torch.randn(2, 7, 8)[:, None]  # (B,H,T,Dh), (B,1,T,Dh)
+    angles = torch.randn(2, 7, 4)
+    cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)  # (B,T,Dh)
+    ref_q, ref_k = apply_rotary_pos_emb(q, k, cos, sin)
+    assert (apply_rope(q, cos, sin) - ref_q).abs().max().item() <= 1e-6
+    assert (apply_rope(k, cos, sin) - ref_k).abs().max().item() <= 1e-6
+    assert not torch.allclose(apply_rope(q, cos, sin), q)  # it does rotate
 
 
 def test_split_and_merge_heads_round_trip():
