@@ -56,6 +56,7 @@ bench: install chromium haproxy
 	$(BIN)/python benchmarks/bench_page.py
 	$(BIN)/python benchmarks/bench_roles.py
 	$(BIN)/python benchmarks/bench_contrib.py
+	$(BIN)/python benchmarks/bench_global.py --ud
 	$(BIN)/python benchmarks/bench_classroom.py
 	$(BIN)/python benchmarks/bench_classroom.py --cpu
 	$(BIN)/python benchmarks/bench_classroom.py --long 10

@@ -1,4 +1,4 @@
-"""The command line: `python -m mha_core attention|ablate|params|roles|coref ... --json OUT`.
+"""The command line: `python -m mha_core attention|ablate|params|roles|coref|head-distances ... --json OUT`.
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -241,12 +241,34 @@ def cmd_coref(args: argparse.Namespace) -> None:
     }, args.json)
 
 
+def cmd_head_distances(args: argparse.Namespace) -> None:
+    from mha_core.corpora import read_conllu, read_text_lines
+    from mha_core.head_distances import corpus_pass
+
+    if args.conllu is not None:  # each sentence as typed: its `# text` line
+        texts = [sentence.text for sentence in read_corpus(read_conllu, args.conllu, args.limit)]
+    else:
+        texts = read_corpus(read_text_lines, args.text_file, args.limit)
+    model = load_chosen_model(args)
+    bar, update = progress_bar("head distances")
+    result = corpus_pass(model, texts, update, keep_vectors=False, with_roles=False)
+    bar.close()
+    write_json({"sentences": len(result.texts), "heads": [list(h) for h in result.heads],
+                "distance": result.distance.round(8).tolist(), "query_rows": result.rows, "model": model.name},
+               args.json)
+
+
 def add_corpus_parsers(sub: argparse._SubParsersAction) -> None:
     roles = sub.add_parser("roles", help="Clark et al.'s syntactic-head analysis of a CoNLL-U file")
     roles.add_argument("--conllu", required=True)
     coref = sub.add_parser("coref", help="coreference heads on a GAP TSV file")
     coref.add_argument("--gap", required=True)
-    for p, func in ((roles, cmd_roles), (coref, cmd_coref)):
+    distances = sub.add_parser("head-distances", help="mean Jensen-Shannon divergence between every pair of heads "
+                               "over a corpus (Clark et al. 2019)")
+    source = distances.add_mutually_exclusive_group(required=True)
+    source.add_argument("--conllu", help="a CoNLL-U file (each sentence's # text line)")
+    source.add_argument("--text-file", help="plain text, one sentence per line")
+    for p, func in ((roles, cmd_roles), (coref, cmd_coref), (distances, cmd_head_distances)):
         add_model_arguments(p)
         p.add_argument("--limit", type=positive_int, default=None, help="use only the first N sentences / examples")
         p.add_argument("--json", default="-")

@@ -25,6 +25,7 @@ class ParsedSentence:
     words: tuple[str, ...]  # W words
     heads: tuple[int, ...]  # W gold heads, 1-based word index, 0 for the root
     deprels: tuple[str, ...]  # W full relation labels, e.g. "nmod:poss"
+    text: str = ""  # the sentence as typed (CoNLL-U's `# text` line, else the words rebuilt with SpaceAfter)
 
 
 @dataclass(frozen=True)
@@ -55,20 +56,23 @@ def parse_conllu(lines: Iterable[str], limit: int | None = None) -> list[ParsedS
     (IDs 1..n in order, every HEAD within the sentence, one root, no cycles), naming the line."""
     sentences: list[ParsedSentence] = []
     rows: list[ConlluRow] = []
+    text = ""
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\n\r")
         if not line.strip():
             if rows:
-                sentences.append(sentence_from_rows(rows))
-                rows = []
+                sentences.append(sentence_from_rows(rows, text))
+                rows, text = [], ""
                 if limit is not None and len(sentences) >= limit:
                     return sentences
             continue
         if line.startswith("#"):
+            key, _, value = line[1:].partition("=")
+            text = value.strip() if key.strip() == "text" else text
             continue
         rows.extend(conllu_row(line, number))
     if rows:
-        sentences.append(sentence_from_rows(rows))
+        sentences.append(sentence_from_rows(rows, text))
     if not sentences:
         raise CorpusFormatError("line 1: no sentences found (expected CoNLL-U: 10 tab-separated columns per word)")
     return sentences[:limit] if limit is not None else sentences
@@ -81,6 +85,7 @@ class ConlluRow:
     form: str
     head: int
     deprel: str
+    space_after: bool = True  # MISC has no SpaceAfter=No
 
 
 def conllu_row(line: str, number: int) -> list[ConlluRow]:
@@ -92,12 +97,14 @@ def conllu_row(line: str, number: int) -> list[ConlluRow]:
     if not cols[0].isdigit() or not cols[6].isdigit():
         raise CorpusFormatError(f"line {number}: ID and HEAD must be whole numbers (got {cols[0][:20]!r}, "
                                 f"{cols[6][:20]!r})")
-    return [ConlluRow(number, int(cols[0]), cols[1], int(cols[6]), cols[7])]
+    return [ConlluRow(number, int(cols[0]), cols[1], int(cols[6]), cols[7], "SpaceAfter=No" not in cols[9])]
 
 
-def sentence_from_rows(rows: Sequence[ConlluRow]) -> ParsedSentence:
+def sentence_from_rows(rows: Sequence[ConlluRow], text: str = "") -> ParsedSentence:
     check_tree(rows)
-    return ParsedSentence(tuple(r.form for r in rows), tuple(r.head for r in rows), tuple(r.deprel for r in rows))
+    text = text or "".join(r.form + (" " if r.space_after else "") for r in rows).strip()
+    return ParsedSentence(tuple(r.form for r in rows), tuple(r.head for r in rows), tuple(r.deprel for r in rows),
+                          text)
 
 
 def check_tree(rows: Sequence[ConlluRow]) -> None:
@@ -122,6 +129,14 @@ def check_tree(rows: Sequence[ConlluRow]) -> None:
 
 def read_conllu(source: str | Path, limit: int | None = None) -> list[ParsedSentence]:
     return parse_conllu(lines_of(source), limit)
+
+
+def read_text_lines(source: str | Path, limit: int | None = None) -> list[str]:
+    """A plain-text corpus: one sentence per non-empty line (surrounding spaces dropped)."""
+    lines = [line.strip() for line in lines_of(source) if line.strip()]
+    if not lines:
+        raise CorpusFormatError("line 1: no sentences found (expected plain text, one sentence per line)")
+    return lines[:limit] if limit is not None else lines
 
 
 @dataclass(frozen=True)
@@ -200,5 +215,5 @@ def spacy_parse(texts: Sequence[str]) -> list[ParsedSentence]:
         index = {t.i: k for k, t in enumerate(tokens)}
         heads = tuple(0 if t.head.i == t.i else index.get(t.head.i, -1) + 1 for t in tokens)
         rels = tuple("root" if t.dep_ == "ROOT" else t.dep_ for t in tokens)
-        parsed.append(ParsedSentence(tuple(t.text for t in tokens), heads, rels))
+        parsed.append(ParsedSentence(tuple(t.text for t in tokens), heads, rels, doc.text))
     return parsed

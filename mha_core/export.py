@@ -32,10 +32,14 @@ def attention_csv(view: AttentionView, layers: Sequence[int], heads: Sequence[in
 
 def matrix_csv(matrix: np.ndarray, labels: Sequence[str]) -> str:
     """A (T,T) map as CSV: query rows, key columns, both named "index token"."""
-    names = [f"{i} {label}" for i, label in enumerate(labels)]
+    return named_matrix_csv(matrix, [f"{i} {label}" for i, label in enumerate(labels)], "query \\ key")
+
+
+def named_matrix_csv(matrix: np.ndarray, names: Sequence[str], corner: str) -> str:
+    """A square matrix with its rows and columns named alike; `corner` heads the name column."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["query \\ key", *names])
+    writer.writerow([corner, *names])
     for name, row in zip(names, matrix, strict=True):
         writer.writerow([name, *(f"{v:.6g}" for v in row)])
     return out.getvalue()
@@ -89,3 +93,23 @@ def figure_image(fig: go.Figure, fmt: str, width: int = 1100) -> bytes:
         raise RuntimeError(reason)
     height = fig.layout.height or 600
     return fig.to_image(format=fmt, width=width, height=int(height), scale=2 if fmt == "png" else 1)
+
+
+def distance_csv(distance: np.ndarray, heads: Sequence[tuple[int, int]]) -> str:
+    """The (N,N) head-distance matrix, rows and columns named "L<layer> H<head>" (0-based, layer-major)."""
+    return named_matrix_csv(distance, [f"L{layer} H{head}" for layer, head in heads], "head")
+
+
+def qk_points_csv(xy: np.ndarray, labels: Sequence[str], sentence: np.ndarray, position: np.ndarray,
+                  pos: Sequence[str] | None = None) -> str:
+    """One row per point of the query-key view: kind, x, y, sentence, position, token (and part of speech).
+    xy (2M,2) holds the M queries, then the M keys; labels, sentence, position, pos are per token (M)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["kind", "x", "y", "sentence", "position", "token"] + (["pos"] if pos is not None else []))
+    m = len(labels)
+    for i, (x, y) in enumerate(xy.tolist()):
+        t = i % m
+        writer.writerow(["query" if i < m else "key", f"{x:.6g}", f"{y:.6g}", int(sentence[t]), int(position[t]),
+                         labels[t]] + ([pos[t]] if pos is not None else []))
+    return out.getvalue()

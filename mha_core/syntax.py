@@ -27,6 +27,7 @@ MIN_DEPENDENTS = 100  # Voita et al.: a head needs this many dependents to be la
 MIN_GAIN = 0.10  # … and must beat the relation's baseline by 10 points
 DIRECTIONS = ("dep2head", "head2dep")
 TOKEN_BUDGET = 6144  # pieces per batch (B x T): sorted batches with little padding
+MAPS_MB = 128  # attention maps (every head) of one batch: long texts go in smaller batches
 Progress = Callable[[int, int], None]  # (done, total)
 
 
@@ -62,6 +63,16 @@ class SyntaxResult:
     sentences: int  # scored
     skipped: int  # longer than the model's maximum length
     relations: dict[str, RelationScore]  # by relation, plus "all"; sorted by count
+
+    def head_labels(self) -> dict[tuple[int, int], str]:
+        """(layer, head) -> "syntactic (rel)" for each relation's best head that passes Voita's rule (the most
+        frequent relation first when one head is best for several)."""
+        labels = {}
+        for rel, score in self.relations.items():
+            if rel != "all" and score.syntactic:
+                _, layer, head, _ = score.best()
+                labels.setdefault((layer, head), f"syntactic ({rel})")
+        return labels
 
 
 def word_attention(maps: Tensor, word_ids: Sequence[int | None], n_words: int) -> Tensor:
@@ -127,6 +138,18 @@ def length_batches(lengths: Sequence[int], budget: int = TOKEN_BUDGET) -> list[l
     return batches + ([current] if current else [])
 
 
+def map_batches(lengths: Sequence[int], n_heads: int, maps_mb: int = MAPS_MB, budget: int = TOKEN_BUDGET
+                ) -> list[list[int]]:
+    """length_batches, cut further so that one batch's maps of all `n_heads` heads (L*H) stay within
+    `maps_mb` (float32): a 1,024-piece text of a 270-head model alone holds 1.1 GB of maps."""
+    out = []
+    for batch in length_batches(lengths, budget):
+        longest = max(lengths[i] for i in batch)
+        size = max(1, maps_mb * 2**20 // (n_heads * longest * longest * 4))
+        out += [batch[i:i + size] for i in range(0, len(batch), size)]
+    return out
+
+
 def piece_counts(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> list[int]:
     enc = model.tokenizer([list(s.words) for s in sentences], is_split_into_words=True, truncation=False,
                           verbose=False, split_special_tokens=True)
@@ -157,7 +180,7 @@ def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
     if not keep:
         raise InputError(f"None of the {len(sentences):,} sentences fits the model's {model.max_length} word pieces.")
     done = 0
-    for batch in length_batches([lengths[i] for i in keep]):
+    for batch in map_batches([lengths[i] for i in keep], model.n_layers * model.n_heads):
         chosen = [sentences[keep[i]] for i in batch]
         result = run(model, [list(s.words) for s in chosen], path="explicit")
         for b, sentence in enumerate(chosen):

@@ -3,8 +3,6 @@ coreference) for the typed sentence, the bundled corpus or an uploaded file, wit
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
@@ -16,31 +14,22 @@ from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN
 from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared
 from views._uploads import (
+    CORPUS,
     UPLOAD_MAX_SENTENCES,
     cached_analysis,
     cap_note,
     gap_analysis,
+    parsed_corpus,
     read_upload,
     sentence_store,
     uploaded_text,
 )
 
-CORPUS = Path(__file__).resolve().parents[1] / "assets" / "corpus.txt"
 SOURCES = ("This sentence", "Bundled corpus", "Uploaded CoNLL-U")
 # Clark et al. 2019, BERT-base on the WSJ Penn Treebank (Stanford dependencies): best head vs best offset.
 CLARK = {"det": (94.3, 51.7), "dobj": (86.8, 40.0), "pobj": (76.3, 34.6), "poss": (80.5, 47.7)}
 CLARK_ALIASES = {"obj": "dobj", "nmod:poss": "poss"}  # UD names of the same relations
 CLARK_COREF = (65.0, 27.0)  # coreference head vs nearest mention (CoNLL-2012)
-
-
-def corpus_sentences() -> list[str]:
-    lines = CORPUS.read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if line.strip() and not line.startswith("#")]
-
-
-def parsed_corpus() -> list[ParsedSentence]:
-    return cached_analysis(("spacy", str(CORPUS)), "Parsing the corpus with spaCy",
-                           lambda progress: spacy_parse(corpus_sentences()))
 
 
 def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence], str] | None:
@@ -74,15 +63,6 @@ def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
             "Clark BERT-base % (baseline)": f"{clark[0]} ({clark[1]})" if clark else "",
         })
     return pd.DataFrame(rows)
-
-
-def syntactic_labels(syntax: SyntaxResult) -> dict[tuple[int, int], str]:
-    labels = {}
-    for rel, score in syntax.relations.items():
-        if rel != "all" and score.syntactic:
-            _, layer, head, _ = score.best()
-            labels.setdefault((layer, head), f"syntactic ({rel})")
-    return labels
 
 
 def show_rules() -> None:
@@ -173,7 +153,7 @@ def main() -> None:
     induction_labels = show_induction(model)
     with grid:
         st.subheader("Every head's role")
-        extra = {**syntactic_labels(analysis.syntax), **coref_labels}
+        extra = {**analysis.syntax.head_labels(), **coref_labels}
         first = "first token" if model.causal else "[CLS]"
         st.plotly_chart(role_grid_figure(roles.labels(extra, first, induction_labels), roles), key="role_grid")
         if model.causal:

@@ -1,0 +1,223 @@
+"""Heads across a corpus: one pass over the sentences that keeps what the corpus views need.
+
+- Head distances (Clark et al. 2019, Figure 6): distance(a, b) is the mean, over every query token of every
+  sentence (each token counts once), of the Jensen-Shannon divergence (nats) between head a's and head b's
+  attention rows; word pieces, special tokens included.
+- A 2-D embedding of the heads by metric MDS on those distances (scikit-learn, fixed seed).
+- Head metrics for the role labels (roles.py), from the same maps.
+- Every token's query and key vectors in every layer, for the joint query-key view (qk_view.py), for the
+  first sentences up to a memory budget.
+
+Shapes: L layers, H query heads, G key/value heads, N = L*H heads in layer-major order (head h of layer l is
+l*H + h), B sentences in a batch, T pieces (padded), R query rows, S keys, M tokens kept, Dh head dim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mha_core.encoder import run
+from mha_core.model import LoadedModel
+from mha_core.roles import HeadRoles, RoleAccumulator
+from mha_core.syntax import map_batches
+from mha_core.tokens import InputError
+
+Progress = Callable[[int, int], None]
+JS_BLOCK_ELEMENTS = 2**22  # elements of one (a, b, R, S) block of the pairwise sums (16 MB in float32)
+QK_MAX_MB = 512  # query and key vectors kept for the query-key view (float32, every layer)
+QK_MAX_TOKENS = 20_000  # and at most this many tokens (each is two points in the browser)
+MDS_SEED = 0
+NEAREST = 3  # nearest heads named in the map's hover
+
+
+def js_sums(rows: Tensor) -> Tensor:
+    """Pairwise Jensen-Shannon divergences (nats) summed over rows: rows (N,R,S), each row a distribution over
+    S keys (zeros allowed, e.g. padding) -> (N,N) float64, symmetric; exactly 0 for heads with identical rows.
+
+    Per row, with m = (p + q) / 2 and sum(p) = sum(q) = 1:
+        JS(p, q) = (sum p log p + sum q log q) / 2 - sum m log m
+                 = (sum p log p + sum q log q - sum (p+q) log (p+q)) / 2 + log 2
+    so each pair costs one add, one x log x and one sum per element. Only pairs a <= b are computed, in
+    blocks of at most JS_BLOCK_ELEMENTS elements, then mirrored."""
+    n, r, s = rows.shape
+    rows = rows.float()
+    plogp = xlogx(rows).sum((1, 2)).double()  # (N,) summed over rows and keys
+    mass = rows.sum((1, 2)).double()  # (N,) = R for real rows
+    summed = torch.zeros(n, n, dtype=torch.float64)  # sum over rows of sum (p+q) log (p+q)
+    row_step = max(1, JS_BLOCK_ELEMENTS // max(n * s, 1))
+    for r0 in range(0, r, row_step):
+        p = rows[:, r0:r0 + row_step]  # (N,r,S)
+        head_step = max(1, JS_BLOCK_ELEMENTS // max(n * p.shape[1] * s, 1))
+        for a0 in range(0, n, head_step):
+            a = slice(a0, min(a0 + head_step, n))
+            both = p[a, None] + p[None, a0:]  # (a,b,r,S), b >= a0
+            summed[a, a0:] += xlogx(both).sum((-2, -1)).double()
+    upper = summed.triu()
+    summed = upper + upper.triu(1).T
+    js = (plogp[:, None] + plogp[None, :] - summed) * 0.5 + np.log(2) * (mass[:, None] + mass[None, :]) * 0.5
+    js = js.clamp_min(0.0)
+    js[identical_heads(rows, js)] = 0.0  # float rounding leaves ~1e-8 per row where the rows are the same
+    return js
+
+
+def xlogx(x: Tensor) -> Tensor:
+    """x log x elementwise, 0 where x = 0 (2x faster than torch.special.xlogy: log and multiply in place)."""
+    return x.clamp_min(torch.finfo(x.dtype).tiny).log_().mul_(x)
+
+
+def identical_heads(rows: Tensor, js: Tensor, per_row: float = 1e-5) -> Tensor:
+    """(N,N) bool: pairs whose rows are exactly equal (checked only where the summed JS is near zero)."""
+    same = torch.eye(len(js), dtype=torch.bool)
+    for a, b in (js <= per_row * max(rows.shape[1], 1)).nonzero().tolist():
+        same[a, b] = a == b or torch.equal(rows[a], rows[b])
+    return same
+
+
+def real_rows(maps: Tensor, mask: Tensor) -> Tensor:
+    """A batch's maps (B,N,T,T) -> every real query row of every sentence, per head: (N,R,T)."""
+    return maps.transpose(0, 1)[:, mask.bool()]  # (N,R,T)
+
+
+@dataclass(frozen=True)
+class HeadMap:
+    """All heads embedded in 2-D by MDS on their distances."""
+
+    xy: np.ndarray  # (N,2)
+    heads: tuple[tuple[int, int], ...]  # N (layer, head), layer-major
+    nearest: np.ndarray  # (N,NEAREST) indices of each head's nearest other heads, nearest first
+    stress: float  # MDS's normalised stress (Kruskal's stress-1): 0 is a perfect fit
+
+
+@dataclass(frozen=True)
+class CorpusPass:
+    texts: tuple[str, ...]  # the sentences, as typed
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    distance: np.ndarray  # (N,N) mean JS divergence (nats) between heads' attention rows
+    rows: int  # query rows the distances and role metrics average over
+    roles: HeadRoles | None  # head metrics over the same rows (role labels); None when not asked for
+    causal: bool  # decoders: query i sees keys 0..i
+    window: int | None  # sliding-window attention: keys further back are not seen
+    # Tokens kept for the query-key view: the first `kept` sentences, in order, a sentence's tokens contiguous.
+    kept: int
+    starts: np.ndarray  # (kept+1,) sentence t's tokens are rows starts[t]:starts[t+1]
+    labels: tuple[str, ...]  # M pieces as a reader sees them
+    spans: np.ndarray  # (M,2) character span of each piece in its sentence ((0,0) for special tokens)
+    special: np.ndarray  # (M,) bool: [CLS]/[SEP]/[BOS]-like pieces
+    layer_q: tuple[Tensor, ...]  # L x (M,H,Dh) float32, after RoPE
+    layer_k: tuple[Tensor, ...]  # L x (M,G,Dh) float32, after RoPE
+
+    @property
+    def heads(self) -> tuple[tuple[int, int], ...]:
+        """N (layer, head) pairs, layer-major, 0-based: the rows and columns of `distance`."""
+        return tuple((layer, head) for layer in range(self.n_layers) for head in range(self.n_heads))
+
+    @property
+    def sentence_of(self) -> np.ndarray:
+        """(M,) the sentence of each kept token."""
+        return np.repeat(np.arange(self.kept), np.diff(self.starts))
+
+    @property
+    def position(self) -> np.ndarray:
+        """(M,) each kept token's position in its sentence (0 = first piece)."""
+        return np.arange(len(self.labels)) - np.repeat(self.starts[:-1], np.diff(self.starts))
+
+    def head_map(self, seed: int = MDS_SEED) -> HeadMap:
+        return embed_heads(self.distance, self.heads, seed)
+
+
+def embed_heads(distance: np.ndarray, heads: tuple[tuple[int, int], ...], seed: int = MDS_SEED) -> HeadMap:
+    """Metric MDS of precomputed distances (scikit-learn, classical-MDS start, fixed seed)."""
+    from sklearn.manifold import MDS
+
+    mds = MDS(n_components=2, metric="precomputed", init="classical_mds", random_state=seed, normalized_stress=True)
+    xy = mds.fit_transform(distance)  # (N,2)
+    others = distance + np.diag(np.full(len(distance), np.inf))  # a head is not its own neighbour
+    nearest = np.argsort(others, axis=1, kind="stable")[:, :min(NEAREST, len(distance) - 1)]
+    return HeadMap(xy, heads, nearest, float(mds.stress_))
+
+
+def piece_lengths(model: LoadedModel, texts: Sequence[str]) -> list[int]:
+    """Pieces per text as `run` cuts them (specials included)."""
+    ids = model.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
+    lead = int(model.bos_id is not None)  # run() puts the model's first token before every text
+    return [min(len(x) + lead, model.max_length) for x in ids]
+
+
+def qk_budget(model: LoadedModel, lengths: Sequence[int]) -> int:
+    """How many leading sentences' query and key vectors fit QK_MAX_MB and QK_MAX_TOKENS."""
+    per_token = model.n_layers * (model.n_heads + model.n_kv_heads) * model.head_dim * 4  # bytes, float32
+    tokens = min(QK_MAX_TOKENS, QK_MAX_MB * 2**20 // per_token)
+    total = np.cumsum(lengths)
+    return int(np.searchsorted(total, tokens, side="right"))
+
+
+def corpus_pass(model: LoadedModel, texts: Sequence[str], progress: Progress | None = None,
+                keep_vectors: bool = True, with_roles: bool = True) -> CorpusPass:
+    """Head distances and (`with_roles`) head metrics over every query token, and (`keep_vectors`) the first
+    sentences' query/key vectors, in padded batches. Empty lines are left out; texts over the model's maximum
+    are cut as `run` cuts them."""
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        raise InputError("No sentences to analyse: the corpus is empty.")
+    lengths = piece_lengths(model, texts)
+    kept = qk_budget(model, lengths) if keep_vectors else 0
+    n = model.n_layers * model.n_heads
+    js, rows, done, vectors = torch.zeros(n, n, dtype=torch.float64), 0, 0, {}
+    roles = RoleAccumulator() if with_roles else None
+    for batch in map_batches(lengths, n):
+        result = run(model, [texts[i] for i in batch], path="explicit")
+        maps = torch.stack([result.layer_maps(layer) for layer in range(model.n_layers)], 1).flatten(1, 2)  # (B,N,T,T)
+        mask = result.batch.attention_mask
+        js += js_sums(real_rows(maps, mask))
+        rows += int(mask.sum())
+        for b, i in enumerate(batch):
+            if roles is not None:
+                add_roles(roles, result, b, maps[b], model)
+            if i < kept:
+                vectors[i] = token_vectors(result, b)
+        done += len(batch)
+        if progress:
+            progress(done, len(texts))
+    return assemble(model, texts, js / rows, rows, roles.result() if roles is not None else None,
+                    [vectors[i] for i in range(kept)])
+
+
+def add_roles(roles: RoleAccumulator, result: object, b: int, maps: Tensor, model: LoadedModel) -> None:
+    """Sentence b's maps (N,T,T), padding cut, into the role metrics."""
+    t = result.lengths[b]
+    special = [w is None for w in result.word_ids[b]]
+    square = maps[:, :t, :t].reshape(model.n_layers, model.n_heads, t, t)  # (L,H,T_b,T_b)
+    roles.add(square.numpy(), result.labels[b], special, model.causal)
+
+
+def token_vectors(result: object, b: int) -> tuple:
+    """Sentence b's (labels, spans, special, per-layer q (T,H,Dh), per-layer k (T,G,Dh)) without padding."""
+    t = result.lengths[b]
+    q = tuple(lq[b, :, :t].transpose(0, 1).float() for lq in result.layer_q)  # L x (T,H,Dh)
+    k = tuple(lk[b, :, :t].transpose(0, 1).float() for lk in result.layer_k)  # L x (T,G,Dh)
+    return result.labels[b], result.batch.offsets[b], [w is None for w in result.word_ids[b]], q, k
+
+
+def assemble(model: LoadedModel, texts: Sequence[str], distance: Tensor, rows: int, roles: HeadRoles | None,
+             kept: list[tuple]) -> CorpusPass:
+    lengths = [len(labels) for labels, *_ in kept]
+    layers = range(model.n_layers)
+    empty_q = torch.empty(0, model.n_heads, model.head_dim)
+    empty_k = torch.empty(0, model.n_kv_heads, model.head_dim)
+    return CorpusPass(
+        texts=tuple(texts), n_layers=model.n_layers, n_heads=model.n_heads, n_kv_heads=model.n_kv_heads,
+        distance=distance.numpy(), rows=rows, roles=roles, causal=model.causal, window=model.arch.sliding_window,
+        kept=len(kept), starts=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
+        labels=tuple(label for labels, *_ in kept for label in labels),
+        spans=np.array([span for _, spans, *_ in kept for span in spans], dtype=np.int64).reshape(-1, 2),
+        special=np.array([flag for _, _, flags, *_ in kept for flag in flags], dtype=bool),
+        layer_q=tuple(torch.cat([v[3][layer] for v in kept]) if kept else empty_q for layer in layers),
+        layer_k=tuple(torch.cat([v[4][layer] for v in kept]) if kept else empty_k for layer in layers),
+    )

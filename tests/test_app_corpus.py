@@ -1,0 +1,88 @@
+"""AppTest for the "Across a corpus" page (issue 13): the head map, the query-key view, URL state, uploads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_core import run
+from mha_core.head_distances import corpus_pass
+from mha_core.qk_view import TOP_TOKENS
+from tests.conftest import SHARED_DATA, chart_json, decode, open_app
+from views._uploads import corpus_sentences
+
+PAGE = "views/corpus.py"
+QK = "Query–key view of one head"
+
+
+@pytest.fixture(scope="module")
+def bundled_corpus(bundled):
+    return corpus_pass(bundled, corpus_sentences())
+
+
+def test_the_head_map_shows_every_head_once_and_the_matrix(bundled_corpus):
+    at = open_app(PAGE)
+    assert not at.exception and not at.error
+    heads = sorted(tuple(c) for trace in chart_json(at, "head_map")["data"] for c in trace["customdata"])
+    assert heads == sorted(bundled_corpus.heads)
+    shown = decode(chart_json(at, "distances")["data"][0]["z"])
+    assert np.allclose(shown, bundled_corpus.distance, atol=1e-9)
+    assert any("4,076 query tokens of 312 sentences" in c.value for c in at.caption)
+    assert len(at.dataframe) == 1 and len(at.get("download_button")) == 1
+
+
+def test_the_query_key_view_reads_its_state_from_the_url(bundled_corpus):
+    at = open_app(PAGE, g_view=QK, g_layer="2", g_head="5", g_colour="token")
+    assert not at.exception and not at.error
+    assert (at.selectbox(key="g_layer").value, at.selectbox(key="g_head").value) == (2, 5)
+    figure = chart_json(at, "qk_points")
+    assert {t["type"] for t in figure["data"]} == {"scattergl"} and len(figure["data"]) <= TOP_TOKENS + 1
+    assert sum(len(t["customdata"]) for t in figure["data"]) == 2 * 4076
+    assert "L2 H5" in figure["layout"]["title"]["text"]
+    assert any("translated by one vector c" in c.value for c in at.caption)
+
+
+def test_a_chosen_query_lists_the_keys_it_attends_to(bundled, bundled_corpus):
+    label = bundled_corpus.labels[int(bundled_corpus.starts[7]) + 4]
+    at = open_app(PAGE, g_view=QK, g_layer="1", g_head="3", g_sentence="7", g_query=f"4: {label}")  # as in the URL
+    assert not at.exception and at.selectbox(key="g_query").value == 4
+    table = at.dataframe[0].value
+    text = bundled_corpus.texts[7]
+    row = run(bundled, text, path="explicit").head_map(1, 3)[0, 4].numpy()
+    assert list(table["position"]) == list(np.argsort(-row, kind="stable")[:5])
+    assert np.allclose(table["attention"], np.sort(row)[::-1][:5], atol=1e-4)
+    assert any(t.value == text for t in at.text)
+
+
+def test_the_decoder_view_names_rope_and_the_key_value_head(listed_decoder):
+    at = open_app(PAGE, model="SmolLM2-135M-Instruct", g_view=QK, g_layer="3", g_head="7")
+    assert not at.exception and not at.error
+    caption = next(c.value for c in at.caption if "translated" in c.value)
+    assert "key/value head 2" in caption and "after RoPE" in caption
+
+
+@pytest.fixture
+def listed_decoder(decoder):
+    return decoder  # loaded (converted once) before the page asks for it
+
+
+@pytest.mark.parametrize("source", ["Uploaded CoNLL-U", "Uploaded text file"])
+def test_uploads_give_their_own_map(source):
+    at = open_app(PAGE, g_source=source)
+    assert not at.exception and any("Upload" in i.value for i in at.info)
+    if source == "Uploaded CoNLL-U":
+        blocks = (SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu").read_text(encoding="utf-8").split("\n\n")[40:52]
+        name, data = "ewt.conllu", "\n\n".join(blocks) + "\n"
+    else:
+        name, data = "lines.txt", "The cat sat on the mat.\n\nA dog barked twice.\nRain fell all night.\n"
+    at.get("file_uploader")[0].set_value((name, data.encode(), "text/plain")).run()
+    assert not at.exception and not at.error
+    n = 12 if source == "Uploaded CoNLL-U" else 3
+    assert any(f"of {n} sentences" in c.value for c in at.caption)
+
+
+def test_an_empty_text_file_is_one_message():
+    at = open_app(PAGE, g_source="Uploaded text file")
+    at.get("file_uploader")[0].set_value(("empty.txt", b"\n  \n", "text/plain")).run()
+    assert not at.exception
+    assert len(at.error) == 1 and "no sentences found" in at.error[0].value

@@ -1,0 +1,201 @@
+"""Heads across a corpus: every head placed by how alike its attention is to the others' (Clark et al. 2019,
+Figure 6), and one head's queries and keys over the whole corpus in one 2-D space (AttentionViz)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from mha_core import LoadedModel
+from mha_core.corpora import read_conllu, read_text_lines
+from mha_core.corpus_figures import distance_heatmap, head_map_figure, qk_figure, qk_hover
+from mha_core.export import distance_csv, qk_points_csv
+from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, corpus_pass
+from mha_core.induction import induction_scores
+from mha_core.qk_view import COLOUR_BY, PROJECTIONS, QKView, qk_view, token_pos, top_keys
+from mha_core.syntax import analyse_corpus
+from views._state import chart, current_model, literal, model_card, shared, shared_store
+from views._uploads import (
+    CORPUS,
+    UPLOAD_MAX_SENTENCES,
+    cached_analysis,
+    cap_note,
+    corpus_sentences,
+    parsed_corpus,
+    read_upload,
+    uploaded_text,
+)
+
+SOURCES = ("Bundled corpus", "Uploaded CoNLL-U", "Uploaded text file")
+VIEWS = ("Head-similarity map", "Query–key view of one head")
+PASSES_KEPT, PASSES_MB = 3, 1536  # corpus passes kept per server (each holds query and key vectors)
+
+
+def pass_store() -> object:
+    return shared_store("corpus passes", PASSES_KEPT, PASSES_MB)
+
+
+def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None:
+    """(cache key, sentences as typed, parsed trees or None, what was left out); None when an upload is missing
+    or unusable (the reason is shown)."""
+    if source == SOURCES[0]:
+        return f"corpus:{CORPUS}", corpus_sentences(), None, ""
+    conllu = source == SOURCES[1]
+    label = "CoNLL-U file (each sentence's # text line)" if conllu else "Text file, one sentence per line"
+    upload = uploaded_text(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text")
+    if upload is None:
+        st.info("Upload a CoNLL-U file (for example a Universal Dependencies split)." if conllu else
+                "Upload a plain-text file with one sentence per line.")
+        return None
+    key, name, data = upload
+    items = read_upload(read_conllu if conllu else read_text_lines, name, data)
+    if items is None:
+        return None
+    kept = items[:UPLOAD_MAX_SENTENCES]
+    texts = [s.text for s in kept] if conllu else kept
+    return key, texts, kept if conllu else None, cap_note(len(items))
+
+
+def role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> object:
+    """The Roles page's labels for these heads: head metrics over this corpus, the induction probe, and (on
+    request, for sources with trees) the syntactic heads of the same analysis the Roles page runs."""
+    scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
+    extra = {}
+    if st.toggle("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)", key="g_syntax",
+                 bind="query-params", help="The bundled corpus is parsed by spaCy; a CoNLL-U file gives gold trees. "
+                 "This runs the model over the sentences once more (shared with the Roles page)."):
+        sentences = trees if trees is not None else (parsed_corpus() if key.startswith("corpus:") else None)
+        if sentences is None:
+            st.caption("A plain-text file has no trees: syntactic labels need the bundled corpus or a CoNLL-U file.")
+        else:
+            analysis = cached_analysis((str(model.model_dir), key), "Running the model over the sentences",
+                                       lambda progress: analyse_corpus(model, sentences, progress))
+            extra = analysis.syntax.head_labels() if analysis is not None else {}
+    first = "first token" if model.causal else "[CLS]"
+    return corpus.roles.labels(extra, first, {head: "induction" for head in scores.induction_heads()}), bool(extra)
+
+
+def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> None:
+    labels, with_syntax = role_labels(model, corpus, key, trees)
+    base = (str(model.model_dir), key)
+    with st.spinner("Placing the heads (MDS)…"):
+        head_map = shared(("head map", *base), corpus.head_map)
+    left, right = st.columns(2)
+    with left:
+        chart(("head map", *base, with_syntax), lambda: head_map_figure(head_map, labels, corpus.distance),
+              key="head_map")
+    with right:
+        chart(("distances", *base), lambda: distance_heatmap(corpus.distance, corpus.heads), key="distances")
+    st.caption(f"Distance between two heads: the mean, over all {corpus.rows:,} query tokens of {len(corpus.texts):,} "
+               "sentences (word pieces, special tokens included), of the Jensen–Shannon divergence between their "
+               "attention rows, in nats (0 = identical; at most ln 2 ≈ 0.693). Metric MDS (scikit-learn, fixed "
+               "seed) places every head so that distances on the plane follow these; colour: the head's role "
+               "label as on the Roles page; symbol: its layer.")
+    st.dataframe(closest_pairs(corpus), hide_index=True, key="closest")
+    st.download_button("CSV: the distance matrix", lambda: distance_csv(corpus.distance, corpus.heads),
+                       "head_distances.csv", "text/csv", key="distance_csv")
+
+
+def closest_pairs(corpus: CorpusPass, n: int = 10) -> pd.DataFrame:
+    """The n most alike pairs of heads in different layers."""
+    heads = corpus.heads
+    pairs = [(corpus.distance[i, j], i, j) for i in range(len(heads)) for j in range(i + 1, len(heads))
+             if heads[i][0] != heads[j][0]]
+    return pd.DataFrame([{"heads": f"L{heads[i][0]} H{heads[i][1]} · L{heads[j][0]} H{heads[j][1]}",
+                          "JS divergence": round(float(d), 4)} for d, i, j in sorted(pairs)[:n]])
+
+
+def qk_controls(model: LoadedModel) -> tuple[int, int, str, str]:
+    c1, c2, c3, c4 = st.columns([1, 1, 2, 2])
+    layer = c1.selectbox("Layer", range(model.n_layers), key="g_layer", bind="query-params")
+    head = c2.selectbox("Head", range(model.n_heads), key="g_head", bind="query-params")
+    colour = c3.radio("Colour by", COLOUR_BY, horizontal=True, key="g_colour", bind="query-params")
+    method = c4.radio("Projection", PROJECTIONS, horizontal=True, key="g_projection", bind="query-params",
+                      help="PCA: exact and instant. UMAP (umap-learn) and t-SNE (scikit-learn) take seconds to a "
+                      "minute for thousands of points; each result is kept for everyone.")
+    return layer, head, colour, method
+
+
+def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
+    layer, head, colour, method = qk_controls(model)
+    base = (str(model.model_dir), key)
+    with st.spinner(f"Projecting {2 * len(corpus.labels):,} points with {method}…"):
+        view = shared(("qk view", *base, layer, head, method), lambda: qk_view(corpus, layer, head, method))
+    pos = shared(("qk pos", *base), lambda: token_pos(corpus)) if colour == COLOUR_BY[3] else None
+    hover = shared(("qk hover", *base), lambda: qk_hover(corpus))
+    chart(("qk figure", *base, layer, head, method, colour), lambda: qk_figure(view, corpus, colour, hover, pos),
+          key="qk_points", on_select=lambda: pick_query(corpus), selection_mode="points")
+    explain_normalisation(model, corpus, view)
+    show_query(corpus, view)
+    st.download_button("CSV: these points", lambda: qk_points_csv(view.xy, corpus.labels, corpus.sentence_of,
+                                                                 corpus.position, pos),
+                       f"qk_L{layer}_H{head}_{method}.csv", "text/csv", key="qk_csv")
+
+
+def explain_normalisation(model: LoadedModel, corpus: CorpusPass, view: QKView) -> None:
+    kept = (f"the first {corpus.kept:,} of {len(corpus.texts):,} sentences ({len(corpus.labels):,} tokens; the view "
+            f"keeps at most {QK_MAX_TOKENS:,} tokens and {QK_MAX_MB} MB of vectors)"
+            if corpus.kept < len(corpus.texts) else f"all {corpus.kept:,} sentences ({len(corpus.labels):,} tokens)")
+    rope = " after RoPE," if model.arch.rotary else ""
+    gqa = f" from key/value head {view.kv_head} (grouped-query attention)" if corpus.n_kv_heads < corpus.n_heads else ""
+    st.caption(f"Every token's query and key{gqa},{rope} over {kept}. As in AttentionViz, keys are translated by one "
+               f"vector c (|c| = {view.translation_norm:.3f}) so that their mean equals the queries' mean, and queries "
+               f"are multiplied by s = {view.scale:.4f} and keys divided by s, so both have the same mean norm "
+               f"({view.mean_norm:.3f}). Neither changes any attention row: a query's scores all shift by q·c, which "
+               "softmax ignores, and (s q)·(k / s) = q·k. Close query–key pairs are pairs with high scores.")
+
+
+def pick_query(corpus: CorpusPass) -> None:
+    """The chart's selection -> the query widgets (a selected key picks its own token's query)."""
+    points = st.session_state["qk_points"].selection.points
+    chosen = next((p.get("customdata") for p in points if p.get("customdata") is not None), None)
+    if chosen is None:
+        return
+    token = int(chosen[0] if isinstance(chosen, list) else chosen) % len(corpus.labels)
+    st.session_state["g_sentence"] = int(corpus.sentence_of[token])
+    st.session_state["g_query"] = int(corpus.position[token])
+
+
+def show_query(corpus: CorpusPass, view: QKView) -> None:
+    """The chosen query's top keys in its sentence (chosen on the chart, or here; both live in the URL)."""
+    left, right = st.columns([1, 3])
+    sentence = left.number_input("Sentence", 0, corpus.kept - 1, value=None, key="g_sentence", bind="query-params",
+                                 placeholder="select a query on the chart")
+    if sentence is None:
+        st.caption("Select a query (●) on the chart, or type a sentence number, to see the keys it attends to most.")
+        return
+    start, stop = int(corpus.starts[sentence]), int(corpus.starts[sentence + 1])
+    if not 0 <= st.session_state.get("g_query", 0) < stop - start:
+        st.session_state["g_query"] = 0  # the previous sentence's position does not exist here
+    position = right.selectbox("Query", range(stop - start), key="g_query", bind="query-params",
+                               format_func=lambda j: f"{j}: {corpus.labels[start + j]}")
+    st.text(corpus.texts[sentence])
+    rows = top_keys(corpus, view.layer, view.head, start + position)
+    st.dataframe(pd.DataFrame([{"position": j, "key": label, "attention": round(w, 4)} for j, label, w in rows]),
+                 hide_index=True, key="top_keys")
+    st.caption("Its attention row in this head, recomputed from the kept query and key vectors.")
+
+
+def main() -> None:
+    model = current_model()
+    model_card()
+    st.title("Heads across a corpus")
+    source = st.radio("Corpus", SOURCES, horizontal=True, key="g_source", bind="query-params")
+    chosen = chosen_corpus(source)
+    if chosen is None:
+        st.stop()
+    key, texts, trees, note = chosen
+    corpus = cached_analysis((str(model.model_dir), "pass", key), "Running the model over the corpus",
+                             lambda progress: corpus_pass(model, texts, progress), store=pass_store(), note=note)
+    if corpus is None:
+        st.stop()
+    if note:
+        st.caption(literal(note.strip(" ()").capitalize() + "."))
+    view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="g_view", bind="query-params") or VIEWS[0]
+    if view == VIEWS[0]:
+        show_head_map(model, corpus, key, trees)
+    else:
+        show_qk_view(model, corpus, key)
+
+
+main()
