@@ -79,3 +79,23 @@ def test_typed_markup_stays_text_on_heads_and_coreference():
     assert "Where 'it' looks" in body
     assert "attends most to 'a@b.co'" in body or "attends most to 'Mail'" in body  # verdicts name the candidates
     assert "Changed: 'www.example.org' → 'www.example.net'" in body.replace("\u200b", "")  # shown, as text
+
+
+def test_selecting_a_point_of_the_query_key_view_lists_its_top_keys():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server() as url, chromium_page(height=2400) as page:
+        page.goto(f"{url}/corpus?g_view=Query%E2%80%93key+view+of+one+head&g_layer=1&g_head=3")
+        plot = page.locator(".js-plotly-plot").first
+        plot.wait_for(timeout=120_000)
+        wait_idle(page, 120_000)
+        box = plot.bounding_box()
+        for dx, dy in ((0.5, 0.5), (0.45, 0.55), (0.55, 0.45), (0.5, 0.6), (0.4, 0.5)):  # the cloud's middle
+            page.mouse.click(box["x"] + box["width"] * dx, box["y"] + box["height"] * dy)
+            wait_idle(page)
+            if "g_sentence=" in page.url:  # the selection moved into the URL
+                break
+        page.get_by_text("position").first.wait_for(timeout=30_000)  # the top-keys table's header
+        page.screenshot(path=str(ARTIFACTS / "corpus_qk_selection.png"), full_page=True)
+        body, address = page.locator("body").inner_text(), page.url
+    assert "g_sentence=" in address
+    assert "attention" in body and "recomputed from the kept query and key vectors" in body
