@@ -18,6 +18,9 @@ from mha_core.model import LoadedModel
 from mha_core.syntax import Progress, length_batches
 from mha_core.tokens import InputError
 
+COREF_TOP = 5  # heads shown and considered for the "coreference" label
+COREF_GAIN = 0.10  # … which must beat the nearest-candidate baseline by 10 points
+
 
 @dataclass(frozen=True)
 class CorefResult:
@@ -40,6 +43,12 @@ class CorefResult:
 
     def best(self) -> tuple[int, int, float]:
         return self.ranking()[0]
+
+    def head_labels(self) -> dict[tuple[int, int], str]:
+        """(layer, head) -> "coreference" for the top COREF_TOP heads that beat the nearest-candidate baseline by
+        at least COREF_GAIN."""
+        return {(layer, head): "coreference" for layer, head, acc in self.ranking()[:COREF_TOP]
+                if acc >= self.nearest + COREF_GAIN}
 
 
 def span_pieces(offsets: Sequence[tuple[int, int]], start: int, length: int) -> list[int]:

@@ -86,3 +86,19 @@ def test_an_empty_text_file_is_one_message():
     at.get("file_uploader")[0].set_value(("empty.txt", b"\n  \n", "text/plain")).run()
     assert not at.exception
     assert len(at.error) == 1 and "no sentences found" in at.error[0].value
+
+
+def test_gap_heads_scored_on_the_roles_page_colour_the_map(bundled, bundled_corpus):
+    from mha_core.coref import CorefResult
+
+    layer, head = (int(i) for i in np.argwhere(bundled_corpus.roles.labels() == "other")[0])  # no positional label
+    correct = np.zeros((bundled.n_layers, bundled.n_heads), dtype=np.int64)
+    correct[layer, head] = 90  # one head far above the nearest-candidate baseline
+    gap = CorefResult(examples=100, skipped=0, correct=correct, always_a=0.5, always_b=0.5, nearest=0.5)
+    assert gap.head_labels() == {(layer, head): "coreference"}
+    at = open_app(PAGE)
+    at.session_state["gap_results"] = {str(bundled.model_dir): gap}
+    at.run()
+    assert not at.exception
+    traces = {t["name"]: t["customdata"] for t in chart_json(at, "head_map")["data"]}
+    assert traces["coreference"] == [[layer, head]]

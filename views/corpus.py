@@ -3,6 +3,7 @@ Figure 6), and one head's queries and keys over the whole corpus in one 2-D spac
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -56,9 +57,10 @@ def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None
     return key, texts, kept if conllu else None, cap_note(len(items))
 
 
-def role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> object:
-    """The Roles page's labels for these heads: head metrics over this corpus, the induction probe, and (on
-    request, for sources with trees) the syntactic heads of the same analysis the Roles page runs."""
+def role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> np.ndarray:
+    """The Roles page's labels for these heads: head metrics over this corpus, the induction probe, (on request,
+    for sources with trees) the syntactic heads of the same analysis the Roles page runs, and the coreference
+    heads of a GAP file scored on the Roles page in this session."""
     scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
     extra = {}
     if st.toggle("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)", key="g_syntax",
@@ -71,18 +73,20 @@ def role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | 
             analysis = cached_analysis((str(model.model_dir), key), "Running the model over the sentences",
                                        lambda progress: analyse_corpus(model, sentences, progress))
             extra = analysis.syntax.head_labels() if analysis is not None else {}
+    gap = st.session_state.get("gap_results", {}).get(str(model.model_dir))  # if the Roles page scored GAP
+    extra.update(gap.head_labels() if gap is not None else {})
     first = "first token" if model.causal else "[CLS]"
-    return corpus.roles.labels(extra, first, {head: "induction" for head in scores.induction_heads()}), bool(extra)
+    return corpus.roles.labels(extra, first, {head: "induction" for head in scores.induction_heads()})
 
 
 def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> None:
-    labels, with_syntax = role_labels(model, corpus, key, trees)
+    labels = role_labels(model, corpus, key, trees)  # (L,H)
     base = (str(model.model_dir), key)
     with st.spinner("Placing the heads (MDS)…"):
         head_map = shared(("head map", *base), corpus.head_map)
     left, right = st.columns(2)
     with left:
-        chart(("head map", *base, with_syntax), lambda: head_map_figure(head_map, labels, corpus.distance),
+        chart(("head map", *base, tuple(labels.ravel())), lambda: head_map_figure(head_map, labels, corpus.distance),
               key="head_map")
     with right:
         chart(("distances", *base), lambda: distance_heatmap(corpus.distance, corpus.heads), key="distances")

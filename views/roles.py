@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, SyntaxResult, figures
+from mha_core.coref import COREF_GAIN, COREF_TOP
 from mha_core.corpora import ParsedSentence, read_conllu, spacy_parse
 from mha_core.induction import INDUCTION_LENGTHS, INDUCTION_MIN, induction_scores
 from mha_core.role_figures import role_grid_figure
@@ -74,7 +75,8 @@ def show_rules() -> None:
             "cannot fire on short sentences)\n"
             f"- **syntactic (rel)**: the best head for a relation beats the best fixed offset by "
             f"≥ {100 * MIN_GAIN:.0f} points over ≥ {MIN_DEPENDENTS} dependents (Voita et al.)\n"
-            "- **coreference**: among the top GAP heads, beating the nearest-candidate baseline by ≥ 10 points\n"
+            f"- **coreference**: among the top {COREF_TOP} GAP heads, beating the nearest-candidate baseline by "
+            f"≥ {100 * COREF_GAIN:.0f} points\n"
             f"- **induction**: induction score ≥ {INDUCTION_MIN} on repeated random sequences (Olsson et al.); "
             "measured on its own probe, it takes precedence over every other label\n"
             "- **first token** (decoders): as [CLS], for the first token every query can see (the attention sink)\n"
@@ -89,14 +91,14 @@ def show_coref(model: LoadedModel) -> dict[tuple[int, int], str]:
     result = gap_analysis(model)
     if result is None:
         return {}
-    top = result.ranking()[:5]
+    top = result.ranking()[:COREF_TOP]
     st.dataframe(pd.DataFrame([{"head": f"L{layer} H{head}", "GAP accuracy %": round(100 * acc, 1)}
                                for layer, head, acc in top]), hide_index=True)
     st.caption(f"{result.examples} examples ({result.skipped} left out). Baselines: always A "
                f"{100 * result.always_a:.1f}%, always B {100 * result.always_b:.1f}%, nearest candidate "
                f"{100 * result.nearest:.1f}%. Clark et al. (BERT-base, CoNLL-2012, another model and data): "
                f"best coreference head {CLARK_COREF[0]}% vs {CLARK_COREF[1]}% for the nearest mention.")
-    return {(layer, head): "coreference" for layer, head, acc in top if acc >= result.nearest + 0.10}
+    return result.head_labels()
 
 
 def show_induction(model: LoadedModel) -> dict[tuple[int, int], str]:
