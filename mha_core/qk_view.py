@@ -45,7 +45,10 @@ def normalise(q: Tensor, k: Tensor, steps: int = 80) -> Normalised:
     norm_q = q64.norm(dim=1).mean()
     # With t = 1/s^2 the condition mean|s q| = mean|(k - mean k)/s + s mean q| reads
     # mean|q| = g(t) = mean|t (k - mean k) + mean q|; g is convex with g(0) = |mean q| <= mean|q|: one crossing.
-    gap = lambda log_t: float((math.exp(log_t) * k_centred + q_mean).norm(dim=1).mean() - norm_q)  # noqa: E731
+    # |t kc + qm|^2 = t^2 |kc|^2 + 2 t kc.qm + |qm|^2: three numbers per key, so each step costs O(M).
+    sq, dot, qm2 = (k_centred * k_centred).sum(1), k_centred @ q_mean, float(q_mean @ q_mean)  # (M,), (M,), ()
+    gap = lambda log_t: float(torch.sqrt(  # noqa: E731
+        (math.exp(2 * log_t) * sq + 2 * math.exp(log_t) * dot + qm2).clamp_min(0)).mean() - norm_q)
     low, high = -60.0, 60.0
     if gap(low) >= 0 or gap(high) <= 0:  # every query the same, or every key the same: keep s = 1
         low = high = 0.0

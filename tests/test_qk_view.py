@@ -81,6 +81,18 @@ def test_attention_rows_and_top_keys_come_from_the_model(llama_corpus):
     assert best[0][1] == result.labels[0][best[0][0]]
 
 
+@pytest.mark.parametrize("family", ["bert", "gpt2", "qwen2", "mistral"])  # no mask, learned positions, biases, window
+def test_every_query_row_equals_the_models_map(family, family_dirs):
+    model = load_model(family_dirs[family])
+    corpus = corpus_pass(model, TEXTS)
+    for t in range(corpus.kept):
+        maps = run(model, corpus.texts[t], path="explicit").text_attention(0)  # (L,H,T,T)
+        start = int(corpus.starts[t])
+        for layer, head in ((0, 0), (model.n_layers - 1, model.n_heads - 1)):
+            rows = np.stack([attention_row(corpus, layer, head, start + i) for i in range(maps.shape[-1])])
+            assert np.abs(rows - maps[layer, head]).max() <= 1e-5
+
+
 def test_a_previous_token_head_puts_queries_near_the_previous_key(bundled):
     from tests.conftest import long_text
 
