@@ -143,6 +143,16 @@ def embed_heads(distance: np.ndarray, heads: tuple[tuple[int, int], ...], seed: 
     return HeadMap(xy, heads, nearest, float(mds.stress_))
 
 
+def closest_pairs(distance: np.ndarray, heads: Sequence[tuple[int, int]], n: int = 10
+                  ) -> list[tuple[float, tuple[int, int], tuple[int, int]]]:
+    """The n most alike pairs of heads in different layers: (distance, head a, head b), closest first."""
+    i, j = np.triu_indices(len(heads), k=1)
+    layers = np.array([layer for layer, _ in heads])
+    i, j = i[layers[i] != layers[j]], j[layers[i] != layers[j]]
+    order = np.argsort(distance[i, j], kind="stable")[:n]
+    return [(float(distance[i[k], j[k]]), heads[i[k]], heads[j[k]]) for k in order]
+
+
 def piece_lengths(model: LoadedModel, texts: Sequence[str]) -> list[int]:
     """Pieces per text as `run` cuts them (specials included)."""
     ids = model.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]

@@ -8,7 +8,7 @@ import torch
 from scipy.special import rel_entr
 
 from mha_core import load_model, run
-from mha_core.head_distances import corpus_pass, embed_heads, js_sums
+from mha_core.head_distances import closest_pairs, corpus_pass, embed_heads, js_sums
 from mha_core.syntax import map_batches
 from tests.conftest import ANIMAL_TIRED
 
@@ -108,3 +108,9 @@ def test_long_texts_go_in_batches_whose_maps_fit_the_budget():
     for batch in batches:
         longest = max(lengths[i] for i in batch)
         assert len(batch) == 1 or len(batch) * 270 * longest**2 * 4 <= 128 * 2**20
+
+
+def test_closest_pairs_skip_heads_of_one_layer():
+    heads = ((0, 0), (0, 1), (1, 0), (1, 1))
+    distance = np.array([[0, 0.01, 0.3, 0.2], [0.01, 0, 0.05, 0.4], [0.3, 0.05, 0, 0.02], [0.2, 0.4, 0.02, 0]])
+    assert closest_pairs(distance, heads, 2) == [(0.05, (0, 1), (1, 0)), (0.2, (0, 0), (1, 1))]

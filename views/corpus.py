@@ -11,7 +11,7 @@ from mha_core import LoadedModel
 from mha_core.corpora import read_conllu, read_text_lines
 from mha_core.corpus_figures import distance_heatmap, head_map_figure, qk_figure, qk_hover
 from mha_core.export import distance_csv, qk_points_csv
-from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, corpus_pass
+from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, closest_pairs, corpus_pass
 from mha_core.induction import induction_scores
 from mha_core.qk_view import COLOUR_BY, PROJECTIONS, QKView, qk_view, token_pos, top_keys
 from mha_core.syntax import analyse_corpus
@@ -95,18 +95,15 @@ def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list 
                "attention rows, in nats (0 = identical; at most ln 2 ≈ 0.693). Metric MDS (scikit-learn, fixed "
                "seed) places every head so that distances on the plane follow these; colour: the head's role "
                "label as on the Roles page; symbol: its layer.")
-    st.dataframe(closest_pairs(corpus), hide_index=True, key="closest")
+    st.dataframe(shared(("closest pairs", *base), lambda: closest_table(corpus)), hide_index=True, key="closest")
+    st.caption("The most alike pairs of heads in different layers.")
     st.download_button("CSV: the distance matrix", lambda: distance_csv(corpus.distance, corpus.heads),
                        "head_distances.csv", "text/csv", key="distance_csv")
 
 
-def closest_pairs(corpus: CorpusPass, n: int = 10) -> pd.DataFrame:
-    """The n most alike pairs of heads in different layers."""
-    heads = corpus.heads
-    pairs = [(corpus.distance[i, j], i, j) for i in range(len(heads)) for j in range(i + 1, len(heads))
-             if heads[i][0] != heads[j][0]]
-    return pd.DataFrame([{"heads": f"L{heads[i][0]} H{heads[i][1]} · L{heads[j][0]} H{heads[j][1]}",
-                          "JS divergence": round(float(d), 4)} for d, i, j in sorted(pairs)[:n]])
+def closest_table(corpus: CorpusPass) -> pd.DataFrame:
+    return pd.DataFrame([{"heads": f"L{a[0]} H{a[1]} · L{b[0]} H{b[1]}", "JS divergence": round(d, 4)}
+                         for d, a, b in closest_pairs(corpus.distance, corpus.heads)])
 
 
 def qk_controls(model: LoadedModel) -> tuple[int, int, str, str]:
