@@ -138,14 +138,14 @@ def length_batches(lengths: Sequence[int], budget: int = TOKEN_BUDGET) -> list[l
     return batches + ([current] if current else [])
 
 
-def map_batches(lengths: Sequence[int], n_heads: int, maps_mb: int = MAPS_MB, budget: int = TOKEN_BUDGET
+def map_batches(lengths: Sequence[int], n_heads: int, maps_mb: int | None = None, budget: int = TOKEN_BUDGET
                 ) -> list[list[int]]:
     """length_batches, cut further so that one batch's maps of all `n_heads` heads (L*H) stay within
     `maps_mb` (float32): a 1,024-piece text of a 270-head model alone holds 1.1 GB of maps."""
     out = []
     for batch in length_batches(lengths, budget):
         longest = max(lengths[i] for i in batch)
-        size = max(1, maps_mb * 2**20 // (n_heads * longest * longest * 4))
+        size = max(1, (maps_mb or MAPS_MB) * 2**20 // (n_heads * longest * longest * 4))
         out += [batch[i:i + size] for i in range(0, len(batch), size)]
     return out
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from mha_core import run
 from mha_core.coref import candidate_scores, span_pieces
 from mha_core.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap, spacy_parse
 from mha_core.roles import RoleAccumulator, is_punctuation
@@ -211,3 +212,24 @@ def test_cli_malformed_files_exit_2_with_the_line(tmp_path):
     assert proc.returncode == 2 and "line 2" in proc.stderr and "Traceback" not in proc.stderr
     proc = cli("coref", "--gap", str(bad))
     assert proc.returncode == 2 and "line 1" in proc.stderr
+
+
+def test_coref_batches_are_capped_by_map_memory_and_change_no_score(tiny, monkeypatch):
+    import mha_core.coref as coref
+    import mha_core.syntax as syntax
+
+    examples = read_gap(GAP_VALIDATION, limit=12).examples
+    whole = coref.analyse_coref(tiny, examples)
+    calls = []
+
+    def recording_run(model, texts, path):
+        result = run(model, texts, path=path)
+        calls.append((len(texts), result.batch.input_ids.shape[1]))
+        return result
+
+    monkeypatch.setattr(syntax, "MAPS_MB", 1)
+    monkeypatch.setattr(coref, "run", recording_run)
+    capped = coref.analyse_coref(tiny, examples)
+    n = tiny.n_layers * tiny.n_heads
+    assert len(calls) > 1 and all(b == 1 or b * n * t * t * 4 <= 2**20 for b, t in calls)
+    assert np.array_equal(capped.correct, whole.correct) and capped.examples == whole.examples
