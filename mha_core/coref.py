@@ -15,7 +15,7 @@ from torch import Tensor
 from mha_core.corpora import GapExample
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
-from mha_core.syntax import Progress, map_batches
+from mha_core.syntax import Progress, map_batches, piece_lengths
 from mha_core.tokens import InputError
 
 COREF_TOP = 5  # heads shown and considered for the "coreference" label
@@ -71,8 +71,7 @@ def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: 
                   ) -> CorefResult:
     correct = np.zeros((model.n_layers, model.n_heads), dtype=np.int64)
     scored = a_right = near_right = 0
-    lengths = [len(ids) for ids in model.tokenizer([ex.text for ex in examples], verbose=False)["input_ids"]]
-    lengths = [min(n + (model.bos_id is not None), model.max_length) for n in lengths]  # pieces, as run() cuts them
+    lengths = piece_lengths(model, [ex.text for ex in examples])
     done = 0
     for batch in map_batches(lengths, model.n_layers * model.n_heads):  # maps of one batch: at most MAPS_MB
         chosen = [examples[i] for i in batch]

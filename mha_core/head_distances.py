@@ -24,7 +24,7 @@ from torch import Tensor
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
 from mha_core.roles import HeadRoles, RoleAccumulator
-from mha_core.syntax import map_batches
+from mha_core.syntax import map_batches, piece_lengths
 from mha_core.tokens import InputError
 
 Progress = Callable[[int, int], None]
@@ -151,13 +151,6 @@ def closest_pairs(distance: np.ndarray, heads: Sequence[tuple[int, int]], n: int
     i, j = i[layers[i] != layers[j]], j[layers[i] != layers[j]]
     order = np.argsort(distance[i, j], kind="stable")[:n]
     return [(float(distance[i[k], j[k]]), heads[i[k]], heads[j[k]]) for k in order]
-
-
-def piece_lengths(model: LoadedModel, texts: Sequence[str]) -> list[int]:
-    """Pieces per text as `run` cuts them (specials included)."""
-    ids = model.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
-    lead = int(model.bos_id is not None)  # run() puts the model's first token before every text
-    return [min(len(x) + lead, model.max_length) for x in ids]
 
 
 def qk_budget(model: LoadedModel, lengths: Sequence[int]) -> int:

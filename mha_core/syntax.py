@@ -150,6 +150,13 @@ def map_batches(lengths: Sequence[int], n_heads: int, maps_mb: int | None = None
     return out
 
 
+def piece_lengths(model: LoadedModel, texts: Sequence[str]) -> list[int]:
+    """Pieces per text as `run` cuts them (specials included)."""
+    ids = model.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
+    lead = int(model.bos_id is not None)  # run() puts the model's first token before every text
+    return [min(len(x) + lead, model.max_length) for x in ids]
+
+
 def piece_counts(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> list[int]:
     enc = model.tokenizer([list(s.words) for s in sentences], is_split_into_words=True, truncation=False,
                           verbose=False, split_special_tokens=True)

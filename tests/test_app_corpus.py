@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_core import run
+from mha_core import corpora, run
 from mha_core.head_distances import corpus_pass
 from mha_core.qk_view import TOP_TOKENS
 from tests.conftest import SHARED_DATA, chart_json, decode, open_app
-from views._uploads import corpus_sentences
 
 PAGE = "views/corpus.py"
 QK = "Query–key view of one head"
@@ -17,7 +16,7 @@ QK = "Query–key view of one head"
 
 @pytest.fixture(scope="module")
 def bundled_corpus(bundled):
-    return corpus_pass(bundled, corpus_sentences())
+    return corpus_pass(bundled, corpora.bundled_corpus())
 
 
 def test_the_head_map_shows_every_head_once_and_the_matrix(bundled_corpus):

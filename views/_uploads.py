@@ -16,14 +16,14 @@ import streamlit as st
 
 from mha_core import InputError, LoadedModel
 from mha_core.coref import CorefResult, analyse_coref
-from mha_core.corpora import CorpusFormatError, ParsedSentence, read_gap, spacy_parse
+from mha_core.corpora import BUNDLED_CORPUS as CORPUS
+from mha_core.corpora import CorpusFormatError, ParsedSentence, bundled_corpus, read_gap, spacy_parse
 from mha_core.store import SharedStore
 from views._state import literal, shared_store
 
 ANALYSES_KEPT = 8  # corpus analyses kept per server (least recently used dropped)
 SENTENCE_ANALYSES_KEPT = 64
 UPLOAD_MAX_SENTENCES = 5_000  # sentences (CoNLL-U) or examples (GAP) analysed per upload: ~1 min on 2 cores
-CORPUS = Path(__file__).resolve().parents[1] / "assets" / "corpus.txt"  # the bundled corpus, one sentence a line
 SHARED_GAP = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
 Progress = Callable[[int, int], None]
 
@@ -58,14 +58,9 @@ def cached_analysis(key: tuple, label: str, compute: Callable[[Progress], object
             bar.empty()
 
 
-def corpus_sentences() -> list[str]:
-    lines = CORPUS.read_text(encoding="utf-8").splitlines()
-    return [line for line in lines if line.strip() and not line.startswith("#")]
-
-
 def parsed_corpus() -> list[ParsedSentence]:
     return cached_analysis(("spacy", str(CORPUS)), "Parsing the corpus with spaCy",
-                           lambda progress: spacy_parse(corpus_sentences()))
+                           lambda progress: spacy_parse(bundled_corpus()))
 
 
 def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str] | None:

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.corpora import read_conllu, read_text_lines
+from mha_core.corpora import bundled_corpus, read_conllu, read_text_lines
 from mha_core.corpus_figures import distance_heatmap, head_map_figure, qk_figure, qk_hover
 from mha_core.export import distance_csv, qk_points_csv
 from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, closest_pairs, corpus_pass
@@ -21,7 +21,6 @@ from views._uploads import (
     UPLOAD_MAX_SENTENCES,
     cached_analysis,
     cap_note,
-    corpus_sentences,
     parsed_corpus,
     read_upload,
     uploaded_text,
@@ -40,7 +39,7 @@ def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None
     """(cache key, sentences as typed, parsed trees or None, what was left out); None when an upload is missing
     or unusable (the reason is shown)."""
     if source == SOURCES[0]:
-        return f"corpus:{CORPUS}", corpus_sentences(), None, ""
+        return f"corpus:{CORPUS}", bundled_corpus(), None, ""
     conllu = source == SOURCES[1]
     label = "CoNLL-U file (each sentence's # text line)" if conllu else "Text file, one sentence per line"
     upload = uploaded_text(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text")
