@@ -85,12 +85,12 @@ def qk_figure(view: QKView, corpus: CorpusPass, colour_by: str, hover: list[str]
     customdata holds each point's index (0..P-1: queries first)."""
     m = view.n_tokens
     kinds = np.array([KIND_SYMBOLS[0]] * m + [KIND_SYMBOLS[1]] * m, dtype=object)
-    traces = []
+    traces, positions = [], np.concatenate([corpus.position] * 2)  # (P,)
     for i, (name, members) in enumerate(colour_groups(corpus, colour_by, pos)):
         marker = {"size": 5, "opacity": 0.7, "symbol": kinds[members].tolist(),
                   "color": GROUP_COLORS[i % len(GROUP_COLORS)]}
         if colour_by == COLOUR_BY[1]:  # position: a continuous colour, one trace per kind
-            marker.update(color=np.concatenate([corpus.position] * 2)[members].tolist(), colorscale="Viridis",
+            marker.update(color=positions[members].tolist(), colorscale="Viridis",
                           showscale=i == 0, colorbar={"title": {"text": "position"}})
         traces.append({
             "type": "scattergl", "mode": "markers", "name": safe_label(name),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -118,12 +119,12 @@ class CorpusPass:
         """N (layer, head) pairs, layer-major, 0-based: the rows and columns of `distance`."""
         return tuple((layer, head) for layer in range(self.n_layers) for head in range(self.n_heads))
 
-    @property
+    @cached_property
     def sentence_of(self) -> np.ndarray:
         """(M,) the sentence of each kept token."""
         return np.repeat(np.arange(self.kept), np.diff(self.starts))
 
-    @property
+    @cached_property
     def position(self) -> np.ndarray:
         """(M,) each kept token's position in its sentence (0 = first piece)."""
         return np.arange(len(self.labels)) - np.repeat(self.starts[:-1], np.diff(self.starts))
