@@ -49,6 +49,14 @@ def commit_text(page: object, label: str, text: str) -> None:
     box.press("Control+Enter")
 
 
+def open_with_sentence(page: object, url: str, text: str) -> None:
+    """Open the app's first page, type `text` into the sidebar's sentence box and wait for the run."""
+    page.goto(url)
+    page.get_by_label("Sentence").wait_for(timeout=90_000)
+    commit_text(page, "Sentence", text)
+    wait_idle(page)
+
+
 def wait_idle(page: object, timeout: float = 60_000) -> None:
     """Wait until Streamlit has finished its script run (no 'running' status widget)."""
     page.wait_for_timeout(300)

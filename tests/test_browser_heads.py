@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser import ARTIFACTS, choose_option, chromium_page, commit_text, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, choose_option, chromium_page, open_with_sentence, streamlit_server, wait_idle
 from tests.conftest import ANIMAL_WIDE
 
 pytestmark = pytest.mark.browser
@@ -15,10 +15,7 @@ pytestmark = pytest.mark.browser
 def test_heads_page_minimal_pair_open_head_change_token():
     ARTIFACTS.mkdir(exist_ok=True)
     with streamlit_server() as url, chromium_page() as page:
-        page.goto(url)
-        page.get_by_label("Sentence").wait_for(timeout=90_000)
-        commit_text(page, "Sentence", ANIMAL_WIDE)
-        wait_idle(page)
+        open_with_sentence(page, url, ANIMAL_WIDE)
         # the overview is drawn for the new sentence (its head map axis carries "wide")
         page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
         page.locator("svg text", has_text="wide").first.wait_for(timeout=60_000)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium_page, commit_text, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, chromium_page, open_with_sentence, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -60,10 +60,7 @@ def assert_nothing_live(page: object) -> None:
 def test_typed_markup_stays_text_on_heads_and_coreference():
     ARTIFACTS.mkdir(exist_ok=True)
     with streamlit_server() as url, chromium_page() as page:
-        page.goto(url)
-        page.get_by_label("Sentence").wait_for(timeout=90_000)
-        commit_text(page, "Sentence", HOSTILE)
-        wait_idle(page)
+        open_with_sentence(page, url, HOSTILE)
         page.get_by_role("tab", name="One token").click()
         wait_idle(page)
         assert_nothing_live(page)
