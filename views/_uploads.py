@@ -83,6 +83,21 @@ def read_upload(reader: Callable[..., object], name: str, data: str) -> object |
         return None
 
 
+def capped_upload(label: str, types: list[str], key: str, reader: Callable[..., list], prompt: str
+                  ) -> tuple[str, list, str] | None:
+    """An uploaded corpus file read by `reader`: (cache key, its first UPLOAD_MAX_SENTENCES items, what was left
+    out); None, with `prompt` or the file's error shown, until a usable file is given."""
+    upload = uploaded_text(label, types, key)
+    if upload is None:
+        st.info(prompt)
+        return None
+    cache_key, name, data = upload
+    items = read_upload(reader, name, data)
+    if items is None:
+        return None
+    return cache_key, items[:UPLOAD_MAX_SENTENCES], cap_note(len(items))
+
+
 def cap_note(count: int, unit: str = "sentences") -> str:
     """The progress bar's note when a file had more than the cap (it is read with limit cap + 1)."""
     cap = UPLOAD_MAX_SENTENCES

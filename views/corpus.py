@@ -18,12 +18,9 @@ from mha_core.syntax import analyse_corpus
 from views._state import chart, current_model, literal, model_card, shared, shared_store
 from views._uploads import (
     CORPUS,
-    UPLOAD_MAX_SENTENCES,
     cached_analysis,
-    cap_note,
+    capped_upload,
     parsed_corpus,
-    read_upload,
-    uploaded_text,
 )
 
 SOURCES = ("Bundled corpus", "Uploaded CoNLL-U", "Uploaded text file")
@@ -42,18 +39,14 @@ def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None
         return f"corpus:{CORPUS}", bundled_corpus(), None, ""
     conllu = source == SOURCES[1]
     label = "CoNLL-U file (each sentence's # text line)" if conllu else "Text file, one sentence per line"
-    upload = uploaded_text(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text")
-    if upload is None:
-        st.info("Upload a CoNLL-U file (for example a Universal Dependencies split)." if conllu else
-                "Upload a plain-text file with one sentence per line.")
+    chosen = capped_upload(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text",
+                           read_conllu if conllu else read_text_lines,
+                           "Upload a CoNLL-U file (for example a Universal Dependencies split)." if conllu else
+                           "Upload a plain-text file with one sentence per line.")
+    if chosen is None:
         return None
-    key, name, data = upload
-    items = read_upload(read_conllu if conllu else read_text_lines, name, data)
-    if items is None:
-        return None
-    kept = items[:UPLOAD_MAX_SENTENCES]
-    texts = [s.text for s in kept] if conllu else kept
-    return key, texts, kept if conllu else None, cap_note(len(items))
+    key, kept, note = chosen
+    return key, [s.text for s in kept] if conllu else kept, kept if conllu else None, note
 
 
 def role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> np.ndarray:

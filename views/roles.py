@@ -16,14 +16,11 @@ from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared
 from views._uploads import (
     CORPUS,
-    UPLOAD_MAX_SENTENCES,
     cached_analysis,
-    cap_note,
+    capped_upload,
     gap_analysis,
     parsed_corpus,
-    read_upload,
     sentence_store,
-    uploaded_text,
 )
 
 SOURCES = ("This sentence", "Bundled corpus", "Uploaded CoNLL-U")
@@ -40,15 +37,8 @@ def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence],
         return f"sentence:{text}", spacy_parse([text]), ""
     if source == "Bundled corpus":
         return f"corpus:{CORPUS}", parsed_corpus(), ""
-    upload = uploaded_text("CoNLL-U file (gold trees)", ["conllu", "txt"], "conllu_upload")
-    if upload is None:
-        st.info("Upload a CoNLL-U file (for example a Universal Dependencies treebank split).")
-        return None
-    key, name, data = upload
-    sentences = read_upload(read_conllu, name, data)
-    if sentences is None:
-        return None
-    return key, sentences[:UPLOAD_MAX_SENTENCES], cap_note(len(sentences))
+    return capped_upload("CoNLL-U file (gold trees)", ["conllu", "txt"], "conllu_upload", read_conllu,
+                         "Upload a CoNLL-U file (for example a Universal Dependencies treebank split).")
 
 
 def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
