@@ -7,6 +7,9 @@ Prints median ratios (targets from issues 2 and 11), per model:
   (c) rebuilding one head's map from the LSE / one fused forward at 512 tokens (reported)
   (d) memory held by a cached 512-token result: fused / explicit <= 0.25
   (e) loading the model (the decoder's later loads; --conversion also times its first, converting load)
+  (f) the 512-token forward split into the attention kernel (all the two paths differ in) and the rest:
+      the kernels' fused / explicit ratio, and the lowest (b) could be if the fused kernel cost nothing
+A decoder is also timed at its longest input (the model's max_length) when that is above 512 tokens.
 Run: .venv/bin/python benchmarks/bench_core.py [--model NAME] [--device cuda] [--dtype bfloat16] [--repeats N]
 (the fused path reports the kernel it ran: flash / efficient on CUDA, flash on the CPU)
 """
@@ -19,12 +22,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians, text_of_pieces  # noqa: E402
-from mha_core import bundled, load_model, run  # noqa: E402
+from mha_core import attention, bundled, load_model, run  # noqa: E402
 from mha_core.model import bundled_dirs  # noqa: E402
 from mha_core.store import nbytes  # noqa: E402
 from mha_core.tokens import tokenize  # noqa: E402
@@ -73,6 +77,35 @@ def bench_rebuild(model, repeats: int) -> None:
           f"{nbytes(explicit) / 2**20:.1f} MB on the explicit path: ratio {nbytes(result) / nbytes(explicit):.3f}")
 
 
+def free_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias, scale: float, causal: bool = False):
+    """A stand-in for the attention kernel that costs nothing: zero context (B,H,T,Dh), zero LSE (B,H,T)."""
+    return torch.zeros_like(q), q.new_zeros(q.shape[:3]), "free"
+
+
+def bench_kernels(model, repeats: int, n_tokens: int = 512) -> None:
+    """(f) The forward split into the attention kernel, which is all the two paths differ in, and the rest
+    (projections, norms, RoPE, MLP), timed in the model by running it once with a kernel that costs nothing."""
+    text = text_of_pieces(model.tokenizer, n_tokens - (model.bos_id is not None))
+
+    def rest() -> None:
+        with mock.patch.object(attention, "fused_kernel", free_kernel):
+            run(model, text, path="fused")
+        sync(model.device)
+
+    med = interleaved_medians({
+        "explicit": lambda: (run(model, text, path="explicit"), sync(model.device)),
+        "fused": lambda: (run(model, text, path="fused"), sync(model.device)),
+        "rest": rest,
+    }, repeats=repeats)
+    explicit_core, fused_core = med["explicit"] - med["rest"], med["fused"] - med["rest"]
+    needed = (0.8 * med["explicit"] - med["rest"]) / explicit_core  # the kernel ratio at which (b) would be 0.8
+    print(f"(f) at {n_tokens} tokens the attention kernels take {explicit_core * 1e3:.0f} ms (explicit) and "
+          f"{fused_core * 1e3:.0f} ms (fused) of the forward: ratio {fused_core / explicit_core:.3f}; the rest, "
+          f"the same on both paths, takes {med['rest'] * 1e3:.0f} ms\n"
+          f"    so (b) >= {med['rest'] / med['explicit']:.3f} even with a kernel that cost nothing, and (b) <= 0.8 "
+          f"needs a fused kernel ratio <= {needed:.3f}")
+
+
 def timed_load(name: str, device: str, dtype: torch.dtype) -> object:
     start = time.perf_counter()
     model = load_model(bundled_dirs()[name], device=device, dtype=dtype)
@@ -106,8 +139,10 @@ def main() -> None:
     for name in args.model or [bundled.ENCODER_NAME, bundled.DECODER_NAME]:
         print(f"== {name}")
         model = timed_load(name, args.device, getattr(torch, args.dtype))
-        bench_lengths(model, [20, 128, 512], args.repeats)
+        longest = [model.max_length] if model.arch.causal and model.max_length > 512 else []
+        bench_lengths(model, [20, 128, 512, *longest], args.repeats)
         bench_rebuild(model, args.repeats)
+        bench_kernels(model, args.repeats)
 
 
 if __name__ == "__main__":
