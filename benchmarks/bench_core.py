@@ -61,8 +61,13 @@ def bench_lengths(model, lengths: list[int], repeats: int) -> None:
               f"  {med['explicit'] / med['eager']:>14.3f}  {med['fused'] / med['explicit']:>14.3f}")
 
 
+def text_of_run_pieces(model, n_pieces: int) -> str:
+    """A text that run() turns into exactly n_pieces pieces (a decoder's [BOS], which run() adds, included)."""
+    return text_of_pieces(model.tokenizer, n_pieces - (model.bos_id is not None))
+
+
 def bench_rebuild(model, repeats: int) -> None:
-    text = text_of_pieces(model.tokenizer, 512 - (model.bos_id is not None))
+    text = text_of_run_pieces(model, 512)
     result = run(model, text, path="fused")
     layer, head = model.n_layers // 2, model.n_heads // 2
     med = interleaved_medians({
@@ -85,7 +90,7 @@ def free_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias, scale: 
 def bench_kernels(model, repeats: int, n_tokens: int = 512) -> None:
     """(f) The forward split into the attention kernel, which is all the two paths differ in, and the rest
     (projections, norms, RoPE, MLP), timed in the model by running it once with a kernel that costs nothing."""
-    text = text_of_pieces(model.tokenizer, n_tokens - (model.bos_id is not None))
+    text = text_of_run_pieces(model, n_tokens)
 
     def rest() -> None:
         with mock.patch.object(attention, "fused_kernel", free_kernel):

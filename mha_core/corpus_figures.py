@@ -12,6 +12,7 @@ from mha_core.figures import safe_label
 from mha_core.head_distances import CorpusPass, HeadMap
 from mha_core.qk_view import COLOUR_BY, QKView, colour_groups, marked_sentence
 from mha_core.role_figures import ROLE_COLORS, role_category
+from mha_core.roles import head_label
 
 LAYER_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "triangle-down", "star", "hexagon",
                  "pentagon")  # cycled when a model has more layers
@@ -20,10 +21,6 @@ GROUP_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"
                 "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
                 "#756bb1", "#636363")  # distinct colours for up to 20 groups (17 parts of speech + special + space)
 FONT = {"size": 12}
-
-
-def head_label(layer: int, head: int) -> str:
-    return f"L{layer} H{head}"
 
 
 def head_map_figure(head_map: HeadMap, labels: np.ndarray, distance: np.ndarray) -> dict:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_core.roles import head_label
 from mha_core.words import AttentionView
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -97,7 +98,7 @@ def figure_image(fig: go.Figure, fmt: str, width: int = 1100) -> bytes:
 
 def distance_csv(distance: np.ndarray, heads: Sequence[tuple[int, int]]) -> str:
     """The (N,N) head-distance matrix, rows and columns named "L<layer> H<head>" (0-based, layer-major)."""
-    return named_matrix_csv(distance, [f"L{layer} H{head}" for layer, head in heads], "head")
+    return named_matrix_csv(distance, [head_label(*h) for h in heads], "head")
 
 
 def qk_points_csv(xy: np.ndarray, labels: Sequence[str], sentence: np.ndarray, position: np.ndarray,

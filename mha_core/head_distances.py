@@ -14,7 +14,7 @@ l*H + h), B sentences in a batch, T pieces (padded), R query rows, S keys, M tok
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -25,10 +25,9 @@ from torch import Tensor
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
 from mha_core.roles import HeadRoles, RoleAccumulator
-from mha_core.syntax import map_batches, piece_lengths
+from mha_core.syntax import Progress, map_batches, piece_lengths
 from mha_core.tokens import InputError
 
-Progress = Callable[[int, int], None]
 JS_BLOCK_ELEMENTS = 2**22  # elements of one (a, b, R, S) block of the pairwise sums (16 MB in float32)
 QK_MAX_MB = 512  # query and key vectors kept for the query-key view (float32, every layer)
 QK_MAX_TOKENS = 20_000  # and at most this many tokens (each is two points in the browser)

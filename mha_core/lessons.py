@@ -14,7 +14,7 @@ import numpy as np
 
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
-from mha_core.roles import METRIC_TITLES, head_roles
+from mha_core.roles import METRIC_TITLES, head_label, head_roles
 from mha_core.shapes import count_shape, make_shape, single_head_equivalent
 from mha_core.walkthrough import row_entropy, softmax_at_scale, walkthrough
 
@@ -46,7 +46,7 @@ def normalise_answer(text: str) -> str:
     """'layer 3, head 1' / 'L3H1' / '3 1' -> 'L3 H1'; numbers lose separators; words lower-cased."""
     numbers = re.findall(r"\d+", text)
     if len(numbers) == 2 and re.search(r"[lL]|layer|head|,|\s", text):
-        return f"L{int(numbers[0])} H{int(numbers[1])}"
+        return head_label(int(numbers[0]), int(numbers[1]))
     if numbers and re.fullmatch(r"[\d,\s_.']+", text.strip()):
         return "".join(numbers)
     return text.strip().lower()
@@ -69,7 +69,7 @@ def token_index(labels: tuple[str, ...], word: str) -> int:
 
 
 def heads_text(heads: list[tuple[int, int]], values: np.ndarray, unit: str) -> str:
-    return ", ".join(f"L{layer} H{head} ({values[layer, head]:.2f} {unit})" for layer, head in heads)
+    return ", ".join(f"{head_label(layer, head)} ({values[layer, head]:.2f} {unit})" for layer, head in heads)
 
 
 def top_heads(values: np.ndarray, k: int) -> list[tuple[int, int]]:
@@ -83,7 +83,7 @@ def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
     maps = result.text_attention(0)  # (L,H,T,T)
     weights = maps[:, :, token_index(result.labels[0], c["query"]), token_index(result.labels[0], c["key"])]
     best = top_heads(weights, c["top"])
-    return Reveal(tuple(f"L{layer} H{head}" for layer, head in best),
+    return Reveal(tuple(head_label(layer, head) for layer, head in best),
                   f"Live: the heads giving '{c['query']}' → '{c['key']}' the most weight are "
                   f"{heads_text(best, weights, 'of its attention')}; uniform would be {1 / maps.shape[-1]:.2f}.")
 
@@ -96,7 +96,7 @@ def reveal_role(model: LoadedModel, lesson: Lesson) -> Reveal:
     best = top_heads(values, 3)
     verdict = ("" if qualifying else f" No head of {model.name} reaches {c['min']}: on this model the lesson has no "
                "right answer.")
-    return Reveal(tuple(f"L{layer} H{head}" for layer, head in qualifying),
+    return Reveal(tuple(head_label(layer, head) for layer, head in qualifying),
                   f"Live: mean attention {METRIC_TITLES[c['metric']]} is ≥ {c['min']} in {len(qualifying)} head(s); "
                   f"the strongest are {heads_text(best, values, '')} (uniform: {roles.baselines[c['metric']]:.2f})."
                   + verdict)
@@ -143,7 +143,7 @@ def reveal_pair_shift(model: LoadedModel, lesson: Lesson) -> Reveal:
         margins.append(scores.margin(0, 1))
     shift = margins[0] - margins[1]  # how far each head moved from a towards b
     best = top_heads(shift, c["top"])
-    return Reveal(tuple(f"L{layer} H{head}" for layer, head in best),
+    return Reveal(tuple(head_label(layer, head) for layer, head in best),
                   f"Live: the margin '{c['a']}' − '{c['b']}' drops most in {heads_text(best, shift, 'lower')}.")
 
 

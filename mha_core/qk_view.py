@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from mha_core.head_distances import CorpusPass
+from mha_core.roles import head_label
 from mha_core.tokens import InputError
 
 PCA, UMAP, TSNE = "PCA", "UMAP", "t-SNE"
@@ -84,7 +85,8 @@ def kv_head_of(corpus: CorpusPass, head: int) -> int:
 
 def check_head(corpus: CorpusPass, layer: int, head: int) -> None:
     if not (0 <= layer < corpus.n_layers and 0 <= head < corpus.n_heads):
-        raise InputError(f"No head L{layer} H{head}: the model has {corpus.n_layers} layers of {corpus.n_heads} heads.")
+        raise InputError(f"No head {head_label(layer, head)}: the model has {corpus.n_layers} layers of "
+                         f"{corpus.n_heads} heads.")
     if corpus.kept == 0:
         raise InputError("No sentence was kept for the query-key view.")
 

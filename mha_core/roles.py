@@ -32,6 +32,17 @@ PATTERN_RULES = (
 )
 
 
+def head_label(layer: int, head: int) -> str:
+    """How every page, export and lesson names a head: "L<layer> H<head>", both 0-based."""
+    return f"L{layer} H{head}"
+
+
+def first_token_label(causal: bool) -> str:
+    """The role of a head that attends to the first token: [CLS] for an encoder, "first token" for a decoder
+    (its attention sink)."""
+    return "first token" if causal else "[CLS]"
+
+
 def is_punctuation(token: str) -> bool:
     core = token.removeprefix("##").strip("␣↵")
     return bool(core) and all(unicodedata.category(c).startswith("P") for c in core)

@@ -14,7 +14,8 @@ import torch
 from mha_core import run
 from mha_core.coref import candidate_scores, span_pieces
 from mha_core.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap, spacy_parse
-from mha_core.roles import RoleAccumulator, is_punctuation
+from mha_core.role_figures import ROLE_COLORS
+from mha_core.roles import RoleAccumulator, first_token_label, head_label, is_punctuation
 from mha_core.syntax import SyntaxAccumulator, predict_heads, word_attention
 from tests.conftest import ROOT, SHARED_DATA
 
@@ -49,6 +50,14 @@ def test_sep_sink_is_labelled_sep_and_vertical():
     assert roles.metrics["sep"][0, 0] == 1.0 and roles.labels()[0, 0] == "[SEP]"
     assert roles.patterns()[0, 0] == "vertical"
     assert roles.metrics["confidence"][0, 0] == 1.0 and roles.metrics["entropy"][0, 0] == 0.0
+
+
+def test_a_first_token_sink_is_named_for_the_model_kind_and_has_its_colour():
+    roles = roles_of(one_hot_map([0] * 8))
+    for causal, name in ((False, "[CLS]"), (True, "first token")):
+        assert first_token_label(causal) == name
+        assert roles.labels(first=first_token_label(causal))[0, 0] == name and name in ROLE_COLORS
+    assert head_label(0, 11) == "L0 H11"
 
 
 def test_uniform_head_is_broad_and_equals_its_baselines():

@@ -12,6 +12,7 @@ from mha_core import LoadedModel, figures
 from mha_core.ablation import MEASURES, MODES, ablate_heads, ablation_grid, default_measure
 from mha_core.contrib import rollout, value_weighted
 from mha_core.export import matrix_csv
+from mha_core.roles import head_label
 from mha_core.tokens import InputError
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared
 
@@ -109,10 +110,10 @@ def show_ablation(model: LoadedModel, text: str) -> None:
           key="ablation_grid")
     order = np.argsort(-np.abs(grid.effects), axis=None)[:8]
     top = [(int(i // model.n_heads), int(i % model.n_heads)) for i in order]
-    st.dataframe(pd.DataFrame([{"head": f"L{layer} H{head}", "effect": round(float(grid.effects[layer, head]), 5)}
+    st.dataframe(pd.DataFrame([{"head": head_label(layer, head), "effect": round(float(grid.effects[layer, head]), 5)}
                                for layer, head in top]), hide_index=True, key="ablation_top")
     chosen = st.multiselect("Ablate these heads together", top, default=top[:3], key="c_joint",
-                            format_func=lambda lh: f"L{lh[0]} H{lh[1]}")
+                            format_func=lambda lh: head_label(*lh))
     if chosen:
         joint = ablate_heads(model, text, chosen, mode, measure, target, position)
         st.metric(f"Joint effect of {len(chosen)} heads", f"{joint:.5f}",

@@ -21,6 +21,7 @@ from mha_core.inspector import (
     default_pronoun,
     sentence_words,
 )
+from mha_core.roles import head_label
 from views._state import EXAMPLES, chart, check_length, checked_run, current_model, literal, sentence_box, shared
 from views._uploads import gap_analysis
 
@@ -63,7 +64,7 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
     gap_rank = {(layer, head): (rank, acc) for rank, (layer, head, acc) in enumerate(gap.ranking()[:10])} if gap else {}
     rows = []
     for layer, head in scores.ranked_heads()[:12]:
-        row = {"head": f"L{layer} H{head}", "prefers": names[preferred[layer, head]],
+        row = {"head": head_label(layer, head), "prefers": names[preferred[layer, head]],
                "margin": round(float(margin[layer, head]), 3)}
         row.update({f"→ {n}": round(float(scores.scores[c, layer, head]), 3) for c, n in enumerate(names)})
         if (layer, head) in gap_rank:

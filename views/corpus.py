@@ -14,6 +14,7 @@ from mha_core.export import distance_csv, qk_points_csv
 from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, closest_pairs, corpus_pass
 from mha_core.induction import induction_scores
 from mha_core.qk_view import COLOUR_BY, PROJECTIONS, QKView, qk_view, token_pos, top_keys
+from mha_core.roles import first_token_label, head_label
 from mha_core.syntax import analyse_corpus
 from views._state import chart, current_model, literal, model_card, shared, shared_store
 from views._uploads import (
@@ -67,8 +68,8 @@ def role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | 
             extra = analysis.syntax.head_labels() if analysis is not None else {}
     gap = st.session_state.get("gap_results", {}).get(str(model.model_dir))  # if the Roles page scored GAP
     extra.update(gap.head_labels() if gap is not None else {})
-    first = "first token" if model.causal else "[CLS]"
-    return corpus.roles.labels(extra, first, {head: "induction" for head in scores.induction_heads()})
+    probed = {head: "induction" for head in scores.induction_heads()}
+    return corpus.roles.labels(extra, first_token_label(model.causal), probed)
 
 
 def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> None:
@@ -94,7 +95,7 @@ def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list 
 
 
 def closest_table(corpus: CorpusPass) -> pd.DataFrame:
-    return pd.DataFrame([{"heads": f"L{a[0]} H{a[1]} · L{b[0]} H{b[1]}", "JS divergence": round(d, 4)}
+    return pd.DataFrame([{"heads": f"{head_label(*a)} · {head_label(*b)}", "JS divergence": round(d, 4)}
                          for d, a, b in closest_pairs(corpus.distance, corpus.heads)])
 
 

@@ -11,7 +11,15 @@ from mha_core.coref import COREF_GAIN, COREF_TOP
 from mha_core.corpora import ParsedSentence, read_conllu, spacy_parse
 from mha_core.induction import INDUCTION_LENGTHS, INDUCTION_MIN, induction_scores
 from mha_core.role_figures import role_grid_figure
-from mha_core.roles import BROAD_MIN, PATTERN_RULES, POSITIONAL_MIN, SPECIAL_MIN, head_roles
+from mha_core.roles import (
+    BROAD_MIN,
+    PATTERN_RULES,
+    POSITIONAL_MIN,
+    SPECIAL_MIN,
+    first_token_label,
+    head_label,
+    head_roles,
+)
 from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared
 from views._uploads import (
@@ -47,7 +55,7 @@ def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
         direction, layer, head, acc = score.best()
         clark = CLARK.get(CLARK_ALIASES.get(rel, rel))
         rows.append({
-            "relation": rel, "count": score.count, "best head": f"L{layer} H{head}",
+            "relation": rel, "count": score.count, "best head": head_label(layer, head),
             "direction": ("dep2head", "head2dep")[direction], "accuracy %": round(100 * acc, 1),
             "baseline offset": f"{score.baseline_offset:+d}", "baseline %": round(100 * score.baseline_accuracy, 1),
             "syntactic head": "yes" if score.syntactic else "",
@@ -82,7 +90,7 @@ def show_coref(model: LoadedModel) -> dict[tuple[int, int], str]:
     if result is None:
         return {}
     top = result.ranking()[:COREF_TOP]
-    st.dataframe(pd.DataFrame([{"head": f"L{layer} H{head}", "GAP accuracy %": round(100 * acc, 1)}
+    st.dataframe(pd.DataFrame([{"head": head_label(layer, head), "GAP accuracy %": round(100 * acc, 1)}
                                for layer, head, acc in top]), hide_index=True)
     st.caption(f"{result.examples} examples ({result.skipped} left out). Baselines: always A "
                f"{100 * result.always_a:.1f}%, always B {100 * result.always_b:.1f}%, nearest candidate "
@@ -108,7 +116,7 @@ def show_induction(model: LoadedModel) -> dict[tuple[int, int], str]:
     st.caption(f"{scores.sequences} random sequences of {INDUCTION_LENGTHS[0]}–{INDUCTION_LENGTHS[1]} tokens, each "
                "repeated once after the first special token (Olsson et al., 2022). Uniform attention over the "
                f"visible positions would score {scores.baseline:.3f}. Heads scoring ≥ {INDUCTION_MIN} are labelled "
-               f"induction: {len(heads)} here" + (f" (best: L{heads[0][0]} H{heads[0][1]})." if heads else "."))
+               f"induction: {len(heads)} here" + (f" (best: {head_label(*heads[0])})." if heads else "."))
     return {head: "induction" for head in heads}
 
 
@@ -146,8 +154,8 @@ def main() -> None:
     with grid:
         st.subheader("Every head's role")
         extra = {**analysis.syntax.head_labels(), **coref_labels}
-        first = "first token" if model.causal else "[CLS]"
-        st.plotly_chart(role_grid_figure(roles.labels(extra, first, induction_labels), roles), key="role_grid")
+        labels = roles.labels(extra, first_token_label(model.causal), induction_labels)
+        st.plotly_chart(role_grid_figure(labels, roles), key="role_grid")
         if model.causal:
             st.caption("Baselines of a causal model: uniform attention over the positions each query can see. "
                        "'first token' heads park their attention on the first token (an attention sink).")
