@@ -6,7 +6,10 @@ legacy multipage app, and a fresh server's first request for a sub-page URL woul
 
 import streamlit as st
 
+from views._state import sanitize_url
+
 st.set_page_config(page_title="Attention explorer", page_icon="🔎", layout="wide")
+sanitize_url()  # every URL value is parsed before a widget reads it
 pages = [
     st.Page("views/heads.py", title="Heads", icon=":material/grid_view:", default=True),
     st.Page("views/roles.py", title="Roles", icon=":material/label:"),

@@ -46,7 +46,7 @@ def ud_corpus(model, tokens: int = 5_000) -> list[str]:
 
 def batched_forward(model, texts: list[str]) -> None:
     lengths = piece_lengths(model, texts)
-    for batch in map_batches(lengths, model.n_layers * model.n_heads):  # the pass's batches
+    for batch in map_batches(lengths, model.n_layers * model.n_heads, model=model):  # the pass's batches
         run(model, [texts[i] for i in batch], path="explicit")
 
 

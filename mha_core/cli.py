@@ -253,7 +253,12 @@ def cmd_head_distances(args: argparse.Namespace) -> None:
     bar, update = progress_bar("head distances")
     result = corpus_pass(model, texts, update, keep_vectors=False, with_roles=False)
     bar.close()
+    selection = result.selection
+    if selection.note():
+        print(selection.note("line" if args.text_file else "sentence"), file=sys.stderr)
     write_json({"sentences": len(result.texts), "heads": [list(h) for h in result.heads],
+                "left_out": {"unreadable": list(selection.unreadable), "too_long": list(selection.too_long),
+                             "beyond_cap": selection.beyond_cap},
                 "distance": result.distance.round(8).tolist(), "query_rows": result.rows, "model": model.name},
                args.json)
 

@@ -73,7 +73,8 @@ def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: 
     scored = a_right = near_right = 0
     lengths = piece_lengths(model, [ex.text for ex in examples])
     done = 0
-    for batch in map_batches(lengths, model.n_layers * model.n_heads):  # maps of one batch: at most MAPS_MB
+    # maps of one batch: at most MAPS_MB, and its forward within the memory budget
+    for batch in map_batches(lengths, model.n_layers * model.n_heads, model=model):
         chosen = [examples[i] for i in batch]
         result = run(model, [ex.text for ex in chosen], path="explicit")
         for b, ex in enumerate(chosen):

@@ -42,14 +42,48 @@ class GapExample:
     a_coref: bool  # exactly one of a_coref / b_coref is True in examples that are kept
 
 
+MAX_FILE_MB = 20  # a corpus file is read up to this size (the app's uploader has the same cap)
+
+
+def decode_text(data: bytes) -> str:
+    """UTF-8 text, with or without a byte-order mark; anything else is one sentence naming what it looks like."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise CorpusFormatError("the file is UTF-16 text, not UTF-8: save it as UTF-8")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise CorpusFormatError(f"byte {err.start:,} is not UTF-8: the file is not UTF-8 text (binary, or another "
+                                "encoding); save it as UTF-8") from None
+
+
+def read_capped(path: Path, max_bytes: int | None = None) -> bytes:
+    """A file's bytes, refusing one over `max_bytes` without reading past it (/dev/zero never ends)."""
+    cap = MAX_FILE_MB * 2**20 if max_bytes is None else max_bytes
+    try:
+        with path.open("rb") as f:
+            data = f.read(cap + 1)
+    except OSError as err:
+        raise CorpusFormatError(f"cannot read {path}: {err.strerror or err.__class__.__name__}") from None
+    if len(data) > cap:
+        raise CorpusFormatError(f"the file is larger than {cap / 2**20:,.0f} MB: split it or use --limit on a "
+                                "shorter copy")
+    return data
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines split on newlines only (\\n, \\r\\n): a form feed, U+0085 or U+2028 inside a sentence stays in it."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
 def lines_of(source: str | Path) -> list[str]:
-    """A path's lines, or the lines of text already read (an upload)."""
+    """A path's lines (read up to MAX_FILE_MB, UTF-8 with or without a BOM), or the lines of text already
+    decoded (an upload, see decode_text)."""
     if isinstance(source, Path):
-        try:
-            return source.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as err:
-            raise CorpusFormatError(f"cannot read {source}: {err}") from None
-    return source.splitlines()
+        return split_lines(decode_text(read_capped(source)))
+    return split_lines(source.removeprefix("\ufeff"))
 
 
 def parse_conllu(lines: Iterable[str], limit: int | None = None) -> list[ParsedSentence]:
@@ -139,11 +173,17 @@ def bundled_corpus() -> list[str]:
 
 
 def read_text_lines(source: str | Path, limit: int | None = None) -> list[str]:
-    """A plain-text corpus: one sentence per non-empty line (surrounding spaces dropped)."""
-    lines = [line.strip() for line in lines_of(source) if line.strip()]
-    if not lines:
+    """A plain-text corpus, one sentence per line, surrounding spaces dropped. Blank lines stay (as ""), so that
+    item i is line i + 1 of the file, and analyses can name the lines they leave out; `limit` counts sentences."""
+    lines, sentences = [], 0
+    for line in lines_of(source):
+        if limit is not None and sentences >= limit:
+            break
+        lines.append(line.strip())
+        sentences += bool(lines[-1])
+    if not sentences:
         raise CorpusFormatError("line 1: no sentences found (expected plain text, one sentence per line)")
-    return lines[:limit] if limit is not None else lines
+    return lines
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from mha_core.attention import (
     attention_bias,
     multi_head_attention,
 )
+from mha_core.budget import check_budget, forward_bytes
 from mha_core.model import LoadedModel
 from mha_core.result import AttentionResult
 from mha_core.tokens import InputError, TextsLike, TokenBatch, tokenize
@@ -103,7 +104,12 @@ def prepare(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, Tensor | Non
 def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> AttentionResult:
     """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`)."""
     arch = model.arch
-    chosen, reason = choose_path(path, batch.input_ids.shape[1], model.device)
+    rows, tokens = batch.input_ids.shape
+    chosen, reason = choose_path(path, tokens, model.device)
+    check_budget(forward_bytes(model, rows, tokens, keeps_maps=chosen != FUSED),
+                 f"Recomputing {rows:,} text(s) of {tokens:,} pieces on the {chosen} path (it keeps every map)"
+                 if chosen != FUSED else f"Recomputing {rows:,} text(s) of {tokens:,} pieces",
+                 "use a shorter text" + (" or the fused path" if chosen != FUSED else ""))
     x, bias, rope = prepare(model, batch)
     # A decoder's unpadded batch on the fused path: the kernel's own causal mode skips the masked half.
     kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and bool(

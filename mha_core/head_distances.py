@@ -15,7 +15,7 @@ l*H + h), B sentences in a batch, T pieces (padded), R query rows, S keys, M tok
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -25,7 +25,16 @@ from torch import Tensor
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
 from mha_core.roles import HeadRoles, RoleAccumulator
-from mha_core.syntax import Progress, map_batches, piece_lengths
+from mha_core.syntax import (
+    CORPUS_MAX_PIECES,
+    CORPUS_TEXT_MAX_PIECES,
+    CorpusSelection,
+    Progress,
+    empty_length,
+    map_batches,
+    piece_lengths,
+    select_texts,
+)
 from mha_core.tokens import InputError
 
 JS_BLOCK_ELEMENTS = 2**22  # elements of one (a, b, R, S) block of the pairwise sums (16 MB in float32)
@@ -112,6 +121,7 @@ class CorpusPass:
     special: np.ndarray  # (M,) bool: [CLS]/[SEP]/[BOS]-like pieces
     layer_q: tuple[Tensor, ...]  # L x (M,H,Dh) float32, after RoPE
     layer_k: tuple[Tensor, ...]  # L x (M,G,Dh) float32, after RoPE
+    selection: CorpusSelection | None = None  # which texts of the given corpus were analysed
 
     @property
     def heads(self) -> tuple[tuple[int, int], ...]:
@@ -162,19 +172,22 @@ def qk_budget(model: LoadedModel, lengths: Sequence[int]) -> int:
 
 
 def corpus_pass(model: LoadedModel, texts: Sequence[str], progress: Progress | None = None,
-                keep_vectors: bool = True, with_roles: bool = True) -> CorpusPass:
+                keep_vectors: bool = True, with_roles: bool = True, max_pieces: int = CORPUS_MAX_PIECES) -> CorpusPass:
     """Head distances and (`with_roles`) head metrics over every query token, and (`keep_vectors`) the first
-    sentences' query/key vectors, in padded batches. Empty lines are left out; texts over the model's maximum
-    are cut as `run` cuts them."""
-    texts = [t for t in texts if t.strip()]
-    if not texts:
-        raise InputError("No sentences to analyse: the corpus is empty.")
-    lengths = piece_lengths(model, texts)
+    sentences' query/key vectors, in padded batches. Blank texts are left out silently; texts with nothing the
+    model reads, texts over CORPUS_TEXT_MAX_PIECES pieces and texts past `max_pieces` in all are left out and
+    counted (`CorpusPass.selection`). `progress(done, total)` runs after each batch (it may raise to cancel)."""
+    selection = select_texts(piece_lengths(model, texts), empty_length(model), max_total=max_pieces,
+                             blank=[not t.strip() for t in texts])
+    if not selection.keep:
+        raise InputError(f"No sentences to analyse: the corpus is empty. {selection.note()}".strip())
+    lengths = [min(n, CORPUS_TEXT_MAX_PIECES) for n in piece_lengths(model, [texts[i] for i in selection.keep])]
+    texts = [texts[i] for i in selection.keep]
     kept = qk_budget(model, lengths) if keep_vectors else 0
     n = model.n_layers * model.n_heads
     js, rows, done, vectors = torch.zeros(n, n, dtype=torch.float64), 0, 0, {}
     roles = RoleAccumulator() if with_roles else None
-    for batch in map_batches(lengths, n):
+    for batch in map_batches(lengths, n, model=model):
         result = run(model, [texts[i] for i in batch], path="explicit")
         maps = torch.stack([result.layer_maps(layer) for layer in range(model.n_layers)], 1).flatten(1, 2)  # (B,N,T,T)
         mask = result.batch.attention_mask
@@ -188,8 +201,9 @@ def corpus_pass(model: LoadedModel, texts: Sequence[str], progress: Progress | N
         done += len(batch)
         if progress:
             progress(done, len(texts))
-    return assemble(model, texts, js / rows, rows, roles.result() if roles is not None else None,
-                    [vectors[i] for i in range(kept)])
+    corpus = assemble(model, texts, js / rows, rows, roles.result() if roles is not None else None,
+                      [vectors[i] for i in range(kept)])
+    return replace(corpus, selection=selection)
 
 
 def add_roles(roles: RoleAccumulator, result: object, b: int, maps: Tensor, model: LoadedModel) -> None:

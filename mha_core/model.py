@@ -150,6 +150,8 @@ def check_model_dir(model_dir: Path) -> dict:
     """Return the parsed config.json, or raise ModelLoadError with one clear sentence."""
     try:
         found = model_dir.is_dir()
+        if found:
+            check_regular_files(model_dir)
         raw = (model_dir / "config.json").read_text(encoding="utf-8") if found else ""
         has_tokenizer = found and any((model_dir / name).is_file() for name in TOKENIZER_FILES)
         has_weights = found and any(model_dir.glob("*.safetensors"))
@@ -173,6 +175,13 @@ def check_model_dir(model_dir: Path) -> dict:
         raise ModelLoadError(f"No tokenizer in {shown(model_dir)} (tokenizer.json or vocab.txt): every word would "
                              "become [UNK].")
     return config
+
+
+def check_regular_files(model_dir: Path) -> None:
+    """Nothing in the folder that a reader could block on forever (a FIFO, a socket, a device)."""
+    for entry in model_dir.iterdir():
+        if not (entry.is_file() or entry.is_dir()):
+            raise ModelLoadError(f"{shown(entry)} is not a regular file (a pipe, socket or device): it is never read.")
 
 
 FAMILIES_SENTENCE = ("supported are the encoders bert, roberta, xlm-roberta, distilbert and the decoders gpt2, "
@@ -212,10 +221,11 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
-        model = AutoModel.from_pretrained(path, local_files_only=True, use_safetensors=True,
-                                          attn_implementation="eager")
+        model, loading = AutoModel.from_pretrained(path, local_files_only=True, use_safetensors=True,
+                                                   attn_implementation="eager", output_loading_info=True)
     except Exception as err:  # noqa: BLE001 - any failure of a model folder is one sentence for the user
         raise ModelLoadError(load_failure(path, err)) from None
+    check_loaded_weights(model, loading, path)
     check_tokenizer(tokenizer, path)
     model.eval().to(device=device, dtype=dtype)
     arch = describe(config)
@@ -250,6 +260,29 @@ def load_failure(path: Path, err: Exception) -> str:
         return f"The safetensors weights in {shown(path)} cannot be read ({text.splitlines()[0][:120]})."
     first = text.splitlines()[0][:160] if text else err.__class__.__name__
     return f"Could not load the model in {shown(path)}: {first}"
+
+
+UNUSED_WEIGHTS = ("pooler.",)  # tensors the recompute never reads: left random when absent, harmlessly
+MIN_POSITIONS = 8  # a model that reads fewer pieces has no room for a sentence
+
+
+def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> None:
+    """Every tensor the config asks for is in the files (transformers would fill a missing one with random
+    numbers), every value is finite, and the model has layers and room for a sentence."""
+    missing = [k for k in loading.get("missing_keys", ()) if not k.startswith(UNUSED_WEIGHTS)]
+    if missing:
+        raise ModelLoadError(f"The weights in {shown(path)} lack {len(missing):,} tensor(s) its config.json asks for "
+                             f"(first: {missing[0][:80]}).")
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ModelLoadError(f"The weights in {shown(path)} hold NaN or infinite values ({name[:80]}).")
+    config = model.config
+    if not getattr(config, "num_hidden_layers", getattr(config, "n_layer", 1)):
+        raise ModelLoadError(f"The model in {shown(path)} has no layers.")
+    positions = getattr(config, "max_position_embeddings", getattr(config, "n_positions", MIN_POSITIONS))
+    if positions is not None and positions < MIN_POSITIONS:
+        raise ModelLoadError(f"The model in {shown(path)} reads at most {positions} positions; at least "
+                             f"{MIN_POSITIONS} are needed for a sentence.")
 
 
 def check_tokenizer(tokenizer: object, path: Path) -> None:

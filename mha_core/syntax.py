@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mha_core.budget import forward_bytes, planned_bytes
 from mha_core.corpora import ParsedSentence
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
@@ -138,23 +139,88 @@ def length_batches(lengths: Sequence[int], budget: int = TOKEN_BUDGET) -> list[l
     return batches + ([current] if current else [])
 
 
-def map_batches(lengths: Sequence[int], n_heads: int, maps_mb: int | None = None, budget: int = TOKEN_BUDGET
-                ) -> list[list[int]]:
+def map_batches(lengths: Sequence[int], n_heads: int, maps_mb: int | None = None, budget: int = TOKEN_BUDGET,
+                model: LoadedModel | None = None) -> list[list[int]]:
     """length_batches, cut further so that one batch's maps of all `n_heads` heads (L*H) stay within
-    `maps_mb` (float32): a 1,024-piece text of a 270-head model alone holds 1.1 GB of maps."""
+    `maps_mb` (float32): a 1,024-piece text of a 270-head model alone holds 1.1 GB of maps; with `model`, also so
+    that the batch's explicit forward fits the memory budget (budget.py)."""
     out = []
     for batch in length_batches(lengths, budget):
         longest = max(lengths[i] for i in batch)
         size = max(1, (maps_mb or MAPS_MB) * 2**20 // (n_heads * longest * longest * 4))
+        if model is not None:
+            size = min(size, max(1, planned_bytes() // forward_bytes(model, 1, longest, keeps_maps=True)))
         out += [batch[i:i + size] for i in range(0, len(batch), size)]
     return out
 
 
 def piece_lengths(model: LoadedModel, texts: Sequence[str]) -> list[int]:
-    """Pieces per text as `run` cuts them (specials included)."""
-    ids = model.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
+    """Pieces per text exactly as `run` makes and cuts them (specials included; a typed "[SEP]" or
+    "<|im_start|>" is text, split into ordinary pieces as `tokenize` splits it)."""
+    ids = model.tokenizer(list(texts), truncation=False, verbose=False, split_special_tokens=True)["input_ids"]
     lead = int(model.bos_id is not None)  # run() puts the model's first token before every text
     return [min(len(x) + lead, model.max_length) for x in ids]
+
+
+CORPUS_TEXT_MAX_PIECES = 256  # a corpus text longer than this is left out: its cost grows with its length squared
+CORPUS_MAX_PIECES = 100_000  # pieces analysed per corpus (about a minute on 2 cores for MiniLM); later texts wait
+
+
+@dataclass(frozen=True)
+class CorpusSelection:
+    """Which texts of a corpus are analysed, and which are left out and why (1-based text numbers)."""
+
+    keep: tuple[int, ...]  # 0-based indices of the analysed texts, in order
+    unreadable: tuple[int, ...]  # numbers of texts with no piece the model reads (only control characters)
+    too_long: tuple[int, ...]  # numbers of texts over the per-text cap
+    beyond_cap: int  # texts left out once the corpus cap in pieces was reached
+    max_text: int
+    max_total: int
+
+    def note(self, unit: str = "line") -> str:
+        """One sentence on what was left out ("" when nothing was)."""
+        parts = []
+        if self.unreadable:
+            parts.append(f"{len(self.unreadable):,} {unit}(s) with nothing the model can read "
+                         f"({numbers(self.unreadable)})")
+        if self.too_long:
+            parts.append(f"{len(self.too_long):,} {unit}(s) over {self.max_text:,} word pieces "
+                         f"({numbers(self.too_long)})")
+        if self.beyond_cap:
+            parts.append(f"the last {self.beyond_cap:,} {unit}(s), past the cap of {self.max_total:,} word pieces "
+                         "per corpus")
+        return ("Left out: " + "; ".join(parts) + ".") if parts else ""
+
+
+def numbers(items: Sequence[int], shown: int = 10) -> str:
+    text = ", ".join(f"{n:,}" for n in items[:shown])
+    return text + (f" and {len(items) - shown:,} more" if len(items) > shown else "")
+
+
+def select_texts(lengths: Sequence[int], empty_length: int, max_text: int = CORPUS_TEXT_MAX_PIECES,
+                 max_total: int = CORPUS_MAX_PIECES, blank: Sequence[bool] = ()) -> CorpusSelection:
+    """Texts in order while the corpus stays within `max_total` pieces; a text of `empty_length` pieces (only the
+    model's own special pieces) is unreadable, one over `max_text` too long; `blank` texts are left out silently."""
+    keep, unreadable, too_long, total = [], [], [], 0
+    for i, n in enumerate(lengths):
+        if i < len(blank) and blank[i]:
+            continue
+        if n <= empty_length:
+            unreadable.append(i + 1)
+        elif n > max_text:
+            too_long.append(i + 1)
+        elif total + n > max_total:
+            rest = sum(1 for j in range(i, len(lengths)) if not (j < len(blank) and blank[j]))
+            return CorpusSelection(tuple(keep), tuple(unreadable), tuple(too_long), rest, max_text, max_total)
+        else:
+            keep.append(i)
+            total += n
+    return CorpusSelection(tuple(keep), tuple(unreadable), tuple(too_long), 0, max_text, max_total)
+
+
+def empty_length(model: LoadedModel) -> int:
+    """Pieces of a text with no readable piece: the tokenizer's own specials plus the model's first token."""
+    return len(model.tokenizer("", split_special_tokens=True)["input_ids"]) + int(model.bos_id is not None)
 
 
 def piece_counts(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> list[int]:
@@ -187,7 +253,7 @@ def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
     if not keep:
         raise InputError(f"None of the {len(sentences):,} sentences fits the model's {model.max_length} word pieces.")
     done = 0
-    for batch in map_batches([lengths[i] for i in keep], model.n_layers * model.n_heads):
+    for batch in map_batches([lengths[i] for i in keep], model.n_layers * model.n_heads, model=model):
         chosen = [sentences[keep[i]] for i in batch]
         result = run(model, [list(s.words) for s in chosen], path="explicit")
         for b, sentence in enumerate(chosen):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mha_core import run
 from mha_core.ablation import ablate_heads, ablation_grid
@@ -71,3 +72,29 @@ def test_value_weighted_and_rollout_maps_export_as_csv():
     for tab, key in (("Value-weighted", "vw_csv"), ("Rollout", "rollout_csv")):
         at = open_app("views/contributions.py", c_tab=tab)
         assert any(key in b.proto.id for b in at.get("download_button")), tab
+
+
+@pytest.mark.slow
+def test_a_new_target_gives_the_joint_ablation_its_own_top_heads(decoder):  # issue 18, finding 6
+    from mha_core.roles import head_label
+
+    at = open_app("views/contributions.py", model=decoder.name, c_tab="Ablation", c_measure="target")
+    at.text_input(key="c_target").input(" Paris, France").run()
+    assert not at.exception and not at.warning
+    assert any("scored whole" in c.value and "3 piece" in c.value for c in at.caption)  # Paris , France
+    assert len(at.multiselect(key="c_joint").value) == 3 and len(at.metric) == 1
+    at.text_input(key="c_target").input(" London").run()
+    top = list(at.dataframe[0].value["head"])
+    chosen = at.multiselect(key="c_joint").value
+    assert [head_label(*lh) for lh in chosen] == top[:3]
+    assert len(at.metric) == 1 and "Joint effect of 3 heads" in at.metric[0].label
+
+
+def test_shared_results_are_bounded_by_bytes():  # issue 18, finding 3: value-weighted maps filled the store
+    from views._state import SMALL_MB, shared, small_store
+
+    store = small_store()
+    for i in range(4):
+        shared(("test-bytes", i), lambda: np.zeros(SMALL_MB * 2**20 // 3, dtype=np.uint8))
+    assert store.total_bytes <= SMALL_MB * 2**20
+    store.clear()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -134,3 +135,120 @@ def test_calculator_at_its_bounds_does_not_overflow():
 @pytest.mark.parametrize("limit", ["0", "-5"])
 def test_cli_limit_must_be_positive(limit):
     one_line_exit_2(cli("roles", "--conllu", "any.conllu", "--limit", limit), "must be at least 1")
+
+
+@pytest.fixture
+def tiny_copy(tmp_path, tiny_dir):
+    """A fresh copy of the tiny BERT folder to break in one way."""
+    import shutil
+
+    path = tmp_path / "model"
+    shutil.copytree(tiny_dir, path)
+    return path
+
+
+def edit_config(path, **changes) -> None:
+    import json
+
+    config = json.loads((path / "config.json").read_text())
+    config.update(changes)
+    (path / "config.json").write_text(json.dumps(config))
+
+
+def edit_weights(path, change) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(path / "model.safetensors")
+    change(tensors)
+    save_file(tensors, path / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(("breakage", "message"), [
+    ("more layers in the config", "lack 16 tensor(s) its config.json asks for"),
+    ("one tensor missing", "lack 1 tensor(s) its config.json asks for (first: encoder.layer.1.output.dense.weight)"),
+    ("NaN weights", "hold NaN or infinite values (encoder.layer.0.attention.self.query.weight)"),
+    ("no layers", "has no layers"),
+    ("three positions", "reads at most 3 positions"),
+])
+def test_a_model_folder_that_cannot_run_is_one_sentence(tiny_copy, breakage, message):  # issue 18, finding 7
+    import torch
+
+    if breakage == "more layers in the config":
+        edit_config(tiny_copy, num_hidden_layers=3)
+    elif breakage == "one tensor missing":
+        edit_weights(tiny_copy, lambda t: t.pop("encoder.layer.1.output.dense.weight"))
+    elif breakage == "NaN weights":
+        edit_weights(tiny_copy, lambda t: t["encoder.layer.0.attention.self.query.weight"].fill_(torch.nan))
+    elif breakage == "no layers":
+        edit_config(tiny_copy, num_hidden_layers=0)
+    else:
+        edit_config(tiny_copy, max_position_embeddings=3)
+        edit_weights(tiny_copy, lambda t: t.update({"embeddings.position_embeddings.weight":
+                                                    t["embeddings.position_embeddings.weight"][:3].clone()}))
+    with pytest.raises(ModelLoadError) as err:
+        load_model(tiny_copy)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_config_that_is_a_pipe_is_refused_not_waited_on(tiny_copy):  # issue 18, finding 7
+    import os
+
+    (tiny_copy / "config.json").unlink()
+    os.mkfifo(tiny_copy / "config.json")
+    with pytest.raises(ModelLoadError, match="is not a regular file"):
+        load_model(tiny_copy)
+
+
+def test_batches_count_typed_special_tokens_as_the_model_sees_them(bundled):  # issue 18, finding 2
+    from mha_core import run
+    from mha_core.syntax import piece_lengths
+
+    texts = ["[SEP]" * 170, "[CLS] [MASK] " * 40, "plain words here"]
+    assert piece_lengths(bundled, texts) == [run(bundled, t).lengths[0] for t in texts]
+
+
+def test_text_files_split_on_newlines_only_and_decode_utf8_with_or_without_bom(tmp_path):  # finding 8
+    from mha_core.corpora import read_conllu, read_text_lines
+
+    lines = read_text_lines("One\x0csentence.\nTwo\x85still two\u2028and two.\r\nThree.\n")
+    assert lines == ["One\x0csentence.", "Two\x85still two\u2028and two.", "Three."]
+    conllu = tmp_path / "bom.conllu"
+    conllu.write_bytes("\ufeff# text = Hi there\n1\tHi\thi\tINTJ\t_\t_\t0\troot\t_\t_\n2\tthere\tthere\tADV\t_\t_\t1\t"
+                       "advmod\t_\t_\n\n".encode())
+    assert read_conllu(conllu)[0].words == ("Hi", "there")
+    for name, data, message in (("utf16.txt", "Hello there.\n".encode("utf-16"), "UTF-16"),
+                                ("binary.txt", bytes(range(256)) * 4, "not UTF-8")):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(CorpusFormatError, match=message):
+            read_text_lines(tmp_path / name)
+
+
+@pytest.mark.timeout(30)
+def test_an_endless_file_is_refused_at_the_byte_cap():  # finding 8: --text-file /dev/zero read 3 GB
+    from mha_core.corpora import read_text_lines
+
+    with pytest.raises(CorpusFormatError, match="larger than 20 MB"):
+        read_text_lines(Path("/dev/zero"))
+
+
+def test_unreadable_lines_are_left_out_with_their_line_numbers(tiny):  # finding 8
+    from mha_core.head_distances import corpus_pass
+
+    corpus = corpus_pass(tiny, ["A first sentence.", "", "\x00\x07", "Another one here.", "\x1b"])
+    assert corpus.texts == ("A first sentence.", "Another one here.")
+    assert corpus.selection.unreadable == (3, 5)
+    assert corpus.selection.note() == "Left out: 2 line(s) with nothing the model can read (3, 5)."
+    with pytest.raises(InputError, match="nothing the model can read"):
+        corpus_pass(tiny, ["\x07"])
+
+
+def test_a_corpus_is_capped_in_pieces_per_text_and_in_all(tiny):  # finding 4
+    from mha_core.head_distances import corpus_pass
+    from mha_core.syntax import select_texts
+
+    chosen = select_texts([10, 300, 2, 50, 60, 5], empty_length=2, max_text=256, max_total=70)
+    assert (chosen.keep, chosen.too_long, chosen.unreadable, chosen.beyond_cap) == ((0, 3), (2,), (3,), 2)
+    corpus = corpus_pass(tiny, ["one two three four five six"] * 10, max_pieces=30)
+    assert len(corpus.texts) == 3 and corpus.selection.beyond_cap == 7
+    assert "past the cap of 30 word pieces per corpus" in corpus.selection.note()

@@ -53,7 +53,9 @@ def test_every_page_runs_on_every_family_and_both_bundled_models(listed, model):
 def test_a_bad_listed_folder_says_why_once_and_the_default_stays(listed, name):
     at = open_app(model=name)
     assert not at.exception
-    assert len(at.error) == 1 and at.error[0].value.startswith(name)
+    from views._state import literal
+
+    assert len(at.error) == 1 and at.error[0].value.startswith(literal(name))  # the name shown as typed, no markup
     assert any("6 layers × 12 heads" in c.value for c in at.caption)
 
 
@@ -168,3 +170,14 @@ def test_a_failed_image_render_is_a_message(monkeypatch):
     at.button(key="export_render").click().run()
     assert not at.exception
     assert any("could not be rendered" in e.value for e in at.error)
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "1e309", "nan", "9" * 100_000, "-5", "99999"])
+def test_url_numbers_are_parsed_and_clamped_before_a_widget_reads_them(value):  # issue 18, finding 5
+    at = open_app("views/corpus.py", g_view="Query–key view of one head", g_sentence=value)
+    assert not at.exception, at.exception
+    assert not at.error
+    sentence = at.number_input(key="g_sentence").value
+    assert sentence is None or 0 <= sentence < 400
+    if value in ("-5", "99999"):
+        assert sentence == (0 if value == "-5" else at.number_input(key="g_sentence").max)

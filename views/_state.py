@@ -35,6 +35,7 @@ EXAMPLES = (
 )
 RESULTS_MB, VIEWS_MB, FIGURES_MB = 300, 450, 150  # shared by all sessions; LRU beyond these
 RESULTS_KEPT, VIEWS_KEPT, FIGURES_KEPT, SMALL_KEPT = 64, 64, 256, 512
+SMALL_MB = 400  # every store is bounded by bytes: the value-weighted maps of one long text are 1.6 GB
 MODELS_KEPT = 3  # loaded models per process (each ~100 MB to 600 MB)
 COMPUTE_SLOTS = 2  # concurrent forwards / view builds per process (see compute_slots)
 MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:<>&")
@@ -97,9 +98,9 @@ def current_model() -> LoadedModel:
 
 
 @st.cache_resource(show_spinner=False)
-def shared_store(name: str, max_entries: int, max_mb: int | None = None) -> SharedStore:
+def shared_store(name: str, max_entries: int, max_mb: int) -> SharedStore:
     """One compute-once LRU store per name for the whole server (every session reads the same one)."""
-    return SharedStore(max_entries, None if max_mb is None else max_mb * 2**20)
+    return SharedStore(max_entries, max_mb * 2**20)
 
 
 def result_store() -> SharedStore:
@@ -174,9 +175,14 @@ def chart(cache_key: tuple, build: Callable[[], go.Figure | dict], **plotly_char
     return st.plotly_chart(shell, **plotly_chart_args)
 
 
+def small_store() -> SharedStore:
+    return shared_store("small", SMALL_KEPT, SMALL_MB)
+
+
 def shared(key: tuple, compute: Callable[[], object]) -> object:
-    """A small computation shared by every session (a sentence's parse, a walkthrough's tensors)."""
-    return shared_store("small", SMALL_KEPT).get(key, compute)
+    """A computation shared by every session (a sentence's parse, a walkthrough's tensors, an ablation grid, the
+    value-weighted maps of a text), kept within SMALL_MB by estimated bytes."""
+    return small_store().get(key, compute)
 
 
 @st.cache_resource(show_spinner=False)
@@ -236,7 +242,7 @@ def model_card() -> None:
         st.session_state["_model"] = name  # survives a page switch
         loaded = load_listed_model(str(choices[name].path))
         if isinstance(loaded, ModelLoadError):
-            st.error(f"{name} cannot be used: {loaded} Showing {current_model().name}.")
+            st.error(literal(f"{name} cannot be used: {loaded} Showing {current_model().name}."))
         model = current_model()
         st.caption(f"{model.n_layers} layers × {model.n_heads} heads · d_model {model.d_model} · "
                    f"head dim {model.head_dim} · max {model.max_length} word pieces")
@@ -275,3 +281,49 @@ def check_length(text: str, box: str = "The text") -> None:
 def path_caption(result: AttentionResult) -> str:
     return (f"{result.lengths[0]} word pieces · path **{result.path}** ({result.path_reason}) · "
             f"backend {result.backend}")
+
+
+URL_NUMBER_CHARS = 15  # a number longer than this in a URL is no index or size any widget takes
+
+
+def url_int(raw: str | None) -> int | None:
+    """A URL value as a whole number, or None for anything else (inf, nan, 1e309, 100,000 digits, words)."""
+    text = (raw or "").strip()
+    digits = text.removeprefix("-")
+    return int(text) if digits.isascii() and digits.isdigit() and len(digits) <= URL_NUMBER_CHARS else None
+
+
+def sanitize_url() -> None:
+    """Before any widget reads the URL: drop values that look like numbers but are not finite numbers of
+    sensible size (Streamlit's number inputs raise OverflowError on inf or 1e309)."""
+    for key in list(st.query_params):
+        raw = st.query_params.get(key, "")
+        try:
+            number = float(raw)
+        except (ValueError, OverflowError):
+            continue
+        if url_int(raw) is None and not (np.isfinite(number) and len(raw.strip()) <= URL_NUMBER_CHARS):
+            replace_url_value(key, None)
+
+
+def clamp_url_int(key: str, low: int, high: int) -> None:
+    """An integer widget's URL value clamped to [low, high] before the widget reads it (dropped if not a number)."""
+    if key in st.session_state or key not in st.query_params:
+        return
+    value = url_int(st.query_params.get(key))
+    replace_url_value(key, None if value is None else str(min(max(value, low), high)))
+
+
+def replace_url_value(key: str, value: str | None) -> None:
+    """Change (None: drop) a URL value both in the address and in the values widgets are first seeded from
+    (Streamlit 1.67 seeds a bound widget from the URL as it was when the page loaded: a private field)."""
+    from streamlit.runtime.state.session_state_proxy import get_session_state
+
+    with get_session_state().query_params() as params:
+        initial = params._initial_query_params
+        if value is None:
+            params.pop(key, None)
+            initial.pop(key, None)
+        else:
+            params[key] = value
+            initial[key] = [value]

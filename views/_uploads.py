@@ -17,23 +17,25 @@ import streamlit as st
 from mha_core import InputError, LoadedModel
 from mha_core.coref import CorefResult, analyse_coref
 from mha_core.corpora import BUNDLED_CORPUS as CORPUS
-from mha_core.corpora import CorpusFormatError, ParsedSentence, bundled_corpus, read_gap, spacy_parse
+from mha_core.corpora import CorpusFormatError, ParsedSentence, bundled_corpus, decode_text, read_gap, spacy_parse
 from mha_core.store import SharedStore
+from mha_core.syntax import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES
 from views._state import literal, shared_store
 
 ANALYSES_KEPT = 8  # corpus analyses kept per server (least recently used dropped)
 SENTENCE_ANALYSES_KEPT = 64
+ANALYSES_MB, SENTENCE_ANALYSES_MB = 200, 100  # bounded by bytes too (an analysis holds a few (L,H) arrays)
 UPLOAD_MAX_SENTENCES = 5_000  # sentences (CoNLL-U) or examples (GAP) analysed per upload: ~1 min on 2 cores
 SHARED_GAP = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
 Progress = Callable[[int, int], None]
 
 
 def corpus_store() -> SharedStore:
-    return shared_store("corpus analyses", ANALYSES_KEPT)
+    return shared_store("corpus analyses", ANALYSES_KEPT, ANALYSES_MB)
 
 
 def sentence_store() -> SharedStore:
-    return shared_store("sentence analyses", SENTENCE_ANALYSES_KEPT)
+    return shared_store("sentence analyses", SENTENCE_ANALYSES_KEPT, SENTENCE_ANALYSES_MB)
 
 
 def cached_analysis(key: tuple, label: str, compute: Callable[[Progress], object], store: SharedStore | None = None,
@@ -64,13 +66,20 @@ def parsed_corpus() -> list[ParsedSentence]:
 
 
 def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str] | None:
-    """A file uploader; (cache key from the content, file name, text) once a file is given."""
+    """A file uploader; (cache key from the content, file name, text) once a file of UTF-8 text is given (with
+    or without a byte-order mark); another encoding is an error naming the file, and None."""
     upload = st.file_uploader(label, type=types, key=key, help=f"At most {UPLOAD_MAX_SENTENCES:,} sentences or "
-                              "examples of a file are analysed.")
+                              f"examples and {CORPUS_MAX_PIECES:,} word pieces of a file are analysed; a line over "
+                              f"{CORPUS_TEXT_MAX_PIECES} word pieces is left out. UTF-8 text.")
     if upload is None:
         return None
-    data = upload.getvalue().decode("utf-8", errors="replace")
-    return f"{key}:{hashlib.sha1(data.encode()).hexdigest()}", upload.name, data
+    raw = upload.getvalue()
+    try:
+        data = decode_text(raw)
+    except CorpusFormatError as err:
+        st.error(literal(f"{upload.name}: {err}."))
+        return None
+    return f"{key}:{hashlib.sha1(raw).hexdigest()}", upload.name, data
 
 
 def read_upload(reader: Callable[..., object], name: str, data: str) -> object | None:

@@ -14,7 +14,7 @@ from mha_core.contrib import rollout, value_weighted
 from mha_core.export import matrix_csv
 from mha_core.roles import head_label
 from mha_core.tokens import InputError
-from views._state import chart, checked_run, current_model, literal, sentence_box, shared
+from views._state import chart, checked_run, current_model, literal, sentence_box, shared, small_store
 
 MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sentence embedding (mean-pooled, "
                              "L2-normalised)", "loss": "change in mean next-token loss (nats)",
@@ -99,11 +99,14 @@ def show_ablation(model: LoadedModel, text: str) -> None:
     target, position = (target, position) if measure == "target" else (None, None)
     key = ("ablation", str(model.model_dir), text, mode, measure, target, position)
     try:
-        with st.spinner(f"Ablating each of the {model.n_layers * model.n_heads} heads…"):
-            grid = shared(key, lambda: ablation_grid(model, text, mode, measure, target, position))
+        grid = ablation_with_progress(model, key, text, mode, measure, target, position)
     except InputError as err:
         st.warning(literal(str(err)))
         return
+    if grid.target_pieces:
+        st.caption(literal(f"The target is scored whole: the sum of the log-probabilities of its "
+                           f"{len(grid.target_pieces)} piece(s) {' · '.join(grid.target_pieces)}, each after the "
+                           "ones before it."))
     chart(key, lambda: figures.layer_head_grid(grid.effects, f"Effect of ablating each head ({MEASURE_HELP[measure]})",
                                                measure, zmid=0 if measure != "embedding" else None,
                                                colorscale="RdBu" if measure != "embedding" else figures.COLORSCALE),
@@ -112,10 +115,13 @@ def show_ablation(model: LoadedModel, text: str) -> None:
     top = [(int(i // model.n_heads), int(i % model.n_heads)) for i in order]
     st.dataframe(pd.DataFrame([{"head": head_label(layer, head), "effect": round(float(grid.effects[layer, head]), 5)}
                                for layer, head in top]), hide_index=True, key="ablation_top")
-    chosen = st.multiselect("Ablate these heads together", top, default=top[:3], key="c_joint",
-                            format_func=lambda lh: head_label(*lh))
+    if st.session_state.get("_c_joint_grid") != key:  # a new grid: its own top heads, not the last grid's
+        st.session_state["_c_joint_grid"] = key
+        st.session_state["c_joint"] = top[:3]
+    chosen = st.multiselect("Ablate these heads together", top, key="c_joint", format_func=lambda lh: head_label(*lh))
     if chosen:
-        joint = ablate_heads(model, text, chosen, mode, measure, target, position)
+        joint = shared((*key, "joint", tuple(chosen)),
+                       lambda: ablate_heads(model, text, chosen, mode, measure, target, position))
         st.metric(f"Joint effect of {len(chosen)} heads", f"{joint:.5f}",
                   help=f"Sum of their single effects: {sum(grid.effects[lh] for lh in chosen):.5f}")
     data = {"measure": measure, "mode": mode, "original": grid.original, "effects": grid.effects.tolist()}
@@ -123,6 +129,24 @@ def show_ablation(model: LoadedModel, text: str) -> None:
     c1.download_button("JSON: the grid", lambda: json.dumps(data), "ablation.json", "application/json")
     c2.download_button("CSV: the grid", lambda: pd.DataFrame(grid.effects).to_csv(index_label="layer"),
                        "ablation.csv", "text/csv")
+
+
+def ablation_with_progress(model: LoadedModel, key: tuple, text: str, mode: str, measure: str, target: str | None,
+                           position: int | None) -> object:
+    """The grid, computed once per server, in chunks within the memory budget, with a progress bar (a visitor who
+    leaves stops it between chunks: the bar's update raises in a stopped session)."""
+    total = model.n_layers * model.n_heads
+    bar = None if key in small_store() else st.progress(0.0, text=f"Ablating each of the {total} heads…")
+
+    def progress(done: int, count: int) -> None:
+        bar.progress(done / count, text=f"Ablating each of the {total} heads: {done}/{count}")
+
+    try:
+        return shared(key, lambda: ablation_grid(model, text, mode, measure, target, position,
+                                                 progress if bar is not None else None))
+    finally:
+        if bar is not None:
+            bar.empty()
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from mha_core.induction import induction_scores
 from mha_core.qk_view import COLOUR_BY, PROJECTIONS, QKView, qk_view, token_pos, top_keys
 from mha_core.roles import first_token_label, head_label
 from mha_core.syntax import analyse_corpus
-from views._state import chart, current_model, literal, model_card, shared, shared_store
+from views._state import chart, clamp_url_int, current_model, literal, model_card, shared, shared_store
 from views._uploads import (
     CORPUS,
     cached_analysis,
@@ -153,6 +153,7 @@ def pick_query(corpus: CorpusPass) -> None:
 def show_query(corpus: CorpusPass, view: QKView) -> None:
     """The chosen query's top keys in its sentence (chosen on the chart, or here; both live in the URL)."""
     left, right = st.columns([1, 3])
+    clamp_url_int("g_sentence", 0, corpus.kept - 1)
     sentence = left.number_input("Sentence", 0, corpus.kept - 1, value=None, key="g_sentence", bind="query-params",
                                  placeholder="select a query on the chart")
     if sentence is None:
@@ -185,6 +186,8 @@ def main() -> None:
         st.stop()
     if note:
         st.caption(literal(note.strip(" ()").capitalize() + "."))
+    if corpus.selection is not None and corpus.selection.note("line" if source == SOURCES[2] else "sentence"):
+        st.caption(literal(corpus.selection.note("line" if source == SOURCES[2] else "sentence")))
     view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="g_view", bind="query-params") or VIEWS[0]
     if view == VIEWS[0]:
         show_head_map(model, corpus, key, trees)

@@ -1,0 +1,118 @@
+"""Issue 18, findings 1 and 6: every computation within a memory budget (chunks that fit, or one sentence), and
+an ablation target of several pieces scored whole. Memory is asserted as a CLI subprocess's peak RSS."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import mha_core.ablation as ablation
+from mha_core import load_model, run
+from mha_core.budget import BUDGET_ENV, BudgetError, forward_bytes
+from mha_core.encoder import forward
+from mha_core.tokens import InputError, ids_batch
+from tests.conftest import ANIMAL_TIRED, ROOT, long_text
+
+TEXT = "The animal didn't cross the street because it was tired, said the capital of France"
+
+
+def tied(model: object) -> object:
+    """A tiny decoder whose embeddings serve as its language-model head."""
+    model.config.tie_word_embeddings = True
+    return model
+
+
+@pytest.mark.parametrize(("family", "measure"), [("gpt2", "loss"), ("llama", "target"), ("bert", "embedding"),
+                                                ("distilbert", "coref")])
+def test_a_grid_in_small_chunks_equals_the_grid_in_one(family_dirs, monkeypatch, family, measure):
+    model = tied(load_model(family_dirs[family]))
+    target = " capital of France" if measure == "target" else None
+    whole = ablation.ablation_grid(model, TEXT, "mean", measure, target=target)
+    chunks = []
+    monkeypatch.setattr(ablation, "grid_plan", lambda *_: ablation.GridPlan(rows=3, free_bytes=1))  # 1 position
+    small = ablation.ablation_grid(model, TEXT, "mean", measure, target=target,
+                                   progress=lambda done, total: chunks.append((done, total)))
+    assert np.allclose(small.effects, whole.effects, atol=1e-5) and small.original == pytest.approx(whole.original)
+    n = model.n_layers * model.n_heads
+    assert chunks == [(min(k + 3, n), n) for k in range(0, n, 3)]
+
+
+def test_a_cancelled_grid_stops_after_its_first_chunk(family_dirs, monkeypatch):
+    model = load_model(family_dirs["bert"])
+    monkeypatch.setattr(ablation, "grid_plan", lambda *_: ablation.GridPlan(rows=2, free_bytes=1 << 20))
+    ran = []
+    real = ablation.run_chunk
+    monkeypatch.setattr(ablation, "run_chunk", lambda *args: ran.append(1) or real(*args))
+
+    def gone(done: int, total: int) -> None:
+        raise KeyboardInterrupt("the visitor left")
+
+    with pytest.raises(KeyboardInterrupt):
+        ablation.ablation_grid(model, TEXT, progress=gone)
+    assert len(ran) == 1
+
+
+def test_a_target_of_several_pieces_is_scored_whole(family_dirs):
+    model = tied(load_model(family_dirs["llama"]))
+    prefix, target = "The animal didn't cross the street because it was", " too tired today"
+    grid = ablation.ablation_grid(model, prefix, measure="target", target=target)
+    pieces = model.tokenizer(target, add_special_tokens=False)["input_ids"]
+    assert len(pieces) > 1 and len(grid.target_pieces) == len(pieces)
+    result = run(model, prefix)  # the continuation's log-probability, from the model's own states
+    ids = result.batch.input_ids[0].tolist() + pieces
+    batch = ids_batch(model.tokenizer, [ids], [[False] * len(ids)])
+    states = forward(model, batch, path="explicit").hidden_states[-1][0]  # (T,D)
+    logp = torch.log_softmax(states.float() @ model.embeddings.word.T.float(), dim=-1)
+    start = result.lengths[0] - 1
+    expected = sum(float(logp[start + i, token]) for i, token in enumerate(pieces))
+    assert grid.original == pytest.approx(expected, abs=1e-4)
+    first = ablation.ablation_grid(model, prefix, measure="target", target=model.tokenizer.decode(pieces[:1]))
+    assert not np.allclose(first.effects, grid.effects)  # the whole continuation, not its first piece
+
+
+def test_a_target_or_position_with_another_measure_is_one_sentence(family_dirs):
+    model = tied(load_model(family_dirs["gpt2"]))
+    for kwargs in ({"target": " Paris"}, {"position": 2}):
+        with pytest.raises(InputError, match="apply only to the target measure"):
+            ablation.ablation_grid(model, TEXT, measure="loss", **kwargs)
+
+
+def test_a_grid_that_cannot_fit_is_refused_naming_the_limit(bundled, monkeypatch):
+    monkeypatch.setenv(BUDGET_ENV, "64")  # a 512-piece MiniLM text: one variant row alone needs more
+    with pytest.raises(BudgetError, match=f"over this server's limit of 64 MB per computation \\({BUDGET_ENV}\\); "
+                       "use a shorter text"):
+        ablation.ablation_grid(bundled, long_text(600))
+    monkeypatch.setenv(BUDGET_ENV, "1024")
+    assert ablation.grid_plan(bundled, 512).rows >= 1
+
+
+def test_a_forward_over_the_budget_is_refused_before_it_runs(bundled, monkeypatch):
+    needed = forward_bytes(bundled, 1, 512, keeps_maps=True)
+    monkeypatch.setenv(BUDGET_ENV, str(needed // 2**20 - 1))
+    with pytest.raises(BudgetError, match="shorter text"):
+        run(bundled, long_text(600), path="explicit")
+    assert run(bundled, long_text(600), path="fused").lengths[0] == 512  # the fused path keeps no maps
+
+
+def peak_rss_mb(args: list[str], budget_mb: int | None = None) -> float:
+    """Peak resident memory (MB) of one CLI run, read from the kernel's accounting of that child alone."""
+    env = {**os.environ, BUDGET_ENV: str(budget_mb)} if budget_mb else dict(os.environ)
+    proc = subprocess.Popen([sys.executable, "-m", "mha_core", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read().decode()[-500:]
+    return usage.ru_maxrss / 1024
+
+
+@pytest.mark.slow
+def test_the_decoders_ablation_grid_stays_within_the_budget(decoder, tmp_path):
+    """Before: the default sentence's loss grid took 3.3 GB (the whole vocabulary's logits for 271 variants)."""
+    model = ["--model", decoder.name, "--json", str(tmp_path / "out.json")]
+    loaded = peak_rss_mb(["attention", "hi", *model])  # the model in memory, every weight touched
+    peak = peak_rss_mb(["ablate", ANIMAL_TIRED, *model], budget_mb=1024)
+    assert peak <= loaded + 1024, (loaded, peak)
