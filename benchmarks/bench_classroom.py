@@ -9,6 +9,9 @@ Targets (issue 9, 2 cores, N = 30): p95 <= 3 s on Heads, <= 4 s on Coreference a
 Coreference <= 0.15 s, Walkthrough <= 0.3 s), and for a sentence another session already used (<= 0.03 s).
 `--proxy`: the same class through `make serve` (HAProxy) with 2 worker processes against 1; prints the
 throughput ratio (target >= 1.6).
+`--heavy ablation|tsne`: 29 students on Heads, first alone, then while one more visitor runs the heaviest analysis
+a page offers (the ablation grid of a 512-piece text, or t-SNE of one head over the bundled corpus); prints the
+students' p95 with / without (issue 18: target <= 1.5).
 Run: .venv/bin/python benchmarks/bench_classroom.py [--students N] [--pages heads,coreference,walkthrough]
 """
 
@@ -152,6 +155,58 @@ def cpu_per_click(group: ServerGroup, page: str, rng: random.Random) -> tuple[fl
     return new_cpu, seen_cpu
 
 
+HEAVY_PAGES = {"ablation": ("contributions", {"c_tab": "Ablation"}),
+               "tsne": ("corpus", {"g_view": "Query–key view of one head", "g_projection": "t-SNE", "g_head": "3"})}
+
+
+async def heavy_visitor(url: str, kind: str, text: str, started: asyncio.Event) -> float:
+    """Start the heavy analysis and stay until it is done (or cancelled by the caller): seconds it took."""
+    page, query = HEAVY_PAGES[kind]
+    session = Session(url, page=page, query={**query, "text": text} if kind == "ablation" else query, timeout=3600)
+    start = time.perf_counter()
+    await session.connect_and_start()
+    started.set()
+    try:
+        await session.read_until_finished()
+        return time.perf_counter() - start
+    finally:
+        await session.close()
+
+
+async def class_beside_heavy(group: ServerGroup, kind: str, heavy_text: str, texts: list[list[str]], timeout: float,
+                             stagger: float) -> tuple[list[Interaction | Exception], float, float | None]:
+    """The class while one visitor's heavy analysis runs (it starts 5 s earlier); the heavy run's seconds if it
+    finished before the class did (then the comparison is unfair: make the heavy input longer)."""
+    started = asyncio.Event()
+    heavy = asyncio.create_task(heavy_visitor(group.url, kind, heavy_text, started))
+    await started.wait()
+    await asyncio.sleep(5)
+    steps, wall = await run_class(group.url, "heads", texts, timeout, stagger)
+    finished = heavy.result() if heavy.done() else None
+    heavy.cancel()
+    return steps, wall, finished
+
+
+def heavy_comparison(kind: str, students: int, timeout: float, stagger: float) -> None:
+    from transformers import AutoTokenizer
+
+    from benchmarks._timing import text_of_pieces
+    from mha_core.model import bundled_model_dir
+
+    heavy_text = text_of_pieces(AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True), 512)
+    with app_server() as group:
+        warm_up(group, ["heads"])
+        alone = measure(group, "heads", class_texts(students, 21), timeout, stagger, f"heads, {students} alone")
+        cpu_before = group.cpu_seconds()
+        steps, wall, finished = asyncio.run(class_beside_heavy(group, kind, heavy_text, class_texts(students, 22),
+                                                               timeout, stagger))
+        beside = summarise(f"heads, {students} + 1 {kind}", steps, group.cpu_seconds() - cpu_before, wall,
+                           group.peak_rss())
+    if finished is not None:
+        print(f"note: the {kind} finished in {finished:.1f} s, before the class did")
+    print(f"p95 with one {kind} / alone: {beside['p95'] / alone['p95']:.2f} (target <= 1.5)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
@@ -161,8 +216,12 @@ def main() -> None:
     parser.add_argument("--proxy", action="store_true", help="2 worker processes behind HAProxy against 1")
     parser.add_argument("--stagger", type=float, default=0.05, help="seconds between students' arrivals")
     parser.add_argument("--timeout", type=float, default=180.0)
+    parser.add_argument("--heavy", choices=sorted(HEAVY_PAGES), help="students beside one heavy analysis")
     args = parser.parse_args()
     pages = args.pages.split(",")
+    if args.heavy:
+        heavy_comparison(args.heavy, args.students - 1, args.timeout, args.stagger)
+        return
     if args.cpu:
         with app_server() as group:
             warm_up(group, pages)

@@ -53,12 +53,15 @@ class Session:
 
     async def open(self) -> Interaction:
         """Connect and run the page as a first visit does."""
+        await self._connect()
+        return await self.rerun()
+
+    async def _connect(self) -> None:
         url = self.base_url.replace("http", "ws", 1).rstrip("/") + "/_stcore/stream"
         headers = {"Cookie": self.cookie} if self.cookie else None
         self._ws = await websockets.connect(url, subprotocols=["streamlit", "no-token"], max_size=MAX_MESSAGE_BYTES,
                                             open_timeout=self.timeout, ping_interval=None, additional_headers=headers)
         self.served_by = self._ws.response.headers.get("Set-Cookie", "").split(";")[0]
-        return await self.rerun()
 
     async def close(self) -> None:
         if self._ws is not None:
@@ -73,6 +76,19 @@ class Session:
         return await self.rerun({self.widget_ids[label]: text for label, text in texts.items()})
 
     async def rerun(self, strings: dict[str, str] | None = None) -> Interaction:
+        start = time.perf_counter()
+        await self.start(strings)
+        result = await asyncio.wait_for(self.read_until_finished(), self.timeout)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    async def connect_and_start(self) -> None:
+        """Connect and ask for the page's run without waiting for it (a visitor who then leaves)."""
+        await self._connect()
+        await self.start()
+
+    async def start(self, strings: dict[str, str] | None = None) -> None:
+        """Send a rerun (widget values by id) without reading what comes back."""
         msg = BackMsg()
         state = msg.rerun_script
         state.query_string = urllib.parse.urlencode(self.query)
@@ -82,14 +98,11 @@ class Session:
             widget = state.widget_states.widgets.add()
             widget.id = widget_id
             widget.string_value = value
-        start = time.perf_counter()
         await self._ws.send(msg.SerializeToString())
-        result = await asyncio.wait_for(self._read_until_finished(), self.timeout)
-        result.seconds = time.perf_counter() - start
-        return result
 
-    async def _read_until_finished(self) -> Interaction:
-        result = Interaction()
+    async def read_until_finished(self, result: Interaction | None = None) -> Interaction:
+        """Read until the run finishes, into `result` (so a caller that times out keeps what arrived)."""
+        result = result or Interaction()
         while True:
             raw = await self._ws.recv()
             result.bytes += len(raw)
@@ -120,6 +133,8 @@ class Session:
             result.texts.append(body.body)
         elif kind == "plotly_chart":
             result.charts += 1
+        elif kind == "progress":
+            result.texts.append(body.text)
         elif kind in ("text_area", "text_input"):
             result.text_values[body.label] = body.value if body.HasField("value") else body.default
         if hasattr(body, "id") and hasattr(body, "label") and body.id:

@@ -12,6 +12,7 @@ Shapes: L layers, H query heads, G key/value heads, T tokens, D d_model, Dh head
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,8 +20,13 @@ import torch
 from torch import Tensor
 
 from mha_core.attention import repeat_kv
+from mha_core.budget import check_budget
 from mha_core.model import LoadedModel
 from mha_core.result import AttentionResult
+from mha_core.words import pool_map
+
+OVERVIEW_BINS = 32  # the overview keeps each head's map pooled to at most this many rows and columns
+Progress = Callable[[int, int], None]  # (done, total)
 
 
 @dataclass(frozen=True)
@@ -76,14 +82,70 @@ def summed_contributions(model: LoadedModel, result: AttentionResult, layer: int
     return torch.einsum("hij,hjd->id", alpha, f)
 
 
+@dataclass(frozen=True)
+class ValueWeightedSummary:
+    """Every layer of one text at a glance, built one layer at a time (no (L,H,T,T) stack is ever held)."""
+
+    raw_special_share: np.ndarray  # (L,H) see ValueWeighted
+    weighted_special_share: np.ndarray  # (L,H)
+    overview: np.ndarray  # (L,H,n,n) each head's ‖α f(x)‖, rows normalised to sum to 1, pooled to n <= OVERVIEW_BINS
+
+
+def layer_map_bytes(model: LoadedModel, result: AttentionResult, b: int = 0) -> int:
+    """Peak of one layer's maps of text b: α, ‖α f(x)‖ and a rebuilt or copied map (H,T,T) each, f(x) (H,T,D)."""
+    n = result.lengths[b]
+    return 4 * model.n_heads * (3 * n * n + n * model.d_model)
+
+
+def check_layer_budget(model: LoadedModel, result: AttentionResult, what: str, kept_per_layer: int = 0) -> None:
+    n_bytes = layer_map_bytes(model, result) + model.n_layers * kept_per_layer
+    check_budget(n_bytes, what, "use a shorter text")
+
+
+def value_weighted_summary(model: LoadedModel, result: AttentionResult, b: int = 0,
+                           progress: Progress | None = None) -> ValueWeightedSummary:
+    """The special-token shares and the pooled overview of every layer; progress(layer + 1, L) after each."""
+    check_layer_budget(model, result, "The value-weighted maps of this text")
+    raw, weighted, overview = [], [], []
+    for layer in range(model.n_layers):
+        vw = value_weighted(model, result, layer, b)
+        raw.append(vw.raw_special_share)
+        weighted.append(vw.weighted_special_share)
+        rows = vw.weighted / np.maximum(vw.weighted.sum(-1, keepdims=True), 1e-12)  # (H,T,T)
+        overview.append(pool_map(rows, OVERVIEW_BINS).astype(np.float32))
+        if progress is not None:
+            progress(layer + 1, model.n_layers)
+    return ValueWeightedSummary(np.stack(raw), np.stack(weighted), np.stack(overview))
+
+
+def rollout_of(model: LoadedModel, result: AttentionResult, b: int = 0, progress: Progress | None = None
+               ) -> np.ndarray:
+    """rollout() of text b, one layer's maps at a time: (L,T,T) float32."""
+    n = result.lengths[b]
+    check_layer_budget(model, result, "The attention rollout of this text", kept_per_layer=4 * n * n)
+    out = np.empty((model.n_layers, n, n), dtype=np.float32)
+    current = np.eye(n)
+    for layer in range(model.n_layers):
+        current = rollout_step(result.text_layer_maps(b, layer).mean(0).double().numpy(), current)
+        out[layer] = current
+        if progress is not None:
+            progress(layer + 1, model.n_layers)
+    return out
+
+
+def rollout_step(head_mean: np.ndarray, current: np.ndarray) -> np.ndarray:
+    """(T,T) mean over heads of one layer, (T,T) rollout so far -> the rollout including this layer."""
+    t = head_mean.shape[-1]
+    a = 0.5 * head_mean + 0.5 * np.eye(t)
+    return (a / a.sum(-1, keepdims=True)) @ current
+
+
 def rollout(maps: np.ndarray) -> np.ndarray:
     """(L,H,T,T) attention -> (L,T,T): entry l is the rollout up to and including layer l."""
     n_layers, t = maps.shape[0], maps.shape[-1]
     out = np.empty((n_layers, t, t), dtype=np.float64)
     current = np.eye(t)
     for layer in range(n_layers):
-        a = 0.5 * maps[layer].mean(0) + 0.5 * np.eye(t)  # (T,T)
-        a = a / a.sum(-1, keepdims=True)
-        current = a @ current
+        current = rollout_step(maps[layer].mean(0), current)
         out[layer] = current
     return out

@@ -72,10 +72,11 @@ def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: 
     correct = np.zeros((model.n_layers, model.n_heads), dtype=np.int64)
     scored = a_right = near_right = 0
     lengths = piece_lengths(model, [ex.text for ex in examples])
-    done = 0
+    readable = [i for i, n in enumerate(lengths) if n <= model.max_length]  # the rest is not even tokenized
+    done = len(examples) - len(readable)
     # maps of one batch: at most MAPS_MB, and its forward within the memory budget
-    for batch in map_batches(lengths, model.n_layers * model.n_heads, model=model):
-        chosen = [examples[i] for i in batch]
+    for batch in map_batches([lengths[i] for i in readable], model.n_layers * model.n_heads, model=model):
+        chosen = [examples[readable[i]] for i in batch]
         result = run(model, [ex.text for ex in chosen], path="explicit")
         for b, ex in enumerate(chosen):
             offsets = result.batch.offsets[b]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core.words import merge_pieces
+from mha_core.words import pool_map
 
 OVERVIEW_MAX_BINS = 32  # tile side cap: 72 tiles of 32x32 keep the overview light in the browser
 COLORSCALE = "Blues"
@@ -30,18 +30,6 @@ def safe_label(text: str) -> str:
 def indexed_labels(labels: Sequence[str]) -> list[str]:
     """Unique category labels ("3 it") so repeated tokens stay distinct on an axis."""
     return [f"{i} {safe_label(t)}" for i, t in enumerate(labels)]
-
-
-def pool_map(m: np.ndarray, bins: int) -> np.ndarray:
-    """Shrink (..., N, N) maps to at most (..., bins, bins) contiguous blocks; unchanged when N <= bins.
-
-    Like merging pieces into words: key blocks are summed and query blocks averaged, so every
-    pooled row is still a distribution and the 0..1 colour scale keeps its meaning."""
-    n = m.shape[-1]
-    if n <= bins:
-        return m
-    edges = np.linspace(0, n, bins + 1).round().astype(int)
-    return merge_pieces(m, [range(edges[i], edges[i + 1]) for i in range(bins)])
 
 
 def tile_origin(layer: int, head: int, n: int) -> tuple[int, int]:

@@ -27,6 +27,7 @@ from mha_core.model import LoadedModel
 from mha_core.roles import HeadRoles, RoleAccumulator
 from mha_core.syntax import (
     CORPUS_MAX_PIECES,
+    CORPUS_TEXT_MAX_PIECES,
     CorpusSelection,
     Progress,
     empty_length,
@@ -177,8 +178,8 @@ def corpus_pass(model: LoadedModel, texts: Sequence[str], progress: Progress | N
     model reads, texts over CORPUS_TEXT_MAX_PIECES pieces and texts past `max_pieces` in all are left out and
     counted (`CorpusPass.selection`). `progress(done, total)` runs after each batch (it may raise to cancel)."""
     all_lengths = piece_lengths(model, texts)  # tokenized once: for the caps and for the batches
-    selection = select_texts(all_lengths, empty_length(model), max_total=max_pieces,
-                             blank=[not t.strip() for t in texts])
+    selection = select_texts(all_lengths, empty_length(model), min(CORPUS_TEXT_MAX_PIECES, model.max_length),
+                             max_pieces, blank=[not t.strip() for t in texts])
     if not selection.keep:
         raise InputError(f"No sentences to analyse: the corpus is empty. {selection.note()}".strip())
     lengths = [all_lengths[i] for i in selection.keep]  # each within CORPUS_TEXT_MAX_PIECES (select_texts)

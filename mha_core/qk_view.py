@@ -8,20 +8,23 @@ T_s pieces of one sentence.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from mha_core import projection
 from mha_core.head_distances import CorpusPass
+from mha_core.heavy import run_child
+from mha_core.projection import PCA, PROJECTIONS, SEED, nonlinear, pca
 from mha_core.roles import head_label
 from mha_core.tokens import InputError
 
-PCA, UMAP, TSNE = "PCA", "UMAP", "t-SNE"
-PROJECTIONS = (PCA, UMAP, TSNE)
-SEED = 0
 COLOUR_BY = ("query / key", "position", "token", "part of speech")
 TOP_TOKENS = 12  # colour by token: the most frequent pieces, the rest is "other"
 CONTEXT_CHARS = 60  # hover: characters of the sentence shown either side of the token
@@ -91,7 +94,8 @@ def check_head(corpus: CorpusPass, layer: int, head: int) -> None:
         raise InputError("No sentence was kept for the query-key view.")
 
 
-def qk_view(corpus: CorpusPass, layer: int, head: int, method: str = PCA, seed: int = SEED) -> QKView:
+def qk_view(corpus: CorpusPass, layer: int, head: int, method: str = PCA, seed: int = SEED,
+            check: Callable[[], None] | None = None) -> QKView:
     """Head `head` of `layer`: queries and keys (after RoPE) of every kept token, normalised, projected to 2-D."""
     check_head(corpus, layer, head)
     if method not in PROJECTIONS:
@@ -99,27 +103,23 @@ def qk_view(corpus: CorpusPass, layer: int, head: int, method: str = PCA, seed: 
     kv = kv_head_of(corpus, head)
     norm = normalise(corpus.layer_q[layer][:, head], corpus.layer_k[layer][:, kv])
     points = torch.cat([norm.queries, norm.keys]).numpy()  # (P,Dh)
-    xy, explained = project(points, method, seed)
+    xy, explained = project(points, method, seed, check)
     return QKView(layer, head, kv, method, xy, norm.scale, float(norm.translation.norm()), norm.mean_norm, explained)
 
 
-def project(points: np.ndarray, method: str, seed: int = SEED) -> tuple[np.ndarray, tuple[float, float] | None]:
-    """(P,Dh) -> (P,2), and for PCA the share of the variance each axis keeps."""
+def project(points: np.ndarray, method: str, seed: int = SEED, check: Callable[[], None] | None = None
+            ) -> tuple[np.ndarray, tuple[float, float] | None]:
+    """(P,Dh) -> (P,2), and for PCA the share of the variance each axis keeps. With `check`, t-SNE and UMAP run in
+    a child process that is killed as soon as check() raises (a server's job that nobody waits for)."""
     if method == PCA:
-        centred = points - points.mean(0)
-        _, sing, vt = np.linalg.svd(centred, full_matrices=False)
-        axes = vt[:2] * np.sign(vt[:2, [0]] + (vt[:2, [0]] == 0))  # a fixed sign per axis
-        variance = sing**2 / max(float((sing**2).sum()), 1e-300)
-        return centred @ axes.T, (float(variance[0]), float(variance[1] if len(variance) > 1 else 0.0))
-    neighbours = max(2, min(15, len(points) - 1))
-    if method == TSNE:
-        from sklearn.manifold import TSNE as SkTSNE
-
-        tsne = SkTSNE(2, init="pca", random_state=seed, perplexity=min(30.0, (len(points) - 1) / 3))
-        return tsne.fit_transform(points), None
-    import umap  # umap-learn: imported only when chosen (numba compiles on first use)
-
-    return umap.UMAP(n_components=2, n_neighbors=neighbours, random_state=seed, n_jobs=1).fit_transform(points), None
+        return pca(points)
+    if check is None:
+        return nonlinear(points, method, seed), None
+    with tempfile.TemporaryDirectory(prefix="mha-projection-") as folder:
+        source, target = Path(folder) / "points.npy", Path(folder) / "xy.npy"
+        np.save(source, points)
+        run_child(Path(projection.__file__), [str(source), str(target), method, str(seed)], check)
+        return np.load(target), None
 
 
 def attention_row(corpus: CorpusPass, layer: int, head: int, token: int) -> np.ndarray:

@@ -72,7 +72,7 @@ class SharedStore:
         with self._lock:
             return sum(size for _, size in self._values.values())
 
-    def _lookup(self, key: Hashable) -> tuple[bool, Any]:
+    def lookup(self, key: Hashable) -> tuple[bool, Any]:
         with self._lock:
             if key in self._values:
                 self._values.move_to_end(key)
@@ -82,24 +82,24 @@ class SharedStore:
     def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The stored value, or compute() once (other callers of the same key wait for it). A compute that
         raises stores nothing; the next caller tries again."""
-        found, value = self._lookup(key)
+        found, value = self.lookup(key)
         if found:
             return value
         with self._lock:
             key_lock = self._computing.setdefault(key, threading.Lock())
         with key_lock:
-            found, value = self._lookup(key)
+            found, value = self.lookup(key)
             if found:
                 return value
             try:
                 value = compute()
-                self._put(key, value)
+                self.put(key, value)
             finally:
                 with self._lock:
                     self._computing.pop(key, None)
         return value
 
-    def _put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: Any) -> None:
         size = self._weigh(value) if self.max_bytes is not None else 0
         with self._lock:
             self.computed += 1

@@ -136,3 +136,15 @@ def top_keys(view: AttentionView, query: int, k: int = 3) -> list[tuple[int, int
             best = np.argsort(-weights, kind="stable")[:k]
             rows.append((layer, head, [(view.labels[j], float(weights[j])) for j in best]))
     return rows
+
+
+def pool_map(m: np.ndarray, bins: int) -> np.ndarray:
+    """Shrink (..., N, N) maps to at most (..., bins, bins) contiguous blocks; unchanged when N <= bins.
+
+    Like merging pieces into words: key blocks are summed and query blocks averaged, so every
+    pooled row is still a distribution and the 0..1 colour scale keeps its meaning."""
+    n = m.shape[-1]
+    if n <= bins:
+        return m
+    edges = np.linspace(0, n, bins + 1).round().astype(int)
+    return merge_pieces(m, [range(edges[i], edges[i + 1]) for i in range(bins)])

@@ -116,3 +116,14 @@ def test_the_decoders_ablation_grid_stays_within_the_budget(decoder, tmp_path):
     loaded = peak_rss_mb(["attention", "hi", *model])  # the model in memory, every weight touched
     peak = peak_rss_mb(["ablate", ANIMAL_TIRED, *model], budget_mb=1024)
     assert peak <= loaded + 1024, (loaded, peak)
+
+
+@pytest.mark.slow
+def test_a_huge_single_line_file_is_left_out_cheaply(bundled, tmp_path):
+    """Before: a 19.5 MB single-line text file cost 134 s and 4.3 GB (tokenizing it to count its pieces)."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("The cat sat on the mat.\n" + "the cat sat on the mat " * 850_000 + "\nA dog ran.\n")
+    out = ["--json", str(tmp_path / "out.json")]
+    loaded = peak_rss_mb(["attention", "hi", *out])
+    peak = peak_rss_mb(["head-distances", "--text-file", str(lines), *out])
+    assert peak <= loaded + 400, (loaded, peak)

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from mha_core import load_model, run
-from mha_core.contrib import rollout, summed_contributions, value_weighted
+from mha_core.budget import BudgetError
+from mha_core.contrib import rollout, rollout_of, summed_contributions, value_weighted, value_weighted_summary
 
 TEXT = "The animal didn't cross the street because it was too tired."
 
@@ -53,3 +54,29 @@ def test_causal_models_roll_out_lower_triangular(family_dirs):
     model = load_model(family_dirs["gpt2"])
     rolled = rollout(run(model, TEXT).text_attention(0))
     assert np.abs(np.triu(rolled[-1], k=1)).max() == 0.0
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_layer_by_layer_summary_and_rollout_equal_the_full_stacks(family_dirs, family):
+    """The page's views, built one layer at a time from the fused path's log-sum-exp, equal what the full
+    (L,H,T,T) stack of the explicit path gives."""
+    model = load_model(family_dirs[family])
+    fused, explicit = run(model, TEXT, path="fused"), run(model, TEXT, path="explicit")
+    stages = []
+    summary = value_weighted_summary(model, fused, progress=lambda done, total: stages.append((done, total)))
+    full = [value_weighted(model, explicit, layer) for layer in range(model.n_layers)]
+    assert np.allclose(summary.raw_special_share, np.stack([v.raw_special_share for v in full]), atol=1e-5)
+    assert np.allclose(summary.weighted_special_share, np.stack([v.weighted_special_share for v in full]), atol=1e-5)
+    rows = np.stack([v.weighted / v.weighted.sum(-1, keepdims=True) for v in full])  # (L,H,T,T)
+    assert np.allclose(summary.overview, rows, atol=1e-5)  # T <= OVERVIEW_BINS: nothing pooled
+    assert stages[-1] == (model.n_layers, model.n_layers)
+    assert np.allclose(rollout_of(model, fused), rollout(explicit.text_attention(0)), atol=1e-5)
+
+
+def test_value_weighted_views_over_the_budget_are_refused(tiny, monkeypatch):
+    result = run(tiny, TEXT)
+    monkeypatch.setattr("mha_core.budget.budget_bytes", lambda: 1024)
+    with pytest.raises(BudgetError, match="value-weighted maps of this text would need"):
+        value_weighted_summary(tiny, result)
+    with pytest.raises(BudgetError, match="rollout of this text would need"):
+        rollout_of(tiny, result)

@@ -252,3 +252,21 @@ def test_a_corpus_is_capped_in_pieces_per_text_and_in_all(tiny):  # finding 4
     corpus = corpus_pass(tiny, ["one two three four five six"] * 10, max_pieces=30)
     assert len(corpus.texts) == 3 and corpus.selection.beyond_cap == 7
     assert "past the cap of 30 word pieces per corpus" in corpus.selection.note()
+
+
+def test_a_line_too_long_to_read_is_left_out_without_tokenizing_it(tiny, monkeypatch):  # finding 4
+    from mha_core.head_distances import corpus_pass
+    from mha_core.syntax import MAX_CHARS_PER_PIECE
+
+    huge = "word " * (MAX_CHARS_PER_PIECE * tiny.max_length // 5 + 1)  # more characters than it could read
+    tokenizer_class, seen = type(tiny.tokenizer), []
+    original = tokenizer_class.__call__
+
+    def spy(self, text, *args, **kwargs):
+        seen.extend([text] if isinstance(text, str) else text)
+        return original(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(tokenizer_class, "__call__", spy)
+    corpus = corpus_pass(tiny, ["The cat sat.", huge, "A dog ran."])
+    assert corpus.selection.too_long == (2,) and len(corpus.texts) == 2
+    assert seen and max(len(t) for t in seen if isinstance(t, str)) < len(huge)

@@ -18,6 +18,7 @@ import torch
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
+from mha_core.heavy import HeavyQueue, HeavyWork, JobState, Progress
 from mha_core.model import ModelChoice, available_models
 from mha_core.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.store import SharedStore
@@ -183,6 +184,32 @@ def shared(key: tuple, compute: Callable[[], object]) -> object:
     """A computation shared by every session (a sentence's parse, a walkthrough's tensors, an ablation grid, the
     value-weighted maps of a text), kept within SMALL_MB by estimated bytes."""
     return small_store().get(key, compute)
+
+
+@st.cache_resource(show_spinner=False)
+def heavy_work() -> HeavyWork:
+    """This process's side of the server-wide queue for heavy analyses (mha_core.heavy)."""
+    return HeavyWork(HeavyQueue.from_env())
+
+
+def heavy(key: tuple, label: str, compute: Callable[[Progress], object], store: SharedStore | None = None,
+          note: str = "") -> object:
+    """compute(progress) once per key for the whole server, through its heavy-work queue, with a bar that shows
+    the visitor's place in the queue, then the progress (`note`: what was left out). A visitor who leaves stops
+    waiting (the bar's update raises in a stopped session); the work stops once nobody waits for it."""
+    store = store or small_store()
+    found, value = store.lookup(key)
+    if found:
+        return value
+    bar = st.progress(0.0, text=label + note)
+
+    def show(state: JobState) -> None:
+        bar.progress(state.fraction(), text=state.describe(label) + note)
+
+    try:
+        return heavy_work().result(store, key, compute, show)
+    finally:
+        bar.empty()
 
 
 @st.cache_resource(show_spinner=False)

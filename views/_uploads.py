@@ -18,16 +18,16 @@ from mha_core import InputError, LoadedModel
 from mha_core.coref import CorefResult, analyse_coref
 from mha_core.corpora import BUNDLED_CORPUS as CORPUS
 from mha_core.corpora import CorpusFormatError, ParsedSentence, bundled_corpus, decode_text, read_gap, spacy_parse
+from mha_core.heavy import Progress
 from mha_core.store import SharedStore
 from mha_core.syntax import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES
-from views._state import literal, shared_store
+from views._state import heavy, literal, shared_store
 
 ANALYSES_KEPT = 8  # corpus analyses kept per server (least recently used dropped)
 SENTENCE_ANALYSES_KEPT = 64
 ANALYSES_MB, SENTENCE_ANALYSES_MB = 200, 100  # bounded by bytes too (an analysis holds a few (L,H) arrays)
 UPLOAD_MAX_SENTENCES = 5_000  # sentences (CoNLL-U) or examples (GAP) analysed per upload: ~1 min on 2 cores
 SHARED_GAP = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
-Progress = Callable[[int, int], None]
 
 
 def corpus_store() -> SharedStore:
@@ -39,25 +39,18 @@ def sentence_store() -> SharedStore:
 
 
 def cached_analysis(key: tuple, label: str, compute: Callable[[Progress], object], store: SharedStore | None = None,
-                    note: str = "") -> object | None:
-    """compute(progress) once per key for the whole server, with a progress bar (`note` says what was left out);
-    None, with the reason shown, when the input has nothing the analysis can use."""
+                    note: str = "", light: bool = False) -> object | None:
+    """compute(progress) once per key for the whole server, through the heavy-work queue with a progress bar
+    (`note` says what was left out), or at once when `light` (one sentence: never queued behind a corpus); None,
+    with the reason shown, when the input has nothing the analysis can use or is over a limit."""
     store = store or corpus_store()
-    bar = None if key in store else st.progress(0.0, text=f"{label}{note}")
-
-    def progress(done: int, total: int) -> None:
-        bar.progress(done / max(total, 1), text=f"{label}: {done:,}/{total:,}{note}")
-
     try:
-        if bar is not None and store.is_computing(key):
-            bar.progress(0.0, text=f"{label}: another visitor started this analysis; it is shared when done")
-        return store.get(key, lambda: compute(progress))
+        if light:
+            return store.get(key, lambda: compute(lambda done, total: None))
+        return heavy(key, label, compute, store, note)
     except InputError as err:
         st.warning(literal(str(err)))
         return None
-    finally:
-        if bar is not None:
-            bar.empty()
 
 
 def parsed_corpus() -> list[ParsedSentence]:

@@ -10,11 +10,11 @@ import streamlit as st
 
 from mha_core import LoadedModel, figures
 from mha_core.ablation import MEASURES, MODES, ablate_heads, ablation_grid, default_measure
-from mha_core.contrib import rollout, value_weighted
+from mha_core.contrib import rollout_of, value_weighted, value_weighted_summary
 from mha_core.export import matrix_csv
 from mha_core.roles import head_label
-from mha_core.tokens import InputError
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared, small_store
+from views._uploads import cached_analysis
 
 MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sentence embedding (mean-pooled, "
                              "L2-normalised)", "loss": "change in mean next-token loss (nats)",
@@ -34,11 +34,15 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
     st.caption("Kobayashi et al. (2020), 'Attention is Not Only a Weight': head h moves α_ij·f(x_j) from token j to "
                "token i, with f(x_j) = (x_j W_V + b_V) W_O (the head's slices). A large weight on a token whose "
                "transformed vector is tiny moves almost nothing; ‖α_ij f(x_j)‖ shows what is really moved.")
-    layer, head = pickers(model)
     key = ("value-weighted", str(model.model_dir), text)
-    result = checked_run(text, path="explicit")
-    vws = shared(key, lambda: [value_weighted(model, result, layer_) for layer_ in range(model.n_layers)])
-    vw = vws[layer]
+    result = checked_run(text)
+    summary = cached_analysis((*key, "summary"), "Value-weighted maps, layer by layer",
+                              lambda progress: value_weighted_summary(model, result, progress=progress),
+                              store=small_store())
+    if summary is None:
+        return
+    layer, head = pickers(model)
+    vw = shared((*key, layer), lambda: value_weighted(model, result, layer))
     alpha = result.text_layer_maps(0, layer).numpy()
     left, right = st.columns(2)
     with left:
@@ -50,8 +54,7 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
             vw.weighted[head], labels, f"Layer {layer}, head {head}: ‖α f(x)‖"), key="vw_weighted")
     chart((*key, "norms", layer, head), lambda: figures.token_bar_figure(
         labels, vw.value_norms[head], f"‖f(x_j)‖ per token, layer {layer} head {head}", y_max=None), key="vw_norms")
-    raw = np.stack([v.raw_special_share for v in vws])  # (L,H)
-    weighted = np.stack([v.weighted_special_share for v in vws])
+    raw, weighted = summary.raw_special_share, summary.weighted_special_share  # (L,H) each
     left, right = st.columns(2)
     with left:
         chart((*key, "raw_share"), lambda: figures.layer_head_grid(raw, "Share of raw attention to special tokens",
@@ -63,8 +66,10 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
                f"{' (and the first token)' if model.causal else ''}, but {weighted.mean():.2f} of what is moved.")
     st.download_button("CSV: ‖α f(x)‖ of this head", lambda: matrix_csv(vw.weighted[head], labels),
                        f"value_weighted_L{layer}_H{head}.csv", "text/csv", key="vw_csv")
-    overview = np.stack([v.weighted / np.maximum(v.weighted.sum(-1, keepdims=True), 1e-12) for v in vws])
-    chart((*key, "overview"), lambda: figures.overview_figure(overview, selected=(layer, head)), key="vw_overview")
+    chart((*key, "overview", layer, head), lambda: figures.overview_figure(summary.overview, selected=(layer, head)),
+          key="vw_overview")
+    st.caption("Every head's ‖α f(x)‖, each row scaled to sum to 1 (long texts pooled into blocks); the red box is "
+               "the head chosen above.")
 
 
 def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None:
@@ -72,10 +77,13 @@ def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None
                "the rollout to layer l is Â_l ··· Â_0: how much each input token reaches each position.")
     result = checked_run(text)
     key = ("rollout", str(model.model_dir), text)
-    rolled = shared(key, lambda: rollout(result.text_attention(0)))  # (L,T,T)
+    rolled = cached_analysis(key, "Rolling attention out, layer by layer",
+                             lambda progress: rollout_of(model, result, progress=progress), store=small_store())
+    if rolled is None:
+        return
     layer = st.slider("Up to layer", 0, model.n_layers - 1, model.n_layers - 1, key="c_roll_layer")
-    query = st.selectbox("Query token", range(len(labels)), format_func=lambda i: f"{i}: {labels[i]}",
-                         key="c_roll_query")
+    query = st.selectbox("Query token", range(len(labels)), index=len(labels) - 1,
+                         format_func=lambda i: f"{i}: {labels[i]}", key="c_roll_query")
     chart((*key, layer), lambda: figures.head_figure(rolled[layer], labels, f"Rollout up to layer {layer}"),
           key="rollout_map")
     st.download_button("CSV: this rollout", lambda: matrix_csv(rolled[layer], labels), f"rollout_L{layer}.csv",
@@ -83,11 +91,16 @@ def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None
     chart((*key, "reach", query), lambda: figures.layer_head_grid(
         rolled[:, query, :], f"How much each input token reaches '{labels[query]}', layer by layer", "share",
         columns=labels), key="rollout_reach")
+    if model.causal:
+        st.caption("In a decoder every query sees the first token, and many heads park their attention there (the "
+                   "attention sink): rolled out over many layers, most of the flow ends on it. Compare the "
+                   "value-weighted view, which shows how little such attention moves.")
 
 
 def show_ablation(model: LoadedModel, text: str) -> None:
     st.caption("Remove one head (its output before W_O set to zero, or to its mean over this text's positions) and "
-               "measure what changes downstream. All single-head ablations are computed at once.")
+               "measure what changes downstream. Every head is ablated on its own, in chunks that fit the server's "
+               "memory limit; each variant reruns only the layers from its head's onward.")
     c1, c2, c3, c4 = st.columns(4)
     mode = c1.radio("Ablation", MODES, horizontal=True, key="c_mode", bind="query-params")
     measures = [m for m in MEASURES if (m != "embedding") == model.causal or m == "coref"]
@@ -98,12 +111,10 @@ def show_ablation(model: LoadedModel, text: str) -> None:
                                key="c_position", disabled=measure != "target")
     target, position = (target, position) if measure == "target" else (None, None)
     key = ("ablation", str(model.model_dir), text, mode, measure, target, position)
-    try:
-        grid = ablation_with_progress(model, key, text, mode, measure, target, position)
-    except InputError as err:
-        st.warning(literal(str(err)))
+    grid = ablation_with_progress(model, key, text, mode, measure, target, position)
+    if grid is None:
         return
-    if grid.target_pieces:
+    if len(grid.target_pieces) > 1:
         st.caption(literal(f"The target is scored whole: the sum of the log-probabilities of its "
                            f"{len(grid.target_pieces)} piece(s) {' · '.join(grid.target_pieces)}, each after the "
                            "ones before it."))
@@ -132,21 +143,12 @@ def show_ablation(model: LoadedModel, text: str) -> None:
 
 
 def ablation_with_progress(model: LoadedModel, key: tuple, text: str, mode: str, measure: str, target: str | None,
-                           position: int | None) -> object:
-    """The grid, computed once per server, in chunks within the memory budget, with a progress bar (a visitor who
-    leaves stops it between chunks: the bar's update raises in a stopped session)."""
+                           position: int | None) -> object | None:
+    """The grid, computed once per server through the heavy-work queue, in chunks within the memory budget, with
+    a progress bar; None, with the reason shown, for input it cannot use. Stops once no visitor waits for it."""
     total = model.n_layers * model.n_heads
-    bar = None if key in small_store() else st.progress(0.0, text=f"Ablating each of the {total} heads…")
-
-    def progress(done: int, count: int) -> None:
-        bar.progress(done / count, text=f"Ablating each of the {total} heads: {done}/{count}")
-
-    try:
-        return shared(key, lambda: ablation_grid(model, text, mode, measure, target, position,
-                                                 progress if bar is not None else None))
-    finally:
-        if bar is not None:
-            bar.empty()
+    return cached_analysis(key, f"Ablating each of the {total} heads", lambda progress: ablation_grid(
+        model, text, mode, measure, target, position, progress), store=small_store())
 
 
 def main() -> None:

@@ -13,10 +13,10 @@ from mha_core.corpus_figures import distance_heatmap, head_map_figure, qk_figure
 from mha_core.export import distance_csv, qk_points_csv
 from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, closest_pairs, corpus_pass
 from mha_core.induction import induction_scores
-from mha_core.qk_view import COLOUR_BY, PROJECTIONS, QKView, qk_view, token_pos, top_keys
+from mha_core.qk_view import COLOUR_BY, PCA, PROJECTIONS, QKView, qk_view, token_pos, top_keys
 from mha_core.roles import first_token_label, head_label
 from mha_core.syntax import analyse_corpus
-from views._state import chart, clamp_url_int, current_model, literal, model_card, shared, shared_store
+from views._state import chart, clamp_url_int, current_model, literal, model_card, shared, shared_store, small_store
 from views._uploads import (
     CORPUS,
     cached_analysis,
@@ -113,8 +113,14 @@ def qk_controls(model: LoadedModel) -> tuple[int, int, str, str]:
 def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
     layer, head, colour, method = qk_controls(model)
     base = (str(model.model_dir), key)
-    with st.spinner(f"Projecting {2 * len(corpus.labels):,} points with {method}…"):
-        view = shared(("qk view", *base, layer, head, method), lambda: qk_view(corpus, layer, head, method))
+    view_key = ("qk view", *base, layer, head, method)
+    if method == PCA:
+        view = shared(view_key, lambda: qk_view(corpus, layer, head, method))
+    else:  # seconds to minutes: queued, in a child process that is killed when nobody waits for it
+        view = cached_analysis(view_key, f"Projecting {2 * len(corpus.labels):,} points with {method}", lambda progress:
+                               qk_view(corpus, layer, head, method, check=lambda: progress(0, 0)), store=small_store())
+    if view is None:
+        return
     pos = shared(("qk pos", *base), lambda: token_pos(corpus)) if colour == COLOUR_BY[3] else None
     hover = shared(("qk hover", *base), lambda: qk_hover(corpus))
     chart(("qk figure", *base, layer, head, method, colour), lambda: qk_figure(view, corpus, colour, hover, pos),

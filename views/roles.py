@@ -132,7 +132,8 @@ def main() -> None:
     key, sentences, note = chosen
     analysis = cached_analysis((str(model.model_dir), key), "Running the model over the sentences",
                                lambda progress: analyse_corpus(model, sentences, progress),
-                               store=sentence_store() if source == "This sentence" else None, note=note)
+                               store=sentence_store() if source == "This sentence" else None, note=note,
+                               light=source == "This sentence")
     if analysis is None:
         st.stop()
     if note:

@@ -1,0 +1,208 @@
+"""The server-wide queue for heavy analyses: at most `slots` at once across processes, first come first served,
+one job per key, and work that nobody waits for is stopped (a thread between chunks, a child process killed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mha_core.heavy import Cancelled, HeavyQueue, HeavyWork, JobState, run_child
+from mha_core.store import SharedStore
+
+
+def hold(queue: HeavyQueue, seconds: float, log: list, name: str, places: list | None = None) -> threading.Thread:
+    def body() -> None:
+        with queue.admitted(lambda place: places.append((name, place)) if places is not None else None):
+            log.append(("start", name, time.monotonic()))
+            time.sleep(seconds)
+            log.append(("stop", name, time.monotonic()))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread
+
+
+def test_at_most_slots_run_at_once_and_the_line_is_first_come_first_served(tmp_path):
+    queue = HeavyQueue(tmp_path, slots=2, poll_s=0.02)
+    log, places, threads = [], [], []
+    for name in "abcde":
+        threads.append(hold(queue, 0.3, log, name, places))
+        time.sleep(0.05)  # arrive in order
+    for thread in threads:
+        thread.join()
+    running, most = 0, 0
+    for kind, *_ in sorted(log, key=lambda entry: entry[2]):
+        running += 1 if kind == "start" else -1
+        most = max(most, running)
+    assert most == 2
+    assert [name for kind, name, _ in sorted(log, key=lambda e: e[2]) if kind == "start"] == list("abcde")
+    assert ("c", 1) in places and ("d", 2) in places and ("e", 3) in places  # each waiter saw its place
+    assert not list(tmp_path.glob("*.ticket"))
+
+
+def test_a_newcomer_does_not_overtake_a_waiter_when_a_slot_frees(tmp_path):
+    queue = HeavyQueue(tmp_path, slots=1, poll_s=0.3)  # the waiter sleeps 0.3 s between looks
+    order, release = [], threading.Event()
+
+    def visitor(name: str, hold_until: threading.Event | None = None) -> threading.Thread:
+        def body() -> None:
+            with queue.admitted(lambda place: None):
+                order.append(name)
+                if hold_until is not None:
+                    hold_until.wait()
+
+        thread = threading.Thread(target=body)
+        thread.start()
+        return thread
+
+    first = visitor("first", release)
+    while not order:
+        time.sleep(0.01)
+    waiter = visitor("waiter")
+    time.sleep(0.1)
+    release.set()
+    first.join()
+    newcomer = visitor("newcomer")  # arrives while the waiter sleeps: the slot is free, but the waiter is ahead
+    waiter.join()
+    newcomer.join()
+    assert order == ["first", "waiter", "newcomer"]
+
+
+def test_processes_sharing_the_folder_share_the_slots(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from mha_core.heavy import HeavyQueue\n"
+        f"q = HeavyQueue(Path({str(tmp_path)!r}), 1)\n"
+        "with q.admitted(lambda p: None):\n    print('in', flush=True); time.sleep(1.5)\n")],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert holder.stdout.readline().strip() == "in"
+    queue = HeavyQueue(tmp_path, slots=1, poll_s=0.02)
+    assert queue.running() == 1
+    places, start = [], time.monotonic()
+    with queue.admitted(places.append):
+        waited = time.monotonic() - start
+    holder.wait()
+    assert waited > 0.5 and places and set(places) == {1}
+
+
+def test_a_dead_process_ticket_does_not_hold_the_line(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / f"{0:020d}-{dead.pid}-1.ticket").touch()  # older than any new ticket
+    queue = HeavyQueue(tmp_path, slots=1, poll_s=0.02)
+    places = []
+    with queue.admitted(places.append):
+        pass
+    assert places == [] and not list(tmp_path.glob("*.ticket"))
+
+
+def test_many_waiters_share_one_job_and_see_its_progress(tmp_path):
+    work, store, calls, seen = HeavyWork(HeavyQueue(tmp_path, 1), poll_s=0.02), SharedStore(8), [], []
+
+    def compute(progress) -> str:
+        calls.append(1)
+        for i in range(5):
+            progress(i + 1, 5)
+            time.sleep(0.05)
+        return "grid"
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(work.result(store, "k", compute, seen.append)))
+               for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["grid"] * 6 and len(calls) == 1 and "k" in store
+    assert any(state.total == 5 and state.done > 0 for state in seen)
+    assert work.active() == 0
+
+
+def test_the_job_error_reaches_the_waiter_and_nothing_is_stored(tmp_path):
+    work, store = HeavyWork(HeavyQueue(tmp_path, 1), poll_s=0.02), SharedStore(8)
+
+    def fails(progress) -> None:
+        raise ValueError("too long")
+
+    with pytest.raises(ValueError, match="too long"):
+        work.result(store, "k", fails, lambda state: None)
+    assert "k" not in store
+
+
+def abandoned_job(tmp_path: Path, grace_s: float, come_back: bool) -> tuple[list[int], SharedStore]:
+    """A visitor leaves (their show() raises) while a 40-chunk job runs; optionally another one comes back."""
+    work, store, chunks = HeavyWork(HeavyQueue(tmp_path, 1), grace_s=grace_s, poll_s=0.02), SharedStore(8), []
+
+    def compute(progress) -> str:
+        for i in range(40):
+            progress(i, 40)
+            chunks.append(i)
+            time.sleep(0.05)
+        return "done"
+
+    def leaves(state: JobState) -> None:
+        if chunks:
+            raise KeyboardInterrupt  # what a stopped Streamlit session's st call does (StopException)
+
+    with pytest.raises(KeyboardInterrupt):
+        work.result(store, "k", compute, leaves)
+    if come_back:
+        assert work.result(store, "k", compute, lambda state: None) == "done"
+    else:
+        time.sleep(3.0)  # longer than the whole job would take
+    return chunks, store
+
+
+def test_work_nobody_waits_for_stops_after_the_grace_period(tmp_path):
+    chunks, store = abandoned_job(tmp_path, grace_s=0.2, come_back=False)
+    assert len(chunks) < 20 and "k" not in store  # 40 chunks would take 2 s
+
+
+def test_a_visitor_back_within_the_grace_period_keeps_the_job(tmp_path):
+    chunks, store = abandoned_job(tmp_path, grace_s=5.0, come_back=True)
+    assert chunks == list(range(40)) and "k" in store  # one job ran all its chunks
+
+
+def test_a_child_process_is_killed_when_its_check_raises(tmp_path):
+    script = tmp_path / "sleeper.py"
+    script.write_text("import time, sys\nopen(sys.argv[1], 'w').write('started')\ntime.sleep(60)\n")
+    marker, start = tmp_path / "started", time.monotonic()
+
+    def check() -> None:
+        if marker.exists():
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        run_child(script, [str(marker)], check, poll_s=0.02)
+    assert time.monotonic() - start < 20
+
+
+def test_a_failing_child_names_its_error(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("raise SystemExit('no points to project')\n")
+    with pytest.raises(RuntimeError, match="no points to project"):
+        run_child(script, [], lambda: None, poll_s=0.02)
+
+
+def test_tsne_in_a_child_equals_tsne_in_process_and_stops_when_cancelled():
+    from mha_core.projection import TSNE
+    from mha_core.qk_view import project
+
+    points = np.random.default_rng(0).normal(size=(60, 8))
+    inside, _ = project(points, TSNE)
+    outside, _ = project(points, TSNE, check=lambda: None)
+    assert np.allclose(inside, outside, atol=1e-4)
+    start = time.monotonic()
+
+    def cancel_soon() -> None:
+        if time.monotonic() - start > 0.3:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        project(np.random.default_rng(1).normal(size=(4000, 16)), TSNE, check=cancel_soon)
+    assert time.monotonic() - start < 10

@@ -1,0 +1,78 @@
+"""A running server: a second heavy analysis waits in the queue and says its place; a visitor who leaves stops the
+work (the t-SNE child process is killed, the server's CPU goes quiet)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.serving import app_server
+from benchmarks.st_client import Interaction, Session
+
+pytestmark = pytest.mark.serve
+
+QK_TSNE = {"g_view": "Query–key view of one head", "g_projection": "t-SNE", "g_layer": "0"}
+
+
+def projection_children(pid: int) -> list[int]:
+    """Processes under `pid` running mha_core/projection.py."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        if parent == pid and b"projection.py" in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+async def second_visitor_sees(url: str) -> list[str]:
+    """Another head's t-SNE while the first one runs: what its page shows in 6 s (then it leaves)."""
+    session = Session(url, page="corpus", query={**QK_TSNE, "g_head": "1"}, timeout=60)
+    await session.connect_and_start()
+    seen = Interaction()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(session.read_until_finished(seen), 6)
+    await session.close()
+    return seen.texts
+
+
+def test_queued_visitors_see_their_place_and_leaving_stops_the_work(tmp_path):
+    env = {"MHA_HEAVY_SLOTS": "1", "MHA_QUEUE_DIR": str(tmp_path / "queue")}
+    with app_server(env=env, timeout=180) as group:
+        pid = group.pids[0]
+        first = Session(group.url, page="corpus", query={**QK_TSNE, "g_head": "0"}, timeout=180)
+
+        async def first_starts() -> None:
+            await first.connect_and_start()
+
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(first_starts())
+        assert wait_for(lambda: projection_children(pid), 180), "the first t-SNE never started"
+        texts = loop.run_until_complete(second_visitor_sees(group.url))
+        assert any("number 1 in the queue" in t for t in texts), texts
+        assert projection_children(pid), "the first visitor's t-SNE should still run"
+        loop.run_until_complete(first.close())
+        loop.close()
+        assert wait_for(lambda: not projection_children(pid), 20), "t-SNE kept running after its visitor left"
+        time.sleep(1.0)
+        before = group.cpu_seconds()
+        time.sleep(3.0)
+        assert group.cpu_seconds() - before < 0.6  # nothing left computing
