@@ -14,8 +14,10 @@ import numpy as np
 
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
+from mha_core.result import AttentionResult
 from mha_core.roles import METRIC_TITLES, head_label, head_roles
 from mha_core.shapes import count_shape, make_shape, single_head_equivalent
+from mha_core.tokens import tokenize, word_pieces
 from mha_core.walkthrough import row_entropy, softmax_at_scale, walkthrough
 
 LESSONS_FILE = Path(__file__).resolve().parents[1] / "assets" / "lessons.json"
@@ -60,12 +62,12 @@ class LessonNotApplicable(ValueError):
     """The lesson's premise does not hold on this model (a missing token, layer or head)."""
 
 
-def token_index(labels: tuple[str, ...], word: str) -> int:
-    """The first piece that reads as `word` (byte-level pieces carry a leading ␣)."""
-    lowered = [t.lower().strip("␣") for t in labels]
-    if word not in lowered:
-        raise LessonNotApplicable(f"this model's tokenizer has no piece '{word}' in the sentence")
-    return lowered.index(word)
+def token_index(result: AttentionResult, word: str) -> int:
+    """The first piece of `word` in the lesson's sentence (AttentionResult.word_pieces, the rule every page uses)."""
+    pieces = result.word_pieces(0, word)
+    if not pieces:
+        raise LessonNotApplicable(f"the sentence has no word '{word}' that this model reads")
+    return pieces[0]
 
 
 def heads_text(heads: list[tuple[int, int]], values: np.ndarray, unit: str) -> str:
@@ -81,7 +83,7 @@ def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
     c = lesson.check
     result = run(model, lesson.sentence, path="explicit")
     maps = result.text_attention(0)  # (L,H,T,T)
-    weights = maps[:, :, token_index(result.labels[0], c["query"]), token_index(result.labels[0], c["key"])]
+    weights = maps[:, :, token_index(result, c["query"]), token_index(result, c["key"])]
     best = top_heads(weights, c["top"])
     return Reveal(tuple(head_label(layer, head) for layer, head in best),
                   f"Live: the heads giving '{c['query']}' → '{c['key']}' the most weight are "
@@ -119,7 +121,7 @@ def reveal_scaling(model: LoadedModel, lesson: Lesson) -> Reveal:
     if layer >= model.n_layers or head >= model.n_heads:  # written for another shape: the middle layer, head 0
         layer, head = model.n_layers // 2, 0
     w = walkthrough(model, result, layer, head)
-    query = token_index(result.labels[0], c["query"])
+    query = token_index(result, c["query"])
     row = w.raw_scores[query]
     scaled, unscaled = softmax_at_scale(row, w.scale, w.visible[query]), softmax_at_scale(row, 1.0, w.visible[query])
     sharper = row_entropy(unscaled) < row_entropy(scaled)
@@ -151,8 +153,27 @@ REVEALS = {"attention_to": reveal_attention_to, "role": reveal_role, "params_hea
            "scaling": reveal_scaling, "pair_shift": reveal_pair_shift}
 
 
+def not_applicable(model: LoadedModel, lesson: Lesson) -> str | None:
+    """Why the lesson's premise does not hold on this model (one line), or None when it can be asked; checked
+    from the model and its tokenizer alone (no forward), so the page can leave such a lesson out."""
+    c = lesson.check
+    if c["kind"] == "role" and c["metric"] == "cls" and getattr(model.tokenizer, "cls_token", None) is None:
+        return (f"{model.name} has no [CLS] token; its first token plays that part (the Roles page labels heads "
+                "that park their attention there)")
+    words = [c[name] for name in ("query", "key", "pronoun", "a", "b") if name in c]
+    if words:
+        batch = tokenize(model.tokenizer, lesson.sentence, model.max_length, model.bos_id)
+        missing = [word for word in words if not word_pieces(batch, 0, word)]
+        if missing:
+            return f"the sentence has no word '{missing[0]}' that {model.name} reads"
+    return None
+
+
 def reveal(model: LoadedModel, lesson: Lesson) -> Reveal:
     """The live answer; on a model where the lesson's premise fails, no answer and a sentence saying why."""
+    reason = not_applicable(model, lesson)
+    if reason is not None:
+        return Reveal((), f"This lesson does not apply to {model.name}: {reason}.")
     try:
         return REVEALS[lesson.check["kind"]](model, lesson)
     except LessonNotApplicable as err:

@@ -36,6 +36,8 @@ def layer_stack_figure(b: ModelBreakdown) -> go.Figure:
     fig = go.Figure()
     for seg in segments:
         counts = [sum(r.count for r in b.rows if r.group == g and segment(r.part, r.kind) == seg) for g in groups]
+        if not any(counts):
+            continue  # the legend names only what this model has
         fig.add_trace(go.Bar(x=groups, y=counts, name=seg, hovertemplate="%{x}: %{y:,}<extra>" + seg + "</extra>"))
     fig.update_layout(barmode="stack", title="Parameters per layer", yaxis_title="parameters",
                       height=420, margin={"t": 50, "b": 10})

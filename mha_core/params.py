@@ -115,28 +115,71 @@ def model_breakdown(loaded: LoadedModel) -> ModelBreakdown:
 
 
 @dataclass(frozen=True)
+class HeadSlice:
+    """One head's slice of one projection of a layer, counted from the module: a bias only where the module has
+    one. Slices are of the weight as stored (out, in): W_Q, W_K, W_V by rows, W_O by columns."""
+
+    matrix: str  # "W_Q", "W_K", "W_V" or "W_O"
+    full_shape: tuple[int, int]  # (out, in)
+    first: int  # slice s owns rows (W_O: columns) first·s … first·s + first - 1
+    slice_shape: tuple[int, int]
+    weights: int
+    bias: int  # the slice's bias entries; 0 without a bias, and for W_O (its bias belongs to no head)
+    slices: int  # slices that tile the matrix: H, or G for W_K and W_V with grouped-query attention
+    serves: int  # query heads each slice serves (H / G for W_K and W_V with grouped-query attention, else 1)
+
+    @property
+    def count(self) -> int:
+        return self.weights + self.bias
+
+    @property
+    def owner(self) -> str:
+        unit = "columns" if self.matrix == "W_O" else "rows"
+        who = "key/value head g" if self.serves > 1 else "head h"
+        letter = "g" if self.serves > 1 else "h"
+        return f"{unit} {letter}·{self.first} … {letter}·{self.first}+{self.first - 1} ({who})"
+
+
+def biased_projections(loaded: LoadedModel, layer: int) -> set[str]:
+    """Which of Q, K, V, O have a bias in this layer's modules (GPT-2's fused c_attn bias counts for Q, K, V)."""
+    parts = {row.part for row in model_breakdown(loaded).rows if row.group == f"layer {layer}"}
+    fused = "b_QKV" in parts
+    return {letter for letter in "QKVO" if f"b_{letter}" in parts or (fused and letter != "O")}
+
+
+def head_slices(loaded: LoadedModel, layer: int = 0) -> tuple[HeadSlice, ...]:
+    """W_Q, W_K, W_V, W_O of `layer` cut per head, from the real weights' shapes."""
+    a, hw, biased = loaded.layers[layer].attention, loaded.head_weights(layer), biased_projections(loaded, layer)
+    h, g, dh = loaded.n_heads, loaded.n_kv_heads, loaded.head_dim
+    out = []
+    for letter, full, per, slices in (("Q", a.w_q, hw.w_q, h), ("K", a.w_k, hw.w_k, g), ("V", a.w_v, hw.w_v, g)):
+        bias = dh if letter in biased else 0
+        out.append(HeadSlice(f"W_{letter}", tuple(full.shape), dh, tuple(per[0].T.shape), per[0].numel(), bias,
+                             slices, h // slices))
+    out.append(HeadSlice("W_O", tuple(a.w_o.shape), dh, tuple(hw.w_o[0].T.shape), hw.w_o[0].numel(), 0, h, 1))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class HeadCount:
-    """One head's slice of the projections: rows of W_Q/W_K/W_V (+ bias), columns of W_O."""
+    """One head's slices: W_Q's rows (+ bias), the W_K and W_V rows (+ biases) of the key/value head serving it
+    (shared by `kv_shared_by` query heads), W_O's columns."""
 
     q: int
     k: int
     v: int
     o: int  # W_O's bias is shared by all heads and belongs to none
+    kv_shared_by: int
 
     @property
     def total(self) -> int:
         return self.q + self.k + self.v + self.o
 
 
-def head_count(loaded: LoadedModel, layer: int = 0, head: int = 0) -> HeadCount:
-    """Counted from the per-head slices of the real weights."""
-    hw = loaded.head_weights(layer)
-    return HeadCount(
-        q=hw.w_q[head].numel() + hw.b_q[head].numel(),
-        k=hw.w_k[head].numel() + hw.b_k[head].numel(),
-        v=hw.w_v[head].numel() + hw.b_v[head].numel(),
-        o=hw.w_o[head].numel(),
-    )
+def head_count(loaded: LoadedModel, layer: int = 0) -> HeadCount:
+    """Counted from the per-head slices of the real modules (biases only where they exist)."""
+    q, k, v, o = head_slices(loaded, layer)
+    return HeadCount(q.count, k.count, v.count, o.count, k.serves)
 
 
 @torch.inference_mode()

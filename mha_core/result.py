@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from mha_core.attention import FUSED, attention_bias, rebuild_probs, repeat_kv
-from mha_core.tokens import TokenBatch
+from mha_core.tokens import TokenBatch, word_pieces
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ class AttentionResult:
     @property
     def word_ids(self) -> tuple[tuple[int | None, ...], ...]:
         return self.batch.word_ids
+
+    def word_pieces(self, b: int, word: str) -> tuple[int, ...]:
+        """The pieces of text b that spell `word` (tokens.word_pieces: one rule for every page and lesson)."""
+        return tuple(i for i in word_pieces(self.batch, b, word) if i < self.lengths[b])
 
     @property
     def lengths(self) -> tuple[int, ...]:

@@ -5,6 +5,7 @@ Shapes: B texts, T word pieces of the longest text (after truncation).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -155,3 +156,14 @@ def pad_mask(lengths: Sequence[int], device: torch.device | str = "cpu") -> Tens
     """(B,T) mask with 1 on the first lengths[b] positions."""
     t = max(lengths)
     return (torch.arange(t, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None]).long()
+
+
+def word_pieces(batch: TokenBatch, b: int, word: str) -> tuple[int, ...]:
+    """The pieces of text b that spell the first whole-word occurrence of `word` (case-insensitive), found by
+    character offsets, so it holds for every tokenizer (WordPiece's "##", byte-level BPE's leading space,
+    SentencePiece's "▁"); () when the text has no such word or the model's cut left it out."""
+    match = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", batch.texts[b], re.IGNORECASE)
+    if match is None:
+        return ()
+    start, end = match.span()
+    return tuple(i for i, (first, last) in enumerate(batch.offsets[b]) if last > first and first < end and last > start)

@@ -35,6 +35,15 @@ class AttentionView:
     maps: np.ndarray  # (L,H,N,N) float32; rows sum to 1 over shown keys
     hidden_special: bool
     merged_words: bool
+    pieces: tuple[tuple[int, ...], ...] = ()  # N: the result's piece indices in each shown unit
+
+    def unit_of(self, result_pieces: Sequence[int], fallback: int = 0) -> int:
+        """The shown unit holding the first of `result_pieces` (see tokens.word_pieces); `fallback` (clamped)
+        when there is none (the word is absent, or a hidden special)."""
+        for unit, pieces in enumerate(self.pieces):
+            if result_pieces and result_pieces[0] in pieces:
+                return unit
+        return max(0, min(fallback, len(self.labels) - 1))
 
 
 def piece_units(tokens: Sequence[str], word_ids: Sequence[int | None]) -> Units:
@@ -105,15 +114,15 @@ def attention_view(result: AttentionResult, b: int = 0, hide_special: bool = Fal
     units = text_units(result, b, merge_words)
     if merge_words:
         maps = merge_pieces(maps, units.groups)
-    labels = units.labels
+    labels, pieces = units.labels, units.groups
     if hide_special:
         keep = [u for u, s in enumerate(units.special) if not s]
         maps = drop_and_renormalise(maps, keep)
-        labels = tuple(labels[u] for u in keep)
+        labels, pieces = tuple(labels[u] for u in keep), tuple(pieces[u] for u in keep)
     if average_heads:
         maps = maps.mean(axis=1, keepdims=True)  # (L,1,N,N)
     return AttentionView(labels=labels, maps=maps.astype(np.float32, copy=False), hidden_special=hide_special,
-                         merged_words=merge_words)
+                         merged_words=merge_words, pieces=tuple(tuple(group) for group in pieces))
 
 
 def score_map(result: AttentionResult, b: int, layer: int, head: int, hide_special: bool) -> np.ndarray:

@@ -105,3 +105,47 @@ def test_walkthrough_times_the_paths_only_when_asked():
     assert not at.exception
     assert [m.label for m in at.metric][0] == "Explicit path" and len(at.metric) == 3
     assert all(float(m.value.split()[0]) > 0 for m in at.metric)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_one_rule_finds_a_words_pieces_for_every_tokenizer(family_dirs, name):  # issue 19, item 1
+    from mha_core import load_model
+
+    result = run(load_model(family_dirs[name]), "Unbelievably, the animal was tired because it slept.")
+    it = result.word_pieces(0, "it")
+    assert len(it) == 1 and result.labels[0][it[0]].strip("␣ ").lower() == "it"
+    long_word = result.word_pieces(0, "unbelievably")
+    assert "".join(result.labels[0][i] for i in long_word).replace("##", "").strip("␣ ").lower() == "unbelievably"
+    assert result.word_pieces(0, "bel") == () and result.word_pieces(0, "zebra") == ()
+
+
+def test_decoder_walkthrough_picks_it_and_follows_a_model_change(decoder):  # issue 19, items 1 and 2
+    at = open_app("views/walkthrough.py", model=decoder.name)
+    assert not at.exception
+    query = at.selectbox(key="wt_query")
+    assert query.format_func(query.value).endswith("␣it")
+    assert not any("Ġ" in option for option in query.options) and any("␣" in o for o in query.options)
+    assert abs(at.slider(key="wt_scale").value - round(decoder.head_dim ** -0.5, 3)) < 1e-9
+    at.selectbox(key="model").set_value("all-MiniLM-L6-v2").run()
+    assert not at.exception
+    query = at.selectbox(key="wt_query")
+    assert query.format_func(query.value).endswith(": it")  # recomputed for the new tokenization
+    assert abs(at.slider(key="wt_scale").value - round(32 ** -0.5, 3)) < 1e-9  # MiniLM's d_k = 32
+
+
+def test_lessons_never_show_their_answer_and_skip_what_does_not_apply(bundled, decoder):  # issue 19, item 5
+    import re
+
+    from mha_core.lessons import load_lessons, not_applicable, reveal
+
+    for lesson in load_lessons():
+        shown = set(re.findall(r"L\d+ H\d+", lesson.question))
+        if not_applicable(bundled, lesson) is None:
+            assert not shown & set(reveal(bundled, lesson).accepted), lesson.id
+    cls_sink = next(lesson for lesson in load_lessons() if lesson.id == "cls-sink")
+    assert not_applicable(bundled, cls_sink) is None and "no [CLS]" in not_applicable(decoder, cls_sink)
+    at = open_app("views/walkthrough.py", wt_tab="Lessons", model=decoder.name)
+    assert not at.exception
+    keys = {t.key for t in at.text_input}
+    assert "answer_cls-sink" not in keys and "answer_it-animal" in keys
+    assert any("not asked on SmolLM2" in c.value for c in at.caption)

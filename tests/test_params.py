@@ -138,7 +138,7 @@ def test_cli_params_for_the_model():
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["total"] == 22_713_216 and data["attention_total"] == 6 * (4 * 384 * 384 + 4 * 384)
-    assert data["per_head"] == {"q": 12320, "k": 12320, "v": 12320, "o": 12288}
+    assert data["per_head"] == {"q": 12320, "k": 12320, "v": 12320, "o": 12288, "kv_shared_by": 1}
     assert len(data["layers"]) == 6 and data["layers"][0]["params"]["W_Q"] == 147456
 
 
@@ -160,3 +160,25 @@ def test_kv_cache_figure_compares_mha_gqa_mqa():
     fig = kv_cache_figure(shape, n_layers=6, n_max=1000)
     mha, gqa, mqa = (trace.y[-1] for trace in fig.data)
     assert mha == 1000 * kv_cache_bytes_per_token(shape, 6) and mha == 2 * gqa == 8 * mqa
+
+
+def test_decoder_head_slices_count_only_what_the_modules_hold(decoder):  # issue 19, item 6
+    from mha_core.param_figures import layer_stack_figure
+    from mha_core.params import head_slices
+
+    q, k, v, o = head_slices(decoder)
+    assert (q.count, q.bias, q.slices, q.slice_shape) == (576 * 64, 0, 9, (64, 576))  # no bias in SmolLM2
+    assert (k.slices, k.serves, v.slices, o.slices) == (3, 3, 3, 9)
+    layer0 = sum(r.count for r in model_breakdown(decoder).rows if r.group == "layer 0" and r.kind == "attention")
+    assert sum(s.count * s.slices for s in (q, k, v, o)) == layer0  # the slices tile the modules exactly
+    assert head_count(decoder).kv_shared_by == 3
+    assert "rows h·64 … h·64+63" in q.owner and "g·64" in k.owner
+    names = [trace.name for trace in layer_stack_figure(model_breakdown(decoder)).data]
+    assert "W_Q, W_K, W_V fused (GPT-2)" not in names and "W_Q + b_Q" in names
+
+
+def test_encoder_legend_names_only_its_own_pieces(bundled):  # issue 19, item 6
+    from mha_core.param_figures import layer_stack_figure
+
+    names = [trace.name for trace in layer_stack_figure(model_breakdown(bundled)).data]
+    assert "W_Q, W_K, W_V fused (GPT-2)" not in names and "LayerNorms" in names

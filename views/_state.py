@@ -310,6 +310,19 @@ def path_caption(result: AttentionResult) -> str:
             f"backend {result.backend}")
 
 
+def reset_on_change(key: str, depends_on: object, value: object) -> None:
+    """Set widget `key` to `value` whenever `depends_on` (the model, the sentence...) differs from the last run's:
+    a choice that does not survive a new model or sentence is recomputed, never left stale (call before the
+    widget, which then takes no default of its own; a widget bound to the URL gets the new value there too)."""
+    marker = f"_{key}_for"
+    if st.session_state.get(marker) == depends_on and key in st.session_state:
+        return
+    st.session_state[marker] = depends_on
+    st.session_state[key] = value
+    if key in st.query_params:
+        replace_url_value(key, str(value))
+
+
 URL_NUMBER_CHARS = 15  # a number longer than this in a URL is no index or size any widget takes
 
 

@@ -94,27 +94,23 @@ def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
         view.maps[layer][:, window, window], view.labels[window], heads, min_weight), key="line_view")
 
 
-def default_index(labels: tuple[str, ...], word: str, fallback: int) -> int:
-    lowered = [t.lower().strip("␣") for t in labels]
-    return lowered.index(word) if word in lowered else min(fallback, len(labels) - 1)
-
-
-def chosen_pair(view: AttentionView) -> tuple[int, int]:
-    """The token view's query and key: this run's widgets, else the URL's ("3: it"), else the defaults."""
+def chosen_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int]:
+    """The token view's query and key: this run's widgets, else the URL's ("3: it"), else the units holding "it"
+    and "animal" (found by AttentionResult.word_pieces, the rule every page and lesson uses)."""
     n = len(view.labels)
     pair = []
     for name, word in (("query", "it"), ("key", "animal")):
         value = st.session_state.get(name, st.query_params.get(name))
         if isinstance(value, str):
             value = int(value.split(":")[0]) if value.split(":")[0].isdigit() else None
-        pair.append(value if isinstance(value, int) and 0 <= value < n else default_index(view.labels, word, 0))
+        pair.append(value if isinstance(value, int) and 0 <= value < n else view.unit_of(result.word_pieces(0, word)))
     return pair[0], pair[1]
 
 
-def show_one_token(view: AttentionView, base: tuple, meta: dict) -> None:
+def show_one_token(view: AttentionView, result: AttentionResult, base: tuple, meta: dict) -> None:
     labels = view.labels
     options = list(range(len(labels)))
-    default_query, default_key = chosen_pair(view)
+    default_query, default_key = chosen_pair(view, result)
     left, right = st.columns(2)
     query = left.selectbox("Query token", options, index=default_query, key="query",
                            bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
@@ -150,7 +146,7 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
     """Downloads are built only when clicked (callables), so big texts cost nothing until then."""
     n_layers, n_heads = view.maps.shape[:2]
     meta = export_meta(view, result)
-    query, key = chosen_pair(view)
+    query, key = chosen_pair(view, result)
     c1, c2, c3 = st.columns(3)
     c1.download_button("CSV: this head", lambda: attention_csv(view, [layer], [head]), "attention_head.csv",
                        "text/csv")
@@ -207,7 +203,7 @@ def main() -> None:
             show_line_view(view, layer, base)
     if one_token.open:
         with one_token:
-            show_one_token(view, base, export_meta(view, result))
+            show_one_token(view, result, base, export_meta(view, result))
     if export.open:
         with export:
             show_export(view, result, layer, head, avg)

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, figures, param_figures
-from mha_core.params import ModelBreakdown
+from mha_core.params import ModelBreakdown, biased_projections, head_slices
 from mha_core.shapes import MAX_DIM, AttentionShape, ShapeError, count_shape, make_shape, single_head_equivalent
 from views._state import current_model, model_breakdown_of, model_card, weight_norms_of
 
@@ -45,21 +45,17 @@ def check_against_calculator(model: LoadedModel, b: ModelBreakdown) -> None:
 
 def show_head_slices(model: LoadedModel) -> None:
     st.subheader("One head's slice")
-    hw, a = model.head_weights(0), model.layers[0].attention
-    dh = model.head_dim
-
-    def row(matrix: str, full: object, owns: str, piece: object, count: int) -> dict:
-        return {"matrix": matrix, "full shape": " × ".join(map(str, full.shape)), "head owns": owns,
-                "slice shape": " × ".join(map(str, piece.shape)), "per head": count}
-
-    rows = [row("W_Q", a.w_q, f"rows h·{dh} … h·{dh}+{dh - 1}", hw.w_q[0], hw.w_q[0].numel() + hw.b_q[0].numel())]
-    kv_owner = "key/value head g" if model.n_kv_heads < model.n_heads else "head h"
-    rows += [row(name, full, f"rows of {kv_owner}", w[0], w[0].numel() + bias[0].numel())
-             for name, full, w, bias in (("W_K", a.w_k, hw.w_k, hw.b_k), ("W_V", a.w_v, hw.w_v, hw.b_v))]
-    rows.append(row("W_O", a.w_o, f"columns h·{dh} … h·{dh}+{dh - 1}", hw.w_o[0], hw.w_o[0].numel()))
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
-    caption = (f"Per head, biases included (W_O's bias of {model.d_model} is shared by all heads). The slices of each "
-               "matrix tile it exactly: stacking them gives back the full weight.")
+    slices = head_slices(model)
+    st.dataframe(pd.DataFrame([{
+        "matrix": s.matrix, "full shape (out × in)": " × ".join(map(str, s.full_shape)), "head owns": s.owner,
+        "slice shape": " × ".join(map(str, s.slice_shape)), "weights": s.weights, "bias": s.bias,
+        "per slice": s.count, "slices": s.slices} for s in slices]), hide_index=True, key="head_slices")
+    biased = biased_projections(model, 0)
+    caption = ("Counted from layer 0's modules. " + (
+        f"Biases on {', '.join(f'W_{x}' for x in 'QKV' if x in biased)}; " if biased & set("QKV") else
+        "This model has no biases on W_Q, W_K, W_V; ") + (
+        f"W_O's bias of {model.d_model} is shared by all heads and belongs to none. " if "O" in biased else
+        "W_O has no bias. ") + "The slices of each matrix tile it exactly: stacking them gives back the full weight.")
     if model.n_kv_heads < model.n_heads:
         caption += (f" Grouped-query attention: {model.n_heads} query heads share {model.n_kv_heads} key/value heads, "
                     f"so W_K and W_V have {model.n_kv_heads} slices, each serving {model.n_heads // model.n_kv_heads} "

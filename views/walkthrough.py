@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_core import LoadedModel, figures
-from mha_core.lessons import is_right, load_lessons, reveal
+from mha_core import AttentionResult, LoadedModel, figures
+from mha_core.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
 from views._state import (
     chart,
@@ -16,22 +16,26 @@ from views._state import (
     current_model,
     literal,
     parity_of,
+    reset_on_change,
     sentence_box,
     shared,
     timings_of,
 )
 
 
-def pickers(model: LoadedModel, tokens: list[str]) -> tuple[int, int, int]:
+def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]:
+    """Layer, head and query token; the query defaults to the sentence's "it" (else its first word), and is reset
+    when the sentence or the model changes (the old index would name another piece)."""
+    labels = result.labels[0]
     c1, c2, c3 = st.columns(3)
     layer = c1.selectbox("Layer", range(model.n_layers), index=model.n_layers // 2, key="wt_layer",
                          bind="query-params")
     head = c2.selectbox("Head", range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
                         bind="query-params")
-    lowered = [t.lower().strip("␣") for t in tokens]
-    default = lowered.index("it") if "it" in lowered else min(1, len(tokens) - 1)
-    query = c3.selectbox("Query token", range(len(tokens)), index=default,
-                         format_func=lambda i: f"{i}: {tokens[i]}", key="wt_query")
+    default = next(iter(result.word_pieces(0, "it")), min(1 + int(model.bos_id is not None), len(labels) - 1))
+    reset_on_change("wt_query", (str(model.model_dir), result.batch.texts[0]), default)
+    query = c3.selectbox("Query token", range(len(labels)), format_func=lambda i: f"{i}: {labels[i]}",
+                         key="wt_query")
     return layer, head, query
 
 
@@ -92,8 +96,8 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     with right:
         chart((*base, "probs"), lambda: figures.matrix_spec(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols,
                                                       colorscale="Blues", zmid=None), key="probs")
-    scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
-                      0.001, key="wt_scale")
+    reset_on_change("wt_scale", w.scale, float(round(w.scale, 3)))  # another model: its own 1/√d_k
+    scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, step=0.001, key="wt_scale")
     row = softmax_at_scale(w.raw_scores[query], scale, w.visible[query])
     chart((*base, "row", query, scale), lambda: figures.token_bar_figure(
         list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
@@ -145,6 +149,10 @@ def use_sentence(text: str) -> None:
 def show_lessons(model: LoadedModel) -> None:
     st.caption("Each answer is checked against the live model, not a stored key.")
     for lesson in load_lessons():
+        reason = not_applicable(model, lesson)
+        if reason is not None:
+            st.caption(literal(f"{lesson.title}: not asked on {model.name}, because {reason}."))
+            continue
         with st.expander(f"{lesson.title} — {lesson.question}"):
             st.markdown(f"Sentence: *{literal(lesson.sentence)}*")
             st.button("Put this sentence in the sentence box", key=f"load_{lesson.id}", on_click=use_sentence,
@@ -175,8 +183,8 @@ def main() -> None:
         return
     with walk:
         result = checked_run(text, path="explicit")
-        tokens = list(result.tokens[0])
-        layer, head, query = pickers(model, tokens)
+        tokens = list(result.labels[0])
+        layer, head, query = pickers(model, result)
         base = ("walkthrough", str(model.model_dir), text, layer, head)
         w = shared(base, lambda: walkthrough(model, result, layer, head))
         step_projections(w, model, len(tokens), base)
