@@ -143,14 +143,16 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
 
 
 def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zmid: float | None = None,
-                    colorscale: str = COLORSCALE, columns: Sequence[str] | None = None) -> go.Figure:
+                    colorscale: str = COLORSCALE, columns: Sequence[str] | None = None,
+                    zrange: tuple[float, float] | None = None) -> go.Figure:
     """A (L,H) grid of one number per head, values written in the cells; `columns` names other columns
-    (tokens, say) instead of heads."""
+    (tokens, say) instead of heads; `zrange`: the colour scale's ends (grids to compare share one)."""
     n_layers, n_heads = values.shape
     x = indexed_labels(columns) if columns is not None else [f"H{h}" for h in range(n_heads)]
+    ends = {"zmin": zrange[0], "zmax": zrange[1]} if zrange is not None else {"zmid": zmid}
     fig = go.Figure(go.Heatmap(
         z=values, x=x, y=[f"L{layer}" for layer in range(n_layers)],
-        colorscale=colorscale, zmid=zmid, texttemplate="%{z:.2f}", colorbar={"title": colorbar},
+        colorscale=colorscale, **ends, texttemplate="%{z:.2f}", colorbar={"title": colorbar},
         hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
     ))
     fig.update_yaxes(autorange="reversed")

@@ -21,6 +21,8 @@ PRONOUNS = {"it", "he", "she", "they", "him", "her", "them", "his", "its", "thei
             "herself", "itself", "themselves"}
 CANDIDATE_POS = ("NOUN", "PROPN")
 MAX_PAIR_CHANGES = 3  # a minimal pair differs in at most this many words
+TABLE_HEADS = 12  # heads listed in the inspector's table (and counted by its headline)
+PROBE = " \"{pronoun}\" refers to the"  # the decoder form of a minimal pair: a last token after every change
 
 
 class InspectorError(ValueError):
@@ -77,6 +79,21 @@ class AntecedentScores:
         margin = self.top_two_margin()
         order = np.argsort(-margin, axis=None, kind="stable")
         return [(int(i // margin.shape[1]), int(i % margin.shape[1])) for i in order]
+
+    def headline(self, top: int = TABLE_HEADS) -> str:
+        """One sentence by the table's rule (heads ranked by how clearly they prefer their favourite), then what
+        all heads and all layers say; it states what it counts, so it cannot contradict the table."""
+        names = [c.text for c in self.candidates]
+        preferred = self.preferred()  # (L,H)
+        top_heads = self.ranked_heads()[:top]
+        in_table = np.bincount([preferred[lh] for lh in top_heads], minlength=len(names))
+        overall = np.bincount(preferred.ravel(), minlength=len(names))
+        layers = np.bincount([cand for _, cand, _ in self.layer_verdicts()], minlength=len(names))
+        leader = int(in_table.argmax())
+        counts = lambda c: ", ".join(f"{int(c[i])} '{n}'" for i, n in enumerate(names))  # noqa: E731
+        return (f"Of the {len(top_heads)} heads with the clearest preference (the table), {int(in_table[leader])} "
+                f"prefer '{names[leader]}'. All {preferred.size} heads: {counts(overall)}; layers by their heads' "
+                f"majority ({len(preferred)} layers): {counts(layers)}.")
 
     def layer_verdicts(self) -> list[tuple[int, int, int]]:
         """Per layer: (layer, candidate most heads prefer, how many heads)."""
@@ -155,3 +172,15 @@ def human_flips(margin_1: np.ndarray, margin_2: np.ndarray) -> np.ndarray:
     """(L,H) True where a head prefers candidate a in sentence 1 and candidate b in sentence 2,
     as a reader does when the antecedent changes from a to b."""
     return (margin_1 > 0) & (margin_2 < 0)
+
+
+def blind_to_change(causal: bool, pronoun: int, alignment: PairAlignment) -> bool:
+    """In a causal model a word attends only to words up to itself: changes after the pronoun cannot change its
+    attention, so the pair's margins are equal by construction."""
+    return causal and min(alignment.positions) > pronoun
+
+
+def with_probe(text: str, pronoun: Word) -> str:
+    """The sentence continued with a question about the pronoun ("… "It" refers to the"), so that the last word
+    comes after every change and a causal model's attention from it can differ between the two sentences."""
+    return text.rstrip() + PROBE.format(pronoun=pronoun.text[:1].upper() + pronoun.text[1:])

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from mha_core.attention import FUSED, attention_bias, rebuild_probs, repeat_kv
+from mha_core.pieces import unknown_note
 from mha_core.tokens import TokenBatch, word_pieces
 
 
@@ -55,6 +56,12 @@ class AttentionResult:
     @property
     def word_ids(self) -> tuple[tuple[int | None, ...], ...]:
         return self.batch.word_ids
+
+    def unknown_note(self, b: int = 0) -> str | None:
+        """One line naming the characters of text b the model reads as unknown ([UNK]); None if there are none."""
+        unknown = self.batch.unknown[b] if self.batch.unknown else ()
+        unk = next((t for t, u in zip(self.tokens[b], unknown, strict=False) if u), "[UNK]")
+        return unknown_note(self.batch.texts[b], unknown, self.batch.offsets[b], unk)
 
     def word_pieces(self, b: int, word: str) -> tuple[int, ...]:
         """The pieces of text b that spell `word` (tokens.word_pieces: one rule for every page and lesson)."""

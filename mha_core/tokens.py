@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from mha_core.pieces import readable_pieces, unknown_flags
+
 
 class InputError(ValueError):
     """Bad user input; the message is one sentence for the user."""
@@ -27,6 +29,7 @@ class TokenBatch:
     word_ids: tuple[tuple[int | None, ...], ...]  # B x T_b word index per piece, None for specials
     offsets: tuple[tuple[tuple[int, int], ...], ...]  # B x T_b character span in the text
     n_tokens: tuple[int, ...]  # B pieces before truncation (specials included)
+    unknown: tuple[tuple[bool, ...], ...] = ()  # B x T_b the tokenizer's unknown piece ([UNK]): it read nothing there
 
 
 TextsLike = str | Sequence[str] | Sequence[Sequence[str]]
@@ -77,6 +80,7 @@ def tokenize(tokenizer: object, texts: TextsLike, max_length: int, bos: int | No
         tokens=tuple(tokens), labels=tuple(labels), word_ids=tuple(word_ids), offsets=tuple(offsets),
         n_tokens=tuple(n + lead for n in untruncated_lengths(
             tokenizer, items, pre_split, [n - lead for n in lengths], max_length - lead)),
+        unknown=tuple(unknown_flags(tokenizer, t) for t in tokens),
     )
 
 
@@ -94,48 +98,6 @@ def ids_batch(tokenizer: object, sequences: Sequence[Sequence[int]], special: Se
         attention_mask=pad_mask([len(ids) for ids in sequences]), tokens=tokens, labels=tokens, word_ids=word_ids,
         offsets=tuple(((0, 0),) * len(ids) for ids in sequences), n_tokens=tuple(len(ids) for ids in sequences),
     )
-
-
-VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
-
-
-def byte_level_alphabet() -> dict[str, int]:
-    """GPT-2's byte-level BPE alphabet: the printable character that stands for each byte, back to the byte."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            chars[chr(byte)] = byte
-        else:
-            chars[chr(256 + extra)] = byte
-            extra += 1
-    return chars
-
-
-BYTE_LEVEL = byte_level_alphabet()
-
-
-def byte_piece(token: str) -> str:
-    """A byte-level piece that holds part of a multi-byte character, as its bytes: 'Ġæ' -> '␣⟨e6⟩'."""
-    if not token or any(c not in BYTE_LEVEL for c in token):
-        return token
-    raw = bytes(BYTE_LEVEL[c] for c in token)
-    text = raw.decode("utf-8", errors="replace")
-    return "".join(f"⟨{b:02x}⟩" for b in raw) if "\ufffd" in text else text
-
-
-def readable_pieces(tokenizer: object, ids: list[int], tokens: Sequence[str]) -> tuple[str, ...]:
-    """Each piece decoded on its own, so byte-level BPE and SentencePiece markers (Ġ, ▁, Ċ) read as text, with
-    spaces and newlines shown as ␣ and ↵. A piece holding part of a multi-byte character keeps its token name
-    rather than showing a replacement character; BERT's word pieces (##ing) stay as they are."""
-    decoded = tokenizer.batch_decode([[i] for i in ids], clean_up_tokenization_spaces=False)
-    labels = []
-    for token, text in zip(tokens, decoded, strict=True):
-        if "\ufffd" in text:  # part of a character: its bytes (byte-level BPE) or the token's own name
-            text = byte_piece(token.removeprefix("Ġ"))
-            text = (" " if token.startswith("Ġ") else "") + text
-        labels.append(token if not text or token.startswith("##") else text.translate(VISIBLE_WHITESPACE))
-    return tuple(labels)
 
 
 def untruncated_lengths(

@@ -7,6 +7,7 @@ pieces (keeps each row a distribution), attention *from* a word is the mean over
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -53,19 +54,45 @@ def piece_units(tokens: Sequence[str], word_ids: Sequence[int | None]) -> Units:
     )
 
 
+def is_wide(char: str) -> bool:
+    """A character of a script written without spaces between words (Chinese, Japanese, Korean) or an emoji."""
+    return unicodedata.east_asian_width(char) in ("W", "F")
+
+
+def continues(text: str, offsets: Sequence[tuple[int, int]], last: int, piece: int) -> bool:
+    """Piece `piece` of the same word continues the unit that ends with piece `last`: always in spaced scripts; among
+    wide characters only while the two pieces share a character (its bytes split over pieces), so text without
+    spaces merges into characters, not into whole clauses."""
+    (start, end), (next_start, next_end) = offsets[last], offsets[piece]
+    if not any(is_wide(c) for c in text[min(start, next_start):max(end, next_end)]):
+        return True
+    return next_start < end
+
+
+def unit_label(text: str, pieces: Sequence[int], tokens: Sequence[str], offsets: Sequence[tuple[int, int]],
+               unknown: Sequence[bool], unk: str) -> str:
+    """The text a unit's pieces cover; a piece the model could not read shows as `unk` ([UNK]有), never hidden."""
+    if not any(unknown[i] for i in pieces if i < len(unknown)):
+        start, end = offsets[pieces[0]][0], offsets[pieces[-1]][1]
+        return text[start:end] or "".join(tokens[i].removeprefix("##") for i in pieces)
+    return "".join(unk if unknown[i] else text[offsets[i][0]:offsets[i][1]] or tokens[i] for i in pieces)
+
+
 def word_units(text: str, tokens: Sequence[str], word_ids: Sequence[int | None],
-               offsets: Sequence[tuple[int, int]]) -> Units:
-    """Group consecutive pieces of one word; specials stay units of their own."""
-    labels, groups, special = [], [], []
-    for i, (token, wid) in enumerate(zip(tokens, word_ids, strict=True)):
-        if wid is not None and groups and not special[-1] and word_ids[groups[-1][-1]] == wid:
+               offsets: Sequence[tuple[int, int]], unknown: Sequence[bool] = (), unk: str = "[UNK]") -> Units:
+    """Group consecutive pieces of one word (by character in text without spaces); specials stay units of their
+    own; labels show [UNK] where the model read nothing."""
+    groups, special = [], []
+    for i, wid in enumerate(word_ids):
+        last = groups[-1][-1] if groups else None
+        if (wid is not None and last is not None and not special[-1] and word_ids[last] == wid
+                and continues(text, offsets, last, i)):
             groups[-1] = (*groups[-1], i)
-            start = offsets[groups[-1][0]][0]
-            labels[-1] = text[start:offsets[i][1]] or labels[-1] + token.removeprefix("##")
             continue
         groups.append((i,))
         special.append(wid is None)
-        labels.append(token if wid is None else (text[offsets[i][0]:offsets[i][1]] or token))
+    labels = [tokens[g[0]] if is_special else unit_label(text, g, tokens, offsets, unknown, unk)
+              for g, is_special in zip(groups, special, strict=True)]
     return Units(tuple(labels), tuple(groups), tuple(special))
 
 
@@ -102,7 +129,9 @@ def drop_and_renormalise(maps: np.ndarray, keep: Sequence[int]) -> np.ndarray:
 def text_units(result: AttentionResult, b: int, merge_words: bool) -> Units:
     tokens, word_ids = result.labels[b], result.word_ids[b]
     if merge_words:
-        return word_units(result.batch.texts[b], tokens, word_ids, result.batch.offsets[b])
+        unknown = result.batch.unknown[b] if result.batch.unknown else ()
+        return word_units(result.batch.texts[b], tokens, word_ids, result.batch.offsets[b], unknown,
+                          next((t for t, u in zip(result.tokens[b], unknown, strict=False) if u), "[UNK]"))
     return piece_units(tokens, word_ids)
 
 

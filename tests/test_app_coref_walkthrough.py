@@ -29,10 +29,33 @@ def test_margin_change_grid_is_the_difference_of_separate_runs(bundled):
     verdicts = antecedent_scores(run(bundled, ANIMAL_TIRED), 0, words, 8, [1, 6]).layer_verdicts()
     expected = [f"In {count} of 12 heads of layer {layer} 'it' attends most to '{('animal', 'street')[cand]}'."
                 for layer, cand, count in verdicts]
-    shown = [m.value for m in at.markdown if m.value.strip("*").startswith("In ")]
-    assert [line.strip("*") for line in shown] == expected
-    strongest = max(range(len(verdicts)), key=lambda i: verdicts[i][2])
-    assert [line.startswith("**") for line in shown] == [i == strongest for i in range(len(verdicts))]
+    shown = [m.value for m in at.markdown if m.value.startswith("In ")]
+    assert shown == expected
+
+
+@pytest.mark.parametrize("which", ["encoder", "decoder"])
+def test_the_headline_counts_what_the_table_shows(bundled, decoder, which):  # issue 19, item 4
+    model = bundled if which == "encoder" else decoder
+    at = open_app("views/coreference.py", model=model.name)
+    assert not at.exception
+    table = at.dataframe[0].value
+    headline = next(m.value for m in at.markdown if m.value.startswith("**Of the")).replace("\\", "")
+    leader, count = table["prefers"].value_counts().index[0], table["prefers"].value_counts().iloc[0]
+    assert f"{len(table)} heads with the clearest preference (the table), {count} prefer '{leader}'" in headline
+    m1 = decode(chart_json(at, "margin_1")["data"][0]["z"])
+    ends = [(chart_json(at, key)["data"][0]["zmin"], chart_json(at, key)["data"][0]["zmax"])
+            for key in ("margin_1", "margin_2")]
+    assert ends[0] == ends[1] and ends[0][1] >= np.abs(m1).max() - 1e-9  # one colour range for the pair
+
+
+def test_a_decoder_pair_is_explained_and_probed(decoder):  # issue 19, item 3
+    at = open_app("views/coreference.py", model=decoder.name)
+    assert not at.exception
+    assert any("comes before every changed word" in i.value for i in at.info)
+    probed = decode(chart_json(at, "delta_grid")["data"][0]["z"])
+    assert np.abs(probed).max() > 1e-4  # the probe's last word sees the change
+    at.toggle(key="pair_probe").set_value(False).run()
+    assert np.abs(decode(chart_json(at, "delta_grid")["data"][0]["z"])).max() < 1e-6  # blind, as the page says
 
 
 @pytest.mark.slow

@@ -114,3 +114,46 @@ def test_average_heads_and_top_keys(bundled):
     z = score_map(result, 0, 3, 1, hide_special=True)
     assert z.shape == (14, 14)
     assert np.allclose(z, result.scores_map(3, 1)[0, 1:15, 1:15].numpy())
+
+
+CHINESE = "动物没有过马路，因为它太累了。"
+
+
+def test_text_the_encoder_cannot_read_is_named_and_never_hidden(bundled):  # issue 19: [UNK]
+    from mha_core import run
+    from mha_core.words import attention_view
+
+    result = run(bundled, CHINESE)
+    note = result.unknown_note(0)
+    assert note is not None and "cannot read 11 of the text's 15 characters" in note and "动" in note
+    merged = attention_view(result, 0, False, True).labels
+    assert merged.count("[UNK]") == 11 and "有" in merged  # the merged view shows what the model saw
+    assert run(bundled, "The cat sat.").unknown_note(0) is None
+
+
+def test_byte_level_pieces_read_as_characters(decoder):  # issue 19: byte fragments
+    from mha_core import run
+    from mha_core.words import attention_view
+
+    result = run(decoder, CHINESE)
+    labels = result.labels[0]
+    assert "动¹/₂" in labels and "动²/₂" in labels and not any("⟨" in label for label in labels)
+    merged = attention_view(result, 0, False, True).labels
+    assert merged[1:] == tuple("动物没有过马路，因为它太累了。")  # characters, not clause-long "words"
+    assert result.unknown_note(0) is None
+
+
+def test_byte_fallback_pieces_spell_their_character():
+    from mha_core.pieces import character_parts, piece_bytes
+
+    raw = [piece_bytes(t) for t in ("<0xE5>", "<0x8A>", "<0xA8>")]  # 动 = e5 8a a8 as SentencePiece bytes
+    assert character_parts(raw) == ["动¹/₃", "动²/₃", "动³/₃"]
+    assert character_parts([b" \xe5", b"\x8a\xa8a"]) == ["␣动¹/₂", "动²/₂a"]
+
+
+def test_the_page_warns_about_unreadable_text(bundled):  # issue 19 (a): every page goes through checked_run
+    from tests.conftest import open_app
+
+    at = open_app(text=CHINESE)
+    assert not at.exception
+    assert any("cannot read 11 of the text" in w.value for w in at.warning)

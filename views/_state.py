@@ -244,6 +244,9 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
     except InputError as err:
         st.info(str(err) + " Type a sentence in the box on the left or pick an example.")
         st.stop()
+    unknown = result.unknown_note(0)
+    if unknown:
+        st.warning(literal(unknown))
     if result.truncated[0]:
         n, kept = result.n_tokens[0], result.lengths[0]
         st.warning(f"The text was cut to the model's {kept} word pieces: {n - kept:,} of {n:,} pieces "

@@ -16,10 +16,12 @@ from mha_core.inspector import (
     Word,
     align_pair,
     antecedent_scores,
+    blind_to_change,
     candidates_before,
     compare_pair,
     default_pronoun,
     sentence_words,
+    with_probe,
 )
 from mha_core.roles import head_label
 from views._state import EXAMPLES, chart, check_length, checked_run, current_model, literal, sentence_box, shared
@@ -72,13 +74,13 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
             row["GAP coreference head"] = f"#{rank + 1} ({100 * acc:.0f}%)"
         rows.append(row)
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="ranked_heads")
-    verdicts = scores.layer_verdicts()
-    strongest = max(verdicts, key=lambda v: v[2])
+    st.markdown(f"**{literal(scores.headline())}**")
     n_heads = margin.shape[1]
     pronoun = literal(scores.pronoun.text)
-    for layer, cand, count in verdicts:
-        text = f"In {count} of {n_heads} heads of layer {layer} '{pronoun}' attends most to '{literal(names[cand])}'."
-        st.markdown(f"**{text}**" if (layer, cand, count) == strongest else text)
+    with st.expander("Layer by layer"):
+        for layer, cand, count in scores.layer_verdicts():
+            st.markdown(f"In {count} of {n_heads} heads of layer {layer} '{pronoun}' attends most to "
+                        f"'{literal(names[cand])}'.")
 
 
 def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int]) -> None:
@@ -103,6 +105,16 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
         st.warning(literal(str(err)))
         return
     c3.caption("Changed: " + ", ".join(f"'{literal(x)}' → '{literal(y)}'" for x, y in alignment.changed))
+    if blind_to_change(current_model().causal, pronoun, alignment):
+        st.info(literal(f"In this decoder '{words[pronoun].text}' (word {pronoun}) comes before every changed word, "
+                        "and a decoder's word attends only to itself and the words before it: its attention is the "
+                        "same in both sentences. The decoder form of the test continues both with a probe, "
+                        f"{with_probe('…', words[pronoun])!r}, whose last word comes after the change."))
+        if st.toggle("Continue both sentences with the probe", value=True, key="pair_probe"):
+            first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, words[pronoun])
+            words, words_2 = words_of(first_text), words_of(second_text)
+            pronoun = len(words) - 1  # the probe's last word asks the question
+            st.caption(literal(f"Attention from the probe's last word '{words[pronoun].text}' in: {first_text}"))
     scores_1 = scores_of(first_text, words, pronoun, candidates)
     scores_2 = scores_of(second_text, words_2, pronoun, candidates)
     base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
@@ -126,10 +138,12 @@ def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tupl
                f"'{literal(name_b)}' in "
                "sentence 2, as a human reader does. Blue cells moved towards 'a', red towards 'b'.")
     left, right = st.columns(2)
+    reach = float(max(np.abs(m1).max(), np.abs(m2).max(), 1e-6))  # one colour range for both grids
     for col, m, title in ((left, m1, "sentence 1"), (right, m2, "sentence 2")):
         with col:
             chart((*base, title), lambda m=m, title=title: figures.layer_head_grid(
-                m, f"Margin in {title}", "margin", zmid=0, colorscale="RdBu"), key=f"margin_{title[-1]}")
+                m, f"Margin in {title}", "margin", colorscale="RdBu", zrange=(-reach, reach)),
+                key=f"margin_{title[-1]}")
     st.session_state["_pair_delta"] = delta  # read by tests
 
 
