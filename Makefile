@@ -33,8 +33,9 @@ haproxy:
 
 # MALLOC_ARENA_MAX=2: every session's script runs in its own thread; per-thread malloc arenas kept
 # hundreds of MB that a class's long texts had freed (benchmarks/serving.py starts the app the same way).
+# deploy/run.sh opens the app once before saying it is ready (the model loads before the first visitor).
 run: install
-	MALLOC_ARENA_MAX=2 $(BIN)/streamlit run app.py --server.port $(PORT)
+	PORT=$(PORT) BIN=$(BIN) bash deploy/run.sh
 
 # One process uses about one core (Python's GIL): WORKERS processes behind HAProxy on $(PORT).
 serve: install haproxy

@@ -9,6 +9,9 @@ Targets (issue 9, 2 cores, N = 30): p95 <= 3 s on Heads, <= 4 s on Coreference a
 Coreference <= 0.15 s, Walkthrough <= 0.3 s), and for a sentence another session already used (<= 0.03 s).
 `--proxy`: the same class through `make serve` (HAProxy) with 2 worker processes against 1; prints the
 throughput ratio (target >= 1.6).
+`--cold`: `make serve` with 1 and 2 processes, each started fresh: the first 30 students right after the start
+(every process has loaded its model before HAProxy lets anyone in), then the next 30; p95 of the first <= 1.5 x
+p95 of the next (issue 19).
 `--heavy ablation|tsne`: 29 students on Heads, first alone, then while one more visitor runs the heaviest analysis
 a page offers (the ablation grid of a 512-piece text, or t-SNE of one head over the bundled corpus); prints the
 students' p95 with / without (issue 18: target <= 1.5).
@@ -207,6 +210,15 @@ def heavy_comparison(kind: str, students: int, timeout: float, stagger: float) -
     print(f"p95 with one {kind} / alone: {beside['p95'] / alone['p95']:.2f} (target <= 1.5)")
 
 
+def cold_and_warm(students: int, timeout: float) -> None:
+    for workers in (1, 2):
+        with proxy_group(workers) as group:
+            first = measure(group, "heads", class_texts(students, 31), timeout, 0, f"{workers} process(es), first")
+            then = measure(group, "heads", class_texts(students, 32), timeout, 0, f"{workers} process(es), next")
+        print(f"{workers} process(es): p95 first {students} / next {students}: {first['p95'] / then['p95']:.2f} "
+              "(target <= 1.5)", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=30)
@@ -217,8 +229,12 @@ def main() -> None:
     parser.add_argument("--stagger", type=float, default=0.05, help="seconds between students' arrivals")
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--heavy", choices=sorted(HEAVY_PAGES), help="students beside one heavy analysis")
+    parser.add_argument("--cold", action="store_true", help="first students after a start against the next ones")
     args = parser.parse_args()
     pages = args.pages.split(",")
+    if args.cold:
+        cold_and_warm(args.students, args.timeout)
+        return
     if args.heavy:
         heavy_comparison(args.heavy, args.students - 1, args.timeout, args.stagger)
         return

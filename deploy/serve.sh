@@ -30,6 +30,10 @@ for i in $(seq 1 "$WORKERS"); do
     pids+=($!)
     echo "    server app$i 127.0.0.1:$port check cookie app$i inter 2s" >> "$run_dir/haproxy.cfg"
 done
+# Every process loads its model before HAProxy sends it anyone: the first students wait no longer than the rest.
+urls=()
+for i in $(seq 1 "$WORKERS"); do urls+=("http://127.0.0.1:$((FIRST_WORKER_PORT + i))"); done
+"$BIN/python" deploy/warm.py "${urls[@]}" >&2
 MHA_BIND=$BIND MHA_PORT=$PORT haproxy -db -f "$run_dir/haproxy.cfg" &
 pids+=($!)
 echo "Attention explorer: $WORKERS process(es) behind HAProxy on http://$BIND:$PORT" >&2

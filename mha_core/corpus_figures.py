@@ -44,6 +44,7 @@ def head_map_figure(head_map: HeadMap, labels: np.ndarray, distance: np.ndarray)
             "customdata": [list(head_map.heads[i]) for i in members],
             "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
         })
+    traces += layer_symbol_legend(1 + max(layer for layer, _ in head_map.heads))
     return {"data": traces, "layout": {
         "title": {"text": f"Heads by attention similarity (MDS, stress {head_map.stress:.3f}); symbol = layer"},
         "xaxis": {"title": {"text": "MDS 1"}, "zeroline": False},
@@ -53,17 +54,37 @@ def head_map_figure(head_map: HeadMap, labels: np.ndarray, distance: np.ndarray)
     }}
 
 
+def layer_symbol_legend(n_layers: int) -> list[dict]:
+    """Legend entries (no points) saying which layers each marker symbol stands for."""
+    count = len(LAYER_SYMBOLS)
+    return [{"type": "scatter", "mode": "markers", "x": [None], "y": [None], "customdata": [], "legendgroup": "layers",
+             "legendgrouptitle": {"text": "symbol = layer"}, "hoverinfo": "skip",
+             "name": "layer " + ", ".join(str(layer) for layer in range(first, n_layers, count)),
+             "marker": {"size": 10, "color": "#999", "symbol": LAYER_SYMBOLS[first]}}
+            for first in range(min(count, n_layers))]
+
+
+def layer_ticks(heads: tuple[tuple[int, int], ...], max_ticks: int = 80) -> dict:
+    """Axis ticks for heads in layer-major order: every head when they fit, else the first head of each layer."""
+    names = [head_label(*h) for h in heads]
+    if len(names) <= max_ticks:
+        return {}
+    first = [i for i, (_, head) in enumerate(heads) if head == 0]
+    return {"tickmode": "array", "tickvals": [names[i] for i in first], "ticktext": [f"L{heads[i][0]}" for i in first]}
+
+
 def distance_heatmap(distance: np.ndarray, heads: tuple[tuple[int, int], ...]) -> dict:
     """The full (N,N) matrix of mean JS divergences, heads in layer-major order."""
     names = [head_label(*h) for h in heads]
+    ticks = layer_ticks(heads)
     return {"data": [{
         "type": "heatmap", "z": distance.tolist(), "x": names, "y": names, "colorscale": "Viridis",
         "reversescale": True, "colorbar": {"title": {"text": "JS (nats)"}},
         "hovertemplate": "%{y} vs %{x}: %{z:.4f}<extra></extra>",
     }], "layout": {
         "title": {"text": "Mean Jensen-Shannon divergence between heads"},
-        "yaxis": {"autorange": "reversed", "showticklabels": len(heads) <= 80},
-        "xaxis": {"showticklabels": len(heads) <= 80}, "height": 560,
+        "yaxis": {"autorange": "reversed", "title": {"text": "head (layer by layer)"}, **ticks},
+        "xaxis": {"title": {"text": "head (layer by layer)"}, **ticks}, "height": 560,
         "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT,
     }}
 

@@ -87,11 +87,12 @@ def image_export_status() -> tuple[bool, str]:
     return True, "kaleido with the system Chromium"
 
 
-def figure_image(fig: go.Figure, fmt: str, width: int = 1100) -> bytes:
-    """PNG or SVG bytes of a figure (raises RuntimeError with a readable reason)."""
+def figure_image(fig: go.Figure | dict, fmt: str, width: int = 1100) -> bytes:
+    """PNG or SVG bytes of a figure or a figure dict (raises RuntimeError with a readable reason)."""
     ok, reason = image_export_status()
     if not ok:
         raise RuntimeError(reason)
+    fig = fig if isinstance(fig, go.Figure) else go.Figure(fig)
     height = fig.layout.height or 600
     return fig.to_image(format=fmt, width=width, height=int(height), scale=2 if fmt == "png" else 1)
 

@@ -16,6 +16,7 @@ from mha_core.words import pool_map
 
 OVERVIEW_MAX_BINS = 32  # tile side cap: 72 tiles of 32x32 keep the overview light in the browser
 COLORSCALE = "Blues"
+ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
 HEAD_COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
     "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
@@ -47,57 +48,68 @@ def tile_overview(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS) -> np.ndarray
     return canvas[:-1, :-1]  # tile (l,h) starts at tile_origin(l, h, n)
 
 
-def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None
-                    ) -> go.Figure:
-    """All heads at a glance: one heatmap trace of tiles plus one clickable marker per tile."""
+def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None,
+                    title: str = "Every head at a glance (click a tile to open it)") -> dict:
+    """All heads at a glance, as a plotly figure dict (built without plotly's validation: on a new sentence it
+    cost a tenth of the Heads page's CPU): one heatmap of tiles, one clickable marker per tile, the chosen head
+    outlined."""
+    from _plotly_utils.utils import convert_to_base64
+    from plotly.colors import get_colorscale
+
     n_layers, n_heads = maps.shape[:2]
     n = min(maps.shape[-1], bins)
-    canvas = tile_overview(maps, bins)
     centers = [(layer, head, *tile_origin(layer, head, n)) for layer in range(n_layers) for head in range(n_heads)]
-    fig = go.Figure(go.Heatmap(z=canvas, colorscale=COLORSCALE, zmin=0, zmax=1, hoverinfo="skip",
-                               colorbar={"title": "weight"}))
-    fig.add_trace(go.Scatter(
-        x=[c + (n - 1) / 2 for *_, c in centers], y=[r + (n - 1) / 2 for *_, r, _ in centers],
-        customdata=[[layer, head] for layer, head, *_ in centers], mode="markers",
-        marker={"size": 18, "opacity": 0.01, "symbol": "square"}, name="heads",
-        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>",
-    ))
+    tick = (n - 1) / 2
+    heatmap = {"type": "heatmap", "z": tile_overview(maps, bins), "colorscale": get_colorscale(COLORSCALE),
+               "zmin": 0, "zmax": 1, "hoverinfo": "skip", "colorbar": {"title": {"text": "weight"}}}
+    markers = {"type": "scatter", "x": [c + tick for *_, c in centers], "y": [r + tick for *_, r, _ in centers],
+               "customdata": [[layer, head] for layer, head, *_ in centers], "mode": "markers", "name": "heads",
+               "marker": {"size": 18, "opacity": 0.01, "symbol": "square"},
+               "hovertemplate": "layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>"}
+    layout = {
+        "title": {"text": safe_label(title)}, "showlegend": False, "plot_bgcolor": "white",
+        "height": 160 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 80, "b": 10},
+        "xaxis": {"tickvals": [h * (n + 1) + tick for h in range(n_heads)],
+                  "ticktext": [f"H{h}" for h in range(n_heads)], "showgrid": False, "zeroline": False,
+                  "side": "top", "title": {"text": "head"}},
+        "yaxis": {"tickvals": [layer * (n + 1) + tick for layer in range(n_layers)],
+                  "ticktext": [f"L{layer}" for layer in range(n_layers)], "autorange": "reversed", "showgrid": False,
+                  "zeroline": False, "scaleanchor": "x", "title": {"text": "layer"}},
+    }
     if selected is not None:
         r, c = tile_origin(*selected, n)
-        fig.add_shape(type="rect", x0=c - 0.5, x1=c + n - 0.5, y0=r - 0.5, y1=r + n - 0.5,
-                      line={"color": "#d62728", "width": 2})
-    tick = (n - 1) / 2
-    fig.update_xaxes(tickvals=[h * (n + 1) + tick for h in range(n_heads)],
-                     ticktext=[f"H{h}" for h in range(n_heads)], showgrid=False, zeroline=False, side="top")
-    fig.update_yaxes(tickvals=[layer * (n + 1) + tick for layer in range(n_layers)],
-                     ticktext=[f"L{layer}" for layer in range(n_layers)], autorange="reversed",
-                     showgrid=False, zeroline=False, scaleanchor="x")
-    fig.update_layout(height=120 + 70 * n_layers, margin={"l": 40, "r": 10, "t": 40, "b": 10},
-                      showlegend=False, plot_bgcolor="white")
-    return fig
+        layout["shapes"] = [{"type": "rect", "x0": c - 0.5, "x1": c + n - 0.5, "y0": r - 0.5, "y1": r + n - 0.5,
+                             "line": {"color": "#d62728", "width": 2}}]
+    spec = {"data": [heatmap, markers], "layout": layout}
+    convert_to_base64(spec)
+    return spec
 
 
 def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool = False,
-                scores: bool = False) -> go.Figure:
-    """One head's (N,N) map: query rows top to bottom, key columns; hover gives query, key, value."""
+                scores: bool = False) -> dict:
+    """One head's (N,N) map: query rows top to bottom, key columns; hover gives query, key, value. A plotly figure
+    dict built without plotly's validation (as matrix_spec)."""
+    from _plotly_utils.utils import convert_to_base64
+    from plotly.colors import get_colorscale
+
     axis = indexed_labels(labels)
     value = "score" if scores else "weight"
-    trace = go.Heatmap(
-        z=z, x=axis, y=axis, colorscale="RdBu" if scores else COLORSCALE, zmid=0 if scores else None,
-        zmin=None if scores else 0, zmax=None if scores else float(max(z.max(), 1e-9)),
-        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
-        colorbar={"title": value},
-    )
+    trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": axis, "y": axis,
+             "colorscale": get_colorscale("RdBu" if scores else COLORSCALE),
+             "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
+             "colorbar": {"title": {"text": value}}}
+    trace.update({"zmid": 0} if scores else {"zmin": 0, "zmax": float(max(z.max(), 1e-9))})
     if numbers:
         trace.update(texttemplate="%{z:.2f}", textfont={"size": 9})
-    fig = go.Figure(trace)
     size = min(900, 220 + 22 * len(labels))
     ticks = tick_subset(axis)
-    fig.update_yaxes(autorange="reversed", title="query", type="category", **ticks)
-    fig.update_xaxes(title="key", type="category", side="top", tickangle=-60, **ticks)
-    fig.update_layout(title={"text": safe_label(title), "y": 0.995, "yanchor": "top"}, height=size + 110,
-                      margin={"l": 10, "r": 10, "t": 150, "b": 10})
-    return fig
+    spec = {"data": [trace], "layout": {
+        "yaxis": {"autorange": "reversed", "title": {"text": "query"}, "type": "category", **ticks},
+        "xaxis": {"title": {"text": "key"}, "type": "category", "side": "top", "tickangle": -60, **ticks},
+        "title": {"text": safe_label(title), "y": 0.995, "yanchor": "top"}, "height": size + 110,
+        "margin": {"l": 10, "r": 10, "t": 150, "b": 10}}}
+    convert_to_base64(spec)
+    return spec
 
 
 def tick_subset(axis: Sequence[str], max_ticks: int = 60) -> dict:
@@ -176,16 +188,19 @@ def matrix_spec(z: np.ndarray, rows: Sequence[str], title: str, height: int = 32
     from _plotly_utils.utils import convert_to_base64
     from plotly.colors import get_colorscale
 
-    trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "y": indexed_labels(rows),
+    y = indexed_labels(rows)
+    trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "y": y,
              "colorscale": get_colorscale(colorscale),  # plotly.py's scale: plotly.js orders some names the other way
              "hovertemplate": "%{y}, %{x}: %{z:.3f}<extra></extra>"}
     if cols is not None:
         trace["x"] = list(cols)
     if zmid is not None:
         trace["zmid"] = zmid
+    every_row = tick_subset(y) or {"tickmode": "linear", "dtick": 1}
     spec = {"data": [trace], "layout": {
-        "yaxis": {"autorange": "reversed", "type": "category"}, "title": {"text": safe_label(title)},
-        "height": height, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
+        "yaxis": {"autorange": "reversed", "type": "category", **every_row},
+        "title": {"text": safe_label(title)}, "height": max(height, ROW_PX * len(rows) + 80),
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
     convert_to_base64(spec)
     return spec
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,15 @@ def test_sessions_through_the_proxy_keep_their_own_sentence_and_use_both_process
             cookie, shown, _, page_texts = asyncio.run(visit(group.url, SENTENCES[0], f"MHA_WORKER={worker}"))
             assert cookie == "" and shown == SENTENCES[0]  # a sticky browser gets no new cookie
             assert "Attention heads" in page_texts
+
+
+def resident_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
+
+
+def test_every_process_loads_its_model_before_the_proxy_lets_anyone_in():  # issue 19: no cold start
+    """Before, each process loaded the model on its first visitor (the first students waited 10-16 s)."""
+    with proxy_group(2) as group:
+        sizes = [resident_mb(pid) for pid in group.pids]  # nobody has visited through the proxy yet
+        assert all(size > 400 for size in sizes), sizes  # torch, the model and the example's views: in memory

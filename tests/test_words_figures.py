@@ -22,17 +22,18 @@ def test_tiles_sit_where_their_labels_say():
             maps[layer, head] = layer * 10 + head
     canvas = figures.tile_overview(maps)
     fig = figures.overview_figure(maps)
-    xt, yt = fig.layout.xaxis, fig.layout.yaxis
+    xt, yt = fig["layout"]["xaxis"], fig["layout"]["yaxis"]
     for layer in range(n_layers):
         for head in range(n_heads):
             r, c = figures.tile_origin(layer, head, n)
             assert np.all(canvas[r:r + n, c:c + n] == layer * 10 + head)
             # the tick labelled L{layer} / H{head} points into that tile
-            assert r <= yt.tickvals[layer] <= r + n - 1 and yt.ticktext[layer] == f"L{layer}"
-            assert c <= xt.tickvals[head] <= c + n - 1 and xt.ticktext[head] == f"H{head}"
+            assert r <= yt["tickvals"][layer] <= r + n - 1 and yt["ticktext"][layer] == f"L{layer}"
+            assert c <= xt["tickvals"][head] <= c + n - 1 and xt["ticktext"][head] == f"H{head}"
     assert np.isnan(canvas[n, 0])  # the gap row between layers
-    assert len(fig.data) == 2  # one tiled heatmap + one marker trace for clicks, however many heads
-    assert list(fig.data[1].customdata[n_heads + 1]) == [1, 1]
+    assert len(fig["data"]) == 2  # one tiled heatmap + one marker trace for clicks, however many heads
+    assert list(fig["data"][1]["customdata"][n_heads + 1]) == [1, 1]
+    assert fig["layout"]["title"]["text"] and xt["title"]["text"] == "head" and yt["title"]["text"] == "layer"
 
 
 def test_overview_pools_long_inputs():
@@ -48,9 +49,10 @@ def test_overview_pools_long_inputs():
 def test_head_figure_puts_row_zero_on_top_and_escapes_labels():
     labels = ["[CLS]", "<b>bold</b>", "it", "it", "[SEP]"]
     fig = figures.head_figure(random_maps((5, 5)), labels, "t")
-    assert fig.layout.yaxis.autorange == "reversed"
-    assert fig.data[0].y[0].startswith("0 ") and len(set(fig.data[0].x)) == 5  # repeated "it" stay distinct
-    assert "<b>" not in "".join(fig.data[0].x) and "&lt;b&gt;" in fig.data[0].x[1]
+    assert fig["layout"]["yaxis"]["autorange"] == "reversed"
+    trace = fig["data"][0]
+    assert trace["y"][0].startswith("0 ") and len(set(trace["x"])) == 5  # repeated "it" stay distinct
+    assert "<b>" not in "".join(trace["x"]) and "&lt;b&gt;" in trace["x"][1]
 
 
 def test_hidden_specials_renormalise_rows():
@@ -157,3 +159,17 @@ def test_the_page_warns_about_unreadable_text(bundled):  # issue 19 (a): every p
     at = open_app(text=CHINESE)
     assert not at.exception
     assert any("cannot read 11 of the text" in w.value for w in at.warning)
+
+
+def test_every_chart_names_its_axes_and_rows():  # issue 19: titles, axis labels, legends
+    from mha_core.corpus_figures import distance_heatmap, layer_symbol_legend
+
+    heads = tuple((layer, head) for layer in range(30) for head in range(9))  # the decoder's 270 heads
+    layout = distance_heatmap(np.zeros((270, 270)), heads)["layout"]
+    assert layout["xaxis"]["title"]["text"] and layout["yaxis"]["title"]["text"]
+    assert layout["yaxis"]["ticktext"][:2] == ["L0", "L1"] and len(layout["yaxis"]["ticktext"]) == 30
+    legend = layer_symbol_legend(30)
+    assert legend[0]["name"].startswith("layer 0, ") and all(t["legendgrouptitle"]["text"] == "symbol = layer"
+                                                             for t in legend)
+    spec = figures.matrix_spec(np.zeros((16, 4)), [f"t{i}" for i in range(16)], "Q")
+    assert spec["layout"]["yaxis"]["dtick"] == 1 and spec["layout"]["height"] >= 16 * figures.ROW_PX

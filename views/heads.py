@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from mha_core import AttentionResult, figures
@@ -70,7 +69,7 @@ def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head
 
 
 def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool,
-                    scores: bool, numbers: bool) -> go.Figure:
+                    scores: bool, numbers: bool) -> dict:
     if scores:
         z = score_map(result, 0, layer, head, view.hidden_special)
         title = f"Layer {layer}, head {head}: scaled scores before softmax"

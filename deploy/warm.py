@@ -1,0 +1,59 @@
+"""Open the app once, as the teacher would before the class, so that the first students do not wait for the
+model to load: `python deploy/warm.py http://127.0.0.1:8601 [more URLs]`. Each URL is one app process; its
+default page runs once (loading the default model and building the example sentence's views). Exits 1 with
+one line if a process does not answer within --timeout seconds.
+
+Used by deploy/serve.sh (HAProxy starts only after every process is warm) and deploy/run.sh (`make run`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.st_client import Session  # noqa: E402
+
+
+def wait_healthy(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"{url} did not answer in {timeout:.0f} s")
+
+
+async def first_visit(url: str, timeout: float) -> float:
+    session = Session(url, timeout=timeout)
+    try:
+        visit = await session.open()
+    finally:
+        await session.close()
+    if visit.exceptions:
+        raise RuntimeError(f"{url}: {visit.exceptions[0]}")
+    return visit.seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("urls", nargs="+")
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args()
+    try:
+        for url in args.urls:
+            wait_healthy(url, args.timeout)
+            print(f"warm: {url} loaded its model in {asyncio.run(first_visit(url, args.timeout)):.1f} s", flush=True)
+    except (OSError, TimeoutError, RuntimeError) as err:
+        print(f"warm: {err}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
