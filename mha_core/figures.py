@@ -48,6 +48,31 @@ def tile_overview(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS) -> np.ndarray
     return canvas[:-1, :-1]  # tile (l,h) starts at tile_origin(l, h, n)
 
 
+def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, per_row: int = 3,
+                       bins: int = OVERVIEW_MAX_BINS) -> dict:
+    """One layer's heads (H,N,N) as tiles, `per_row` to a row, so that a phone's narrow screen keeps them legible;
+    clicking a tile opens that head, as in overview_figure."""
+    n_heads = len(layer_maps)
+    rows = -(-n_heads // per_row)
+    padded = np.full((rows * per_row, *layer_maps.shape[1:]), np.nan, dtype=np.float32)
+    padded[:n_heads] = layer_maps
+    spec = overview_figure(padded.reshape(rows, per_row, *layer_maps.shape[1:]), bins,
+                           (selected_head // per_row, selected_head % per_row),
+                           f"Layer {layer}: every head (tap a tile to open it)")
+    markers = spec["data"][1]
+    kept = [i for i, (row, col) in enumerate(markers["customdata"]) if row * per_row + col < n_heads]
+    for name in ("x", "y"):
+        markers[name] = [markers[name][i] for i in kept]
+    markers["customdata"] = [[layer, row * per_row + col] for row, col in (markers["customdata"][i] for i in kept)]
+    layout = spec["layout"]
+    layout["yaxis"]["ticktext"] = [f"H{r * per_row}–{min(n_heads, (r + 1) * per_row) - 1}" for r in range(rows)]
+    layout["yaxis"]["title"]["text"] = "heads"
+    layout["xaxis"]["ticktext"] = [f"+{c}" for c in range(per_row)]
+    layout["xaxis"]["title"]["text"] = "head in the row"
+    layout["margin"]["t"] = 140  # the title above the axis title
+    return spec
+
+
 def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None,
                     title: str = "Every head at a glance (click a tile to open it)") -> dict:
     """All heads at a glance, as a plotly figure dict (built without plotly's validation: on a new sentence it
@@ -63,17 +88,19 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
     heatmap = {"type": "heatmap", "z": tile_overview(maps, bins), "colorscale": get_colorscale(COLORSCALE),
                "zmin": 0, "zmax": 1, "hoverinfo": "skip", "colorbar": {"title": {"text": "weight"}}}
     markers = {"type": "scatter", "x": [c + tick for *_, c in centers], "y": [r + tick for *_, r, _ in centers],
-               "customdata": [[layer, head] for layer, head, *_ in centers], "mode": "markers", "name": "heads",
+               "customdata": [[layer, head] for layer, head, *_ in centers], "mode": "markers",
+               "name": "heads",
                "marker": {"size": 18, "opacity": 0.01, "symbol": "square"},
                "hovertemplate": "layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>"}
     layout = {
         "title": {"text": safe_label(title)}, "showlegend": False, "plot_bgcolor": "white",
-        "height": 160 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 80, "b": 10},
+        "height": 180 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 110, "b": 10},
         "xaxis": {"tickvals": [h * (n + 1) + tick for h in range(n_heads)],
                   "ticktext": [f"H{h}" for h in range(n_heads)], "showgrid": False, "zeroline": False,
                   "side": "top", "title": {"text": "head"}},
         "yaxis": {"tickvals": [layer * (n + 1) + tick for layer in range(n_layers)],
-                  "ticktext": [f"L{layer}" for layer in range(n_layers)], "autorange": "reversed", "showgrid": False,
+                  "ticktext": [f"L{layer}" for layer in range(n_layers)], "autorange": "reversed",
+                  "showgrid": False,
                   "zeroline": False, "scaleanchor": "x", "title": {"text": "layer"}},
     }
     if selected is not None:
@@ -214,3 +241,9 @@ def with_column_separators(spec: dict, every: int, count: int, n_rows: int) -> d
                          "line": {"color": "black", "width": 1}, "showlegend": False})
     spec["layout"]["yaxis2"] = {"overlaying": "y", "range": [n_rows - 0.5, -0.5], "visible": False}
     return spec
+
+
+def for_narrow_screen(spec: dict) -> dict:
+    """A phone's copy of a figure dict: no numbers written in cells (they run together in narrow cells)."""
+    data = [{k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} for trace in spec["data"]]
+    return {**spec, "data": data}

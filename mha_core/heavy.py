@@ -9,13 +9,15 @@ clicks elsewhere stay quick. A job that no visitor waits for any more is cancell
   set once per server; `make serve` gives all its workers one folder.
 - HeavyWork: one job per key, however many visitors ask for it. Each waiter polls the job's state (its place
   in line, then its progress) and shows it. Once the last waiter has been gone for GRACE_S seconds, the job
-  stops at its next progress report (Cancelled), or its child process is killed (see run_child).
+  stops at its next progress report (Cancelled), or its child process is killed (see ChildPool).
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -133,6 +135,7 @@ class JobState:
     done: int = 0
     total: int = 0
     slots: int = 1
+    started: float | None = None  # time.monotonic() when it left the queue
 
     def fraction(self) -> float:
         return self.done / self.total if self.total else 0.0
@@ -141,7 +144,9 @@ class JobState:
         if self.place is not None:
             return (f"{label}: waiting, number {self.place} in the queue (this server runs {self.slots} heavy "
                     "analyses at once)")
-        return f"{label}: {self.done:,}/{self.total:,}" if self.total else label
+        if self.total:
+            return f"{label}: {self.done:,}/{self.total:,}"
+        return label if self.started is None else f"{label}: running for {time.monotonic() - self.started:.0f} s"
 
 
 class Job:
@@ -166,7 +171,7 @@ class Job:
 
     def progress(self, done: int, total: int) -> None:
         self.check()
-        self.state = JobState(None, done, total, self.state.slots)
+        self.state = JobState(None, done, total, self.state.slots, self.state.started)
 
 
 def lower_priority() -> None:
@@ -220,7 +225,7 @@ class HeavyWork:
         lower_priority()
         try:
             with self.queue.admitted(job.queued):
-                job.state = JobState(slots=job.state.slots)
+                job.state = JobState(slots=job.state.slots, started=time.monotonic())
                 job.result = compute(job.progress)
             store.put(key, job.result)
         except BaseException as err:  # noqa: BLE001 - handed to every waiter
@@ -236,19 +241,48 @@ class HeavyWork:
             return len(self._jobs)
 
 
-def run_child(script: Path, args: list[str], check: Callable[[], None], poll_s: float = POLL_S) -> None:
-    """Run `python script args` at low priority; check() is called every poll_s and when it raises (Cancelled)
-    the child is killed. A child that fails raises RuntimeError with the last line it printed."""
-    child = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        while child.poll() is None:
-            check()
-            time.sleep(poll_s)
-    finally:
-        if child.poll() is None:
-            child.kill()
-        _, err = child.communicate()
-    if child.returncode != 0:
-        lines = err.strip().splitlines()
-        raise RuntimeError(lines[-1] if lines else f"{script.name} exited with {child.returncode}")
+class ChildPool:
+    """Long-lived child processes (`python script --serve`), each taking one request at a time: a JSON line of
+    arguments in, one line back ("ok", or "error: why"). A child keeps what it compiled between requests (UMAP's
+    numba code: about a minute the first time). When check() raises (Cancelled) during a request, its child is
+    killed, and a later request starts a fresh one. Children inherit the caller's lower CPU priority."""
+
+    def __init__(self, script: Path, poll_s: float = POLL_S) -> None:
+        self.script, self.poll_s = script, poll_s
+        self._idle: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
+
+    def _take(self) -> subprocess.Popen:
+        with self._lock:
+            while self._idle:
+                child = self._idle.pop()
+                if child.poll() is None:
+                    return child
+        return subprocess.Popen([sys.executable, str(self.script), "--serve"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+
+    def request(self, args: list[str], check: Callable[[], None]) -> None:
+        """Run one request; check() every poll_s while it runs. A failed request raises RuntimeError(why)."""
+        child, answered = self._take(), False
+        try:
+            child.stdin.write(json.dumps(args) + "\n")
+            child.stdin.flush()
+            while not select.select([child.stdout], [], [], self.poll_s)[0]:
+                if child.poll() is not None:
+                    break
+                check()
+            answer = child.stdout.readline().strip()
+            answered = answer == "ok"
+            if not answered:
+                raise RuntimeError(answer.removeprefix("error: ") or f"{self.script.name} stopped")
+        finally:
+            if answered:
+                with self._lock:
+                    self._idle.append(child)
+            else:
+                child.kill()
+                child.wait()
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [child.pid for child in self._idle if child.poll() is None]

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from mha_core import projection
 from mha_core.head_distances import CorpusPass
-from mha_core.heavy import run_child
+from mha_core.heavy import ChildPool
 from mha_core.projection import PCA, PROJECTIONS, SEED, nonlinear, pca
 from mha_core.roles import head_label
 from mha_core.tokens import InputError
@@ -28,6 +28,7 @@ from mha_core.tokens import InputError
 COLOUR_BY = ("query / key", "position", "token", "part of speech")
 TOP_TOKENS = 12  # colour by token: the most frequent pieces, the rest is "other"
 CONTEXT_CHARS = 60  # hover: characters of the sentence shown either side of the token
+PROJECTION_CHILDREN = ChildPool(Path(projection.__file__))  # kept between projections: UMAP compiles once
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def project(points: np.ndarray, method: str, seed: int = SEED, check: Callable[[
     with tempfile.TemporaryDirectory(prefix="mha-projection-") as folder:
         source, target = Path(folder) / "points.npy", Path(folder) / "xy.npy"
         np.save(source, points)
-        run_child(Path(projection.__file__), [str(source), str(target), method, str(seed)], check)
+        PROJECTION_CHILDREN.request([str(source), str(target), method, str(seed)], check)
         return np.load(target), None
 
 

@@ -23,22 +23,27 @@ def streamlit_server(script: str = "app.py", timeout: float = 90) -> Iterator[st
         yield group.url
 
 
+PHONE_AGENT = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+               "Version/17.0 Mobile/15E148 Safari/604.1")
+
+
 @contextlib.contextmanager
-def chromium_pages(count: int = 1, width: int = 1400, height: int = 1800) -> Iterator[list]:
-    """`count` pages (tabs) of one headless Debian Chromium."""
+def chromium_pages(count: int = 1, width: int = 1400, height: int = 1800, phone: bool = False) -> Iterator[list]:
+    """`count` pages (tabs) of one headless Debian Chromium; `phone`: a phone's user agent and touch."""
     from playwright.sync_api import sync_playwright
 
+    extra = {"user_agent": PHONE_AGENT, "is_mobile": True, "has_touch": True} if phone else {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            yield [browser.new_page(viewport={"width": width, "height": height}) for _ in range(count)]
+            yield [browser.new_page(viewport={"width": width, "height": height}, **extra) for _ in range(count)]
         finally:
             browser.close()
 
 
 @contextlib.contextmanager
-def chromium_page(width: int = 1400, height: int = 1800) -> Iterator[object]:
-    with chromium_pages(1, width, height) as pages:
+def chromium_page(width: int = 1400, height: int = 1800, phone: bool = False) -> Iterator[object]:
+    with chromium_pages(1, width, height, phone) as pages:
         yield pages[0]
 
 
@@ -50,7 +55,7 @@ def commit_text(page: object, label: str, text: str) -> None:
 
 
 def open_with_sentence(page: object, url: str, text: str) -> None:
-    """Open the app's first page, type `text` into the sidebar's sentence box and wait for the run."""
+    """Open the app's first page, type `text` into the sentence box and wait for the run."""
     page.goto(url)
     page.get_by_label("Sentence").wait_for(timeout=90_000)
     commit_text(page, "Sentence", text)

@@ -191,3 +191,11 @@ def test_a_second_session_reuses_the_first_sessions_results_and_figures():
     third = open_app(text=text + " Then it rained.")
     assert results.computed == computed + 1 and figures.computed > built
     assert not third.exception
+
+
+def test_the_page_jargon_is_explained_where_it_appears():  # issue 19: path, backend, dep2head
+    at = open_app()
+    path = next(c for c in at.caption if "path" in c.value and "backend" in c.value)
+    assert "log-sum-exp" in path.proto.help and "explicit" in path.proto.help
+    roles = open_app("views/roles.py")
+    assert any("dep2head = the dependent's strongest attention" in c.value for c in roles.caption)

@@ -3,6 +3,7 @@ one job per key, and work that nobody waits for is stopped (a thread between chu
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mha_core.heavy import Cancelled, HeavyQueue, HeavyWork, JobState, run_child
+from mha_core.heavy import Cancelled, ChildPool, HeavyQueue, HeavyWork, JobState
 from mha_core.store import SharedStore
 
 
@@ -168,25 +169,44 @@ def test_a_visitor_back_within_the_grace_period_keeps_the_job(tmp_path):
     assert chunks == list(range(40)) and "k" in store  # one job ran all its chunks
 
 
-def test_a_child_process_is_killed_when_its_check_raises(tmp_path):
-    script = tmp_path / "sleeper.py"
-    script.write_text("import time, sys\nopen(sys.argv[1], 'w').write('started')\ntime.sleep(60)\n")
-    marker, start = tmp_path / "started", time.monotonic()
+CHILD = """import json, os, sys, time
+for line in sys.stdin:
+    marker, seconds = json.loads(line)
+    open(marker, "w").write(str(os.getpid()))
+    time.sleep(float(seconds))
+    print("ok" if float(seconds) < 5 else "error: too slow", flush=True)
+"""
+
+
+def test_a_child_is_kept_between_requests_and_killed_when_its_check_raises(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    pool, marker = ChildPool(script, poll_s=0.02), tmp_path / "pid"
+    pool.request([str(marker), "0"], lambda: None)
+    first = int(marker.read_text())
+    pool.request([str(marker), "0"], lambda: None)
+    assert int(marker.read_text()) == first and pool.pids() == [first]  # the same process served both
+    marker.unlink()
 
     def check() -> None:
         if marker.exists():
             raise Cancelled
 
+    start = time.monotonic()
     with pytest.raises(Cancelled):
-        run_child(script, [str(marker)], check, poll_s=0.02)
-    assert time.monotonic() - start < 20
+        pool.request([str(marker), "60"], check)
+    assert time.monotonic() - start < 20 and pool.pids() == []
+    with pytest.raises(OSError):
+        os.kill(first, 0)  # killed, not left computing
+    pool.request([str(marker), "0"], lambda: None)  # a fresh child takes the next request
+    assert int(marker.read_text()) != first
 
 
-def test_a_failing_child_names_its_error(tmp_path):
-    script = tmp_path / "fails.py"
-    script.write_text("raise SystemExit('no points to project')\n")
-    with pytest.raises(RuntimeError, match="no points to project"):
-        run_child(script, [], lambda: None, poll_s=0.02)
+def test_a_failing_request_names_its_error(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    with pytest.raises(RuntimeError, match="too slow"):
+        ChildPool(script, poll_s=0.02).request([str(tmp_path / "pid"), "5"], lambda: None)
 
 
 def test_tsne_in_a_child_equals_tsne_in_process_and_stops_when_cancelled():
@@ -206,3 +226,13 @@ def test_tsne_in_a_child_equals_tsne_in_process_and_stops_when_cancelled():
     with pytest.raises(Cancelled):
         project(np.random.default_rng(1).normal(size=(4000, 16)), TSNE, check=cancel_soon)
     assert time.monotonic() - start < 10
+
+
+def test_a_running_job_without_steps_says_how_long_it_has_run():  # issue 19: long waits say how long
+    from mha_core.projection import TSNE, UMAP, duration_note
+
+    state = JobState(started=time.monotonic() - 12)
+    assert state.describe("Projecting") == "Projecting: running for 12 s"
+    assert JobState(place=2, slots=2).describe("Projecting").startswith("Projecting: waiting, number 2 in the queue")
+    assert duration_note(TSNE, 8000) == "about 44 s on one free core"
+    assert "compiles" in duration_note(UMAP, 8000)

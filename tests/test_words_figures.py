@@ -173,3 +173,12 @@ def test_every_chart_names_its_axes_and_rows():  # issue 19: titles, axis labels
                                                              for t in legend)
     spec = figures.matrix_spec(np.zeros((16, 4)), [f"t{i}" for i in range(16)], "Q")
     assert spec["layout"]["yaxis"]["dtick"] == 1 and spec["layout"]["height"] >= 16 * figures.ROW_PX
+
+
+def test_a_phone_sees_one_layer_three_heads_to_a_row():  # issue 19: the overview on a narrow screen
+    spec = figures.layer_tiles_figure(random_maps((9, 6, 6)), layer=4, selected_head=7)
+    markers = spec["data"][1]
+    assert sorted(markers["customdata"]) == [[4, h] for h in range(9)]  # every head of layer 4, once
+    assert spec["layout"]["yaxis"]["ticktext"] == ["H0–2", "H3–5", "H6–8"]
+    narrow = figures.for_narrow_screen(figures.layer_head_grid(random_maps((2, 3)), "t").to_dict())
+    assert all("texttemplate" not in trace for trace in narrow["data"])  # no numbers in narrow cells

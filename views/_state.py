@@ -17,7 +17,7 @@ import streamlit as st
 import torch
 
 import mha_core
-from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
+from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, figures
 from mha_core.heavy import HeavyQueue, HeavyWork, JobState, Progress
 from mha_core.model import ModelChoice, available_models
 from mha_core.params import ModelBreakdown, head_weight_norms, model_breakdown
@@ -164,15 +164,25 @@ class SharedFigure(go.Figure):
         return self._shared_dict  # never mutated: streamlit only serialises it
 
 
+def narrow_screen() -> bool:
+    """A phone (its browser says "Mobi" in its user agent, as mobile browsers do)."""
+    return "Mobi" in (st.context.headers.get("User-Agent") or "")
+
+
 def chart(cache_key: tuple, build: Callable[[], go.Figure | dict], **plotly_chart_args: object) -> object:
     """st.plotly_chart of a figure (or a figure dict, see figures.matrix_spec) built once per server for
     `cache_key` (which must name everything the figure depends on, the model included); the first session to
-    ask builds it, the others reuse it."""
+    ask builds it, the others reuse it. On a phone: no numbers in cells and no toolbar over the title."""
+    narrow = narrow_screen()
+
     def shared_figure() -> tuple[SharedFigure, dict]:
         figure_dict = as_figure_dict(build())
+        figure_dict = figures.for_narrow_screen(figure_dict) if narrow else figure_dict
         return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
 
-    shell, _ = figure_store().get(cache_key, shared_figure)
+    shell, _ = figure_store().get((*cache_key, "narrow") if narrow else cache_key, shared_figure)
+    if narrow:
+        plotly_chart_args.setdefault("config", {"displayModeBar": False})
     return st.plotly_chart(shell, **plotly_chart_args)
 
 
@@ -279,15 +289,16 @@ def model_card() -> None:
 
 
 def sentence_box() -> str:
-    """The shared sentence box (sidebar); its value survives page switches and lives in the URL."""
+    """The shared sentence box, at the top of the page (the model card stays in the sidebar); its value survives page
+    switches and lives in the URL."""
     model_card()
     if "text" not in st.session_state and "_text" in st.session_state:
         st.session_state["text"] = st.session_state["_text"]  # restore after a page switch
-    with st.sidebar:
-        st.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
-                     placeholder="Pick an example sentence")
-        text = st.text_area("Sentence", DEFAULT_SENTENCE, key="text", bind="query-params", height=110,
-                            on_change=_remember_text)
+    box, examples = st.columns([3, 1])  # on the page itself: a phone hides the sidebar
+    examples.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
+                       placeholder="Pick an example sentence")
+    text = box.text_area("Sentence", DEFAULT_SENTENCE, key="text", bind="query-params", height=90,
+                         on_change=_remember_text)
     st.session_state["_text"] = text
     return text
 

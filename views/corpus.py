@@ -13,6 +13,7 @@ from mha_core.corpus_figures import distance_heatmap, head_map_figure, qk_figure
 from mha_core.export import distance_csv, qk_points_csv
 from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, closest_pairs, corpus_pass
 from mha_core.induction import induction_scores
+from mha_core.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
 from mha_core.qk_view import COLOUR_BY, PCA, PROJECTIONS, QKView, qk_view, token_pos, top_keys
 from mha_core.roles import first_token_label, head_label
 from mha_core.syntax import analyse_corpus
@@ -99,25 +100,28 @@ def closest_table(corpus: CorpusPass) -> pd.DataFrame:
                          for d, a, b in closest_pairs(corpus.distance, corpus.heads)])
 
 
-def qk_controls(model: LoadedModel) -> tuple[int, int, str, str]:
+def qk_controls(model: LoadedModel, n_points: int) -> tuple[int, int, str, str]:
     c1, c2, c3, c4 = st.columns([1, 1, 2, 2])
     layer = c1.selectbox("Layer", range(model.n_layers), key="g_layer", bind="query-params")
     head = c2.selectbox("Head", range(model.n_heads), key="g_head", bind="query-params")
     colour = c3.radio("Colour by", COLOUR_BY, horizontal=True, key="g_colour", bind="query-params")
     method = c4.radio("Projection", PROJECTIONS, horizontal=True, key="g_projection", bind="query-params",
-                      help="PCA: exact and instant. UMAP (umap-learn) and t-SNE (scikit-learn) take seconds to a "
-                      "minute for thousands of points; each result is kept for everyone.")
+                      help=f"For these {n_points:,} points: PCA exact and instant; UMAP (umap-learn, "
+                      f"{UMAP_EPOCHS} epochs) {duration_note(UMAP, n_points)}; t-SNE (scikit-learn) "
+                      f"{duration_note(TSNE, n_points)}. Each result is kept for everyone.")
     return layer, head, colour, method
 
 
 def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
-    layer, head, colour, method = qk_controls(model)
+    n_points = 2 * len(corpus.labels)  # every token's query and key
+    layer, head, colour, method = qk_controls(model, n_points)
     base = (str(model.model_dir), key)
     view_key = ("qk view", *base, layer, head, method)
     if method == PCA:
         view = shared(view_key, lambda: qk_view(corpus, layer, head, method))
     else:  # seconds to minutes: queued, in a child process that is killed when nobody waits for it
-        view = cached_analysis(view_key, f"Projecting {2 * len(corpus.labels):,} points with {method}", lambda progress:
+        label = f"Projecting {n_points:,} points with {method} ({duration_note(method, n_points)})"
+        view = cached_analysis(view_key, label, lambda progress:
                                qk_view(corpus, layer, head, method, check=lambda: progress(0, 0)), store=small_store())
     if view is None:
         return

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, figures
+from mha_core.attention import PATH_HELP
 from mha_core.export import (
     attention_csv,
     attention_json,
@@ -16,7 +17,16 @@ from mha_core.export import (
     token_pair_json,
 )
 from mha_core.words import AttentionView, score_map, top_keys
-from views._state import chart, checked_run, current_model, literal, path_caption, sentence_box, view_of
+from views._state import (
+    chart,
+    checked_run,
+    current_model,
+    literal,
+    narrow_screen,
+    path_caption,
+    sentence_box,
+    view_of,
+)
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
 LINE_VIEW_MAX_UNITS = 60
@@ -49,11 +59,16 @@ def head_pickers(n_layers: int, n_heads: int) -> tuple[int, int]:
 
 def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple) -> None:
     st.subheader("All heads at a glance")
-    st.caption("Each tile is one head's map (query rows, key columns); click a tile to open that head. "
-               f"Longer texts are pooled (keys summed, queries averaged) to at most {figures.OVERVIEW_MAX_BINS}×"
-               f"{figures.OVERVIEW_MAX_BINS} per tile.")
-    chart((*base, "overview", selected), lambda: figures.overview_figure(maps, selected=selected), key="overview",
-          on_select=pick_head_from_overview, selection_mode="points")
+    st.caption("Each tile is one head's map (query rows, key columns); click a tile to open that head in the views "
+               f"above. Longer texts are pooled (keys summed, queries averaged) to at most {figures.OVERVIEW_MAX_BINS}"
+               f"×{figures.OVERVIEW_MAX_BINS} per tile.")
+    if narrow_screen():  # a phone: one layer, three heads to a row, stays legible
+        st.caption(f"On a narrow screen the overview shows layer {selected[0]}: pick another layer above.")
+        build = lambda: figures.layer_tiles_figure(maps[selected[0]], *selected)  # noqa: E731
+    else:
+        build = lambda: figures.overview_figure(maps, selected=selected)  # noqa: E731
+    chart((*base, "overview", selected), build, key="overview", on_select=pick_head_from_overview,
+          selection_mode="points")
 
 
 def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool, base: tuple
@@ -62,7 +77,9 @@ def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head
     can_score = not (view.merged_words or avg)
     left, right = st.columns(2)
     scores = left.toggle("Pre-softmax scores (q·k/√d_k)", key="scores", bind="query-params", disabled=not can_score)
-    numbers = right.toggle("Numbers in cells", value=n <= NUMBERS_MAX_UNITS, key="numbers", disabled=n > 40)
+    narrow = narrow_screen()  # a phone's cells are narrower than the numbers
+    numbers = right.toggle("Numbers in cells", value=n <= NUMBERS_MAX_UNITS and not narrow, key="numbers",
+                           disabled=n > 40 or narrow)
     scores, numbers = scores and can_score, numbers and n <= 40
     chart((*base, "head", layer, head, scores, numbers),
           lambda: head_map_figure(result, view, layer, head, avg, scores, numbers), key="head_map")
@@ -184,13 +201,13 @@ def main() -> None:
     text = sentence_box()
     hide, merge, avg = options_sidebar()
     result = checked_run(text)
-    st.caption(path_caption(result))
+    st.caption(path_caption(result), help=PATH_HELP)
     view = view_of(str(model.model_dir), text, "auto", hide, merge, avg)
     base = ("heads", str(model.model_dir), text, hide, merge, avg)  # what every figure below depends on
     n_layers, n_heads = view.maps.shape[:2]
     layer, head = head_pickers(n_layers, n_heads)
-    show_overview(view.maps, (layer, head), base)
-    # Tabs bound to the URL run lazily: only the open tab's figures are built and sent.
+    # Tabs bound to the URL run lazily: only the open tab's figures are built and sent. They come before the
+    # overview, which for a 30-layer model is 2,000 px tall.
     one_head, one_layer, one_token, export = st.tabs(
         ["One head", "One layer", "One token", "Export"], key="view", bind="query-params"
     )
@@ -206,6 +223,7 @@ def main() -> None:
     if export.open:
         with export:
             show_export(view, result, layer, head, avg)
+    show_overview(view.maps, (layer, head), base)
 
 
 main()

@@ -1,0 +1,47 @@
+"""The decoder's Walkthrough and a phone's 390-px screen, in Chromium (issue 19)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.browser import ARTIFACTS, chromium_page, streamlit_server, wait_idle
+
+pytestmark = pytest.mark.browser
+DECODER = "SmolLM2-135M-Instruct"
+
+
+def test_decoder_walkthrough_picks_it_and_reads_pieces_as_the_charts_do():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server() as url, chromium_page(height=4400) as page:
+        page.goto(f"{url}/walkthrough?model={DECODER}")
+        page.get_by_role("heading", name="Parity").wait_for(timeout=180_000)
+        wait_idle(page, timeout=120_000)
+        query = page.get_by_role("combobox", name="Query token").input_value()
+        page.get_by_role("combobox", name="Query token").click()
+        options = page.get_by_role("option").all_inner_texts()
+        page.keyboard.press("Escape")
+        page.screenshot(path=str(ARTIFACTS / "walkthrough_decoder.png"), full_page=True)
+        body = page.locator("body").inner_text()
+    assert query.strip().endswith("␣it"), query
+    assert options and not any("Ġ" in option for option in options)
+    assert "1/√64 = 0.1250" in body  # SmolLM2's own scale
+
+
+def test_a_phone_reaches_the_sentence_box_and_reads_the_grids():
+    ARTIFACTS.mkdir(exist_ok=True)
+    with streamlit_server() as url, chromium_page(width=390, height=2400, phone=True) as page:
+        page.goto(f"{url}/?model={DECODER}")
+        box = page.locator('[data-testid="stMain"]').get_by_label("Sentence")  # on the page, not behind »
+        box.wait_for(timeout=180_000)
+        wait_idle(page, timeout=120_000)
+        assert box.is_visible()
+        page.get_by_text("On a narrow screen the overview shows layer 0").wait_for(timeout=60_000)
+        grids = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(p => JSON.stringify("
+                              "{data: p.data.map(t => ({type: t.type, text: t.texttemplate || null})), "
+                              "bar: !!p.querySelector('.modebar-container .modebar')}))")
+        page.screenshot(path=str(ARTIFACTS / "heads_phone.png"), full_page=True)
+    figures = [json.loads(g) for g in grids]
+    assert figures and all(t["text"] is None for f in figures for t in f["data"])  # no numbers in narrow cells
+    assert not any(f["bar"] for f in figures)  # no toolbar over the titles
