@@ -199,3 +199,12 @@ def test_the_page_jargon_is_explained_where_it_appears():  # issue 19: path, bac
     assert "log-sum-exp" in path.proto.help and "explicit" in path.proto.help
     roles = open_app("views/roles.py")
     assert any("dep2head = the dependent's strongest attention" in c.value for c in roles.caption)
+
+
+def test_the_token_choice_follows_a_new_sentence():  # issue 19, item 2: no stale index
+    at = open_app(view="One token")
+    query = at.selectbox(key="query")
+    assert query.format_func(query.value).endswith(": it")
+    at.text_area(key="text").input("Yesterday my old friend said that it rained.").run()
+    query = at.selectbox(key="query")
+    assert not at.exception and query.format_func(query.value).endswith(": it")  # the new sentence's "it"

@@ -337,6 +337,19 @@ def reset_on_change(key: str, depends_on: object, value: object) -> None:
         replace_url_value(key, str(value))
 
 
+def forget_on_change(keys: tuple[str, ...], depends_on: object) -> None:
+    """Drop the choices in `keys` (this session's and the URL's) when `depends_on` (the sentence, the model's
+    pieces) differs from the last run's, so the widgets fall back to defaults computed from the new result; on a
+    first visit the URL's choices stand (a shared link)."""
+    marker = f"_{'_'.join(keys)}_for"
+    if marker in st.session_state and st.session_state[marker] != depends_on:
+        for key in keys:
+            st.session_state.pop(key, None)
+            if key in st.query_params:
+                replace_url_value(key, None)
+    st.session_state[marker] = depends_on
+
+
 URL_NUMBER_CHARS = 15  # a number longer than this in a URL is no index or size any widget takes
 
 

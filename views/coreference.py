@@ -24,7 +24,17 @@ from mha_core.inspector import (
     with_probe,
 )
 from mha_core.roles import head_label
-from views._state import EXAMPLES, chart, check_length, checked_run, current_model, literal, sentence_box, shared
+from views._state import (
+    EXAMPLES,
+    chart,
+    check_length,
+    checked_run,
+    current_model,
+    forget_on_change,
+    literal,
+    sentence_box,
+    shared,
+)
 from views._uploads import gap_analysis
 
 DEFAULT_PAIR = {EXAMPLES[0]: EXAMPLES[1], EXAMPLES[1]: EXAMPLES[0]}
@@ -50,6 +60,7 @@ def pick_words(words: list[Word]) -> tuple[int, list[int]]:
     options = [w.index for w in words]
     label = lambda i: f"{i}: {words[i].text}"  # noqa: E731
     default = default_pronoun(words)
+    forget_on_change(("pronoun",), tuple(w.text for w in words))  # another sentence: its own pronoun
     left, right = st.columns([1, 2])
     pronoun = left.selectbox("Pronoun (or any token)", options, index=default or 0, format_func=label,
                              key="pronoun", bind="query-params")

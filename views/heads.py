@@ -21,6 +21,7 @@ from views._state import (
     chart,
     checked_run,
     current_model,
+    forget_on_change,
     literal,
     narrow_screen,
     path_caption,
@@ -114,6 +115,7 @@ def chosen_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int]
     """The token view's query and key: this run's widgets, else the URL's ("3: it"), else the units holding "it"
     and "animal" (found by AttentionResult.word_pieces, the rule every page and lesson uses)."""
     n = len(view.labels)
+    forget_on_change(("query", "key"), view.labels)  # another sentence, model or display: its own "it", "animal"
     pair = []
     for name, word in (("query", "it"), ("key", "animal")):
         value = st.session_state.get(name, st.query_params.get(name))
