@@ -64,12 +64,14 @@ def layer_symbol_legend(n_layers: int) -> list[dict]:
             for first in range(min(count, n_layers))]
 
 
-def layer_ticks(heads: tuple[tuple[int, int], ...], max_ticks: int = 80) -> dict:
-    """Axis ticks for heads in layer-major order: every head when they fit, else the first head of each layer."""
+def layer_ticks(heads: tuple[tuple[int, int], ...], max_ticks: int = 80, max_layers: int = 30) -> dict:
+    """Axis ticks for heads in layer-major order: every head when they fit, else the first head of every layer
+    (of every k-th layer, so that at most `max_layers` are named)."""
     names = [head_label(*h) for h in heads]
     if len(names) <= max_ticks:
         return {}
     first = [i for i, (_, head) in enumerate(heads) if head == 0]
+    first = first[::-(-len(first) // max_layers)]
     return {"tickmode": "array", "tickvals": [names[i] for i in first], "ticktext": [f"L{heads[i][0]}" for i in first]}
 
 
@@ -84,7 +86,7 @@ def distance_heatmap(distance: np.ndarray, heads: tuple[tuple[int, int], ...]) -
     }], "layout": {
         "title": {"text": "Mean Jensen-Shannon divergence between heads"},
         "yaxis": {"autorange": "reversed", "title": {"text": "head (layer by layer)"}, **ticks},
-        "xaxis": {"title": {"text": "head (layer by layer)"}, **ticks}, "height": 560,
+        "xaxis": {"title": {"text": "head (layer by layer)"}, **layer_ticks(heads, max_layers=10)}, "height": 560,
         "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT,
     }}
 

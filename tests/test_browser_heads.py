@@ -17,10 +17,12 @@ def test_heads_page_minimal_pair_open_head_change_token():
     with streamlit_server() as url, chromium_page() as page:
         open_with_sentence(page, url, ANIMAL_WIDE)
         # the overview is drawn for the new sentence (its head map axis carries "wide")
-        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+        overview = page.locator(".st-key-overview .js-plotly-plot")
+        overview.wait_for(timeout=60_000)
         page.locator("svg text", has_text="wide").first.wait_for(timeout=60_000)
-        # open layer 3, head 5 by clicking its tile in the overview
-        page.locator(".js-plotly-plot").first.locator(".scatterlayer .point").nth(3 * 12 + 5).click(force=True)
+        # open layer 3, head 5 by clicking its tile in the overview (below the head views)
+        overview.scroll_into_view_if_needed()
+        overview.locator(".scatterlayer .point").nth(3 * 12 + 5).click(force=True)
         wait_idle(page)
         page.get_by_text("Layer 3, head 5: attention weights").wait_for(timeout=60_000)
         # change the query token in the token view
@@ -42,7 +44,8 @@ def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(decoder):
         page.get_by_label("Sentence").wait_for(timeout=120_000)
         page.get_by_text("Layer 5, head 2: attention weights").wait_for(timeout=120_000)
         wait_idle(page, timeout=120_000)
-        labels = [t or "" for t in page.locator(".js-plotly-plot").nth(1).locator("svg text").all_text_contents()]
+        head_map = page.locator(".st-key-head_map .js-plotly-plot")
+        labels = [t or "" for t in head_map.locator("svg text").all_text_contents()]
         sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
         page.screenshot(path=str(ARTIFACTS / "heads_decoder.png"), full_page=True)
     assert "30 layers × 9 heads" in sidebar

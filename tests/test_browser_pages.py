@@ -74,7 +74,7 @@ def test_typed_markup_stays_text_on_heads_and_coreference():
         page.screenshot(path=str(ARTIFACTS / "hostile_coreference.png"), full_page=True)
         assert_nothing_live(page)
     assert "Where 'it' looks" in body
-    assert "attends most to 'a@b.co'" in body or "attends most to 'Mail'" in body  # verdicts name the candidates
+    assert "prefer 'a@b.co'" in body or "prefer 'Mail'" in body  # the headline names the candidates
     assert "Changed: 'www.example.org' → 'www.example.net'" in body.replace("\u200b", "")  # shown, as text
 
 
