@@ -40,12 +40,14 @@ from mha_core.budget import (
 )
 from mha_core.encoder import layer_forward, prepare
 from mha_core.model import LoadedModel
+from mha_core.roles import ranked_heads
 from mha_core.syntax import Progress
 from mha_core.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
 
 ZERO, MEAN = "zero", "mean"
 MODES = (ZERO, MEAN)
 MEASURES = ("embedding", "loss", "target", "coref")
+STRONGEST_SHOWN = 8  # heads listed under the grid
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,37 @@ class AblationGrid:
     original: float  # the unablated model's value (0 for the embedding distance)
     target_pieces: tuple[str, ...] = ()  # target measure: the pieces whose log-probabilities are summed
 
+    def strongest(self, k: int = STRONGEST_SHOWN) -> list[tuple[int, int]]:
+        """The k heads whose ablation changes the measure most, either way."""
+        return ranked_heads(np.abs(self.effects), k)
+
+    def as_json(self, model_name: str) -> dict:
+        """The grid as the CLI's `ablate --json` and the page's download both write it."""
+        return {"measure": self.measure, "mode": self.mode, "original": self.original, "model": model_name,
+                "target_pieces": list(self.target_pieces), "effects": self.effects.astype("float64").round(8).tolist()}
+
+
+MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sentence embedding (mean-pooled, "
+                             "L2-normalised)", "loss": "change in mean next-token loss (nats)",
+                "target": "change in the summed log-probability of the target's pieces after the chosen position "
+                          "(nats)",
+                "coref": "change of the coreference margin (pronoun → first candidate minus second) in the last "
+                         "layer's head where it is largest"}
+
+
+def has_lm_head(model: LoadedModel) -> bool:
+    """A decoder whose language-model head is tied to its input embeddings (what the loss and target measures read)."""
+    return model.causal and bool(getattr(model.config, "tie_word_embeddings", False))
+
+
+def measures_for(model: LoadedModel) -> tuple[str, ...]:
+    """The measures this model can be scored by: loss and target need a tied language-model head; the sentence
+    embedding (mean-pooled last layer) and the coreference margin any model."""
+    return tuple(m for m in MEASURES if m not in ("loss", "target") or has_lm_head(model))
+
 
 def default_measure(model: LoadedModel) -> str:
-    return "loss" if model.causal else "embedding"
+    return "loss" if has_lm_head(model) else "embedding"
 
 
 @dataclass(frozen=True)
@@ -132,7 +162,7 @@ def sentence_embedding(states: Tensor) -> Tensor:
 
 
 def check_lm_head(model: LoadedModel) -> None:
-    if not (model.causal and getattr(model.config, "tie_word_embeddings", False)):
+    if not has_lm_head(model):
         raise InputError(f"{model.name} has no language-model head tied to its embeddings: measure 'embedding'.")
 
 

@@ -105,19 +105,19 @@ def cmd_ablate(args: argparse.Namespace) -> None:
 
     model = load_chosen_model(args)
     grid = ablation_grid(model, args.text, args.mode, args.measure, target=args.target, position=args.position)
-    write_json({"measure": grid.measure, "mode": grid.mode, "original": grid.original, "model": model.name,
-                "effects": grid.effects.astype("float64").round(8).tolist()}, args.json)
+    write_json(grid.as_json(model.name), args.json)
 
 
 def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
-    from mha_core.ablation import MEASURES, MODES
+    from mha_core.ablation import MEASURE_HELP, MEASURES, MODES
 
     p = sub.add_parser("ablate", help="the effect of removing each head alone on the model's output")
     p.add_argument("text")
     add_model_arguments(p)
     p.add_argument("--mode", choices=MODES, default="zero")
     p.add_argument("--measure", choices=MEASURES, default=None,
-                   help="embedding (default for encoders), loss (default for decoders), or target")
+                   help="; ".join(f"{m}: {MEASURE_HELP[m]}" for m in MEASURES).replace("%", "%%")
+                   + " (default: embedding for encoders, loss for decoders)")
     p.add_argument("--target", default=None, help="the token whose log-probability the target measure follows")
     p.add_argument("--position", type=int, default=None, help="the position it follows (default: the last)")
     p.add_argument("--json", default="-", help="output file, '-' for stdout")
@@ -212,12 +212,14 @@ def cmd_roles(args: argparse.Namespace) -> None:
 
 
 def syntax_json(result: SyntaxResult) -> dict:
+    from mha_core.syntax import DIRECTIONS
+
     relations = {}
     for rel, score in result.relations.items():
         direction, layer, head, accuracy = score.best()
         relations[rel] = {
             "count": score.count, "best_layer": layer, "best_head": head,
-            "best_direction": ("dep2head", "head2dep")[direction], "best_accuracy": accuracy,
+            "best_direction": DIRECTIONS[direction], "best_accuracy": accuracy,
             "baseline_offset": score.baseline_offset, "baseline_accuracy": score.baseline_accuracy,
             "syntactic": score.syntactic, "accuracy": score.accuracy.round(6).tolist(),
         }

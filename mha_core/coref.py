@@ -15,6 +15,7 @@ from torch import Tensor
 from mha_core.corpora import GapExample
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
+from mha_core.roles import ranked_heads
 from mha_core.syntax import Progress, map_batches, piece_lengths
 from mha_core.tokens import InputError
 
@@ -38,8 +39,7 @@ class CorefResult:
     def ranking(self) -> list[tuple[int, int, float]]:
         """(layer, head, accuracy), best first; ties to the lowest layer, then head."""
         acc = self.accuracy
-        order = np.argsort(-acc, axis=None, kind="stable")
-        return [(int(i // acc.shape[1]), int(i % acc.shape[1]), float(acc.flat[i])) for i in order]
+        return [(layer, head, float(acc[layer, head])) for layer, head in ranked_heads(acc)]
 
     def best(self) -> tuple[int, int, float]:
         return self.ranking()[0]

@@ -10,7 +10,7 @@ import numpy as np
 
 from mha_core.figures import safe_label
 from mha_core.head_distances import CorpusPass, HeadMap
-from mha_core.qk_view import COLOUR_BY, QKView, colour_groups, marked_sentence
+from mha_core.qk_view import BY_POSITION, QKView, colour_groups, marked_sentence
 from mha_core.role_figures import ROLE_COLORS, role_category
 from mha_core.roles import head_label
 
@@ -109,7 +109,7 @@ def qk_figure(view: QKView, corpus: CorpusPass, colour_by: str, hover: list[str]
     for i, (name, members) in enumerate(colour_groups(corpus, colour_by, pos)):
         marker = {"size": 5, "opacity": 0.7, "symbol": kinds[members].tolist(),
                   "color": GROUP_COLORS[i % len(GROUP_COLORS)]}
-        if colour_by == COLOUR_BY[1]:  # position: a continuous colour, one trace per kind
+        if colour_by == BY_POSITION:  # position: a continuous colour, one trace per kind
             marker.update(color=positions[members].tolist(), colorscale="Viridis",
                           showscale=i == 0, colorbar={"title": {"text": "position"}})
         traces.append({

@@ -106,7 +106,7 @@ class HeavyQueue:
         try:
             while slot is None:
                 ahead = self._ahead(ticket)
-                slot = self._take_slot() if ahead < self.slots else None
+                slot = self._take_slot() if ahead == 0 else None  # strictly in order: only the first in line
                 if slot is None:
                     waiting(ahead + 1)
                     time.sleep(self.poll_s)

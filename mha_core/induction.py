@@ -39,6 +39,10 @@ class InductionScores:
         layers, heads = np.nonzero(self.induction >= threshold)
         return [(int(layer), int(head)) for layer, head in zip(layers, heads, strict=True)]
 
+    def head_labels(self) -> dict[tuple[int, int], str]:
+        """{(layer, head): "induction"} for the heads over INDUCTION_MIN (as SyntaxResult and CorefResult label)."""
+        return dict.fromkeys(self.induction_heads(), "induction")
+
 
 def ordinary_token_ids(tokenizer: object, vocab_rows: int) -> np.ndarray:
     """Ids a random sequence may use: every id the model embeds that is no special token."""

@@ -16,6 +16,7 @@ import torch
 
 from mha_core.coref import candidate_scores, span_pieces
 from mha_core.result import AttentionResult
+from mha_core.roles import ranked_heads
 
 PRONOUNS = {"it", "he", "she", "they", "him", "her", "them", "his", "its", "their", "hers", "theirs", "himself",
             "herself", "itself", "themselves"}
@@ -76,9 +77,7 @@ class AntecedentScores:
         return ordered[-1] - ordered[-2] if len(self.candidates) > 1 else ordered[-1]
 
     def ranked_heads(self) -> list[tuple[int, int]]:
-        margin = self.top_two_margin()
-        order = np.argsort(-margin, axis=None, kind="stable")
-        return [(int(i // margin.shape[1]), int(i % margin.shape[1])) for i in order]
+        return ranked_heads(self.top_two_margin())
 
     def headline(self, top: int = TABLE_HEADS) -> str:
         """One sentence by the table's rule (heads ranked by how clearly they prefer their favourite), then what

@@ -15,7 +15,7 @@ import numpy as np
 from mha_core.encoder import run
 from mha_core.model import LoadedModel
 from mha_core.result import AttentionResult
-from mha_core.roles import METRIC_TITLES, head_label, head_roles
+from mha_core.roles import METRIC_TITLES, head_label, head_roles, ranked_heads
 from mha_core.shapes import count_shape, make_shape, single_head_equivalent
 from mha_core.tokens import tokenize, word_pieces
 from mha_core.walkthrough import row_entropy, softmax_at_scale, walkthrough
@@ -74,17 +74,12 @@ def heads_text(heads: list[tuple[int, int]], values: np.ndarray, unit: str) -> s
     return ", ".join(f"{head_label(layer, head)} ({values[layer, head]:.2f} {unit})" for layer, head in heads)
 
 
-def top_heads(values: np.ndarray, k: int) -> list[tuple[int, int]]:
-    order = np.argsort(-values, axis=None, kind="stable")[:k]
-    return [(int(i // values.shape[1]), int(i % values.shape[1])) for i in order]
-
-
 def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
     c = lesson.check
     result = run(model, lesson.sentence, path="explicit")
     maps = result.text_attention(0)  # (L,H,T,T)
     weights = maps[:, :, token_index(result, c["query"]), token_index(result, c["key"])]
-    best = top_heads(weights, c["top"])
+    best = ranked_heads(weights, c["top"])
     return Reveal(tuple(head_label(layer, head) for layer, head in best),
                   f"Live: the heads giving '{c['query']}' → '{c['key']}' the most weight are "
                   f"{heads_text(best, weights, 'of its attention')}; uniform would be {1 / maps.shape[-1]:.2f}.")
@@ -95,7 +90,7 @@ def reveal_role(model: LoadedModel, lesson: Lesson) -> Reveal:
     roles = head_roles(run(model, lesson.sentence, path="explicit"))
     values = roles.metrics[c["metric"]]
     qualifying = [(int(layer), int(head)) for layer, head in zip(*np.nonzero(values >= c["min"]), strict=True)]
-    best = top_heads(values, 3)
+    best = ranked_heads(values, 3)
     verdict = ("" if qualifying else f" No head of {model.name} reaches {c['min']}: on this model the lesson has no "
                "right answer.")
     return Reveal(tuple(head_label(layer, head) for layer, head in qualifying),
@@ -144,7 +139,7 @@ def reveal_pair_shift(model: LoadedModel, lesson: Lesson) -> Reveal:
         scores = antecedent_scores(run(model, text, path="explicit"), 0, words, idx[0], idx[1:])
         margins.append(scores.margin(0, 1))
     shift = margins[0] - margins[1]  # how far each head moved from a towards b
-    best = top_heads(shift, c["top"])
+    best = ranked_heads(shift, c["top"])
     return Reveal(tuple(head_label(layer, head) for layer, head in best),
                   f"Live: the margin '{c['a']}' − '{c['b']}' drops most in {heads_text(best, shift, 'lower')}.")
 

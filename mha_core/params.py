@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from mha_core.model import LoadedModel
+from mha_core.shapes import AttentionShape, count_shape, make_shape
 
 # What each family calls its modules (transformers' names) -> the part they hold. GPT-2's c_attn holds
 # W_Q, W_K and W_V at once (one Conv1D); every other family stores them apart.
@@ -191,3 +192,24 @@ def head_weight_norms(loaded: LoadedModel) -> tuple[torch.Tensor, torch.Tensor]:
         qk.append(torch.linalg.matrix_norm(hw.w_q @ hw.w_k.transpose(1, 2)))  # (H,D,D) -> (H,)
         ov.append(torch.linalg.matrix_norm(hw.w_v @ hw.w_o))  # (H,D,D) -> (H,)
     return torch.stack(qk), torch.stack(ov)  # (L,H), (L,H)
+
+
+@dataclass(frozen=True)
+class CalculatorCheck:
+    """The shape calculator's count for a model's attention against what the model's layer 0 modules hold."""
+
+    shape: AttentionShape
+    calculated: int  # weights of W_Q, W_K, W_V, W_O by the calculator
+    counted: int  # the same, summed from layer 0's modules
+
+    @property
+    def agrees(self) -> bool:
+        return self.calculated == self.counted
+
+
+def calculator_check(loaded: LoadedModel, breakdown: ModelBreakdown) -> CalculatorCheck:
+    shape = make_shape(loaded.d_model, loaded.n_heads, loaded.head_dim, loaded.head_dim, loaded.n_kv_heads,
+                       bias=False)
+    counted = sum(r.count for r in breakdown.rows
+                  if r.group == "layer 0" and r.kind == "attention" and r.part.startswith("W"))
+    return CalculatorCheck(shape, count_shape(shape).total, counted)

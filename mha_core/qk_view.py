@@ -19,13 +19,15 @@ import torch
 from torch import Tensor
 
 from mha_core import projection
+from mha_core.attention import causal_bias
 from mha_core.head_distances import CorpusPass
 from mha_core.heavy import ChildPool
 from mha_core.projection import PCA, PROJECTIONS, SEED, nonlinear, pca
 from mha_core.roles import head_label
 from mha_core.tokens import InputError
 
-COLOUR_BY = ("query / key", "position", "token", "part of speech")
+BY_KIND, BY_POSITION, BY_TOKEN, BY_POS = "query / key", "position", "token", "part of speech"
+COLOUR_BY = (BY_KIND, BY_POSITION, BY_TOKEN, BY_POS)
 TOP_TOKENS = 12  # colour by token: the most frequent pieces, the rest is "other"
 CONTEXT_CHARS = 60  # hover: characters of the sentence shown either side of the token
 PROJECTION_CHILDREN = ChildPool(Path(projection.__file__))  # kept between projections: UMAP compiles once
@@ -132,15 +134,12 @@ def attention_row(corpus: CorpusPass, layer: int, head: int, token: int) -> np.n
     q = corpus.layer_q[layer][token, head]  # (Dh,)
     k = corpus.layer_k[layer][start:stop, kv_head_of(corpus, head)]  # (T_s,Dh)
     scores = (k @ q) * q.shape[0] ** -0.5  # (T_s,)
-    query = token - start
-    keys = torch.arange(stop - start)
-    blocked = (keys > query) if corpus.causal else torch.zeros_like(keys, dtype=torch.bool)
-    if corpus.window is not None and corpus.causal:
-        blocked |= query - keys >= corpus.window
-    return torch.softmax(scores.masked_fill(blocked, -math.inf), dim=0).numpy()
+    if corpus.causal:  # the model's own mask (attention.causal_bias), this query's row
+        scores = scores + causal_bias(stop - start, scores.dtype, window=corpus.window)[0, 0, token - start]
+    return torch.softmax(scores, dim=0).numpy()
 
 
-def top_keys(corpus: CorpusPass, layer: int, head: int, token: int, k: int = 5) -> list[tuple[int, str, float]]:
+def strongest_keys(corpus: CorpusPass, layer: int, head: int, token: int, k: int = 5) -> list[tuple[int, str, float]]:
     """(position in the sentence, piece, attention) of the `k` keys this query attends to most."""
     row = attention_row(corpus, layer, head, token)
     start = int(corpus.starts[corpus.sentence_of[token]])
@@ -164,12 +163,12 @@ def colour_groups(corpus: CorpusPass, by: str, pos: tuple[str, ...] | None = Non
     it is one group per kind, coloured by value. `pos`: each token's part of speech (token_pos)."""
     m = len(corpus.labels)
     queries, keys = np.arange(m), np.arange(m, 2 * m)
-    if by in (COLOUR_BY[0], COLOUR_BY[1]):
+    if by in (BY_KIND, BY_POSITION):
         return [("query", queries), ("key", keys)]
-    if by == COLOUR_BY[2]:
+    if by == BY_TOKEN:
         names = np.array(corpus.labels, dtype=object)
         common = [label for label, _ in Counter(corpus.labels).most_common(TOP_TOKENS)]
-    elif by == COLOUR_BY[3] and pos is not None:
+    elif by == BY_POS and pos is not None:
         names = np.array(pos, dtype=object)
         common = [tag for tag, _ in Counter(pos).most_common()]
     else:

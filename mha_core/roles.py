@@ -10,6 +10,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -35,6 +36,13 @@ PATTERN_RULES = (
 def head_label(layer: int, head: int) -> str:
     """How every page, export and lesson names a head: "L<layer> H<head>", both 0-based."""
     return f"L{layer} H{head}"
+
+
+def ranked_heads(values: np.ndarray, k: int | None = None) -> list[tuple[int, int]]:
+    """The (layer, head) cells of an (L,H) grid, largest value first, ties to the lower layer, then head; the first
+    `k` (all when None). The one ranking every table, headline and lesson uses."""
+    order = np.argsort(-values, axis=None, kind="stable")[:k]
+    return [(int(i // values.shape[1]), int(i % values.shape[1])) for i in order]
 
 
 def first_token_label(causal: bool) -> str:
@@ -145,3 +153,17 @@ def head_roles(result: object, texts: Sequence[int] | None = None) -> HeadRoles:
         special = [w is None for w in result.word_ids[b]]
         acc.add(result.text_attention(b), result.labels[b], special, causal=result.causal)
     return acc.result()
+
+
+class LabelledHeads(Protocol):
+    def head_labels(self) -> dict[tuple[int, int], str]: ...
+
+
+def role_labels(roles: HeadRoles, causal: bool, found: Sequence[LabelledHeads | None] = (),
+                probed: LabelledHeads | None = None) -> np.ndarray:
+    """(L,H) every head's role, assembled one way for every page: the pattern rules of `roles`, the labels of each
+    analysis in `found` (syntax, GAP coreference; later ones win), and `probed` heads (induction) on top."""
+    extra: dict[tuple[int, int], str] = {}
+    for source in found:
+        extra.update(source.head_labels() if source is not None else {})
+    return roles.labels(extra, first_token_label(causal), probed.head_labels() if probed is not None else None)

@@ -129,3 +129,11 @@ def attention_matrix_bytes(s: AttentionShape, n: int, bytes_per_value: int = 4) 
 def kv_cache_bytes_per_token(s: AttentionShape, n_layers: int, bytes_per_value: int = 2) -> int:
     """Keys and values kept per generated token (fp16 by default), over all layers."""
     return n_layers * s.n_kv_heads * (s.d_k + s.d_v) * bytes_per_value
+
+
+def two_bias_miscount(shape: AttentionShape) -> int | None:
+    """The count some tutorials print for a standard multi-head layer with biases, 4·D² + 2·D: all four weight
+    matrices but only two of the four bias vectors (1,049,600 for d_model 512); None for other shapes."""
+    d = shape.d_model
+    standard = shape.n_kv_heads == shape.n_heads and shape.d_k * shape.n_heads == d == shape.kdim == shape.vdim
+    return 4 * d * d + 2 * d if standard and shape.bias and shape.d_v == shape.d_k else None

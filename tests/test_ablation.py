@@ -112,3 +112,24 @@ def test_the_coref_measure_reads_the_inspectors_margin_in_the_best_last_layer_he
     assert grid.original == pytest.approx(float(margins[best]), abs=1e-5)  # 'it' -> animal minus street
     assert grid.effects.shape == (6, 12) and np.abs(grid.effects[:-1]).max() > 0
     assert np.abs(grid.effects[-1]).max() == 0.0  # a last-layer head's output comes after the maps it is read from
+
+
+@pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
+def test_the_offered_measures_are_exactly_those_that_run(family_dirs, family):  # issue 20, section 2
+    from mha_core import load_model
+    from mha_core.ablation import MEASURES, ablation_grid, default_measure, measures_for
+    from mha_core.tokens import InputError
+
+    model = load_model(family_dirs[family])
+    text = "The animal didn't cross the street because it was too tired."
+    offered = measures_for(model)
+    assert default_measure(model) in offered
+    for measure in MEASURES:
+        target = " tired" if measure == "target" else None
+        if measure in offered:
+            grid = ablation_grid(model, text, "zero", measure, target)
+            assert grid.effects.shape == (model.n_layers, model.n_heads)
+        else:
+            with pytest.raises(InputError, match="no language-model head"):
+                ablation_grid(model, text, "zero", measure, target)
+    assert ("loss" in offered) == (family == "gpt2")  # the tiny llama's head is not tied to its embeddings

@@ -173,7 +173,11 @@ def test_an_unknown_model_in_the_url_falls_back_to_the_default():
 def test_stale_or_bad_url_parameters_fall_back_to_defaults(query):
     at = start(**query)
     assert not at.exception and not at.error
-    assert at.selectbox(key="layer").value in range(6)
+    defaults = start(view="One token")
+    for key in ("layer", "head"):  # the bad values are gone: the widgets show the page's own defaults
+        assert at.selectbox(key=key).value == defaults.selectbox(key=key).value
+    if "query" in query:
+        assert at.selectbox(key="query").value == defaults.selectbox(key="query").value
 
 
 def test_a_second_session_reuses_the_first_sessions_results_and_figures():
@@ -187,7 +191,6 @@ def test_a_second_session_reuses_the_first_sessions_results_and_figures():
     second = open_app(text=text)  # another student, same sentence
     assert not second.exception
     assert (figures.computed, results.computed) == (built, computed)  # nothing recomputed, nothing rebuilt
-    assert chart_json(second, "overview") == chart_json(first, "overview")
     third = open_app(text=text + " Then it rained.")
     assert results.computed == computed + 1 and figures.computed > built
     assert not third.exception

@@ -44,9 +44,10 @@ def test_rollout_rows_sum_to_one_and_one_layer_is_its_own_rollout(tiny):
     maps = run(tiny, TEXT).text_attention(0)  # (L,H,T,T)
     rolled = rollout(maps)
     assert np.allclose(rolled.sum(-1), 1.0, atol=1e-6)
-    t = maps.shape[-1]
-    first = 0.5 * maps[0].mean(0) + 0.5 * np.eye(t)
-    assert np.allclose(rolled[0], first / first.sum(-1, keepdims=True))
+    uniform = np.full((1, 2, 4, 4), 0.25)  # every head looks everywhere alike
+    assert np.allclose(rollout(uniform)[0], 0.5 * np.eye(4) + 0.125)  # half stays (the residual), half spreads
+    identity = np.broadcast_to(np.eye(4), (3, 2, 4, 4))  # every token attends to itself only
+    assert np.allclose(rollout(identity), np.eye(4))  # nothing ever moves
     assert np.allclose(rollout(maps[:1])[0], rolled[0])
 
 

@@ -32,9 +32,12 @@ def hold(queue: HeavyQueue, seconds: float, log: list, name: str, places: list |
 def test_at_most_slots_run_at_once_and_the_line_is_first_come_first_served(tmp_path):
     queue = HeavyQueue(tmp_path, slots=2, poll_s=0.02)
     log, places, threads = [], [], []
-    for name in "abcde":
+    for arrived, name in enumerate("abcde", start=1):
         threads.append(hold(queue, 0.3, log, name, places))
-        time.sleep(0.05)  # arrive in order
+        deadline = time.monotonic() + 10
+        while (len(list(tmp_path.glob("*.ticket"))) + sum(kind == "start" for kind, *_ in log) < arrived
+               and time.monotonic() < deadline):
+            time.sleep(0.005)  # this one is in line (or running) before the next arrives, however busy the machine
     for thread in threads:
         thread.join()
     running, most = 0, 0

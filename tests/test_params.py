@@ -182,3 +182,24 @@ def test_encoder_legend_names_only_its_own_pieces(bundled):  # issue 19, item 6
 
     names = [trace.name for trace in layer_stack_figure(model_breakdown(bundled)).data]
     assert "W_Q, W_K, W_V fused (GPT-2)" not in names and "LayerNorms" in names
+
+
+def test_the_tutorial_miscount_is_computed_for_any_standard_shape():  # issue 20, section 2: no 512/8 literal
+    from mha_core.shapes import count_shape, make_shape, two_bias_miscount
+
+    for d_model, heads in ((512, 8), (768, 12), (64, 4)):
+        shape = make_shape(d_model, heads)
+        wrong = two_bias_miscount(shape)
+        assert count_shape(shape).total - wrong == 2 * d_model  # exactly two bias vectors short
+    assert two_bias_miscount(make_shape(512, 8)) == 1_049_600
+    assert two_bias_miscount(make_shape(512, 8, bias=False)) is None
+    assert two_bias_miscount(make_shape(512, 8, n_kv_heads=2)) is None
+
+
+def test_the_calculator_check_agrees_on_both_families(bundled, family_dirs):
+    from mha_core import load_model
+    from mha_core.params import calculator_check
+
+    for model in (bundled, load_model(family_dirs["llama"])):
+        check = calculator_check(model, model_breakdown(model))
+        assert check.agrees and check.counted > 0

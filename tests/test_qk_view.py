@@ -21,8 +21,8 @@ from mha_core.qk_view import (
     marked_sentence,
     normalise,
     qk_view,
+    strongest_keys,
     token_pos,
-    top_keys,
 )
 from tests.test_head_distances import TEXTS
 
@@ -76,7 +76,7 @@ def test_attention_rows_and_top_keys_come_from_the_model(llama_corpus):
     row = attention_row(corpus, 1, 2, token)
     assert np.abs(row - result.head_map(1, 2)[0, 5].numpy()).max() <= 1e-5
     assert np.all(row[6:] == 0)  # causal: nothing after the query
-    best = top_keys(corpus, 1, 2, token, k=3)
+    best = strongest_keys(corpus, 1, 2, token, k=3)
     assert [j for j, _, _ in best] == list(np.argsort(-row, kind="stable")[:3])
     assert best[0][1] == result.labels[0][best[0][0]]
 

@@ -110,6 +110,11 @@ def test_head2dep_is_the_transpose():
     predicted = predict_heads(word_attention(maps, word_ids, 5))
     # "chased" (2) is the head of dog (1) and cat (4): head2dep predicts 2 for exactly one of them
     assert predicted[1, 0, 0, 0].item() == 1  # "the" -> "dog" attends back to "the"
+    torch.manual_seed(4)
+    words = torch.rand(2, 3, 6, 6)  # (L,H,W,W) any word-level maps
+    forward, transposed = predict_heads(words), predict_heads(words.transpose(-1, -2).contiguous())
+    assert torch.equal(forward[1], transposed[0]) and torch.equal(forward[0], transposed[1])  # every element
+    assert not torch.equal(forward[0], forward[1])  # the two directions differ on these maps
 
 
 def test_word_level_rows_sum_like_piece_rows():
@@ -242,3 +247,27 @@ def test_coref_batches_are_capped_by_map_memory_and_change_no_score(tiny, monkey
     n = tiny.n_layers * tiny.n_heads
     assert len(calls) > 1 and all(b == 1 or b * n * t * t * 4 <= 2**20 for b, t in calls)
     assert np.array_equal(capped.correct, whole.correct) and capped.examples == whole.examples
+
+
+def test_role_labels_are_assembled_one_way_for_every_page(tiny):  # issue 20, section 2
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from mha_core.induction import InductionScores
+    from mha_core.roles import head_roles, role_labels
+
+    measured = head_roles(run(tiny, "The cat sat on the mat because it was warm."))
+    roles = replace(measured, metrics={name: np.zeros_like(v) for name, v in measured.metrics.items()})  # no rule fires
+    plain = roles.labels(first="[CLS]")
+    free = [tuple(int(i) for i in lh) for lh in np.argwhere(plain == "other")]
+    assert len(free) >= 2, plain
+    first, second = free[:2]
+    syntax = SimpleNamespace(head_labels=lambda: {first: "nsubj"})
+    coref = SimpleNamespace(head_labels=lambda: {first: "coreference", second: "coreference"})
+    induction = InductionScores(np.zeros(plain.shape), np.zeros(plain.shape), 0.1, 4)
+    induction.induction[second] = 0.9
+    labels = role_labels(roles, False, (syntax, None, coref), probed=induction)
+    assert labels[first] == "coreference" and labels[second] == "induction"  # later sources win; probes on top
+    assert induction.head_labels() == {second: "induction"}
+    same = np.array(labels != plain)
+    assert same.sum() == 2  # nothing else changed

@@ -78,7 +78,8 @@ def test_word_units_group_pieces(bundled):
     units = word_units(b.texts[0], b.tokens[0], b.word_ids[0], b.offsets[0])
     assert units.labels == ("[CLS]", "Unbelievably", ",", "the", "tokenizer", "works", ".", "[SEP]")
     assert units.special == (True, False, False, False, False, False, False, True)
-    assert all(len(g) >= 1 for g in units.groups) and sum(len(g) for g in units.groups) == len(b.tokens[0])
+    assert [i for g in units.groups for i in g] == list(range(len(b.tokens[0])))  # every piece once, in order
+    assert len(units.groups[1]) > 1 and len(units.groups[3]) == 1  # "Unbelievably" in pieces, "the" whole
 
 
 @pytest.mark.parametrize(("hide", "merge"), [(False, False), (True, False), (False, True), (True, True)])

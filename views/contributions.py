@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, figures
-from mha_core.ablation import MEASURES, MODES, ablate_heads, ablation_grid, default_measure
+from mha_core.ablation import MEASURE_HELP, MODES, ablate_heads, ablation_grid, default_measure, measures_for
 from mha_core.contrib import rollout_of, value_weighted, value_weighted_summary
 from mha_core.export import matrix_csv
 from mha_core.roles import head_label
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared, small_store
 from views._uploads import cached_analysis
-
-MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sentence embedding (mean-pooled, "
-                             "L2-normalised)", "loss": "change in mean next-token loss (nats)",
-                "target": "change in the log-probability of the target token after the chosen position (nats)",
-                "coref": "change of the coreference margin (pronoun → first candidate minus second) in the last "
-                         "layer's head where it is largest"}
 
 
 def pickers(model: LoadedModel) -> tuple[int, int]:
@@ -103,7 +96,7 @@ def show_ablation(model: LoadedModel, text: str) -> None:
                "memory limit; each variant reruns only the layers from its head's onward.")
     c1, c2, c3, c4 = st.columns(4)
     mode = c1.radio("Ablation", MODES, horizontal=True, key="c_mode", bind="query-params")
-    measures = [m for m in MEASURES if (m != "embedding") == model.causal or m == "coref"]
+    measures = list(measures_for(model))
     measure = c2.selectbox("Measure", measures, index=measures.index(default_measure(model)), key="c_measure",
                            bind="query-params", help="; ".join(f"{m}: {MEASURE_HELP[m]}" for m in measures))
     target = c3.text_input("Target token", " Paris", key="c_target", disabled=measure != "target")
@@ -122,8 +115,7 @@ def show_ablation(model: LoadedModel, text: str) -> None:
                                                measure, zmid=0 if measure != "embedding" else None,
                                                colorscale="RdBu" if measure != "embedding" else figures.COLORSCALE),
           key="ablation_grid")
-    order = np.argsort(-np.abs(grid.effects), axis=None)[:8]
-    top = [(int(i // model.n_heads), int(i % model.n_heads)) for i in order]
+    top = grid.strongest()
     st.dataframe(pd.DataFrame([{"head": head_label(layer, head), "effect": round(float(grid.effects[layer, head]), 5)}
                                for layer, head in top]), hide_index=True, key="ablation_top")
     if st.session_state.get("_c_joint_grid") != key:  # a new grid: its own top heads, not the last grid's
@@ -135,7 +127,7 @@ def show_ablation(model: LoadedModel, text: str) -> None:
                        lambda: ablate_heads(model, text, chosen, mode, measure, target, position))
         st.metric(f"Joint effect of {len(chosen)} heads", f"{joint:.5f}",
                   help=f"Sum of their single effects: {sum(grid.effects[lh] for lh in chosen):.5f}")
-    data = {"measure": measure, "mode": mode, "original": grid.original, "effects": grid.effects.tolist()}
+    data = grid.as_json(model.name)  # the same fields as the CLI's ablate --json
     c1, c2 = st.columns(2)
     c1.download_button("JSON: the grid", lambda: json.dumps(data), "ablation.json", "application/json")
     c2.download_button("CSV: the grid", lambda: pd.DataFrame(grid.effects).to_csv(index_label="layer"),

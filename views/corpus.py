@@ -14,8 +14,8 @@ from mha_core.export import distance_csv, qk_points_csv
 from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, closest_pairs, corpus_pass
 from mha_core.induction import induction_scores
 from mha_core.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
-from mha_core.qk_view import COLOUR_BY, PCA, PROJECTIONS, QKView, qk_view, token_pos, top_keys
-from mha_core.roles import first_token_label, head_label
+from mha_core.qk_view import BY_POS, COLOUR_BY, PCA, PROJECTIONS, QKView, qk_view, strongest_keys, token_pos
+from mha_core.roles import head_label, role_labels
 from mha_core.syntax import analyse_corpus
 from views._state import chart, clamp_url_int, current_model, literal, model_card, shared, shared_store, small_store
 from views._uploads import (
@@ -25,7 +25,8 @@ from views._uploads import (
     parsed_corpus,
 )
 
-SOURCES = ("Bundled corpus", "Uploaded CoNLL-U", "Uploaded text file")
+BUNDLED, CONLLU, TEXT_FILE = "Bundled corpus", "Uploaded CoNLL-U", "Uploaded text file"
+SOURCES = (BUNDLED, CONLLU, TEXT_FILE)
 VIEWS = ("Head-similarity map", "Query–key view of one head")
 PASSES_KEPT, PASSES_MB = 3, 1536  # corpus passes kept per server (each holds query and key vectors)
 
@@ -37,9 +38,9 @@ def pass_store() -> object:
 def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None:
     """(cache key, sentences as typed, parsed trees or None, what was left out); None when an upload is missing
     or unusable (the reason is shown)."""
-    if source == SOURCES[0]:
+    if source == BUNDLED:
         return f"corpus:{CORPUS}", bundled_corpus(), None, ""
-    conllu = source == SOURCES[1]
+    conllu = source == CONLLU
     label = "CoNLL-U file (each sentence's # text line)" if conllu else "Text file, one sentence per line"
     chosen = capped_upload(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text",
                            read_conllu if conllu else read_text_lines,
@@ -51,30 +52,28 @@ def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None
     return key, [s.text for s in kept] if conllu else kept, kept if conllu else None, note
 
 
-def role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> np.ndarray:
+def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None, source: str
+                       ) -> np.ndarray:
     """The Roles page's labels for these heads: head metrics over this corpus, the induction probe, (on request,
     for sources with trees) the syntactic heads of the same analysis the Roles page runs, and the coreference
     heads of a GAP file scored on the Roles page in this session."""
     scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
-    extra = {}
+    analysis = None
     if st.toggle("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)", key="g_syntax",
                  bind="query-params", help="The bundled corpus is parsed by spaCy; a CoNLL-U file gives gold trees. "
                  "This runs the model over the sentences once more (shared with the Roles page)."):
-        sentences = trees if trees is not None else (parsed_corpus() if key.startswith("corpus:") else None)
+        sentences = trees if trees is not None else (parsed_corpus() if source == BUNDLED else None)
         if sentences is None:
             st.caption("A plain-text file has no trees: syntactic labels need the bundled corpus or a CoNLL-U file.")
         else:
             analysis = cached_analysis((str(model.model_dir), key), "Running the model over the sentences",
                                        lambda progress: analyse_corpus(model, sentences, progress))
-            extra = analysis.syntax.head_labels() if analysis is not None else {}
     gap = st.session_state.get("gap_results", {}).get(str(model.model_dir))  # if the Roles page scored GAP
-    extra.update(gap.head_labels() if gap is not None else {})
-    probed = {head: "induction" for head in scores.induction_heads()}
-    return corpus.roles.labels(extra, first_token_label(model.causal), probed)
+    return role_labels(corpus.roles, model.causal, (analysis.syntax if analysis else None, gap), probed=scores)
 
 
-def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None) -> None:
-    labels = role_labels(model, corpus, key, trees)  # (L,H)
+def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None, source: str) -> None:
+    labels = corpus_role_labels(model, corpus, key, trees, source)  # (L,H)
     base = (str(model.model_dir), key)
     with st.spinner("Placing the heads (MDS)…"):
         head_map = shared(("head map", *base), corpus.head_map)
@@ -125,7 +124,7 @@ def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
                                qk_view(corpus, layer, head, method, check=lambda: progress(0, 0)), store=small_store())
     if view is None:
         return
-    pos = shared(("qk pos", *base), lambda: token_pos(corpus)) if colour == COLOUR_BY[3] else None
+    pos = shared(("qk pos", *base), lambda: token_pos(corpus)) if colour == BY_POS else None
     hover = shared(("qk hover", *base), lambda: qk_hover(corpus))
     chart(("qk figure", *base, layer, head, method, colour), lambda: qk_figure(view, corpus, colour, hover, pos),
           key="qk_points", on_select=lambda: pick_query(corpus), selection_mode="points")
@@ -175,7 +174,7 @@ def show_query(corpus: CorpusPass, view: QKView) -> None:
     position = right.selectbox("Query", range(stop - start), key="g_query", bind="query-params",
                                format_func=lambda j: f"{j}: {corpus.labels[start + j]}")
     st.text(corpus.texts[sentence])
-    rows = top_keys(corpus, view.layer, view.head, start + position)
+    rows = strongest_keys(corpus, view.layer, view.head, start + position)
     st.dataframe(pd.DataFrame([{"position": j, "key": label, "attention": round(w, 4)} for j, label, w in rows]),
                  hide_index=True, key="top_keys")
     st.caption("Its attention row in this head, recomputed from the kept query and key vectors.")
@@ -196,11 +195,11 @@ def main() -> None:
         st.stop()
     if note:
         st.caption(literal(note.strip(" ()").capitalize() + "."))
-    if corpus.selection is not None and corpus.selection.note("line" if source == SOURCES[2] else "sentence"):
-        st.caption(literal(corpus.selection.note("line" if source == SOURCES[2] else "sentence")))
+    if corpus.selection is not None and corpus.selection.note("line" if source == TEXT_FILE else "sentence"):
+        st.caption(literal(corpus.selection.note("line" if source == TEXT_FILE else "sentence")))
     view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="g_view", bind="query-params") or VIEWS[0]
     if view == VIEWS[0]:
-        show_head_map(model, corpus, key, trees)
+        show_head_map(model, corpus, key, trees, source)
     else:
         show_qk_view(model, corpus, key)
 

@@ -6,11 +6,17 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, figures, param_figures
-from mha_core.params import ModelBreakdown, biased_projections, head_slices
-from mha_core.shapes import MAX_DIM, AttentionShape, ShapeError, count_shape, make_shape, single_head_equivalent
+from mha_core.params import ModelBreakdown, biased_projections, calculator_check, head_slices
+from mha_core.shapes import (
+    MAX_DIM,
+    AttentionShape,
+    ShapeError,
+    count_shape,
+    make_shape,
+    single_head_equivalent,
+    two_bias_miscount,
+)
 from views._state import current_model, model_breakdown_of, model_card, weight_norms_of
-
-TUTORIAL_COUNT = 1_049_600
 
 
 def show_model(model: LoadedModel) -> None:
@@ -34,13 +40,12 @@ def show_model(model: LoadedModel) -> None:
 
 def check_against_calculator(model: LoadedModel, b: ModelBreakdown) -> None:
     """The calculator's shape for this model's attention must count the weight matrices the modules hold."""
-    shape = make_shape(model.d_model, model.n_heads, model.head_dim, model.head_dim, model.n_kv_heads, bias=False)
-    calculated = count_shape(shape).total
-    counted = sum(r.count for r in b.rows if r.group == "layer 0" and r.kind == "attention" and r.part.startswith("W"))
-    verdict = st.success if calculated == counted else st.warning
-    verdict(f"Checked: the calculator's {shape.kind} shape (d_model {shape.d_model}, {shape.n_heads} query heads, "
-            f"{shape.n_kv_heads} key/value heads, d_k {shape.d_k}) counts {calculated:,} weights in W_Q, W_K, W_V and "
-            f"W_O per layer; layer 0's modules hold {counted:,}.")
+    check = calculator_check(model, b)
+    shape = check.shape
+    (st.success if check.agrees else st.warning)(
+        f"Checked: the calculator's {shape.kind} shape (d_model {shape.d_model}, {shape.n_heads} query heads, "
+        f"{shape.n_kv_heads} key/value heads, d_k {shape.d_k}) counts {check.calculated:,} weights in W_Q, W_K, W_V "
+        f"and W_O per layer; layer 0's modules hold {check.counted:,}.")
 
 
 def show_head_slices(model: LoadedModel) -> None:
@@ -96,9 +101,11 @@ def show_calculator() -> AttentionShape | None:
         verdict = "matches" if count.torch_mha_total == count.total else "DIFFERS FROM"
         st.success(f"Checked: a freshly built torch.nn.MultiheadAttention({shape.d_model}, {shape.n_heads}, "
                    f"bias={shape.bias}) has {count.torch_mha_total:,} parameters, which {verdict} this count.")
-    if shape.d_model == 512 and shape.n_heads == 8 and shape.bias and shape.n_kv_heads == 8:
-        st.info(f"Some tutorials print {TUTORIAL_COUNT:,} for this shape. The real module has {count.total:,} = "
-                f"4·512² + 4·512: four weight matrices and four bias vectors. {TUTORIAL_COUNT:,} = 4·512² + 2·512 "
+    miscount = two_bias_miscount(shape)
+    if miscount is not None:
+        d = shape.d_model
+        st.info(f"Some tutorials print {miscount:,} for this shape. The real module has {count.total:,} = "
+                f"4·{d}² + 4·{d}: four weight matrices and four bias vectors. {miscount:,} = 4·{d}² + 2·{d} "
                 "counts only two of the four biases.")
     return shape
 

@@ -6,21 +6,21 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from mha_core import LoadedModel, SyntaxResult, figures
+from mha_core import CorefResult, LoadedModel, SyntaxResult, figures
 from mha_core.coref import COREF_GAIN, COREF_TOP
 from mha_core.corpora import ParsedSentence, read_conllu, spacy_parse
-from mha_core.induction import INDUCTION_LENGTHS, INDUCTION_MIN, induction_scores
+from mha_core.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores, induction_scores
 from mha_core.role_figures import role_grid_figure
 from mha_core.roles import (
     BROAD_MIN,
     PATTERN_RULES,
     POSITIONAL_MIN,
     SPECIAL_MIN,
-    first_token_label,
     head_label,
     head_roles,
+    role_labels,
 )
-from mha_core.syntax import MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
+from mha_core.syntax import DIRECTIONS, MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared
 from views._uploads import (
     CORPUS,
@@ -56,7 +56,7 @@ def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
         clark = CLARK.get(CLARK_ALIASES.get(rel, rel))
         rows.append({
             "relation": rel, "count": score.count, "best head": head_label(layer, head),
-            "direction": ("dep2head", "head2dep")[direction], "accuracy %": round(100 * acc, 1),
+            "direction": DIRECTIONS[direction], "accuracy %": round(100 * acc, 1),
             "baseline offset": f"{score.baseline_offset:+d}", "baseline %": round(100 * score.baseline_accuracy, 1),
             "syntactic head": "yes" if score.syntactic else "",
             "Clark BERT-base % (baseline)": f"{clark[0]} ({clark[1]})" if clark else "",
@@ -84,11 +84,11 @@ def show_rules() -> None:
         )
 
 
-def show_coref(model: LoadedModel) -> dict[tuple[int, int], str]:
+def show_coref(model: LoadedModel) -> CorefResult | None:
     st.subheader("Coreference heads (GAP)")
     result = gap_analysis(model)
     if result is None:
-        return {}
+        return None
     top = result.ranking()[:COREF_TOP]
     st.dataframe(pd.DataFrame([{"head": head_label(layer, head), "GAP accuracy %": round(100 * acc, 1)}
                                for layer, head, acc in top]), hide_index=True)
@@ -96,10 +96,10 @@ def show_coref(model: LoadedModel) -> dict[tuple[int, int], str]:
                f"{100 * result.always_a:.1f}%, always B {100 * result.always_b:.1f}%, nearest candidate "
                f"{100 * result.nearest:.1f}%. Clark et al. (BERT-base, CoNLL-2012, another model and data): "
                f"best coreference head {CLARK_COREF[0]}% vs {CLARK_COREF[1]}% for the nearest mention.")
-    return result.head_labels()
+    return result
 
 
-def show_induction(model: LoadedModel) -> dict[tuple[int, int], str]:
+def show_induction(model: LoadedModel) -> InductionScores:
     """Induction and duplicate-token scores of every head (computed once per model and server)."""
     st.subheader("Induction and duplicate-token heads")
     with st.spinner("Running repeated random sequences…"):
@@ -117,7 +117,7 @@ def show_induction(model: LoadedModel) -> dict[tuple[int, int], str]:
                "repeated once after the first special token (Olsson et al., 2022). Uniform attention over the "
                f"visible positions would score {scores.baseline:.3f}. Heads scoring ≥ {INDUCTION_MIN} are labelled "
                f"induction: {len(heads)} here" + (f" (best: {head_label(*heads[0])})." if heads else "."))
-    return {head: "induction" for head in heads}
+    return scores
 
 
 def main() -> None:
@@ -138,7 +138,8 @@ def main() -> None:
         st.stop()
     if note:
         st.caption(literal(note.strip(" ()").capitalize() + "."))
-    roles = head_roles(sentence_result) if sentence_result is not None else analysis.roles
+    roles = analysis.roles if sentence_result is None else shared(
+        ("head roles", str(model.model_dir), text), lambda: head_roles(sentence_result))
     st.caption(f"{analysis.syntax.sentences} sentence(s) analysed, {analysis.syntax.skipped} skipped "
                f"(longer than {model.max_length} word pieces); head metrics over {roles.rows:,} query rows.")
     grid = st.container()
@@ -154,12 +155,11 @@ def main() -> None:
     if model.causal:
         st.caption("A causal model only looks back: a word can attend to its head only when the head comes first "
                    "(dep2head), and to its dependents only when they come first (head2dep).")
-    coref_labels = show_coref(model)
-    induction_labels = show_induction(model)
+    coref = show_coref(model)
+    induction = show_induction(model)
     with grid:
         st.subheader("Every head's role")
-        extra = {**analysis.syntax.head_labels(), **coref_labels}
-        labels = roles.labels(extra, first_token_label(model.causal), induction_labels)
+        labels = role_labels(roles, model.causal, (analysis.syntax, coref), probed=induction)
         st.plotly_chart(role_grid_figure(labels, roles), key="role_grid")
         if model.causal:
             st.caption("Baselines of a causal model: uniform attention over the positions each query can see. "
