@@ -12,7 +12,6 @@ Shapes: L layers, H query heads, G key/value heads, T tokens, D d_model, Dh head
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,10 +22,8 @@ from mha_core.attention import repeat_kv
 from mha_core.budget import check_budget
 from mha_core.model import LoadedModel
 from mha_core.result import AttentionResult
-from mha_core.words import pool_map
-
-OVERVIEW_BINS = 32  # the overview keeps each head's map pooled to at most this many rows and columns
-Progress = Callable[[int, int], None]  # (done, total)
+from mha_core.syntax import Progress
+from mha_core.words import OVERVIEW_MAX_BINS, pool_map
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,7 @@ class ValueWeightedSummary:
 
     raw_special_share: np.ndarray  # (L,H) see ValueWeighted
     weighted_special_share: np.ndarray  # (L,H)
-    overview: np.ndarray  # (L,H,n,n) each head's ‖α f(x)‖, rows normalised to sum to 1, pooled to n <= OVERVIEW_BINS
+    overview: np.ndarray  # (L,H,n,n) each head's ‖α f(x)‖, rows summing to 1, pooled to n <= OVERVIEW_MAX_BINS
 
 
 def layer_map_bytes(model: LoadedModel, result: AttentionResult, b: int = 0) -> int:
@@ -112,7 +109,7 @@ def value_weighted_summary(model: LoadedModel, result: AttentionResult, b: int =
         raw.append(vw.raw_special_share)
         weighted.append(vw.weighted_special_share)
         rows = vw.weighted / np.maximum(vw.weighted.sum(-1, keepdims=True), 1e-12)  # (H,T,T)
-        overview.append(pool_map(rows, OVERVIEW_BINS).astype(np.float32))
+        overview.append(pool_map(rows, OVERVIEW_MAX_BINS).astype(np.float32))
         if progress is not None:
             progress(layer + 1, model.n_layers)
     return ValueWeightedSummary(np.stack(raw), np.stack(weighted), np.stack(overview))

@@ -12,9 +12,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core.words import pool_map
+from mha_core.words import OVERVIEW_MAX_BINS, pool_map
 
-OVERVIEW_MAX_BINS = 32  # tile side cap: 72 tiles of 32x32 keep the overview light in the browser
 COLORSCALE = "Blues"
 ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
 HEAD_COLORS = (

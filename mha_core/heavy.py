@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from mha_core.store import SharedStore
+from mha_core.syntax import Progress
 
 SLOTS_ENV, QUEUE_DIR_ENV = "MHA_HEAVY_SLOTS", "MHA_QUEUE_DIR"
 GRACE_S = 3.0  # a rerun leaves and rejoins its job within this; a closed tab does not
 POLL_S = 0.2  # how often a waiter redraws its progress and a queued job looks for a free slot
 NICE = 10  # heavy work runs this much below the server's other threads
-Progress = Callable[[int, int], None]  # (done, total)
 
 
 class Cancelled(Exception):

@@ -62,11 +62,6 @@ class SharedStore:
         with self._lock:
             return len(self._values)
 
-    def is_computing(self, key: Hashable) -> bool:
-        """True while some caller computes `key` (a second caller would wait for it)."""
-        with self._lock:
-            return key in self._computing
-
     @property
     def total_bytes(self) -> int:
         with self._lock:

@@ -70,16 +70,17 @@ def continues(text: str, offsets: Sequence[tuple[int, int]], last: int, piece: i
 
 
 def unit_label(text: str, pieces: Sequence[int], tokens: Sequence[str], offsets: Sequence[tuple[int, int]],
-               unknown: Sequence[bool], unk: str) -> str:
-    """The text a unit's pieces cover; a piece the model could not read shows as `unk` ([UNK]有), never hidden."""
+               unknown: Sequence[bool]) -> str:
+    """The text a unit's pieces cover; a piece the model could not read shows as its own label ([UNK]有), never
+    hidden behind the text it stands for."""
     if not any(unknown[i] for i in pieces if i < len(unknown)):
         start, end = offsets[pieces[0]][0], offsets[pieces[-1]][1]
         return text[start:end] or "".join(tokens[i].removeprefix("##") for i in pieces)
-    return "".join(unk if unknown[i] else text[offsets[i][0]:offsets[i][1]] or tokens[i] for i in pieces)
+    return "".join(tokens[i] if unknown[i] else text[offsets[i][0]:offsets[i][1]] or tokens[i] for i in pieces)
 
 
 def word_units(text: str, tokens: Sequence[str], word_ids: Sequence[int | None],
-               offsets: Sequence[tuple[int, int]], unknown: Sequence[bool] = (), unk: str = "[UNK]") -> Units:
+               offsets: Sequence[tuple[int, int]], unknown: Sequence[bool] = ()) -> Units:
     """Group consecutive pieces of one word (by character in text without spaces); specials stay units of their
     own; labels show [UNK] where the model read nothing."""
     groups, special = [], []
@@ -91,7 +92,7 @@ def word_units(text: str, tokens: Sequence[str], word_ids: Sequence[int | None],
             continue
         groups.append((i,))
         special.append(wid is None)
-    labels = [tokens[g[0]] if is_special else unit_label(text, g, tokens, offsets, unknown, unk)
+    labels = [tokens[g[0]] if is_special else unit_label(text, g, tokens, offsets, unknown)
               for g, is_special in zip(groups, special, strict=True)]
     return Units(tuple(labels), tuple(groups), tuple(special))
 
@@ -130,8 +131,7 @@ def text_units(result: AttentionResult, b: int, merge_words: bool) -> Units:
     tokens, word_ids = result.labels[b], result.word_ids[b]
     if merge_words:
         unknown = result.batch.unknown[b] if result.batch.unknown else ()
-        return word_units(result.batch.texts[b], tokens, word_ids, result.batch.offsets[b], unknown,
-                          next((t for t, u in zip(result.tokens[b], unknown, strict=False) if u), "[UNK]"))
+        return word_units(result.batch.texts[b], tokens, word_ids, result.batch.offsets[b], unknown)
     return piece_units(tokens, word_ids)
 
 
@@ -174,6 +174,9 @@ def top_keys(view: AttentionView, query: int, k: int = 3) -> list[tuple[int, int
             best = np.argsort(-weights, kind="stable")[:k]
             rows.append((layer, head, [(view.labels[j], float(weights[j])) for j in best]))
     return rows
+
+
+OVERVIEW_MAX_BINS = 32  # overview tile side cap: 72 tiles of 32x32 keep the overview light in the browser
 
 
 def pool_map(m: np.ndarray, bins: int) -> np.ndarray:

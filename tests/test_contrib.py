@@ -69,7 +69,7 @@ def test_layer_by_layer_summary_and_rollout_equal_the_full_stacks(family_dirs, f
     assert np.allclose(summary.raw_special_share, np.stack([v.raw_special_share for v in full]), atol=1e-5)
     assert np.allclose(summary.weighted_special_share, np.stack([v.weighted_special_share for v in full]), atol=1e-5)
     rows = np.stack([v.weighted / v.weighted.sum(-1, keepdims=True) for v in full])  # (L,H,T,T)
-    assert np.allclose(summary.overview, rows, atol=1e-5)  # T <= OVERVIEW_BINS: nothing pooled
+    assert np.allclose(summary.overview, rows, atol=1e-5)  # T <= OVERVIEW_MAX_BINS: nothing pooled
     assert stages[-1] == (model.n_layers, model.n_layers)
     assert np.allclose(rollout_of(model, fused), rollout(explicit.text_attention(0)), atol=1e-5)
 

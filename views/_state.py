@@ -18,10 +18,11 @@ import torch
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, figures
-from mha_core.heavy import HeavyQueue, HeavyWork, JobState, Progress
+from mha_core.heavy import HeavyQueue, HeavyWork, JobState
 from mha_core.model import ModelChoice, available_models
 from mha_core.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.store import SharedStore
+from mha_core.syntax import Progress
 from mha_core.walkthrough import Parity, PathTimings, parity, time_paths
 from mha_core.words import AttentionView, attention_view
 
@@ -36,7 +37,7 @@ EXAMPLES = (
 )
 RESULTS_MB, VIEWS_MB, FIGURES_MB = 300, 450, 150  # shared by all sessions; LRU beyond these
 RESULTS_KEPT, VIEWS_KEPT, FIGURES_KEPT, SMALL_KEPT = 64, 64, 256, 512
-SMALL_MB = 400  # every store is bounded by bytes: the value-weighted maps of one long text are 1.6 GB
+SMALL_MB = 400  # every store is bounded by bytes (an ablation grid, a rollout: up to a few hundred MB each)
 MODELS_KEPT = 3  # loaded models per process (each ~100 MB to 600 MB)
 COMPUTE_SLOTS = 2  # concurrent forwards / view builds per process (see compute_slots)
 MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:<>&")
@@ -252,7 +253,7 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
     try:
         result = run_one(text, path)
     except InputError as err:
-        st.info(str(err) + " Type a sentence in the box on the left or pick an example.")
+        st.info(str(err) + " Type a sentence in the sentence box or pick an example.")
         st.stop()
     unknown = result.unknown_note(0)
     if unknown:
@@ -322,19 +323,6 @@ def check_length(text: str, box: str = "The text") -> None:
 def path_caption(result: AttentionResult) -> str:
     return (f"{result.lengths[0]} word pieces · path **{result.path}** ({result.path_reason}) · "
             f"backend {result.backend}")
-
-
-def reset_on_change(key: str, depends_on: object, value: object) -> None:
-    """Set widget `key` to `value` whenever `depends_on` (the model, the sentence...) differs from the last run's:
-    a choice that does not survive a new model or sentence is recomputed, never left stale (call before the
-    widget, which then takes no default of its own; a widget bound to the URL gets the new value there too)."""
-    marker = f"_{key}_for"
-    if st.session_state.get(marker) == depends_on and key in st.session_state:
-        return
-    st.session_state[marker] = depends_on
-    st.session_state[key] = value
-    if key in st.query_params:
-        replace_url_value(key, str(value))
 
 
 def forget_on_change(keys: tuple[str, ...], depends_on: object) -> None:

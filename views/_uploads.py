@@ -18,9 +18,8 @@ from mha_core import InputError, LoadedModel
 from mha_core.coref import CorefResult, analyse_coref
 from mha_core.corpora import BUNDLED_CORPUS as CORPUS
 from mha_core.corpora import CorpusFormatError, ParsedSentence, bundled_corpus, decode_text, read_gap, spacy_parse
-from mha_core.heavy import Progress
 from mha_core.store import SharedStore
-from mha_core.syntax import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES
+from mha_core.syntax import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, Progress
 from views._state import heavy, literal, shared_store
 
 ANALYSES_KEPT = 8  # corpus analyses kept per server (least recently used dropped)

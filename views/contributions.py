@@ -36,12 +36,11 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
         return
     layer, head = pickers(model)
     vw = shared((*key, layer), lambda: value_weighted(model, result, layer))
-    alpha = result.text_layer_maps(0, layer).numpy()
     left, right = st.columns(2)
-    with left:
-        chart((*key, "alpha", layer, head), lambda: figures.head_figure(alpha[head], labels,
-                                                                        f"Layer {layer}, head {head}: attention α"),
-              key="vw_alpha")
+    with left:  # α rebuilt only when this figure is not already built (the fused path keeps no maps)
+        chart((*key, "alpha", layer, head), lambda: figures.head_figure(
+            result.text_layer_maps(0, layer)[head].numpy(), labels, f"Layer {layer}, head {head}: attention α"),
+            key="vw_alpha")
     with right:
         chart((*key, "weighted", layer, head), lambda: figures.head_figure(
             vw.weighted[head], labels, f"Layer {layer}, head {head}: ‖α f(x)‖"), key="vw_weighted")

@@ -14,9 +14,9 @@ from views._state import (
     check_length,
     checked_run,
     current_model,
+    forget_on_change,
     literal,
     parity_of,
-    reset_on_change,
     sentence_box,
     shared,
     timings_of,
@@ -33,8 +33,8 @@ def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]
     head = c2.selectbox("Head", range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
                         bind="query-params")
     default = next(iter(result.word_pieces(0, "it")), min(1 + int(model.bos_id is not None), len(labels) - 1))
-    reset_on_change("wt_query", (str(model.model_dir), result.batch.texts[0]), default)
-    query = c3.selectbox("Query token", range(len(labels)), format_func=lambda i: f"{i}: {labels[i]}",
+    forget_on_change(("wt_query",), (str(model.model_dir), result.batch.texts[0]))
+    query = c3.selectbox("Query token", range(len(labels)), index=default, format_func=lambda i: f"{i}: {labels[i]}",
                          key="wt_query")
     return layer, head, query
 
@@ -96,8 +96,9 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     with right:
         chart((*base, "probs"), lambda: figures.matrix_spec(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols,
                                                       colorscale="Blues", zmid=None), key="probs")
-    reset_on_change("wt_scale", w.scale, float(round(w.scale, 3)))  # another model: its own 1/√d_k
-    scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, step=0.001, key="wt_scale")
+    forget_on_change(("wt_scale",), w.scale)  # another model: its own 1/√d_k
+    scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
+                      0.001, key="wt_scale")
     row = softmax_at_scale(w.raw_scores[query], scale, w.visible[query])
     chart((*base, "row", query, scale), lambda: figures.token_bar_figure(
         list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
