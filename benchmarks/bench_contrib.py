@@ -17,24 +17,26 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians, text_of_pieces  # noqa: E402
-from mha_core import bundled, load_model, run  # noqa: E402
-from mha_core.ablation import ablation_grid, default_measure, effect, final_states  # noqa: E402
-from mha_core.contrib import value_weighted  # noqa: E402
-from mha_core.model import bundled_dirs  # noqa: E402
-from mha_core.tokens import tokenize  # noqa: E402
+from mha_core import load_model, run  # noqa: E402
+from mha_core.analysis.ablation import ZERO, Scorer, ablation_grid, grid_plan, prepared, run_variants  # noqa: E402
+from mha_core.analysis.contrib import value_weighted  # noqa: E402
+from mha_core.engine import bundled  # noqa: E402
+from mha_core.engine.model import bundled_dirs  # noqa: E402
 
 
+@torch.inference_mode()
 def naive_grid(model, text: str) -> None:
     """One full forward per head, that head zeroed, and the same measure (no reuse, no batching)."""
-    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
-    measure = default_measure(model)
-    nothing = [torch.zeros(1, model.n_heads, dtype=torch.bool) for _ in model.layers]
-    original = final_states(model, batch, nothing, "zero")
+    measure, batch, scored = prepared(model, text, ZERO, None, None, None)
+    free_bytes = grid_plan(model, len(batch.input_ids[0])).free_bytes
+    scorer = Scorer(model, measure, batch.input_ids[0], scored, None, free_bytes)
+    base = scorer.values(*run_variants(model, batch, [torch.zeros(1, model.n_heads, dtype=torch.bool)
+                                                      for _ in model.layers], ZERO), None)
     for layer in range(model.n_layers):
         for head in range(model.n_heads):
             removed = [torch.zeros(1, model.n_heads, dtype=torch.bool) for _ in model.layers]
             removed[layer][0, head] = True
-            effect(model, batch, original, final_states(model, batch, removed, "zero"), measure, None)
+            scorer.values(*run_variants(model, batch, removed, ZERO), base)
 
 
 def all_value_weighted(model, text: str) -> None:

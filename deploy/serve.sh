@@ -18,7 +18,7 @@ stop() { trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null || true; wait || tr
 trap stop EXIT INT TERM
 
 export MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2}  # see benchmarks/serving.py: SERVER_ENV
-# One queue for heavy analyses across all processes (mha_core/heavy.py): at most one per core at once.
+# One queue for heavy analyses across all processes (mha_core/serving/heavy.py): at most one per core at once.
 export MHA_QUEUE_DIR=${MHA_QUEUE_DIR:-$run_dir/queue}
 export MHA_HEAVY_SLOTS=${MHA_HEAVY_SLOTS:-$(nproc)}
 # One secret for all processes, so a browser's XSRF cookie stays valid on whichever process serves it.

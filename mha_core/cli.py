@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
-from mha_core.attention import AUTO, PATHS
-from mha_core.model import ModelLoadError
-from mha_core.shapes import ShapeError
-from mha_core.tokens import InputError
+from mha_core.analysis.shapes import ShapeError
+from mha_core.engine.attention import AUTO, PATHS
+from mha_core.engine.model import ModelLoadError
+from mha_core.engine.tokens import InputError
 
 if TYPE_CHECKING:
-    from mha_core.syntax import SyntaxResult
+    from mha_core.analysis.syntax import SyntaxResult
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ def positive_int(value: str) -> int:
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    from mha_core.bundled import DECODER_NAME, ENCODER_NAME
+    from mha_core.engine.bundled import DECODER_NAME, ENCODER_NAME
 
     group = p.add_mutually_exclusive_group()
     group.add_argument("--model", choices=(ENCODER_NAME, DECODER_NAME), default=None,
@@ -46,7 +46,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 
 def load_chosen_model(args: argparse.Namespace) -> object:
     from mha_core import load_model
-    from mha_core.model import bundled_dirs
+    from mha_core.engine.model import bundled_dirs
 
     if args.model is not None:
         if args.model not in bundled_dirs():
@@ -101,7 +101,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def cmd_ablate(args: argparse.Namespace) -> None:
-    from mha_core.ablation import ablation_grid
+    from mha_core.analysis.ablation import ablation_grid
 
     model = load_chosen_model(args)
     grid = ablation_grid(model, args.text, args.mode, args.measure, target=args.target, position=args.position)
@@ -109,7 +109,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
 
 
 def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
-    from mha_core.ablation import MEASURE_HELP, MEASURES, MODES
+    from mha_core.analysis.ablation import MEASURE_HELP, MEASURES, MODES
 
     p = sub.add_parser("ablate", help="the effect of removing each head alone on the model's output")
     p.add_argument("text")
@@ -150,7 +150,7 @@ def cmd_params(args: argparse.Namespace) -> None:
 def shape_json(args: argparse.Namespace) -> dict:
     from dataclasses import asdict
 
-    from mha_core.shapes import count_shape, make_shape
+    from mha_core.analysis.shapes import count_shape, make_shape
 
     shape = make_shape(args.d_model, args.heads, args.d_k, args.d_v, args.kv_heads, not args.no_bias)
     count = count_shape(shape)
@@ -161,7 +161,7 @@ def shape_json(args: argparse.Namespace) -> dict:
 def model_json(args: argparse.Namespace) -> dict:
     from dataclasses import asdict
 
-    from mha_core.params import head_count, model_breakdown
+    from mha_core.analysis.params import head_count, model_breakdown
 
     model = load_chosen_model(args)
     breakdown = model_breakdown(model)
@@ -191,7 +191,7 @@ def progress_bar(desc: str) -> tuple[object, Callable[[int, int], None]]:
 
 
 def read_corpus(reader: Callable[[Path, int | None], T], path: str, limit: int | None) -> T:
-    from mha_core.corpora import CorpusFormatError
+    from mha_core.analysis.corpora import CorpusFormatError
 
     try:
         return reader(Path(path), limit)
@@ -200,8 +200,8 @@ def read_corpus(reader: Callable[[Path, int | None], T], path: str, limit: int |
 
 
 def cmd_roles(args: argparse.Namespace) -> None:
-    from mha_core.corpora import read_conllu
-    from mha_core.syntax import analyse_syntax
+    from mha_core.analysis.corpora import read_conllu
+    from mha_core.analysis.syntax import analyse_syntax
 
     sentences = read_corpus(read_conllu, args.conllu, args.limit)
     model = load_chosen_model(args)
@@ -212,7 +212,7 @@ def cmd_roles(args: argparse.Namespace) -> None:
 
 
 def syntax_json(result: SyntaxResult) -> dict:
-    from mha_core.syntax import DIRECTIONS
+    from mha_core.analysis.syntax import DIRECTIONS
 
     relations = {}
     for rel, score in result.relations.items():
@@ -227,8 +227,8 @@ def syntax_json(result: SyntaxResult) -> dict:
 
 
 def cmd_coref(args: argparse.Namespace) -> None:
-    from mha_core.coref import analyse_coref
-    from mha_core.corpora import read_gap
+    from mha_core.analysis.coref import analyse_coref
+    from mha_core.analysis.corpora import read_gap
 
     rows = read_corpus(read_gap, args.gap, args.limit)
     model = load_chosen_model(args)
@@ -244,8 +244,8 @@ def cmd_coref(args: argparse.Namespace) -> None:
 
 
 def cmd_head_distances(args: argparse.Namespace) -> None:
-    from mha_core.corpora import read_conllu, read_text_lines
-    from mha_core.head_distances import corpus_pass
+    from mha_core.analysis.corpora import read_conllu, read_text_lines
+    from mha_core.analysis.corpus_pass import corpus_pass
 
     if args.conllu is not None:  # each sentence as typed: its `# text` line
         texts = [sentence.text for sentence in read_corpus(read_conllu, args.conllu, args.limit)]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mha_core import LoadedModel, load_model
-from mha_core.model import bundled_model_dir
+from mha_core.engine.model import bundled_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -129,8 +129,8 @@ def bad_model_dirs(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> 
 @pytest.fixture(scope="session")
 def decoder() -> LoadedModel:
     """The bundled SmolLM2-135M-Instruct (converted from GGUF on first use)."""
-    from mha_core.bundled import DECODER_NAME
-    from mha_core.model import bundled_dirs
+    from mha_core.engine.bundled import DECODER_NAME
+    from mha_core.engine.model import bundled_dirs
 
     return load_model(bundled_dirs()[DECODER_NAME])
 

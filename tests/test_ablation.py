@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.ablation import ablate_heads, ablation_grid, final_states
-from mha_core.encoder import forward
-from mha_core.tokens import InputError, tokenize
+from mha_core.analysis.ablation import ablate_heads, ablation_grid, final_states
+from mha_core.engine.forward import forward
+from mha_core.engine.tokens import InputError, tokenize
 
 TEXT = "The animal didn't cross the street because it was tired, said the capital of France"
 
@@ -102,7 +102,7 @@ def test_cli_ablate_writes_the_grid_and_refuses_bad_input(tmp_path):
 
 def test_the_coref_measure_reads_the_inspectors_margin_in_the_best_last_layer_head(bundled):
     from mha_core import run
-    from mha_core.inspector import antecedent_scores, sentence_words
+    from mha_core.analysis.inspector import antecedent_scores, sentence_words
     from tests.conftest import ANIMAL_TIRED
 
     grid = ablation_grid(bundled, ANIMAL_TIRED, measure="coref")
@@ -117,8 +117,8 @@ def test_the_coref_measure_reads_the_inspectors_margin_in_the_best_last_layer_he
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
 def test_the_offered_measures_are_exactly_those_that_run(family_dirs, family):  # issue 20, section 2
     from mha_core import load_model
-    from mha_core.ablation import MEASURES, ablation_grid, default_measure, measures_for
-    from mha_core.tokens import InputError
+    from mha_core.analysis.ablation import MEASURES, ablation_grid, default_measure, measures_for
+    from mha_core.engine.tokens import InputError
 
     model = load_model(family_dirs[family])
     text = "The animal didn't cross the street because it was too tired."

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mha_core import run
-from mha_core.inspector import antecedent_scores, sentence_words
+from mha_core.analysis.inspector import antecedent_scores, sentence_words
 from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE, chart_json, decode, open_app
 
 
@@ -159,7 +159,7 @@ def test_decoder_walkthrough_picks_it_and_follows_a_model_change(decoder):  # is
 def test_lessons_never_show_their_answer_and_skip_what_does_not_apply(bundled, decoder):  # issue 19, item 5
     import re
 
-    from mha_core.lessons import load_lessons, not_applicable, reveal
+    from mha_core.teaching.lessons import load_lessons, not_applicable, reveal
 
     for lesson in load_lessons():
         shown = set(re.findall(r"L\d+ H\d+", lesson.question))

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_core import corpora, run
-from mha_core.head_distances import corpus_pass
-from mha_core.qk_view import TOP_TOKENS
+from mha_core import run
+from mha_core.analysis import corpora
+from mha_core.analysis.corpus_pass import corpus_pass
+from mha_core.analysis.qk_view import TOP_TOKENS
 from tests.conftest import SHARED_DATA, chart_json, decode, open_app
 
 PAGE = "views/corpus.py"
@@ -88,7 +89,7 @@ def test_an_empty_text_file_is_one_message():
 
 
 def test_gap_heads_scored_on_the_roles_page_colour_the_map(bundled, bundled_corpus):
-    from mha_core.coref import CorefResult
+    from mha_core.analysis.coref import CorefResult
 
     layer, head = (int(i) for i in np.argwhere(bundled_corpus.roles.labels() == "other")[0])  # no positional label
     correct = np.zeros((bundled.n_layers, bundled.n_heads), dtype=np.int64)

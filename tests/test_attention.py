@@ -7,7 +7,7 @@ import torch
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from mha_core import run
-from mha_core.attention import (
+from mha_core.engine.attention import (
     apply_rope,
     from_torch_mha,
     merge_heads,

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-import mha_core.ablation as ablation
+import mha_core.analysis.ablation as ablation
 from mha_core import load_model, run
-from mha_core.budget import BUDGET_ENV, BudgetError, forward_bytes
-from mha_core.encoder import forward
-from mha_core.tokens import InputError, ids_batch
+from mha_core.engine.budget import BUDGET_ENV, BudgetError, forward_bytes
+from mha_core.engine.forward import forward
+from mha_core.engine.tokens import InputError, ids_batch
 from tests.conftest import ANIMAL_TIRED, ROOT, long_text
 
 TEXT = "The animal didn't cross the street because it was tired, said the capital of France"

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from mha_core.corpora import read_conllu
-from mha_core.head_distances import corpus_pass
+from mha_core.analysis.corpora import read_conllu
+from mha_core.analysis.corpus_pass import corpus_pass
 from tests.conftest import SHARED_DATA
 from tests.test_cli import cli
 

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from mha_core import load_model, run
-from mha_core.budget import BudgetError
-from mha_core.contrib import rollout, rollout_of, summed_contributions, value_weighted, value_weighted_summary
+from mha_core.analysis.contrib import rollout, rollout_of, summed_contributions, value_weighted, value_weighted_summary
+from mha_core.engine.budget import BudgetError
 
 TEXT = "The animal didn't cross the street because it was too tired."
 
@@ -76,7 +76,7 @@ def test_layer_by_layer_summary_and_rollout_equal_the_full_stacks(family_dirs, f
 
 def test_value_weighted_views_over_the_budget_are_refused(tiny, monkeypatch):
     result = run(tiny, TEXT)
-    monkeypatch.setattr("mha_core.budget.budget_bytes", lambda: 1024)
+    monkeypatch.setattr("mha_core.engine.budget.budget_bytes", lambda: 1024)
     with pytest.raises(BudgetError, match="value-weighted maps of this text would need"):
         value_weighted_summary(tiny, result)
     with pytest.raises(BudgetError, match="rollout of this text would need"):

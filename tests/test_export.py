@@ -9,9 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from mha_core import figures, run
-from mha_core.export import attention_csv, attention_json, figure_image, image_export_status
-from mha_core.words import attention_view
+from mha_core import run
+from mha_core.figures import charts
+from mha_core.figures.view import attention_view
+from mha_core.serving.export import attention_csv, attention_json, figure_image, image_export_status
 
 
 def test_csv_and_json_hold_the_view(bundled):
@@ -30,6 +31,6 @@ def test_csv_and_json_hold_the_view(bundled):
 def test_png_and_svg_export():
     ok, reason = image_export_status()
     assert ok, reason  # `make test` installs Debian's chromium
-    fig = figures.layer_head_grid(np.eye(3), "grid")
+    fig = charts.layer_head_grid(np.eye(3), "grid")
     assert figure_image(fig, "png").startswith(b"\x89PNG")
     assert b"<svg" in figure_image(fig, "svg")[:500]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mha_core import load_model, run
-from mha_core.arch import SUPPORTED_MODEL_TYPES
+from mha_core.engine.arch import SUPPORTED_MODEL_TYPES
 from tests.tiny_models import CONFIGS, make_tiny
 
 TEXTS = ["The animal didn't cross the street because it was too tired.", "A short one."]

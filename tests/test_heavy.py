@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mha_core.heavy import Cancelled, ChildPool, HeavyQueue, HeavyWork, JobState
-from mha_core.store import SharedStore
+from mha_core.engine.children import ChildPool
+from mha_core.serving.heavy import Cancelled, HeavyQueue, HeavyWork, JobState
+from mha_core.serving.store import SharedStore
 
 
 def hold(queue: HeavyQueue, seconds: float, log: list, name: str, places: list | None = None) -> threading.Thread:
@@ -80,7 +81,7 @@ def test_a_newcomer_does_not_overtake_a_waiter_when_a_slot_frees(tmp_path):
 
 def test_processes_sharing_the_folder_share_the_slots(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from mha_core.heavy import HeavyQueue\n"
+        "import sys, time; from pathlib import Path; from mha_core.serving.heavy import HeavyQueue\n"
         f"q = HeavyQueue(Path({str(tmp_path)!r}), 1)\n"
         "with q.admitted(lambda p: None):\n    print('in', flush=True); time.sleep(1.5)\n")],
         stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
@@ -213,8 +214,8 @@ def test_a_failing_request_names_its_error(tmp_path):
 
 
 def test_tsne_in_a_child_equals_tsne_in_process_and_stops_when_cancelled():
-    from mha_core.projection import TSNE
-    from mha_core.qk_view import project
+    from mha_core.analysis.projection import TSNE
+    from mha_core.analysis.qk_view import project
 
     points = np.random.default_rng(0).normal(size=(60, 8))
     inside, _ = project(points, TSNE)
@@ -232,7 +233,7 @@ def test_tsne_in_a_child_equals_tsne_in_process_and_stops_when_cancelled():
 
 
 def test_a_running_job_without_steps_says_how_long_it_has_run():  # issue 19: long waits say how long
-    from mha_core.projection import TSNE, UMAP, duration_note
+    from mha_core.analysis.projection import TSNE, UMAP, duration_note
 
     state = JobState(started=time.monotonic() - 12)
     assert state.describe("Projecting") == "Projecting: running for 12 s"

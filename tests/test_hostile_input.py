@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from mha_core import InputError, ModelLoadError, load_model
-from mha_core.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap
-from mha_core.param_figures import flops_figure, kv_cache_figure, memory_figure
-from mha_core.shapes import MAX_DIM, make_shape, projection_flops, score_flops
-from mha_core.syntax import analyse_syntax
+from mha_core.analysis.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap
+from mha_core.analysis.shapes import MAX_DIM, make_shape, projection_flops, score_flops
+from mha_core.analysis.syntax import analyse_syntax
+from mha_core.figures.params import flops_figure, kv_cache_figure, memory_figure
+from mha_core.figures.spec import array_of
 from tests.conftest import ROOT
 
 GAP_HEADER = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"
@@ -122,10 +123,10 @@ def test_calculator_at_its_bounds_does_not_overflow():
     exact = 2 * MAX_DIM * MAX_DIM * MAX_DIM * (2 * MAX_DIM)
     assert score_flops(s, MAX_DIM) == exact and exact > np.iinfo(np.int64).max
     for fig in (flops_figure(s, MAX_DIM), memory_figure(s, MAX_DIM), kv_cache_figure(s, 4, MAX_DIM)):
-        for trace in fig.data:
-            assert np.all(np.asarray(trace.y, dtype=float) > 0), trace.name
-    assert flops_figure(s, MAX_DIM).data[1].y[-1] == float(exact)
-    assert flops_figure(s, MAX_DIM).data[0].y[-1] == float(projection_flops(s, MAX_DIM))
+        for trace in fig["data"]:
+            assert np.all(array_of(trace["y"]).astype(float) > 0), trace["name"]
+    assert array_of(flops_figure(s, MAX_DIM)["data"][1]["y"])[-1] == float(exact)
+    assert array_of(flops_figure(s, MAX_DIM)["data"][0]["y"])[-1] == float(projection_flops(s, MAX_DIM))
     with pytest.raises(ValueError, match="above the calculator's limit"):
         make_shape(MAX_DIM + 1, 8)
 
@@ -202,14 +203,14 @@ def test_a_config_that_is_a_pipe_is_refused_not_waited_on(tiny_copy):  # issue 1
 
 def test_batches_count_typed_special_tokens_as_the_model_sees_them(bundled):  # issue 18, finding 2
     from mha_core import run
-    from mha_core.syntax import piece_lengths
+    from mha_core.engine.batching import piece_lengths
 
     texts = ["[SEP]" * 170, "[CLS] [MASK] " * 40, "plain words here"]
     assert piece_lengths(bundled, texts) == [run(bundled, t).lengths[0] for t in texts]
 
 
 def test_text_files_split_on_newlines_only_and_decode_utf8_with_or_without_bom(tmp_path):  # finding 8
-    from mha_core.corpora import read_conllu, read_text_lines
+    from mha_core.analysis.corpora import read_conllu, read_text_lines
 
     lines = read_text_lines("One\x0csentence.\nTwo\x85still two\u2028and two.\r\nThree.\n")
     assert lines == ["One\x0csentence.", "Two\x85still two\u2028and two.", "Three."]
@@ -226,14 +227,14 @@ def test_text_files_split_on_newlines_only_and_decode_utf8_with_or_without_bom(t
 
 @pytest.mark.timeout(30)
 def test_an_endless_file_is_refused_at_the_byte_cap():  # finding 8: --text-file /dev/zero read 3 GB
-    from mha_core.corpora import read_text_lines
+    from mha_core.analysis.corpora import read_text_lines
 
     with pytest.raises(CorpusFormatError, match="larger than 20 MB"):
         read_text_lines(Path("/dev/zero"))
 
 
 def test_unreadable_lines_are_left_out_with_their_line_numbers(tiny):  # finding 8
-    from mha_core.head_distances import corpus_pass
+    from mha_core.analysis.corpus_pass import corpus_pass
 
     corpus = corpus_pass(tiny, ["A first sentence.", "", "\x00\x07", "Another one here.", "\x1b"])
     assert corpus.texts == ("A first sentence.", "Another one here.")
@@ -244,8 +245,8 @@ def test_unreadable_lines_are_left_out_with_their_line_numbers(tiny):  # finding
 
 
 def test_a_corpus_is_capped_in_pieces_per_text_and_in_all(tiny):  # finding 4
-    from mha_core.head_distances import corpus_pass
-    from mha_core.syntax import select_texts
+    from mha_core.analysis.corpus_pass import corpus_pass
+    from mha_core.engine.batching import select_texts
 
     chosen = select_texts([10, 300, 2, 50, 60, 5], empty_length=2, max_text=256, max_total=70)
     assert (chosen.keep, chosen.too_long, chosen.unreadable, chosen.beyond_cap) == ((0, 3), (2,), (3,), 2)
@@ -255,8 +256,8 @@ def test_a_corpus_is_capped_in_pieces_per_text_and_in_all(tiny):  # finding 4
 
 
 def test_a_line_too_long_to_read_is_left_out_without_tokenizing_it(tiny, monkeypatch):  # finding 4
-    from mha_core.head_distances import corpus_pass
-    from mha_core.syntax import MAX_CHARS_PER_PIECE
+    from mha_core.analysis.corpus_pass import corpus_pass
+    from mha_core.engine.batching import MAX_CHARS_PER_PIECE
 
     huge = "word " * (MAX_CHARS_PER_PIECE * tiny.max_length // 5 + 1)  # more characters than it could read
     tokenizer_class, seen = type(tiny.tokenizer), []

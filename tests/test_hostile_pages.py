@@ -72,7 +72,7 @@ def test_visitors_cannot_probe_server_paths():  # rows: path spellings, /root/.s
 
 
 def test_a_huge_second_sentence_is_a_message_and_nothing_runs(monkeypatch):  # row: 1.1 M characters
-    import mha_core.inspector as inspector
+    import mha_core.analysis.inspector as inspector
 
     at = open_app("views/coreference.py")
     parsed = []
@@ -143,8 +143,8 @@ def test_the_token_view_exports_the_chosen_pair(bundled):  # row: the token view
     import json
 
     from mha_core import run
-    from mha_core.export import token_pair_csv, token_pair_json
-    from mha_core.words import attention_view
+    from mha_core.figures.view import attention_view
+    from mha_core.serving.export import token_pair_csv, token_pair_json
 
     at = open_app(view="One token", query="11: was", key="3: didn")
     assert not at.exception
@@ -160,7 +160,7 @@ def test_the_token_view_exports_the_chosen_pair(bundled):  # row: the token view
 
 
 def test_a_failed_image_render_is_a_message(monkeypatch):
-    import mha_core.export as export
+    import mha_core.serving.export as export
 
     def broken(*args: object, **kwargs: object) -> bytes:
         raise RuntimeError("Chromium crashed")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mha_core.encoder import forward
-from mha_core.induction import INDUCTION_MIN, induction_scores, repeated_sequences
-from mha_core.roles import RoleAccumulator
-from mha_core.tokens import ids_batch
+from mha_core.analysis.induction import INDUCTION_MIN, induction_scores, repeated_sequences
+from mha_core.analysis.roles import RoleAccumulator
+from mha_core.engine.forward import forward
+from mha_core.engine.tokens import ids_batch
 
 
 def test_scores_follow_their_definition_on_one_sequence(family_dirs):

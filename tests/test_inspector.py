@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mha_core import run
-from mha_core.inspector import (
+from mha_core.analysis.inspector import (
     InspectorError,
     align_pair,
     antecedent_scores,
@@ -19,8 +19,8 @@ from mha_core.inspector import (
     human_flips,
     sentence_words,
 )
-from mha_core.lessons import is_right, load_lessons, normalise_answer, not_applicable, reveal
-from mha_core.roles import head_roles
+from mha_core.analysis.roles import head_roles
+from mha_core.teaching.lessons import is_right, load_lessons, normalise_answer, not_applicable, reveal
 from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE
 
 

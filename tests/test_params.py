@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from mha_core.params import count_parameters, head_count, head_weight_norms, model_breakdown
-from mha_core.shapes import (
+from mha_core.analysis.params import count_parameters, head_count, head_weight_norms, model_breakdown
+from mha_core.analysis.shapes import (
     ShapeError,
     attention_matrix_bytes,
     count_shape,
@@ -153,18 +153,19 @@ def test_cli_params_calculator():
 
 
 def test_kv_cache_figure_compares_mha_gqa_mqa():
-    from mha_core.param_figures import kv_cache_figure, kv_variants
+    from mha_core.figures.params import kv_cache_figure, kv_variants
+    from mha_core.figures.spec import array_of
 
     shape = make_shape(512, 8)
     assert [v.n_kv_heads for v in kv_variants(shape).values()] == [8, 4, 1]
     fig = kv_cache_figure(shape, n_layers=6, n_max=1000)
-    mha, gqa, mqa = (trace.y[-1] for trace in fig.data)
+    mha, gqa, mqa = (array_of(trace["y"])[-1] for trace in fig["data"])
     assert mha == 1000 * kv_cache_bytes_per_token(shape, 6) and mha == 2 * gqa == 8 * mqa
 
 
 def test_decoder_head_slices_count_only_what_the_modules_hold(decoder):  # issue 19, item 6
-    from mha_core.param_figures import layer_stack_figure
-    from mha_core.params import head_slices
+    from mha_core.analysis.params import head_slices
+    from mha_core.figures.params import layer_stack_figure
 
     q, k, v, o = head_slices(decoder)
     assert (q.count, q.bias, q.slices, q.slice_shape) == (576 * 64, 0, 9, (64, 576))  # no bias in SmolLM2
@@ -173,19 +174,19 @@ def test_decoder_head_slices_count_only_what_the_modules_hold(decoder):  # issue
     assert sum(s.count * s.slices for s in (q, k, v, o)) == layer0  # the slices tile the modules exactly
     assert head_count(decoder).kv_shared_by == 3
     assert "rows h·64 … h·64+63" in q.owner and "g·64" in k.owner
-    names = [trace.name for trace in layer_stack_figure(model_breakdown(decoder)).data]
+    names = [trace["name"] for trace in layer_stack_figure(model_breakdown(decoder))["data"]]
     assert "W_Q, W_K, W_V fused (GPT-2)" not in names and "W_Q + b_Q" in names
 
 
 def test_encoder_legend_names_only_its_own_pieces(bundled):  # issue 19, item 6
-    from mha_core.param_figures import layer_stack_figure
+    from mha_core.figures.params import layer_stack_figure
 
-    names = [trace.name for trace in layer_stack_figure(model_breakdown(bundled)).data]
+    names = [trace["name"] for trace in layer_stack_figure(model_breakdown(bundled))["data"]]
     assert "W_Q, W_K, W_V fused (GPT-2)" not in names and "LayerNorms" in names
 
 
 def test_the_tutorial_miscount_is_computed_for_any_standard_shape():  # issue 20, section 2: no 512/8 literal
-    from mha_core.shapes import count_shape, make_shape, two_bias_miscount
+    from mha_core.analysis.shapes import count_shape, make_shape, two_bias_miscount
 
     for d_model, heads in ((512, 8), (768, 12), (64, 4)):
         shape = make_shape(d_model, heads)
@@ -198,7 +199,7 @@ def test_the_tutorial_miscount_is_computed_for_any_standard_shape():  # issue 20
 
 def test_the_calculator_check_agrees_on_both_families(bundled, family_dirs):
     from mha_core import load_model
-    from mha_core.params import calculator_check
+    from mha_core.analysis.params import calculator_check
 
     for model in (bundled, load_model(family_dirs["llama"])):
         check = calculator_check(model, model_breakdown(model))

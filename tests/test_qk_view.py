@@ -10,10 +10,8 @@ import pytest
 import torch
 
 from mha_core import load_model, run
-from mha_core.corpus_figures import qk_figure, qk_hover
-from mha_core.export import distance_csv, qk_points_csv
-from mha_core.head_distances import corpus_pass
-from mha_core.qk_view import (
+from mha_core.analysis.corpus_pass import corpus_pass
+from mha_core.analysis.qk_view import (
     COLOUR_BY,
     PROJECTIONS,
     attention_row,
@@ -24,6 +22,8 @@ from mha_core.qk_view import (
     strongest_keys,
     token_pos,
 )
+from mha_core.figures.corpus import qk_figure, qk_hover
+from mha_core.serving.export import distance_csv, qk_points_csv
 from tests.test_head_distances import TEXTS
 
 

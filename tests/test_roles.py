@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from mha_core import run
-from mha_core.coref import candidate_scores, span_pieces
-from mha_core.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap, spacy_parse
-from mha_core.role_figures import ROLE_COLORS
-from mha_core.roles import RoleAccumulator, first_token_label, head_label, is_punctuation
-from mha_core.syntax import SyntaxAccumulator, predict_heads, word_attention
+from mha_core.analysis.coref import candidate_scores, span_pieces
+from mha_core.analysis.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap, spacy_parse
+from mha_core.analysis.roles import RoleAccumulator, first_token_label, head_label, is_punctuation
+from mha_core.analysis.syntax import SyntaxAccumulator, predict_heads
+from mha_core.engine.words import merge_pieces, word_groups
+from mha_core.figures.roles import ROLE_COLORS
 from tests.conftest import ROOT, SHARED_DATA
 
 UD_DEV = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
@@ -91,7 +92,7 @@ def gold_head_maps(word_ids: list[int | None]) -> torch.Tensor:
 
 def test_gold_head_attention_scores_100_percent_dep2head():
     word_ids = [None, 0, 1, 1, 2, 3, 4, None]  # "dog" split into two pieces
-    words = word_attention(gold_head_maps(word_ids), word_ids, 5)
+    words = merge_pieces(gold_head_maps(word_ids), word_groups(word_ids, 5))
     acc = SyntaxAccumulator(1, 1)
     acc.add(SENTENCE, predict_heads(words))
     result = acc.result(skipped=0)
@@ -107,7 +108,7 @@ def test_gold_head_attention_scores_100_percent_dep2head():
 def test_head2dep_is_the_transpose():
     word_ids = [None, 0, 1, 2, 3, 4, None]
     maps = gold_head_maps(word_ids).transpose(-1, -2).contiguous()  # heads attend to their dependents
-    predicted = predict_heads(word_attention(maps, word_ids, 5))
+    predicted = predict_heads(merge_pieces(maps, word_groups(word_ids, 5)))
     # "chased" (2) is the head of dog (1) and cat (4): head2dep predicts 2 for exactly one of them
     assert predicted[1, 0, 0, 0].item() == 1  # "the" -> "dog" attends back to "the"
     torch.manual_seed(4)
@@ -122,7 +123,7 @@ def test_word_level_rows_sum_like_piece_rows():
     raw = torch.rand(2, 3, 8, 8)
     maps = raw / raw.sum(-1, keepdim=True)
     word_ids = [None, 0, 1, 1, 2, 3, 3, None]
-    words = word_attention(maps, word_ids, 4)  # (L,H,W,W)
+    words = merge_pieces(maps, word_groups(word_ids, 4))  # (L,H,W,W)
     special_mass = maps[..., [0, 7]].sum(-1)  # (L,H,T) dropped as keys
     expected = torch.stack([(1 - special_mass[..., [p for p, w in enumerate(word_ids) if w == i]]).mean(-1)
                             for i in range(4)], dim=-1)
@@ -130,7 +131,7 @@ def test_word_level_rows_sum_like_piece_rows():
     no_specials = maps.clone()
     no_specials[..., [0, 7]] = 0
     no_specials = no_specials / no_specials.sum(-1, keepdim=True)
-    assert torch.allclose(word_attention(no_specials, word_ids, 4).sum(-1), torch.ones(2, 3, 4), atol=1e-6)
+    assert torch.allclose(merge_pieces(no_specials, word_groups(word_ids, 4)).sum(-1), torch.ones(2, 3, 4), atol=1e-6)
 
 
 def test_ties_go_to_the_lowest_index():
@@ -229,8 +230,8 @@ def test_cli_malformed_files_exit_2_with_the_line(tmp_path):
 
 
 def test_coref_batches_are_capped_by_map_memory_and_change_no_score(tiny, monkeypatch):
-    import mha_core.coref as coref
-    import mha_core.syntax as syntax
+    import mha_core.analysis.coref as coref
+    import mha_core.engine.batching as batching
 
     examples = read_gap(GAP_VALIDATION, limit=12).examples
     whole = coref.analyse_coref(tiny, examples)
@@ -241,7 +242,7 @@ def test_coref_batches_are_capped_by_map_memory_and_change_no_score(tiny, monkey
         calls.append((len(texts), result.batch.input_ids.shape[1]))
         return result
 
-    monkeypatch.setattr(syntax, "MAPS_MB", 1)
+    monkeypatch.setattr(batching, "MAPS_MB", 1)
     monkeypatch.setattr(coref, "run", recording_run)
     capped = coref.analyse_coref(tiny, examples)
     n = tiny.n_layers * tiny.n_heads
@@ -253,8 +254,8 @@ def test_role_labels_are_assembled_one_way_for_every_page(tiny):  # issue 20, se
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from mha_core.induction import InductionScores
-    from mha_core.roles import head_roles, role_labels
+    from mha_core.analysis.induction import InductionScores
+    from mha_core.analysis.roles import head_roles, role_labels
 
     measured = head_roles(run(tiny, "The cat sat on the mat because it was warm."))
     roles = replace(measured, metrics={name: np.zeros_like(v) for name, v in measured.metrics.items()})  # no rule fires

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mha_core.store import SharedStore, nbytes
+from mha_core.serving.store import SharedStore, nbytes
 
 
 def test_many_threads_asking_for_one_key_compute_it_once():

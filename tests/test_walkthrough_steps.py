@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mha_core import load_model, run
-from mha_core.walkthrough import walkthrough
+from mha_core.teaching.walkthrough import walkthrough
 from tests.tiny_models import CONFIGS
 
 TEXT = "The animal didn't cross the street because it was too tired."

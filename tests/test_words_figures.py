@@ -1,12 +1,14 @@
-"""Pure view transforms (words.py) and figure builders (figures.py)."""
+"""Pure view transforms (words.py) and figure builders (charts.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mha_core import figures, run
-from mha_core.words import attention_view, drop_and_renormalise, merge_pieces, word_units
+from mha_core import run
+from mha_core.engine.words import drop_and_renormalise, merge_pieces, word_units
+from mha_core.figures import charts
+from mha_core.figures.view import attention_view
 
 
 def random_maps(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -20,12 +22,12 @@ def test_tiles_sit_where_their_labels_say():
     for layer in range(n_layers):
         for head in range(n_heads):
             maps[layer, head] = layer * 10 + head
-    canvas = figures.tile_overview(maps)
-    fig = figures.overview_figure(maps)
+    canvas = charts.tile_overview(maps)
+    fig = charts.overview_figure(maps)
     xt, yt = fig["layout"]["xaxis"], fig["layout"]["yaxis"]
     for layer in range(n_layers):
         for head in range(n_heads):
-            r, c = figures.tile_origin(layer, head, n)
+            r, c = charts.tile_origin(layer, head, n)
             assert np.all(canvas[r:r + n, c:c + n] == layer * 10 + head)
             # the tick labelled L{layer} / H{head} points into that tile
             assert r <= yt["tickvals"][layer] <= r + n - 1 and yt["ticktext"][layer] == f"L{layer}"
@@ -38,9 +40,9 @@ def test_tiles_sit_where_their_labels_say():
 
 def test_overview_pools_long_inputs():
     maps = random_maps((2, 3, 100, 100))
-    canvas = figures.tile_overview(maps, bins=20)
+    canvas = charts.tile_overview(maps, bins=20)
     assert canvas.shape == (2 * 21 - 1, 3 * 21 - 1)
-    pooled = figures.pool_map(maps[1, 2], 20)
+    pooled = charts.pool_map(maps[1, 2], 20)
     assert pooled.shape == (20, 20)
     assert np.isclose(pooled[0, 0], maps[1, 2, :5, :5].sum(axis=1).mean())  # keys summed, queries averaged
     assert np.allclose(pooled.sum(axis=-1), 1.0, atol=1e-5)
@@ -48,7 +50,7 @@ def test_overview_pools_long_inputs():
 
 def test_head_figure_puts_row_zero_on_top_and_escapes_labels():
     labels = ["[CLS]", "<b>bold</b>", "it", "it", "[SEP]"]
-    fig = figures.head_figure(random_maps((5, 5)), labels, "t")
+    fig = charts.head_figure(random_maps((5, 5)), labels, "t")
     assert fig["layout"]["yaxis"]["autorange"] == "reversed"
     trace = fig["data"][0]
     assert trace["y"][0].startswith("0 ") and len(set(trace["x"])) == 5  # repeated "it" stay distinct
@@ -97,13 +99,13 @@ def test_typed_special_tokens_are_plain_text(bundled):
 
 
 def test_line_view_traces_per_head():
-    fig = figures.line_view_figure(random_maps((12, 6, 6)), list("abcdef"), heads=[0, 3], min_weight=0.0)
-    names = {t.name for t in fig.data if t.mode == "lines"}
+    fig = charts.line_view_figure(random_maps((12, 6, 6)), list("abcdef"), heads=[0, 3], min_weight=0.0)
+    names = {t["name"] for t in fig["data"] if t["mode"] == "lines"}
     assert names == {"head 0", "head 3"}
 
 
 def test_average_heads_and_top_keys(bundled):
-    from mha_core.words import score_map, top_keys
+    from mha_core.figures.view import score_map, top_keys
 
     result = run(bundled, "The animal didn't cross the street because it was too tired.")
     full = attention_view(result)
@@ -124,7 +126,7 @@ CHINESE = "动物没有过马路，因为它太累了。"
 
 def test_text_the_encoder_cannot_read_is_named_and_never_hidden(bundled):  # issue 19: [UNK]
     from mha_core import run
-    from mha_core.words import attention_view
+    from mha_core.figures.view import attention_view
 
     result = run(bundled, CHINESE)
     note = result.unknown_note(0)
@@ -136,7 +138,7 @@ def test_text_the_encoder_cannot_read_is_named_and_never_hidden(bundled):  # iss
 
 def test_byte_level_pieces_read_as_characters(decoder):  # issue 19: byte fragments
     from mha_core import run
-    from mha_core.words import attention_view
+    from mha_core.figures.view import attention_view
 
     result = run(decoder, CHINESE)
     labels = result.labels[0]
@@ -147,7 +149,7 @@ def test_byte_level_pieces_read_as_characters(decoder):  # issue 19: byte fragme
 
 
 def test_byte_fallback_pieces_spell_their_character():
-    from mha_core.pieces import character_parts, piece_bytes
+    from mha_core.engine.pieces import character_parts, piece_bytes
 
     raw = [piece_bytes(t) for t in ("<0xE5>", "<0x8A>", "<0xA8>")]  # 动 = e5 8a a8 as SentencePiece bytes
     assert character_parts(raw) == ["动¹/₃", "动²/₃", "动³/₃"]
@@ -163,7 +165,7 @@ def test_the_page_warns_about_unreadable_text(bundled):  # issue 19 (a): every p
 
 
 def test_every_chart_names_its_axes_and_rows():  # issue 19: titles, axis labels, legends
-    from mha_core.corpus_figures import distance_heatmap, layer_symbol_legend
+    from mha_core.figures.corpus import distance_heatmap, layer_symbol_legend
 
     heads = tuple((layer, head) for layer in range(30) for head in range(9))  # the decoder's 270 heads
     layout = distance_heatmap(np.zeros((270, 270)), heads)["layout"]
@@ -172,14 +174,28 @@ def test_every_chart_names_its_axes_and_rows():  # issue 19: titles, axis labels
     legend = layer_symbol_legend(30)
     assert legend[0]["name"].startswith("layer 0, ") and all(t["legendgrouptitle"]["text"] == "symbol = layer"
                                                              for t in legend)
-    spec = figures.matrix_spec(np.zeros((16, 4)), [f"t{i}" for i in range(16)], "Q")
-    assert spec["layout"]["yaxis"]["dtick"] == 1 and spec["layout"]["height"] >= 16 * figures.ROW_PX
+    spec = charts.matrix_spec(np.zeros((16, 4)), [f"t{i}" for i in range(16)], "Q")
+    assert spec["layout"]["yaxis"]["dtick"] == 1 and spec["layout"]["height"] >= 16 * charts.ROW_PX
 
 
 def test_a_phone_sees_one_layer_three_heads_to_a_row():  # issue 19: the overview on a narrow screen
-    spec = figures.layer_tiles_figure(random_maps((9, 6, 6)), layer=4, selected_head=7)
+    spec = charts.layer_tiles_figure(random_maps((9, 6, 6)), layer=4, selected_head=7)
     markers = spec["data"][1]
     assert sorted(markers["customdata"]) == [[4, h] for h in range(9)]  # every head of layer 4, once
     assert spec["layout"]["yaxis"]["ticktext"] == ["H0–2", "H3–5", "H6–8"]
-    narrow = figures.for_narrow_screen(figures.layer_head_grid(random_maps((2, 3)), "t").to_dict())
+    narrow = charts.for_narrow_screen(charts.layer_head_grid(random_maps((2, 3)), "t"))
     assert all("texttemplate" not in trace for trace in narrow["data"])  # no numbers in narrow cells
+
+
+def test_figure_dicts_carry_arrays_as_typed_arrays_that_read_back_exactly():  # issue 20: one kind of figure
+    from mha_core.figures.spec import array_of, finished
+
+    z = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    spec = finished({"data": [{"type": "heatmap", "z": z, "x": np.arange(4), "text": np.array(["a", "b"])}],
+                     "layout": {}})
+    trace = spec["data"][0]
+    assert trace["z"]["dtype"] == "f4" and trace["z"]["shape"] == "3, 4" and trace["x"]["dtype"] == "i4"
+    assert np.array_equal(array_of(trace["z"]), z) and np.array_equal(array_of(trace["x"]), np.arange(4))
+    assert list(trace["text"]) == ["a", "b"]  # strings stay as they are
+    head = charts.head_figure(z[:3, :3], ["a", "b", "c"], "t")
+    assert np.array_equal(array_of(head["data"][0]["z"]), z[:3, :3])

@@ -17,14 +17,16 @@ import streamlit as st
 import torch
 
 import mha_core
-from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, figures
-from mha_core.heavy import HeavyQueue, HeavyWork, JobState
-from mha_core.model import ModelChoice, available_models
-from mha_core.params import ModelBreakdown, head_weight_norms, model_breakdown
-from mha_core.store import SharedStore
-from mha_core.syntax import Progress
-from mha_core.walkthrough import Parity, PathTimings, parity, time_paths
-from mha_core.words import AttentionView, attention_view
+from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
+from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
+from mha_core.engine.batching import Progress
+from mha_core.figures import charts
+from mha_core.figures.spec import FigureDict
+from mha_core.figures.view import AttentionView, attention_view
+from mha_core.serving.heavy import HeavyQueue, HeavyWork, JobState
+from mha_core.serving.menu import ModelChoice, available_models
+from mha_core.serving.store import SharedStore
+from mha_core.teaching.walkthrough import Parity, PathTimings, parity, time_paths
 
 DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
 EXAMPLES = (
@@ -145,10 +147,6 @@ def view_of(model_dir: str, text: str, path: str, hide_special: bool, merge_word
     return view_store().get((model_dir, text, path, hide_special, merge_words, average_heads), compute)
 
 
-def as_figure_dict(figure: go.Figure | dict) -> dict:
-    return figure if isinstance(figure, dict) else figure.to_dict()
-
-
 class SharedFigure(go.Figure):
     """An empty figure shell around a built figure's dict. st.plotly_chart calls to_dict() on every run (a
     deep copy that re-encodes every array); a figure shared by all sessions needs that only once."""
@@ -170,15 +168,15 @@ def narrow_screen() -> bool:
     return "Mobi" in (st.context.headers.get("User-Agent") or "")
 
 
-def chart(cache_key: tuple, build: Callable[[], go.Figure | dict], **plotly_chart_args: object) -> object:
-    """st.plotly_chart of a figure (or a figure dict, see figures.matrix_spec) built once per server for
+def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args: object) -> object:
+    """st.plotly_chart of a figure dict (mha_core.figures.spec) built once per server for
     `cache_key` (which must name everything the figure depends on, the model included); the first session to
     ask builds it, the others reuse it. On a phone: no numbers in cells and no toolbar over the title."""
     narrow = narrow_screen()
 
     def shared_figure() -> tuple[SharedFigure, dict]:
-        figure_dict = as_figure_dict(build())
-        figure_dict = figures.for_narrow_screen(figure_dict) if narrow else figure_dict
+        figure_dict = build()
+        figure_dict = charts.for_narrow_screen(figure_dict) if narrow else figure_dict
         return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
 
     shell, _ = figure_store().get((*cache_key, "narrow") if narrow else cache_key, shared_figure)
@@ -199,7 +197,7 @@ def shared(key: tuple, compute: Callable[[], object]) -> object:
 
 @st.cache_resource(show_spinner=False)
 def heavy_work() -> HeavyWork:
-    """This process's side of the server-wide queue for heavy analyses (mha_core.heavy)."""
+    """This process's side of the server-wide queue for heavy analyses (mha_core.serving.heavy)."""
     return HeavyWork(HeavyQueue.from_env())
 
 

@@ -15,11 +15,18 @@ from pathlib import Path
 import streamlit as st
 
 from mha_core import InputError, LoadedModel
-from mha_core.coref import CorefResult, analyse_coref
-from mha_core.corpora import BUNDLED_CORPUS as CORPUS
-from mha_core.corpora import CorpusFormatError, ParsedSentence, bundled_corpus, decode_text, read_gap, spacy_parse
-from mha_core.store import SharedStore
-from mha_core.syntax import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, Progress
+from mha_core.analysis.coref import CorefResult, analyse_coref
+from mha_core.analysis.corpora import BUNDLED_CORPUS as CORPUS
+from mha_core.analysis.corpora import (
+    CorpusFormatError,
+    ParsedSentence,
+    bundled_corpus,
+    decode_text,
+    read_gap,
+    spacy_parse,
+)
+from mha_core.engine.batching import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, Progress
+from mha_core.serving.store import SharedStore
 from views._state import heavy, literal, shared_store
 
 ANALYSES_KEPT = 8  # corpus analyses kept per server (least recently used dropped)

@@ -7,11 +7,12 @@ import json
 import pandas as pd
 import streamlit as st
 
-from mha_core import LoadedModel, figures
-from mha_core.ablation import MEASURE_HELP, MODES, ablate_heads, ablation_grid, default_measure, measures_for
-from mha_core.contrib import rollout_of, value_weighted, value_weighted_summary
-from mha_core.export import matrix_csv
-from mha_core.roles import head_label
+from mha_core import LoadedModel
+from mha_core.analysis.ablation import MEASURE_HELP, MODES, ablate_heads, ablation_grid, default_measure, measures_for
+from mha_core.analysis.contrib import rollout_of, value_weighted, value_weighted_summary
+from mha_core.analysis.roles import head_label
+from mha_core.figures import charts
+from mha_core.serving.export import matrix_csv
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared, small_store
 from views._uploads import cached_analysis
 
@@ -38,27 +39,27 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
     vw = shared((*key, layer), lambda: value_weighted(model, result, layer))
     left, right = st.columns(2)
     with left:  # α rebuilt only when this figure is not already built (the fused path keeps no maps)
-        chart((*key, "alpha", layer, head), lambda: figures.head_figure(
+        chart((*key, "alpha", layer, head), lambda: charts.head_figure(
             result.text_layer_maps(0, layer)[head].numpy(), labels, f"Layer {layer}, head {head}: attention α"),
             key="vw_alpha")
     with right:
-        chart((*key, "weighted", layer, head), lambda: figures.head_figure(
+        chart((*key, "weighted", layer, head), lambda: charts.head_figure(
             vw.weighted[head], labels, f"Layer {layer}, head {head}: ‖α f(x)‖"), key="vw_weighted")
-    chart((*key, "norms", layer, head), lambda: figures.token_bar_figure(
+    chart((*key, "norms", layer, head), lambda: charts.token_bar_figure(
         labels, vw.value_norms[head], f"‖f(x_j)‖ per token, layer {layer} head {head}", y_max=None), key="vw_norms")
     raw, weighted = summary.raw_special_share, summary.weighted_special_share  # (L,H) each
     left, right = st.columns(2)
     with left:
-        chart((*key, "raw_share"), lambda: figures.layer_head_grid(raw, "Share of raw attention to special tokens",
+        chart((*key, "raw_share"), lambda: charts.layer_head_grid(raw, "Share of raw attention to special tokens",
                                                                     "share"), key="vw_raw_share")
     with right:
-        chart((*key, "weighted_share"), lambda: figures.layer_head_grid(
+        chart((*key, "weighted_share"), lambda: charts.layer_head_grid(
             weighted, "Share of norm-weighted attention to special tokens", "share"), key="vw_weighted_share")
     st.caption(f"Mean over heads: {raw.mean():.2f} of the raw attention goes to special tokens"
                f"{' (and the first token)' if model.causal else ''}, but {weighted.mean():.2f} of what is moved.")
     st.download_button("CSV: ‖α f(x)‖ of this head", lambda: matrix_csv(vw.weighted[head], labels),
                        f"value_weighted_L{layer}_H{head}.csv", "text/csv", key="vw_csv")
-    chart((*key, "overview", layer, head), lambda: figures.overview_figure(summary.overview, selected=(layer, head)),
+    chart((*key, "overview", layer, head), lambda: charts.overview_figure(summary.overview, selected=(layer, head)),
           key="vw_overview")
     st.caption("Every head's ‖α f(x)‖, each row scaled to sum to 1 (long texts pooled into blocks); the red box is "
                "the head chosen above.")
@@ -76,11 +77,11 @@ def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None
     layer = st.slider("Up to layer", 0, model.n_layers - 1, model.n_layers - 1, key="c_roll_layer")
     query = st.selectbox("Query token", range(len(labels)), index=len(labels) - 1,
                          format_func=lambda i: f"{i}: {labels[i]}", key="c_roll_query")
-    chart((*key, layer), lambda: figures.head_figure(rolled[layer], labels, f"Rollout up to layer {layer}"),
+    chart((*key, layer), lambda: charts.head_figure(rolled[layer], labels, f"Rollout up to layer {layer}"),
           key="rollout_map")
     st.download_button("CSV: this rollout", lambda: matrix_csv(rolled[layer], labels), f"rollout_L{layer}.csv",
                        "text/csv", key="rollout_csv")
-    chart((*key, "reach", query), lambda: figures.layer_head_grid(
+    chart((*key, "reach", query), lambda: charts.layer_head_grid(
         rolled[:, query, :], f"How much each input token reaches '{labels[query]}', layer by layer", "share",
         columns=labels), key="rollout_reach")
     if model.causal:
@@ -110,9 +111,9 @@ def show_ablation(model: LoadedModel, text: str) -> None:
         st.caption(literal(f"The target is scored whole: the sum of the log-probabilities of its "
                            f"{len(grid.target_pieces)} piece(s) {' · '.join(grid.target_pieces)}, each after the "
                            "ones before it."))
-    chart(key, lambda: figures.layer_head_grid(grid.effects, f"Effect of ablating each head ({MEASURE_HELP[measure]})",
+    chart(key, lambda: charts.layer_head_grid(grid.effects, f"Effect of ablating each head ({MEASURE_HELP[measure]})",
                                                measure, zmid=0 if measure != "embedding" else None,
-                                               colorscale="RdBu" if measure != "embedding" else figures.COLORSCALE),
+                                               colorscale="RdBu" if measure != "embedding" else charts.COLORSCALE),
           key="ablation_grid")
     top = grid.strongest()
     st.dataframe(pd.DataFrame([{"head": head_label(layer, head), "effect": round(float(grid.effects[layer, head]), 5)}

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from mha_core import AttentionResult, CorefResult, figures
-from mha_core.inspector import (
+from mha_core import AttentionResult, CorefResult
+from mha_core.analysis.inspector import (
     AntecedentScores,
     InspectorError,
     PairComparison,
@@ -23,7 +22,8 @@ from mha_core.inspector import (
     sentence_words,
     with_probe,
 )
-from mha_core.roles import head_label
+from mha_core.analysis.roles import head_label
+from mha_core.figures import charts
 from views._state import (
     EXAMPLES,
     chart,
@@ -132,19 +132,9 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b], base)
 
 
-def delta_figure(pair: PairComparison, name_a: str, name_b: str) -> go.Figure:
-    fig = figures.layer_head_grid(pair.delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus "
-                                  "sentence 1", "Δ margin", zmid=0, colorscale="RdBu")
-    layers, heads = np.nonzero(pair.flips)
-    fig.add_trace(go.Scatter(x=[f"H{h}" for h in heads], y=[f"L{layer}" for layer in layers], mode="markers",
-                             marker={"symbol": "square-open", "size": 34, "color": "black", "line": {"width": 3}},
-                             name="flips as a reader does", hoverinfo="skip"))
-    return fig
-
-
 def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple) -> None:
     m1, m2, delta, flips = pair.margin_1, pair.margin_2, pair.delta, pair.flips
-    chart((*base, "delta"), lambda: delta_figure(pair, name_a, name_b), key="delta_grid")
+    chart((*base, "delta"), lambda: charts.margin_change_figure(delta, flips, name_a, name_b), key="delta_grid")
     st.caption(f"Outlined: {int(flips.sum())} head(s) that prefer '{literal(name_a)}' in sentence 1 and "
                f"'{literal(name_b)}' in "
                "sentence 2, as a human reader does. Blue cells moved towards 'a', red towards 'b'.")
@@ -152,7 +142,7 @@ def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tupl
     reach = float(max(np.abs(m1).max(), np.abs(m2).max(), 1e-6))  # one colour range for both grids
     for col, m, title in ((left, m1, "sentence 1"), (right, m2, "sentence 2")):
         with col:
-            chart((*base, title), lambda m=m, title=title: figures.layer_head_grid(
+            chart((*base, title), lambda m=m, title=title: charts.layer_head_grid(
                 m, f"Margin in {title}", "margin", colorscale="RdBu", zrange=(-reach, reach)),
                 key=f"margin_{title[-1]}")
     st.session_state["_pair_delta"] = delta  # read by tests

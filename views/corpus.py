@@ -8,15 +8,16 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.corpora import bundled_corpus, read_conllu, read_text_lines
-from mha_core.corpus_figures import distance_heatmap, head_map_figure, qk_figure, qk_hover
-from mha_core.export import distance_csv, qk_points_csv
-from mha_core.head_distances import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, closest_pairs, corpus_pass
-from mha_core.induction import induction_scores
-from mha_core.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
-from mha_core.qk_view import BY_POS, COLOUR_BY, PCA, PROJECTIONS, QKView, qk_view, strongest_keys, token_pos
-from mha_core.roles import head_label, role_labels
-from mha_core.syntax import analyse_corpus
+from mha_core.analysis.corpora import bundled_corpus, read_conllu, read_text_lines
+from mha_core.analysis.corpus_pass import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, corpus_pass
+from mha_core.analysis.head_distances import closest_pairs
+from mha_core.analysis.induction import induction_scores
+from mha_core.analysis.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
+from mha_core.analysis.qk_view import BY_POS, COLOUR_BY, PCA, PROJECTIONS, QKView, qk_view, strongest_keys, token_pos
+from mha_core.analysis.roles import head_label, role_labels
+from mha_core.analysis.syntax import analyse_corpus
+from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure, qk_hover
+from mha_core.serving.export import distance_csv, qk_points_csv
 from views._state import chart, clamp_url_int, current_model, literal, model_card, shared, shared_store, small_store
 from views._uploads import (
     CORPUS,

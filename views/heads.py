@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_core import AttentionResult, figures
-from mha_core.attention import PATH_HELP
-from mha_core.export import (
+from mha_core import AttentionResult
+from mha_core.engine.attention import PATH_HELP
+from mha_core.figures import charts
+from mha_core.figures.view import AttentionView, score_map, top_keys
+from mha_core.serving.export import (
     attention_csv,
     attention_json,
     figure_image,
@@ -16,7 +18,6 @@ from mha_core.export import (
     token_pair_csv,
     token_pair_json,
 )
-from mha_core.words import AttentionView, score_map, top_keys
 from views._state import (
     chart,
     checked_run,
@@ -61,13 +62,13 @@ def head_pickers(n_layers: int, n_heads: int) -> tuple[int, int]:
 def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple) -> None:
     st.subheader("All heads at a glance")
     st.caption("Each tile is one head's map (query rows, key columns); click a tile to open that head in the views "
-               f"above. Longer texts are pooled (keys summed, queries averaged) to at most {figures.OVERVIEW_MAX_BINS}"
-               f"×{figures.OVERVIEW_MAX_BINS} per tile.")
+               f"above. Longer texts are pooled (keys summed, queries averaged) to at most {charts.OVERVIEW_MAX_BINS}"
+               f"×{charts.OVERVIEW_MAX_BINS} per tile.")
     if narrow_screen():  # a phone: one layer, three heads to a row, stays legible
         st.caption(f"On a narrow screen the overview shows layer {selected[0]}: pick another layer above.")
-        build = lambda: figures.layer_tiles_figure(maps[selected[0]], *selected)  # noqa: E731
+        build = lambda: charts.layer_tiles_figure(maps[selected[0]], *selected)  # noqa: E731
     else:
-        build = lambda: figures.overview_figure(maps, selected=selected)  # noqa: E731
+        build = lambda: charts.overview_figure(maps, selected=selected)  # noqa: E731
     chart((*base, "overview", selected), build, key="overview", on_select=pick_head_from_overview,
           selection_mode="points")
 
@@ -94,7 +95,7 @@ def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, he
     else:
         z = view.maps[layer, head]
         title = f"Layer {layer}, {'mean of heads' if avg else f'head {head}'}: attention weights"
-    return figures.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
+    return charts.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
 
 
 def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
@@ -107,7 +108,7 @@ def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
         start = st.slider("First token shown", 0, n - LINE_VIEW_MAX_UNITS, 0, key="line_start")
         st.caption(f"Showing tokens {start}–{start + LINE_VIEW_MAX_UNITS - 1} of {n} (lines within the window).")
     window = slice(start, start + LINE_VIEW_MAX_UNITS)
-    chart((*base, "lines", layer, tuple(heads), min_weight, start), lambda: figures.line_view_figure(
+    chart((*base, "lines", layer, tuple(heads), min_weight, start), lambda: charts.line_view_figure(
         view.maps[layer][:, window, window], view.labels[window], heads, min_weight), key="line_view")
 
 
@@ -135,7 +136,7 @@ def show_one_token(view: AttentionView, result: AttentionResult, base: tuple, me
     key = right.selectbox("Key token", options, index=default_key, key="key",
                           bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
     grid = view.maps[:, :, query, key]  # (L,H)
-    chart((*base, "token", query, key), lambda: figures.layer_head_grid(
+    chart((*base, "token", query, key), lambda: charts.layer_head_grid(
         grid, f"Weight from '{labels[query]}' to '{labels[key]}' in every head"), key="token_grid")
     best = np.unravel_index(int(grid.argmax()), grid.shape)
     st.markdown(f"Strongest: layer {best[0]}, head {best[1]} gives **{grid[best]:.2f}** of the attention "
@@ -178,9 +179,9 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
         st.info(reason)
         return
     builders = {
-        "overview": lambda: figures.overview_figure(view.maps, selected=(layer, head)),
+        "overview": lambda: charts.overview_figure(view.maps, selected=(layer, head)),
         "head": lambda: head_map_figure(result, view, layer, head, avg, False, False),
-        "token grid": lambda: figures.layer_head_grid(
+        "token grid": lambda: charts.layer_head_grid(
             view.maps[:, :, query, key], f"Weight from '{view.labels[query]}' to '{view.labels[key]}' in every head"),
     }
     name = st.selectbox("Figure", list(builders), key="export_fig")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from mha_core import LoadedModel, figures, param_figures
-from mha_core.params import ModelBreakdown, biased_projections, calculator_check, head_slices
-from mha_core.shapes import (
+from mha_core import LoadedModel
+from mha_core.analysis.params import ModelBreakdown, biased_projections, calculator_check, head_slices
+from mha_core.analysis.shapes import (
     MAX_DIM,
     AttentionShape,
     ShapeError,
@@ -16,6 +16,8 @@ from mha_core.shapes import (
     single_head_equivalent,
     two_bias_miscount,
 )
+from mha_core.figures import charts
+from mha_core.figures import params as param_figures
 from views._state import current_model, model_breakdown_of, model_card, weight_norms_of
 
 
@@ -140,9 +142,9 @@ def show_costs(shape: AttentionShape, n_layers: int) -> None:
 def show_norms(model: LoadedModel) -> None:
     qk, ov = weight_norms_of(str(model.model_dir))
     left, right = st.columns(2)
-    left.plotly_chart(figures.layer_head_grid(qk, "‖W_Q W_Kᵀ‖ (Frobenius) per head: how sharply it can match",
+    left.plotly_chart(charts.layer_head_grid(qk, "‖W_Q W_Kᵀ‖ (Frobenius) per head: how sharply it can match",
                                               "norm"), key="qk_norms")
-    right.plotly_chart(figures.layer_head_grid(ov, "‖W_V W_O‖ (Frobenius) per head: how much it can write",
+    right.plotly_chart(charts.layer_head_grid(ov, "‖W_V W_O‖ (Frobenius) per head: how much it can write",
                                                "norm"), key="ov_norms")
     st.caption("W_Q W_Kᵀ (D × D) is the bilinear form a head scores query–key pairs with; W_V W_O (D × D) is "
                "what it adds to the residual stream per unit of attention. Both use the head's own slices.")

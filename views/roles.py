@@ -6,12 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from mha_core import CorefResult, LoadedModel, SyntaxResult, figures
-from mha_core.coref import COREF_GAIN, COREF_TOP
-from mha_core.corpora import ParsedSentence, read_conllu, spacy_parse
-from mha_core.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores, induction_scores
-from mha_core.role_figures import role_grid_figure
-from mha_core.roles import (
+from mha_core import CorefResult, LoadedModel, SyntaxResult
+from mha_core.analysis.coref import COREF_GAIN, COREF_TOP
+from mha_core.analysis.corpora import ParsedSentence, read_conllu, spacy_parse
+from mha_core.analysis.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores, induction_scores
+from mha_core.analysis.roles import (
     BROAD_MIN,
     PATTERN_RULES,
     POSITIONAL_MIN,
@@ -20,7 +19,9 @@ from mha_core.roles import (
     head_roles,
     role_labels,
 )
-from mha_core.syntax import DIRECTIONS, MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
+from mha_core.analysis.syntax import DIRECTIONS, MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
+from mha_core.figures import charts
+from mha_core.figures.roles import role_grid_figure
 from views._state import chart, checked_run, current_model, literal, sentence_box, shared
 from views._uploads import (
     CORPUS,
@@ -106,11 +107,11 @@ def show_induction(model: LoadedModel) -> InductionScores:
         scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
     left, right = st.columns(2)
     with left:
-        chart(("induction", str(model.model_dir), "grid"), lambda: figures.layer_head_grid(
+        chart(("induction", str(model.model_dir), "grid"), lambda: charts.layer_head_grid(
             scores.induction, "Induction score: to the token after the earlier occurrence", "attention"),
             key="induction_grid")
     with right:
-        chart(("induction", str(model.model_dir), "duplicate"), lambda: figures.layer_head_grid(
+        chart(("induction", str(model.model_dir), "duplicate"), lambda: charts.layer_head_grid(
             scores.duplicate, "Duplicate-token score: to the earlier occurrence", "attention"), key="duplicate_grid")
     heads = scores.induction_heads()
     st.caption(f"{scores.sequences} random sequences of {INDUCTION_LENGTHS[0]}–{INDUCTION_LENGTHS[1]} tokens, each "

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_core import AttentionResult, LoadedModel, figures
-from mha_core.lessons import is_right, load_lessons, not_applicable, reveal
-from mha_core.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
+from mha_core import AttentionResult, LoadedModel
+from mha_core.figures import charts
+from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
+from mha_core.teaching.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
 from views._state import (
     chart,
     check_length,
@@ -50,11 +51,11 @@ def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) ->
     st.markdown(text)
     left, right = st.columns(2)
     with left:
-        chart((*base, "x"), lambda: figures.matrix_spec(w.x[:, :48], list(w.tokens),
+        chart((*base, "x"), lambda: charts.matrix_spec(w.x[:, :48], list(w.tokens),
                                                   f"X: what layer {w.layer}'s attention reads (first 48 of {d})"),
               key="x_map")
     with right:
-        chart((*base, "q"), lambda: figures.matrix_spec(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"
+        chart((*base, "q"), lambda: charts.matrix_spec(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"
                                                   + (" after RoPE" if w.q_unrotated is not None else "")),
               key="q_map")
     st.code(code_for_step(1), language="python")
@@ -69,10 +70,10 @@ def step_rope(w: Walkthrough, t: int, base: tuple) -> None:
                 "No position vector is added to the input.")
     left, right = st.columns(2)
     with left:
-        chart((*base, "q_raw"), lambda: figures.matrix_spec(w.q_unrotated[w.head], list(w.tokens),
+        chart((*base, "q_raw"), lambda: charts.matrix_spec(w.q_unrotated[w.head], list(w.tokens),
                                                       f"Q of head {w.head} before rotation"), key="q_unrotated")
     with right:
-        chart((*base, "q_rot"), lambda: figures.matrix_spec(w.q[w.head] - w.q_unrotated[w.head], list(w.tokens),
+        chart((*base, "q_rot"), lambda: charts.matrix_spec(w.q[w.head] - w.q_unrotated[w.head], list(w.tokens),
                                                       "What the rotation changed (after − before)"), key="q_rotation")
 
 
@@ -89,18 +90,18 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
                    f"{w.head // w.group}, shared with query heads {w.head // w.group * w.group}–"
                    f"{w.head // w.group * w.group + w.group - 1}.")
     left, right = st.columns(2)
-    cols = figures.indexed_labels(w.tokens)
+    cols = charts.indexed_labels(w.tokens)
     with left:
-        chart((*base, "raw"), lambda: figures.matrix_spec(w.raw_scores, list(w.tokens), "QKᵀ before scaling",
+        chart((*base, "raw"), lambda: charts.matrix_spec(w.raw_scores, list(w.tokens), "QKᵀ before scaling",
                                                           cols=cols), key="raw_scores")
     with right:
-        chart((*base, "probs"), lambda: figures.matrix_spec(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols,
+        chart((*base, "probs"), lambda: charts.matrix_spec(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols,
                                                       colorscale="Blues", zmid=None), key="probs")
     forget_on_change(("wt_scale",), w.scale)  # another model: its own 1/√d_k
     scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
                       0.001, key="wt_scale")
     row = softmax_at_scale(w.raw_scores[query], scale, w.visible[query])
-    chart((*base, "row", query, scale), lambda: figures.token_bar_figure(
+    chart((*base, "row", query, scale), lambda: charts.token_bar_figure(
         list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
         f"(model's: {row_entropy(w.probs[query]):.2f})"), key="scaled_row")
     top = np.argsort(-w.probs[query])[:3]
@@ -116,12 +117,12 @@ def step_concat_and_output(w: Walkthrough, model: LoadedModel, t: int, base: tup
     st.header("3. Concatenate the heads")
     st.markdown(f"(1, {h}, {t}, {dk}) → transpose → (1, {t}, {h}, {dk}) → reshape → (1, {t}, {d}): head i fills "
                 f"columns {dk}·i … {dk}·i + {dk - 1}.")
-    chart((*base, "concat"), lambda: figures.with_column_separators(
-        figures.matrix_spec(w.concat, list(w.tokens), f"Concatenated heads ({t} × {d})"), dk, h, t), key="concat")
+    chart((*base, "concat"), lambda: charts.with_column_separators(
+        charts.matrix_spec(w.concat, list(w.tokens), f"Concatenated heads ({t} × {d})"), dk, h, t), key="concat")
     st.code(code_for_step(3), language="python")
     st.header("4. Output projection W_O")
     st.markdown(f"(1, {t}, {d}) × W_Oᵀ ({d} × {d}) + b_O → (1, {t}, {d}): back to d_model, mixing the heads.")
-    chart((*base, "output"), lambda: figures.matrix_spec(w.output[:, :48], list(w.tokens),
+    chart((*base, "output"), lambda: charts.matrix_spec(w.output[:, :48], list(w.tokens),
                                                    f"Multi-head attention output (first 48 of {d})"), key="output")
     st.code(code_for_step(4), language="python")
 

@@ -1,0 +1,185 @@
+"""The coreference inspector: which heads link a pronoun to which earlier noun, and how a minimal
+pair of sentences changes that. Word level as in GAP scoring: mean over the pronoun's pieces of
+the sum over the candidate's pieces.
+
+Shapes: L layers, H heads, C candidates.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_core.analysis.coref import candidate_scores, span_pieces
+from mha_core.analysis.roles import ranked_heads
+from mha_core.engine.result import AttentionResult
+
+PRONOUNS = {"it", "he", "she", "they", "him", "her", "them", "his", "its", "their", "hers", "theirs", "himself",
+            "herself", "itself", "themselves"}
+CANDIDATE_POS = ("NOUN", "PROPN")
+MAX_PAIR_CHANGES = 3  # a minimal pair differs in at most this many words
+TABLE_HEADS = 12  # heads listed in the inspector's table (and counted by its headline)
+PROBE = " \"{pronoun}\" refers to the"  # the decoder form of a minimal pair: a last token after every change
+
+
+class InspectorError(ValueError):
+    """A choice the inspector cannot work with; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start: int  # character offset in the sentence
+    pos: str  # spaCy's coarse part of speech
+    index: int  # position among the sentence's words
+
+
+def sentence_words(text: str) -> list[Word]:
+    from mha_core.analysis.corpora import spacy_pipeline
+
+    doc = spacy_pipeline()(text)
+    words = [t for t in doc if not t.is_space]
+    return [Word(t.text, t.idx, t.pos_, k) for k, t in enumerate(words)]
+
+
+def default_pronoun(words: Sequence[Word]) -> int | None:
+    """The first third-person pronoun that has a noun before it, else the first pronoun."""
+    pronouns = [w.index for w in words if w.text.lower() in PRONOUNS]
+    with_candidates = [i for i in pronouns if candidates_before(words, i)]
+    return (with_candidates or pronouns or [None])[0]
+
+
+def candidates_before(words: Sequence[Word], pronoun: int) -> list[int]:
+    """Nouns and proper nouns before the pronoun (word indices)."""
+    return [w.index for w in words[:pronoun] if w.pos in CANDIDATE_POS]
+
+
+@dataclass(frozen=True)
+class AntecedentScores:
+    pronoun: Word
+    candidates: tuple[Word, ...]  # C
+    scores: np.ndarray  # (C,L,H) attention from the pronoun to each candidate
+
+    def margin(self, a: int, b: int) -> np.ndarray:
+        """(L,H) score of candidate a minus candidate b (indices into `candidates`)."""
+        return self.scores[a] - self.scores[b]
+
+    def preferred(self) -> np.ndarray:
+        return self.scores.argmax(axis=0)  # (L,H) candidate index, ties to the earliest
+
+    def top_two_margin(self) -> np.ndarray:
+        """(L,H) how strongly each head prefers its favourite over the runner-up."""
+        ordered = np.sort(self.scores, axis=0)
+        return ordered[-1] - ordered[-2] if len(self.candidates) > 1 else ordered[-1]
+
+    def ranked_heads(self) -> list[tuple[int, int]]:
+        return ranked_heads(self.top_two_margin())
+
+    def headline(self, top: int = TABLE_HEADS) -> str:
+        """One sentence by the table's rule (heads ranked by how clearly they prefer their favourite), then what
+        all heads and all layers say; it states what it counts, so it cannot contradict the table."""
+        names = [c.text for c in self.candidates]
+        preferred = self.preferred()  # (L,H)
+        top_heads = self.ranked_heads()[:top]
+        in_table = np.bincount([preferred[lh] for lh in top_heads], minlength=len(names))
+        overall = np.bincount(preferred.ravel(), minlength=len(names))
+        layers = np.bincount([cand for _, cand, _ in self.layer_verdicts()], minlength=len(names))
+        leader = int(in_table.argmax())
+        counts = lambda c: ", ".join(f"{int(c[i])} '{n}'" for i, n in enumerate(names))  # noqa: E731
+        return (f"Of the {len(top_heads)} heads with the clearest preference (the table), {int(in_table[leader])} "
+                f"prefer '{names[leader]}'. All {preferred.size} heads: {counts(overall)}; layers by their heads' "
+                f"majority ({len(preferred)} layers): {counts(layers)}.")
+
+    def layer_verdicts(self) -> list[tuple[int, int, int]]:
+        """Per layer: (layer, candidate most heads prefer, how many heads)."""
+        pref = self.preferred()
+        out = []
+        for layer, row in enumerate(pref):
+            counts = np.bincount(row, minlength=len(self.candidates))
+            out.append((layer, int(counts.argmax()), int(counts.max())))
+        return out
+
+
+def antecedent_scores(result: AttentionResult, b: int, words: Sequence[Word], pronoun: int,
+                      candidates: Sequence[int]) -> AntecedentScores:
+    """Scores of every candidate for text b of `result` (words from `sentence_words` of that text)."""
+    if not candidates:
+        raise InspectorError(f"No candidate before '{words[pronoun].text}': pick a later token or add a word.")
+    offsets = result.batch.offsets[b]
+    pieces = [span_pieces(offsets, words[i].start, len(words[i].text)) for i in (pronoun, *candidates)]
+    if not all(pieces):
+        raise InspectorError("A chosen word lies beyond the model's 512 word pieces.")
+    maps = result.text_maps(b)  # (L,H,T,T)
+    scores = torch.stack([candidate_scores(maps, pieces[0], c) for c in pieces[1:]])  # (C,L,H)
+    return AntecedentScores(words[pronoun], tuple(words[i] for i in candidates), scores.numpy())
+
+
+@dataclass(frozen=True)
+class PairAlignment:
+    """Word i of one sentence aligns with word i of the other; these positions differ."""
+
+    positions: tuple[int, ...]
+    changed: tuple[tuple[str, str], ...]  # (word in 1, word in 2) at each of those positions
+
+
+def align_pair(first: Sequence[Word], second: Sequence[Word], max_changes: int = MAX_PAIR_CHANGES) -> PairAlignment:
+    """Align a minimal pair: same number of words, at most `max_changes` substitutions."""
+    if not second:
+        raise InspectorError("The second sentence is empty: type a sentence that differs in a few words.")
+    if len(first) != len(second):
+        raise InspectorError(f"The sentences differ in length ({len(first)} vs {len(second)} words): a minimal "
+                             "pair swaps words one for one.")
+    a, b = [w.text.lower() for w in first], [w.text.lower() for w in second]
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    if any(tag in ("insert", "delete") for tag, *_ in matcher.get_opcodes()):
+        raise InspectorError("The sentences do not align word for word: a minimal pair swaps words one for one.")
+    positions = tuple(i for i in range(len(a)) if a[i] != b[i])
+    changed = tuple((first[i].text, second[i].text) for i in positions)
+    if not changed:
+        raise InspectorError("The two sentences are the same: change a word in the second one.")
+    if len(changed) > max_changes:
+        raise InspectorError(f"The sentences differ in {len(changed)} words; a minimal pair differs in at most "
+                             f"{max_changes}.")
+    return PairAlignment(positions, changed)
+
+
+@dataclass(frozen=True)
+class PairComparison:
+    """Margins of candidate a over b in both sentences of a minimal pair, per head."""
+
+    margin_1: np.ndarray  # (L,H)
+    margin_2: np.ndarray  # (L,H)
+
+    @property
+    def delta(self) -> np.ndarray:
+        return self.margin_2 - self.margin_1  # (L,H)
+
+    @property
+    def flips(self) -> np.ndarray:
+        return human_flips(self.margin_1, self.margin_2)  # (L,H) bool
+
+
+def compare_pair(first: AntecedentScores, second: AntecedentScores, a: int, b: int) -> PairComparison:
+    return PairComparison(first.margin(a, b), second.margin(a, b))
+
+
+def human_flips(margin_1: np.ndarray, margin_2: np.ndarray) -> np.ndarray:
+    """(L,H) True where a head prefers candidate a in sentence 1 and candidate b in sentence 2,
+    as a reader does when the antecedent changes from a to b."""
+    return (margin_1 > 0) & (margin_2 < 0)
+
+
+def blind_to_change(causal: bool, pronoun: int, alignment: PairAlignment) -> bool:
+    """In a causal model a word attends only to words up to itself: changes after the pronoun cannot change its
+    attention, so the pair's margins are equal by construction."""
+    return causal and min(alignment.positions) > pronoun
+
+
+def with_probe(text: str, pronoun: Word) -> str:
+    """The sentence continued with a question about the pronoun ("… "It" refers to the"), so that the last word
+    comes after every change and a causal model's attention from it can differ between the two sentences."""
+    return text.rstrip() + PROBE.format(pronoun=pronoun.text[:1].upper() + pronoun.text[1:])

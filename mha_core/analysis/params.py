@@ -1,0 +1,215 @@
+"""Parameter accounting, always counted from real modules (`numel()`), never from a formula alone.
+
+Shapes: L layers, H heads, D d_model, Dh head dim.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from mha_core.analysis.shapes import AttentionShape, count_shape, make_shape
+from mha_core.engine.model import LoadedModel
+
+# What each family calls its modules (transformers' names) -> the part they hold. GPT-2's c_attn holds
+# W_Q, W_K and W_V at once (one Conv1D); every other family stores them apart.
+PROJECTIONS = {
+    "attention.self.query": "Q", "attention.q_lin": "Q", "self_attn.q_proj": "Q",
+    "attention.self.key": "K", "attention.k_lin": "K", "self_attn.k_proj": "K",
+    "attention.self.value": "V", "attention.v_lin": "V", "self_attn.v_proj": "V",
+    "attention.output.dense": "O", "attention.out_lin": "O", "self_attn.o_proj": "O", "attn.c_proj": "O",
+    "attn.c_attn": "QKV",
+}
+NORMS = ("LayerNorm", "layer_norm", "layernorm", "ln_1", "ln_2", "ln_f", "norm")
+MLP_NAMES = {
+    "intermediate.dense": "FFN in", "output.dense": "FFN out", "ffn.lin1": "FFN in", "ffn.lin2": "FFN out",
+    "mlp.c_fc": "FFN in", "mlp.c_proj": "FFN out", "mlp.up_proj": "MLP up", "mlp.gate_proj": "MLP gate",
+    "mlp.down_proj": "MLP down",
+}
+EMBEDDING_NAMES = {"word_embeddings": "word embeddings", "embed_tokens": "word embeddings", "wte": "word embeddings",
+                   "position_embeddings": "position embeddings", "wpe": "position embeddings",
+                   "token_type_embeddings": "token type embeddings"}
+LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
+ATTENTION_PARTS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O", "W_QKV", "b_QKV")
+
+
+@dataclass(frozen=True)
+class ParamRow:
+    name: str  # dotted parameter name, e.g. "encoder.layer.0.attention.self.query.weight"
+    shape: tuple[int, ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    rows: tuple[ParamRow, ...]  # one per named parameter, in module order
+    total: int
+
+
+def count_parameters(module: torch.nn.Module) -> ParameterCount:
+    """Every named matrix and bias of `module` with its count; shared parameters counted once."""
+    rows = tuple(ParamRow(n, tuple(p.shape), p.numel()) for n, p in module.named_parameters())
+    return ParameterCount(rows=rows, total=sum(r.count for r in rows))
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One named parameter of the loaded model, grouped for tables and plots."""
+
+    group: str  # "embeddings", "layer 0" … "layer L-1", "final norm", "pooler"
+    part: str  # display name, e.g. "W_Q", "FFN W_in", "word embeddings"
+    kind: str  # "attention", "layernorm", "feed-forward", "embedding", "pooler"
+    shape: tuple[int, ...]
+    count: int
+    name: str  # the module's own dotted name
+
+
+@dataclass(frozen=True)
+class ModelBreakdown:
+    rows: tuple[ModelRow, ...]
+    total: int  # == sum(p.numel() for p in model.parameters())
+
+    @property
+    def attention_total(self) -> int:
+        return sum(r.count for r in self.rows if r.kind == "attention")
+
+    def group_total(self, group: str) -> int:
+        return sum(r.count for r in self.rows if r.group == group)
+
+
+def classify(name: str) -> tuple[str, str, str]:
+    """(group, part, kind) of a parameter of any supported family's base model, from its dotted name."""
+    match = LAYER_NAME.match(name)
+    if match is None:
+        return outside_layers(name)
+    index, module, param = match.groups()
+    letter = PROJECTIONS.get(module)
+    if letter is not None:
+        return f"layer {index}", f"{'W' if param == 'weight' else 'b'}_{letter}", "attention"
+    if any(n in module.split(".")[-1] for n in NORMS):
+        return f"layer {index}", f"{module} {'γ' if param == 'weight' else 'β'}", "layernorm"
+    part = MLP_NAMES.get(module, module)
+    return f"layer {index}", f"{part} {'W' if param == 'weight' else 'b'}", "feed-forward"
+
+
+def outside_layers(name: str) -> tuple[str, str, str]:
+    """Embeddings, the embedding norm, the final norm of pre-norm decoders, BERT's pooler."""
+    module, _, param = name.rpartition(".")
+    leaf = module.split(".")[-1]
+    if module.startswith("pooler"):
+        return "pooler", name.removeprefix("pooler.dense."), "pooler"
+    if leaf in EMBEDDING_NAMES:
+        return "embeddings", EMBEDDING_NAMES[leaf], "embedding"
+    part = f"{leaf} {'γ' if param == 'weight' else 'β'}"
+    return ("embeddings", f"embedding {part}", "layernorm") if "embeddings" in module else ("final norm", part,
+                                                                                           "layernorm")
+
+
+def model_breakdown(loaded: LoadedModel) -> ModelBreakdown:
+    rows = []
+    for name, p in loaded.model.named_parameters():
+        group, part, kind = classify(name)
+        rows.append(ModelRow(group, part, kind, tuple(p.shape), p.numel(), name))
+    return ModelBreakdown(rows=tuple(rows), total=sum(r.count for r in rows))
+
+
+@dataclass(frozen=True)
+class HeadSlice:
+    """One head's slice of one projection of a layer, counted from the module: a bias only where the module has
+    one. Slices are of the weight as stored (out, in): W_Q, W_K, W_V by rows, W_O by columns."""
+
+    matrix: str  # "W_Q", "W_K", "W_V" or "W_O"
+    full_shape: tuple[int, int]  # (out, in)
+    first: int  # slice s owns rows (W_O: columns) first·s … first·s + first - 1
+    slice_shape: tuple[int, int]
+    weights: int
+    bias: int  # the slice's bias entries; 0 without a bias, and for W_O (its bias belongs to no head)
+    slices: int  # slices that tile the matrix: H, or G for W_K and W_V with grouped-query attention
+    serves: int  # query heads each slice serves (H / G for W_K and W_V with grouped-query attention, else 1)
+
+    @property
+    def count(self) -> int:
+        return self.weights + self.bias
+
+    @property
+    def owner(self) -> str:
+        unit = "columns" if self.matrix == "W_O" else "rows"
+        who = "key/value head g" if self.serves > 1 else "head h"
+        letter = "g" if self.serves > 1 else "h"
+        return f"{unit} {letter}·{self.first} … {letter}·{self.first}+{self.first - 1} ({who})"
+
+
+def biased_projections(loaded: LoadedModel, layer: int) -> set[str]:
+    """Which of Q, K, V, O have a bias in this layer's modules (GPT-2's fused c_attn bias counts for Q, K, V)."""
+    parts = {row.part for row in model_breakdown(loaded).rows if row.group == f"layer {layer}"}
+    fused = "b_QKV" in parts
+    return {letter for letter in "QKVO" if f"b_{letter}" in parts or (fused and letter != "O")}
+
+
+def head_slices(loaded: LoadedModel, layer: int = 0) -> tuple[HeadSlice, ...]:
+    """W_Q, W_K, W_V, W_O of `layer` cut per head, from the real weights' shapes."""
+    a, hw, biased = loaded.layers[layer].attention, loaded.head_weights(layer), biased_projections(loaded, layer)
+    h, g, dh = loaded.n_heads, loaded.n_kv_heads, loaded.head_dim
+    out = []
+    for letter, full, per, slices in (("Q", a.w_q, hw.w_q, h), ("K", a.w_k, hw.w_k, g), ("V", a.w_v, hw.w_v, g)):
+        bias = dh if letter in biased else 0
+        out.append(HeadSlice(f"W_{letter}", tuple(full.shape), dh, tuple(per[0].T.shape), per[0].numel(), bias,
+                             slices, h // slices))
+    out.append(HeadSlice("W_O", tuple(a.w_o.shape), dh, tuple(hw.w_o[0].T.shape), hw.w_o[0].numel(), 0, h, 1))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class HeadCount:
+    """One head's slices: W_Q's rows (+ bias), the W_K and W_V rows (+ biases) of the key/value head serving it
+    (shared by `kv_shared_by` query heads), W_O's columns."""
+
+    q: int
+    k: int
+    v: int
+    o: int  # W_O's bias is shared by all heads and belongs to none
+    kv_shared_by: int
+
+    @property
+    def total(self) -> int:
+        return self.q + self.k + self.v + self.o
+
+
+def head_count(loaded: LoadedModel, layer: int = 0) -> HeadCount:
+    """Counted from the per-head slices of the real modules (biases only where they exist)."""
+    q, k, v, o = head_slices(loaded, layer)
+    return HeadCount(q.count, k.count, v.count, o.count, k.serves)
+
+
+@torch.inference_mode()
+def head_weight_norms(loaded: LoadedModel) -> tuple[torch.Tensor, torch.Tensor]:
+    """Frobenius norms of W_Q^h W_K^h^T (what a head matches) and W_V^h W_O^h (what it writes), (L,H) each."""
+    qk, ov = [], []
+    for layer in range(loaded.n_layers):
+        hw = loaded.head_weights(layer)
+        qk.append(torch.linalg.matrix_norm(hw.w_q @ hw.w_k.transpose(1, 2)))  # (H,D,D) -> (H,)
+        ov.append(torch.linalg.matrix_norm(hw.w_v @ hw.w_o))  # (H,D,D) -> (H,)
+    return torch.stack(qk), torch.stack(ov)  # (L,H), (L,H)
+
+
+@dataclass(frozen=True)
+class CalculatorCheck:
+    """The shape calculator's count for a model's attention against what the model's layer 0 modules hold."""
+
+    shape: AttentionShape
+    calculated: int  # weights of W_Q, W_K, W_V, W_O by the calculator
+    counted: int  # the same, summed from layer 0's modules
+
+    @property
+    def agrees(self) -> bool:
+        return self.calculated == self.counted
+
+
+def calculator_check(loaded: LoadedModel, breakdown: ModelBreakdown) -> CalculatorCheck:
+    shape = make_shape(loaded.d_model, loaded.n_heads, loaded.head_dim, loaded.head_dim, loaded.n_kv_heads,
+                       bias=False)
+    counted = sum(r.count for r in breakdown.rows
+                  if r.group == "layer 0" and r.kind == "attention" and r.part.startswith("W"))
+    return CalculatorCheck(shape, count_shape(shape).total, counted)

@@ -1,0 +1,132 @@
+"""The whole transformer recomputed from the model's weights, layer by layer, for every supported family.
+
+Shapes: B batch, L layers, H query heads, T tokens, D d_model, Dh head dim.
+One layer loop serves all families; what differs is read from `model.arch` (arch.py):
+    post-norm (BERT):   h = norm1(x + MHA(x));        out = norm2(h + MLP(h))
+    pre-norm (GPT, Llama): h = x + MHA(norm1(x));     out = h + MLP(norm2(h))
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from mha_core.engine.arch import Architecture
+from mha_core.engine.attention import (
+    AUTO,
+    EXPLICIT,
+    FUSED,
+    PATHS,
+    AttentionOutput,
+    ContextEdit,
+    attention_bias,
+    multi_head_attention,
+)
+from mha_core.engine.budget import check_budget, forward_bytes
+from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import AttentionResult
+from mha_core.engine.tokens import InputError, TextsLike, TokenBatch, tokenize
+from mha_core.engine.weights import EmbeddingWeights, LayerWeights
+
+# Below this many tokens the explicit path is as fast and gives the maps for free.
+AUTO_FUSED_MIN_TOKENS = 256
+
+
+def position_ids(mask: Tensor, arch: Architecture) -> Tensor:
+    """(B,T): 0, 1, 2, ... per text; RoBERTa counts real tokens from padding_idx + 1 (padding keeps padding_idx)."""
+    if arch.position_offset:
+        return torch.cumsum(mask, dim=1) * mask + (arch.position_offset - 1)
+    return torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+
+
+def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor) -> Tensor:
+    """Word embeddings, plus learned positions and token type 0 where the model has them, then its
+    embedding norm where it has one: (B,T) -> (B,T,D)."""
+    x = w.word[input_ids]  # (B,T,D)
+    if w.token_type is not None:
+        x = x + w.token_type[0]
+    if w.position is not None:
+        x = x + w.position[positions]  # (B,T,D)
+    return w.norm(x) if w.norm is not None else x
+
+
+def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor | None, path: str,
+                  rope: tuple[Tensor, Tensor] | None, kernel_causal: bool = False,
+                  edit: ContextEdit | None = None) -> tuple[Tensor, AttentionOutput]:
+    """One layer, (B,T,D) -> (B,T,D), plus the attention internals; norm placement from the architecture.
+    `edit` changes the heads' outputs before W_O (head ablation)."""
+    options = {"rope": rope, "kernel_causal": kernel_causal, "edit": edit}
+    if arch.pre_norm:
+        attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, **options)
+        h = x + attn.output  # (B,T,D)
+        return h + w.mlp(w.mlp_norm(h)), attn
+    attn = multi_head_attention(x, w.attention, bias, path, **options)
+    h = w.attn_norm(attn.output + x)  # (B,T,D)
+    return w.mlp_norm(w.mlp(h) + h), attn
+
+
+def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, str]:
+    """Resolve `auto`; returns (path, reason)."""
+    if path not in PATHS:
+        raise InputError(f"Unknown path {path!r}: choose one of {', '.join(PATHS)}.")
+    if path != AUTO:
+        return path, f"{path} (as asked)"
+    if device.type == "cuda":
+        return FUSED, "auto: fused on the GPU"
+    if n_tokens > AUTO_FUSED_MIN_TOKENS:
+        return FUSED, f"auto: fused for {n_tokens} tokens > {AUTO_FUSED_MIN_TOKENS}"
+    return EXPLICIT, f"auto: explicit for {n_tokens} tokens <= {AUTO_FUSED_MIN_TOKENS}"
+
+
+@torch.inference_mode()
+def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResult:
+    """Recompute every layer and head for `texts` (a str, a list of str, or pre-split word lists).
+
+    Several texts are padded into one batch; padded keys get weight 0, so each text's maps and
+    hidden states equal those of the text alone. Texts over the model's maximum are cut.
+    Runs in the precision the model was loaded in (`load_model(dtype=...)`).
+    """
+    return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id), path)
+
+
+def prepare(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor] | None]:
+    """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal) and RoPE's cos/sin."""
+    arch = model.arch
+    mask = batch.attention_mask.to(model.device)
+    positions = position_ids(mask, arch)  # (B,T)
+    x = embed(model.embeddings, batch.input_ids.to(model.device), positions)  # (B,T,D)
+    bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)  # (B,1,T|1,T) or None
+    rope = model.rotary(x, positions) if arch.rotary else None  # (cos, sin), each (B,T,Dh)
+    return x, bias, rope
+
+
+@torch.inference_mode()
+def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> AttentionResult:
+    """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`)."""
+    arch = model.arch
+    rows, tokens = batch.input_ids.shape
+    chosen, reason = choose_path(path, tokens, model.device)
+    check_budget(forward_bytes(model, rows, tokens, keeps_maps=chosen != FUSED),
+                 f"Recomputing {rows:,} text(s) of {tokens:,} pieces on the {chosen} path (it keeps every map)"
+                 if chosen != FUSED else f"Recomputing {rows:,} text(s) of {tokens:,} pieces",
+                 "use a shorter text" + (" or the fused path" if chosen != FUSED else ""))
+    x, bias, rope = prepare(model, batch)
+    # A decoder's unpadded batch on the fused path: the kernel's own causal mode skips the masked half.
+    kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and bool(
+        batch.attention_mask.all())
+    hidden, attns = [x], []
+    for w in model.layers:
+        x, attn = layer_forward(x, w, arch, None if kernel_causal else bias, chosen, rope, kernel_causal)
+        hidden.append(x)
+        attns.append(attn)
+    if model.embeddings.final_norm is not None:
+        hidden[-1] = model.embeddings.final_norm(x)  # as transformers' last_hidden_state
+    return AttentionResult(
+        batch=batch,
+        layer_q=tuple(a.q for a in attns), layer_k=tuple(a.k for a in attns),
+        layer_context=None if chosen == FUSED else tuple(a.context for a in attns),
+        layer_probs=None if chosen == FUSED else tuple(a.probs for a in attns),
+        layer_lse=tuple(a.lse for a in attns) if chosen == FUSED else None,
+        hidden_states=tuple(hidden), path=chosen, backend=attns[0].backend, path_reason=reason,
+        max_length=arch.max_length, causal=arch.causal, window=arch.sliding_window,
+    )

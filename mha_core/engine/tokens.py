@@ -1,0 +1,131 @@
+"""Texts -> padded word-piece batches, with word ids, character offsets and truncation counts.
+
+Shapes: B texts, T word pieces of the longest text (after truncation).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from mha_core.engine.pieces import readable_pieces, unknown_flags
+
+
+class InputError(ValueError):
+    """Bad user input; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    texts: tuple[str, ...]  # B
+    input_ids: Tensor  # (B,T) int64, padded with the pad id
+    attention_mask: Tensor  # (B,T) 1 real, 0 padding
+    tokens: tuple[tuple[str, ...], ...]  # B x T_b word pieces as the tokenizer names them, specials included
+    labels: tuple[tuple[str, ...], ...]  # B x T_b the same pieces as a reader sees them (readable_pieces)
+    word_ids: tuple[tuple[int | None, ...], ...]  # B x T_b word index per piece, None for specials
+    offsets: tuple[tuple[tuple[int, int], ...], ...]  # B x T_b character span in the text
+    n_tokens: tuple[int, ...]  # B pieces before truncation (specials included)
+    unknown: tuple[tuple[bool, ...], ...] = ()  # B x T_b the tokenizer's unknown piece ([UNK]): it read nothing there
+
+
+TextsLike = str | Sequence[str] | Sequence[Sequence[str]]
+
+
+def as_text_list(texts: TextsLike) -> tuple[list[str] | list[list[str]], bool]:
+    """Normalise input: a str, a list of str, or a list of pre-split word lists."""
+    if isinstance(texts, str):
+        items: list = [texts]
+    else:
+        items = list(texts)
+    if not items:
+        raise InputError("No text given.")
+    pre_split = not isinstance(items[0], str)
+    for i, item in enumerate(items):
+        joined = item if isinstance(item, str) else " ".join(item)
+        if not joined.strip():
+            raise InputError("The text is empty." if len(items) == 1 else f"Text {i + 1} is empty.")
+    return items, pre_split
+
+
+def tokenize(tokenizer: object, texts: TextsLike, max_length: int, bos: int | None = None) -> TokenBatch:
+    """Tokenize and pad on the right; texts longer than `max_length` pieces are cut (never refused). `bos`: a
+    token id put first in every text (decoders whose tokenizer adds no special token), as a special piece."""
+    items, pre_split = as_text_list(texts)
+    enc = tokenizer(
+        items, is_split_into_words=pre_split, truncation=True, max_length=max_length - (bos is not None),
+        split_special_tokens=True,  # a typed "[SEP]" is text, not a separator
+        padding=True, return_tensors="pt", return_offsets_mapping=True,
+    )
+    ids, mask = enc["input_ids"], enc["attention_mask"]  # (B,T)
+    if bos is not None:
+        ids = torch.cat([torch.full((ids.shape[0], 1), bos, dtype=ids.dtype), ids], dim=1)  # (B,1+T)
+        mask = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
+    lengths = mask.sum(dim=1).tolist()
+    lead = 0 if bos is None else 1  # pieces put before what the tokenizer made
+    tokens, labels, word_ids, offsets = [], [], [], []
+    for b, n in enumerate(lengths):
+        if not any(w is not None for w in enc.word_ids(b)):
+            raise InputError(f"Text {b + 1} has no word pieces the model can read (only control or blank characters).")
+        tokens.append(tuple(tokenizer.convert_ids_to_tokens(ids[b, :n].tolist())))
+        labels.append(readable_pieces(tokenizer, ids[b, :n].tolist(), tokens[-1]))
+        word_ids.append(tuple([None] * lead + enc.word_ids(b)[: n - lead]))
+        offsets.append(tuple([(0, 0)] * lead + [tuple(o) for o in enc["offset_mapping"][b, : n - lead].tolist()]))
+    return TokenBatch(
+        texts=tuple(t if isinstance(t, str) else " ".join(t) for t in items),
+        input_ids=ids, attention_mask=mask,
+        tokens=tuple(tokens), labels=tuple(labels), word_ids=tuple(word_ids), offsets=tuple(offsets),
+        n_tokens=tuple(n + lead for n in untruncated_lengths(
+            tokenizer, items, pre_split, [n - lead for n in lengths], max_length - lead)),
+        unknown=tuple(unknown_flags(tokenizer, t) for t in tokens),
+    )
+
+
+def ids_batch(tokenizer: object, sequences: Sequence[Sequence[int]], special: Sequence[Sequence[bool]]) -> TokenBatch:
+    """A batch made of token ids rather than text (synthetic inputs such as repeated random tokens), padded on
+    the right; special[b][i] marks the pieces that stand for no word ([CLS], [BOS], [SEP])."""
+    n = max(len(ids) for ids in sequences)
+    input_ids = torch.full((len(sequences), n), tokenizer.pad_token_id or 0, dtype=torch.long)
+    for b, ids in enumerate(sequences):
+        input_ids[b, : len(ids)] = torch.tensor(ids)
+    tokens = tuple(tuple(tokenizer.convert_ids_to_tokens(list(ids))) for ids in sequences)
+    word_ids = tuple(tuple(None if s else i for i, s in enumerate(flags)) for flags in special)
+    return TokenBatch(
+        texts=tuple(" ".join(t) for t in tokens), input_ids=input_ids,
+        attention_mask=pad_mask([len(ids) for ids in sequences]), tokens=tokens, labels=tokens, word_ids=word_ids,
+        offsets=tuple(((0, 0),) * len(ids) for ids in sequences), n_tokens=tuple(len(ids) for ids in sequences),
+    )
+
+
+def untruncated_lengths(
+    tokenizer: object, items: list, pre_split: bool, lengths: list[int], max_length: int
+) -> tuple[int, ...]:
+    """Piece counts before truncation; re-tokenizes only the texts that hit the limit."""
+    counts = list(lengths)
+    for b, n in enumerate(lengths):
+        if n >= max_length:
+            full = tokenizer(
+                items[b], is_split_into_words=pre_split, truncation=False, verbose=False, split_special_tokens=True
+            )
+            counts[b] = len(full["input_ids"])
+    return tuple(counts)
+
+
+def pad_mask(lengths: Sequence[int], device: torch.device | str = "cpu") -> Tensor:
+    """(B,T) mask with 1 on the first lengths[b] positions."""
+    t = max(lengths)
+    return (torch.arange(t, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None]).long()
+
+
+def word_pieces(batch: TokenBatch, b: int, word: str) -> tuple[int, ...]:
+    """The pieces of text b that spell the first whole-word occurrence of `word` (case-insensitive), found by
+    character offsets, so it holds for every tokenizer (WordPiece's "##", byte-level BPE's leading space,
+    SentencePiece's "▁"); () when the text has no such word or the model's cut left it out."""
+    match = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", batch.texts[b], re.IGNORECASE)
+    if match is None:
+        return ()
+    start, end = match.span()
+    return tuple(i for i, (first, last) in enumerate(batch.offsets[b]) if last > first and first < end and last > start)

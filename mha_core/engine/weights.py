@@ -1,0 +1,174 @@
+"""A model's weights as plain tensors, read once from its transformers modules, family by family.
+
+Shapes: D d_model, H query heads, G key/value heads, Dh head dim, F feed-forward width, V vocabulary,
+P positions. Linear weights keep `nn.Linear`'s layout (out_features, in_features); GPT-2's Conv1D
+weights (in, out) are transposed views. Nothing is copied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from transformers.activations import ACT2FN
+
+from mha_core.engine.arch import Architecture
+from mha_core.engine.attention import ProjectionWeights, split_heads_in, split_heads_out
+
+
+@dataclass(frozen=True)
+class Norm:
+    weight: Tensor  # (D,)
+    bias: Tensor | None  # (D,) LayerNorm only
+    eps: float
+    rms: bool  # RMSNorm (no centring, no bias) instead of LayerNorm
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if not self.rms:
+            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
+        x32 = x.float()  # as transformers' RMSNorm: statistics in float32, scale in the input's dtype
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * normed.to(x.dtype)
+
+
+@dataclass(frozen=True)
+class MlpWeights:
+    w_in: Tensor  # (F, D)  up projection (gated: "up")
+    b_in: Tensor | None  # (F,)
+    w_gate: Tensor | None  # (F, D)  gated MLPs only
+    w_out: Tensor  # (D, F)
+    b_out: Tensor | None  # (D,)
+    activation: str  # a key of ACT2FN
+
+    def __call__(self, h: Tensor) -> Tensor:
+        """(B,T,D) -> (B,T,F) -> (B,T,D): out(act(in h)), or down(act(gate h) * up h) when gated."""
+        act = ACT2FN[self.activation]
+        inner = F.linear(h, self.w_in, self.b_in)  # (B,T,F)
+        gated = self.w_gate is not None  # in place: one (B,T,F) buffer fewer per layer
+        inner = act(F.linear(h, self.w_gate)).mul_(inner) if gated else act(inner)  # (B,T,F)
+        return F.linear(inner, self.w_out, self.b_out)
+
+
+@dataclass(frozen=True)
+class HeadWeights:
+    """Per-head slices: head h computes q_h = x @ w_q[h] + b_q[h]; output = sum_h ctx_h @ w_o[h] + b_o.
+    With grouped-query attention, w_k/w_v hold the G key/value heads; query head h uses kv head h // (H/G)."""
+
+    w_q: Tensor  # (H, D, Dh)
+    b_q: Tensor  # (H, Dh)
+    w_k: Tensor  # (G, D, Dh)
+    b_k: Tensor  # (G, Dh)
+    w_v: Tensor  # (G, D, Dh)
+    b_v: Tensor  # (G, Dh)
+    w_o: Tensor  # (H, Dh, D)
+    b_o: Tensor  # (D,)
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """One layer: attention with its norm, MLP with its norm (placement per the Architecture)."""
+
+    attention: ProjectionWeights
+    attn_norm: Norm  # pre-norm: before attention; post-norm: after attention's residual
+    mlp: MlpWeights
+    mlp_norm: Norm
+
+    def head_weights(self) -> HeadWeights:
+        """This layer's projections cut into heads (views, no copies)."""
+        a = self.attention
+        h, g = a.n_heads, a.n_kv_heads
+        return HeadWeights(
+            w_q=split_heads_in(a.w_q, h), b_q=a.b_q.view(h, -1),
+            w_k=split_heads_in(a.w_k, g), b_k=a.b_k.view(g, -1),
+            w_v=split_heads_in(a.w_v, g), b_v=a.b_v.view(g, -1),
+            w_o=split_heads_out(a.w_o, h), b_o=a.b_o,
+        )
+
+
+@dataclass(frozen=True)
+class EmbeddingWeights:
+    word: Tensor  # (V, D)
+    position: Tensor | None  # (P, D) learned absolute positions; None with RoPE
+    token_type: Tensor | None  # (types, D); segment 0 is added
+    norm: Norm | None  # BERT-style norm right after the embeddings
+    final_norm: Norm | None  # pre-norm decoders: the norm after the last layer
+
+
+def norm_of(module: torch.nn.Module, rms: bool) -> Norm:
+    bias = getattr(module, "bias", None)
+    eps = getattr(module, "eps", None) or getattr(module, "variance_epsilon", 1e-6)
+    return Norm(module.weight.detach(), None if bias is None else bias.detach(), float(eps), rms)
+
+
+def linear(module: torch.nn.Module, conv1d: bool = False) -> tuple[Tensor, Tensor | None]:
+    """(weight (out, in), bias): nn.Linear as stored, GPT-2's Conv1D transposed."""
+    weight = module.weight.detach()
+    bias = None if module.bias is None else module.bias.detach()
+    return (weight.T if conv1d else weight), bias
+
+
+def zeros_if_none(bias: Tensor | None, like: Tensor) -> Tensor:
+    return torch.zeros(like.shape[0], dtype=like.dtype, device=like.device) if bias is None else bias
+
+
+def projections(q: tuple, k: tuple, v: tuple, o: tuple, arch: Architecture) -> ProjectionWeights:
+    (wq, bq), (wk, bk), (wv, bv), (wo, bo) = q, k, v, o
+    return ProjectionWeights(wq, zeros_if_none(bq, wq), wk, zeros_if_none(bk, wk), wv, zeros_if_none(bv, wv),
+                             wo, zeros_if_none(bo, wo), arch.n_heads, arch.n_kv_heads)
+
+
+def bert_like_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
+    """BERT, RoBERTa and XLM-RoBERTa share transformers' BertLayer layout."""
+    sa, so = layer.attention.self, layer.attention.output
+    attention = projections(linear(sa.query), linear(sa.key), linear(sa.value), linear(so.dense), arch)
+    mlp = MlpWeights(*linear(layer.intermediate.dense), None, *linear(layer.output.dense), arch.activation)
+    return LayerWeights(attention, norm_of(so.LayerNorm, False), mlp, norm_of(layer.output.LayerNorm, False))
+
+
+def distilbert_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
+    a = layer.attention
+    attention = projections(linear(a.q_lin), linear(a.k_lin), linear(a.v_lin), linear(a.out_lin), arch)
+    mlp = MlpWeights(*linear(layer.ffn.lin1), None, *linear(layer.ffn.lin2), arch.activation)
+    return LayerWeights(attention, norm_of(layer.sa_layer_norm, False), mlp, norm_of(layer.output_layer_norm, False))
+
+
+def gpt2_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
+    """GPT-2 fuses q, k, v into one Conv1D (c_attn, weight (D, 3D)): split its transposed rows in three."""
+    w, b = linear(layer.attn.c_attn, conv1d=True)  # (3D, D), (3D,)
+    (wq, wk, wv), (bq, bk, bv) = w.chunk(3), b.chunk(3)
+    attention = projections((wq, bq), (wk, bk), (wv, bv), linear(layer.attn.c_proj, conv1d=True), arch)
+    mlp = MlpWeights(*linear(layer.mlp.c_fc, conv1d=True), None, *linear(layer.mlp.c_proj, conv1d=True),
+                     arch.activation)
+    return LayerWeights(attention, norm_of(layer.ln_1, False), mlp, norm_of(layer.ln_2, False))
+
+
+def llama_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
+    """Llama, Qwen2 (q/k/v biases) and Mistral: separate projections, gated SiLU MLP, RMSNorm."""
+    a, m = layer.self_attn, layer.mlp
+    attention = projections(linear(a.q_proj), linear(a.k_proj), linear(a.v_proj), linear(a.o_proj), arch)
+    (w_up, b_up), (w_gate, _), (w_down, b_down) = linear(m.up_proj), linear(m.gate_proj), linear(m.down_proj)
+    mlp = MlpWeights(w_up, b_up, w_gate, w_down, b_down, arch.activation)
+    return LayerWeights(attention, norm_of(layer.input_layernorm, True), mlp,
+                        norm_of(layer.post_attention_layernorm, True))
+
+
+def read_weights(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    """The base model's (AutoModel's) embeddings and layers, whatever the family."""
+    family = arch.family
+    if family in ("bert", "roberta", "xlm-roberta", "distilbert"):
+        emb = model.embeddings
+        token_type = getattr(emb, "token_type_embeddings", None)
+        embeddings = EmbeddingWeights(emb.word_embeddings.weight.detach(), emb.position_embeddings.weight.detach(),
+                                      None if token_type is None else token_type.weight.detach(),
+                                      norm_of(emb.LayerNorm, False), None)
+        if family == "distilbert":
+            return embeddings, tuple(distilbert_layer(m, arch) for m in model.transformer.layer)
+        return embeddings, tuple(bert_like_layer(m, arch) for m in model.encoder.layer)
+    if family == "gpt2":
+        embeddings = EmbeddingWeights(model.wte.weight.detach(), model.wpe.weight.detach(), None, None,
+                                      norm_of(model.ln_f, False))
+        return embeddings, tuple(gpt2_layer(m, arch) for m in model.h)
+    embeddings = EmbeddingWeights(model.embed_tokens.weight.detach(), None, None, None, norm_of(model.norm, True))
+    return embeddings, tuple(llama_layer(m, arch) for m in model.layers)

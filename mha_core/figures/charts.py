@@ -1,0 +1,254 @@
+"""Plotly figure builders: arrays in, go.Figure out. No streamlit here.
+
+Shapes: L layers, H heads, N display units (pieces or words), n tile side after pooling.
+User text reaches figures only through `safe_label`, so nothing typed is rendered as markup.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
+from mha_core.figures.spec import FigureDict, finished
+
+COLORSCALE = "Blues"
+ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
+HEAD_COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
+)
+
+
+def safe_label(text: str) -> str:
+    """Escape plotly's HTML-like markup so user text shows literally."""
+    return html.escape(text, quote=False)
+
+
+def indexed_labels(labels: Sequence[str]) -> list[str]:
+    """Unique category labels ("3 it") so repeated tokens stay distinct on an axis."""
+    return [f"{i} {safe_label(t)}" for i, t in enumerate(labels)]
+
+
+def tile_origin(layer: int, head: int, n: int) -> tuple[int, int]:
+    """Top-left (row, col) of tile (layer, head) in the tiled overview; tiles are n wide, 1 apart."""
+    return layer * (n + 1), head * (n + 1)
+
+
+def tile_overview(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS) -> np.ndarray:
+    """(L,H,N,N) -> one (L*(n+1)-1, H*(n+1)-1) canvas: layers down, heads across, NaN gaps."""
+    n_layers, n_heads = maps.shape[:2]
+    pooled = pool_map(maps, bins).astype(np.float32)  # (L,H,n,n)
+    n = pooled.shape[-1]
+    padded = np.pad(pooled, ((0, 0), (0, 0), (0, 1), (0, 1)), constant_values=np.nan)  # (L,H,n+1,n+1)
+    canvas = padded.transpose(0, 2, 1, 3).reshape(n_layers * (n + 1), n_heads * (n + 1))
+    return canvas[:-1, :-1]  # tile (l,h) starts at tile_origin(l, h, n)
+
+
+def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, per_row: int = 3,
+                       bins: int = OVERVIEW_MAX_BINS) -> FigureDict:
+    """One layer's heads (H,N,N) as tiles, `per_row` to a row, so that a phone's narrow screen keeps them legible;
+    clicking a tile opens that head, as in overview_figure."""
+    n_heads = len(layer_maps)
+    rows = -(-n_heads // per_row)
+    padded = np.full((rows * per_row, *layer_maps.shape[1:]), np.nan, dtype=np.float32)
+    padded[:n_heads] = layer_maps
+    spec = overview_figure(padded.reshape(rows, per_row, *layer_maps.shape[1:]), bins,
+                           (selected_head // per_row, selected_head % per_row),
+                           f"Layer {layer}: every head (tap a tile to open it)")
+    markers = spec["data"][1]
+    kept = [i for i, (row, col) in enumerate(markers["customdata"]) if row * per_row + col < n_heads]
+    for name in ("x", "y"):
+        markers[name] = [markers[name][i] for i in kept]
+    markers["customdata"] = [[layer, row * per_row + col] for row, col in (markers["customdata"][i] for i in kept)]
+    layout = spec["layout"]
+    layout["yaxis"]["ticktext"] = [f"H{r * per_row}–{min(n_heads, (r + 1) * per_row) - 1}" for r in range(rows)]
+    layout["yaxis"]["title"]["text"] = "heads"
+    layout["xaxis"]["ticktext"] = [f"+{c}" for c in range(per_row)]
+    layout["xaxis"]["title"]["text"] = "head in the row"
+    layout["margin"]["t"] = 140  # the title above the axis title
+    return spec
+
+
+def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None,
+                    title: str = "Every head at a glance (click a tile to open it)") -> FigureDict:
+    """All heads at a glance, as a plotly figure dict (built without plotly's validation: on a new sentence it
+    cost a tenth of the Heads page's CPU): one heatmap of tiles, one clickable marker per tile, the chosen head
+    outlined."""
+    from plotly.colors import get_colorscale
+
+    n_layers, n_heads = maps.shape[:2]
+    n = min(maps.shape[-1], bins)
+    centers = [(layer, head, *tile_origin(layer, head, n)) for layer in range(n_layers) for head in range(n_heads)]
+    tick = (n - 1) / 2
+    heatmap = {"type": "heatmap", "z": tile_overview(maps, bins), "colorscale": get_colorscale(COLORSCALE),
+               "zmin": 0, "zmax": 1, "hoverinfo": "skip", "colorbar": {"title": {"text": "weight"}}}
+    markers = {"type": "scatter", "x": [c + tick for *_, c in centers], "y": [r + tick for *_, r, _ in centers],
+               "customdata": [[layer, head] for layer, head, *_ in centers], "mode": "markers",
+               "name": "heads",
+               "marker": {"size": 18, "opacity": 0.01, "symbol": "square"},
+               "hovertemplate": "layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>"}
+    layout = {
+        "title": {"text": safe_label(title)}, "showlegend": False, "plot_bgcolor": "white",
+        "height": 180 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 110, "b": 10},
+        "xaxis": {"tickvals": [h * (n + 1) + tick for h in range(n_heads)],
+                  "ticktext": [f"H{h}" for h in range(n_heads)], "showgrid": False, "zeroline": False,
+                  "side": "top", "title": {"text": "head"}},
+        "yaxis": {"tickvals": [layer * (n + 1) + tick for layer in range(n_layers)],
+                  "ticktext": [f"L{layer}" for layer in range(n_layers)], "autorange": "reversed",
+                  "showgrid": False,
+                  "zeroline": False, "scaleanchor": "x", "title": {"text": "layer"}},
+    }
+    if selected is not None:
+        r, c = tile_origin(*selected, n)
+        layout["shapes"] = [{"type": "rect", "x0": c - 0.5, "x1": c + n - 0.5, "y0": r - 0.5, "y1": r + n - 0.5,
+                             "line": {"color": "#d62728", "width": 2}}]
+    spec = {"data": [heatmap, markers], "layout": layout}
+    return finished(spec)
+
+
+def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool = False,
+                scores: bool = False) -> FigureDict:
+    """One head's (N,N) map: query rows top to bottom, key columns; hover gives query, key, value. A plotly figure
+    dict built without plotly's validation (as matrix_spec)."""
+    from plotly.colors import get_colorscale
+
+    axis = indexed_labels(labels)
+    value = "score" if scores else "weight"
+    trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": axis, "y": axis,
+             "colorscale": get_colorscale("RdBu" if scores else COLORSCALE),
+             "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
+             "colorbar": {"title": {"text": value}}}
+    trace.update({"zmid": 0} if scores else {"zmin": 0, "zmax": float(max(z.max(), 1e-9))})
+    if numbers:
+        trace.update(texttemplate="%{z:.2f}", textfont={"size": 9})
+    size = min(900, 220 + 22 * len(labels))
+    ticks = tick_subset(axis)
+    spec = {"data": [trace], "layout": {
+        "yaxis": {"autorange": "reversed", "title": {"text": "query"}, "type": "category", **ticks},
+        "xaxis": {"title": {"text": "key"}, "type": "category", "side": "top", "tickangle": -60, **ticks},
+        "title": {"text": safe_label(title), "y": 0.995, "yanchor": "top"}, "height": size + 110,
+        "margin": {"l": 10, "r": 10, "t": 150, "b": 10}}}
+    return finished(spec)
+
+
+def tick_subset(axis: Sequence[str], max_ticks: int = 60) -> dict:
+    """Label every k-th category on long axes (hover still names every cell); {} when all fit."""
+    if len(axis) <= max_ticks:
+        return {}
+    step = -(-len(axis) // max_ticks)
+    return {"tickmode": "array", "tickvals": list(axis[::step]), "ticktext": list(axis[::step])}
+
+
+def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Sequence[int],
+                     min_weight: float = 0.05) -> FigureDict:
+    """BertViz-style head view: queries left, keys right, a line per weight >= min_weight.
+
+    Lines are bucketed by weight into a few opacity levels so each head needs at most 4 traces."""
+    n = len(labels)
+    fig = go.Figure()
+    levels = (0.25, 0.5, 0.75, 1.01)
+    for head in heads:
+        color = HEAD_COLORS[head % len(HEAD_COLORS)]
+        lo = min_weight
+        for hi in levels:
+            q, k = np.nonzero((layer_maps[head] >= lo) & (layer_maps[head] < hi))
+            lo = hi
+            if q.size == 0:
+                continue
+            xs = np.tile([0.0, 1.0, np.nan], q.size)
+            ys = np.column_stack([q, k, np.full(q.size, np.nan)]).ravel()
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 3 * min(hi, 1)},
+                opacity=min(hi, 1) * 0.8, name=f"head {head}", legendgroup=f"h{head}",
+                showlegend=not any(t.legendgroup == f"h{head}" for t in fig.data), hoverinfo="skip",
+            ))
+    for side, anchor in ((0.0, "right"), (1.0, "left")):
+        fig.add_trace(go.Scatter(x=[side] * n, y=list(range(n)), mode="text", text=[safe_label(t) for t in labels],
+                                 textposition=f"middle {'left' if anchor == 'right' else 'right'}", showlegend=False,
+                                 hoverinfo="skip"))
+    fig.update_xaxes(visible=False, range=[-0.6, 1.6])
+    fig.update_yaxes(visible=False, autorange="reversed")
+    fig.update_layout(height=max(300, 22 * n + 80), margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      plot_bgcolor="white", legend={"orientation": "h"})
+    return finished(fig)
+
+
+def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zmid: float | None = None,
+                    colorscale: str = COLORSCALE, columns: Sequence[str] | None = None,
+                    zrange: tuple[float, float] | None = None) -> FigureDict:
+    """A (L,H) grid of one number per head, values written in the cells; `columns` names other columns
+    (tokens, say) instead of heads; `zrange`: the colour scale's ends (grids to compare share one)."""
+    n_layers, n_heads = values.shape
+    x = indexed_labels(columns) if columns is not None else [f"H{h}" for h in range(n_heads)]
+    ends = {"zmin": zrange[0], "zmax": zrange[1]} if zrange is not None else {"zmid": zmid}
+    fig = go.Figure(go.Heatmap(
+        z=values, x=x, y=[f"L{layer}" for layer in range(n_layers)],
+        colorscale=colorscale, **ends, texttemplate="%{z:.2f}", colorbar={"title": colorbar},
+        hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
+    ))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(title=safe_label(title), height=120 + 45 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return finished(fig)
+
+
+def margin_change_figure(delta: np.ndarray, flips: np.ndarray, name_a: str, name_b: str) -> FigureDict:
+    """(L,H) change in a head's margin between two sentences, the heads that flip as a reader does outlined."""
+    spec = layer_head_grid(delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus sentence 1",
+                           "Δ margin", zmid=0, colorscale="RdBu")
+    layers, heads = np.nonzero(flips)
+    spec["data"].append({"type": "scatter", "x": [f"H{h}" for h in heads], "y": [f"L{layer}" for layer in layers],
+                         "mode": "markers", "name": "flips as a reader does", "hoverinfo": "skip",
+                         "marker": {"symbol": "square-open", "size": 34, "color": "black", "line": {"width": 3}}})
+    return spec
+
+
+def token_bar_figure(labels: Sequence[str], values: np.ndarray, title: str, y_max: float | None = 1.1) -> FigureDict:
+    """One bar per token, its value written above it (y from 0 to y_max; None: fitted to the values)."""
+    fig = go.Figure(go.Bar(x=indexed_labels(labels), y=values, text=[f"{v:.2f}" for v in values],
+                           textposition="outside"))
+    fig.update_layout(title=safe_label(title), height=300, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      yaxis_range=[0, y_max if y_max is not None else 1.15 * float(np.max(values))])
+    return finished(fig)
+
+
+def matrix_spec(z: np.ndarray, rows: Sequence[str], title: str, height: int = 320, cols: Sequence[str] | None = None,
+                colorscale: str = "RdBu", zmid: float | None = 0) -> FigureDict:
+    """A (R,C) matrix as a heatmap, rows named by token, as a plotly figure dict: built without plotly's
+    per-property validation (a third of a new sentence's CPU on the Walkthrough), arrays base64-encoded."""
+    from plotly.colors import get_colorscale
+
+    y = indexed_labels(rows)
+    trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "y": y,
+             "colorscale": get_colorscale(colorscale),  # plotly.py's scale: plotly.js orders some names the other way
+             "hovertemplate": "%{y}, %{x}: %{z:.3f}<extra></extra>"}
+    if cols is not None:
+        trace["x"] = list(cols)
+    if zmid is not None:
+        trace["zmid"] = zmid
+    every_row = tick_subset(y) or {"tickmode": "linear", "dtick": 1}
+    spec = {"data": [trace], "layout": {
+        "yaxis": {"autorange": "reversed", "type": "category", **every_row},
+        "title": {"text": safe_label(title)}, "height": max(height, ROW_PX * len(rows) + 80),
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
+    return finished(spec)
+
+
+def with_column_separators(spec: dict, every: int, count: int, n_rows: int) -> FigureDict:
+    """Vertical lines between column blocks (the heads of a concatenation) as one line trace on an overlaid axis
+    (add_vline per block re-validated the whole layout each time)."""
+    xs = [x for i in range(1, count) for x in (i * every - 0.5, i * every - 0.5, None)]
+    ys = [y for _ in range(1, count) for y in (-0.5, n_rows - 0.5, None)]
+    spec["data"].append({"type": "scatter", "x": xs, "y": ys, "mode": "lines", "yaxis": "y2", "hoverinfo": "skip",
+                         "line": {"color": "black", "width": 1}, "showlegend": False})
+    spec["layout"]["yaxis2"] = {"overlaying": "y", "range": [n_rows - 0.5, -0.5], "visible": False}
+    return spec
+
+
+def for_narrow_screen(spec: dict) -> FigureDict:
+    """A phone's copy of a figure dict: no numbers written in cells (they run together in narrow cells)."""
+    data = [{k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} for trace in spec["data"]]
+    return {**spec, "data": data}

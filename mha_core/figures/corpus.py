@@ -1,0 +1,132 @@
+"""Figures for heads across a corpus: the head map (MDS), the distance heatmap, the query-key scatter.
+
+Built as plotly figure dicts (no per-point validation): the query-key scatter holds thousands of points.
+Shapes: N heads (layer-major), P = 2M points (queries, then keys).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_core.analysis.corpus_pass import CorpusPass
+from mha_core.analysis.head_distances import HeadMap
+from mha_core.analysis.qk_view import BY_POSITION, QKView, colour_groups, marked_sentence
+from mha_core.analysis.roles import head_label
+from mha_core.figures.charts import safe_label
+from mha_core.figures.roles import ROLE_COLORS, role_category
+from mha_core.figures.spec import FigureDict
+
+LAYER_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "triangle-down", "star", "hexagon",
+                 "pentagon")  # cycled when a model has more layers
+KIND_SYMBOLS = ("circle", "x")  # query, key
+GROUP_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+                "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
+                "#756bb1", "#636363")  # distinct colours for up to 20 groups (17 parts of speech + special + space)
+FONT = {"size": 12}
+
+
+def head_map_figure(head_map: HeadMap, labels: np.ndarray, distance: np.ndarray) -> FigureDict:
+    """One point per head at its MDS position: colour = role label, symbol = layer; hover names the head,
+    its role and its three nearest heads."""
+    traces = []
+    categories = [role_category(str(labels[layer, head])) for layer, head in head_map.heads]
+    for category in dict.fromkeys(categories):
+        members = [i for i, c in enumerate(categories) if c == category]
+        hover = []
+        for i in members:
+            layer, head = head_map.heads[i]
+            near = ", ".join(f"{head_label(*head_map.heads[j])} ({distance[i, j]:.3f})" for j in head_map.nearest[i])
+            hover.append(f"<b>{head_label(layer, head)}</b><br>role: {safe_label(str(labels[layer, head]))}"
+                         f"<br>nearest: {near}")
+        traces.append({
+            "type": "scatter", "mode": "markers", "name": safe_label(category),
+            "x": head_map.xy[members, 0].tolist(), "y": head_map.xy[members, 1].tolist(),
+            "marker": {"size": 11, "color": ROLE_COLORS.get(category, "#7f7f7f"), "line": {"width": 1, "color": "#333"},
+                       "symbol": [LAYER_SYMBOLS[head_map.heads[i][0] % len(LAYER_SYMBOLS)] for i in members]},
+            "customdata": [list(head_map.heads[i]) for i in members],
+            "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
+        })
+    traces += layer_symbol_legend(1 + max(layer for layer, _ in head_map.heads))
+    return {"data": traces, "layout": {
+        "title": {"text": f"Heads by attention similarity (MDS, stress {head_map.stress:.3f}); symbol = layer"},
+        "xaxis": {"title": {"text": "MDS 1"}, "zeroline": False},
+        "yaxis": {"title": {"text": "MDS 2"}, "zeroline": False, "scaleanchor": "x"},
+        "height": 560, "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT,
+        "legend": {"title": {"text": "role"}},
+    }}
+
+
+def layer_symbol_legend(n_layers: int) -> list[dict]:
+    """Legend entries (no points) saying which layers each marker symbol stands for."""
+    count = len(LAYER_SYMBOLS)
+    return [{"type": "scatter", "mode": "markers", "x": [None], "y": [None], "customdata": [], "legendgroup": "layers",
+             "legendgrouptitle": {"text": "symbol = layer"}, "hoverinfo": "skip",
+             "name": "layer " + ", ".join(str(layer) for layer in range(first, n_layers, count)),
+             "marker": {"size": 10, "color": "#999", "symbol": LAYER_SYMBOLS[first]}}
+            for first in range(min(count, n_layers))]
+
+
+def layer_ticks(heads: tuple[tuple[int, int], ...], max_ticks: int = 80, max_layers: int = 30) -> dict:
+    """Axis ticks for heads in layer-major order: every head when they fit, else the first head of every layer
+    (of every k-th layer, so that at most `max_layers` are named)."""
+    names = [head_label(*h) for h in heads]
+    if len(names) <= max_ticks:
+        return {}
+    first = [i for i, (_, head) in enumerate(heads) if head == 0]
+    first = first[::-(-len(first) // max_layers)]
+    return {"tickmode": "array", "tickvals": [names[i] for i in first], "ticktext": [f"L{heads[i][0]}" for i in first]}
+
+
+def distance_heatmap(distance: np.ndarray, heads: tuple[tuple[int, int], ...]) -> FigureDict:
+    """The full (N,N) matrix of mean JS divergences, heads in layer-major order."""
+    names = [head_label(*h) for h in heads]
+    ticks = layer_ticks(heads)
+    return {"data": [{
+        "type": "heatmap", "z": distance.tolist(), "x": names, "y": names, "colorscale": "Viridis",
+        "reversescale": True, "colorbar": {"title": {"text": "JS (nats)"}},
+        "hovertemplate": "%{y} vs %{x}: %{z:.4f}<extra></extra>",
+    }], "layout": {
+        "title": {"text": "Mean Jensen-Shannon divergence between heads"},
+        "yaxis": {"autorange": "reversed", "title": {"text": "head (layer by layer)"}, **ticks},
+        "xaxis": {"title": {"text": "head (layer by layer)"}, **layer_ticks(heads, max_layers=10)}, "height": 560,
+        "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT,
+    }}
+
+
+def qk_hover(corpus: CorpusPass) -> list[str]:
+    """(P,) hover text: query or key, the token, its position and its sentence with the token marked."""
+    sentences = [safe_label(marked_sentence(corpus, t)) for t in range(len(corpus.labels))]
+    position = corpus.position
+    return [f"<b>{kind}</b> {safe_label(corpus.labels[t])} (position {position[t]})<br>{sentences[t]}"
+            for kind in ("query", "key") for t in range(len(corpus.labels))]
+
+
+def qk_figure(view: QKView, corpus: CorpusPass, colour_by: str, hover: list[str],
+              pos: tuple[str, ...] | None = None) -> FigureDict:
+    """Scattergl, one trace per colour group (never one per point); queries are circles, keys crosses.
+    customdata holds each point's index (0..P-1: queries first)."""
+    m = view.n_tokens
+    kinds = np.array([KIND_SYMBOLS[0]] * m + [KIND_SYMBOLS[1]] * m, dtype=object)
+    traces, positions = [], np.concatenate([corpus.position] * 2)  # (P,)
+    for i, (name, members) in enumerate(colour_groups(corpus, colour_by, pos)):
+        marker = {"size": 5, "opacity": 0.7, "symbol": kinds[members].tolist(),
+                  "color": GROUP_COLORS[i % len(GROUP_COLORS)]}
+        if colour_by == BY_POSITION:  # position: a continuous colour, one trace per kind
+            marker.update(color=positions[members].tolist(), colorscale="Viridis",
+                          showscale=i == 0, colorbar={"title": {"text": "position"}})
+        traces.append({
+            "type": "scattergl", "mode": "markers", "name": safe_label(name),
+            "x": view.xy[members, 0].tolist(), "y": view.xy[members, 1].tolist(), "marker": marker,
+            "customdata": members.tolist(), "hovertext": [hover[j] for j in members],
+            "hovertemplate": "%{hovertext}<extra></extra>",
+        })
+    axes = ("PC 1", "PC 2") if view.explained else (f"{view.method} 1", f"{view.method} 2")
+    if view.explained:
+        axes = tuple(f"{a} ({100 * share:.0f}% of variance)" for a, share in zip(axes, view.explained, strict=True))
+    return {"data": traces, "layout": {
+        "title": {"text": f"Queries (●) and keys (×) of {head_label(view.layer, view.head)}, {view.method}"},
+        "xaxis": {"title": {"text": axes[0]}, "zeroline": False},
+        "yaxis": {"title": {"text": axes[1]}, "zeroline": False, "scaleanchor": "x"},
+        "height": 620, "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT, "dragmode": "pan",
+        "legend": {"title": {"text": colour_by}},
+    }}

@@ -1,0 +1,120 @@
+"""Figures for the parameters page: where parameters and compute go. Data in, go.Figure out."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_core.analysis.params import ModelBreakdown
+from mha_core.analysis.shapes import (
+    AttentionShape,
+    attention_matrix_bytes,
+    crossover_length,
+    kv_cache_bytes_per_token,
+    make_shape,
+    projection_flops,
+    score_flops,
+)
+from mha_core.figures.spec import FigureDict, finished
+
+PART_GROUPS = {  # stacked-bar segments: display part names -> segment
+    "W_Q": "W_Q + b_Q", "b_Q": "W_Q + b_Q", "W_K": "W_K + b_K", "b_K": "W_K + b_K",
+    "W_V": "W_V + b_V", "b_V": "W_V + b_V", "W_O": "W_O + b_O", "b_O": "W_O + b_O",
+    "W_QKV": "W_Q, W_K, W_V fused (GPT-2)", "b_QKV": "W_Q, W_K, W_V fused (GPT-2)",
+}
+
+
+def segment(part: str, kind: str) -> str:
+    return PART_GROUPS.get(part, "LayerNorms" if kind == "layernorm" else "feed-forward" if kind == "feed-forward"
+                           else part)
+
+
+def layer_stack_figure(b: ModelBreakdown) -> FigureDict:
+    """One stacked bar per layer: Q, K, V, O projections, norms, feed-forward."""
+    groups = [g for g in dict.fromkeys(r.group for r in b.rows) if g.startswith("layer")]
+    segments = ["W_Q + b_Q", "W_K + b_K", "W_V + b_V", "W_Q, W_K, W_V fused (GPT-2)", "W_O + b_O", "LayerNorms",
+                "feed-forward"]
+    fig = go.Figure()
+    for seg in segments:
+        counts = [sum(r.count for r in b.rows if r.group == g and segment(r.part, r.kind) == seg) for g in groups]
+        if not any(counts):
+            continue  # the legend names only what this model has
+        fig.add_trace(go.Bar(x=groups, y=counts, name=seg, hovertemplate="%{x}: %{y:,}<extra>" + seg + "</extra>"))
+    fig.update_layout(barmode="stack", title="Parameters per layer", yaxis_title="parameters",
+                      height=420, margin={"t": 50, "b": 10})
+    return finished(fig)
+
+
+def model_sunburst(b: ModelBreakdown, model_name: str) -> FigureDict:
+    """The whole model: groups (embeddings, layers, pooler) -> kinds -> named parameters."""
+    ids, labels, parents, values = [model_name], [model_name], [""], [b.total]
+    for group in dict.fromkeys(r.group for r in b.rows):
+        ids.append(group), labels.append(group), parents.append(model_name), values.append(b.group_total(group))
+        for kind in dict.fromkeys(r.kind for r in b.rows if r.group == group):
+            kid = f"{group}/{kind}"
+            rows = [r for r in b.rows if r.group == group and r.kind == kind]
+            ids.append(kid), labels.append(kind), parents.append(group), values.append(sum(r.count for r in rows))
+            for r in rows:
+                ids.append(f"{kid}/{r.part}"), labels.append(r.part), parents.append(kid), values.append(r.count)
+    fig = go.Figure(go.Sunburst(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+                                hovertemplate="%{label}: %{value:,} (%{percentRoot:.1%})<extra></extra>",
+                                maxdepth=3))
+    fig.update_layout(title="The whole model", height=520, margin={"t": 50, "b": 10, "l": 10, "r": 10})
+    return finished(fig)
+
+
+def lengths(n_max: int) -> list[int]:
+    """About 200 lengths from 1 to n_max, as Python ints: every cost below is computed in Python's unbounded
+    integers and only then turned into float64 for plotting (int64 overflowed at 131,072 in every field)."""
+    return [int(n) for n in np.unique(np.geomspace(1, n_max, 200).round())]
+
+
+def flops_figure(s: AttentionShape, n_max: int) -> FigureDict:
+    """Per layer FLOPs against n: projections (linear) vs attention scores (quadratic), crossover marked."""
+    ns = lengths(n_max)
+    fig = go.Figure([
+        go.Scatter(x=ns, y=[float(projection_flops(s, n)) for n in ns], name="projections Q, K, V, O (∝ n)"),
+        go.Scatter(x=ns, y=[float(score_flops(s, n)) for n in ns], name="QKᵀ and probs·V (∝ n²)"),
+    ])
+    cross = crossover_length(s)
+    if cross <= n_max:
+        fig.add_vline(x=cross, line_dash="dash", annotation_text=f"crossover n = {cross:,.0f}")
+    fig.update_xaxes(type="log", title="sequence length n")
+    fig.update_yaxes(type="log", title="FLOPs per layer")
+    fig.update_layout(title="Compute per layer", height=380, margin={"t": 50, "b": 10})
+    return finished(fig)
+
+
+def memory_figure(s: AttentionShape, n_max: int) -> FigureDict:
+    """Bytes of the attention map per layer: explicit (h n² floats) vs fused (h n log-sum-exps)."""
+    ns = lengths(n_max)
+    explicit, fused = zip(*(attention_matrix_bytes(s, n) for n in ns), strict=True)
+    fig = go.Figure([go.Scatter(x=ns, y=[float(b) for b in explicit], name="explicit: probabilities (∝ n²)"),
+                     go.Scatter(x=ns, y=[float(b) for b in fused], name="fused: log-sum-exp only (∝ n)")])
+    fig.update_xaxes(type="log", title="sequence length n")
+    fig.update_yaxes(type="log", title="bytes per layer (fp32)")
+    fig.update_layout(title="Attention-map memory", height=380, margin={"t": 50, "b": 10})
+    return finished(fig)
+
+
+def kv_variants(s: AttentionShape) -> dict[str, AttentionShape]:
+    """The same query heads with h (MHA), a GQA group count, and 1 (MQA) key/value heads."""
+    counts = {"MHA": s.n_heads}
+    gqa = next((g for g in (8, 4, 2) if g < s.n_heads and s.n_heads % g == 0), None)
+    if gqa:
+        counts[f"GQA ({gqa} KV heads)"] = gqa
+    counts["MQA"] = 1
+    return {name: make_shape(s.d_model, s.n_heads, s.d_k, s.d_v, g, s.bias) for name, g in counts.items()}
+
+
+def kv_cache_figure(s: AttentionShape, n_layers: int, n_max: int) -> FigureDict:
+    """KV-cache bytes (fp16, all layers) for a context of n tokens: MHA vs GQA vs MQA."""
+    ns = lengths(n_max)
+    fig = go.Figure()
+    for name, shape in kv_variants(s).items():
+        per_token = kv_cache_bytes_per_token(shape, n_layers)
+        fig.add_trace(go.Scatter(x=ns, y=[float(n * per_token) for n in ns], name=f"{name}: {per_token:,} B per token"))
+    fig.update_xaxes(type="log", title="context length n")
+    fig.update_yaxes(type="log", title="bytes")
+    fig.update_layout(title=f"KV cache ({n_layers} layers, fp16)", height=380, margin={"t": 50, "b": 10})
+    return finished(fig)

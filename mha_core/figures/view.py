@@ -1,0 +1,75 @@
+"""The attention a page shows: one text's maps after the display options (specials hidden, pieces merged into
+words, heads averaged), ready for figures and export.
+
+Shapes: L layers, H heads, T word pieces, N display units (pieces or words).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mha_core.engine.result import AttentionResult
+from mha_core.engine.words import drop_and_renormalise, merge_pieces, text_units
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    """One text's attention after the display options, ready for figures and export."""
+
+    labels: tuple[str, ...]  # N
+    maps: np.ndarray  # (L,H,N,N) float32; rows sum to 1 over shown keys
+    hidden_special: bool
+    merged_words: bool
+    pieces: tuple[tuple[int, ...], ...] = ()  # N: the result's piece indices in each shown unit
+
+    def unit_of(self, result_pieces: Sequence[int], fallback: int = 0) -> int:
+        """The shown unit holding the first of `result_pieces` (see tokens.word_pieces); `fallback` (clamped)
+        when there is none (the word is absent, or a hidden special)."""
+        for unit, pieces in enumerate(self.pieces):
+            if result_pieces and result_pieces[0] in pieces:
+                return unit
+        return max(0, min(fallback, len(self.labels) - 1))
+
+
+def attention_view(result: AttentionResult, b: int = 0, hide_special: bool = False,
+                   merge_words: bool = False, average_heads: bool = False) -> AttentionView:
+    """Text b's maps (L,H,N,N) with specials hidden (rows renormalised) and/or pieces merged;
+    with `average_heads` each layer's mean over heads, (L,1,N,N)."""
+    maps = result.text_attention(b)  # (L,H,T,T)
+    units = text_units(result, b, merge_words)
+    if merge_words:
+        maps = merge_pieces(maps, units.groups)
+    labels, pieces = units.labels, units.groups
+    if hide_special:
+        keep = [u for u, s in enumerate(units.special) if not s]
+        maps = drop_and_renormalise(maps, keep)
+        labels, pieces = tuple(labels[u] for u in keep), tuple(pieces[u] for u in keep)
+    if average_heads:
+        maps = maps.mean(axis=1, keepdims=True)  # (L,1,N,N)
+    return AttentionView(labels=labels, maps=maps.astype(np.float32, copy=False), hidden_special=hide_special,
+                         merged_words=merge_words, pieces=tuple(tuple(group) for group in pieces))
+
+
+def score_map(result: AttentionResult, b: int, layer: int, head: int, hide_special: bool) -> np.ndarray:
+    """Text b's pre-softmax scores of one head over pieces, (T,T) or (K,K) without the specials."""
+    n = result.lengths[b]
+    z = result.scores_map(layer, head)[b, :n, :n].cpu().numpy()
+    if not hide_special:
+        return z
+    keep = [i for i, w in enumerate(result.word_ids[b]) if w is not None]
+    return z[np.ix_(keep, keep)]
+
+
+def top_keys(view: AttentionView, query: int, k: int = 3) -> list[tuple[int, int, list[tuple[str, float]]]]:
+    """For every (layer, head): the k keys the query unit attends to most, ties to the earliest."""
+    rows = []
+    n_layers, n_heads = view.maps.shape[:2]
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            weights = view.maps[layer, head, query]
+            best = np.argsort(-weights, kind="stable")[:k]
+            rows.append((layer, head, [(view.labels[j], float(weights[j])) for j in best]))
+    return rows

@@ -1,0 +1,1 @@
+"""The walkthrough and the lessons, computed from the live model. Imports analysis and the engine."""

@@ -1,0 +1,170 @@
+"""The classroom walkthrough: multi-head attention of one layer, step by step, on the real tensors.
+
+Shapes: T tokens, D d_model, H heads, Dh head dim (= d_k). Every tensor here is recomputed from
+the layer's input with the same functions `multi_head_attention` uses, so the steps add up to the
+model's own output (checked by `parity`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mha_core.engine import attention
+from mha_core.engine.attention import apply_rope, causal_bias, merge_heads, repeat_kv, split_heads
+from mha_core.engine.forward import run
+from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import AttentionResult
+
+
+@dataclass(frozen=True)
+class Walkthrough:
+    tokens: tuple[str, ...]  # T
+    layer: int
+    head: int
+    x: np.ndarray  # (T,D) what attention reads: the layer's input (pre-norm models: after the layer's norm)
+    q: np.ndarray  # (H,T,Dh) after RoPE where the model rotates
+    q_unrotated: np.ndarray | None  # (H,T,Dh) before RoPE; None without RoPE
+    k: np.ndarray  # (G,T,Dh) one per key/value head (G = H unless grouped-query attention)
+    v: np.ndarray  # (G,T,Dh)
+    raw_scores: np.ndarray  # (T,T) q k^T of the chosen head, before scaling (and before any mask)
+    visible: np.ndarray  # (T,T) bool: keys each query may see (all; causal models: j <= i)
+    scale: float  # 1 / sqrt(d_k)
+    probs: np.ndarray  # (T,T) softmax(raw_scores * scale + mask) of the chosen head
+    context: np.ndarray  # (H,T,Dh) every head's probs @ v
+    concat: np.ndarray  # (T,D) heads side by side
+    output: np.ndarray  # (T,D) concat @ W_O^T + b_O
+
+    @property
+    def group(self) -> int:
+        """Query heads served by each key/value head (1 for MHA)."""
+        return self.q.shape[0] // self.k.shape[0]
+
+
+@torch.inference_mode()
+def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: int, b: int = 0) -> Walkthrough:
+    """One layer's attention, step by step, exactly as `multi_head_attention` computes it for this model."""
+    lw, arch = model.layers[layer], model.arch
+    w = lw.attention
+    n = result.lengths[b]
+    x = result.hidden_states[layer][b:b + 1, :n].float()  # (1,T,D) the layer's input
+    x = lw.attn_norm(x) if arch.pre_norm else x  # pre-norm: attention reads the normed stream
+    q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (1,H,T,Dh)
+    k = split_heads(F.linear(x, w.w_k, w.b_k), w.n_kv_heads)  # (1,G,T,Dh)
+    v = split_heads(F.linear(x, w.w_v, w.b_v), w.n_kv_heads)  # (1,G,T,Dh)
+    unrotated = None
+    if arch.rotary:
+        cos, sin = model.rotary(x, torch.arange(n)[None])  # (1,T,Dh) each
+        unrotated, q, k = q, apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    k_full, v_full = repeat_kv(k, w.n_heads), repeat_kv(v, w.n_heads)  # (1,H,T,Dh)
+    bias = causal_bias(n, x.dtype, window=arch.sliding_window) if arch.causal else None  # (1,1,T,T)
+    scale = q.shape[-1] ** -0.5
+    raw = q[0, head] @ k_full[0, head].T  # (T,T)
+    context, probs = attention.explicit_kernel(q, k_full, v_full, bias, scale)  # (1,H,T,Dh), (1,H,T,T)
+    concat = merge_heads(context)  # (1,T,D)
+    output = F.linear(concat, w.w_o, w.b_o)  # (1,T,D)
+    visible = np.ones((n, n), dtype=bool) if bias is None else (bias[0, 0] == 0).numpy()
+    return Walkthrough(
+        tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(),
+        q_unrotated=None if unrotated is None else unrotated[0].numpy(), k=k[0].numpy(), v=v[0].numpy(),
+        raw_scores=raw.numpy(), visible=visible, scale=scale, probs=probs[0, head].numpy(),
+        context=context[0].numpy(), concat=concat[0].numpy(), output=output[0].numpy(),
+    )
+
+
+def softmax_at_scale(raw_row: np.ndarray, scale: float, visible: np.ndarray | None = None) -> np.ndarray:
+    """softmax(raw * scale) of one row over the keys it may see: scale 1/sqrt(d_k) is the model's; 1 shows it
+    unscaled. Keys outside `visible` (a causal model's later tokens) get exactly 0."""
+    z = np.where(visible, raw_row * scale, -np.inf) if visible is not None else raw_row * scale
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def row_entropy(p: np.ndarray) -> float:
+    return float(-(p[p > 0] * np.log(p[p > 0])).sum())
+
+
+@functools.cache
+def code_for_step(step: int) -> str:
+    """The code of mha_core that computes step 1-4 (project/split, attend, concatenate, W_O)."""
+    if step == 2:
+        return inspect.getsource(attention.explicit_kernel)
+    if step == 3:
+        return inspect.getsource(attention.merge_heads)
+    source = [line[4:] for line in inspect.getsource(attention.multi_head_attention).splitlines()]
+    begin = next(i for i, line in enumerate(source) if line.startswith("# 1." if step == 1 else "# 4."))
+    end = next((i for i, line in enumerate(source) if i > begin and line.startswith("# ")), len(source))
+    return "\n".join(source[begin:end])
+
+
+@dataclass(frozen=True)
+class Parity:
+    max_map_vs_model: float  # our explicit maps vs the model's own (eager) attentions
+    max_hidden_vs_model: float  # our last hidden state vs the model's
+    max_map_explicit_vs_fused: float  # explicit maps vs maps rebuilt from the fused kernel's LSE
+    backend: str  # the fused path's kernel
+
+    @property
+    def ok(self) -> bool:
+        """Within float precision: maps to 1e-5, hidden states to 1e-4."""
+        return max(self.max_map_vs_model, self.max_map_explicit_vs_fused) <= 1e-5 and self.max_hidden_vs_model <= 1e-4
+
+
+@dataclass(frozen=True)
+class PathTimings:
+    """Fastest of `repeats` runs after a warm-up, in ms."""
+
+    explicit_ms: float
+    fused_ms: float
+    model_ms: float
+    repeats: int
+
+
+def best_ms(fn: Callable[[], object], repeats: int = 3) -> float:
+    """fn's fastest time in ms over `repeats` runs after one warm-up run."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return min(times)
+
+
+def reference_forward(model: LoadedModel, result: AttentionResult) -> Callable[[], object]:
+    """The transformers model itself (eager, with attentions) on the same word pieces as `result`."""
+    ids, mask = result.batch.input_ids.to(model.device), result.batch.attention_mask.to(model.device)
+    return lambda: model.model(input_ids=ids, attention_mask=mask, output_attentions=True)
+
+
+@torch.inference_mode()
+def parity(model: LoadedModel, text: str, explicit: AttentionResult | None = None) -> Parity:
+    """Recompute `text` on both paths (reusing `explicit` when given), and through the model itself; compare."""
+    explicit = explicit if explicit is not None else run(model, text, path="explicit")
+    fused = run(model, text, path="fused")
+    ref = reference_forward(model, explicit)()
+    ours = explicit.attention()[0]  # (L,H,T,T)
+    return Parity(
+        max_map_vs_model=float((ours - torch.stack(ref.attentions, dim=1)[0].float()).abs().max()),
+        max_hidden_vs_model=float((explicit.last_hidden_state - ref.last_hidden_state).abs().max()),
+        max_map_explicit_vs_fused=float((fused.attention()[0] - ours).abs().max()),
+        backend=fused.backend,
+    )
+
+
+@torch.inference_mode()
+def time_paths(model: LoadedModel, text: str, repeats: int = 3) -> PathTimings:
+    """Time the explicit path, the fused path and the model itself on `text` (only when a user asks)."""
+    explicit = run(model, text, path="explicit")
+    return PathTimings(
+        explicit_ms=best_ms(lambda: run(model, text, path="explicit"), repeats),
+        fused_ms=best_ms(lambda: run(model, text, path="fused"), repeats),
+        model_ms=best_ms(reference_forward(model, explicit), repeats), repeats=repeats,
+    )
