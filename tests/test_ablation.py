@@ -76,14 +76,12 @@ def test_bad_choices_are_one_sentence(tiny):
 @pytest.mark.slow
 def test_cli_ablate_writes_the_grid_and_refuses_bad_input(tmp_path):
     import json
-    import subprocess
-    import sys
 
-    from tests.conftest import ROOT
+    from tests.conftest import CliRun
+    from tests.conftest import cli as run_cli
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "mha_core", "ablate", *args], cwd=ROOT, capture_output=True,
-                              text=True, timeout=300)
+    def cli(*args: str) -> CliRun:
+        return run_cli("ablate", *args)
 
     out = tmp_path / "ablate.json"
     proc = cli("The animal didn't cross the street because it was too tired.", "--mode", "mean", "--json", str(out))

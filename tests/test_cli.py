@@ -1,4 +1,5 @@
-"""The CLI, run as a user would: a subprocess, JSON out, exit status 2 with one line on bad input."""
+"""The CLI as a user sees it: JSON out, exit status 2 with one line on bad input. The program itself runs as a
+subprocess once; the other calls run its main() in this process (tests.conftest.cli)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import sys
 
 import pytest
 
-from tests.conftest import ANIMAL_TIRED, ROOT
+from tests.conftest import ANIMAL_TIRED, ROOT, cli
 
-pytestmark = pytest.mark.slow  # each test starts a Python process that imports torch
+pytestmark = pytest.mark.slow  # each call loads a model
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mha_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+def test_python_m_mha_core_is_the_program():
+    proc = subprocess.run([sys.executable, "-m", "mha_core", "attention", ANIMAL_TIRED, "--json", "-"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "animal" in json.loads(proc.stdout)["tokens"]
 
 
 def test_attention_json(tmp_path):

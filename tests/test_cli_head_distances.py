@@ -9,10 +9,9 @@ import pytest
 
 from mha_core.analysis.corpora import read_conllu
 from mha_core.analysis.corpus_pass import corpus_pass
-from tests.conftest import SHARED_DATA
-from tests.test_cli import cli
+from tests.conftest import SHARED_DATA, cli
 
-pytestmark = pytest.mark.slow  # each test starts a Python process that imports torch
+pytestmark = pytest.mark.slow  # each call loads a model and reads a corpus
 EWT = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
 
 

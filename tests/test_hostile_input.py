@@ -6,8 +6,6 @@ test_hostile_pages.py and test_browser_pages.py; these run in seconds on tiny ra
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,7 @@ from mha_core.analysis.shapes import MAX_DIM, make_shape, projection_flops, scor
 from mha_core.analysis.syntax import analyse_syntax
 from mha_core.figures.params import flops_figure, kv_cache_figure, memory_figure
 from mha_core.figures.spec import array_of
-from tests.conftest import ROOT
+from tests.conftest import CliRun, cli
 
 GAP_HEADER = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"
 BAD_FOLDER_MESSAGES = {
@@ -30,12 +28,7 @@ BAD_FOLDER_MESSAGES = {
 }
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mha_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
-
-
-def one_line_exit_2(proc: subprocess.CompletedProcess, message: str) -> None:
+def one_line_exit_2(proc: CliRun, message: str) -> None:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, proc.stderr
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr

@@ -31,22 +31,56 @@ def texts_of(at: AppTest) -> list[str]:
             for e in at.get(kind)]
 
 
+INDEX_PATTERNS = {"layer": (r"\bL(\d+)\b", r"\b[Ll]ayer (\d+)\b"), "head": (r"\bH(\d+)\b", r"\b[Hh]ead (\d+)\b")}
+
+
+def layers_and_heads_named(at: AppTest) -> dict[str, set[int]]:
+    """Every layer and head index the page names: in its texts, its charts' labels and its choices."""
+    import re
+
+    names = at.selectbox(key="model").options  # model names (all-MiniLM-L6-v2) are not layers
+    shown = texts_of(at) + [c.proto.spec for c in at.get("plotly_chart")]
+    shown += [str(option) for box in at.selectbox if box.key != "model" for option in box.options]
+    shown = [re.sub("|".join(re.escape(name) for name in names), "", text) for text in shown]
+    named = {kind: {int(n) for text in shown for pattern in patterns for n in re.findall(pattern, text)}
+             for kind, patterns in INDEX_PATTERNS.items()}
+    for box in at.selectbox:  # a layer or head picker's plain numbers
+        kind = next((kind for kind in named if kind in (box.key or "")), None)
+        if kind:
+            named[kind] |= {int(option) for option in box.options if str(option).isdigit()}
+    return named
+
+
+def assert_drawn_for(at: AppTest, n_layers: int, n_heads: int, where: str) -> None:
+    """The page ran, drew something, and every layer and head it names exists in this model: a page that
+    assumed another model's shape (a literal layer 3 or 12 heads) names one that does not."""
+    assert not at.exception, (where, at.exception)
+    assert not at.error, (where, [e.value for e in at.error])
+    assert at.get("plotly_chart") or at.dataframe or at.get("arrow_data_frame") or at.metric, where
+    named = layers_and_heads_named(at)
+    assert max(named["layer"], default=0) < n_layers and max(named["head"], default=0) < n_heads, (where, named)
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_runs_on_a_two_layer_model(listed, page):  # row: a valid 2-layer BERT, Walkthrough page
     at = open_app(page, model="tiny")
-    assert not at.exception, at.exception
     assert any("2 layers × 4 heads" in c.value for c in at.caption)
+    assert_drawn_for(at, 2, 4, page)
 
 
 @pytest.mark.slow  # 50 page runs: in make test, not in the fast tier
 @pytest.mark.parametrize("model", ["bert", "roberta", "xlm-roberta", "distilbert", "gpt2", "llama", "qwen2", "mistral",
                                    "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct"])
 def test_every_page_runs_on_every_family_and_both_bundled_models(listed, model):
+    from mha_core.serving.menu import available_models
+    from views._state import load_listed_model
+
+    (path,) = [choice.path for choice in available_models() if choice.name == model]
+    loaded = load_listed_model(str(path))
     for page in PAGES:
         at = open_app(page, model=model)
-        assert not at.exception, (model, page, at.exception)
-        assert not at.error, (model, page, [e.value for e in at.error])
         assert at.selectbox(key="model").value == model
+        assert_drawn_for(at, loaded.n_layers, loaded.n_heads, f"{model} {page}")
 
 
 @pytest.mark.parametrize("name", ["config-list", "garbage-weights", "sizes-mismatch", "no-tokenizer"])

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -21,7 +19,8 @@ from mha_core.analysis.shapes import (
     score_flops,
     single_head_equivalent,
 )
-from tests.conftest import ROOT
+from tests.conftest import CliRun
+from tests.conftest import cli as run_cli
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -127,9 +126,8 @@ def test_head_weight_norms(bundled):
     assert torch.isclose(ov[2, 7], torch.linalg.matrix_norm(hw.w_v[7] @ hw.w_o[7]))
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mha_core", "params", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+def cli(*args: str) -> CliRun:
+    return run_cli("params", *args)
 
 
 @pytest.mark.slow

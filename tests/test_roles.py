@@ -4,8 +4,6 @@ answers, file formats, and the CLI end to end on the shared UD EWT and GAP data.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from mha_core.analysis.roles import RoleAccumulator, first_token_label, head_lab
 from mha_core.analysis.syntax import SyntaxAccumulator, predict_heads
 from mha_core.engine.words import merge_pieces, word_groups
 from mha_core.figures.roles import ROLE_COLORS
-from tests.conftest import ROOT, SHARED_DATA
+from tests.conftest import SHARED_DATA, cli
 
 UD_DEV = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
 GAP_VALIDATION = SHARED_DATA / "gap" / "gap-validation.tsv"
@@ -182,11 +180,6 @@ def test_spacy_parses_typed_text():
     (parsed,) = spacy_parse(["The animal didn't cross the street because it was too tired."])
     assert parsed.words[:2] == ("The", "animal") and parsed.deprels[0] == "det" and parsed.heads[0] == 2
     assert parsed.deprels.count("root") == 1
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mha_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=480)  # below pytest-timeout (600 s), so a hang reports here
 
 
 @pytest.mark.slow

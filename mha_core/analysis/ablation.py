@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha_core.analysis.roles import ranked_heads
-from mha_core.engine.attention import EXPLICIT
+from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
 from mha_core.engine.budget import (
     check_budget,
@@ -40,7 +40,7 @@ from mha_core.engine.budget import (
     release_freed_memory,
     rows_within,
 )
-from mha_core.engine.forward import layer_forward, prepare
+from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
 
@@ -113,13 +113,13 @@ def original_pass(model: LoadedModel, batch: TokenBatch) -> OriginalPass:
         means.append(context.mean(dim=2, keepdim=True))
         return context
 
-    attn = None
-    for w in model.layers:
-        x, attn = layer_forward(x, w, model.arch, bias, EXPLICIT, rope, edit=record)
-        inputs.append(x)
-    if attn is None:
+    last = None  # only the last layer's maps are kept
+    for output, attn in layer_outputs(model, x, bias, rope, enter=lambda _, x: (x, record)):
+        inputs.append(output)
+        last = attn
+    if last is None:
         raise InputError(f"{model.name} has no layers to ablate.")
-    return OriginalPass(tuple(inputs), tuple(means), attn.probs, bias, rope)
+    return OriginalPass(tuple(inputs), tuple(means), last.probs, bias, rope)
 
 
 def head_means(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, ...]:
@@ -127,7 +127,7 @@ def head_means(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, ...]:
     return original_pass(model, batch).means
 
 
-def make_edit(removed: Tensor, replacement: Tensor | None) -> object:
+def make_edit(removed: Tensor, replacement: Tensor | None) -> ContextEdit:
     """removed (N,H) bool: which heads each variant loses; replacement (1,H,1,Dh) or None (zero)."""
     keep = (~removed).to(torch.float32)[:, :, None, None]  # (N,H,1,1)
 
@@ -146,9 +146,9 @@ def run_variants(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor
     x, bias, rope = prepare(model, batch)  # (1,T,D)
     means = head_means(model, batch) if mode == MEAN else [None] * model.n_layers
     x = x.expand(removed[0].shape[0], -1, -1)
-    for layer, w in enumerate(model.layers):
-        x, attn = layer_forward(x, w, model.arch, bias, EXPLICIT, rope, edit=make_edit(removed[layer], means[layer]))
-    return final(model, x), attn.probs
+    *_, (x, attn) = layer_outputs(model, x, bias, rope, enter=lambda layer, x: (x, make_edit(removed[layer],
+                                                                                           means[layer])))
+    return final_norm(model, x), attn.probs
 
 
 def final_states(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor], mode: str) -> Tensor:
@@ -321,7 +321,7 @@ def ablation_grid(model: LoadedModel, text: str, mode: str = ZERO, measure: str 
     original = original_pass(model, batch)
     probe = coref_probe(batch, original.last_maps) if measure == "coref" else None
     scorer = Scorer(model, measure, batch.input_ids[0], scored, probe, plan.free_bytes)
-    base = scorer.values(final(model, original.inputs[-1]), original.last_maps, None)
+    base = scorer.values(final_norm(model, original.inputs[-1]), original.last_maps, None)
     release_freed_memory()
     variants = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     effects = []
@@ -342,11 +342,6 @@ def scored_pieces(model: LoadedModel, scored: Sequence[tuple[int, int]]) -> tupl
     return readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids)) if ids else ()
 
 
-def final(model: LoadedModel, x: Tensor) -> Tensor:
-    final_norm = model.embeddings.final_norm
-    return final_norm(x) if final_norm is not None else x
-
-
 def run_chunk(model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[int, int]], mode: str
               ) -> tuple[Tensor, Tensor]:
     """Variants that each lose one head, layer-major; a variant joins the batch at its head's layer with the
@@ -354,17 +349,19 @@ def run_chunk(model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[
     layer's maps (n,H,T,T)."""
     layer_of = torch.tensor([layer for layer, _ in chunk])  # (n,)
     head_of = torch.tensor([head for _, head in chunk])
-    x, attn = original.inputs[0][:0], None  # (0,T,D)
-    for layer in range(chunk[0][0], model.n_layers):
+
+    def enter(layer: int, x: Tensor) -> tuple[Tensor, ContextEdit]:
         joining = int((layer_of == layer).sum())
         if joining:
             x = torch.cat([x, original.inputs[layer].expand(joining, -1, -1)])
         removed = torch.zeros(x.shape[0], model.n_heads, dtype=torch.bool)  # (rows so far, H)
         rows = (layer_of[:x.shape[0]] == layer).nonzero()[:, 0]
         removed[rows, head_of[rows]] = True
-        x, attn = layer_forward(x, model.layers[layer], model.arch, original.bias, EXPLICIT, original.rope,
-                                edit=make_edit(removed, original.means[layer] if mode == MEAN else None))
-    states, last_maps = final(model, x), attn.probs
+        return x, make_edit(removed, original.means[layer] if mode == MEAN else None)
+
+    *_, (x, attn) = layer_outputs(model, original.inputs[0][:0], original.bias, original.rope, enter=enter,
+                                  first=chunk[0][0])  # from (0,T,D): variants join at their head's layer
+    states, last_maps = final_norm(model, x), attn.probs
     del x, attn
     release_freed_memory()
     return states, last_maps

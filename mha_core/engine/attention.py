@@ -56,6 +56,7 @@ class AttentionOutput:
     output: Tensor  # (B,T,D)  after W_O
     q: Tensor  # (B,H,T,Dh)  after RoPE where the model rotates
     k: Tensor  # (B,G,S,Dh)  after RoPE; one per key/value head (query head h uses k[:, h // (H/G)])
+    v: Tensor  # (B,G,S,Dh)  one per key/value head
     context: Tensor  # (B,H,T,Dh)  each head's softmax(...) @ v, before concatenation
     probs: Tensor | None  # (B,H,T,S)
     lse: Tensor | None  # (B,H,T)
@@ -230,4 +231,4 @@ def multi_head_attention(
         context = edit(context)  # (B,H,T,Dh)
     # 4. concatenate heads, project with W_O
     output = F.linear(merge_heads(context), w.w_o, w.b_o)  # (B,T,D)
-    return AttentionOutput(output, q, k, context, probs, lse, backend)
+    return AttentionOutput(output, q, k, v, context, probs, lse, backend)

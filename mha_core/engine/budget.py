@@ -16,8 +16,12 @@ import ctypes
 import ctypes.util
 import os
 from functools import cache
+from typing import TYPE_CHECKING
 
 from mha_core.engine.tokens import InputError
+
+if TYPE_CHECKING:
+    from mha_core.engine.model import LoadedModel
 
 BUDGET_ENV = "MHA_COMPUTE_MB"
 DEFAULT_BUDGET_MB = 1536
@@ -51,15 +55,15 @@ def check_budget(needed: int, what: str, advice: str) -> None:
                           f"{megabytes(budget)} per computation ({BUDGET_ENV}); {advice}.")
 
 
-def element_size(model: object) -> int:
+def element_size(model: LoadedModel) -> int:
     return model.embeddings.word.element_size()
 
 
-def mlp_width(model: object) -> int:
+def mlp_width(model: LoadedModel) -> int:
     return model.layers[0].mlp.w_in.shape[0] if model.layers else model.d_model
 
 
-def layer_work_bytes(model: object, rows: int, tokens: int) -> int:
+def layer_work_bytes(model: LoadedModel, rows: int, tokens: int) -> int:
     """What one layer's pass holds at its peak, per batch of `rows` texts of `tokens` pieces (measured against
     peak RSS on the bundled models): scores, masked scores and probabilities plus the previous layer's kept
     probabilities (4 maps); q, k, v, their rotated and repeated copies, the context, its edited and merged copies
@@ -71,7 +75,7 @@ def layer_work_bytes(model: object, rows: int, tokens: int) -> int:
     return rows * (maps + vectors + inner) * e
 
 
-def forward_bytes(model: object, rows: int, tokens: int, keeps_maps: bool) -> int:
+def forward_bytes(model: LoadedModel, rows: int, tokens: int, keeps_maps: bool) -> int:
     """Peak of one recompute of `rows` texts padded to `tokens` pieces: what the result keeps for every layer
     (hidden states, q and k, the maps and contexts on the explicit path, the LSE on the fused path) plus one
     layer's transient work."""
@@ -93,7 +97,7 @@ def rows_within(per_row: int, reserved: int = 0) -> int:
 
 
 @cache
-def _libc() -> object | None:
+def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None

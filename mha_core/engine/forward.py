@@ -8,6 +8,8 @@ One layer loop serves all families; what differs is read from `model.arch` (arch
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import torch
 from torch import Tensor
 
@@ -65,6 +67,28 @@ def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor |
     return w.mlp_norm(w.mlp(h) + h), attn
 
 
+LayerEntry = Callable[[int, Tensor], tuple[Tensor, ContextEdit | None]]
+
+
+def layer_outputs(model: LoadedModel, x: Tensor, bias: Tensor | None, rope: tuple[Tensor, Tensor] | None,
+                  path: str = EXPLICIT, kernel_causal: bool = False, enter: LayerEntry | None = None,
+                  first: int = 0) -> Iterator[tuple[Tensor, AttentionOutput]]:
+    """The one layer loop of every family: layers `first`.. from x (B,T,D), yielding each layer's output (B,T,D)
+    and its attention internals. `enter(layer, x)` may change a layer's input (ablated variants joining a batch)
+    and gives the edit of its heads' outputs (head ablation)."""
+    for layer in range(first, model.n_layers):
+        x, edit = enter(layer, x) if enter is not None else (x, None)
+        x, attn = layer_forward(x, model.layers[layer], model.arch, bias, path, rope, kernel_causal, edit)
+        yield x, attn
+
+
+def final_norm(model: LoadedModel, x: Tensor) -> Tensor:
+    """The last layer's output through the model's final norm where it has one (transformers'
+    last_hidden_state)."""
+    norm = model.embeddings.final_norm
+    return norm(x) if norm is not None else x
+
+
 def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, str]:
     """Resolve `auto`; returns (path, reason)."""
     if path not in PATHS:
@@ -115,12 +139,10 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
     kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and bool(
         batch.attention_mask.all())
     hidden, attns = [x], []
-    for w in model.layers:
-        x, attn = layer_forward(x, w, arch, None if kernel_causal else bias, chosen, rope, kernel_causal)
-        hidden.append(x)
+    for output, attn in layer_outputs(model, x, None if kernel_causal else bias, rope, chosen, kernel_causal):
+        hidden.append(output)
         attns.append(attn)
-    if model.embeddings.final_norm is not None:
-        hidden[-1] = model.embeddings.final_norm(x)  # as transformers' last_hidden_state
+    hidden[-1] = final_norm(model, hidden[-1])
     return AttentionResult(
         batch=batch,
         layer_q=tuple(a.q for a in attns), layer_k=tuple(a.k for a in attns),

@@ -10,6 +10,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -17,6 +18,9 @@ from torch import Tensor
 from mha_core.engine import bundled
 from mha_core.engine.arch import DECODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 MODEL_DIR_ENV = "MHA_MODEL_DIR"  # the default model of the CLI and API (and listed first in the app)
 # A fast tokenizer, BERT's word pieces, GPT-2's byte-level BPE, or a SentencePiece model.
@@ -32,8 +36,8 @@ class ModelLoadError(ValueError):
 @dataclass(frozen=True)
 class LoadedModel:
     model: torch.nn.Module  # the transformers base model (AutoModel), eager attention: the reference
-    tokenizer: object  # a transformers fast tokenizer (right padding)
-    config: object  # the transformers config
+    tokenizer: PreTrainedTokenizerBase  # a fast tokenizer (right padding)
+    config: PretrainedConfig
     arch: Architecture  # what the layer loop needs to know about this family
     embeddings: EmbeddingWeights
     layers: tuple[LayerWeights, ...]  # L entries
@@ -210,7 +214,7 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
     )
 
 
-def prepare_decoder_tokenizer(tokenizer: object) -> int | None:
+def prepare_decoder_tokenizer(tokenizer: PreTrainedTokenizerBase) -> int | None:
     """Right padding with a pad token (GPT-2 has none); the id to put first when the tokenizer adds no first
     token itself (the first position is then the same beginning-of-text token for every text)."""
     tokenizer.padding_side = "right"
@@ -255,7 +259,7 @@ def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> N
                              f"{MIN_POSITIONS} are needed for a sentence.")
 
 
-def check_tokenizer(tokenizer: object, path: Path) -> None:
+def check_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
     """A fast tokenizer that reads ordinary English as more than unknown tokens."""
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(f"{shown(path)} needs a fast tokenizer (tokenizer.json) for word alignment.")
@@ -264,7 +268,7 @@ def check_tokenizer(tokenizer: object, path: Path) -> None:
         raise ModelLoadError(f"The tokenizer in {shown(path)} reads every word as an unknown token.")
 
 
-def model_name(path: Path, config: object) -> str:
+def model_name(path: Path, config: PretrainedConfig) -> str:
     names = {folder: name for name, folder in bundled_dirs().items()}
     if path in names:
         return names[path]

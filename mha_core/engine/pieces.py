@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -81,7 +85,7 @@ def character_parts(raw: Sequence[bytes]) -> list[str]:
     return labels
 
 
-def readable_pieces(tokenizer: object, ids: list[int], tokens: Sequence[str]) -> tuple[str, ...]:
+def readable_pieces(tokenizer: PreTrainedTokenizerBase, ids: list[int], tokens: Sequence[str]) -> tuple[str, ...]:
     """Each piece decoded on its own, so byte-level BPE and SentencePiece markers (Ġ, ▁, Ċ) read as text, with
     spaces and newlines shown as ␣ and ↵. Pieces that each hold part of a multi-byte character (Chinese, emoji)
     are labelled by the character and their part (character_parts); BERT's word pieces (##ing) stay as they are."""
@@ -103,7 +107,7 @@ def readable_pieces(tokenizer: object, ids: list[int], tokens: Sequence[str]) ->
     return tuple(labels)
 
 
-def unknown_flags(tokenizer: object, tokens: Sequence[str]) -> tuple[bool, ...]:
+def unknown_flags(tokenizer: PreTrainedTokenizerBase, tokens: Sequence[str]) -> tuple[bool, ...]:
     """Per piece: the tokenizer's unknown token ([UNK]), which stands for text it could not read."""
     unk = getattr(tokenizer, "unk_token", None)
     return tuple(unk is not None and token == unk for token in tokens)

@@ -8,11 +8,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from mha_core.engine.pieces import readable_pieces, unknown_flags
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 class InputError(ValueError):
@@ -51,7 +55,8 @@ def as_text_list(texts: TextsLike) -> tuple[list[str] | list[list[str]], bool]:
     return items, pre_split
 
 
-def tokenize(tokenizer: object, texts: TextsLike, max_length: int, bos: int | None = None) -> TokenBatch:
+def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: int, bos: int | None = None
+             ) -> TokenBatch:
     """Tokenize and pad on the right; texts longer than `max_length` pieces are cut (never refused). `bos`: a
     token id put first in every text (decoders whose tokenizer adds no special token), as a special piece."""
     items, pre_split = as_text_list(texts)
@@ -84,7 +89,8 @@ def tokenize(tokenizer: object, texts: TextsLike, max_length: int, bos: int | No
     )
 
 
-def ids_batch(tokenizer: object, sequences: Sequence[Sequence[int]], special: Sequence[Sequence[bool]]) -> TokenBatch:
+def ids_batch(tokenizer: PreTrainedTokenizerBase, sequences: Sequence[Sequence[int]],
+              special: Sequence[Sequence[bool]]) -> TokenBatch:
     """A batch made of token ids rather than text (synthetic inputs such as repeated random tokens), padded on
     the right; special[b][i] marks the pieces that stand for no word ([CLS], [BOS], [SEP])."""
     n = max(len(ids) for ids in sequences)
@@ -101,7 +107,7 @@ def ids_batch(tokenizer: object, sequences: Sequence[Sequence[int]], special: Se
 
 
 def untruncated_lengths(
-    tokenizer: object, items: list, pre_split: bool, lengths: list[int], max_length: int
+    tokenizer: PreTrainedTokenizerBase, items: list, pre_split: bool, lengths: list[int], max_length: int
 ) -> tuple[int, ...]:
     """Piece counts before truncation; re-tokenizes only the texts that hit the limit."""
     counts = list(lengths)

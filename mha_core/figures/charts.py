@@ -23,6 +23,15 @@ HEAD_COLORS = (
 )
 
 
+def layer_tick(layer: int) -> str:
+    """How an axis names a layer (0-based), as head_label does in texts."""
+    return f"L{layer}"
+
+
+def head_tick(head: int) -> str:
+    return f"H{head}"
+
+
 def safe_label(text: str) -> str:
     """Escape plotly's HTML-like markup so user text shows literally."""
     return html.escape(text, quote=False)
@@ -65,7 +74,8 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
         markers[name] = [markers[name][i] for i in kept]
     markers["customdata"] = [[layer, row * per_row + col] for row, col in (markers["customdata"][i] for i in kept)]
     layout = spec["layout"]
-    layout["yaxis"]["ticktext"] = [f"H{r * per_row}–{min(n_heads, (r + 1) * per_row) - 1}" for r in range(rows)]
+    layout["yaxis"]["ticktext"] = [f"{head_tick(r * per_row)}–{min(n_heads, (r + 1) * per_row) - 1}"
+                                   for r in range(rows)]
     layout["yaxis"]["title"]["text"] = "heads"
     layout["xaxis"]["ticktext"] = [f"+{c}" for c in range(per_row)]
     layout["xaxis"]["title"]["text"] = "head in the row"
@@ -95,10 +105,10 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
         "title": {"text": safe_label(title)}, "showlegend": False, "plot_bgcolor": "white",
         "height": 180 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 110, "b": 10},
         "xaxis": {"tickvals": [h * (n + 1) + tick for h in range(n_heads)],
-                  "ticktext": [f"H{h}" for h in range(n_heads)], "showgrid": False, "zeroline": False,
+                  "ticktext": [head_tick(h) for h in range(n_heads)], "showgrid": False, "zeroline": False,
                   "side": "top", "title": {"text": "head"}},
         "yaxis": {"tickvals": [layer * (n + 1) + tick for layer in range(n_layers)],
-                  "ticktext": [f"L{layer}" for layer in range(n_layers)], "autorange": "reversed",
+                  "ticktext": [layer_tick(layer) for layer in range(n_layers)], "autorange": "reversed",
                   "showgrid": False,
                   "zeroline": False, "scaleanchor": "x", "title": {"text": "layer"}},
     }
@@ -183,10 +193,10 @@ def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zm
     """A (L,H) grid of one number per head, values written in the cells; `columns` names other columns
     (tokens, say) instead of heads; `zrange`: the colour scale's ends (grids to compare share one)."""
     n_layers, n_heads = values.shape
-    x = indexed_labels(columns) if columns is not None else [f"H{h}" for h in range(n_heads)]
+    x = indexed_labels(columns) if columns is not None else [head_tick(h) for h in range(n_heads)]
     ends = {"zmin": zrange[0], "zmax": zrange[1]} if zrange is not None else {"zmid": zmid}
     fig = go.Figure(go.Heatmap(
-        z=values, x=x, y=[f"L{layer}" for layer in range(n_layers)],
+        z=values, x=x, y=[layer_tick(layer) for layer in range(n_layers)],
         colorscale=colorscale, **ends, texttemplate="%{z:.2f}", colorbar={"title": colorbar},
         hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
     ))
@@ -200,8 +210,9 @@ def margin_change_figure(delta: np.ndarray, flips: np.ndarray, name_a: str, name
     spec = layer_head_grid(delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus sentence 1",
                            "Δ margin", zmid=0, colorscale="RdBu")
     layers, heads = np.nonzero(flips)
-    spec["data"].append({"type": "scatter", "x": [f"H{h}" for h in heads], "y": [f"L{layer}" for layer in layers],
-                         "mode": "markers", "name": "flips as a reader does", "hoverinfo": "skip",
+    spec["data"].append({"type": "scatter", "x": [head_tick(h) for h in heads],
+                         "y": [layer_tick(layer) for layer in layers], "mode": "markers",
+                         "name": "flips as a reader does", "hoverinfo": "skip",
                          "marker": {"symbol": "square-open", "size": 34, "color": "black", "line": {"width": 3}}})
     return spec
 

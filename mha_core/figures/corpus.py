@@ -12,7 +12,7 @@ from mha_core.analysis.corpus_pass import CorpusPass
 from mha_core.analysis.head_distances import HeadMap
 from mha_core.analysis.qk_view import BY_POSITION, QKView, colour_groups, marked_sentence
 from mha_core.analysis.roles import head_label
-from mha_core.figures.charts import safe_label
+from mha_core.figures.charts import layer_tick, safe_label
 from mha_core.figures.roles import ROLE_COLORS, role_category
 from mha_core.figures.spec import FigureDict
 
@@ -74,7 +74,8 @@ def layer_ticks(heads: tuple[tuple[int, int], ...], max_ticks: int = 80, max_lay
         return {}
     first = [i for i, (_, head) in enumerate(heads) if head == 0]
     first = first[::-(-len(first) // max_layers)]
-    return {"tickmode": "array", "tickvals": [names[i] for i in first], "ticktext": [f"L{heads[i][0]}" for i in first]}
+    return {"tickmode": "array", "tickvals": [names[i] for i in first],
+            "ticktext": [layer_tick(heads[i][0]) for i in first]}
 
 
 def distance_heatmap(distance: np.ndarray, heads: tuple[tuple[int, int], ...]) -> FigureDict:

@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_core.analysis.roles import METRIC_TITLES, HeadRoles
-from mha_core.figures.charts import safe_label
+from mha_core.figures.charts import head_tick, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
 
 ROLE_COLORS = {
@@ -44,7 +44,7 @@ def role_grid_figure(labels: np.ndarray, roles: HeadRoles, notes: dict[tuple[int
     text = [[safe_label(labels[layer, head]).replace(" (", "<br>(") for head in range(n_heads)]
             for layer in range(n_layers)]
     fig = go.Figure(go.Heatmap(
-        z=z, x=[f"H{h}" for h in range(n_heads)], y=[f"L{layer}" for layer in range(n_layers)],
+        z=z, x=[head_tick(h) for h in range(n_heads)], y=[layer_tick(layer) for layer in range(n_layers)],
         colorscale=scale, zmin=0, zmax=len(cats), showscale=False, text=text,
         texttemplate="%{text}", textfont={"size": 10}, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
         xgap=2, ygap=2,

@@ -23,10 +23,12 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mha_core.engine.batching import Progress
 from mha_core.serving.store import SharedStore
+
+if TYPE_CHECKING:
+    from mha_core.engine.batching import Progress
 
 SLOTS_ENV, QUEUE_DIR_ENV = "MHA_HEAVY_SLOTS", "MHA_QUEUE_DIR"
 GRACE_S = 3.0  # a rerun leaves and rejoins its job within this; a closed tab does not

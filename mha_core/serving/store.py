@@ -8,24 +8,25 @@ so a class pasting long texts cannot grow the server's memory without bound.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
-import torch
 
 
 def nbytes(value: Any) -> int:
     """Estimated memory held by tensors and arrays reachable through tuples, lists, dicts and dataclass fields."""
     seen: set[int] = set()
+    torch = sys.modules.get("torch")  # a tensor exists only where torch is loaded (the queue's tests run without)
 
     def walk(obj: Any, depth: int) -> int:
         if id(obj) in seen or depth > 6:
             return 0
         seen.add(id(obj))
-        if isinstance(obj, torch.Tensor):
+        if torch is not None and isinstance(obj, torch.Tensor):
             return obj.untyped_storage().nbytes()
         if isinstance(obj, np.ndarray):
             return obj.nbytes

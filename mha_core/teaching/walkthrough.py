@@ -15,11 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from mha_core.engine import attention
-from mha_core.engine.attention import apply_rope, causal_bias, merge_heads, repeat_kv, split_heads
-from mha_core.engine.forward import run
+from mha_core.engine.attention import EXPLICIT, attention_bias, merge_heads, multi_head_attention
+from mha_core.engine.forward import position_ids, run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 
@@ -52,30 +51,24 @@ class Walkthrough:
 def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: int, b: int = 0) -> Walkthrough:
     """One layer's attention, step by step, exactly as `multi_head_attention` computes it for this model."""
     lw, arch = model.layers[layer], model.arch
-    w = lw.attention
     n = result.lengths[b]
     x = result.hidden_states[layer][b:b + 1, :n].float()  # (1,T,D) the layer's input
     x = lw.attn_norm(x) if arch.pre_norm else x  # pre-norm: attention reads the normed stream
-    q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (1,H,T,Dh)
-    k = split_heads(F.linear(x, w.w_k, w.b_k), w.n_kv_heads)  # (1,G,T,Dh)
-    v = split_heads(F.linear(x, w.w_v, w.b_v), w.n_kv_heads)  # (1,G,T,Dh)
-    unrotated = None
-    if arch.rotary:
-        cos, sin = model.rotary(x, torch.arange(n)[None])  # (1,T,Dh) each
-        unrotated, q, k = q, apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    k_full, v_full = repeat_kv(k, w.n_heads), repeat_kv(v, w.n_heads)  # (1,H,T,Dh)
-    bias = causal_bias(n, x.dtype, window=arch.sliding_window) if arch.causal else None  # (1,1,T,T)
+    mask = torch.ones(1, n, dtype=torch.long)  # one text, no padding
+    bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)  # (1,1,T,T) or None
+    rope = model.rotary(x, position_ids(mask, arch)) if arch.rotary else None  # (cos, sin), each (1,T,Dh)
+    out = multi_head_attention(x, lw.attention, bias, EXPLICIT, rope=rope)  # the model's own four steps
+    unrotated = multi_head_attention(x, lw.attention, bias, EXPLICIT).q if rope is not None else None  # (1,H,T,Dh)
+    q, k, v = out.q, out.k, out.v  # (1,H,T,Dh), (1,G,T,Dh), (1,G,T,Dh)
     scale = q.shape[-1] ** -0.5
-    raw = q[0, head] @ k_full[0, head].T  # (T,T)
-    context, probs = attention.explicit_kernel(q, k_full, v_full, bias, scale)  # (1,H,T,Dh), (1,H,T,T)
-    concat = merge_heads(context)  # (1,T,D)
-    output = F.linear(concat, w.w_o, w.b_o)  # (1,T,D)
-    visible = np.ones((n, n), dtype=bool) if bias is None else (bias[0, 0] == 0).numpy()
+    raw = q[0, head] @ k[0, head * k.shape[1] // q.shape[1]].T  # (T,T) the head's key/value head
+    concat = merge_heads(out.context)  # (1,T,D)
+    visible = np.ones((n, n), dtype=bool) if bias is None else np.broadcast_to((bias[0, 0] == 0).numpy(), (n, n))
     return Walkthrough(
         tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(),
         q_unrotated=None if unrotated is None else unrotated[0].numpy(), k=k[0].numpy(), v=v[0].numpy(),
-        raw_scores=raw.numpy(), visible=visible, scale=scale, probs=probs[0, head].numpy(),
-        context=context[0].numpy(), concat=concat[0].numpy(), output=output[0].numpy(),
+        raw_scores=raw.numpy(), visible=visible, scale=scale, probs=out.probs[0, head].numpy(),
+        context=out.context[0].numpy(), concat=concat[0].numpy(), output=out.output[0].numpy(),
     )
 
 
