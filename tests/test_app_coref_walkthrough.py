@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mha_core import run
-from mha_core.analysis.inspector import antecedent_scores, sentence_words
+from mha_core.analysis.inspector import antecedent_scores, human_flips, sentence_words
 from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE, chart_json, decode, open_app
 
 
@@ -25,6 +25,9 @@ def test_margin_change_grid_is_the_difference_of_separate_runs(bundled):
     shown = decode(chart_json(at, "delta_grid")["data"][0]["z"])
     assert np.allclose(shown, m2 - m1, atol=1e-6)
     assert np.allclose(decode(chart_json(at, "margin_1")["data"][0]["z"]), m1, atol=1e-6)
+    shapes = chart_json(at, "delta_grid")["layout"]["shapes"]
+    outlined = {(round(s["y0"] + 0.45), round(s["x0"] + 0.45)) for s in shapes}
+    assert outlined == set(zip(*np.nonzero(human_flips(m1, m2)), strict=True)) and outlined  # the flips, cell by cell
     words = sentence_words(ANIMAL_TIRED)
     verdicts = antecedent_scores(run(bundled, ANIMAL_TIRED), 0, words, 8, [1, 6]).layer_verdicts()
     expected = [f"In {count} of 12 heads of layer {layer} 'it' attends most to '{('animal', 'street')[cand]}'."

@@ -127,3 +127,22 @@ def test_lessons_adapt_to_another_model_or_say_they_do_not_apply(tiny, decoder):
     assert "(layer 1, head 0)" in reveal(tiny, scaling).explanation  # layer 3 head 1 does not exist: middle, head 0
     it_animal = reveal(decoder, next(lesson for lesson in lessons if lesson.id == "it-animal"))
     assert it_animal.accepted  # ' it' and ' animal' are single pieces for SmolLM2 too
+
+
+def test_a_word_without_pieces_says_why_with_the_models_own_length(tiny):  # the tiny BERT reads 64 pieces
+    from dataclasses import replace as replace_batch
+
+    from mha_core.analysis.inspector import InspectorError, antecedent_scores
+
+    text = "The animal was tired. " * 13 + "Then it slept."  # the pronoun comes after piece 64
+    words = sentence_words(text)
+    pronoun = max(i for i, w in enumerate(words) if w.text == "it")
+    result = run(tiny, text)
+    with pytest.raises(InspectorError, match="beyond the model's 64 word pieces"):
+        antecedent_scores(result, 0, words, pronoun, [1])
+    short = run(tiny, ANIMAL_TIRED)
+    words = sentence_words(ANIMAL_TIRED)
+    offsets = tuple((0, 0) if s <= words[8].start < e else (s, e) for s, e in short.batch.offsets[0])
+    blind = replace(short, batch=replace_batch(short.batch, offsets=(offsets,)))
+    with pytest.raises(InspectorError, match="do not map back to 'it'"):
+        antecedent_scores(blind, 0, words, 8, [1])

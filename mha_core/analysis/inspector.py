@@ -104,6 +104,15 @@ class AntecedentScores:
         return out
 
 
+def unplaced_word_message(word: Word, offsets: Sequence[tuple[int, int]], max_length: int) -> str:
+    """Why a chosen word has no piece: the text was cut before it, or the tokenizer's pieces do not map back to
+    it (their character offsets miss it)."""
+    if word.start >= max((end for _, end in offsets), default=0):
+        return f"'{word.text}' lies beyond the model's {max_length:,} word pieces: choose an earlier word."
+    return (f"The tokenizer's pieces do not map back to '{word.text}' (their character offsets miss it): choose "
+            "another word.")
+
+
 def antecedent_scores(result: AttentionResult, b: int, words: Sequence[Word], pronoun: int,
                       candidates: Sequence[int]) -> AntecedentScores:
     """Scores of every candidate for text b of `result` (words from `sentence_words` of that text)."""
@@ -111,8 +120,9 @@ def antecedent_scores(result: AttentionResult, b: int, words: Sequence[Word], pr
         raise InspectorError(f"No candidate before '{words[pronoun].text}': pick a later token or add a word.")
     offsets = result.batch.offsets[b]
     pieces = [span_pieces(offsets, words[i].start, len(words[i].text)) for i in (pronoun, *candidates)]
-    if not all(pieces):
-        raise InspectorError("A chosen word lies beyond the model's 512 word pieces.")
+    missing = [words[i] for i, found in zip((pronoun, *candidates), pieces, strict=True) if not found]
+    if missing:
+        raise InspectorError(unplaced_word_message(missing[0], offsets, result.max_length))
     maps = result.text_maps(b)  # (L,H,T,T)
     scores = torch.stack([candidate_scores(maps, pieces[0], c) for c in pieces[1:]])  # (C,L,H)
     return AntecedentScores(words[pronoun], tuple(words[i] for i in candidates), scores.numpy())

@@ -209,11 +209,10 @@ def margin_change_figure(delta: np.ndarray, flips: np.ndarray, name_a: str, name
     """(L,H) change in a head's margin between two sentences, the heads that flip as a reader does outlined."""
     spec = layer_head_grid(delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus sentence 1",
                            "Δ margin", zmid=0, colorscale="RdBu")
-    layers, heads = np.nonzero(flips)
-    spec["data"].append({"type": "scatter", "x": [head_tick(h) for h in heads],
-                         "y": [layer_tick(layer) for layer in layers], "mode": "markers",
-                         "name": "flips as a reader does", "hoverinfo": "skip",
-                         "marker": {"symbol": "square-open", "size": 34, "color": "black", "line": {"width": 3}}})
+    layers, heads = np.nonzero(flips)  # outlines in cell units, so they fit the cells on any screen
+    spec["layout"]["shapes"] = [{"type": "rect", "x0": h - 0.45, "x1": h + 0.45, "y0": layer - 0.45,
+                                 "y1": layer + 0.45, "line": {"color": "black", "width": 3}}
+                                for layer, h in zip(layers.tolist(), heads.tolist(), strict=True)]
     return spec
 
 
