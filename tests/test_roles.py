@@ -265,3 +265,10 @@ def test_role_labels_are_assembled_one_way_for_every_page(tiny):  # issue 20, se
     assert induction.head_labels() == {second: "induction"}
     same = np.array(labels != plain)
     assert same.sum() == 2  # nothing else changed
+
+
+def test_one_ranking_largest_first_ties_to_the_earliest():
+    from mha_core.analysis.roles import ranked_heads, top_indices
+
+    assert top_indices(np.array([0.2, 0.5, 0.1, 0.5]), 2).tolist() == [1, 3]
+    assert ranked_heads(np.array([[0.1, 0.7], [0.7, 0.3]])) == [(0, 1), (1, 0), (1, 1), (0, 0)]

@@ -3,7 +3,6 @@ paper, with the real tensors of the model, and guided lessons checked against th
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from mha_core import AttentionResult, LoadedModel
@@ -104,8 +103,7 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     chart((*base, "row", query, scale), lambda: charts.token_bar_figure(
         list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
         f"(model's: {row_entropy(w.probs[query]):.2f})"), key="scaled_row")
-    top = np.argsort(-w.probs[query])[:3]
-    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in top)
+    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in w.strongest_keys(query))
     out = w.context[w.head, query]
     st.markdown(f"Output for '{literal(w.tokens[query])}' = {parts} + … = "
                 f"[{', '.join(f'{x:.2f}' for x in out[:6])}, …] ({dk} numbers)")

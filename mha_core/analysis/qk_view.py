@@ -21,7 +21,7 @@ from torch import Tensor
 from mha_core.analysis import projection
 from mha_core.analysis.corpus_pass import CorpusPass
 from mha_core.analysis.projection import PCA, PROJECTIONS, SEED, nonlinear, pca
-from mha_core.analysis.roles import head_label
+from mha_core.analysis.roles import head_label, top_indices
 from mha_core.engine.attention import causal_bias
 from mha_core.engine.children import ChildPool
 from mha_core.engine.tokens import InputError
@@ -143,8 +143,7 @@ def strongest_keys(corpus: CorpusPass, layer: int, head: int, token: int, k: int
     """(position in the sentence, piece, attention) of the `k` keys this query attends to most."""
     row = attention_row(corpus, layer, head, token)
     start = int(corpus.starts[corpus.sentence_of[token]])
-    order = np.argsort(-row, kind="stable")[:k]
-    return [(int(j), corpus.labels[start + j], float(row[j])) for j in order]
+    return [(int(j), corpus.labels[start + j], float(row[j])) for j in top_indices(row, k)]
 
 
 def marked_sentence(corpus: CorpusPass, token: int, width: int = CONTEXT_CHARS) -> str:

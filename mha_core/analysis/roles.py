@@ -38,11 +38,16 @@ def head_label(layer: int, head: int) -> str:
     return f"L{layer} H{head}"
 
 
+def top_indices(values: np.ndarray, k: int | None = None) -> np.ndarray:
+    """Flat indices of the `k` largest values (all when None), largest first, ties to the earliest: the one
+    ranking behind every "strongest keys" list and every head ranking."""
+    return np.argsort(-np.asarray(values), axis=None, kind="stable")[:k]
+
+
 def ranked_heads(values: np.ndarray, k: int | None = None) -> list[tuple[int, int]]:
     """The (layer, head) cells of an (L,H) grid, largest value first, ties to the lower layer, then head; the first
     `k` (all when None). The one ranking every table, headline and lesson uses."""
-    order = np.argsort(-values, axis=None, kind="stable")[:k]
-    return [(int(i // values.shape[1]), int(i % values.shape[1])) for i in order]
+    return [(int(i // values.shape[1]), int(i % values.shape[1])) for i in top_indices(values, k)]
 
 
 def first_token_label(causal: bool) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mha_core.analysis.roles import top_indices
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.words import drop_and_renormalise, merge_pieces, text_units
 
@@ -70,6 +71,6 @@ def top_keys(view: AttentionView, query: int, k: int = 3) -> list[tuple[int, int
     for layer in range(n_layers):
         for head in range(n_heads):
             weights = view.maps[layer, head, query]
-            best = np.argsort(-weights, kind="stable")[:k]
+            best = top_indices(weights, k)
             rows.append((layer, head, [(view.labels[j], float(weights[j])) for j in best]))
     return rows

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_core.analysis.roles import top_indices
 from mha_core.engine import attention
 from mha_core.engine.attention import EXPLICIT, attention_bias, merge_heads, multi_head_attention
 from mha_core.engine.forward import position_ids, run
@@ -40,6 +41,10 @@ class Walkthrough:
     context: np.ndarray  # (H,T,Dh) every head's probs @ v
     concat: np.ndarray  # (T,D) heads side by side
     output: np.ndarray  # (T,D) concat @ W_O^T + b_O
+
+    def strongest_keys(self, query: int, k: int = 3) -> list[int]:
+        """The `k` keys the chosen head's query attends to most, strongest first."""
+        return [int(j) for j in top_indices(self.probs[query], k)]
 
     @property
     def group(self) -> int:
