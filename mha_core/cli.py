@@ -225,12 +225,13 @@ def syntax_json(result: SyntaxResult) -> dict:
             "best_direction": DIRECTIONS[direction], "best_accuracy": accuracy,
             "baseline_offset": score.baseline_offset, "baseline_accuracy": score.baseline_accuracy,
             "syntactic": score.syntactic, "accuracy": score.accuracy.round(6).tolist(),
+            "clark_bert_base": score.clark_reference,
         }
     return {"sentences": result.sentences, "skipped": result.skipped, "relations": relations}
 
 
 def cmd_coref(args: argparse.Namespace) -> None:
-    from mha_core.analysis.coref import analyse_coref
+    from mha_core.analysis.coref import CLARK_COREF, analyse_coref
     from mha_core.analysis.corpora import read_gap
 
     rows = read_corpus(read_gap, args.gap, args.limit)
@@ -243,6 +244,7 @@ def cmd_coref(args: argparse.Namespace) -> None:
         "examples": result.examples, "skipped": result.skipped + rows.skipped, "best_layer": layer, "best_head": head,
         "best_accuracy": accuracy, "baseline_always_a": result.always_a, "baseline_always_b": result.always_b,
         "baseline_nearest": result.nearest, "accuracy": result.accuracy.round(6).tolist(),
+        "clark_bert_base": {"best_accuracy": CLARK_COREF[0], "baseline_nearest": CLARK_COREF[1]},
     }, args.json)
 
 

@@ -196,6 +196,8 @@ def test_cli_roles_on_ud_ewt_dev(tmp_path):
     assert len(rel["det"]["accuracy"][0][0]) == 12
     for name in ("det", "obj", "nmod:poss", "all"):
         assert rel[name]["best_accuracy"] > rel[name]["baseline_accuracy"], name
+    assert rel["det"]["clark_bert_base"] == [94.3, 51.7] and rel["obj"]["clark_bert_base"] == [86.8, 40.0]
+    assert rel["nsubj"]["clark_bert_base"] is None  # the page's column and the CLI read one table
     best = rel["det"]
     d = ("dep2head", "head2dep").index(best["best_direction"])
     assert best["accuracy"][d][best["best_layer"]][best["best_head"]] == pytest.approx(best["best_accuracy"], abs=1e-6)

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import CorefResult, LoadedModel, SyntaxResult
-from mha_core.analysis.coref import COREF_GAIN, COREF_TOP
+from mha_core.analysis.coref import CLARK_COREF, COREF_GAIN, COREF_TOP
 from mha_core.analysis.corpora import ParsedSentence, read_conllu, spacy_parse
 from mha_core.analysis.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores, induction_scores
 from mha_core.analysis.roles import (
@@ -33,10 +33,6 @@ from views._uploads import (
 )
 
 SOURCES = ("This sentence", "Bundled corpus", "Uploaded CoNLL-U")
-# Clark et al. 2019, BERT-base on the WSJ Penn Treebank (Stanford dependencies): best head vs best offset.
-CLARK = {"det": (94.3, 51.7), "dobj": (86.8, 40.0), "pobj": (76.3, 34.6), "poss": (80.5, 47.7)}
-CLARK_ALIASES = {"obj": "dobj", "nmod:poss": "poss"}  # UD names of the same relations
-CLARK_COREF = (65.0, 27.0)  # coreference head vs nearest mention (CoNLL-2012)
 
 
 def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence], str] | None:
@@ -54,7 +50,7 @@ def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
     rows = []
     for rel, score in syntax.relations.items():
         direction, layer, head, acc = score.best()
-        clark = CLARK.get(CLARK_ALIASES.get(rel, rel))
+        clark = score.clark_reference
         rows.append({
             "relation": rel, "count": score.count, "best head": head_label(layer, head),
             "direction": DIRECTIONS[direction], "accuracy %": round(100 * acc, 1),
