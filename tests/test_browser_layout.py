@@ -38,6 +38,7 @@ def test_a_phone_reaches_the_sentence_box_and_reads_the_grids():
         wait_idle(page, timeout=120_000)
         assert box.is_visible()
         page.get_by_text("On a narrow screen the overview shows layer 0").wait_for(timeout=60_000)
+        page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # drawn after the text, later under load
         grids = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(p => JSON.stringify("
                               "{data: p.data.map(t => ({type: t.type, text: t.texttemplate || null})), "
                               "bar: !!p.querySelector('.modebar-container .modebar')}))")

@@ -39,7 +39,8 @@ def layers_and_heads_named(at: AppTest) -> dict[str, set[int]]:
     import re
 
     names = at.selectbox(key="model").options  # model names (all-MiniLM-L6-v2) are not layers
-    shown = texts_of(at) + [c.proto.spec for c in at.get("plotly_chart")]
+    specs = [re.sub(r'"bdata":\s*"[^"]*"', "", c.proto.spec) for c in at.get("plotly_chart")]  # not base64 "L7"
+    shown = texts_of(at) + specs
     shown += [str(option) for box in at.selectbox if box.key != "model" for option in box.options]
     shown = [re.sub("|".join(re.escape(name) for name in names), "", text) for text in shown]
     named = {kind: {int(n) for text in shown for pattern in patterns for n in re.findall(pattern, text)}
