@@ -127,11 +127,55 @@ def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_ablate)
 
 
+def cmd_predictions(args: argparse.Namespace) -> None:
+    """predict, lens, attribute, patch: what the model predicts and which heads write it (issue 21)."""
+    from mha_core.analysis import patching, predict
+
+    model = load_chosen_model(args)
+    if args.command == "predict":
+        result = predict.predict(model, args.text, args.position, args.top)
+    elif args.command == "lens":
+        result = predict.logit_lens(model, args.text)
+    elif args.command == "attribute":
+        result = predict.attribute(model, args.text, args.answer, args.wrong, args.position)
+    else:
+        result = patching.patch_grid(model, args.text, args.corrupted, args.answer, args.wrong, args.what)
+    write_json(result.as_json(model.name), args.json)
+
+
+def add_prediction_parsers(sub: argparse._SubParsersAction) -> None:
+    from mha_core.analysis.patching import HEADS, WHAT
+    from mha_core.analysis.predict import TOP_K
+
+    one_piece = "one piece of the model's vocabulary, with its leading space where the tokenizer marks one"
+    parsers = {
+        "predict": sub.add_parser("predict", help="the most likely next pieces after a position"),
+        "lens": sub.add_parser("lens", help="the logit lens: every layer's top next piece at every position"),
+        "attribute": sub.add_parser("attribute", help="direct logit attribution of every head and MLP"),
+        "patch": sub.add_parser("patch", help="activation patching of a corrupted text with a clean one"),
+    }
+    for name, p in parsers.items():
+        p.add_argument("text", help="the (clean) text")
+        if name == "patch":
+            p.add_argument("corrupted", help="the corrupted text, with as many pieces as the clean one")
+        add_model_arguments(p)
+        if name in ("predict", "attribute"):
+            p.add_argument("--position", type=int, default=None, help="0-based piece (default: the last)")
+        if name in ("attribute", "patch"):
+            p.add_argument("--answer", required=True, help=one_piece)
+            p.add_argument("--wrong", required=name == "patch", default=None, help=one_piece)
+        p.add_argument("--json", default="-", help="output file, '-' for stdout")
+        p.set_defaults(func=cmd_predictions)
+    parsers["predict"].add_argument("--top", type=positive_int, default=TOP_K)
+    parsers["patch"].add_argument("--what", choices=WHAT, default=HEADS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m mha_core", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     add_attention_parser(sub)
     add_ablate_parser(sub)
+    add_prediction_parsers(sub)
     add_params_parser(sub)
     add_corpus_parsers(sub)
     return parser

@@ -4,7 +4,7 @@ A head is removed by changing its output before W_O: set to zero ("zero"), or re
 text's positions ("mean"). The effect is measured downstream:
 - "embedding" (encoders such as all-MiniLM-L6-v2, a sentence-embedding model): the cosine distance
   1 - cos between the ablated and the original sentence embedding (mean over tokens, L2-normalised);
-- "loss" (decoders with a language-model head tied to the embeddings): the change in mean next-token loss;
+- "loss" (decoders with a language-model head, tied or separate): the change in mean next-token loss;
 - "target": the change in log-probability of `target` as the continuation after `position`: a target of
   several pieces is scored whole, the sum of its pieces' log-probabilities, each after the ones before it;
 - "coref" (any model): the change of the coreference margin in the last layer's best head: attention from the
@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mha_core.analysis.predict import check_lm_head, has_lm_head, lm_logits
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
@@ -40,7 +41,7 @@ from mha_core.engine.budget import (
     release_freed_memory,
     rows_within,
 )
-from mha_core.engine.forward import final_norm, layer_outputs, prepare
+from mha_core.engine.forward import final_norm, layer_outputs, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
 
@@ -76,13 +77,8 @@ MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sen
                          "layer's head where it is largest"}
 
 
-def has_lm_head(model: LoadedModel) -> bool:
-    """A decoder whose language-model head is tied to its input embeddings (what the loss and target measures read)."""
-    return model.causal and bool(getattr(model.config, "tie_word_embeddings", False))
-
-
 def measures_for(model: LoadedModel) -> tuple[str, ...]:
-    """The measures this model can be scored by: loss and target need a tied language-model head; the sentence
+    """The measures this model can be scored by: loss and target need a language-model head; the sentence
     embedding (mean-pooled last layer) and the coreference margin any model."""
     return tuple(m for m in MEASURES if m not in ("loss", "target") or has_lm_head(model))
 
@@ -159,17 +155,6 @@ def final_states(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor
 def sentence_embedding(states: Tensor) -> Tensor:
     """(N,T,D) -> (N,D): mean over tokens, L2-normalised (as sentence-transformers pools all-MiniLM-L6-v2)."""
     return F.normalize(states.mean(dim=1), dim=-1)
-
-
-def check_lm_head(model: LoadedModel) -> None:
-    if not has_lm_head(model):
-        raise InputError(f"{model.name} has no language-model head tied to its embeddings: measure 'embedding'.")
-
-
-def lm_logits(model: LoadedModel, states: Tensor) -> Tensor:
-    """(N,T,D) -> (N,T,V) (or (N,D) -> (N,V)) through the language-model head tied to the input embeddings."""
-    check_lm_head(model)
-    return states @ model.embeddings.word.T
 
 
 @dataclass(frozen=True)
@@ -347,20 +332,14 @@ def run_chunk(model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[
     """Variants that each lose one head, layer-major; a variant joins the batch at its head's layer with the
     original's input there (the layers below are the original's). Returns final states (n,T,D) and the last
     layer's maps (n,H,T,T)."""
-    layer_of = torch.tensor([layer for layer, _ in chunk])  # (n,)
-    head_of = torch.tensor([head for _, head in chunk])
 
-    def enter(layer: int, x: Tensor) -> tuple[Tensor, ContextEdit]:
-        joining = int((layer_of == layer).sum())
-        if joining:
-            x = torch.cat([x, original.inputs[layer].expand(joining, -1, -1)])
-        removed = torch.zeros(x.shape[0], model.n_heads, dtype=torch.bool)  # (rows so far, H)
-        rows = (layer_of[:x.shape[0]] == layer).nonzero()[:, 0]
-        removed[rows, head_of[rows]] = True
-        return x, make_edit(removed, original.means[layer] if mode == MEAN else None)
+    def edit_of(layer: int, n: int, rows: Tensor, heads: Tensor) -> ContextEdit:
+        removed = torch.zeros(n, model.n_heads, dtype=torch.bool)  # (rows so far, H)
+        removed[rows, heads] = True
+        return make_edit(removed, original.means[layer] if mode == MEAN else None)
 
-    *_, (x, attn) = layer_outputs(model, original.inputs[0][:0], original.bias, original.rope, enter=enter,
-                                  first=chunk[0][0])  # from (0,T,D): variants join at their head's layer
+    x, attn = variant_outputs(model, chunk, original.bias, original.rope,
+                              lambda layer, heads: original.inputs[layer].expand(len(heads), -1, -1), edit_of)
     states, last_maps = final_norm(model, x), attn.probs
     del x, attn
     release_freed_memory()

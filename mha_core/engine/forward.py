@@ -8,7 +8,7 @@ One layer loop serves all families; what differs is read from `model.arch` (arch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
@@ -80,6 +80,31 @@ def layer_outputs(model: LoadedModel, x: Tensor, bias: Tensor | None, rope: tupl
         x, edit = enter(layer, x) if enter is not None else (x, None)
         x, attn = layer_forward(x, model.layers[layer], model.arch, bias, path, rope, kernel_causal, edit)
         yield x, attn
+
+
+Join = Callable[[int, Tensor], Tensor]  # (layer, units of the variants joining there (n,)) -> their inputs (n,T,D)
+EditOf = Callable[[int, int, Tensor, Tensor], ContextEdit | None]  # (layer, rows in the batch, rows joining, units)
+
+
+def variant_outputs(model: LoadedModel, chunk: Sequence[tuple[int, int]], bias: Tensor | None,
+                    rope: tuple[Tensor, Tensor] | None, join: Join, edit_of: EditOf) -> tuple[Tensor, AttentionOutput]:
+    """Variants of one text that each change one (layer, unit) (a head, a position), in layer-major order: a variant
+    joins the batch at its layer with the input `join` gives it (the layers below are those of the unchanged run,
+    computed once), and `edit_of` may edit the heads' outputs of the rows joining there. Row i is chunk[i]. Returns
+    the last layer's output (n,T,D), before the final norm, and its attention."""
+    layer_of = torch.tensor([layer for layer, _ in chunk])  # (n,)
+    unit_of = torch.tensor([unit for _, unit in chunk])
+
+    def enter(layer: int, x: Tensor) -> tuple[Tensor, ContextEdit | None]:
+        joining = (layer_of == layer).nonzero()[:, 0]
+        if len(joining):
+            x = torch.cat([x, join(layer, unit_of[joining])])
+        rows = (layer_of[:x.shape[0]] == layer).nonzero()[:, 0]
+        return x, edit_of(layer, x.shape[0], rows, unit_of[rows])
+
+    first = chunk[0][0]
+    *_, (x, attn) = layer_outputs(model, join(first, unit_of[:0]), bias, rope, enter=enter, first=first)
+    return x, attn
 
 
 def final_norm(model: LoadedModel, x: Tensor) -> Tensor:

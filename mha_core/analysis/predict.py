@@ -1,0 +1,247 @@
+"""What the model predicts, and which parts of it write that prediction (issue 21).
+
+- Predictions: the next-token distribution at a position, through the language-model head.
+- Logit lens (nostalgebraist 2020): the residual stream after every layer through the final norm and the
+  unembedding, as if the model stopped there.
+- Direct logit attribution (Elhage et al. 2021): each head's, each MLP's and the embeddings' direct share of
+  logit(answer) - logit(wrong) at a position, with the final norm's scale frozen at its value on the full
+  residual stream (as TransformerLens does), so that the shares add up to the logit difference.
+
+Shapes: L layers, H heads, T pieces, D d_model, Dh head dim, V vocabulary, K top tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mha_core.engine.attention import EXPLICIT
+from mha_core.engine.forward import final_norm, layer_outputs, prepare
+from mha_core.engine.model import LoadedModel
+from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize
+
+TOP_K = 10
+
+
+@lru_cache(maxsize=4)
+def separate_lm_head(model_dir: str) -> Tensor | None:
+    """lm_head.weight (V,D) from a model folder's safetensors files, where the head is not tied to the input
+    embeddings (the app loads the base model, which leaves it out)."""
+    from safetensors import safe_open
+
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as file:
+            if "lm_head.weight" in file.keys():  # noqa: SIM118 -- safe_open has no __contains__
+                return file.get_tensor("lm_head.weight")
+    return None
+
+
+def unembedding(model: LoadedModel) -> Tensor | None:
+    """The language-model head W_U (V,D) of a decoder: its input embeddings when tied, else the folder's lm_head;
+    None for a model without one (an encoder such as all-MiniLM-L6-v2, a decoder saved without its head)."""
+    if not model.causal:
+        return None
+    if getattr(model.config, "tie_word_embeddings", False):
+        return model.embeddings.word
+    head = separate_lm_head(str(model.model_dir))
+    return None if head is None else head.to(model.embeddings.word.dtype)
+
+
+def has_lm_head(model: LoadedModel) -> bool:
+    return unembedding(model) is not None
+
+
+def check_lm_head(model: LoadedModel) -> Tensor:
+    w_u = unembedding(model)
+    if w_u is None:
+        raise InputError(f"{model.name} has no language-model head (it predicts no next token): predictions need "
+                         "a decoder saved with its head, tied or separate.")
+    return w_u
+
+
+def lm_logits(model: LoadedModel, states: Tensor) -> Tensor:
+    """(..., D) final-normed states -> (..., V) logits through the language-model head."""
+    return states @ check_lm_head(model).T
+
+
+def token_id(model: LoadedModel, piece: str) -> int:
+    """The id of `piece`, which must be one piece of the vocabulary as typed (with its leading space where the
+    tokenizer marks one); anything else is an InputError naming the pieces it splits into."""
+    ids = model.tokenizer(piece, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        shown = readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids))
+        raise InputError(f"{piece!r} is {len(ids)} pieces of {model.name}'s vocabulary ({' | '.join(shown) or 'none'})"
+                         f": choose one piece.")
+    return int(ids[0])
+
+
+def chosen_position(batch: TokenBatch, position: int | None) -> int:
+    n = int(batch.attention_mask[0].sum())
+    position = n - 1 if position is None else position
+    if not 0 <= position < n:
+        raise InputError(f"The position must be from 0 to {n - 1} (the text has {n} pieces).")
+    return position
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One text's residual stream, layer by layer (explicit path)."""
+
+    batch: TokenBatch
+    tokens: tuple[str, ...]  # T readable pieces
+    inputs: tuple[Tensor, ...]  # L+1 x (T,D): layer l's input; the last is the last layer's output (before the norm)
+    contexts: tuple[Tensor, ...]  # L x (H,T,Dh): each head's output before W_O
+    attn_out: tuple[Tensor, ...]  # L x (T,D): attention's output, after W_O and b_O
+
+    def mlp_out(self, layer: int) -> Tensor:
+        """(T,D) what layer's MLP adds to the stream (pre-norm layers: output = input + attention + MLP)."""
+        return self.inputs[layer + 1] - self.inputs[layer] - self.attn_out[layer]
+
+
+@torch.inference_mode()
+def residual_stream(model: LoadedModel, text: str) -> Stream:
+    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
+    x, bias, rope = prepare(model, batch)  # (1,T,D)
+    contexts: list[Tensor] = []
+
+    def record(context: Tensor) -> Tensor:  # (1,H,T,Dh)
+        contexts.append(context[0])
+        return context
+
+    inputs, attn_out = [x[0]], []
+    for output, attn in layer_outputs(model, x, bias, rope, EXPLICIT, enter=lambda _, x: (x, record)):
+        inputs.append(output[0])
+        attn_out.append(attn.output[0])
+    return Stream(batch, tuple(readable_pieces(model.tokenizer, batch.input_ids[0].tolist(), batch.tokens[0])),
+                  tuple(inputs), tuple(contexts), tuple(attn_out))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    tokens: tuple[str, ...]  # T pieces of the text
+    position: int  # the piece whose next piece is predicted
+    top_ids: tuple[int, ...]  # K
+    top_pieces: tuple[str, ...]  # K
+    top_probs: tuple[float, ...]  # K
+    logits: np.ndarray  # (V,) at the position
+
+    def rank_of(self, token: int) -> tuple[int, float]:
+        """(rank from 1, probability) of any token at the position."""
+        probs = torch.from_numpy(self.logits).softmax(-1)
+        return int((probs > probs[token]).sum()) + 1, float(probs[token])
+
+    def as_json(self, model_name: str) -> dict:
+        return {"model": model_name, "tokens": list(self.tokens), "position": self.position,
+                "top": [{"token": p, "id": i, "prob": round(q, 6)}
+                        for p, i, q in zip(self.top_pieces, self.top_ids, self.top_probs, strict=True)]}
+
+
+def pieces_of(model: LoadedModel, ids: Sequence[int]) -> tuple[str, ...]:
+    ids = [int(i) for i in ids]
+    return readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids))
+
+
+@torch.inference_mode()
+def predict(model: LoadedModel, text: str, position: int | None = None, k: int = TOP_K) -> Prediction:
+    """The k most likely next pieces after `position` (default: the last piece)."""
+    check_lm_head(model)
+    stream = residual_stream(model, text)
+    position = chosen_position(stream.batch, position)
+    logits = lm_logits(model, final_norm(model, stream.inputs[-1][position]))  # (V,)
+    probs = logits.softmax(-1)
+    top = probs.topk(min(k, probs.shape[-1]))
+    ids = top.indices.tolist()
+    return Prediction(stream.tokens, position, tuple(ids), pieces_of(model, ids), tuple(top.values.tolist()),
+                      logits.float().numpy())
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    tokens: tuple[str, ...]  # T
+    top_ids: np.ndarray  # (L,T) each layer's most likely next piece at each position
+    top_probs: np.ndarray  # (L,T)
+    final_probs: np.ndarray  # (L,T) probability of the last layer's answer at that position
+    top_pieces: tuple[tuple[str, ...], ...]  # L x T
+
+    def as_json(self, model_name: str) -> dict:
+        return {"model": model_name, "tokens": list(self.tokens), "top_id": self.top_ids.tolist(),
+                "top_prob": self.top_probs.round(6).tolist(), "final_prob": self.final_probs.round(6).tolist()}
+
+
+@torch.inference_mode()
+def logit_lens(model: LoadedModel, text: str) -> LogitLens:
+    """Every layer's output through the final norm and the unembedding, one layer at a time ((T,V) kept)."""
+    check_lm_head(model)
+    stream = residual_stream(model, text)
+    layers = [lm_logits(model, final_norm(model, x)).softmax(-1) for x in stream.inputs[1:]]  # L x (T,V)
+    answer = layers[-1].argmax(-1)  # (T,)
+    top_probs, top_ids = torch.stack([p.max(-1).values for p in layers]), torch.stack([p.argmax(-1) for p in layers])
+    final_probs = torch.stack([p.gather(-1, answer[:, None])[:, 0] for p in layers])  # (L,T)
+    pieces = tuple(pieces_of(model, row.tolist()) for row in top_ids)
+    return LogitLens(stream.tokens, top_ids.numpy(), top_probs.float().numpy(), final_probs.float().numpy(), pieces)
+
+
+@dataclass(frozen=True)
+class Attribution:
+    position: int
+    answer: str
+    wrong: str | None
+    heads: np.ndarray  # (L,H) each head's direct share of the logit difference
+    mlps: np.ndarray  # (L,)
+    embeddings: float
+    biases: float  # every layer's attention output bias, plus the final norm's bias
+    logit_diff: float  # logit(answer) - logit(wrong) (or logit(answer)) as the model computes it
+
+    @property
+    def total(self) -> float:
+        return float(self.heads.sum() + self.mlps.sum() + self.embeddings + self.biases)
+
+    def as_json(self, model_name: str) -> dict:
+        return {"model": model_name, "position": self.position, "heads": self.heads.round(6).tolist(),
+                "mlps": self.mlps.round(6).tolist(), "rest": round(self.embeddings + self.biases, 6),
+                "embeddings": round(self.embeddings, 6), "biases": round(self.biases, 6),
+                "logit_diff": round(self.logit_diff, 6)}
+
+
+def frozen_norm_readout(model: LoadedModel, x_final: Tensor, direction: Tensor) -> tuple[Tensor, float]:
+    """(D,) the vector a component c (D,) is read by, c · r, under the final norm frozen at its value on the whole
+    stream x_final (D,); and the norm's own bias term. LayerNorm centres c too (linear), RMSNorm only scales."""
+    norm = model.embeddings.final_norm
+    x = x_final.float()
+    centred = x if norm.rms else x - x.mean()
+    scale = torch.rsqrt(centred.pow(2).mean() + norm.eps)
+    readout = scale * norm.weight.float() * direction.float()  # (D,)
+    if not norm.rms:
+        readout = readout - readout.mean()  # c · r for the centred c, (c - mean c) · r' = c · (r' - mean r')
+    return readout, float(norm.bias.float() @ direction.float()) if norm.bias is not None else 0.0
+
+
+@torch.inference_mode()
+def attribute(model: LoadedModel, text: str, answer: str, wrong: str | None = None,
+              position: int | None = None) -> Attribution:
+    """Direct logit attribution at `position` (default: the last piece) of a pre-norm model with an LM head."""
+    w_u = check_lm_head(model)
+    if model.embeddings.final_norm is None:
+        raise InputError(f"{model.name} normalises after every layer: no component writes to the logits directly.")
+    answer_id = token_id(model, answer)
+    wrong_id = None if wrong is None else token_id(model, wrong)
+    stream = residual_stream(model, text)
+    p = chosen_position(stream.batch, position)
+    direction = w_u[answer_id] - (w_u[wrong_id] if wrong_id is not None else 0)  # (D,)
+    readout, norm_bias = frozen_norm_readout(model, stream.inputs[-1][p], direction)
+    heads = torch.stack([torch.einsum("hd,hdD,D->h", stream.contexts[layer][:, p].float(),
+                                      model.head_weights(layer).w_o.float(), readout)
+                         for layer in range(model.n_layers)])  # (L,H)
+    mlps = torch.stack([stream.mlp_out(layer)[p].float() @ readout for layer in range(model.n_layers)])  # (L,)
+    biases = sum(float(model.head_weights(layer).b_o.float() @ readout) for layer in range(model.n_layers))
+    logit = lm_logits(model, final_norm(model, stream.inputs[-1][p]))
+    diff = float(logit[answer_id] - (logit[wrong_id] if wrong_id is not None else 0))
+    return Attribution(p, answer, wrong, heads.numpy(), mlps.numpy(), float(stream.inputs[0][p].float() @ readout),
+                       biases + norm_bias, diff)
+

@@ -1,0 +1,189 @@
+"""Issue 21: predictions, logit lens, direct logit attribution and activation patching, against transformers' own
+language models (tiny random ones with the bundled word-piece tokenizer) and their invariants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mha_core import load_model
+from mha_core.analysis.patching import HEADS, RESIDUAL, patch_grid
+from mha_core.analysis.predict import attribute, logit_lens, predict, token_id
+from mha_core.engine.model import bundled_model_dir
+from mha_core.engine.tokens import InputError
+from tests.conftest import cli
+
+TEXT = "the animal did not cross the street because it was too tired . it refers to the"
+CORRUPTED = "the animal did not cross the street because it was too wide . it refers to the"
+LMS = {  # family: (config class, model class, sizes); tie_word_embeddings decides where the head lives
+    "llama-tied": ("LlamaConfig", "LlamaForCausalLM", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                                           num_key_value_heads=2, intermediate_size=64, head_dim=8,
+                                                           max_position_embeddings=64, tie_word_embeddings=True)),
+    "llama-separate": ("LlamaConfig", "LlamaForCausalLM", dict(hidden_size=32, num_hidden_layers=2,
+                                                               num_attention_heads=4, num_key_value_heads=2,
+                                                               intermediate_size=64, head_dim=8,
+                                                               max_position_embeddings=64,
+                                                               tie_word_embeddings=False)),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=32, n_layer=2, n_head=4, n_positions=64)),
+}
+
+
+@pytest.fixture(scope="session")
+def lm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    import transformers
+    from transformers import AutoTokenizer
+
+    dirs = {}
+    for name, (config_name, model_name, sizes) in LMS.items():
+        config = getattr(transformers, config_name)(vocab_size=30528, **sizes)
+        torch.manual_seed(1)
+        model = getattr(transformers, model_name)(config)
+        with torch.no_grad():
+            for key, p in model.named_parameters():
+                if p.ndim == 1:  # random norms and biases, so a wrong readout of the final norm shows
+                    p.copy_(torch.randn_like(p) * 0.2 + (1.0 if "norm" in key.lower() or "ln" in key else 0.0))
+        path = tmp_path_factory.mktemp(name)
+        model.save_pretrained(path, safe_serialization=True)
+        AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True).save_pretrained(path)
+        dirs[name] = path
+    return dirs
+
+
+def reference(path: Path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", local_files_only=True).eval()
+
+
+@pytest.mark.parametrize("name", list(LMS))
+def test_logits_equal_transformers_language_model(lm_dirs, name):
+    model = load_model(lm_dirs[name])
+    ours = predict(model, TEXT, position=5)
+    with torch.no_grad():
+        theirs = reference(lm_dirs[name])(ours_ids(model)).logits[0, 5]
+    spread = float(theirs.max() - theirs.min())
+    assert np.abs(ours.logits - theirs.numpy()).max() <= 1e-4 * spread
+    assert ours.top_ids[0] == int(theirs.argmax()) and abs(sum(ours.top_probs) - 1) < 1  # the top k of a softmax
+    rank, prob = ours.rank_of(ours.top_ids[1])
+    assert rank == 2 and prob == pytest.approx(ours.top_probs[1], abs=1e-6)
+
+
+def ours_ids(model) -> torch.Tensor:
+    from mha_core.engine.tokens import tokenize
+
+    return tokenize(model.tokenizer, TEXT, model.max_length, bos=model.bos_id).input_ids
+
+
+def test_the_lens_last_layer_is_the_prediction(lm_dirs):
+    model = load_model(lm_dirs["llama-tied"])
+    lens = logit_lens(model, TEXT)
+    assert lens.top_ids.shape == (2, len(lens.tokens))
+    for position in (0, 7, len(lens.tokens) - 1):
+        p = predict(model, TEXT, position=position, k=1)
+        assert lens.top_ids[-1, position] == p.top_ids[0] and lens.top_probs[-1, position] == pytest.approx(
+            p.top_probs[0], abs=1e-6)
+    assert np.allclose(lens.final_probs[-1], lens.top_probs[-1])  # the last layer's answer is its own top
+
+
+@pytest.mark.parametrize("name", ["llama-tied", "llama-separate", "gpt2"])
+def test_direct_attributions_add_up_to_the_logit_difference(lm_dirs, name):
+    model = load_model(lm_dirs[name])
+    result = attribute(model, TEXT, "animal", "street")
+    assert result.heads.shape == (2, 4) and result.mlps.shape == (2,)
+    assert abs(result.total - result.logit_diff) <= 1e-4 * max(1.0, abs(result.logit_diff))
+    assert np.abs(result.heads).max() > 0 and abs(result.embeddings) > 0
+
+
+def test_answers_must_be_one_piece(lm_dirs):
+    model = load_model(lm_dirs["llama-tied"])
+    assert token_id(model, "animal") == model.tokenizer.convert_tokens_to_ids("animal")
+    with pytest.raises(InputError, match="2 pieces .* choose one piece"):
+        token_id(model, "animal street")
+    with pytest.raises(InputError, match="no language-model head"):
+        predict(load_model(), TEXT)  # all-MiniLM-L6-v2: a sentence encoder
+
+
+def test_residual_patching_at_the_changed_piece_gives_back_the_clean_run(lm_dirs):
+    model = load_model(lm_dirs["llama-tied"])
+    grid = patch_grid(model, TEXT, CORRUPTED, "animal", "street", what=RESIDUAL)
+    changed = [i for i, (a, b) in enumerate(zip(TEXT.split(), CORRUPTED.split(), strict=True)) if a != b]
+    t = changed[0] + 1  # the decoder's first piece is prepended ([CLS] here)
+    assert grid.effects.shape == (2, len(grid.tokens))
+    assert grid.effects[0, t] == pytest.approx(grid.clean, abs=1e-4)  # the only difference, put back at the start
+    assert np.allclose(grid.effects[:, :t], grid.corrupted, atol=1e-4)  # same pieces: nothing to put back
+    assert grid.recovered[0, t] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_head_patching_equals_a_hook_on_transformers_own_model(lm_dirs):
+    model = load_model(lm_dirs["llama-tied"])
+    grid = patch_grid(model, TEXT, CORRUPTED, "animal", "street", what=HEADS)
+    ref = reference(lm_dirs["llama-tied"])
+    ids = {text: tokenize_ids(model, text) for text in (TEXT, CORRUPTED)}
+    a, b = token_id(model, "animal"), token_id(model, "street")
+    clean_inputs = {}
+    hooks = [layer.self_attn.o_proj.register_forward_pre_hook(
+        lambda module, args, layer=i: clean_inputs.__setitem__(layer, args[0].clone()))
+        for i, layer in enumerate(ref.model.layers)]
+    with torch.no_grad():
+        ref(ids[TEXT])
+    for hook in hooks:
+        hook.remove()
+    dh = model.head_dim
+    for layer, head in ((0, 1), (1, 3)):
+        def put_back(module, args, layer=layer, head=head):
+            patched = args[0].clone()
+            patched[..., head * dh:(head + 1) * dh] = clean_inputs[layer][..., head * dh:(head + 1) * dh]
+            return (patched,)
+
+        hook = ref.model.layers[layer].self_attn.o_proj.register_forward_pre_hook(put_back)
+        with torch.no_grad():
+            logits = ref(ids[CORRUPTED]).logits[0, -1]
+        hook.remove()
+        assert grid.effects[layer, head] == pytest.approx(float(logits[a] - logits[b]), abs=1e-4)
+
+
+def tokenize_ids(model, text: str) -> torch.Tensor:
+    from mha_core.engine.tokens import tokenize
+
+    return tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id).input_ids
+
+
+def test_patching_refuses_pairs_of_different_lengths(lm_dirs):
+    model = load_model(lm_dirs["llama-tied"])
+    with pytest.raises(InputError, match="same number"):
+        patch_grid(model, TEXT, TEXT + " again", "animal", "street")
+
+
+@pytest.mark.slow  # the bundled decoder
+def test_the_bundled_decoder_prefers_animal_after_the_probe(decoder):
+    probe = "The animal didn't cross the street because it was too tired. The word 'it' refers to the"
+    top = predict(decoder, probe)
+    assert top.top_ids[0] == token_id(decoder, " animal") and top.top_probs[0] > 0.3  # 0.53 when measured
+    result = attribute(decoder, probe, " animal", " street")
+    assert abs(result.total - result.logit_diff) <= 1e-3 and result.logit_diff > 0
+
+
+def test_cli_predict_lens_attribute_patch(lm_dirs, tmp_path):
+    import json
+
+    model_dir = str(lm_dirs["gpt2"])
+    out = tmp_path / "p.json"
+    assert cli("predict", TEXT, "--model-dir", model_dir, "--top", "3", "--json", str(out)).returncode == 0
+    data = json.loads(out.read_text())
+    assert len(data["top"]) == 3 and data["position"] == len(data["tokens"]) - 1
+    proc = cli("lens", TEXT, "--model-dir", model_dir, "--json", "-")
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)["top_id"]) == 2
+    proc = cli("attribute", TEXT, "--answer", "animal", "--wrong", "street", "--model-dir", model_dir, "--json", "-")
+    data = json.loads(proc.stdout)
+    assert abs(sum(map(sum, data["heads"])) + sum(data["mlps"]) + data["rest"] - data["logit_diff"]) < 1e-3
+    proc = cli("patch", TEXT, CORRUPTED, "--answer", "animal", "--wrong", "street", "--what", "residual",
+               "--model-dir", model_dir, "--json", "-")
+    patched = json.loads(proc.stdout)
+    assert proc.returncode == 0 and np.array(patched["effects"]).shape == (2, len(patched["tokens"]))
+    bad = cli("attribute", TEXT, "--answer", "animal street", "--model-dir", model_dir, "--json", "-")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "choose one piece" in bad.stderr
+    none = cli("predict", TEXT, "--json", "-")  # the bundled encoder
+    assert none.returncode == 2 and "no language-model head" in none.stderr
