@@ -15,6 +15,7 @@ pages = [
     st.Page("views/roles.py", title="Roles", icon=":material/label:"),
     st.Page("views/coreference.py", title="Coreference", icon=":material/link:"),
     st.Page("views/contributions.py", title="Contributions", icon=":material/bolt:"),
+    st.Page("views/predictions.py", title="Predictions", icon=":material/trending_up:"),
     st.Page("views/corpus.py", title="Across a corpus", icon=":material/scatter_plot:"),
     st.Page("views/parameters.py", title="Parameters", icon=":material/calculate:"),
     st.Page("views/walkthrough.py", title="Walkthrough", icon=":material/school:"),

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import SHARED_DATA, open_app
 
 PAGES = ["views/heads.py", "views/roles.py", "views/coreference.py", "views/parameters.py", "views/walkthrough.py",
-         "views/contributions.py", "views/corpus.py"]
+         "views/contributions.py", "views/corpus.py", "views/predictions.py"]
 
 
 @pytest.fixture

@@ -187,3 +187,33 @@ def test_cli_predict_lens_attribute_patch(lm_dirs, tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "choose one piece" in bad.stderr
     none = cli("predict", TEXT, "--json", "-")  # the bundled encoder
     assert none.returncode == 2 and "no language-model head" in none.stderr
+
+
+def test_the_predictions_page_says_an_encoder_predicts_nothing():
+    from tests.conftest import open_app
+
+    at = open_app("views/predictions.py")
+    assert not at.exception and any("no language-model head" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decoder):
+    from tests.conftest import chart_json, decode, open_app
+
+    text = "The animal didn't cross the street because it was too tired. The word 'it' refers to the"
+    shown = {}
+    for tab in ("Next piece", "Logit lens", "Attribution", "Patching"):
+        at = open_app("views/predictions.py", model="SmolLM2-135M-Instruct", p_tab=tab)
+        assert not at.exception and not at.error and not at.warning, tab
+        shown[tab] = at
+    top = predict(decoder, text)
+    bars = chart_json(shown["Next piece"], "p_top")["data"][0]
+    assert np.allclose(decode(bars["y"]), top.top_probs, atol=1e-6)
+    result = attribute(decoder, text, " animal", " street")
+    assert np.allclose(decode(chart_json(shown["Attribution"], "p_dla_heads")["data"][0]["z"]), result.heads,
+                       atol=1e-5)
+    assert any(f"**{result.logit_diff:.3f}**" in m.value for m in shown["Attribution"].markdown)
+    lens = chart_json(shown["Logit lens"], "p_lens")["data"][0]
+    assert decode(lens["z"]).shape == (30, len(top.tokens))
+    patched = decode(chart_json(shown["Patching"], "p_patch")["data"][0]["z"])
+    assert patched.shape == (30, 9) and np.isfinite(patched).all()

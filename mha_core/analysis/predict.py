@@ -174,17 +174,32 @@ class LogitLens:
                 "top_prob": self.top_probs.round(6).tolist(), "final_prob": self.final_probs.round(6).tolist()}
 
 
+LENS_BLOCK_ELEMENTS = 2**25  # logits computed at once (128 MB in float32): layers in blocks, never (L,T,V)
+
+
 @torch.inference_mode()
 def logit_lens(model: LoadedModel, text: str) -> LogitLens:
-    """Every layer's output through the final norm and the unembedding, one layer at a time ((T,V) kept)."""
-    check_lm_head(model)
+    """Every layer's output through the final norm and the unembedding, in blocks of layers; each cell keeps its top
+    piece, that piece's probability and the final answer's, from the logits and their log-sum-exp."""
+    w_u = check_lm_head(model)
     stream = residual_stream(model, text)
-    layers = [lm_logits(model, final_norm(model, x)).softmax(-1) for x in stream.inputs[1:]]  # L x (T,V)
-    answer = layers[-1].argmax(-1)  # (T,)
-    top_probs, top_ids = torch.stack([p.max(-1).values for p in layers]), torch.stack([p.argmax(-1) for p in layers])
-    final_probs = torch.stack([p.gather(-1, answer[:, None])[:, 0] for p in layers])  # (L,T)
-    pieces = tuple(pieces_of(model, row.tolist()) for row in top_ids)
-    return LogitLens(stream.tokens, top_ids.numpy(), top_probs.float().numpy(), final_probs.float().numpy(), pieces)
+    states = final_norm(model, torch.stack(stream.inputs[1:]))  # (L,T,D)
+    n_layers, n = states.shape[:2]
+    block = max(1, LENS_BLOCK_ELEMENTS // (n * w_u.shape[0]))
+    tops, top_ids, lses, logits_of_answer = [], [], [], None
+    answer = (states[-1] @ w_u.T).argmax(-1)  # (T,) the last layer's answer
+    for start in range(0, n_layers, block):
+        logits = states[start:start + block] @ w_u.T  # (b,T,V)
+        best = logits.max(-1)
+        tops.append(best.values)
+        top_ids.append(best.indices)
+        lses.append(logits.logsumexp(-1))
+        picked = logits.gather(-1, answer[None, :, None].expand(len(logits), -1, 1))[..., 0]  # (b,T)
+        logits_of_answer = picked if logits_of_answer is None else torch.cat([logits_of_answer, picked])
+    top, lse, ids = torch.cat(tops), torch.cat(lses), torch.cat(top_ids)  # (L,T) each
+    pieces = tuple(pieces_of(model, row.tolist()) for row in ids)
+    return LogitLens(stream.tokens, ids.numpy(), (top - lse).exp().float().numpy(),
+                     (logits_of_answer - lse).exp().float().numpy(), pieces)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,33 @@
+"""Figures for predictions (issue 21): the logit lens grid with each cell's top piece written in it. The bar of
+the top pieces, the attribution and patching grids reuse charts.token_bar_figure and charts.layer_head_grid."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_core.analysis.predict import LogitLens
+from mha_core.figures.charts import COLORSCALE, indexed_labels, layer_tick, safe_label
+from mha_core.figures.spec import FigureDict, finished
+
+LENS_MAX_COLUMNS = 48  # positions shown with their pieces written in the cells; longer texts show the last ones
+
+
+def lens_figure(lens: LogitLens) -> FigureDict:
+    """(L,T) each layer's most likely next piece at each position, coloured by its probability; the hover adds
+    the probability of the model's final answer there. Long texts: the last LENS_MAX_COLUMNS positions."""
+    start = max(0, len(lens.tokens) - LENS_MAX_COLUMNS)
+    columns = indexed_labels(lens.tokens)[start:]
+    text = [[safe_label(piece) for piece in row[start:]] for row in lens.top_pieces]
+    fig = go.Figure(go.Heatmap(
+        z=lens.top_probs[:, start:], x=columns, y=[layer_tick(layer) for layer in range(len(lens.top_ids))],
+        text=text, texttemplate="%{text}", textfont={"size": 9},
+        customdata=np.round(lens.final_probs[:, start:], 4), colorscale=COLORSCALE, zmin=0, zmax=1,
+        colorbar={"title": {"text": "p(top)"}},
+        hovertemplate="after %{x}, %{y}: %{text} (p %{z:.3f}); the final answer p %{customdata}<extra></extra>",
+    ))
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(tickangle=-60, side="top")
+    fig.update_layout(height=160 + 24 * len(lens.top_ids), margin={"l": 10, "r": 10, "t": 110, "b": 10},
+                      title=safe_label("Logit lens: each layer's most likely next piece (colour: its probability)"))
+    return finished(fig)

@@ -1,0 +1,147 @@
+"""What the model predicts, and which heads write it: next pieces, the logit lens, direct logit attribution and
+activation patching on a minimal pair (issue 21). Computed in mha_core.analysis.predict and .patching."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from mha_core import LoadedModel
+from mha_core.analysis.patching import HEADS, RESIDUAL, WHAT, patch_grid
+from mha_core.analysis.predict import attribute, has_lm_head, logit_lens, predict, token_id
+from mha_core.analysis.roles import head_label, ranked_heads
+from mha_core.engine.tokens import InputError
+from mha_core.figures import charts
+from mha_core.figures.predict import lens_figure
+from views._state import chart, current_model, literal, sentence_box, small_store
+from views._uploads import cached_analysis
+
+PROBE = " The word 'it' refers to the"
+CORRUPTED = "The animal didn't cross the street because it was too wide."
+ANSWER, WRONG = " animal", " street"
+
+
+def show_prediction(model: LoadedModel, text: str) -> None:
+    st.caption("The model's probabilities for the next piece after the chosen position: the softmax of the last "
+               "layer's output, through the final norm and the unembedding (the language-model head).")
+    c1, c2 = st.columns(2)
+    position = c1.number_input("After position (empty: the last piece)", min_value=0, value=None, step=1,
+                               key="p_position")
+    typed = c2.text_input("Rank of a piece", ANSWER, key="p_piece", help="one piece, with its leading space")
+    key = ("predict", str(model.model_dir), text, position)
+    pred = cached_analysis(key, "Predicting", lambda _: predict(model, text, position), small_store(), light=True)
+    if pred is None:
+        return
+    pieces = [literal(p) for p in pred.top_pieces]
+    chart(key, lambda: charts.token_bar_figure(list(pred.top_pieces), pred.top_probs,
+                                                f"After '{pred.tokens[pred.position]}' (position {pred.position}): "
+                                                f"the {len(pieces)} most likely next pieces"), key="p_top")
+    try:
+        rank, prob = pred.rank_of(token_id(model, typed))
+        st.markdown(f"{literal(repr(typed))}: rank {rank:,} of {len(pred.logits):,}, probability {prob:.4f}.")
+    except InputError as err:
+        st.info(literal(str(err)))
+    st.download_button("JSON: the top pieces", lambda: json.dumps(pred.as_json(model.name)), "predict.json",
+                       "application/json", key="p_json")
+
+
+def show_lens(model: LoadedModel, text: str) -> None:
+    st.caption("nostalgebraist (2020), the logit lens: every layer's output read through the final norm and the "
+               "unembedding, as if the model stopped there. Each cell names the layer's most likely next piece "
+               "after that position; the colour is its probability. Where the answer settles shows which layers "
+               "decide it.")
+    key = ("lens", str(model.model_dir), text)
+    lens = cached_analysis(key, "Reading every layer through the unembedding",
+                           lambda _: logit_lens(model, text), small_store())
+    if lens is None:
+        return
+    chart(key, lambda: lens_figure(lens), key="p_lens")
+    st.download_button("JSON: the lens", lambda: json.dumps(lens.as_json(model.name)), "lens.json",
+                       "application/json", key="p_lens_json")
+
+
+def answer_pair(prefix: str) -> tuple[str, str]:
+    c1, c2 = st.columns(2)
+    answer = c1.text_input("Answer piece", ANSWER, key=f"{prefix}_answer", help="one piece, with its leading space")
+    wrong = c2.text_input("Wrong piece", WRONG, key=f"{prefix}_wrong", help="one piece, with its leading space")
+    return answer, wrong
+
+
+def show_attribution(model: LoadedModel, text: str) -> None:
+    st.caption("Elhage et al. (2021), direct logit attribution: what each head and each MLP writes straight into "
+               "logit(answer) − logit(wrong) at the last piece (its output through the final norm, frozen at its "
+               "value on the whole stream, and the unembedding). The shares add up to the model's logit "
+               "difference; a head that works through later layers shows here only as far as it writes directly.")
+    answer, wrong = answer_pair("a")
+    key = ("attribute", str(model.model_dir), text, answer, wrong)
+    result = cached_analysis(key, "Attributing", lambda _: attribute(model, text, answer, wrong), small_store(),
+                             light=True)
+    if result is None:
+        return
+    st.markdown(f"logit({literal(repr(answer))}) − logit({literal(repr(wrong))}) = **{result.logit_diff:.3f}** = "
+                f"heads {result.heads.sum():.3f} + MLPs {result.mlps.sum():.3f} + embeddings "
+                f"{result.embeddings:.3f} + biases {result.biases:.3f}.")
+    left, right = st.columns([4, 1])
+    with left:
+        chart((*key, "heads"), lambda: charts.layer_head_grid(result.heads, "Each head's direct share", "logit",
+                                                               zmid=0, colorscale="RdBu"), key="p_dla_heads")
+    with right:
+        chart((*key, "mlps"), lambda: charts.layer_head_grid(result.mlps[:, None], "MLPs", "logit", zmid=0,
+                                                              colorscale="RdBu", columns=["MLP"]), key="p_dla_mlps")
+    st.download_button("JSON: the attribution", lambda: json.dumps(result.as_json(model.name)), "attribute.json",
+                       "application/json", key="p_dla_json")
+
+
+def show_patching(model: LoadedModel, text: str, continuation: str) -> None:
+    st.caption("Activation patching (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda 2024): run the "
+               "corrupted text, put back one piece of the clean run — one head's output, or the stream entering "
+               "one layer at one position — and see how much of logit(answer) − logit(wrong) returns. 1 = the "
+               "clean behaviour fully back, 0 = no change. Both texts need the same number of pieces.")
+    corrupted = st.text_input("Corrupted sentence", CORRUPTED, key="p_corrupted") + continuation
+    answer, wrong = answer_pair("pt")
+    what = st.radio("Put back", WHAT, horizontal=True, key="p_what", format_func={
+        HEADS: "one head's output", RESIDUAL: "the stream at one layer and position"}.get)
+    key = ("patch", str(model.model_dir), text, corrupted, answer, wrong, what)
+    units = model.n_heads if what == HEADS else "every position's"
+    grid = cached_analysis(key, f"Patching {units} {'heads' if what == HEADS else 'stream'} of each layer",
+                           lambda progress: patch_grid(model, text, corrupted, answer, wrong, what, progress),
+                           small_store())
+    if grid is None:
+        return
+    st.markdown(f"Clean text: {grid.clean:.3f}; corrupted text: {grid.corrupted:.3f} "
+                f"(logit({literal(repr(answer))}) − logit({literal(repr(wrong))}) at the last piece).")
+    columns = list(grid.tokens) if what == RESIDUAL else None
+    chart(key, lambda: charts.layer_head_grid(grid.recovered, "Share of the clean behaviour put back", "share",
+                                               zmid=0, colorscale="RdBu", columns=columns), key="p_patch")
+    if what == HEADS:
+        top = ranked_heads(grid.recovered, 5)
+        st.dataframe(pd.DataFrame([{"head": head_label(*lh), "share put back": round(float(grid.recovered[lh]), 3),
+                                    "patched": round(float(grid.effects[lh]), 3)} for lh in top]), hide_index=True)
+    st.download_button("JSON: the grid", lambda: json.dumps(grid.as_json(model.name)), "patch.json",
+                       "application/json", key="p_patch_json")
+
+
+def main() -> None:
+    model = current_model()
+    st.title("What the model predicts")
+    sentence = sentence_box()
+    if not has_lm_head(model):
+        st.info(f"{model.name} has no language-model head: it predicts no next piece (all-MiniLM-L6-v2 is a "
+                "sentence-embedding model). Choose a decoder such as SmolLM2-135M-Instruct in the sidebar.")
+        st.stop()
+    continuation = st.text_input("Continue the sentence with", PROBE, key="p_probe",
+                                 help="appended to the sentence (and to the corrupted one) before predicting")
+    text = sentence + continuation
+    st.caption(literal(f"Predicting after: {text}"))
+    tabs = st.tabs(["Next piece", "Logit lens", "Attribution", "Patching"], key="p_tab", bind="query-params")
+    views = (lambda: show_prediction(model, text), lambda: show_lens(model, text),
+             lambda: show_attribution(model, text), lambda: show_patching(model, text, continuation))
+    for tab, view in zip(tabs, views, strict=True):
+        if tab.open:
+            with tab:
+                view()
+
+
+main()
