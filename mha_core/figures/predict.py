@@ -28,6 +28,6 @@ def lens_figure(lens: LogitLens) -> FigureDict:
     ))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(tickangle=-60, side="top")
-    fig.update_layout(height=160 + 24 * len(lens.top_ids), margin={"l": 10, "r": 10, "t": 110, "b": 10},
+    fig.update_layout(height=200 + 24 * len(lens.top_ids), margin={"l": 10, "r": 10, "t": 160, "b": 10},
                       title=safe_label("Logit lens: each layer's most likely next piece (colour: its probability)"))
     return finished(fig)
