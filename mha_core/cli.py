@@ -128,8 +128,8 @@ def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_predictions(args: argparse.Namespace) -> None:
-    """predict, lens, attribute, patch: what the model predicts and which heads write it (issue 21)."""
-    from mha_core.analysis import patching, predict
+    """predict, lens, attribute, patch, generate: what the model predicts and which heads write it (issue 21)."""
+    from mha_core.analysis import generate, patching, predict
 
     model = load_chosen_model(args)
     if args.command == "predict":
@@ -138,6 +138,8 @@ def cmd_predictions(args: argparse.Namespace) -> None:
         result = predict.logit_lens(model, args.text)
     elif args.command == "attribute":
         result = predict.attribute(model, args.text, args.answer, args.wrong, args.position)
+    elif args.command == "generate":
+        result = generate.generate(model, args.text, args.new, args.temperature, args.top_k, args.seed)
     else:
         result = patching.patch_grid(model, args.text, args.corrupted, args.answer, args.wrong, args.what)
     write_json(result.as_json(model.name), args.json)
@@ -153,6 +155,7 @@ def add_prediction_parsers(sub: argparse._SubParsersAction) -> None:
         "lens": sub.add_parser("lens", help="the logit lens: every layer's top next piece at every position"),
         "attribute": sub.add_parser("attribute", help="direct logit attribution of every head and MLP"),
         "patch": sub.add_parser("patch", help="activation patching of a corrupted text with a clean one"),
+        "generate": sub.add_parser("generate", help="continue the text, one piece at a time (key/value cache)"),
     }
     for name, p in parsers.items():
         p.add_argument("text", help="the (clean) text")
@@ -168,6 +171,10 @@ def add_prediction_parsers(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(func=cmd_predictions)
     parsers["predict"].add_argument("--top", type=positive_int, default=TOP_K)
     parsers["patch"].add_argument("--what", choices=WHAT, default=HEADS)
+    parsers["generate"].add_argument("--new", type=positive_int, default=32, help="new pieces, at most 64")
+    parsers["generate"].add_argument("--temperature", type=float, default=0.0, help="0: the most likely piece")
+    parsers["generate"].add_argument("--top-k", type=positive_int, default=None)
+    parsers["generate"].add_argument("--seed", type=int, default=0, help="the same seed gives the same text")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -217,3 +217,67 @@ def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decode
     assert decode(lens["z"]).shape == (30, len(top.tokens))
     patched = decode(chart_json(shown["Patching"], "p_patch")["data"][0]["z"])
     assert patched.shape == (30, 9) and np.isfinite(patched).all()
+
+
+@pytest.mark.parametrize("name", ["llama-tied", "gpt2"])
+def test_greedy_generation_with_the_cache_equals_transformers_generate(lm_dirs, name):
+    from mha_core.analysis.generate import generate
+
+    model = load_model(lm_dirs[name])
+    ours = generate(model, "the animal did not cross the", new=12)
+    ids = ours_ids_of(model, "the animal did not cross the")
+    with torch.no_grad():
+        theirs = reference(lm_dirs[name]).generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12,
+                                                    do_sample=False, pad_token_id=0)
+    assert [s.id for s in ours.steps] == theirs[0, ids.shape[1]:].tolist()
+    assert len(ours.tokens) == ids.shape[1] + 12 and ours.stopped == "length"
+
+
+def ours_ids_of(model, text: str) -> torch.Tensor:
+    from mha_core.engine.tokens import tokenize
+
+    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
+    return batch.input_ids[:, :int(batch.attention_mask[0].sum())]
+
+
+def test_the_cache_changes_nothing_and_a_seed_repeats_a_sample(lm_dirs):
+    from mha_core.analysis.generate import generate
+
+    model = load_model(lm_dirs["llama-tied"])
+    cached = generate(model, TEXT, new=8, temperature=1.0, top_k=50, seed=3)
+    recomputed = generate(model, TEXT, new=8, temperature=1.0, top_k=50, seed=3, use_cache=False)
+    assert [s.id for s in cached.steps] == [s.id for s in recomputed.steps]
+    assert np.allclose([s.prob for s in cached.steps], [s.prob for s in recomputed.steps], atol=1e-5)
+    assert [s.id for s in generate(model, TEXT, new=8, temperature=1.0, top_k=50, seed=3).steps] == [
+        s.id for s in cached.steps]
+    assert generate(model, TEXT, new=60).stopped == "model's limit"  # 64 positions
+    with pytest.raises(InputError, match="from 1 to 64"):
+        generate(model, TEXT, new=0)
+
+
+def test_cli_generate(lm_dirs):
+    import json
+
+    proc = cli("generate", "the animal did not cross the", "--new", "5", "--model-dir", str(lm_dirs["gpt2"]),
+               "--temperature", "0.8", "--seed", "7", "--json", "-")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0 and len(data["generated"]) == 5 and data["text"].startswith("the animal")
+    again = json.loads(cli("generate", "the animal did not cross the", "--new", "5", "--model-dir",
+                           str(lm_dirs["gpt2"]), "--temperature", "0.8", "--seed", "7", "--json", "-").stdout)
+    assert again == data
+    bad = cli("generate", "x", "--new", "65", "--model-dir", str(lm_dirs["gpt2"]), "--json", "-")
+    assert bad.returncode == 2 and "from 1 to 64" in bad.stderr
+
+
+def test_the_continue_tab_grows_the_sentence_of_every_page(decoder):
+    from mha_core.analysis.generate import generate
+    from tests.conftest import open_app
+
+    at = open_app("views/predictions.py", model="SmolLM2-135M-Instruct", p_tab="Continue")
+    assert not at.exception and not at.error
+    grown = generate(decoder, at.text_area(key="text").value + at.text_input(key="p_probe").value, 20)
+    assert [row for row in at.dataframe[0].value["piece"]] == [s.piece for s in grown.steps]
+    at.button(key="g_use").click().run()
+    assert at.text_area(key="text").value == grown.text
+    at.switch_page("views/heads.py").run()
+    assert not at.exception and at.text_area(key="text").value == grown.text

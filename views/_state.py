@@ -263,8 +263,13 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
     return result
 
 
+def set_sentence(text: str) -> None:
+    """Put `text` in the sentence box of every page (a widget callback: runs before the box is drawn again)."""
+    st.session_state["text"] = st.session_state["_text"] = text
+
+
 def _pick_example() -> None:
-    st.session_state["text"] = st.session_state["example"]
+    set_sentence(st.session_state["example"])
 
 
 def _remember_text() -> None:

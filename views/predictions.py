@@ -1,5 +1,6 @@
-"""What the model predicts, and which heads write it: next pieces, the logit lens, direct logit attribution and
-activation patching on a minimal pair (issue 21). Computed in mha_core.analysis.predict and .patching."""
+"""What the model predicts, and which heads write it: next pieces, the logit lens, direct logit attribution,
+activation patching on a minimal pair and generation (issue 21). Computed in mha_core.analysis.predict, .patching
+and .generate."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
+from mha_core.analysis.generate import MAX_NEW, generate
 from mha_core.analysis.patching import HEADS, RESIDUAL, WHAT, patch_grid
 from mha_core.analysis.predict import attribute, has_lm_head, logit_lens, predict, token_id
 from mha_core.analysis.roles import head_label, ranked_heads
 from mha_core.engine.tokens import InputError
 from mha_core.figures import charts
 from mha_core.figures.predict import lens_figure
-from views._state import chart, current_model, literal, sentence_box, small_store
+from views._state import chart, current_model, literal, sentence_box, set_sentence, small_store
 from views._uploads import cached_analysis
 
 PROBE = " The word 'it' refers to the"
@@ -123,6 +125,35 @@ def show_patching(model: LoadedModel, text: str, continuation: str) -> None:
                        "application/json", key="p_patch_json")
 
 
+def show_generation(model: LoadedModel, text: str) -> None:
+    st.caption("Continue the text one piece at a time: each step runs only the new piece through the layers, "
+               "reading the earlier pieces' keys and values from a cache. Temperature 0 always takes the most "
+               "likely piece; above 0 it samples (the same seed gives the same text). The table gives each "
+               "piece's probability and the alternatives the model weighed.")
+    c1, c2, c3, c4 = st.columns(4)
+    new = c1.slider("New pieces", 1, MAX_NEW, 20, key="g_new")
+    temperature = c2.slider("Temperature", 0.0, 2.0, 0.0, 0.1, key="g_temperature")
+    top_k = c3.number_input("Top-k (empty: all)", min_value=1, value=None, step=1, key="g_top_k",
+                            disabled=temperature == 0)
+    seed = c4.number_input("Seed", min_value=0, value=0, step=1, key="g_seed", disabled=temperature == 0)
+    key = ("generate", str(model.model_dir), text, new, temperature, top_k, seed)
+    result = cached_analysis(key, "Generating", lambda _: generate(model, text, new, temperature, top_k, int(seed)),
+                             small_store(), light=True)
+    if result is None:
+        return
+    st.markdown(f"{literal(result.prompt)}**{literal(result.text[len(result.prompt):])}**")
+    st.caption(f"Stopped: {result.stopped}.")
+    st.dataframe(pd.DataFrame([{"piece": s.piece, "probability": round(s.prob, 4),
+                                "alternatives": ", ".join(f"{p} {q:.2f}" for p, q in s.alternatives)}
+                               for s in result.steps]), hide_index=True, key="g_steps")
+    c1, c2 = st.columns(2)
+    c1.button("Use as the sentence on every page", on_click=set_sentence, args=(result.text,), key="g_use",
+              help="the grown text goes into the sentence box: each new piece's attention row is then on the Heads "
+                   "page (query = that piece)")
+    c2.download_button("JSON: the generation", lambda: json.dumps(result.as_json(model.name)), "generate.json",
+                       "application/json", key="g_json")
+
+
 def main() -> None:
     model = current_model()
     st.title("What the model predicts")
@@ -135,9 +166,11 @@ def main() -> None:
                                  help="appended to the sentence (and to the corrupted one) before predicting")
     text = sentence + continuation
     st.caption(literal(f"Predicting after: {text}"))
-    tabs = st.tabs(["Next piece", "Logit lens", "Attribution", "Patching"], key="p_tab", bind="query-params")
+    tabs = st.tabs(["Next piece", "Logit lens", "Attribution", "Patching", "Continue"], key="p_tab",
+                   bind="query-params")
     views = (lambda: show_prediction(model, text), lambda: show_lens(model, text),
-             lambda: show_attribution(model, text), lambda: show_patching(model, text, continuation))
+             lambda: show_attribution(model, text), lambda: show_patching(model, text, continuation),
+             lambda: show_generation(model, text))
     for tab, view in zip(tabs, views, strict=True):
         if tab.open:
             with tab:

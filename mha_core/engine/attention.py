@@ -204,11 +204,13 @@ def rebuild_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale:
 def multi_head_attention(
     x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None,
     rope: tuple[Tensor, Tensor] | None = None, kernel_causal: bool = False, edit: ContextEdit | None = None,
+    past: tuple[Tensor, Tensor] | None = None,
 ) -> AttentionOutput:
     """The four steps of multi-head attention on x (B,T,D); keys/values from `kv` (B,S,D) if given; `rope`
     (cos, sin), each (B,T,Dh), rotates queries and keys by position before the scores. `kernel_causal`: the
     fused kernel applies the causal mask itself (`bias` then holds nothing else). `edit` replaces the heads'
-    outputs (B,H,T,Dh) before W_O (head ablation)."""
+    outputs (B,H,T,Dh) before W_O (head ablation). `past` (k, v), each (B,G,P,Dh): the earlier positions' keys
+    (after RoPE) and values, kept from the previous steps of a generation (the key/value cache)."""
     kv = x if kv is None else kv
     # 1. project, 2. split into heads
     q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
@@ -217,6 +219,8 @@ def multi_head_attention(
     # 2b. rotary position embedding (RoPE models): rotate q and k by each token's position
     if rope is not None:
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B,H,T,Dh), (B,G,S,Dh)
+    if past is not None:  # 2d. the key/value cache: earlier positions' keys and values come first
+        k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B,G,P+S,Dh)
     # 2c. grouped-query attention: each key/value head serves its group of query heads
     k_heads, v_heads = repeat_kv(k, w.n_heads), repeat_kv(v, w.n_heads)  # (B,H,S,Dh)
     scale = q.shape[-1] ** -0.5

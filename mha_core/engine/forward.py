@@ -54,10 +54,11 @@ def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor) -> Tensor:
 
 def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor | None, path: str,
                   rope: tuple[Tensor, Tensor] | None, kernel_causal: bool = False,
-                  edit: ContextEdit | None = None) -> tuple[Tensor, AttentionOutput]:
+                  edit: ContextEdit | None = None, past: tuple[Tensor, Tensor] | None = None
+                  ) -> tuple[Tensor, AttentionOutput]:
     """One layer, (B,T,D) -> (B,T,D), plus the attention internals; norm placement from the architecture.
-    `edit` changes the heads' outputs before W_O (head ablation)."""
-    options = {"rope": rope, "kernel_causal": kernel_causal, "edit": edit}
+    `edit` changes the heads' outputs before W_O (head ablation); `past` is the layer's key/value cache."""
+    options = {"rope": rope, "kernel_causal": kernel_causal, "edit": edit, "past": past}
     if arch.pre_norm:
         attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, **options)
         h = x + attn.output  # (B,T,D)
@@ -72,13 +73,15 @@ LayerEntry = Callable[[int, Tensor], tuple[Tensor, ContextEdit | None]]
 
 def layer_outputs(model: LoadedModel, x: Tensor, bias: Tensor | None, rope: tuple[Tensor, Tensor] | None,
                   path: str = EXPLICIT, kernel_causal: bool = False, enter: LayerEntry | None = None,
-                  first: int = 0) -> Iterator[tuple[Tensor, AttentionOutput]]:
+                  first: int = 0, past: Sequence[tuple[Tensor, Tensor]] | None = None
+                  ) -> Iterator[tuple[Tensor, AttentionOutput]]:
     """The one layer loop of every family: layers `first`.. from x (B,T,D), yielding each layer's output (B,T,D)
     and its attention internals. `enter(layer, x)` may change a layer's input (ablated variants joining a batch)
-    and gives the edit of its heads' outputs (head ablation)."""
+    and gives the edit of its heads' outputs (head ablation); `past` holds each layer's key/value cache."""
     for layer in range(first, model.n_layers):
         x, edit = enter(layer, x) if enter is not None else (x, None)
-        x, attn = layer_forward(x, model.layers[layer], model.arch, bias, path, rope, kernel_causal, edit)
+        x, attn = layer_forward(x, model.layers[layer], model.arch, bias, path, rope, kernel_causal, edit,
+                                None if past is None else past[layer])
         yield x, attn
 
 

@@ -1,0 +1,126 @@
+"""Continue a text, one piece at a time, with a key/value cache (issue 21, section 5): each step runs only the new
+piece through the layers; every layer's keys (after RoPE) and values of the earlier pieces are kept and reused.
+
+Shapes: L layers, G key/value heads, P pieces so far, D d_model, Dh head dim, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from mha_core.analysis.predict import check_lm_head, lm_logits, pieces_of
+from mha_core.engine.attention import EXPLICIT, attention_bias
+from mha_core.engine.forward import embed, final_norm, layer_outputs, position_ids, prepare
+from mha_core.engine.model import LoadedModel
+from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize
+
+MAX_NEW = 64
+ALTERNATIVES = 5
+Cache = list[tuple[Tensor, Tensor]]  # L x (keys (1,G,P,Dh) after RoPE, values (1,G,P,Dh))
+
+
+@dataclass(frozen=True)
+class Step:
+    piece: str  # the chosen piece, readable
+    id: int
+    prob: float  # its probability (at temperature 1, before any top-k cut)
+    alternatives: tuple[tuple[str, float], ...]  # the ALTERNATIVES most likely pieces at this step
+
+
+@dataclass(frozen=True)
+class Generation:
+    prompt: str
+    text: str  # the prompt and its continuation
+    tokens: tuple[str, ...]  # every piece of the grown text (the decoder's first piece included)
+    steps: tuple[Step, ...]
+    stopped: str  # why it stopped: "length", "end of text" or "model's limit"
+
+    def as_json(self, model_name: str) -> dict:
+        return {"model": model_name, "text": self.text, "tokens": list(self.tokens), "stopped": self.stopped,
+                "generated": [{"token": s.piece, "id": s.id, "prob": round(s.prob, 6)} for s in self.steps]}
+
+
+def check_settings(new: int, temperature: float, top_k: int | None) -> None:
+    if not 1 <= new <= MAX_NEW:
+        raise InputError(f"Generate from 1 to {MAX_NEW} new pieces, not {new}.")
+    if not 0 <= temperature <= 10:
+        raise InputError(f"The temperature must be from 0 (always the most likely piece) to 10, not {temperature}.")
+    if top_k is not None and top_k < 1:
+        raise InputError(f"Top-k must be at least 1, not {top_k}.")
+
+
+def choose(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator) -> int:
+    """Greedy at temperature 0; else a sample from softmax(logits / temperature), cut to the top k."""
+    if temperature == 0:
+        return int(logits.argmax())
+    scaled = logits.float() / temperature
+    if top_k is not None:
+        cut = scaled.topk(min(top_k, len(scaled))).values[-1]
+        scaled = scaled.masked_fill(scaled < cut, float("-inf"))
+    return int(torch.multinomial(scaled.softmax(-1), 1, generator=generator))
+
+
+def first_pass(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, Cache]:
+    """The prompt through every layer: the last piece's output (1,D) and each layer's keys and values."""
+    x, bias, rope = prepare(model, batch)
+    cache, out = [], x
+    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT):  # noqa: B007 -- out is the last layer's
+        cache.append((attn.k, attn.v))
+    return out[:, -1], cache
+
+
+def cached_step(model: LoadedModel, token: int, length: int, cache: Cache) -> tuple[Tensor, Cache]:
+    """One new piece at position `length - 1` (length: pieces so far, the new one included) through every layer,
+    reading the earlier pieces from the cache."""
+    arch, mask = model.arch, torch.ones(1, length, dtype=torch.long, device=model.device)
+    positions = position_ids(mask, arch)[:, -1:]  # (1,1)
+    x = embed(model.embeddings, torch.tensor([[token]], device=model.device), positions)  # (1,1,D)
+    bias = None  # the newest piece sees every earlier one, but beyond a sliding window
+    if arch.sliding_window is not None and length > arch.sliding_window:
+        bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)[:, :, -1:, :]  # (1,1,1,P)
+    rope = model.rotary(x, positions) if arch.rotary else None
+    new_cache, out = [], x
+    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT, past=cache):  # noqa: B007
+        new_cache.append((attn.k, attn.v))
+    return out[:, -1], new_cache
+
+
+def uncached_last(model: LoadedModel, ids: list[int], special: list[bool]) -> Tensor:
+    """The whole text recomputed (no cache): the last piece's last-layer output (1,D)."""
+    return first_pass(model, ids_batch(model.tokenizer, [ids], [special]))[0]
+
+
+@torch.inference_mode()
+def generate(model: LoadedModel, text: str, new: int = 32, temperature: float = 0.0, top_k: int | None = None,
+             seed: int = 0, use_cache: bool = True) -> Generation:
+    """Continue `text` by up to `new` pieces (greedy at temperature 0; sampled otherwise, the same seed giving the
+    same text); stops at the tokenizer's end-of-text piece or the model's limit."""
+    check_lm_head(model)
+    check_settings(new, temperature, top_k)
+    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
+    ids = batch.input_ids[0, :int(batch.attention_mask[0].sum())].tolist()
+    special = [w is None for w in batch.word_ids[0][:len(ids)]]
+    generator, steps, stopped = torch.Generator().manual_seed(seed), [], "length"
+    last, cache = first_pass(model, batch)
+    for _ in range(new):
+        logits = lm_logits(model, final_norm(model, last))[0]  # (V,)
+        probs = logits.float().softmax(-1)
+        token = choose(logits, temperature, top_k, generator)
+        top = probs.topk(ALTERNATIVES)
+        steps.append(Step(pieces_of(model, [token])[0], token, float(probs[token]),
+                          tuple(zip(pieces_of(model, top.indices.tolist()), top.values.tolist(), strict=True))))
+        ids.append(token)
+        special.append(False)
+        if token == model.tokenizer.eos_token_id:
+            stopped = "end of text"
+            break
+        if len(ids) >= model.max_length:
+            stopped = "model's limit"
+            break
+        last, cache = cached_step(model, token, len(ids), cache) if use_cache else (uncached_last(model, ids,
+                                                                                                 special), cache)
+    continuation = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
+    return Generation(text, text + continuation, pieces_of(model, ids), tuple(steps), stopped)
