@@ -13,8 +13,12 @@ import torch
 from mha_core import LoadedModel, load_model
 from mha_core.engine.model import bundled_model_dir
 
-if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: N processes share the cores; torch's own threads
-    torch.set_num_threads(1)  # would spin against each other (twice the CPU time for the same tests)
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: N processes share the cores; torch's and BLAS's own
+    torch.set_num_threads(1)  # threads would spin against each other (twice the CPU time for the same tests),
+    os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # in child processes too
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"

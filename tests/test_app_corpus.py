@@ -20,6 +20,7 @@ def bundled_corpus(bundled):
     return corpus_pass(bundled, corpora.bundled_corpus())
 
 
+@pytest.mark.slow  # a pass over the whole bundled corpus
 def test_the_head_map_shows_every_head_once_and_the_matrix(bundled_corpus):
     at = open_app(PAGE)
     assert not at.exception and not at.error
@@ -31,6 +32,7 @@ def test_the_head_map_shows_every_head_once_and_the_matrix(bundled_corpus):
     assert len(at.dataframe) == 1 and len(at.get("download_button")) == 1
 
 
+@pytest.mark.slow  # a pass over the whole bundled corpus
 def test_the_query_key_view_reads_its_state_from_the_url(bundled_corpus):
     at = open_app(PAGE, g_view=QK, g_layer="2", g_head="5", g_colour="token")
     assert not at.exception and not at.error
@@ -42,6 +44,7 @@ def test_the_query_key_view_reads_its_state_from_the_url(bundled_corpus):
     assert any("translated by one vector c" in c.value for c in at.caption)
 
 
+@pytest.mark.slow  # a pass over the whole bundled corpus
 def test_a_chosen_query_lists_the_keys_it_attends_to(bundled, bundled_corpus):
     label = bundled_corpus.labels[int(bundled_corpus.starts[7]) + 4]
     at = open_app(PAGE, g_view=QK, g_layer="1", g_head="3", g_sentence="7", g_query=f"4: {label}")  # as in the URL
@@ -88,6 +91,7 @@ def test_an_empty_text_file_is_one_message():
     assert len(at.error) == 1 and "no sentences found" in at.error[0].value
 
 
+@pytest.mark.slow  # a pass over the whole bundled corpus
 def test_gap_heads_scored_on_the_roles_page_colour_the_map(bundled, bundled_corpus):
     from mha_core.analysis.coref import CorefResult
 

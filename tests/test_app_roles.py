@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import SHARED_DATA, open_app
@@ -26,6 +27,7 @@ def test_typed_sentence():
     assert len(ids) == 3 and all(any(key in i for i in ids) for key in keys)
 
 
+@pytest.mark.slow  # the whole bundled corpus
 def test_bundled_corpus_finds_syntactic_heads():
     at = open_roles("Bundled corpus")
     assert not at.exception

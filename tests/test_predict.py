@@ -281,3 +281,21 @@ def test_the_continue_tab_grows_the_sentence_of_every_page(decoder):
     assert at.text_area(key="text").value == grown.text
     at.switch_page("views/heads.py").run()
     assert not at.exception and at.text_area(key="text").value == grown.text
+
+
+def test_the_coreference_page_asks_the_decoder_and_shows_its_answer(decoder):
+    from mha_core.analysis.inspector import sentence_words
+    from mha_core.analysis.predict import probe_answers
+    from tests.conftest import open_app
+
+    text = "The animal didn't cross the street because it was too tired."
+    words = sentence_words(text)
+    answer = probe_answers(decoder, text, words[8], [words[1], words[6]])
+    assert answer.probe.endswith("refers to the") and answer.candidates[0][2] > answer.candidates[1][2]
+    assert answer.candidates[0][3] == 1  # " animal" is the model's first choice
+    at = open_app("views/coreference.py", model="SmolLM2-135M-Instruct")
+    assert not at.exception
+    (shown,) = [df.value for df in at.dataframe if "probability" in df.value.columns]
+    assert list(shown["candidate"]) == ["animal", "street"]
+    assert np.allclose(shown["probability"], [round(c[2], 4) for c in answer.candidates])
+    assert not any("What the model answers" in s.value for s in open_app("views/coreference.py").subheader)

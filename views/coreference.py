@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_core import AttentionResult, CorefResult
+from mha_core import AttentionResult, CorefResult, LoadedModel
 from mha_core.analysis.inspector import (
     AntecedentScores,
     InspectorError,
@@ -22,6 +22,7 @@ from mha_core.analysis.inspector import (
     sentence_words,
     with_probe,
 )
+from mha_core.analysis.predict import has_lm_head, probe_answers
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
 from views._state import (
@@ -148,6 +149,20 @@ def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tupl
     st.session_state["_pair_delta"] = delta  # read by tests
 
 
+def show_probe_answers(model: LoadedModel, text: str, words: list[Word], pronoun: int, candidates: list[int]
+                       ) -> None:
+    """What the model itself answers when asked, beside where its heads look (the Predictions page has more)."""
+    answer = shared(("probe answers", str(model.model_dir), text, pronoun, tuple(candidates)),
+                    lambda: probe_answers(model, text, words[pronoun], [words[i] for i in candidates]))
+    st.subheader("What the model answers")
+    st.caption(literal(f"Asked: {answer.probe} … The probability of each candidate as the next piece (a word of "
+                       "several pieces by its first piece). Attention is where heads look; this is what the model "
+                       "says."))
+    st.dataframe(pd.DataFrame([{"candidate": word, "piece": piece, "probability": round(prob, 4), "rank": rank}
+                               for word, piece, prob, rank in answer.candidates]), hide_index=True,
+                 key="probe_answers")
+
+
 def main() -> None:
     model = current_model()
     st.title("Coreference inspector")
@@ -165,6 +180,8 @@ def main() -> None:
         gap = gap_analysis(model)
     st.subheader(f"Where '{literal(scores.pronoun.text)}' looks, head by head")
     show_heads(scores, gap)
+    if has_lm_head(model):
+        show_probe_answers(model, text, words, pronoun, candidates)
     show_pair(text, words, pronoun, candidates)
 
 

@@ -141,7 +141,10 @@ def show_generation(model: LoadedModel, text: str) -> None:
                              small_store(), light=True)
     if result is None:
         return
-    st.markdown(f"{literal(result.prompt)}**{literal(result.text[len(result.prompt):])}**")
+    continuation = result.text[len(result.prompt):]
+    body = continuation.strip()  # bold needs no space inside its marks
+    st.markdown(literal(result.prompt) + continuation[:len(continuation) - len(continuation.lstrip())]
+                + (f"**{literal(body)}**" if body else ""))
     st.caption(f"Stopped: {result.stopped}.")
     st.dataframe(pd.DataFrame([{"piece": s.piece, "probability": round(s.prob, 4),
                                 "alternatives": ", ".join(f"{p} {q:.2f}" for p, q in s.alternatives)}

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mha_core.analysis.inspector import Word, with_probe
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
@@ -260,3 +261,23 @@ def attribute(model: LoadedModel, text: str, answer: str, wrong: str | None = No
     return Attribution(p, answer, wrong, heads.numpy(), mlps.numpy(), float(stream.inputs[0][p].float() @ readout),
                        biases + norm_bias, diff)
 
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    probe: str  # the sentence continued with the question about the pronoun
+    candidates: tuple[tuple[str, str, float, int], ...]  # (word, its first piece, probability, rank)
+
+
+@torch.inference_mode()
+def probe_answers(model: LoadedModel, text: str, pronoun: Word, candidates: Sequence[Word]) -> ProbeAnswer:
+    """Ask the model which word the pronoun refers to ("… The word 'it' refers to the"): each candidate's
+    probability as the next piece (a word of several pieces by its first piece, with its leading space)."""
+    probe = with_probe(text, pronoun)
+    pred = predict(model, probe, k=1)
+    rows = []
+    for word in candidates:
+        ids = model.tokenizer(" " + word.text, add_special_tokens=False)["input_ids"]
+        rank, prob = pred.rank_of(ids[0])
+        rows.append((word.text, pieces_of(model, ids[:1])[0], prob, rank))
+    return ProbeAnswer(probe, tuple(rows))
