@@ -52,6 +52,14 @@ def lm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return dirs
 
 
+def prompt_ids(model, text: str) -> torch.Tensor:
+    """(1,T) the ids our run reads for `text` (the decoder's first piece included, no padding)."""
+    from mha_core.engine.tokens import tokenize
+
+    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
+    return batch.input_ids[:, :int(batch.attention_mask[0].sum())]
+
+
 def reference(path: Path):
     from transformers import AutoModelForCausalLM
 
@@ -63,18 +71,13 @@ def test_logits_equal_transformers_language_model(lm_dirs, name):
     model = load_model(lm_dirs[name])
     ours = predict(model, TEXT, position=5)
     with torch.no_grad():
-        theirs = reference(lm_dirs[name])(ours_ids(model)).logits[0, 5]
+        theirs = reference(lm_dirs[name])(prompt_ids(model, TEXT)).logits[0, 5]
     spread = float(theirs.max() - theirs.min())
     assert np.abs(ours.logits - theirs.numpy()).max() <= 1e-4 * spread
     assert ours.top_ids[0] == int(theirs.argmax()) and abs(sum(ours.top_probs) - 1) < 1  # the top k of a softmax
     rank, prob = ours.rank_of(ours.top_ids[1])
     assert rank == 2 and prob == pytest.approx(ours.top_probs[1], abs=1e-6)
 
-
-def ours_ids(model) -> torch.Tensor:
-    from mha_core.engine.tokens import tokenize
-
-    return tokenize(model.tokenizer, TEXT, model.max_length, bos=model.bos_id).input_ids
 
 
 def test_the_lens_last_layer_is_the_prediction(lm_dirs):
@@ -86,6 +89,15 @@ def test_the_lens_last_layer_is_the_prediction(lm_dirs):
         assert lens.top_ids[-1, position] == p.top_ids[0] and lens.top_probs[-1, position] == pytest.approx(
             p.top_probs[0], abs=1e-6)
     assert np.allclose(lens.final_probs[-1], lens.top_probs[-1])  # the last layer's answer is its own top
+    import mha_core.analysis.predict as predict_module
+
+    predict_module.LENS_BLOCK_ELEMENTS, kept = 1, predict_module.LENS_BLOCK_ELEMENTS  # one layer per block
+    try:
+        layer_by_layer = logit_lens(model, TEXT)
+    finally:
+        predict_module.LENS_BLOCK_ELEMENTS = kept
+    assert (layer_by_layer.top_ids == lens.top_ids).all()
+    assert np.allclose(layer_by_layer.final_probs, lens.final_probs, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["llama-tied", "llama-separate", "gpt2"])
@@ -121,7 +133,7 @@ def test_head_patching_equals_a_hook_on_transformers_own_model(lm_dirs):
     model = load_model(lm_dirs["llama-tied"])
     grid = patch_grid(model, TEXT, CORRUPTED, "animal", "street", what=HEADS)
     ref = reference(lm_dirs["llama-tied"])
-    ids = {text: tokenize_ids(model, text) for text in (TEXT, CORRUPTED)}
+    ids = {text: prompt_ids(model, text) for text in (TEXT, CORRUPTED)}
     a, b = token_id(model, "animal"), token_id(model, "street")
     clean_inputs = {}
     hooks = [layer.self_attn.o_proj.register_forward_pre_hook(
@@ -144,11 +156,6 @@ def test_head_patching_equals_a_hook_on_transformers_own_model(lm_dirs):
         hook.remove()
         assert grid.effects[layer, head] == pytest.approx(float(logits[a] - logits[b]), abs=1e-4)
 
-
-def tokenize_ids(model, text: str) -> torch.Tensor:
-    from mha_core.engine.tokens import tokenize
-
-    return tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id).input_ids
 
 
 def test_patching_refuses_pairs_of_different_lengths(lm_dirs):
@@ -225,19 +232,13 @@ def test_greedy_generation_with_the_cache_equals_transformers_generate(lm_dirs, 
 
     model = load_model(lm_dirs[name])
     ours = generate(model, "the animal did not cross the", new=12)
-    ids = ours_ids_of(model, "the animal did not cross the")
+    ids = prompt_ids(model, "the animal did not cross the")
     with torch.no_grad():
         theirs = reference(lm_dirs[name]).generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12,
                                                     do_sample=False, pad_token_id=0)
     assert [s.id for s in ours.steps] == theirs[0, ids.shape[1]:].tolist()
     assert len(ours.tokens) == ids.shape[1] + 12 and ours.stopped == "length"
 
-
-def ours_ids_of(model, text: str) -> torch.Tensor:
-    from mha_core.engine.tokens import tokenize
-
-    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
-    return batch.input_ids[:, :int(batch.attention_mask[0].sum())]
 
 
 def test_the_cache_changes_nothing_and_a_seed_repeats_a_sample(lm_dirs):

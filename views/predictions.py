@@ -25,6 +25,12 @@ CORRUPTED = "The animal didn't cross the street because it was too wide."
 ANSWER, WRONG = " animal", " street"
 
 
+def json_button(result: object, model: LoadedModel, label: str, file_name: str, key: str, where: object = st) -> None:
+    """Download `result` as the CLI's JSON (its as_json: the same fields on the page and on the command line)."""
+    where.download_button(label, lambda: json.dumps(result.as_json(model.name)), file_name, "application/json",
+                          key=key)
+
+
 def show_prediction(model: LoadedModel, text: str) -> None:
     st.caption("The model's probabilities for the next piece after the chosen position: the softmax of the last "
                "layer's output, through the final norm and the unembedding (the language-model head).")
@@ -45,8 +51,7 @@ def show_prediction(model: LoadedModel, text: str) -> None:
         st.markdown(f"{literal(repr(typed))}: rank {rank:,} of {len(pred.logits):,}, probability {prob:.4f}.")
     except InputError as err:
         st.info(literal(str(err)))
-    st.download_button("JSON: the top pieces", lambda: json.dumps(pred.as_json(model.name)), "predict.json",
-                       "application/json", key="p_json")
+    json_button(pred, model, "JSON: the top pieces", "predict.json", "p_json")
 
 
 def show_lens(model: LoadedModel, text: str) -> None:
@@ -60,8 +65,7 @@ def show_lens(model: LoadedModel, text: str) -> None:
     if lens is None:
         return
     chart(key, lambda: lens_figure(lens), key="p_lens")
-    st.download_button("JSON: the lens", lambda: json.dumps(lens.as_json(model.name)), "lens.json",
-                       "application/json", key="p_lens_json")
+    json_button(lens, model, "JSON: the lens", "lens.json", "p_lens_json")
 
 
 def answer_pair(prefix: str) -> tuple[str, str]:
@@ -92,8 +96,7 @@ def show_attribution(model: LoadedModel, text: str) -> None:
     with right:
         chart((*key, "mlps"), lambda: charts.layer_head_grid(result.mlps[:, None], "MLPs", "logit", zmid=0,
                                                               colorscale="RdBu", columns=["MLP"]), key="p_dla_mlps")
-    st.download_button("JSON: the attribution", lambda: json.dumps(result.as_json(model.name)), "attribute.json",
-                       "application/json", key="p_dla_json")
+    json_button(result, model, "JSON: the attribution", "attribute.json", "p_dla_json")
 
 
 def show_patching(model: LoadedModel, text: str, continuation: str) -> None:
@@ -121,8 +124,7 @@ def show_patching(model: LoadedModel, text: str, continuation: str) -> None:
         top = ranked_heads(grid.recovered, 5)
         st.dataframe(pd.DataFrame([{"head": head_label(*lh), "share put back": round(float(grid.recovered[lh]), 3),
                                     "patched": round(float(grid.effects[lh]), 3)} for lh in top]), hide_index=True)
-    st.download_button("JSON: the grid", lambda: json.dumps(grid.as_json(model.name)), "patch.json",
-                       "application/json", key="p_patch_json")
+    json_button(grid, model, "JSON: the grid", "patch.json", "p_patch_json")
 
 
 def show_generation(model: LoadedModel, text: str) -> None:
@@ -153,8 +155,7 @@ def show_generation(model: LoadedModel, text: str) -> None:
     c1.button("Use as the sentence on every page", on_click=set_sentence, args=(result.text,), key="g_use",
               help="the grown text goes into the sentence box: each new piece's attention row is then on the Heads "
                    "page (query = that piece)")
-    c2.download_button("JSON: the generation", lambda: json.dumps(result.as_json(model.name)), "generate.json",
-                       "application/json", key="g_json")
+    json_button(result, model, "JSON: the generation", "generate.json", "g_json", c2)
 
 
 def main() -> None:

@@ -187,20 +187,19 @@ def logit_lens(model: LoadedModel, text: str) -> LogitLens:
     states = final_norm(model, torch.stack(stream.inputs[1:]))  # (L,T,D)
     n_layers, n = states.shape[:2]
     block = max(1, LENS_BLOCK_ELEMENTS // (n * w_u.shape[0]))
-    tops, top_ids, lses, logits_of_answer = [], [], [], None
-    answer = (states[-1] @ w_u.T).argmax(-1)  # (T,) the last layer's answer
-    for start in range(0, n_layers, block):
-        logits = states[start:start + block] @ w_u.T  # (b,T,V)
+    tops, top_ids, lses, at_answer, answer = [], [], [], [], None
+    for stop in range(n_layers, 0, -block):  # the last layer first: its top piece is the answer every layer is read at
+        logits = states[max(0, stop - block):stop] @ w_u.T  # (b,T,V)
         best = logits.max(-1)
-        tops.append(best.values)
-        top_ids.append(best.indices)
-        lses.append(logits.logsumexp(-1))
-        picked = logits.gather(-1, answer[None, :, None].expand(len(logits), -1, 1))[..., 0]  # (b,T)
-        logits_of_answer = picked if logits_of_answer is None else torch.cat([logits_of_answer, picked])
-    top, lse, ids = torch.cat(tops), torch.cat(lses), torch.cat(top_ids)  # (L,T) each
+        answer = best.indices[-1] if answer is None else answer  # (T,)
+        tops.insert(0, best.values)
+        top_ids.insert(0, best.indices)
+        lses.insert(0, logits.logsumexp(-1))
+        at_answer.insert(0, logits.gather(-1, answer[None, :, None].expand(len(logits), -1, 1))[..., 0])  # (b,T)
+    top, lse, ids, picked = torch.cat(tops), torch.cat(lses), torch.cat(top_ids), torch.cat(at_answer)  # (L,T) each
     pieces = tuple(pieces_of(model, row.tolist()) for row in ids)
     return LogitLens(stream.tokens, ids.numpy(), (top - lse).exp().float().numpy(),
-                     (logits_of_answer - lse).exp().float().numpy(), pieces)
+                     (picked - lse).exp().float().numpy(), pieces)
 
 
 @dataclass(frozen=True)
