@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 from mha_core.analysis.shapes import ShapeError
 from mha_core.engine.attention import AUTO, PATHS
 from mha_core.engine.model import ModelLoadError
+from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
 
 if TYPE_CHECKING:
@@ -141,8 +142,16 @@ def cmd_predictions(args: argparse.Namespace) -> None:
     elif args.command == "generate":
         result = generate.generate(model, args.text, args.new, args.temperature, args.top_k, args.seed)
     else:
-        result = patching.patch_grid(model, args.text, args.corrupted, args.answer, args.wrong, args.what)
+        result = patching.patch_grid(model, args.text, args.corrupted, args.answer, args.wrong, args.what, args.head)
     write_json(result.as_json(model.name), args.json)
+
+
+def layer_head(value: str) -> tuple[int, int]:
+    """'L:H' -> (L, H), both 0-based."""
+    layer, sep, head = value.partition(":")
+    if not (sep and layer.strip().isdigit() and head.strip().isdigit()):
+        raise argparse.ArgumentTypeError(f"{value!r} is not LAYER:HEAD, e.g. 2:3 (0-based)")
+    return int(layer), int(head)
 
 
 def add_prediction_parsers(sub: argparse._SubParsersAction) -> None:
@@ -164,13 +173,20 @@ def add_prediction_parsers(sub: argparse._SubParsersAction) -> None:
         add_model_arguments(p)
         if name in ("predict", "attribute"):
             p.add_argument("--position", type=int, default=None, help="0-based piece (default: the last)")
-        if name in ("attribute", "patch"):
+        if name == "attribute":
             p.add_argument("--answer", required=True, help=one_piece)
-            p.add_argument("--wrong", required=name == "patch", default=None, help=one_piece)
+            p.add_argument("--wrong", default=None, help=one_piece)
+        if name == "patch":
+            no_head = "; a model without a language-model head takes neither: it reads the coreference margin"
+            p.add_argument("--answer", default=None, help=one_piece + no_head)
+            p.add_argument("--wrong", default=None, help=one_piece + no_head)
         p.add_argument("--json", default="-", help="output file, '-' for stdout")
         p.set_defaults(func=cmd_predictions)
     parsers["predict"].add_argument("--top", type=positive_int, default=TOP_K)
-    parsers["patch"].add_argument("--what", choices=WHAT, default=HEADS)
+    parsers["patch"].add_argument("--what", choices=WHAT, default=HEADS,
+                                  help="heads: every head; residual: every layer and position; head: --head's "
+                                       "output, position by position")
+    parsers["patch"].add_argument("--head", type=layer_head, default=None, help="L:H, 0-based, for --what head")
     parsers["generate"].add_argument("--new", type=positive_int, default=32, help="new pieces, at most 64")
     parsers["generate"].add_argument("--temperature", type=float, default=0.0, help="0: the most likely piece")
     parsers["generate"].add_argument("--top-k", type=positive_int, default=None)
@@ -275,7 +291,7 @@ def syntax_json(result: SyntaxResult) -> dict:
             "count": score.count, "best_layer": layer, "best_head": head,
             "best_direction": DIRECTIONS[direction], "best_accuracy": accuracy,
             "baseline_offset": score.baseline_offset, "baseline_accuracy": score.baseline_accuracy,
-            "syntactic": score.syntactic, "accuracy": score.accuracy.round(6).tolist(),
+            "syntactic": score.syntactic, "accuracy": json_floats(score.accuracy),
             "clark_bert_base": score.clark_reference,
         }
     return {"sentences": result.sentences, "skipped": result.skipped, "relations": relations}
@@ -294,7 +310,7 @@ def cmd_coref(args: argparse.Namespace) -> None:
     write_json({
         "examples": result.examples, "skipped": result.skipped + rows.skipped, "best_layer": layer, "best_head": head,
         "best_accuracy": accuracy, "baseline_always_a": result.always_a, "baseline_always_b": result.always_b,
-        "baseline_nearest": result.nearest, "accuracy": result.accuracy.round(6).tolist(),
+        "baseline_nearest": result.nearest, "accuracy": json_floats(result.accuracy),
         "clark_bert_base": {"best_accuracy": CLARK_COREF[0], "baseline_nearest": CLARK_COREF[1]},
     }, args.json)
 

@@ -10,14 +10,17 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.analysis.patching import HEADS, RESIDUAL, patch_grid
+from mha_core.analysis.patching import COREF_MARGIN, HEAD, HEADS, RESIDUAL, patch_grid
 from mha_core.analysis.predict import attribute, logit_lens, predict, token_id
+from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.model import bundled_model_dir
 from mha_core.engine.tokens import InputError
 from tests.conftest import cli
 
 TEXT = "the animal did not cross the street because it was too tired . it refers to the"
 CORRUPTED = "the animal did not cross the street because it was too wide . it refers to the"
+SENTENCE = "The animal didn't cross the street because it was too tired."
+CORRUPTED_SENTENCE = "The animal didn't cross the street because it was too wide."
 LMS = {  # family: (config class, model class, sizes); tie_word_embeddings decides where the head lives
     "llama-tied": ("LlamaConfig", "LlamaForCausalLM", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                                            num_key_value_heads=2, intermediate_size=64, head_dim=8,
@@ -38,7 +41,7 @@ def lm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     dirs = {}
     for name, (config_name, model_name, sizes) in LMS.items():
-        config = getattr(transformers, config_name)(vocab_size=30528, **sizes)
+        config = getattr(transformers, config_name)(vocab_size=30528, initializer_range=0.2, **sizes)  # effects to see
         torch.manual_seed(1)
         model = getattr(transformers, model_name)(config)
         with torch.no_grad():
@@ -158,6 +161,57 @@ def test_head_patching_equals_a_hook_on_transformers_own_model(lm_dirs):
 
 
 
+def test_one_head_patched_position_by_position_equals_a_hook_on_transformers_own_model(lm_dirs):
+    model = load_model(lm_dirs["gpt2"])
+    layer, head = 0, 2  # in the first layer: the positions it is put back at reach the last one through layer 1
+    grid = patch_grid(model, TEXT, CORRUPTED, "animal", "street", what=HEAD, head=(layer, head))
+    ref = reference(lm_dirs["gpt2"])
+    ids = {text: prompt_ids(model, text) for text in (TEXT, CORRUPTED)}
+    proj = ref.transformer.h[layer].attn.c_proj
+    kept = {}
+    hook = proj.register_forward_pre_hook(lambda module, args: kept.__setitem__("clean", args[0].clone()))
+    with torch.no_grad():
+        ref(ids[TEXT])
+    hook.remove()
+    cols = slice(head * model.head_dim, (head + 1) * model.head_dim)
+    a, b = token_id(model, "animal"), token_id(model, "street")
+    assert grid.effects.shape == (len(grid.tokens),) and grid.head == (layer, head)
+    for t in (0, 13, 15, len(grid.tokens) - 1):  # 13: 'tired' / 'wide'
+        def put_back(module, args, t=t):
+            patched = args[0].clone()
+            patched[:, t, cols] = kept["clean"][:, t, cols]
+            return (patched,)
+
+        hook = proj.register_forward_pre_hook(put_back)
+        with torch.no_grad():
+            logits = ref(ids[CORRUPTED]).logits[0, -1]
+        hook.remove()
+        assert grid.effects[t] == pytest.approx(float(logits[a] - logits[b]), abs=1e-4)
+    with pytest.raises(InputError, match="no layer 2, head 0"):
+        patch_grid(model, TEXT, CORRUPTED, "animal", "street", what=HEAD, head=(2, 0))
+
+
+def test_an_encoder_without_a_head_is_patched_by_the_coreference_margin():
+    from mha_core.analysis.inspector import sentence_words
+
+    model = load_model()  # all-MiniLM-L6-v2
+    grid = patch_grid(model, SENTENCE, CORRUPTED_SENTENCE, what=RESIDUAL)
+    changed = grid.tokens.index("wide")  # the corrupted text's pieces
+    assert grid.metric == COREF_MARGIN and (grid.answer, grid.wrong, grid.pronoun) == ("animal", "street", "it")
+    assert grid.effects[0, changed] == pytest.approx(grid.clean, abs=1e-5)  # the only change, put back at the start
+    others = np.delete(grid.effects[0], changed)
+    assert np.allclose(others, grid.corrupted, atol=1e-5) and abs(grid.clean - grid.corrupted) > 1e-3
+    heads = patch_grid(model, SENTENCE, CORRUPTED_SENTENCE)
+    assert np.allclose(heads.effects[-1], heads.corrupted, atol=1e-6)  # the last layer's outputs move no map
+    words = sentence_words(SENTENCE)
+    swapped = patch_grid(model, SENTENCE, CORRUPTED_SENTENCE, what=RESIDUAL, coref=(words[8], words[6], words[1]))
+    assert (swapped.answer, swapped.wrong) == ("street", "animal")
+    if swapped.probe_head == grid.probe_head:  # the same head: the margin's sign flips
+        assert swapped.clean == pytest.approx(-grid.clean, abs=1e-6)
+    with pytest.raises(InputError, match="takes no answer"):
+        patch_grid(model, SENTENCE, CORRUPTED_SENTENCE, " animal", " street")
+
+
 def test_patching_refuses_pairs_of_different_lengths(lm_dirs):
     model = load_model(lm_dirs["llama-tied"])
     with pytest.raises(InputError, match="same number"):
@@ -194,6 +248,12 @@ def test_cli_predict_lens_attribute_patch(lm_dirs, tmp_path):
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "choose one piece" in bad.stderr
     none = cli("predict", TEXT, "--json", "-")  # the bundled encoder
     assert none.returncode == 2 and "no language-model head" in none.stderr
+    margin = cli("patch", SENTENCE, CORRUPTED_SENTENCE, "--what", "head", "--head", "2:3", "--json", "-")
+    data = json.loads(margin.stdout)
+    assert data["metric"] == COREF_MARGIN and data["head"] == [2, 3] and len(data["effects"]) == len(data["tokens"])
+    for args in (("--what", "head"), ("--what", "head", "--head", "2-3"), ("--answer", " animal")):
+        bad = cli("patch", SENTENCE, CORRUPTED_SENTENCE, *args, "--json", "-")
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, args
 
 
 def test_the_predictions_page_says_an_encoder_predicts_nothing():
@@ -222,8 +282,9 @@ def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decode
     assert any(f"**{result.logit_diff:.3f}**" in m.value for m in shown["Attribution"].markdown)
     lens = chart_json(shown["Logit lens"], "p_lens")["data"][0]
     assert decode(lens["z"]).shape == (30, len(top.tokens))
-    patched = decode(chart_json(shown["Patching"], "p_patch")["data"][0]["z"])
-    assert patched.shape == (30, 9) and np.isfinite(patched).all()
+    patched = decode(chart_json(shown["Patching"], "p_patch_grid")["data"][0]["z"])
+    grid = patch_grid(decoder, text, CORRUPTED_SENTENCE + " The word 'it' refers to the", " animal", " street")
+    assert patched.shape == (30, 9) and np.allclose(patched, grid.shown, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["llama-tied", "gpt2"])
@@ -282,6 +343,25 @@ def test_the_continue_tab_grows_the_sentence_of_every_page(decoder):
     assert at.text_area(key="text").value == grown.text
     at.switch_page("views/heads.py").run()
     assert not at.exception and at.text_area(key="text").value == grown.text
+
+
+def test_the_coreference_page_runs_its_pair_as_a_patching_grid():
+    from mha_core.analysis.inspector import sentence_words
+    from tests.conftest import chart_json, decode, open_app
+
+    at = open_app("views/coreference.py")  # all-MiniLM-L6-v2: the pronoun's margin, no language-model head
+    assert not at.exception and any("Which heads cause" in s.value for s in at.subheader)
+    words = sentence_words(SENTENCE)
+    grid = patch_grid(load_model(), SENTENCE, CORRUPTED_SENTENCE, coref=(words[8], words[1], words[6]))
+    shown = decode(chart_json(at, "c_patch_grid")["data"][0]["z"])
+    assert np.allclose(shown, grid.shown, atol=1e-5) and grid.decisive
+    assert any(grid.described(6) == m.value.replace("\\", "") for m in at.markdown)  # literal() escapes
+    at.radio(key="c_patch_what").set_value(HEAD).run()
+    top = at.selectbox(key="c_patch_head").value
+    assert top == ranked_heads(grid.shown, 1)[0]
+    one = patch_grid(load_model(), SENTENCE, CORRUPTED_SENTENCE, what=HEAD, head=top, coref=(words[8], words[1],
+                                                                                             words[6]))
+    assert np.allclose(decode(chart_json(at, "c_patch_grid")["data"][0]["z"])[0], one.shown, atol=1e-5)
 
 
 def test_the_coreference_page_asks_the_decoder_and_shows_its_answer(decoder):

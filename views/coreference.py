@@ -22,9 +22,11 @@ from mha_core.analysis.inspector import (
     sentence_words,
     with_probe,
 )
-from mha_core.analysis.predict import has_lm_head, probe_answers
+from mha_core.analysis.predict import first_piece, has_lm_head, probe_answers
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
+from views._patching import CAPTION as PATCH_CAPTION
+from views._patching import patching_view
 from views._state import (
     EXAMPLES,
     chart,
@@ -117,6 +119,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
         st.warning(literal(str(err)))
         return
     c3.caption("Changed: " + ", ".join(f"'{literal(x)}' → '{literal(y)}'" for x, y in alignment.changed))
+    originals = (first_text, second_text, words[pronoun], words[candidates[a]], words[candidates[b]])
     if blind_to_change(current_model().causal, pronoun, alignment):
         st.info(literal(f"In this decoder '{words[pronoun].text}' (word {pronoun}) comes before every changed word, "
                         "and a decoder's word attends only to itself and the words before it: its attention is the "
@@ -131,6 +134,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     scores_2 = scores_of(second_text, words_2, pronoun, candidates)
     base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
     show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b], base)
+    show_pair_patching(current_model(), *originals)
 
 
 def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple) -> None:
@@ -147,6 +151,20 @@ def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tupl
                 m, f"Margin in {title}", "margin", colorscale="RdBu", zrange=(-reach, reach)),
                 key=f"margin_{title[-1]}")
     st.session_state["_pair_delta"] = delta  # read by tests
+
+
+def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pronoun: Word, a: Word, b: Word
+                       ) -> None:
+    """The pair as a patching grid: which heads carry the difference, by the model's answer where it has a
+    language-model head (both texts continued with the probe), else by the pronoun's coreference margin."""
+    st.subheader("Which heads cause the difference")
+    if has_lm_head(model):
+        clean, corrupted = with_probe(first_text, pronoun), with_probe(second_text, pronoun)
+        answer, wrong, coref = first_piece(model, a.text), first_piece(model, b.text), None
+    else:
+        clean, corrupted, answer, wrong, coref = first_text, second_text, None, None, (pronoun, a, b)
+    st.caption(literal(f"{PATCH_CAPTION} Clean: sentence 1; corrupted: sentence 2."))
+    patching_view(model, clean, corrupted, answer, wrong, "c_patch", coref)
 
 
 def show_probe_answers(model: LoadedModel, text: str, words: list[Word], pronoun: int, candidates: list[int]

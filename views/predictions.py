@@ -4,31 +4,22 @@ and .generate."""
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.analysis.generate import MAX_NEW, generate
-from mha_core.analysis.patching import HEADS, RESIDUAL, WHAT, patch_grid
 from mha_core.analysis.predict import attribute, has_lm_head, logit_lens, predict, token_id
-from mha_core.analysis.roles import head_label, ranked_heads
 from mha_core.engine.tokens import InputError
 from mha_core.figures import charts
 from mha_core.figures.predict import lens_figure
+from views._patching import CAPTION, json_button, patching_view
 from views._state import chart, current_model, literal, sentence_box, set_sentence, small_store
 from views._uploads import cached_analysis
 
 PROBE = " The word 'it' refers to the"
 CORRUPTED = "The animal didn't cross the street because it was too wide."
 ANSWER, WRONG = " animal", " street"
-
-
-def json_button(result: object, model: LoadedModel, label: str, file_name: str, key: str, where: object = st) -> None:
-    """Download `result` as the CLI's JSON (its as_json: the same fields on the page and on the command line)."""
-    where.download_button(label, lambda: json.dumps(result.as_json(model.name)), file_name, "application/json",
-                          key=key)
 
 
 def show_prediction(model: LoadedModel, text: str) -> None:
@@ -100,31 +91,10 @@ def show_attribution(model: LoadedModel, text: str) -> None:
 
 
 def show_patching(model: LoadedModel, text: str, continuation: str) -> None:
-    st.caption("Activation patching (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda 2024): run the "
-               "corrupted text, put back one piece of the clean run — one head's output, or the stream entering "
-               "one layer at one position — and see how much of logit(answer) − logit(wrong) returns. 1 = the "
-               "clean behaviour fully back, 0 = no change. Both texts need the same number of pieces.")
+    st.caption(CAPTION)
     corrupted = st.text_input("Corrupted sentence", CORRUPTED, key="p_corrupted") + continuation
     answer, wrong = answer_pair("pt")
-    what = st.radio("Put back", WHAT, horizontal=True, key="p_what", format_func={
-        HEADS: "one head's output", RESIDUAL: "the stream at one layer and position"}.get)
-    key = ("patch", str(model.model_dir), text, corrupted, answer, wrong, what)
-    units = model.n_heads if what == HEADS else "every position's"
-    grid = cached_analysis(key, f"Patching {units} {'heads' if what == HEADS else 'stream'} of each layer",
-                           lambda progress: patch_grid(model, text, corrupted, answer, wrong, what, progress),
-                           small_store())
-    if grid is None:
-        return
-    st.markdown(f"Clean text: {grid.clean:.3f}; corrupted text: {grid.corrupted:.3f} "
-                f"(logit({literal(repr(answer))}) − logit({literal(repr(wrong))}) at the last piece).")
-    columns = list(grid.tokens) if what == RESIDUAL else None
-    chart(key, lambda: charts.layer_head_grid(grid.recovered, "Share of the clean behaviour put back", "share",
-                                               zmid=0, colorscale="RdBu", columns=columns), key="p_patch")
-    if what == HEADS:
-        top = ranked_heads(grid.recovered, 5)
-        st.dataframe(pd.DataFrame([{"head": head_label(*lh), "share put back": round(float(grid.recovered[lh]), 3),
-                                    "patched": round(float(grid.effects[lh]), 3)} for lh in top]), hide_index=True)
-    json_button(grid, model, "JSON: the grid", "patch.json", "p_patch_json")
+    patching_view(model, text, corrupted, answer, wrong, "p_patch")
 
 
 def show_generation(model: LoadedModel, text: str) -> None:

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mha_core.analysis.inspector import Word
 from mha_core.analysis.predict import check_lm_head, has_lm_head, lm_logits
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.attention import ContextEdit
@@ -168,24 +169,27 @@ class CorefProbe:
     words: tuple[str, str, str]  # pronoun, candidate a, candidate b
 
 
-def coref_probe(batch: TokenBatch, last_maps: Tensor) -> CorefProbe:
-    """The first pronoun with two nouns before it (spaCy), as the Coreference page picks them."""
+def coref_probe(batch: TokenBatch, last_maps: Tensor, chosen: Sequence[Word] | None = None) -> CorefProbe:
+    """Where the margin is read: `chosen` (pronoun, candidate a, candidate b), else the first pronoun with two nouns
+    before it (spaCy), as the Coreference page picks them; the head is the last-layer head of the largest margin."""
     from mha_core.analysis.coref import candidate_scores, span_pieces
     from mha_core.analysis.inspector import candidates_before, default_pronoun, sentence_words
 
-    words = sentence_words(batch.texts[0])
-    pronoun = default_pronoun(words)
-    candidates = candidates_before(words, pronoun) if pronoun is not None else []
-    if len(candidates) < 2:
-        raise InputError("The coreference measure needs a pronoun with two nouns before it in the text.")
+    if chosen is None:
+        words = sentence_words(batch.texts[0])
+        pronoun = default_pronoun(words)
+        candidates = candidates_before(words, pronoun) if pronoun is not None else []
+        if len(candidates) < 2:
+            raise InputError("The coreference measure needs a pronoun with two nouns before it in the text.")
+        chosen = [words[i] for i in (pronoun, *candidates[:2])]
     offsets = batch.offsets[0]
-    spans = [span_pieces(offsets, words[i].start, len(words[i].text)) for i in (pronoun, *candidates[:2])]
+    spans = [span_pieces(offsets, word.start, len(word.text)) for word in chosen]
     if not all(spans):
         raise InputError("The pronoun or a candidate lies beyond the model's maximum length.")
     margin = candidate_scores(last_maps[None, 0], spans[0], spans[1]) - candidate_scores(
         last_maps[None, 0], spans[0], spans[2])  # (1,H)
     head = int(margin[0].abs().argmax())
-    return CorefProbe(*spans, head, tuple(words[i].text for i in (pronoun, *candidates[:2])))
+    return CorefProbe(*spans, head, tuple(word.text for word in chosen))
 
 
 def coref_margins(maps: Tensor, probe: CorefProbe) -> Tensor:

@@ -2,42 +2,99 @@
 corrupted text, put back one piece of the clean run (a head's output, or the residual stream at one layer and
 position), and read how much of the clean behaviour returns.
 
-Metric: logit(answer) - logit(wrong) at the last piece. Grids are computed in batched layer passes, like the
-ablation grid: a variant that changes layer l joins the batch at layer l (the layers below are the corrupted
-run's, computed once).
+Metric: logit(answer) - logit(wrong) at the last piece for a model with a language-model head; otherwise the
+coreference margin of the pronoun (as the ablation's "coref" measure: in the clean run's last-layer head where
+that margin is largest, attention from the pronoun to the first candidate minus the second). Grids:
+- heads: one head's output (its context vector before W_O, every position) put back: (L,H);
+- residual: the input of layer l at position t put back: (L,T);
+- head: one chosen head's output at one position put back: (T,).
+Grids are computed in batched layer passes, like the ablation grid: a variant that changes layer l joins the batch
+at layer l (the layers below are the corrupted run's, computed once).
 
 Shapes: L layers, H heads, T pieces, D d_model, Dh head dim, n variants in a chunk.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.analysis.predict import Stream, check_lm_head, residual_stream, token_id
+from mha_core.analysis.ablation import CorefProbe, coref_margins, coref_probe
+from mha_core.analysis.inspector import Word
+from mha_core.analysis.predict import Stream, check_lm_head, has_lm_head, residual_stream, token_id
+from mha_core.analysis.roles import head_label
 from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
 from mha_core.engine.budget import element_size, layer_work_bytes, planned_bytes
-from mha_core.engine.forward import final_norm, prepare, variant_outputs
+from mha_core.engine.forward import EditOf, Join, final_norm, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
 
-HEADS, RESIDUAL = "heads", "residual"
-WHAT = (HEADS, RESIDUAL)
+HEADS, RESIDUAL, HEAD = "heads", "residual", "head"
+WHAT = (HEADS, RESIDUAL, HEAD)
+LOGIT_DIFF, COREF_MARGIN = "logit_diff", "coref_margin"
+MIN_GAP = {LOGIT_DIFF: 0.5, COREF_MARGIN: 0.05}  # clean - corrupted below this: shares of the gap are noise
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a patched run is scored by: `read` maps the last layer's outputs (n,T,D) and maps (n,H,T,T) to (n,)."""
+
+    name: str  # LOGIT_DIFF or COREF_MARGIN
+    read: Callable[[Tensor, Tensor], Tensor]
+    words: tuple[str, str]  # answer and wrong piece, or the two candidate words
+    probe: CorefProbe | None = None
+
+    def of(self, stream: Stream) -> float:
+        return float(self.read(stream.inputs[-1][None].float(), stream.last_maps[None])[0])
 
 
 @dataclass(frozen=True)
 class PatchGrid:
-    what: str  # heads: (L,H); residual: (L,T)
-    answer: str
+    what: str  # heads: (L,H); residual: (L,T); head: (T,)
+    metric: str  # LOGIT_DIFF or COREF_MARGIN
+    answer: str  # the answer piece, or the candidate the pronoun should mean in the clean text
     wrong: str
     clean: float  # the metric on the clean text
     corrupted: float  # ... on the corrupted text
-    effects: np.ndarray  # (L,H) or (L,T): the metric with that one piece of the clean run put back
+    effects: np.ndarray  # (L,H), (L,T) or (T,): the metric with that one piece of the clean run put back
     tokens: tuple[str, ...]  # T pieces of the corrupted text
+    head: tuple[int, int] | None = None  # (layer, head) of what=head
+    probe_head: int | None = None  # coref_margin: the last-layer head whose margin is read
+    pronoun: str | None = None  # coref_margin: the word whose attention is read
+
+    @property
+    def decisive(self) -> bool:
+        """Whether the two texts differ enough in the metric for shares of the gap to mean something."""
+        return abs(self.clean - self.corrupted) >= MIN_GAP[self.metric]
+
+    @property
+    def shown(self) -> np.ndarray:
+        """What a page draws and ranks heads by: the share put back where the gap is decisive, else the change from
+        the corrupted value (a share of a tiny gap is noise)."""
+        return self.recovered if self.decisive else self.effects - self.corrupted
+
+    @property
+    def shown_label(self) -> str:
+        return "share put back" if self.decisive else "change from the corrupted text"
+
+    def described(self, n_layers: int) -> str:
+        """One sentence on what the numbers are, with the clean and corrupted values."""
+        if self.metric == LOGIT_DIFF:
+            measure = f"logit('{self.answer}') − logit('{self.wrong}') at the last piece"
+        else:
+            measure = (f"the coreference margin: attention from '{self.pronoun}' to '{self.answer}' minus to "
+                       f"'{self.wrong}' in {head_label(n_layers - 1, self.probe_head)}, the last layer's head where it "
+                       "is largest")
+        note = "" if self.decisive else (f" The gap is under {MIN_GAP[self.metric]}: the model barely tells the "
+                                         "texts apart, so shares of it would be noise; the grid shows the change "
+                                         "from the corrupted value.")
+        return f"Clean text: {self.clean:.3f}; corrupted text: {self.corrupted:.3f} ({measure}).{note}"
 
     @property
     def recovered(self) -> np.ndarray:
@@ -46,14 +103,38 @@ class PatchGrid:
         return (self.effects - self.corrupted) / gap if abs(gap) > 1e-9 else np.zeros_like(self.effects)
 
     def as_json(self, model_name: str) -> dict:
-        return {"model": model_name, "metric": "logit_diff", "what": self.what, "answer": self.answer,
+        extra = {"head": list(self.head)} if self.head is not None else {}
+        if self.probe_head is not None:
+            extra["probe_head"] = [-1, self.probe_head]  # in the last layer
+        return {"model": model_name, "metric": self.metric, "what": self.what, "answer": self.answer,
                 "wrong": self.wrong, "clean": round(self.clean, 6), "corrupted": round(self.corrupted, 6),
-                "effects": self.effects.round(6).tolist(), "tokens": list(self.tokens)}
+                "effects": json_floats(self.effects), "tokens": list(self.tokens), **extra}
 
 
-def metric(model: LoadedModel, last_states: Tensor, direction: Tensor) -> Tensor:
-    """(n,D) last layer outputs at the last piece -> (n,) logit differences."""
-    return final_norm(model, last_states) @ direction
+def logit_diff_metric(model: LoadedModel, answer: str | None, wrong: str | None) -> Metric:
+    w_u = check_lm_head(model)
+    if answer is None or wrong is None:
+        raise InputError("Patching a model with a language-model head reads logit(answer) - logit(wrong): name both "
+                         "pieces.")
+    direction = (w_u[token_id(model, answer)] - w_u[token_id(model, wrong)]).float()  # (D,)
+    return Metric(LOGIT_DIFF, lambda states, _: final_norm(model, states[:, -1]) @ direction, (answer, wrong))
+
+
+def coref_metric(model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None,
+                 chosen: Sequence[Word] | None = None) -> Metric:
+    """The coreference margin, read where the clean run puts it: its pronoun and two candidates (`chosen`, else the
+    first pronoun with two nouns before it) and its best last-layer head."""
+    if answer is not None or wrong is not None:
+        raise InputError(f"{model.name} has no language-model head: patching reads the pronoun's coreference margin "
+                         "instead of logits, so it takes no answer or wrong piece.")
+    probe = coref_probe(clean.batch, clean.last_maps[None], chosen)
+    return Metric(COREF_MARGIN, lambda _, maps: coref_margins(maps.float(), probe), probe.words[1:], probe)
+
+
+def metric_for(model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None,
+               coref: Sequence[Word] | None) -> Metric:
+    return (logit_diff_metric(model, answer, wrong) if has_lm_head(model)
+            else coref_metric(model, clean, answer, wrong, coref))
 
 
 def pair_streams(model: LoadedModel, clean: str, corrupted: str) -> tuple[Stream, Stream]:
@@ -71,12 +152,23 @@ def chunk_rows(model: LoadedModel, tokens: int) -> int:
     return max(1, planned_bytes() // max(per_row, 1))
 
 
-def head_edit(clean: Stream, layer: int, n: int, rows: Tensor, heads: Tensor) -> ContextEdit:
-    """Rows `rows` of a batch of n get head heads[i]'s clean output back at this layer."""
+def head_edit(clean: Stream, layer: int, rows: Tensor, heads: Tensor) -> ContextEdit:
+    """Rows `rows` of the batch get head heads[i]'s clean output back at this layer, at every position."""
 
     def edit(context: Tensor) -> Tensor:  # (n,H,T,Dh)
         patched = context.clone()
         patched[rows, heads] = clean.contexts[layer][heads].to(context.dtype)
+        return patched
+
+    return edit
+
+
+def position_edit(clean: Stream, layer: int, head: int, rows: Tensor, positions: Tensor) -> ContextEdit:
+    """Rows `rows` of the batch get `head`'s clean output back at this layer at their own position only."""
+
+    def edit(context: Tensor) -> Tensor:  # (n,H,T,Dh)
+        patched = context.clone()
+        patched[rows, head, positions] = clean.contexts[layer][head, positions].to(context.dtype)
         return patched
 
     return edit
@@ -89,32 +181,54 @@ def residual_join(clean: Stream, corrupted: Stream, layer: int, positions: Tenso
     return x
 
 
-@torch.inference_mode()
-def patch_grid(model: LoadedModel, clean: str, corrupted: str, answer: str, wrong: str, what: str = HEADS,
-               progress: Progress | None = None) -> PatchGrid:
-    """The metric with each head's output (what=heads) or each layer's input at each position (what=residual) of
-    the corrupted run replaced by its clean value."""
-    if what not in WHAT:
-        raise InputError(f"Unknown patch {what!r}: choose {' or '.join(WHAT)}.")
-    w_u = check_lm_head(model)
-    answer_id, wrong_id = token_id(model, answer), token_id(model, wrong)
-    direction = (w_u[answer_id] - w_u[wrong_id]).float()
-    first, second = pair_streams(model, clean, corrupted)
-    _, bias, rope = prepare(model, second.batch)
-    units = model.n_heads if what == HEADS else len(second.tokens)
-    variants = [(layer, unit) for layer in range(model.n_layers) for unit in range(units)]
+def check_head(model: LoadedModel, head: tuple[int, int] | None) -> tuple[int, int]:
+    if head is None:
+        raise InputError("Patching one head position by position needs the head: its layer and head.")
+    layer, h = head
+    if not (0 <= layer < model.n_layers and 0 <= h < model.n_heads):
+        raise InputError(f"{model.name} has layers 0 to {model.n_layers - 1} and heads 0 to {model.n_heads - 1} "
+                         f"(0-based): there is no layer {layer}, head {h}.")
+    return layer, h
+
+
+def planned_variants(model: LoadedModel, first: Stream, second: Stream, what: str, head: tuple[int, int] | None
+                     ) -> tuple[list[tuple[int, int]], Join, EditOf]:
+    """The variants (layer, unit) of a grid, how each enters its layer and how it edits the heads' outputs there."""
+    corrupted_input = lambda layer, units: second.inputs[layer][None].expand(len(units), -1, -1)  # noqa: E731
+    n = len(second.tokens)
     if what == HEADS:
-        join = lambda layer, heads: second.inputs[layer][None].expand(len(heads), -1, -1)  # noqa: E731
-        edit_of = lambda layer, n, rows, heads: head_edit(first, layer, n, rows, heads)  # noqa: E731
-    else:
-        join = lambda layer, positions: residual_join(first, second, layer, positions)  # noqa: E731
-        edit_of = lambda *_: None  # noqa: E731
+        return ([(layer, h) for layer in range(model.n_layers) for h in range(model.n_heads)], corrupted_input,
+                lambda layer, _, rows, heads: head_edit(first, layer, rows, heads))
+    if what == RESIDUAL:
+        return ([(layer, t) for layer in range(model.n_layers) for t in range(n)],
+                lambda layer, positions: residual_join(first, second, layer, positions), lambda *_: None)
+    layer, h = check_head(model, head)
+    return ([(layer, t) for t in range(n)], corrupted_input,
+            lambda layer, _, rows, positions: position_edit(first, layer, h, rows, positions))
+
+
+@torch.inference_mode()
+def patch_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | None = None, wrong: str | None = None,
+               what: str = HEADS, head: tuple[int, int] | None = None, coref: Sequence[Word] | None = None,
+               progress: Progress | None = None) -> PatchGrid:
+    """The metric with each head's output (what=heads), each layer's input at each position (what=residual) or one
+    head's output at each position (what=head) of the corrupted run replaced by its clean value. `coref`: the
+    pronoun and two candidates of the clean text whose margin a model without a language-model head is read by."""
+    if what not in WHAT:
+        raise InputError(f"Unknown patch {what!r}: choose {', '.join(WHAT)}.")
+    if what == HEAD:
+        check_head(model, head)
+    first, second = pair_streams(model, clean, corrupted)
+    metric = metric_for(model, first, answer, wrong, coref)
+    _, bias, rope = prepare(model, second.batch)
+    variants, join, edit_of = planned_variants(model, first, second, what, head)
     rows, effects = chunk_rows(model, len(second.tokens)), []
     for start in range(0, len(variants), rows):
-        x, _ = variant_outputs(model, variants[start:start + rows], bias, rope, join, edit_of)
-        effects.append(metric(model, x[:, -1].float(), direction))
+        x, attn = variant_outputs(model, variants[start:start + rows], bias, rope, join, edit_of)
+        effects.append(metric.read(x.float(), attn.probs))
         if progress:
             progress(min(start + rows, len(variants)), len(variants))
-    value = lambda stream: float(metric(model, stream.inputs[-1][-1:].float(), direction)[0])  # noqa: E731
-    return PatchGrid(what, answer, wrong, value(first), value(second),
-                     torch.cat(effects).reshape(model.n_layers, units).numpy(), second.tokens)
+    shape = (len(second.tokens),) if what == HEAD else (model.n_layers, len(variants) // model.n_layers)
+    return PatchGrid(what, metric.name, *metric.words, metric.of(first), metric.of(second),
+                     torch.cat(effects).reshape(shape).numpy(), second.tokens, head if what == HEAD else None,
+                     *((metric.probe.head, metric.probe.words[0]) if metric.probe is not None else (None, None)))

@@ -25,6 +25,7 @@ from mha_core.analysis.inspector import Word, with_probe
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize
 
 TOP_K = 10
@@ -99,6 +100,7 @@ class Stream:
     inputs: tuple[Tensor, ...]  # L+1 x (T,D): layer l's input; the last is the last layer's output (before the norm)
     contexts: tuple[Tensor, ...]  # L x (H,T,Dh): each head's output before W_O
     attn_out: tuple[Tensor, ...]  # L x (T,D): attention's output, after W_O and b_O
+    last_maps: Tensor  # (H,T,T) the last layer's attention maps
 
     def mlp_out(self, layer: int) -> Tensor:
         """(T,D) what layer's MLP adds to the stream (pre-norm layers: output = input + attention + MLP)."""
@@ -120,7 +122,7 @@ def residual_stream(model: LoadedModel, text: str) -> Stream:
         inputs.append(output[0])
         attn_out.append(attn.output[0])
     return Stream(batch, tuple(readable_pieces(model.tokenizer, batch.input_ids[0].tolist(), batch.tokens[0])),
-                  tuple(inputs), tuple(contexts), tuple(attn_out))
+                  tuple(inputs), tuple(contexts), tuple(attn_out), attn.probs[0])
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ class LogitLens:
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "tokens": list(self.tokens), "top_id": self.top_ids.tolist(),
-                "top_prob": self.top_probs.round(6).tolist(), "final_prob": self.final_probs.round(6).tolist()}
+                "top_prob": json_floats(self.top_probs), "final_prob": json_floats(self.final_probs)}
 
 
 LENS_BLOCK_ELEMENTS = 2**25  # logits computed at once (128 MB in float32): layers in blocks, never (L,T,V)
@@ -218,8 +220,8 @@ class Attribution:
         return float(self.heads.sum() + self.mlps.sum() + self.embeddings + self.biases)
 
     def as_json(self, model_name: str) -> dict:
-        return {"model": model_name, "position": self.position, "heads": self.heads.round(6).tolist(),
-                "mlps": self.mlps.round(6).tolist(), "rest": round(self.embeddings + self.biases, 6),
+        return {"model": model_name, "position": self.position, "heads": json_floats(self.heads),
+                "mlps": json_floats(self.mlps), "rest": round(self.embeddings + self.biases, 6),
                 "embeddings": round(self.embeddings, 6), "biases": round(self.biases, 6),
                 "logit_diff": round(self.logit_diff, 6)}
 
@@ -276,7 +278,17 @@ def probe_answers(model: LoadedModel, text: str, pronoun: Word, candidates: Sequ
     pred = predict(model, probe, k=1)
     rows = []
     for word in candidates:
-        ids = model.tokenizer(" " + word.text, add_special_tokens=False)["input_ids"]
-        rank, prob = pred.rank_of(ids[0])
-        rows.append((word.text, pieces_of(model, ids[:1])[0], prob, rank))
+        first = first_piece_id(model, word.text)
+        rank, prob = pred.rank_of(first)
+        rows.append((word.text, pieces_of(model, [first])[0], prob, rank))
     return ProbeAnswer(probe, tuple(rows))
+
+
+def first_piece_id(model: LoadedModel, word: str) -> int:
+    """The first piece of `word` as it follows a space: how the model would start writing it."""
+    return int(model.tokenizer(" " + word, add_special_tokens=False)["input_ids"][0])
+
+
+def first_piece(model: LoadedModel, word: str) -> str:
+    """That piece as text, which token_id reads back (' animal' for SmolLM2, 'animal' for a word-piece vocabulary)."""
+    return model.tokenizer.decode([first_piece_id(model, word)])

@@ -168,3 +168,9 @@ class AttentionResult:
     def text_attention(self, b: int) -> np.ndarray:
         """text_maps(b) as a numpy array, (L,H,T_b,T_b)."""
         return self.text_maps(b).cpu().numpy()
+
+
+def json_floats(values: np.ndarray, digits: int = 6) -> list:
+    """An array as nested lists of Python floats rounded to `digits` (rounded in float64: a float32 rounded to 6
+    digits still prints as 0.5225399732589722)."""
+    return np.asarray(values, dtype=np.float64).round(digits).tolist()

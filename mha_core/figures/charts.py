@@ -189,14 +189,16 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
 
 def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zmid: float | None = None,
                     colorscale: str = COLORSCALE, columns: Sequence[str] | None = None,
-                    zrange: tuple[float, float] | None = None) -> FigureDict:
+                    zrange: tuple[float, float] | None = None, rows: Sequence[str] | None = None) -> FigureDict:
     """A (L,H) grid of one number per head, values written in the cells; `columns` names other columns
-    (tokens, say) instead of heads; `zrange`: the colour scale's ends (grids to compare share one)."""
+    (tokens, say) instead of heads, `rows` other rows (one head, say) instead of layers; `zrange`: the colour
+    scale's ends (grids to compare share one)."""
     n_layers, n_heads = values.shape
     x = indexed_labels(columns) if columns is not None else [head_tick(h) for h in range(n_heads)]
+    y = list(rows) if rows is not None else [layer_tick(layer) for layer in range(n_layers)]
     ends = {"zmin": zrange[0], "zmax": zrange[1]} if zrange is not None else {"zmid": zmid}
     fig = go.Figure(go.Heatmap(
-        z=values, x=x, y=[layer_tick(layer) for layer in range(n_layers)],
+        z=values, x=x, y=y,
         colorscale=colorscale, **ends, texttemplate="%{z:.2f}", colorbar={"title": colorbar},
         hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
     ))

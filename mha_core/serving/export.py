@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_core.analysis.roles import head_label
+from mha_core.engine.result import json_floats
 from mha_core.figures.spec import FigureDict
 from mha_core.figures.view import AttentionView
 
@@ -63,14 +64,14 @@ def token_pair_csv(view: AttentionView, query: int, key: int) -> str:
 def token_pair_json(view: AttentionView, query: int, key: int, meta: dict) -> str:
     """{"query_index", "query", "key_index", "key", "weights": [L][H], "tokens", ...meta}."""
     return json.dumps({"query_index": query, "query": view.labels[query], "key_index": key, "key": view.labels[key],
-                       "weights": view.maps[:, :, query, key].round(6).tolist(), "tokens": list(view.labels),
+                       "weights": json_floats(view.maps[:, :, query, key]), "tokens": list(view.labels),
                        "hidden_special": view.hidden_special, "merged_words": view.merged_words, **meta},
                       ensure_ascii=False)
 
 
 def attention_json(view: AttentionView, layers: Sequence[int], heads: Sequence[int], meta: dict) -> str:
     """{"tokens", "hidden_special", "merged_words", "maps": [{"layer", "head", "weights": [N][N]}], **meta}."""
-    maps = [{"layer": layer, "head": head, "weights": view.maps[layer, head].round(6).tolist()}
+    maps = [{"layer": layer, "head": head, "weights": json_floats(view.maps[layer, head])}
             for layer in layers for head in heads]
     return json.dumps({"tokens": list(view.labels), "hidden_special": view.hidden_special,
                        "merged_words": view.merged_words, "maps": maps, **meta}, ensure_ascii=False)
