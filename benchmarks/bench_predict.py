@@ -23,8 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians  # noqa: E402
 from mha_core import bundled_dirs, load_model, run  # noqa: E402
 from mha_core.analysis.generate import generate  # noqa: E402
+from mha_core.analysis.lm_head import lm_head, token_id  # noqa: E402
 from mha_core.analysis.patching import head_edit, metric, pair_streams, patch_grid  # noqa: E402
-from mha_core.analysis.predict import logit_lens, token_id, unembedding  # noqa: E402
+from mha_core.analysis.predict import logit_lens  # noqa: E402
 from mha_core.engine import bundled  # noqa: E402
 from mha_core.engine.forward import layer_outputs, prepare  # noqa: E402
 
@@ -36,7 +37,7 @@ CORRUPTED = "The small animal didn't cross the busy street because it was far to
 @torch.inference_mode()
 def naive_patching(model, answer: str, wrong: str) -> None:
     """One full forward of the corrupted text per head, that head's clean output put back (no reuse, no batching)."""
-    w_u = unembedding(model)
+    w_u = lm_head(model).w_u
     direction = (w_u[token_id(model, answer)] - w_u[token_id(model, wrong)]).float()
     clean, corrupted = pair_streams(model, CLEAN, CORRUPTED)
     x, bias, rope = prepare(model, corrupted.batch)
@@ -56,7 +57,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     model = load_model(bundled_dirs()[bundled.DECODER_NAME])
     pieces = len(run(model, CLEAN).tokens[0])
-    w_u, states = unembedding(model), torch.randn(model.n_layers, pieces, model.d_model)
+    w_u, states = lm_head(model).w_u, torch.randn(model.n_layers, pieces, model.d_model)
     med = interleaved_medians({
         "grid": lambda: patch_grid(model, CLEAN, CORRUPTED, " tired", " wide"),
         "naive": lambda: naive_patching(model, " tired", " wide"),

@@ -178,3 +178,19 @@ def family_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("families")
     return {family: make_tiny(family, root / family) for family in CONFIGS}
+
+
+@pytest.fixture(scope="session")
+def lm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny causal LMs (tests/lm_models.py), built once per test process."""
+    from tests.lm_models import build_lms
+
+    return build_lms(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def mlm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Tiny encoders with masked-LM heads (tests/lm_models.py), built once per test process."""
+    from tests.lm_models import build_mlms
+
+    return build_mlms(tmp_path_factory)

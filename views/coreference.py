@@ -22,7 +22,8 @@ from mha_core.analysis.inspector import (
     sentence_words,
     with_probe,
 )
-from mha_core.analysis.predict import first_piece, has_lm_head, probe_answers
+from mha_core.analysis.lm_head import has_lm_head
+from mha_core.analysis.predict import first_piece, probe_answers
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
 from views._patching import CAPTION as PATCH_CAPTION

@@ -9,7 +9,8 @@ import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.analysis.generate import MAX_NEW, generate
-from mha_core.analysis.predict import attribute, has_lm_head, logit_lens, predict, token_id
+from mha_core.analysis.lm_head import lm_head, read_at, token_id
+from mha_core.analysis.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
 from mha_core.figures import charts
 from mha_core.figures.predict import lens_figure
@@ -22,21 +23,24 @@ CORRUPTED = "The animal didn't cross the street because it was too wide."
 ANSWER, WRONG = " animal", " street"
 
 
-def show_prediction(model: LoadedModel, text: str) -> None:
-    st.caption("The model's probabilities for the next piece after the chosen position: the softmax of the last "
-               "layer's output, through the final norm and the unembedding (the language-model head).")
+def show_prediction(model: LoadedModel, text: str, masked: bool) -> None:
+    if masked:
+        st.caption("The model's probabilities for the piece in the chosen position, which it reads as masked: the "
+                   "softmax of the last layer's output through the masked-LM head (a dense layer, its activation "
+                   "and a norm, then the unembedding).")
+    else:
+        st.caption("The model's probabilities for the next piece after the chosen position: the softmax of the last "
+                   "layer's output, through the final norm and the unembedding (the language-model head).")
     c1, c2 = st.columns(2)
-    position = c1.number_input("After position (empty: the last piece)", min_value=0, value=None, step=1,
-                               key="p_position")
+    where = f"At position (empty: the first {model.tokenizer.mask_token})" if masked else (
+        "After position (empty: the last piece)")
+    position = c1.number_input(where, min_value=0, value=None, step=1, key="p_position")
     typed = c2.text_input("Rank of a piece", ANSWER, key="p_piece", help="one piece, with its leading space")
     key = ("predict", str(model.model_dir), text, position)
     pred = cached_analysis(key, "Predicting", lambda _: predict(model, text, position), small_store(), light=True)
     if pred is None:
         return
-    pieces = [literal(p) for p in pred.top_pieces]
-    chart(key, lambda: charts.token_bar_figure(list(pred.top_pieces), pred.top_probs,
-                                                f"After '{pred.tokens[pred.position]}' (position {pred.position}): "
-                                                f"the {len(pieces)} most likely next pieces"), key="p_top")
+    chart(key, lambda: charts.token_bar_figure(list(pred.top_pieces), pred.top_probs, pred.title), key="p_top")
     try:
         rank, prob = pred.rank_of(token_id(model, typed))
         st.markdown(f"{literal(repr(typed))}: rank {rank:,} of {len(pred.logits):,}, probability {prob:.4f}.")
@@ -45,11 +49,12 @@ def show_prediction(model: LoadedModel, text: str) -> None:
     json_button(pred, model, "JSON: the top pieces", "predict.json", "p_json")
 
 
-def show_lens(model: LoadedModel, text: str) -> None:
+def show_lens(model: LoadedModel, text: str, masked: bool) -> None:
+    preposition, what = read_at(masked)
     st.caption("nostalgebraist (2020), the logit lens: every layer's output read through the final norm and the "
-               "unembedding, as if the model stopped there. Each cell names the layer's most likely next piece "
-               "after that position; the colour is its probability. Where the answer settles shows which layers "
-               "decide it.")
+               f"language-model head, as if the model stopped there. Each cell names the layer's most likely {what} "
+               f"{preposition} that position; the colour is its probability. Where the answer settles shows which "
+               "layers decide it.")
     key = ("lens", str(model.model_dir), text)
     lens = cached_analysis(key, "Reading every layer through the unembedding",
                            lambda _: logit_lens(model, text), small_store())
@@ -132,20 +137,27 @@ def main() -> None:
     model = current_model()
     st.title("What the model predicts")
     sentence = sentence_box()
-    if not has_lm_head(model):
-        st.info(f"{model.name} has no language-model head: it predicts no next piece (all-MiniLM-L6-v2 is a "
-                "sentence-embedding model). Choose a decoder such as SmolLM2-135M-Instruct in the sidebar.")
+    head = lm_head(model)
+    if head is None:
+        st.info(f"{model.name} has no language-model head: it predicts no piece (all-MiniLM-L6-v2 is a "
+                "sentence-embedding model). Choose a decoder such as SmolLM2-135M-Instruct in the sidebar, or an "
+                "encoder saved with its masked-LM head. The Coreference page patches this model's heads by the "
+                "pronoun's attention instead.")
         st.stop()
-    continuation = st.text_input("Continue the sentence with", PROBE, key="p_probe",
+    probe = PROBE + f" {model.tokenizer.mask_token}." if head.masked else PROBE
+    continuation = st.text_input("Continue the sentence with", probe, key="p_probe_mask" if head.masked else "p_probe",
                                  help="appended to the sentence (and to the corrupted one) before predicting")
     text = sentence + continuation
-    st.caption(literal(f"Predicting after: {text}"))
-    tabs = st.tabs(["Next piece", "Logit lens", "Attribution", "Patching", "Continue"], key="p_tab",
-                   bind="query-params")
-    views = (lambda: show_prediction(model, text), lambda: show_lens(model, text),
-             lambda: show_attribution(model, text), lambda: show_patching(model, text, continuation),
-             lambda: show_generation(model, text))
-    for tab, view in zip(tabs, views, strict=True):
+    st.caption(literal(f"Predicting {'in' if head.masked else 'after'}: {text}"))
+    views = {"Fill the mask" if head.masked else "Next piece": lambda: show_prediction(model, text, head.masked),
+             "Logit lens": lambda: show_lens(model, text, head.masked),
+             "Attribution": lambda: show_attribution(model, text),
+             "Patching": lambda: show_patching(model, text, continuation),
+             "Continue": lambda: show_generation(model, text)}
+    if head.masked:  # post-norm encoders: nothing writes to the logits directly; a masked head continues nothing
+        del views["Attribution"], views["Continue"]
+    tabs = st.tabs(list(views), key="p_tab", bind="query-params")
+    for tab, view in zip(tabs, views.values(), strict=True):
         if tab.open:
             with tab:
                 view()

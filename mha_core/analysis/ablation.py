@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha_core.analysis.inspector import Word
-from mha_core.analysis.predict import check_lm_head, has_lm_head, lm_logits
+from mha_core.analysis.lm_head import check_next_piece_head, lm_logits, predicts_next
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
@@ -81,11 +81,11 @@ MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sen
 def measures_for(model: LoadedModel) -> tuple[str, ...]:
     """The measures this model can be scored by: loss and target need a language-model head; the sentence
     embedding (mean-pooled last layer) and the coreference margin any model."""
-    return tuple(m for m in MEASURES if m not in ("loss", "target") or has_lm_head(model))
+    return tuple(m for m in MEASURES if m not in ("loss", "target") or predicts_next(model))
 
 
 def default_measure(model: LoadedModel) -> str:
-    return "loss" if has_lm_head(model) else "embedding"
+    return "loss" if predicts_next(model) else "embedding"
 
 
 @dataclass(frozen=True)
@@ -281,7 +281,7 @@ def prepared(model: LoadedModel, text: str, mode: str, measure: str | None, targ
 
 def continuation(model: LoadedModel, batch: TokenBatch, target: str, position: int | None
                  ) -> tuple[TokenBatch, tuple[tuple[int, int], ...]]:
-    check_lm_head(model)
+    check_next_piece_head(model)
     pieces = model.tokenizer(target, add_special_tokens=False)["input_ids"]
     if not pieces:
         raise InputError("The target token is empty.")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from mha_core.analysis.predict import check_lm_head, lm_logits, pieces_of
+from mha_core.analysis.lm_head import check_next_piece_head, lm_logits
+from mha_core.analysis.predict import pieces_of
 from mha_core.engine.attention import EXPLICIT, attention_bias
 from mha_core.engine.forward import embed, final_norm, layer_outputs, position_ids, prepare
 from mha_core.engine.model import LoadedModel
@@ -98,7 +99,7 @@ def generate(model: LoadedModel, text: str, new: int = 32, temperature: float = 
              seed: int = 0, use_cache: bool = True) -> Generation:
     """Continue `text` by up to `new` pieces (greedy at temperature 0; sampled otherwise, the same seed giving the
     same text); stops at the tokenizer's end-of-text piece or the model's limit."""
-    check_lm_head(model)
+    check_next_piece_head(model)
     check_settings(new, temperature, top_k)
     batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
     ids = batch.input_ids[0, :int(batch.attention_mask[0].sum())].tolist()

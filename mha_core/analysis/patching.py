@@ -25,7 +25,8 @@ from torch import Tensor
 
 from mha_core.analysis.ablation import CorefProbe, coref_margins, coref_probe
 from mha_core.analysis.inspector import Word
-from mha_core.analysis.predict import Stream, check_lm_head, has_lm_head, residual_stream, token_id
+from mha_core.analysis.lm_head import check_lm_head, chosen_position, has_lm_head, token_id
+from mha_core.analysis.predict import Stream, residual_stream
 from mha_core.analysis.roles import head_label
 from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
@@ -86,7 +87,7 @@ class PatchGrid:
     def described(self, n_layers: int) -> str:
         """One sentence on what the numbers are, with the clean and corrupted values."""
         if self.metric == LOGIT_DIFF:
-            measure = f"logit('{self.answer}') − logit('{self.wrong}') at the last piece"
+            measure = f"logit('{self.answer}') − logit('{self.wrong}') where the model predicts"
         else:
             measure = (f"the coreference margin: attention from '{self.pronoun}' to '{self.answer}' minus to "
                        f"'{self.wrong}' in {head_label(n_layers - 1, self.probe_head)}, the last layer's head where it "
@@ -111,13 +112,20 @@ class PatchGrid:
                 "effects": json_floats(self.effects), "tokens": list(self.tokens), **extra}
 
 
-def logit_diff_metric(model: LoadedModel, answer: str | None, wrong: str | None) -> Metric:
-    w_u = check_lm_head(model)
+def logit_diff_metric(model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None) -> Metric:
+    """logit(answer) - logit(wrong) where the model predicts: the last piece, or a masked-LM head's mask."""
+    head = check_lm_head(model)
     if answer is None or wrong is None:
         raise InputError("Patching a model with a language-model head reads logit(answer) - logit(wrong): name both "
                          "pieces.")
-    direction = (w_u[token_id(model, answer)] - w_u[token_id(model, wrong)]).float()  # (D,)
-    return Metric(LOGIT_DIFF, lambda states, _: final_norm(model, states[:, -1]) @ direction, (answer, wrong))
+    ids = torch.tensor([token_id(model, answer), token_id(model, wrong)])
+    p = chosen_position(model, clean.batch, None)
+
+    def read(states: Tensor, _: Tensor) -> Tensor:  # (n,T,D) -> (n,)
+        logits = head(final_norm(model, states[:, p]), ids)  # (n,2)
+        return logits[:, 0] - logits[:, 1]
+
+    return Metric(LOGIT_DIFF, read, (answer, wrong))
 
 
 def coref_metric(model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None,
@@ -133,7 +141,7 @@ def coref_metric(model: LoadedModel, clean: Stream, answer: str | None, wrong: s
 
 def metric_for(model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None,
                coref: Sequence[Word] | None) -> Metric:
-    return (logit_diff_metric(model, answer, wrong) if has_lm_head(model)
+    return (logit_diff_metric(model, clean, answer, wrong) if has_lm_head(model)
             else coref_metric(model, clean, answer, wrong, coref))
 
 

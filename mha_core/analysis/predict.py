@@ -14,14 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from mha_core.analysis.inspector import Word, with_probe
+from mha_core.analysis.lm_head import check_lm_head, chosen_position, lm_head, read_at, token_id
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
@@ -29,66 +28,6 @@ from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize
 
 TOP_K = 10
-
-
-@lru_cache(maxsize=4)
-def separate_lm_head(model_dir: str) -> Tensor | None:
-    """lm_head.weight (V,D) from a model folder's safetensors files, where the head is not tied to the input
-    embeddings (the app loads the base model, which leaves it out)."""
-    from safetensors import safe_open
-
-    for path in sorted(Path(model_dir).glob("*.safetensors")):
-        with safe_open(str(path), framework="pt") as file:
-            if "lm_head.weight" in file.keys():  # noqa: SIM118 -- safe_open has no __contains__
-                return file.get_tensor("lm_head.weight")
-    return None
-
-
-def unembedding(model: LoadedModel) -> Tensor | None:
-    """The language-model head W_U (V,D) of a decoder: its input embeddings when tied, else the folder's lm_head;
-    None for a model without one (an encoder such as all-MiniLM-L6-v2, a decoder saved without its head)."""
-    if not model.causal:
-        return None
-    if getattr(model.config, "tie_word_embeddings", False):
-        return model.embeddings.word
-    head = separate_lm_head(str(model.model_dir))
-    return None if head is None else head.to(model.embeddings.word.dtype)
-
-
-def has_lm_head(model: LoadedModel) -> bool:
-    return unembedding(model) is not None
-
-
-def check_lm_head(model: LoadedModel) -> Tensor:
-    w_u = unembedding(model)
-    if w_u is None:
-        raise InputError(f"{model.name} has no language-model head (it predicts no next token): predictions need "
-                         "a decoder saved with its head, tied or separate.")
-    return w_u
-
-
-def lm_logits(model: LoadedModel, states: Tensor) -> Tensor:
-    """(..., D) final-normed states -> (..., V) logits through the language-model head."""
-    return states @ check_lm_head(model).T
-
-
-def token_id(model: LoadedModel, piece: str) -> int:
-    """The id of `piece`, which must be one piece of the vocabulary as typed (with its leading space where the
-    tokenizer marks one); anything else is an InputError naming the pieces it splits into."""
-    ids = model.tokenizer(piece, add_special_tokens=False)["input_ids"]
-    if len(ids) != 1:
-        shown = readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids))
-        raise InputError(f"{piece!r} is {len(ids)} pieces of {model.name}'s vocabulary ({' | '.join(shown) or 'none'})"
-                         f": choose one piece.")
-    return int(ids[0])
-
-
-def chosen_position(batch: TokenBatch, position: int | None) -> int:
-    n = int(batch.attention_mask[0].sum())
-    position = n - 1 if position is None else position
-    if not 0 <= position < n:
-        raise InputError(f"The position must be from 0 to {n - 1} (the text has {n} pieces).")
-    return position
 
 
 @dataclass(frozen=True)
@@ -109,7 +48,8 @@ class Stream:
 
 @torch.inference_mode()
 def residual_stream(model: LoadedModel, text: str) -> Stream:
-    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
+    head = lm_head(model)
+    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id, keep_mask=bool(head and head.masked))
     x, bias, rope = prepare(model, batch)  # (1,T,D)
     contexts: list[Tensor] = []
 
@@ -133,6 +73,13 @@ class Prediction:
     top_pieces: tuple[str, ...]  # K
     top_probs: tuple[float, ...]  # K
     logits: np.ndarray  # (V,) at the position
+    masked: bool = False  # the pieces fill in the position (a masked-LM head) rather than follow it
+
+    @property
+    def title(self) -> str:
+        preposition, what = read_at(self.masked)
+        return (f"{preposition.capitalize()} '{self.tokens[self.position]}' (position {self.position}): the "
+                f"{len(self.top_ids)} most likely {what}s")
 
     def rank_of(self, token: int) -> tuple[int, float]:
         """(rank from 1, probability) of any token at the position."""
@@ -153,15 +100,15 @@ def pieces_of(model: LoadedModel, ids: Sequence[int]) -> tuple[str, ...]:
 @torch.inference_mode()
 def predict(model: LoadedModel, text: str, position: int | None = None, k: int = TOP_K) -> Prediction:
     """The k most likely next pieces after `position` (default: the last piece)."""
-    check_lm_head(model)
+    head = check_lm_head(model)
     stream = residual_stream(model, text)
-    position = chosen_position(stream.batch, position)
-    logits = lm_logits(model, final_norm(model, stream.inputs[-1][position]))  # (V,)
+    position = chosen_position(model, stream.batch, position)
+    logits = head(final_norm(model, stream.inputs[-1][position]))  # (V,)
     probs = logits.softmax(-1)
     top = probs.topk(min(k, probs.shape[-1]))
     ids = top.indices.tolist()
     return Prediction(stream.tokens, position, tuple(ids), pieces_of(model, ids), tuple(top.values.tolist()),
-                      logits.float().numpy())
+                      logits.float().numpy(), head.masked)
 
 
 @dataclass(frozen=True)
@@ -171,6 +118,7 @@ class LogitLens:
     top_probs: np.ndarray  # (L,T)
     final_probs: np.ndarray  # (L,T) probability of the last layer's answer at that position
     top_pieces: tuple[tuple[str, ...], ...]  # L x T
+    masked: bool = False  # a masked-LM head: each cell fills in its own position
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "tokens": list(self.tokens), "top_id": self.top_ids.tolist(),
@@ -184,14 +132,14 @@ LENS_BLOCK_ELEMENTS = 2**25  # logits computed at once (128 MB in float32): laye
 def logit_lens(model: LoadedModel, text: str) -> LogitLens:
     """Every layer's output through the final norm and the unembedding, in blocks of layers; each cell keeps its top
     piece, that piece's probability and the final answer's, from the logits and their log-sum-exp."""
-    w_u = check_lm_head(model)
+    head = check_lm_head(model)
     stream = residual_stream(model, text)
     states = final_norm(model, torch.stack(stream.inputs[1:]))  # (L,T,D)
     n_layers, n = states.shape[:2]
-    block = max(1, LENS_BLOCK_ELEMENTS // (n * w_u.shape[0]))
+    block = max(1, LENS_BLOCK_ELEMENTS // (n * head.w_u.shape[0]))
     tops, top_ids, lses, at_answer, answer = [], [], [], [], None
     for stop in range(n_layers, 0, -block):  # the last layer first: its top piece is the answer every layer is read at
-        logits = states[max(0, stop - block):stop] @ w_u.T  # (b,T,V)
+        logits = head(states[max(0, stop - block):stop])  # (b,T,V)
         best = logits.max(-1)
         answer = best.indices[-1] if answer is None else answer  # (T,)
         tops.insert(0, best.values)
@@ -201,7 +149,7 @@ def logit_lens(model: LoadedModel, text: str) -> LogitLens:
     top, lse, ids, picked = torch.cat(tops), torch.cat(lses), torch.cat(top_ids), torch.cat(at_answer)  # (L,T) each
     pieces = tuple(pieces_of(model, row.tolist()) for row in ids)
     return LogitLens(stream.tokens, ids.numpy(), (top - lse).exp().float().numpy(),
-                     (picked - lse).exp().float().numpy(), pieces)
+                     (picked - lse).exp().float().numpy(), pieces, head.masked)
 
 
 @dataclass(frozen=True)
@@ -243,21 +191,21 @@ def frozen_norm_readout(model: LoadedModel, x_final: Tensor, direction: Tensor) 
 def attribute(model: LoadedModel, text: str, answer: str, wrong: str | None = None,
               position: int | None = None) -> Attribution:
     """Direct logit attribution at `position` (default: the last piece) of a pre-norm model with an LM head."""
-    w_u = check_lm_head(model)
+    head = check_lm_head(model)
     if model.embeddings.final_norm is None:
         raise InputError(f"{model.name} normalises after every layer: no component writes to the logits directly.")
     answer_id = token_id(model, answer)
     wrong_id = None if wrong is None else token_id(model, wrong)
     stream = residual_stream(model, text)
-    p = chosen_position(stream.batch, position)
-    direction = w_u[answer_id] - (w_u[wrong_id] if wrong_id is not None else 0)  # (D,)
+    p = chosen_position(model, stream.batch, position)
+    direction = head.w_u[answer_id] - (head.w_u[wrong_id] if wrong_id is not None else 0)  # (D,)
     readout, norm_bias = frozen_norm_readout(model, stream.inputs[-1][p], direction)
     heads = torch.stack([torch.einsum("hd,hdD,D->h", stream.contexts[layer][:, p].float(),
                                       model.head_weights(layer).w_o.float(), readout)
                          for layer in range(model.n_layers)])  # (L,H)
     mlps = torch.stack([stream.mlp_out(layer)[p].float() @ readout for layer in range(model.n_layers)])  # (L,)
     biases = sum(float(model.head_weights(layer).b_o.float() @ readout) for layer in range(model.n_layers))
-    logit = lm_logits(model, final_norm(model, stream.inputs[-1][p]))
+    logit = head(final_norm(model, stream.inputs[-1][p]))
     diff = float(logit[answer_id] - (logit[wrong_id] if wrong_id is not None else 0))
     return Attribution(p, answer, wrong, heads.numpy(), mlps.numpy(), float(stream.inputs[0][p].float() @ readout),
                        biases + norm_bias, diff)

@@ -55,17 +55,20 @@ def as_text_list(texts: TextsLike) -> tuple[list[str] | list[list[str]], bool]:
     return items, pre_split
 
 
-def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: int, bos: int | None = None
-             ) -> TokenBatch:
+def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: int, bos: int | None = None,
+             keep_mask: bool = False) -> TokenBatch:
     """Tokenize and pad on the right; texts longer than `max_length` pieces are cut (never refused). `bos`: a
-    token id put first in every text (decoders whose tokenizer adds no special token), as a special piece."""
+    token id put first in every text (decoders whose tokenizer adds no special token), as a special piece.
+    A typed special token ("[SEP]") is text, except the mask token where `keep_mask` (a masked-LM head fills it)."""
     items, pre_split = as_text_list(texts)
+    keep = keep_mask and tokenizer.mask_token is not None and any(tokenizer.mask_token in str(t) for t in items)
     enc = tokenizer(
         items, is_split_into_words=pre_split, truncation=True, max_length=max_length - (bos is not None),
-        split_special_tokens=True,  # a typed "[SEP]" is text, not a separator
-        padding=True, return_tensors="pt", return_offsets_mapping=True,
+        split_special_tokens=not keep, padding=True, return_tensors="pt", return_offsets_mapping=True,
     )
     ids, mask = enc["input_ids"], enc["attention_mask"]  # (B,T)
+    if keep:
+        check_typed_specials(tokenizer, ids, mask)
     if bos is not None:
         ids = torch.cat([torch.full((ids.shape[0], 1), bos, dtype=ids.dtype), ids], dim=1)  # (B,1+T)
         mask = torch.cat([torch.ones_like(mask[:, :1]), mask], dim=1)
@@ -87,6 +90,16 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: i
             tokenizer, items, pre_split, [n - lead for n in lengths], max_length - lead)),
         unknown=tuple(unknown_flags(tokenizer, t) for t in tokens),
     )
+
+
+def check_typed_specials(tokenizer: PreTrainedTokenizerBase, ids: Tensor, mask: Tensor) -> None:
+    """With typed special tokens read as such, only the mask token may be typed: the others would re-cut the text."""
+    special = set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}
+    for b, n in enumerate(mask.sum(dim=1).tolist()):
+        typed = [i for i in ids[b, 1:n - 1].tolist() if i in special]  # between the pieces the tokenizer adds
+        if typed:
+            raise InputError(f"Text {b + 1} holds the special piece {tokenizer.convert_ids_to_tokens(typed[0])}: with "
+                             f"{tokenizer.mask_token} in the text, no other special piece may be typed.")
 
 
 def ids_batch(tokenizer: PreTrainedTokenizerBase, sequences: Sequence[Sequence[int]],

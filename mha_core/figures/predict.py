@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_core.analysis.lm_head import read_at
 from mha_core.analysis.predict import LogitLens
 from mha_core.figures.charts import COLORSCALE, indexed_labels, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
@@ -16,6 +17,7 @@ LENS_MAX_COLUMNS = 48  # positions shown with their pieces written in the cells;
 def lens_figure(lens: LogitLens) -> FigureDict:
     """(L,T) each layer's most likely next piece at each position, coloured by its probability; the hover adds
     the probability of the model's final answer there. Long texts: the last LENS_MAX_COLUMNS positions."""
+    preposition, what = read_at(lens.masked)
     start = max(0, len(lens.tokens) - LENS_MAX_COLUMNS)
     columns = indexed_labels(lens.tokens)[start:]
     text = [[safe_label(piece) for piece in row[start:]] for row in lens.top_pieces]
@@ -24,10 +26,11 @@ def lens_figure(lens: LogitLens) -> FigureDict:
         text=text, texttemplate="%{text}", textfont={"size": 9},
         customdata=np.round(lens.final_probs[:, start:], 4), colorscale=COLORSCALE, zmin=0, zmax=1,
         colorbar={"title": {"text": "p(top)"}},
-        hovertemplate="after %{x}, %{y}: %{text} (p %{z:.3f}); the final answer p %{customdata}<extra></extra>",
+        hovertemplate=f"{preposition} %{{x}}, %{{y}}: %{{text}} (p %{{z:.3f}}); the final answer p %{{customdata}}"
+                      "<extra></extra>",
     ))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(tickangle=-60, side="top")
     fig.update_layout(height=200 + 24 * len(lens.top_ids), margin={"l": 10, "r": 10, "t": 160, "b": 10},
-                      title=safe_label("Logit lens: each layer's most likely next piece (colour: its probability)"))
+                      title=safe_label(f"Logit lens: each layer's most likely {what} (colour: its probability)"))
     return finished(fig)

@@ -1,0 +1,166 @@
+"""The language-model head: how a model's final states become logits over its vocabulary.
+
+- A decoder's head is the unembedding W_U: its input embeddings when tied, else the folder's lm_head.weight (the
+  app loads the base model, which leaves the head out). It predicts the next piece.
+- An encoder saved with a masked-LM head (BertForMaskedLM, RobertaForMaskedLM, DistilBertForMaskedLM weights) has
+  a dense layer, an activation and a LayerNorm before W_U (tied to the input embeddings unless the folder holds
+  its own) and a bias. It fills in the tokenizer's mask token where the text has one.
+- all-MiniLM-L6-v2, a sentence-embedding model, has none.
+
+Shapes: D d_model, V vocabulary, n states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import torch.nn.functional as F
+from torch import Tensor
+from transformers.activations import ACT2FN
+
+from mha_core.engine.model import LoadedModel
+from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces
+from mha_core.engine.weights import Norm
+
+MASKED_HEADS = {  # family: (dense, norm, decoder, bias) tensor names of its ...ForMaskedLM checkpoints
+    "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.decoder",
+             "cls.predictions.bias"),
+    "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+    "xlm-roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+    "distilbert": ("vocab_transform", "vocab_layer_norm", "vocab_projector", "vocab_projector.bias"),
+}
+
+
+@lru_cache(maxsize=8)
+def stored_tensors(model_dir: str, names: tuple[str, ...]) -> dict[str, Tensor]:
+    """The tensors of `names` found in a model folder's safetensors files (read once per folder)."""
+    from safetensors import safe_open
+
+    found: dict[str, Tensor] = {}
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as file:
+            for name in set(names) & set(file.keys()):
+                found[name] = file.get_tensor(name)
+    return found
+
+
+@dataclass(frozen=True)
+class LmHead:
+    """logits = W_U · transform(states) + bias; transform is the masked-LM head's LayerNorm(act(dense ·)), else
+    nothing."""
+
+    w_u: Tensor  # (V,D)
+    bias: Tensor | None  # (V,)
+    dense: tuple[Tensor, Tensor] | None  # (D,D) weight and (D,) bias: masked-LM heads only
+    activation: str | None
+    norm: Norm | None
+    masked: bool  # fills in a mask token (an encoder) instead of predicting the next piece
+
+    def transform(self, states: Tensor) -> Tensor:
+        """(..., D) -> (..., D)"""
+        if self.dense is None:
+            return states
+        return self.norm(ACT2FN[self.activation](F.linear(states, *self.dense)))
+
+    def __call__(self, states: Tensor, ids: Tensor | None = None) -> Tensor:
+        """(..., D) final states -> (..., V) logits, or (..., len(ids)) for the vocabulary rows `ids` only."""
+        w_u, bias = (self.w_u, self.bias) if ids is None else (
+            self.w_u[ids], None if self.bias is None else self.bias[ids])
+        return F.linear(self.transform(states), w_u, bias)
+
+
+def read_at(masked: bool) -> tuple[str, str]:
+    """How a page and a chart name what a head predicts at a position: (preposition, what)."""
+    return ("at", "piece in its place") if masked else ("after", "next piece")
+
+
+def masked_head(model: LoadedModel) -> LmHead | None:
+    names = MASKED_HEADS.get(model.arch.family)
+    if names is None:
+        return None
+    dense, norm, decoder, bias = names
+    wanted = (f"{dense}.weight", f"{dense}.bias", f"{norm}.weight", f"{norm}.bias", f"{decoder}.weight", bias,
+              f"{decoder}.bias")
+    found = stored_tensors(str(model.model_dir), wanted)
+    if f"{dense}.weight" not in found:
+        return None
+    config, dtype = model.config, model.embeddings.word.dtype
+    cast = {name: tensor.to(dtype) for name, tensor in found.items()}
+    activation = getattr(config, "activation", None) if model.arch.family == "distilbert" else (
+        getattr(config, "hidden_act", "gelu") if model.arch.family == "bert" else "gelu")
+    return LmHead(cast.get(f"{decoder}.weight", model.embeddings.word), cast.get(bias, cast.get(f"{decoder}.bias")),
+                  (cast[f"{dense}.weight"], cast[f"{dense}.bias"]), activation,
+                  Norm(cast[f"{norm}.weight"], cast[f"{norm}.bias"], getattr(config, "layer_norm_eps", 1e-12), False),
+                  masked=True)
+
+
+def lm_head(model: LoadedModel) -> LmHead | None:
+    """The model's language-model head, or None (an encoder without a masked-LM head, a decoder saved without its
+    head)."""
+    if not model.causal:
+        return masked_head(model)
+    if getattr(model.config, "tie_word_embeddings", False):
+        return LmHead(model.embeddings.word, None, None, None, None, masked=False)
+    found = stored_tensors(str(model.model_dir), ("lm_head.weight",))
+    head = found.get("lm_head.weight")
+    return None if head is None else LmHead(head.to(model.embeddings.word.dtype), None, None, None, None, False)
+
+
+def has_lm_head(model: LoadedModel) -> bool:
+    return lm_head(model) is not None
+
+
+def predicts_next(model: LoadedModel) -> bool:
+    """A head that predicts the next piece (a decoder's): what generation and next-piece losses need."""
+    head = lm_head(model)
+    return head is not None and not head.masked
+
+
+def check_lm_head(model: LoadedModel) -> LmHead:
+    head = lm_head(model)
+    if head is None:
+        raise InputError(f"{model.name} has no language-model head (it predicts no piece): predictions need a decoder "
+                         "saved with its head, tied or separate, or an encoder saved with its masked-LM head.")
+    return head
+
+
+def check_next_piece_head(model: LoadedModel) -> LmHead:
+    """The head of a model that predicts the next piece (generation and next-piece losses need one)."""
+    head = check_lm_head(model)
+    if head.masked:
+        raise InputError(f"{model.name} fills in masked pieces; it does not predict the next piece, so it cannot "
+                         "continue a text: choose a decoder.")
+    return head
+
+
+def lm_logits(model: LoadedModel, states: Tensor) -> Tensor:
+    """(..., D) final-normed states -> (..., V) logits through the language-model head."""
+    return check_lm_head(model)(states)
+
+
+def token_id(model: LoadedModel, piece: str) -> int:
+    """The id of `piece`, which must be one piece of the vocabulary as typed (with its leading space where the
+    tokenizer marks one); anything else is an InputError naming the pieces it splits into."""
+    ids = model.tokenizer(piece, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        shown = readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids))
+        raise InputError(f"{piece!r} is {len(ids)} pieces of {model.name}'s vocabulary ({' | '.join(shown) or 'none'})"
+                         f": choose one piece.")
+    return int(ids[0])
+
+
+def chosen_position(model: LoadedModel, batch: TokenBatch, position: int | None) -> int:
+    """Where a prediction is read: `position`, else a masked-LM head's first mask token, else the last piece."""
+    n = int(batch.attention_mask[0].sum())
+    if position is None and check_lm_head(model).masked:
+        masks = (batch.input_ids[0, :n] == model.tokenizer.mask_token_id).nonzero()[:, 0]
+        if not len(masks):
+            raise InputError(f"{model.name} fills in a masked piece: type {model.tokenizer.mask_token} where the word "
+                             "to predict goes.")
+        return int(masks[0])
+    position = n - 1 if position is None else position
+    if not 0 <= position < n:
+        raise InputError(f"The position must be from 0 to {n - 1} (the text has {n} pieces).")
+    return position
