@@ -140,7 +140,8 @@ def cmd_predictions(args: argparse.Namespace) -> None:
     elif args.command == "attribute":
         result = predict.attribute(model, args.text, args.answer, args.wrong, args.position)
     elif args.command == "generate":
-        result = generate.generate(model, args.text, args.new, args.temperature, args.top_k, args.seed)
+        result = generate.generate(model, args.text, args.new, args.temperature, args.top_k, args.seed,
+                                   chat=args.chat)
     else:
         result = patching.patch_grid(model, args.text, args.corrupted, args.answer, args.wrong, args.what, args.head)
     write_json(result.as_json(model.name), args.json)
@@ -191,6 +192,8 @@ def add_prediction_parsers(sub: argparse._SubParsersAction) -> None:
     parsers["generate"].add_argument("--temperature", type=float, default=0.0, help="0: the most likely piece")
     parsers["generate"].add_argument("--top-k", type=positive_int, default=None)
     parsers["generate"].add_argument("--seed", type=int, default=0, help="the same seed gives the same text")
+    parsers["generate"].add_argument("--chat", action="store_true",
+                                     help="answer TEXT as a user's message in the tokenizer's chat template")
 
 
 def build_parser() -> argparse.ArgumentParser:

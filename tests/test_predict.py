@@ -13,7 +13,7 @@ from mha_core.analysis.patching import COREF_MARGIN, patch_grid
 from mha_core.analysis.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
 from tests.conftest import cli
-from tests.lm_models import CORRUPTED, CORRUPTED_SENTENCE, LMS, SENTENCE, TEXT, prompt_ids, reference
+from tests.lm_models import CORRUPTED, CORRUPTED_SENTENCE, LMS, MASKED, SENTENCE, TEXT, prompt_ids, reference
 
 
 @pytest.mark.parametrize("name", list(LMS))
@@ -167,6 +167,29 @@ def test_the_cache_changes_nothing_and_a_seed_repeats_a_sample(lm_dirs):
         generate(model, TEXT, new=0)
 
 
+CHAT_TEMPLATE = ("{% for m in messages %}[CLS] {{ m['role'] }} : {{ m['content'] }} [SEP]{% endfor %}"
+                 "{% if add_generation_prompt %}[CLS] assistant :{% endif %}")
+
+
+def test_a_chat_answer_reads_the_template_as_transformers_does(lm_dirs):
+    from mha_core.analysis.generate import generate
+
+    model = load_model(lm_dirs["llama-tied"])
+    with pytest.raises(InputError, match="no chat template"):
+        generate(model, "why ?", new=3, chat=True)
+    model.tokenizer.chat_template = CHAT_TEMPLATE
+    ours = generate(model, "why is the sky blue ?", new=6, chat=True)
+    messages = [{"role": "user", "content": "why is the sky blue ?"}]
+    ids = torch.tensor([model.tokenizer.apply_chat_template(messages, add_generation_prompt=True)["input_ids"]])
+    assert (ids[0] == model.tokenizer.cls_token_id).sum() == 2  # the markers are one special piece each, not text
+    with torch.no_grad():
+        theirs = reference(lm_dirs["llama-tied"]).generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6,
+                                                            do_sample=False, pad_token_id=0)
+    assert [s.id for s in ours.steps] == theirs[0, ids.shape[1]:].tolist()
+    assert ours.prompt.endswith("[CLS] assistant :") and ours.text.startswith(ours.prompt)
+    assert len(ours.tokens) == ids.shape[1] + 6
+
+
 def test_cli_generate(lm_dirs):
     import json
 
@@ -179,6 +202,8 @@ def test_cli_generate(lm_dirs):
     assert again == data
     bad = cli("generate", "x", "--new", "65", "--model-dir", str(lm_dirs["gpt2"]), "--json", "-")
     assert bad.returncode == 2 and "from 1 to 64" in bad.stderr
+    no_chat = cli("generate", "x", "--chat", "--model-dir", str(lm_dirs["gpt2"]), "--json", "-")
+    assert no_chat.returncode == 2 and "no chat template" in no_chat.stderr
 
 
 def test_the_continue_tab_grows_the_sentence_of_every_page(decoder):
@@ -213,3 +238,37 @@ def test_the_coreference_page_asks_the_decoder_and_shows_its_answer(decoder):
     assert not any("What the model answers" in s.value for s in open_app("views/coreference.py").subheader)
 
 
+
+
+def test_a_layers_effect_on_the_prediction_is_the_lens_at_its_ends(lm_dirs, mlm_dirs):
+    from mha_core.analysis.predict import layer_effect
+
+    model = load_model(lm_dirs["llama-separate"])
+    last = layer_effect(model, TEXT, 1, position=9)
+    first = layer_effect(model, TEXT, 0, position=9)
+    pred = predict(model, TEXT, position=9, k=5)
+    assert last.stages == ("entering the layer", "after its attention", "leaving the layer (after its MLP)")
+    assert [piece for piece, _ in last.top[-1]] == list(pred.top_pieces) and last.answer == pred.top_pieces[0]
+    assert np.allclose([q for _, q in last.top[-1]], pred.top_probs, atol=1e-6)
+    assert last.answer_probs[-1] == pytest.approx(pred.top_probs[0], abs=1e-6)
+    assert [piece for piece, _ in first.top[-1]] == [piece for piece, _ in last.top[0]]  # leaving 0 is entering 1
+    assert first.answer_probs[-1] == pytest.approx(last.answer_probs[0], abs=1e-6)
+    lens = logit_lens(model, TEXT)
+    assert first.answer_probs[-1] == pytest.approx(float(lens.final_probs[0, 9]), abs=1e-5)
+    masked = layer_effect(load_model(mlm_dirs["bert"]), MASKED, 1)
+    assert len(masked.stages) == 2 and masked.piece == "[MASK]"  # post-norm: no stream after attention alone
+
+
+def test_the_walkthrough_ends_with_the_layers_effect_on_the_prediction(decoder):
+    from mha_core.analysis.predict import layer_effect
+    from tests.conftest import open_app
+
+    at = open_app("views/walkthrough.py", model="SmolLM2-135M-Instruct", wt_layer="29")
+    assert not at.exception and any("5. What this layer does" in h.value for h in at.header)
+    (table,) = [df.value for df in at.dataframe if "stage" in df.value.columns]
+    query = at.selectbox(key="wt_query").value
+    effect = layer_effect(decoder, at.text_area(key="text").value, 29, query)
+    assert np.allclose(table.iloc[:, 1], np.round(effect.answer_probs, 4))
+    assert table["most likely"].iloc[-1].startswith(effect.answer)
+    encoder = open_app("views/walkthrough.py")
+    assert not encoder.exception and any("no language-model head" in i.value for i in encoder.info)

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.generate import MAX_NEW, generate
+from mha_core.analysis.generate import MAX_NEW, generate, has_chat_template
 from mha_core.analysis.lm_head import lm_head, read_at, token_id
 from mha_core.analysis.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
@@ -107,29 +107,40 @@ def show_generation(model: LoadedModel, text: str) -> None:
                "reading the earlier pieces' keys and values from a cache. Temperature 0 always takes the most "
                "likely piece; above 0 it samples (the same seed gives the same text). The table gives each "
                "piece's probability and the alternatives the model weighed.")
+    chat = st.toggle("Answer it as a chat message (the tokenizer's chat template)", False, key="g_chat",
+                     disabled=not has_chat_template(model),
+                     help="Instruct models are trained on their chat template: the text becomes a user's message "
+                          "and the model writes the assistant's answer" if has_chat_template(model) else
+                          f"{model.name}'s tokenizer has no chat template")
     c1, c2, c3, c4 = st.columns(4)
     new = c1.slider("New pieces", 1, MAX_NEW, 20, key="g_new")
     temperature = c2.slider("Temperature", 0.0, 2.0, 0.0, 0.1, key="g_temperature")
     top_k = c3.number_input("Top-k (empty: all)", min_value=1, value=None, step=1, key="g_top_k",
                             disabled=temperature == 0)
     seed = c4.number_input("Seed", min_value=0, value=0, step=1, key="g_seed", disabled=temperature == 0)
-    key = ("generate", str(model.model_dir), text, new, temperature, top_k, seed)
-    result = cached_analysis(key, "Generating", lambda _: generate(model, text, new, temperature, top_k, int(seed)),
-                             small_store(), light=True)
+    key = ("generate", str(model.model_dir), text, new, temperature, top_k, seed, chat)
+    result = cached_analysis(key, "Generating", lambda _: generate(model, text, new, temperature, top_k, int(seed),
+                                                                   chat=chat), small_store(), light=True)
     if result is None:
         return
-    continuation = result.text[len(result.prompt):]
+    continuation = result.continuation
     body = continuation.strip()  # bold needs no space inside its marks
-    st.markdown(literal(result.prompt) + continuation[:len(continuation) - len(continuation.lstrip())]
-                + (f"**{literal(body)}**" if body else ""))
+    if chat:
+        st.code(result.prompt, language=None, wrap_lines=True)
+        st.markdown(f"**{literal(body)}**" if body else "(no answer)")
+    else:
+        st.markdown(literal(result.prompt) + continuation[:len(continuation) - len(continuation.lstrip())]
+                    + (f"**{literal(body)}**" if body else ""))
     st.caption(f"Stopped: {result.stopped}.")
     st.dataframe(pd.DataFrame([{"piece": s.piece, "probability": round(s.prob, 4),
                                 "alternatives": ", ".join(f"{p} {q:.2f}" for p, q in s.alternatives)}
                                for s in result.steps]), hide_index=True, key="g_steps")
     c1, c2 = st.columns(2)
-    c1.button("Use as the sentence on every page", on_click=set_sentence, args=(result.text,), key="g_use",
+    grown = f"{text} {body}" if chat else result.text  # a chat's markers would be typed text on the other pages
+    c1.button("Use as the sentence on every page", on_click=set_sentence, args=(grown,), key="g_use",
               help="the grown text goes into the sentence box: each new piece's attention row is then on the Heads "
-                   "page (query = that piece)")
+                   "page (query = that piece)" + ("; the question and the answer, without the chat's markers"
+                                                  if chat else ""))
     json_button(result, model, "JSON: the generation", "generate.json", "g_json", c2)
 
 

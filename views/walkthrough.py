@@ -3,9 +3,12 @@ paper, with the real tensors of the model, and guided lessons checked against th
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, LoadedModel
+from mha_core.analysis.lm_head import has_lm_head, lm_head, read_at
+from mha_core.analysis.predict import layer_effect
 from mha_core.figures import charts
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
@@ -125,6 +128,27 @@ def step_concat_and_output(w: Walkthrough, model: LoadedModel, t: int, base: tup
     st.code(code_for_step(4), language="python")
 
 
+def step_prediction(model: LoadedModel, text: str, layer: int, query: int) -> None:
+    st.header("5. What this layer does to the prediction")
+    if not has_lm_head(model):
+        st.info(f"{model.name} has no language-model head: it predicts no piece, so there is no prediction for this "
+                "layer to change.")
+        return
+    effect = shared(("layer effect", str(model.model_dir), text, layer, query),
+                    lambda: layer_effect(model, text, layer, query))
+    preposition, what = read_at(lm_head(model).masked)
+    st.markdown(literal(f"The stream {preposition} piece {query} ('{effect.piece}') read through the "
+                        f"final norm and the language-model head, as if the model stopped here (the logit lens): "
+                        f"the most likely {what}s entering layer {layer} and leaving it. The model's final answer is "
+                        f"'{effect.answer}'."))
+    st.dataframe(pd.DataFrame([{"stage": stage, f"p('{effect.answer}')": round(prob, 4),
+                                "most likely": ", ".join(f"{piece} {q:.2f}" for piece, q in top)}
+                               for stage, prob, top in zip(effect.stages, effect.answer_probs, effect.top,
+                                                           strict=True)]), hide_index=True, key="wt_effect")
+    st.caption("Every layer adds its attention's and its MLP's output to the stream; the Predictions page shows all "
+               "layers at once (Logit lens) and each head's direct share (Attribution).")
+
+
 def parity_badge(model: LoadedModel, text: str) -> None:
     p = parity_of(str(model.model_dir), text)
     st.header("Parity")
@@ -190,6 +214,7 @@ def main() -> None:
         step_projections(w, model, len(tokens), base)
         step_attention(w, len(tokens), query, base)
         step_concat_and_output(w, model, len(tokens), base)
+        step_prediction(model, text, layer, query)
         parity_badge(model, text)
 
 

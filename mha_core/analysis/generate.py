@@ -39,6 +39,10 @@ class Generation:
     steps: tuple[Step, ...]
     stopped: str  # why it stopped: "length", "end of text" or "model's limit"
 
+    @property
+    def continuation(self) -> str:
+        return self.text[len(self.prompt):]
+
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "text": self.text, "tokens": list(self.tokens), "stopped": self.stopped,
                 "generated": [{"token": s.piece, "id": s.id, "prob": round(s.prob, 6)} for s in self.steps]}
@@ -94,14 +98,35 @@ def uncached_last(model: LoadedModel, ids: list[int], special: list[bool]) -> Te
     return first_pass(model, ids_batch(model.tokenizer, [ids], [special]))[0]
 
 
+def has_chat_template(model: LoadedModel) -> bool:
+    return getattr(model.tokenizer, "chat_template", None) is not None
+
+
+def chat_prompt(model: LoadedModel, text: str) -> tuple[str, TokenBatch]:
+    """`text` as a user's message in the tokenizer's chat template, ready for the assistant's answer: the template's
+    text and its pieces (its markers such as <|im_start|> are single special pieces, not typed text)."""
+    tokenizer = model.tokenizer
+    if not has_chat_template(model):
+        raise InputError(f"{model.name}'s tokenizer has no chat template: generate without it.")
+    messages = [{"role": "user", "content": text}]
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ids = list(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)["input_ids"])
+    if len(ids) >= model.max_length:
+        raise InputError(f"The chat prompt has {len(ids):,} pieces; {model.name} reads at most {model.max_length:,}.")
+    specials = set(tokenizer.all_special_ids)
+    return prompt, ids_batch(tokenizer, [ids], [[i in specials for i in ids]])
+
+
 @torch.inference_mode()
 def generate(model: LoadedModel, text: str, new: int = 32, temperature: float = 0.0, top_k: int | None = None,
-             seed: int = 0, use_cache: bool = True) -> Generation:
+             seed: int = 0, use_cache: bool = True, chat: bool = False) -> Generation:
     """Continue `text` by up to `new` pieces (greedy at temperature 0; sampled otherwise, the same seed giving the
-    same text); stops at the tokenizer's end-of-text piece or the model's limit."""
+    same text); stops at the tokenizer's end-of-text piece or the model's limit. `chat`: answer `text` as a user's
+    message in the tokenizer's chat template (Instruct models) instead of continuing it."""
     check_next_piece_head(model)
     check_settings(new, temperature, top_k)
-    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
+    prompt, batch = chat_prompt(model, text) if chat else (
+        text, tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id))
     ids = batch.input_ids[0, :int(batch.attention_mask[0].sum())].tolist()
     special = [w is None for w in batch.word_ids[0][:len(ids)]]
     generator, steps, stopped = torch.Generator().manual_seed(seed), [], "length"
@@ -124,4 +149,4 @@ def generate(model: LoadedModel, text: str, new: int = 32, temperature: float = 
         last, cache = cached_step(model, token, len(ids), cache) if use_cache else (uncached_last(model, ids,
                                                                                                  special), cache)
     continuation = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
-    return Generation(text, text + continuation, pieces_of(model, ids), tuple(steps), stopped)
+    return Generation(prompt, prompt + continuation, pieces_of(model, ids), tuple(steps), stopped)

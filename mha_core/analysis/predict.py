@@ -153,6 +153,40 @@ def logit_lens(model: LoadedModel, text: str) -> LogitLens:
 
 
 @dataclass(frozen=True)
+class LayerEffect:
+    """What one layer does to the prediction at a position: the stream entering it, after its attention (pre-norm
+    layers: input + attention's output) and leaving it, each read through the final norm and the head."""
+
+    layer: int
+    position: int
+    piece: str  # the piece at the position
+    answer: str  # the model's final top piece at the position
+    stages: tuple[str, ...]  # S names
+    top: tuple[tuple[tuple[str, float], ...], ...]  # S x K (piece, probability)
+    answer_probs: tuple[float, ...]  # S: the final answer's probability at each stage
+
+
+STAGES = ("entering the layer", "after its attention", "leaving the layer (after its MLP)")
+
+
+@torch.inference_mode()
+def layer_effect(model: LoadedModel, text: str, layer: int, position: int | None = None, k: int = 5) -> LayerEffect:
+    head = check_lm_head(model)
+    stream = residual_stream(model, text)
+    p = chosen_position(model, stream.batch, position)
+    x, out = stream.inputs[layer][p], stream.inputs[layer + 1][p]  # (D,) each
+    pre_norm = model.embeddings.final_norm is not None  # a post-norm layer's stream after attention is not x + attn
+    states, names = ([x, x + stream.attn_out[layer][p], out], STAGES) if pre_norm else ([x, out], STAGES[::2])
+    probs = head(final_norm(model, torch.stack(states))).float().softmax(-1)  # (S,V)
+    answer = int(head(final_norm(model, stream.inputs[-1][p])).argmax())
+    tops = probs.topk(k)
+    top = tuple(tuple(zip(pieces_of(model, ids.tolist()), values.tolist(), strict=True))
+                for ids, values in zip(tops.indices, tops.values, strict=True))
+    return LayerEffect(layer, p, stream.tokens[p], pieces_of(model, [answer])[0], names, top,
+                       tuple(probs[:, answer].tolist()))
+
+
+@dataclass(frozen=True)
 class Attribution:
     position: int
     answer: str
