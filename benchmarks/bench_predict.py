@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians  # noqa: E402
 from mha_core import bundled_dirs, load_model, run  # noqa: E402
 from mha_core.analysis.generate import generate  # noqa: E402
-from mha_core.analysis.lm_head import lm_head, token_id  # noqa: E402
-from mha_core.analysis.patching import head_edit, metric, pair_streams, patch_grid  # noqa: E402
+from mha_core.analysis.lm_head import lm_head  # noqa: E402
+from mha_core.analysis.patching import head_edit, logit_diff_metric, pair_streams, patch_grid  # noqa: E402
 from mha_core.analysis.predict import logit_lens  # noqa: E402
 from mha_core.engine import bundled  # noqa: E402
 from mha_core.engine.forward import layer_outputs, prepare  # noqa: E402
@@ -37,17 +37,15 @@ CORRUPTED = "The small animal didn't cross the busy street because it was far to
 @torch.inference_mode()
 def naive_patching(model, answer: str, wrong: str) -> None:
     """One full forward of the corrupted text per head, that head's clean output put back (no reuse, no batching)."""
-    w_u = lm_head(model).w_u
-    direction = (w_u[token_id(model, answer)] - w_u[token_id(model, wrong)]).float()
     clean, corrupted = pair_streams(model, CLEAN, CORRUPTED)
+    metric = logit_diff_metric(model, clean, answer, wrong)
     x, bias, rope = prepare(model, corrupted.batch)
     for layer in range(model.n_layers):
         for head in range(model.n_heads):
-            heads = torch.tensor([head])
-            edit = head_edit(clean, layer, 1, torch.tensor([0]), heads)
-            *_, (out, _) = layer_outputs(model, x, bias, rope, enter=lambda i, x, layer=layer, edit=edit: (
+            edit = head_edit(clean, layer, torch.tensor([0]), torch.tensor([head]))
+            *_, (out, attn) = layer_outputs(model, x, bias, rope, enter=lambda i, x, layer=layer, edit=edit: (
                 x, edit if i == layer else None))
-            metric(model, out[:, -1].float(), direction)
+            metric.read(out.float(), attn.probs)
 
 
 def main() -> None:

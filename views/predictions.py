@@ -50,7 +50,7 @@ def show_prediction(model: LoadedModel, text: str, masked: bool) -> None:
 
 
 def show_lens(model: LoadedModel, text: str, masked: bool) -> None:
-    preposition, what = read_at(masked)
+    preposition, what, _ = read_at(masked)
     st.caption("nostalgebraist (2020), the logit lens: every layer's output read through the final norm and the "
                f"language-model head, as if the model stopped there. Each cell names the layer's most likely {what} "
                f"{preposition} that position; the colour is its probability. Where the answer settles shows which "

@@ -136,15 +136,17 @@ def step_prediction(model: LoadedModel, text: str, layer: int, query: int) -> No
         return
     effect = shared(("layer effect", str(model.model_dir), text, layer, query),
                     lambda: layer_effect(model, text, layer, query))
-    preposition, what = read_at(lm_head(model).masked)
+    preposition, _, several = read_at(lm_head(model).masked)
     st.markdown(literal(f"The stream {preposition} piece {query} ('{effect.piece}') read through the "
                         f"final norm and the language-model head, as if the model stopped here (the logit lens): "
-                        f"the most likely {what}s entering layer {layer} and leaving it. The model's final answer is "
+                        f"the most likely {several} entering layer {layer} and leaving it. The model's final answer is "
                         f"'{effect.answer}'."))
-    st.dataframe(pd.DataFrame([{"stage": stage, f"p('{effect.answer}')": round(prob, 4),
+    answer_column = f"p('{effect.answer}')"
+    st.dataframe(pd.DataFrame([{"stage": stage, answer_column: round(prob, 6),
                                 "most likely": ", ".join(f"{piece} {q:.2f}" for piece, q in top)}
                                for stage, prob, top in zip(effect.stages, effect.answer_probs, effect.top,
-                                                           strict=True)]), hide_index=True, key="wt_effect")
+                                                           strict=True)]), hide_index=True, key="wt_effect",
+                 column_config={answer_column: st.column_config.NumberColumn(format="percent")})
     st.caption("Every layer adds its attention's and its MLP's output to the stream; the Predictions page shows all "
                "layers at once (Logit lens) and each head's direct share (Attribution).")
 

@@ -71,9 +71,9 @@ class LmHead:
         return F.linear(self.transform(states), w_u, bias)
 
 
-def read_at(masked: bool) -> tuple[str, str]:
-    """How a page and a chart name what a head predicts at a position: (preposition, what)."""
-    return ("at", "piece in its place") if masked else ("after", "next piece")
+def read_at(masked: bool) -> tuple[str, str, str]:
+    """How a page and a chart name what a head predicts at a position: (preposition, one, several)."""
+    return ("at", "piece for that place", "pieces for that place") if masked else ("after", "next piece", "next pieces")
 
 
 def masked_head(model: LoadedModel) -> LmHead | None:

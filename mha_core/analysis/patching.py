@@ -50,6 +50,7 @@ class Metric:
     read: Callable[[Tensor, Tensor], Tensor]
     words: tuple[str, str]  # answer and wrong piece, or the two candidate words
     probe: CorefProbe | None = None
+    position: int | None = None  # logit_diff: the piece whose prediction is read
 
     def of(self, stream: Stream) -> float:
         return float(self.read(stream.inputs[-1][None].float(), stream.last_maps[None])[0])
@@ -68,6 +69,7 @@ class PatchGrid:
     head: tuple[int, int] | None = None  # (layer, head) of what=head
     probe_head: int | None = None  # coref_margin: the last-layer head whose margin is read
     pronoun: str | None = None  # coref_margin: the word whose attention is read
+    position: int | None = None  # logit_diff: the piece whose prediction is read
 
     @property
     def decisive(self) -> bool:
@@ -87,7 +89,8 @@ class PatchGrid:
     def described(self, n_layers: int) -> str:
         """One sentence on what the numbers are, with the clean and corrupted values."""
         if self.metric == LOGIT_DIFF:
-            measure = f"logit('{self.answer}') − logit('{self.wrong}') where the model predicts"
+            measure = (f"logit('{self.answer}') − logit('{self.wrong}') at piece {self.position} "
+                       f"('{self.tokens[self.position]}')")
         else:
             measure = (f"the coreference margin: attention from '{self.pronoun}' to '{self.answer}' minus to "
                        f"'{self.wrong}' in {head_label(n_layers - 1, self.probe_head)}, the last layer's head where it "
@@ -95,6 +98,9 @@ class PatchGrid:
         note = "" if self.decisive else (f" The gap is under {MIN_GAP[self.metric]}: the model barely tells the "
                                          "texts apart, so shares of it would be noise; the grid shows the change "
                                          "from the corrupted value.")
+        if self.metric == COREF_MARGIN and self.what != RESIDUAL:
+            note += (" The last layer's heads cannot move the margin: it is read from that layer's own attention, "
+                     "which comes before their outputs.")
         return f"Clean text: {self.clean:.3f}; corrupted text: {self.corrupted:.3f} ({measure}).{note}"
 
     @property
@@ -107,6 +113,8 @@ class PatchGrid:
         extra = {"head": list(self.head)} if self.head is not None else {}
         if self.probe_head is not None:
             extra["probe_head"] = [-1, self.probe_head]  # in the last layer
+        if self.position is not None:
+            extra["position"] = self.position
         return {"model": model_name, "metric": self.metric, "what": self.what, "answer": self.answer,
                 "wrong": self.wrong, "clean": round(self.clean, 6), "corrupted": round(self.corrupted, 6),
                 "effects": json_floats(self.effects), "tokens": list(self.tokens), **extra}
@@ -125,7 +133,7 @@ def logit_diff_metric(model: LoadedModel, clean: Stream, answer: str | None, wro
         logits = head(final_norm(model, states[:, p]), ids)  # (n,2)
         return logits[:, 0] - logits[:, 1]
 
-    return Metric(LOGIT_DIFF, read, (answer, wrong))
+    return Metric(LOGIT_DIFF, read, (answer, wrong), position=p)
 
 
 def coref_metric(model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None,
@@ -239,4 +247,5 @@ def patch_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | Non
     shape = (len(second.tokens),) if what == HEAD else (model.n_layers, len(variants) // model.n_layers)
     return PatchGrid(what, metric.name, *metric.words, metric.of(first), metric.of(second),
                      torch.cat(effects).reshape(shape).numpy(), second.tokens, head if what == HEAD else None,
-                     *((metric.probe.head, metric.probe.words[0]) if metric.probe is not None else (None, None)))
+                     *((metric.probe.head, metric.probe.words[0]) if metric.probe is not None else (None, None)),
+                     metric.position)

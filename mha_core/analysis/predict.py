@@ -77,9 +77,9 @@ class Prediction:
 
     @property
     def title(self) -> str:
-        preposition, what = read_at(self.masked)
+        preposition, _, several = read_at(self.masked)
         return (f"{preposition.capitalize()} '{self.tokens[self.position]}' (position {self.position}): the "
-                f"{len(self.top_ids)} most likely {what}s")
+                f"{len(self.top_ids)} most likely {several}")
 
     def rank_of(self, token: int) -> tuple[int, float]:
         """(rank from 1, probability) of any token at the position."""

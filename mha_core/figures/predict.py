@@ -17,7 +17,7 @@ LENS_MAX_COLUMNS = 48  # positions shown with their pieces written in the cells;
 def lens_figure(lens: LogitLens) -> FigureDict:
     """(L,T) each layer's most likely next piece at each position, coloured by its probability; the hover adds
     the probability of the model's final answer there. Long texts: the last LENS_MAX_COLUMNS positions."""
-    preposition, what = read_at(lens.masked)
+    preposition, what, _ = read_at(lens.masked)
     start = max(0, len(lens.tokens) - LENS_MAX_COLUMNS)
     columns = indexed_labels(lens.tokens)[start:]
     text = [[safe_label(piece) for piece in row[start:]] for row in lens.top_pieces]
