@@ -25,6 +25,14 @@ LMS = {  # family: (config class, model class, sizes); tie_word_embeddings decid
                                                                max_position_embeddings=64,
                                                                tie_word_embeddings=False)),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_embd=32, n_layer=2, n_head=4, n_positions=64)),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                                         num_key_value_heads=2, intermediate_size=64, head_dim=8,
+                                                         max_position_embeddings=64, sliding_window=4,
+                                                         query_pre_attn_scalar=16, attn_logit_softcapping=2.0,
+                                                         final_logit_softcapping=3.0, pad_token_id=0)),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", dict(hidden_size=32, num_hidden_layers=2,
+                                                             num_attention_heads=4, intermediate_size=64,
+                                                             max_position_embeddings=64, tie_word_embeddings=False)),
 }
 
 

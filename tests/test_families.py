@@ -50,7 +50,8 @@ def test_decoders_are_causal_and_grouped_where_the_config_says(family):
         assert maps[:, upper].abs().max().item() == 0.0  # nothing looks ahead
     else:
         assert maps[:, upper].min().item() > 0.0
-    assert model.n_kv_heads == {"llama": 2, "qwen2": 1, "mistral": 2}.get(name, model.n_heads)
+    assert model.n_kv_heads == {"llama": 2, "qwen2": 1, "mistral": 2, "qwen3": 2, "phi3": 2, "gemma2": 2,
+                                "gemma3_text": 1}.get(name, model.n_heads)
     if name == "mistral":  # sliding window of 6: a query sees at most 6 keys
         assert (maps > 0).sum(-1).max().item() == 6
 
@@ -58,6 +59,34 @@ def test_decoders_are_causal_and_grouped_where_the_config_says(family):
 def test_one_unpadded_text_on_the_fused_path_uses_the_kernels_causal_mode(family):
     name, model, _ = family
     fused, explicit = run(model, TEXTS[0], path="fused"), run(model, TEXTS[0], path="explicit")
-    window = model.arch.sliding_window is not None
-    assert fused.backend.endswith(", causal") == (model.causal and not window), fused.backend
+    masked = model.arch.sliding_window is not None or model.arch.alibi  # a bias the kernel's causal mode cannot add
+    if not model.arch.fused_exact:  # Gemma 2 caps its scores: the explicit path runs, and says why
+        assert fused.path == "explicit" and "caps its attention scores" in fused.path_reason
+    else:
+        assert fused.backend.endswith(", causal") == (model.causal and not masked), fused.backend
     assert (fused.attention() - explicit.attention()).abs().max().item() <= 1e-5, name
+
+
+@pytest.mark.parametrize("family, overrides", [("opt", {"do_layer_norm_before": False}),
+                                               ("gpt_neox", {"use_parallel_residual": False})])
+def test_the_other_placement_of_a_family_equals_transformers_too(tmp_path, family, overrides):
+    model = load_model(make_tiny(family, tmp_path, **overrides))
+    assert model.arch.pre_norm == overrides.get("do_layer_norm_before", True)
+    assert not model.arch.parallel
+    batch = run(model, TEXTS, path="explicit").batch
+    with torch.inference_mode():
+        ref = model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_attentions=True)
+    for path in ("explicit", "fused"):
+        result = run(model, TEXTS, path=path)
+        mask = result.batch.attention_mask.bool()
+        assert (result.last_hidden_state - ref.last_hidden_state).abs()[mask].max().item() <= 1e-4, path
+        for layer in range(result.n_layers):
+            rows = mask[:, None, :, None] & mask[:, None, None, :]
+            assert ((result.layer_maps(layer) - ref.attentions[layer]).abs() * rows).max().item() <= 1e-5
+
+
+def test_an_opt_that_projects_its_embeddings_is_refused_in_one_sentence(tmp_path):
+    from mha_core import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="word_embed_proj_dim.*supported are the encoders"):
+        load_model(make_tiny("opt", tmp_path, word_embed_proj_dim=16))

@@ -21,6 +21,7 @@ from mha_core.analysis.shapes import (
 )
 from tests.conftest import CliRun
 from tests.conftest import cli as run_cli
+from tests.tiny_models import CONFIGS
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -195,10 +196,14 @@ def test_the_tutorial_miscount_is_computed_for_any_standard_shape():  # issue 20
     assert two_bias_miscount(make_shape(512, 8, n_kv_heads=2)) is None
 
 
-def test_the_calculator_check_agrees_on_both_families(bundled, family_dirs):
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_every_familys_attention_is_counted_as_attention(family_dirs, family):
     from mha_core import load_model
     from mha_core.analysis.params import calculator_check
 
-    for model in (bundled, load_model(family_dirs["llama"])):
-        check = calculator_check(model, model_breakdown(model))
-        assert check.agrees and check.counted > 0
+    model = load_model(family_dirs[family])
+    breakdown = model_breakdown(model)
+    check = calculator_check(model, breakdown)
+    assert check.agrees and check.counted > 0, family  # W_Q, W_K, W_V, W_O found, fused or apart
+    misread = [r.name for r in breakdown.rows if r.kind == "feed-forward" and "att" in r.name]
+    assert not misread, misread  # no attention module counted as the MLP

@@ -50,7 +50,7 @@ def test_the_lens_last_layer_is_the_prediction(lm_dirs):
     assert np.allclose(layer_by_layer.final_probs, lens.final_probs, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["llama-tied", "llama-separate", "gpt2"])
+@pytest.mark.parametrize("name", ["llama-tied", "llama-separate", "gpt2", "gemma2", "gpt_neox"])
 def test_direct_attributions_add_up_to_the_logit_difference(lm_dirs, name):
     model = load_model(lm_dirs[name])
     result = attribute(model, TEXT, "animal", "street")

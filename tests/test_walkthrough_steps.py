@@ -12,7 +12,8 @@ from mha_core.teaching.walkthrough import walkthrough
 from tests.tiny_models import CONFIGS
 
 TEXT = "The animal didn't cross the street because it was too tired."
-W_O_MODULES = ("attention.output.dense", "attn.c_proj", "self_attn.o_proj", "attention.out_lin")
+W_O_MODULES = ("attention.output.dense", "attn.c_proj", "self_attn.o_proj", "attention.out_lin", "attention.dense",
+               "self_attention.dense", "self_attn.out_proj")
 
 
 def model_output_projection(model, result, layer: int) -> np.ndarray:

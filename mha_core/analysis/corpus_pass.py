@@ -18,6 +18,7 @@ from torch import Tensor
 
 from mha_core.analysis.head_distances import MDS_SEED, HeadMap, embed_heads, js_sums, real_rows
 from mha_core.analysis.roles import HeadRoles, RoleAccumulator
+from mha_core.engine.arch import Architecture
 from mha_core.engine.batching import (
     CORPUS_MAX_PIECES,
     CORPUS_TEXT_MAX_PIECES,
@@ -47,7 +48,7 @@ class CorpusPass:
     rows: int  # query rows the distances and role metrics average over
     roles: HeadRoles | None  # head metrics over the same rows (role labels); None when not asked for
     causal: bool  # decoders: query i sees keys 0..i
-    window: int | None  # sliding-window attention: keys further back are not seen
+    arch: Architecture  # how the model scores (windows per layer, scale, soft-cap, ALiBi), to recompute a row
     # Tokens kept for the query-key view: the first `kept` sentences, in order, a sentence's tokens contiguous.
     kept: int
     starts: np.ndarray  # (kept+1,) sentence t's tokens are rows starts[t]:starts[t+1]
@@ -145,7 +146,7 @@ def assemble(model: LoadedModel, texts: Sequence[str], distance: Tensor, rows: i
     empty_k = torch.empty(0, model.n_kv_heads, model.head_dim)
     return CorpusPass(
         texts=tuple(texts), n_layers=model.n_layers, n_heads=model.n_heads, n_kv_heads=model.n_kv_heads,
-        distance=distance.numpy(), rows=rows, roles=roles, causal=model.causal, window=model.arch.sliding_window,
+        distance=distance.numpy(), rows=rows, roles=roles, causal=model.causal, arch=model.arch,
         kept=len(kept), starts=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
         labels=tuple(label for labels, *_ in kept for label in labels),
         spans=np.array([span for _, spans, *_ in kept for span in spans], dtype=np.int64).reshape(-1, 2),

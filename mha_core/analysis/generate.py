@@ -13,8 +13,8 @@ from torch import Tensor
 
 from mha_core.analysis.lm_head import check_next_piece_head, lm_logits
 from mha_core.analysis.predict import pieces_of
-from mha_core.engine.attention import EXPLICIT, attention_bias
-from mha_core.engine.forward import embed, final_norm, layer_outputs, position_ids, prepare
+from mha_core.engine.attention import EXPLICIT
+from mha_core.engine.forward import embed, final_norm, layer_outputs, per_layer, position_ids, prepare, scores_bias
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize
 
@@ -83,10 +83,14 @@ def cached_step(model: LoadedModel, token: int, length: int, cache: Cache) -> tu
     arch, mask = model.arch, torch.ones(1, length, dtype=torch.long, device=model.device)
     positions = position_ids(mask, arch)[:, -1:]  # (1,1)
     x = embed(model.embeddings, torch.tensor([[token]], device=model.device), positions)  # (1,1,D)
-    bias = None  # the newest piece sees every earlier one, but beyond a sliding window
-    if arch.sliding_window is not None and length > arch.sliding_window:
-        bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)[:, :, -1:, :]  # (1,1,1,P)
-    rope = model.rotary(x, positions) if arch.rotary else None
+
+    def last_row(window: int | None) -> Tensor | None:  # the newest piece sees every earlier one, but beyond a
+        if window is None and not arch.alibi:  # window, and ALiBi biases every key
+            return None
+        return scores_bias(model, mask, x.dtype, window)[:, :, -1:, :]  # (1,1|H,1,P)
+
+    bias = per_layer(arch.windows, last_row)
+    rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
     new_cache, out = [], x
     for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT, past=cache):  # noqa: B007
         new_cache.append((attn.k, attn.v))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 from transformers.activations import ACT2FN
@@ -31,6 +32,9 @@ MASKED_HEADS = {  # family: (dense, norm, decoder, bias) tensor names of its ...
     "xlm-roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
     "distilbert": ("vocab_transform", "vocab_layer_norm", "vocab_projector", "vocab_projector.bias"),
 }
+
+
+SEPARATE_HEADS = ("lm_head.weight", "embed_out.weight")  # a decoder's untied unembedding, by family
 
 
 @lru_cache(maxsize=8)
@@ -57,6 +61,7 @@ class LmHead:
     activation: str | None
     norm: Norm | None
     masked: bool  # fills in a mask token (an encoder) instead of predicting the next piece
+    softcap: float | None = None  # Gemma 2: logits -> tanh(logits / c) · c
 
     def transform(self, states: Tensor) -> Tensor:
         """(..., D) -> (..., D)"""
@@ -66,6 +71,11 @@ class LmHead:
 
     def __call__(self, states: Tensor, ids: Tensor | None = None) -> Tensor:
         """(..., D) final states -> (..., V) logits, or (..., len(ids)) for the vocabulary rows `ids` only."""
+        logits = self.uncapped(states, ids)
+        return logits if self.softcap is None else torch.tanh(logits / self.softcap) * self.softcap
+
+    def uncapped(self, states: Tensor, ids: Tensor | None = None) -> Tensor:
+        """The logits before Gemma 2's final soft-cap (what direct logit attribution decomposes)."""
         w_u, bias = (self.w_u, self.bias) if ids is None else (
             self.w_u[ids], None if self.bias is None else self.bias[ids])
         return F.linear(self.transform(states), w_u, bias)
@@ -101,11 +111,13 @@ def lm_head(model: LoadedModel) -> LmHead | None:
     head)."""
     if not model.causal:
         return masked_head(model)
+    softcap = model.arch.final_softcap
     if getattr(model.config, "tie_word_embeddings", False):
-        return LmHead(model.embeddings.word, None, None, None, None, masked=False)
-    found = stored_tensors(str(model.model_dir), ("lm_head.weight",))
-    head = found.get("lm_head.weight")
-    return None if head is None else LmHead(head.to(model.embeddings.word.dtype), None, None, None, None, False)
+        return LmHead(model.embeddings.word, None, None, None, None, False, softcap)
+    found = stored_tensors(str(model.model_dir), SEPARATE_HEADS)
+    head = next((found[name] for name in SEPARATE_HEADS if name in found), None)  # GPT-NeoX: embed_out
+    return None if head is None else LmHead(head.to(model.embeddings.word.dtype), None, None, None, None, False,
+                                            softcap)
 
 
 def has_lm_head(model: LoadedModel) -> bool:

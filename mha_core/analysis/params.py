@@ -13,23 +13,27 @@ import torch
 from mha_core.analysis.shapes import AttentionShape, count_shape, make_shape
 from mha_core.engine.model import LoadedModel
 
-# What each family calls its modules (transformers' names) -> the part they hold. GPT-2's c_attn holds
-# W_Q, W_K and W_V at once (one Conv1D); every other family stores them apart.
+# What each family calls its modules (transformers' names) -> the part they hold. GPT-2's c_attn, GPT-NeoX's and
+# BLOOM's query_key_value and Phi-3's qkv_proj hold W_Q, W_K and W_V at once; the other families store them apart.
 PROJECTIONS = {
     "attention.self.query": "Q", "attention.q_lin": "Q", "self_attn.q_proj": "Q",
     "attention.self.key": "K", "attention.k_lin": "K", "self_attn.k_proj": "K",
     "attention.self.value": "V", "attention.v_lin": "V", "self_attn.v_proj": "V",
     "attention.output.dense": "O", "attention.out_lin": "O", "self_attn.o_proj": "O", "attn.c_proj": "O",
-    "attn.c_attn": "QKV",
+    "attention.dense": "O", "self_attention.dense": "O", "self_attn.out_proj": "O",
+    "attn.c_attn": "QKV", "attention.query_key_value": "QKV", "self_attention.query_key_value": "QKV",
+    "self_attn.qkv_proj": "QKV",
 }
 NORMS = ("LayerNorm", "layer_norm", "layernorm", "ln_1", "ln_2", "ln_f", "norm")
 MLP_NAMES = {
     "intermediate.dense": "FFN in", "output.dense": "FFN out", "ffn.lin1": "FFN in", "ffn.lin2": "FFN out",
     "mlp.c_fc": "FFN in", "mlp.c_proj": "FFN out", "mlp.up_proj": "MLP up", "mlp.gate_proj": "MLP gate",
-    "mlp.down_proj": "MLP down",
+    "mlp.down_proj": "MLP down", "mlp.gate_up_proj": "MLP gate and up", "mlp.dense_h_to_4h": "FFN in",
+    "mlp.dense_4h_to_h": "FFN out", "fc1": "FFN in", "fc2": "FFN out",
 }
 EMBEDDING_NAMES = {"word_embeddings": "word embeddings", "embed_tokens": "word embeddings", "wte": "word embeddings",
-                   "position_embeddings": "position embeddings", "wpe": "position embeddings",
+                   "embed_in": "word embeddings", "position_embeddings": "position embeddings",
+                   "wpe": "position embeddings", "embed_positions": "position embeddings",
                    "token_type_embeddings": "token type embeddings"}
 LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
 ATTENTION_PARTS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O", "W_QKV", "b_QKV")

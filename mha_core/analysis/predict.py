@@ -38,7 +38,7 @@ class Stream:
     tokens: tuple[str, ...]  # T readable pieces
     inputs: tuple[Tensor, ...]  # L+1 x (T,D): layer l's input; the last is the last layer's output (before the norm)
     contexts: tuple[Tensor, ...]  # L x (H,T,Dh): each head's output before W_O
-    attn_out: tuple[Tensor, ...]  # L x (T,D): attention's output, after W_O and b_O
+    attn_out: tuple[Tensor, ...]  # L x (T,D): what attention adds to the stream (W_O, b_O; Gemma: its post-norm)
     last_maps: Tensor  # (H,T,T) the last layer's attention maps
 
     def mlp_out(self, layer: int) -> Tensor:
@@ -60,7 +60,8 @@ def residual_stream(model: LoadedModel, text: str) -> Stream:
     inputs, attn_out = [x[0]], []
     for output, attn in layer_outputs(model, x, bias, rope, EXPLICIT, enter=lambda _, x: (x, record)):
         inputs.append(output[0])
-        attn_out.append(attn.output[0])
+        post = model.layers[len(attn_out)].post_attn_norm
+        attn_out.append(attn.output[0] if post is None else post(attn.output[0]))
     return Stream(batch, tuple(readable_pieces(model.tokenizer, batch.input_ids[0].tolist(), batch.tokens[0])),
                   tuple(inputs), tuple(contexts), tuple(attn_out), attn.probs[0])
 
@@ -215,10 +216,24 @@ def frozen_norm_readout(model: LoadedModel, x_final: Tensor, direction: Tensor) 
     x = x_final.float()
     centred = x if norm.rms else x - x.mean()
     scale = torch.rsqrt(centred.pow(2).mean() + norm.eps)
-    readout = scale * norm.weight.float() * direction.float()  # (D,)
+    readout = scale * norm.gain.float() * direction.float()  # (D,)
     if not norm.rms:
         readout = readout - readout.mean()  # c · r for the centred c, (c - mean c) · r' = c · (r' - mean r')
     return readout, float(norm.bias.float() @ direction.float()) if norm.bias is not None else 0.0
+
+
+def head_shares(model: LoadedModel, stream: Stream, layer: int, p: int, readout: Tensor) -> tuple[Tensor, float]:
+    """(H,) each head's direct share at position p, and the output bias's: ctx_h W_O^h · readout, through Gemma's
+    post-attention norm frozen at its scale on the whole attention output (so that the shares add up)."""
+    hw = model.head_weights(layer)
+    per_head = torch.einsum("hd,hdD->hD", stream.contexts[layer][:, p].float(), hw.w_o.float())  # (H,D)
+    bias = hw.b_o.float()  # (D,)
+    post = model.layers[layer].post_attn_norm
+    if post is not None:  # RMSNorm of the heads' sum: a frozen scale times the gain, the same for every head
+        whole = per_head.sum(0) + bias
+        gain = post.gain.float() * torch.rsqrt(whole.pow(2).mean() + post.eps)  # (D,)
+        per_head, bias = per_head * gain, bias * gain
+    return per_head @ readout, float(bias @ readout)
 
 
 @torch.inference_mode()
@@ -234,12 +249,11 @@ def attribute(model: LoadedModel, text: str, answer: str, wrong: str | None = No
     p = chosen_position(model, stream.batch, position)
     direction = head.w_u[answer_id] - (head.w_u[wrong_id] if wrong_id is not None else 0)  # (D,)
     readout, norm_bias = frozen_norm_readout(model, stream.inputs[-1][p], direction)
-    heads = torch.stack([torch.einsum("hd,hdD,D->h", stream.contexts[layer][:, p].float(),
-                                      model.head_weights(layer).w_o.float(), readout)
-                         for layer in range(model.n_layers)])  # (L,H)
+    shares = [head_shares(model, stream, layer, p, readout) for layer in range(model.n_layers)]
+    heads = torch.stack([per_head for per_head, _ in shares])  # (L,H)
     mlps = torch.stack([stream.mlp_out(layer)[p].float() @ readout for layer in range(model.n_layers)])  # (L,)
-    biases = sum(float(model.head_weights(layer).b_o.float() @ readout) for layer in range(model.n_layers))
-    logit = head(final_norm(model, stream.inputs[-1][p]))
+    biases = sum(bias for _, bias in shares)
+    logit = head.uncapped(final_norm(model, stream.inputs[-1][p]))  # Gemma 2's final soft-cap is not linear
     diff = float(logit[answer_id] - (logit[wrong_id] if wrong_id is not None else 0))
     return Attribution(p, answer, wrong, heads.numpy(), mlps.numpy(), float(stream.inputs[0][p].float() @ readout),
                        biases + norm_bias, diff)

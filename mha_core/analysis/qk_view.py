@@ -127,15 +127,24 @@ def project(points: np.ndarray, method: str, seed: int = SEED, check: Callable[[
 
 def attention_row(corpus: CorpusPass, layer: int, head: int, token: int) -> np.ndarray:
     """Token `token`'s attention over the keys of its own sentence, (T_s,), recomputed from the kept q and k
-    (the causal mask and sliding window as in the model)."""
+    (the scale, soft-cap, ALiBi, causal mask and the layer's sliding window as in the model)."""
     check_head(corpus, layer, head)
     sentence = int(corpus.sentence_of[token])
     start, stop = int(corpus.starts[sentence]), int(corpus.starts[sentence + 1])
     q = corpus.layer_q[layer][token, head]  # (Dh,)
     k = corpus.layer_k[layer][start:stop, kv_head_of(corpus, head)]  # (T_s,Dh)
-    scores = (k @ q) * q.shape[0] ** -0.5  # (T_s,)
+    arch = corpus.arch
+    scores = (k @ q) * (arch.scale if arch.scale is not None else q.shape[0] ** -0.5)  # (T_s,)
+    if arch.attn_softcap is not None:
+        scores = torch.tanh(scores / arch.attn_softcap) * arch.attn_softcap
+    if arch.alibi:  # the slope of this head times each key's position in the sentence
+        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+        slopes = build_alibi_tensor(torch.ones(1, stop - start), corpus.n_heads, scores.dtype)  # (H,1,T_s)
+        scores = scores + slopes[head, 0]
     if corpus.causal:  # the model's own mask (attention.causal_bias), this query's row
-        scores = scores + causal_bias(stop - start, scores.dtype, window=corpus.window)[0, 0, token - start]
+        window = arch.windows[layer]
+        scores = scores + causal_bias(stop - start, scores.dtype, window=window)[0, 0, token - start]
     return torch.softmax(scores, dim=0).numpy()
 
 

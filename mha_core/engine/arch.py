@@ -1,14 +1,23 @@
-"""What differs between attention families, read from config.json. The one layer loop (encoder.py) reads
+"""What differs between attention families, read from config.json. The one layer loop (forward.py) reads
 only this description; nothing else in the recompute branches on the family's name.
 
-| family       | norm  | placement | positions          | attention           | MLP          | causal |
-|--------------|-------|-----------|--------------------|---------------------|--------------|--------|
-| bert         | layer | post      | learned (+ types)  | MHA, biases         | plain        | no     |
-| roberta, xlm-roberta | layer | post | learned from padding_idx + 1 | MHA, biases | plain | no |
-| distilbert   | layer | post      | learned            | MHA, biases         | plain        | no     |
-| gpt2         | layer | pre       | learned            | MHA, fused c_attn   | plain        | yes    |
-| llama, mistral | rms | pre       | rotary (RoPE)      | GQA, no biases      | gated (SiLU) | yes    |
-| qwen2        | rms   | pre       | rotary (RoPE)      | GQA, q/k/v biases   | gated (SiLU) | yes    |
+| family        | norm      | placement            | positions              | attention                      | MLP     |
+|---------------|-----------|----------------------|------------------------|--------------------------------|---------|
+| bert          | layer     | post                 | learned (+ types)      | MHA, biases                    | plain   |
+| roberta, xlm-roberta | layer | post           | learned from pad + 1   | MHA, biases                    | plain   |
+| distilbert    | layer     | post                 | learned                | MHA, biases                    | plain   |
+| gpt2          | layer     | pre                  | learned                | MHA, fused c_attn              | plain   |
+| opt           | layer     | pre or post          | learned from 2         | MHA, biases                    | ReLU    |
+| bloom         | layer     | pre, norm after emb. | ALiBi (bias per head)  | MHA, fused, per head           | plain   |
+| gpt_neox      | layer     | parallel             | partial RoPE           | MHA, fused, per head           | plain   |
+| llama, mistral | rms      | pre                  | RoPE                   | GQA (Mistral: window)          | gated   |
+| qwen2         | rms       | pre                  | RoPE                   | GQA, q/k/v biases              | gated   |
+| qwen3         | rms       | pre                  | RoPE                   | GQA, QK-norm                   | gated   |
+| phi3          | rms       | pre                  | RoPE (partial)         | GQA, fused, window             | gated*  |
+| gemma2        | rms (1+w) | pre and post         | RoPE                   | GQA, local/global, soft-cap    | GeGLU   |
+| gemma3_text   | rms (1+w) | pre and post         | RoPE, local base       | MQA, local/global, QK-norm     | GeGLU   |
+* gate and up fused in one matrix. All decoders are causal. The encoders read a token-type embedding
+(segment 0) where they have one.
 """
 
 from __future__ import annotations
@@ -20,9 +29,13 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 ENCODERS = ("bert", "roberta", "xlm-roberta", "distilbert")
-DECODERS = ("gpt2", "llama", "qwen2", "mistral")
+DECODERS = ("gpt2", "opt", "bloom", "gpt_neox", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text")
 SUPPORTED_MODEL_TYPES = ENCODERS + DECODERS
-ROTARY = ("llama", "qwen2", "mistral")
+GEMMA = ("gemma2", "gemma3_text")
+ROTARY = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox", *GEMMA)
+RMS_NORM = ("llama", "mistral", "qwen2", "qwen3", "phi3", *GEMMA)
+GATED_MLP = RMS_NORM
+QK_NORM = ("qwen3", "gemma3_text")
 MAX_PIECES = 1024  # longest text recomputed (a decoder's 8,192-token window would need GBs of maps)
 
 
@@ -44,11 +57,30 @@ class Architecture:
     head_dim: int
     max_length: int  # word pieces recomputed at most (specials included)
     norm_eps: float
-    sliding_window: int | None  # Mistral: keys further back than this are not seen
+    windows: tuple[int | None, ...]  # per layer: keys this far back or further are not seen (None: all are)
+    rope_kinds: tuple[str | None, ...] = ()  # per layer: the RoPE table (Gemma 3: local and global bases)
+    qk_norm: bool = False  # each head's q and k RMS-normed before RoPE (Qwen3, Gemma 3)
+    sandwich: bool = False  # a norm after each sub-layer too: x + post(f(pre(x))) (Gemma)
+    parallel: bool = False  # x + attn(norm1 x) + mlp(norm2 x) (GPT-NeoX)
+    embed_scale: float = 1.0  # embeddings times this (Gemma: √d_model)
+    scale: float | None = None  # the scores' factor; None: 1/√head_dim
+    attn_softcap: float | None = None  # Gemma 2: scores -> tanh(s / c) · c; no fused kernel does it
+    final_softcap: float | None = None  # Gemma 2: logits -> tanh(l / c) · c
+    alibi: bool = False  # BLOOM: a linear bias per head on the keys' positions, no position embedding
 
     @property
     def grouped(self) -> bool:
         return self.n_kv_heads < self.n_heads
+
+    @property
+    def sliding_window(self) -> int | None:
+        """The window of the windowed layers (one size per model), None when every layer sees every key."""
+        return next((w for w in self.windows if w is not None), None)
+
+    @property
+    def fused_exact(self) -> bool:
+        """Whether a fused kernel computes this model's attention (Gemma 2's soft-capping: no kernel does)."""
+        return self.attn_softcap is None
 
 
 def first(config: PretrainedConfig, *names: str, default: Any = None) -> Any:
@@ -60,24 +92,55 @@ def first(config: PretrainedConfig, *names: str, default: Any = None) -> Any:
     return default
 
 
+def layer_windows(config: PretrainedConfig, n_layers: int) -> tuple[int | None, ...]:
+    """Per layer, its sliding window: from `layer_types` (Gemma, Qwen), else one window for every layer (Mistral,
+    Phi-3), else none."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if types:
+        return tuple(int(window) if kind == "sliding_attention" and window else None for kind in types[:n_layers])
+    return (int(window) if window else None,) * n_layers
+
+
+def rotary_kinds(config: PretrainedConfig, n_layers: int) -> tuple[str | None, ...]:
+    """Per layer, the RoPE table transformers builds for it: Gemma 3 keeps one per layer type, others one."""
+    if config.model_type == "gemma3_text":
+        return tuple(config.layer_types[:n_layers])
+    return (None,) * n_layers
+
+
 def describe(config: PretrainedConfig) -> Architecture:
     """The description of a transformers config of a supported family (model_type checked before)."""
     family = config.model_type
-    decoder = family in DECODERS
     d_model = int(first(config, "hidden_size", "n_embd", "dim"))
     n_heads = int(first(config, "num_attention_heads", "n_head", "n_heads"))
-    positions = int(first(config, "max_position_embeddings", "n_positions", default=512))
-    offset = int(config.pad_token_id) + 1 if family in ("roberta", "xlm-roberta") else 0
-    window = getattr(config, "sliding_window", None) if family == "mistral" else None
+    n_layers = int(first(config, "num_hidden_layers", "n_layer", "n_layers"))
+    positions = int(first(config, "max_position_embeddings", "n_positions", default=MAX_PIECES))
+    offset = int(config.pad_token_id) + 1 if family in ("roberta", "xlm-roberta") else 2 if family == "opt" else 0
+    head_dim = int(first(config, "head_dim", default=d_model // n_heads))
+    gemma = family in GEMMA
     return Architecture(
-        family=family, causal=decoder, norm="rms" if family in ROTARY else "layer", pre_norm=decoder,
+        family=family, causal=family in DECODERS, norm="rms" if family in RMS_NORM else "layer",
+        pre_norm=family in DECODERS and (family != "opt" or bool(config.do_layer_norm_before)),
         rotary=family in ROTARY, position_offset=offset, token_types=family in ("bert", "roberta", "xlm-roberta"),
-        gated_mlp=family in ROTARY,
-        activation=str(first(config, "hidden_act", "activation_function", "activation", default="gelu")),
-        n_layers=int(first(config, "num_hidden_layers", "n_layer", "n_layers")), n_heads=n_heads,
-        n_kv_heads=int(first(config, "num_key_value_heads", default=n_heads)), d_model=d_model,
-        head_dim=int(first(config, "head_dim", default=d_model // n_heads)),
-        max_length=min(positions - offset, MAX_PIECES),
+        gated_mlp=family in GATED_MLP, activation=activation_of(config),
+        n_layers=n_layers, n_heads=n_heads, n_kv_heads=int(first(config, "num_key_value_heads", default=n_heads)),
+        d_model=d_model, head_dim=head_dim,
+        max_length=min(positions - (offset if family != "opt" else 0), MAX_PIECES),
         norm_eps=float(first(config, "layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps", default=1e-12)),
-        sliding_window=int(window) if window else None,
+        windows=layer_windows(config, n_layers), rope_kinds=rotary_kinds(config, n_layers),
+        qk_norm=family in QK_NORM, sandwich=gemma,
+        parallel=family == "gpt_neox" and bool(getattr(config, "use_parallel_residual", True)),
+        embed_scale=d_model**0.5 if gemma else 1.0,
+        scale=float(config.query_pre_attn_scalar) ** -0.5 if gemma else None,
+        attn_softcap=getattr(config, "attn_logit_softcapping", None) if gemma else None,
+        final_softcap=getattr(config, "final_logit_softcapping", None) if gemma else None,
+        alibi=family == "bloom",
     )
+
+
+def activation_of(config: PretrainedConfig) -> str:
+    """The MLP's activation, a key of ACT2FN. BLOOM's own GELU is the tanh approximation (gelu_new)."""
+    if config.model_type == "bloom":
+        return "gelu_new"
+    return str(first(config, "hidden_activation", "hidden_act", "activation_function", "activation", default="gelu"))

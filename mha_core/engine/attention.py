@@ -43,6 +43,10 @@ class ProjectionWeights:
     b_o: Tensor  # (D,)
     n_heads: int
     n_kv_heads: int | None = None  # None: as many as query heads (MHA)
+    q_norm: Callable[[Tensor], Tensor] | None = None  # QK-norm (Qwen3, Gemma 3): each head's q and k normed, before
+    k_norm: Callable[[Tensor], Tensor] | None = None  # RoPE, over its Dh features
+    scale: float | None = None  # the scores' factor; None: 1/√Dh (Gemma: 1/√query_pre_attn_scalar)
+    softcap: float | None = None  # Gemma 2: scores -> tanh(scores / c) · c before the mask (explicit kernel only)
 
     def __post_init__(self) -> None:
         if self.n_kv_heads is None:
@@ -106,10 +110,14 @@ def repeat_kv(x: Tensor, n_heads: int) -> Tensor:
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotary position embedding: x (B,H,T,Dh) rotated by position; cos, sin (B,T,Dh).
+    """Rotary position embedding: x (B,H,T,Dh) rotated by position; cos, sin (B,T,R), R <= Dh.
 
     Equals transformers' x * cos + rotate_half(x) * sin, written with two in-place halves
-    instead of a concatenated copy of x: feature i < Dh/2 pairs with i + Dh/2."""
+    instead of a concatenated copy of x: feature i < R/2 pairs with i + R/2. Partial rotary
+    (GPT-NeoX's rotary_pct, R < Dh) rotates the first R features and passes the rest unchanged."""
+    rotated = cos.shape[-1]
+    if rotated < x.shape[-1]:
+        return torch.cat([apply_rope(x[..., :rotated], cos, sin), x[..., rotated:]], dim=-1)
     half = x.shape[-1] // 2
     cos, sin = cos[:, None], sin[:, None]  # (B,1,T,Dh)
     out = x * cos  # (B,H,T,Dh)
@@ -147,9 +155,13 @@ def padding_bias(key_mask: Tensor, dtype: torch.dtype) -> Tensor:
     return ((1.0 - key_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min).to(dtype)
 
 
-def explicit_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float) -> tuple[Tensor, Tensor]:
-    """softmax(q k^T * scale + bias) v, written out; returns (context (B,H,T,Dh), probs (B,H,T,S))."""
+def explicit_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float,
+                    softcap: float | None = None) -> tuple[Tensor, Tensor]:
+    """softmax(q k^T * scale + bias) v, written out; returns (context (B,H,T,Dh), probs (B,H,T,S)). `softcap`
+    c: the scores pass through tanh(s / c) · c before the bias (Gemma 2's attention-logit soft-capping)."""
     scores = torch.matmul(q, k.transpose(2, 3)) * scale  # (B,H,T,S)
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
         scores = scores + bias
     probs = torch.softmax(scores, dim=-1)  # (B,H,T,S)
@@ -216,6 +228,9 @@ def multi_head_attention(
     q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
     k = split_heads(F.linear(kv, w.w_k, w.b_k), w.n_kv_heads)  # (B,G,S,Dh)
     v = split_heads(F.linear(kv, w.w_v, w.b_v), w.n_kv_heads)  # (B,G,S,Dh)
+    # 2a. QK-norm (Qwen3, Gemma 3): each head's query and key vectors normed over their Dh features
+    if w.q_norm is not None:
+        q, k = w.q_norm(q), w.k_norm(k)  # (B,H,T,Dh), (B,G,S,Dh)
     # 2b. rotary position embedding (RoPE models): rotate q and k by each token's position
     if rope is not None:
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B,H,T,Dh), (B,G,S,Dh)
@@ -223,13 +238,13 @@ def multi_head_attention(
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B,G,P+S,Dh)
     # 2c. grouped-query attention: each key/value head serves its group of query heads
     k_heads, v_heads = repeat_kv(k, w.n_heads), repeat_kv(v, w.n_heads)  # (B,H,S,Dh)
-    scale = q.shape[-1] ** -0.5
+    scale = w.scale if w.scale is not None else q.shape[-1] ** -0.5
     # 3. scaled dot-product attention per head
-    if path == FUSED:
+    if path == FUSED and w.softcap is None:  # no fused kernel caps its scores
         context, lse, backend = fused_kernel(q, k_heads, v_heads, bias, scale, kernel_causal)
         probs = None
     else:
-        context, probs = explicit_kernel(q, k_heads, v_heads, bias, scale)
+        context, probs = explicit_kernel(q, k_heads, v_heads, bias, scale, w.softcap)
         lse, backend = None, "explicit (matmul + softmax)"
     if edit is not None:
         context = edit(context)  # (B,H,T,Dh)

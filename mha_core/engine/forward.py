@@ -2,13 +2,18 @@
 
 Shapes: B batch, L layers, H query heads, T tokens, D d_model, Dh head dim.
 One layer loop serves all families; what differs is read from `model.arch` (arch.py):
-    post-norm (BERT):   h = norm1(x + MHA(x));        out = norm2(h + MLP(h))
-    pre-norm (GPT, Llama): h = x + MHA(norm1(x));     out = h + MLP(norm2(h))
+    post-norm (BERT, OPT-350m):  h = norm1(x + MHA(x));               out = norm2(h + MLP(h))
+    pre-norm (GPT, Llama):       h = x + MHA(norm1(x));               out = h + MLP(norm2(h))
+    sandwich (Gemma):            h = x + post1(MHA(norm1(x)));        out = h + post2(MLP(norm2(h)))
+    parallel (GPT-NeoX):         out = x + MHA(norm1(x)) + MLP(norm2(x))
+A layer's attention bias (padding, causal mask, its sliding window, ALiBi) and RoPE table may differ by layer
+(Gemma's local and global layers): `PerLayer` holds one per kind of layer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -34,6 +39,41 @@ from mha_core.engine.weights import EmbeddingWeights, LayerWeights
 AUTO_FUSED_MIN_TOKENS = 256
 
 
+@dataclass(frozen=True)
+class PerLayer:
+    """A value that differs by layer: values[kinds[layer]] (a windowed layer's mask, a local layer's RoPE table)."""
+
+    values: dict
+    kinds: tuple
+
+    def at(self, layer: int) -> object:
+        return self.values[self.kinds[layer]]
+
+
+def at_layer(value: object, layer: int) -> object:
+    """`value` itself, or its entry for `layer` when it differs by layer."""
+    return value.at(layer) if isinstance(value, PerLayer) else value
+
+
+def per_layer(kinds: Sequence, make: Callable[[object], object]) -> object:
+    """make(kind) for every distinct kind: the one value when all layers share it, else a PerLayer."""
+    values = {kind: make(kind) for kind in dict.fromkeys(kinds)}
+    return next(iter(values.values())) if len(values) == 1 else PerLayer(values, tuple(kinds))
+
+
+def scores_bias(model: LoadedModel, mask: Tensor, dtype: torch.dtype, window: int | None) -> Tensor | None:
+    """(B,1|H,T|1,T) what a layer adds to its scores: padding, the causal mask and `window`, and ALiBi's bias per
+    head on the keys' positions (BLOOM, as transformers' build_alibi_tensor computes it)."""
+    arch = model.arch
+    bias = attention_bias(mask, dtype, arch.causal, window)  # (B,1,T|1,T) or None
+    if not arch.alibi:
+        return bias
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    alibi = build_alibi_tensor(mask, arch.n_heads, dtype).view(mask.shape[0], arch.n_heads, 1, -1)  # (B,H,1,S)
+    return alibi if bias is None else bias + alibi  # (B,H,T,S)
+
+
 def position_ids(mask: Tensor, arch: Architecture) -> Tensor:
     """(B,T): 0, 1, 2, ... per text; RoBERTa counts real tokens from padding_idx + 1 (padding keeps padding_idx)."""
     if arch.position_offset:
@@ -42,9 +82,11 @@ def position_ids(mask: Tensor, arch: Architecture) -> Tensor:
 
 
 def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor) -> Tensor:
-    """Word embeddings, plus learned positions and token type 0 where the model has them, then its
-    embedding norm where it has one: (B,T) -> (B,T,D)."""
+    """Word embeddings (times Gemma's √d_model), plus learned positions and token type 0 where the model has them,
+    then its embedding norm where it has one: (B,T) -> (B,T,D)."""
     x = w.word[input_ids]  # (B,T,D)
+    if w.scale != 1.0:
+        x = x * torch.tensor(w.scale, dtype=x.dtype)
     if w.token_type is not None:
         x = x + w.token_type[0]
     if w.position is not None:
@@ -61,8 +103,10 @@ def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor |
     options = {"rope": rope, "kernel_causal": kernel_causal, "edit": edit, "past": past}
     if arch.pre_norm:
         attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, **options)
-        h = x + attn.output  # (B,T,D)
-        return h + w.mlp(w.mlp_norm(h)), attn
+        a = attn.output if w.post_attn_norm is None else w.post_attn_norm(attn.output)  # (B,T,D)
+        h = x + a
+        m = w.mlp(w.mlp_norm(x if arch.parallel else h))  # (B,T,D)
+        return h + (m if w.post_mlp_norm is None else w.post_mlp_norm(m)), attn
     attn = multi_head_attention(x, w.attention, bias, path, **options)
     h = w.attn_norm(attn.output + x)  # (B,T,D)
     return w.mlp_norm(w.mlp(h) + h), attn
@@ -80,8 +124,8 @@ def layer_outputs(model: LoadedModel, x: Tensor, bias: Tensor | None, rope: tupl
     and gives the edit of its heads' outputs (head ablation); `past` holds each layer's key/value cache."""
     for layer in range(first, model.n_layers):
         x, edit = enter(layer, x) if enter is not None else (x, None)
-        x, attn = layer_forward(x, model.layers[layer], model.arch, bias, path, rope, kernel_causal, edit,
-                                None if past is None else past[layer])
+        x, attn = layer_forward(x, model.layers[layer], model.arch, at_layer(bias, layer), path,
+                                at_layer(rope, layer), kernel_causal, edit, None if past is None else past[layer])
         yield x, attn
 
 
@@ -141,14 +185,15 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResu
     return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id), path)
 
 
-def prepare(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, Tensor | None, tuple[Tensor, Tensor] | None]:
-    """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal) and RoPE's cos/sin."""
+def prepare(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, object, object]:
+    """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal, window, ALiBi) and
+    RoPE's (cos, sin), each (B,T,R); either may be a PerLayer where layers differ."""
     arch = model.arch
     mask = batch.attention_mask.to(model.device)
     positions = position_ids(mask, arch)  # (B,T)
     x = embed(model.embeddings, batch.input_ids.to(model.device), positions)  # (B,T,D)
-    bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)  # (B,1,T|1,T) or None
-    rope = model.rotary(x, positions) if arch.rotary else None  # (cos, sin), each (B,T,Dh)
+    bias = per_layer(arch.windows, lambda window: scores_bias(model, mask, x.dtype, window))
+    rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
     return x, bias, rope
 
 
@@ -158,13 +203,16 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
     arch = model.arch
     rows, tokens = batch.input_ids.shape
     chosen, reason = choose_path(path, tokens, model.device)
+    if chosen == FUSED and not arch.fused_exact:
+        chosen, reason = EXPLICIT, (f"explicit: {model.name} caps its attention scores (tanh(s/c)·c), which no fused "
+                                    "kernel does")
     check_budget(forward_bytes(model, rows, tokens, keeps_maps=chosen != FUSED),
                  f"Recomputing {rows:,} text(s) of {tokens:,} pieces on the {chosen} path (it keeps every map)"
                  if chosen != FUSED else f"Recomputing {rows:,} text(s) of {tokens:,} pieces",
                  "use a shorter text" + (" or the fused path" if chosen != FUSED else ""))
     x, bias, rope = prepare(model, batch)
     # A decoder's unpadded batch on the fused path: the kernel's own causal mode skips the masked half.
-    kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and bool(
+    kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and not arch.alibi and bool(
         batch.attention_mask.all())
     hidden, attns = [x], []
     for output, attn in layer_outputs(model, x, None if kernel_causal else bias, rope, chosen, kernel_causal):
@@ -178,5 +226,6 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
         layer_probs=None if chosen == FUSED else tuple(a.probs for a in attns),
         layer_lse=tuple(a.lse for a in attns) if chosen == FUSED else None,
         hidden_states=tuple(hidden), path=chosen, backend=attns[0].backend, path_reason=reason,
-        max_length=arch.max_length, causal=arch.causal, window=arch.sliding_window,
+        max_length=arch.max_length, causal=arch.causal, windows=arch.windows, score_scale=arch.scale,
+        alibi=arch.alibi,
     )

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from mha_core.engine import bundled
-from mha_core.engine.arch import DECODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
+from mha_core.engine.arch import DECODERS, ENCODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
 
 if TYPE_CHECKING:
@@ -79,9 +79,10 @@ class LoadedModel:
     def device(self) -> torch.device:
         return self.embeddings.word.device
 
-    def rotary(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """(cos, sin), each (B,T,Dh), for RoPE at `positions` (B,T), from transformers' rotary module."""
-        return self.rotary_embedding(x, positions)
+    def rotary(self, x: Tensor, positions: Tensor, kind: str | None = None) -> tuple[Tensor, Tensor]:
+        """(cos, sin), each (B,T,R) (R: the rotated features, Dh unless partial), for RoPE at `positions` (B,T),
+        from transformers' rotary module; `kind`: the layer type whose table it is (Gemma 3's local layers)."""
+        return self.rotary_embedding(x, positions) if kind is None else self.rotary_embedding(x, positions, kind)
 
     def head_weights(self, layer: int) -> HeadWeights:
         return self.layers[layer].head_weights()
@@ -158,8 +159,8 @@ def check_regular_files(model_dir: Path) -> None:
             raise ModelLoadError(f"{shown(entry)} is not a regular file (a pipe, socket or device): it is never read.")
 
 
-FAMILIES_SENTENCE = ("supported are the encoders bert, roberta, xlm-roberta, distilbert and the decoders gpt2, "
-                     "llama, qwen2, mistral (weights in safetensors, no custom code)")
+FAMILIES_SENTENCE = (f"supported are the encoders {', '.join(ENCODERS)} and the decoders {', '.join(DECODERS)} "
+                     "(weights in safetensors, no custom code)")
 
 
 def check_config(config: dict, model_dir: Path) -> None:
@@ -172,6 +173,10 @@ def check_config(config: dict, model_dir: Path) -> None:
                              f"{FAMILIES_SENTENCE}.")
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ModelLoadError("Only absolute position embeddings are supported for BERT-style encoders.")
+    if model_type == "opt" and config.get("word_embed_proj_dim", config.get("hidden_size")) != config.get(
+            "hidden_size"):
+        raise ModelLoadError(f"{shown(model_dir)} projects its OPT embeddings to another width (word_embed_proj_dim), "
+                             f"which the recompute does not follow: {FAMILIES_SENTENCE}, OPT without that projection.")
 
 
 def load_model(model_dir: str | Path | None = None, device: str | torch.device = "cpu",

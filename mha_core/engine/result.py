@@ -33,7 +33,9 @@ class AttentionResult:
     path_reason: str  # why this path (e.g. "auto: fused for 400 tokens > 256")
     max_length: int  # the model's maximum number of word pieces
     causal: bool = False  # decoders: query i sees keys 0..i only
-    window: int | None = None  # sliding-window attention (Mistral): keys further back are not seen
+    windows: tuple[int | None, ...] = ()  # per layer: keys this far back or further are not seen (None: all are)
+    score_scale: float | None = None  # the scores' factor; None: 1/√Dh (Gemma: 1/√query_pre_attn_scalar)
+    alibi: bool = False  # BLOOM: a linear bias per head on the keys' positions
 
     # -- shapes and text-level facts ------------------------------------------------------------
     @property
@@ -86,14 +88,27 @@ class AttentionResult:
 
     @property
     def scale(self) -> float:
-        return self.layer_q[0].shape[-1] ** -0.5
+        return self.score_scale if self.score_scale is not None else self.layer_q[0].shape[-1] ** -0.5
+
+    def window(self, layer: int) -> int | None:
+        return self.windows[layer] if self.windows else None
 
     # -- attention maps ---------------------------------------------------------------------------
     @cached_property
-    def _key_bias(self) -> Tensor | None:
-        """The bias the model added to every head's scores: padding, and the causal mask for decoders."""
+    def _key_biases(self) -> dict[int | None, Tensor | None]:
+        """Per window, the bias the model added to every head's scores: padding, the causal mask for decoders, the
+        window, ALiBi's bias per head."""
         mask = self.batch.attention_mask.to(self.layer_q[0].device)
-        return attention_bias(mask, torch.float32, self.causal, self.window)  # (B,1,T|1,T) or None
+        alibi = None
+        if self.alibi:
+            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+            alibi = build_alibi_tensor(mask, self.n_heads, torch.float32).view(mask.shape[0], self.n_heads, 1, -1)
+        biases = {}
+        for window in dict.fromkeys(self.windows or (None,)):
+            bias = attention_bias(mask, torch.float32, self.causal, window)  # (B,1,T|1,T) or None
+            biases[window] = alibi if bias is None else bias if alibi is None else bias + alibi
+        return biases
 
     @cached_property
     def _query_mask(self) -> Tensor:
@@ -103,9 +118,12 @@ class AttentionResult:
         """(b,H,T,Dh): each query head's keys (its key/value head's, repeated over the group)."""
         return repeat_kv(self.layer_k[layer][texts], self.n_heads)
 
-    def _bias_for(self, texts: slice) -> Tensor | None:
-        bias = self._key_bias
-        return bias if bias is None or bias.shape[0] == 1 else bias[texts]  # a causal-only bias is shared
+    def _bias_for(self, layer: int, texts: slice, heads: slice = slice(None)) -> Tensor | None:
+        bias = self._key_biases[self.window(layer)]
+        if bias is None:
+            return None
+        bias = bias if bias.shape[0] == 1 else bias[texts]  # a causal-only bias is shared
+        return bias if bias.shape[1] == 1 else bias[:, heads]  # ALiBi: one bias per head
 
     def head_map(self, layer: int, head: int) -> Tensor:
         """Attention probabilities of one head, (B,T,T) float32, padded rows and columns 0.
@@ -121,7 +139,7 @@ class AttentionResult:
         if self.path == FUSED:
             q, k = self.layer_q[layer][texts, heads], self._keys(layer, texts)[:, heads]  # (b,h,T,Dh)
             lse = self.layer_lse[layer][texts, heads]  # (b,h,T)
-            probs = rebuild_probs(q, k, lse, self._bias_for(texts), self.scale)  # (b,h,T,T)
+            probs = rebuild_probs(q, k, lse, self._bias_for(layer, texts, heads), self.scale)  # (b,h,T,T)
         else:
             probs = self.layer_probs[layer][texts, heads].float()  # (b,h,T,T)
         if bool(self.batch.attention_mask[texts].all()):

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers.activations import ACT2FN
 
-from mha_core.engine.arch import Architecture
+from mha_core.engine.arch import GEMMA, Architecture
 from mha_core.engine.attention import ProjectionWeights, split_heads_in, split_heads_out
 
 
@@ -24,12 +24,20 @@ class Norm:
     bias: Tensor | None  # (D,) LayerNorm only
     eps: float
     rms: bool  # RMSNorm (no centring, no bias) instead of LayerNorm
+    offset: float = 0.0  # Gemma's RMSNorm scales by (1 + weight), in float32
+
+    @property
+    def gain(self) -> Tensor:
+        """(D,) what the normalised vector is multiplied by."""
+        return self.weight + self.offset if self.offset else self.weight
 
     def __call__(self, x: Tensor) -> Tensor:
         if not self.rms:
             return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, self.eps)
         x32 = x.float()  # as transformers' RMSNorm: statistics in float32, scale in the input's dtype
         normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.offset:  # Gemma: (x * (1 + w)) in float32, then the input's dtype
+            return (normed * (self.offset + self.weight.float())).to(x.dtype)
         return self.weight * normed.to(x.dtype)
 
 
@@ -74,6 +82,8 @@ class LayerWeights:
     attn_norm: Norm  # pre-norm: before attention; post-norm: after attention's residual
     mlp: MlpWeights
     mlp_norm: Norm
+    post_attn_norm: Norm | None = None  # Gemma's sandwich: attention's output normed before the residual
+    post_mlp_norm: Norm | None = None  # ... and the MLP's
 
     def head_weights(self) -> HeadWeights:
         """This layer's projections cut into heads (views, no copies)."""
@@ -92,14 +102,15 @@ class EmbeddingWeights:
     word: Tensor  # (V, D)
     position: Tensor | None  # (P, D) learned absolute positions; None with RoPE
     token_type: Tensor | None  # (types, D); segment 0 is added
-    norm: Norm | None  # BERT-style norm right after the embeddings
+    norm: Norm | None  # BERT-style norm right after the embeddings (BLOOM too)
     final_norm: Norm | None  # pre-norm decoders: the norm after the last layer
+    scale: float = 1.0  # the word embeddings times this (Gemma: √d_model, in the weights' dtype)
 
 
-def norm_of(module: torch.nn.Module, rms: bool) -> Norm:
+def norm_of(module: torch.nn.Module, rms: bool, offset: float = 0.0) -> Norm:
     bias = getattr(module, "bias", None)
     eps = getattr(module, "eps", None) or getattr(module, "variance_epsilon", 1e-6)
-    return Norm(module.weight.detach(), None if bias is None else bias.detach(), float(eps), rms)
+    return Norm(module.weight.detach(), None if bias is None else bias.detach(), float(eps), rms, offset)
 
 
 def linear(module: torch.nn.Module, conv1d: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -113,10 +124,16 @@ def zeros_if_none(bias: Tensor | None, like: Tensor) -> Tensor:
     return torch.zeros(like.shape[0], dtype=like.dtype, device=like.device) if bias is None else bias
 
 
-def projections(q: tuple, k: tuple, v: tuple, o: tuple, arch: Architecture) -> ProjectionWeights:
+def projections(q: tuple, k: tuple, v: tuple, o: tuple, arch: Architecture, attention: torch.nn.Module | None = None
+                ) -> ProjectionWeights:
+    """The four projections as (weight, bias) pairs; `attention`'s q_norm and k_norm where the family has QK-norm."""
     (wq, bq), (wk, bk), (wv, bv), (wo, bo) = q, k, v, o
+    offset = 1.0 if arch.family in GEMMA else 0.0
+    q_norm, k_norm = (norm_of(attention.q_norm, True, offset), norm_of(attention.k_norm, True, offset)) if (
+        arch.qk_norm) else (None, None)
     return ProjectionWeights(wq, zeros_if_none(bq, wq), wk, zeros_if_none(bk, wk), wv, zeros_if_none(bv, wv),
-                             wo, zeros_if_none(bo, wo), arch.n_heads, arch.n_kv_heads)
+                             wo, zeros_if_none(bo, wo), arch.n_heads, arch.n_kv_heads, q_norm, k_norm, arch.scale,
+                             arch.attn_softcap)
 
 
 def bert_like_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
@@ -145,13 +162,60 @@ def gpt2_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
 
 
 def llama_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
-    """Llama, Qwen2 (q/k/v biases) and Mistral: separate projections, gated SiLU MLP, RMSNorm."""
+    """Llama, Mistral, Qwen2 (q/k/v biases), Qwen3 (QK-norm) and Gemma (QK-norm in 3, norms after each sub-layer,
+    RMSNorm of 1 + w): separate projections, gated MLP, RMSNorm."""
     a, m = layer.self_attn, layer.mlp
-    attention = projections(linear(a.q_proj), linear(a.k_proj), linear(a.v_proj), linear(a.o_proj), arch)
+    attention = projections(linear(a.q_proj), linear(a.k_proj), linear(a.v_proj), linear(a.o_proj), arch, a)
     (w_up, b_up), (w_gate, _), (w_down, b_down) = linear(m.up_proj), linear(m.gate_proj), linear(m.down_proj)
     mlp = MlpWeights(w_up, b_up, w_gate, w_down, b_down, arch.activation)
+    if arch.sandwich:
+        return LayerWeights(attention, norm_of(layer.input_layernorm, True, 1.0), mlp,
+                            norm_of(layer.pre_feedforward_layernorm, True, 1.0),
+                            norm_of(layer.post_attention_layernorm, True, 1.0),
+                            norm_of(layer.post_feedforward_layernorm, True, 1.0))
     return LayerWeights(attention, norm_of(layer.input_layernorm, True), mlp,
                         norm_of(layer.post_attention_layernorm, True))
+
+
+def phi3_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
+    """Phi-3 fuses q, k and v (qkv_proj: H, then G, then G heads' rows) and gate and up (gate_up_proj: gate first)."""
+    a, m = layer.self_attn, layer.mlp
+    w, b = linear(a.qkv_proj)  # (H*Dh + 2*G*Dh, D)
+    q_rows, kv_rows = arch.n_heads * arch.head_dim, arch.n_kv_heads * arch.head_dim
+    wq, wk, wv = w.split([q_rows, kv_rows, kv_rows])
+    bq, bk, bv = b.split([q_rows, kv_rows, kv_rows]) if b is not None else (None,) * 3
+    attention = projections((wq, bq), (wk, bk), (wv, bv), linear(a.o_proj), arch)
+    w_gate_up, _ = linear(m.gate_up_proj)  # (2F, D)
+    w_gate, w_up = w_gate_up.chunk(2)
+    mlp = MlpWeights(w_up, None, w_gate, *linear(m.down_proj), arch.activation)
+    return LayerWeights(attention, norm_of(layer.input_layernorm, True), mlp,
+                        norm_of(layer.post_attention_layernorm, True))
+
+
+def per_head_fused(module: torch.nn.Module, arch: Architecture) -> tuple[tuple, tuple, tuple]:
+    """GPT-NeoX's and BLOOM's query_key_value: for each head its q, k and v rows in turn, (H * 3 * Dh, D)."""
+    w, b = linear(module)
+    h, dh = arch.n_heads, arch.head_dim
+    w3, b3 = w.view(h, 3, dh, -1), b.view(h, 3, dh)  # (H,3,Dh,D), (H,3,Dh)
+    return tuple((w3[:, i].reshape(h * dh, -1), b3[:, i].reshape(h * dh)) for i in range(3))
+
+
+def neox_bloom_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
+    """GPT-NeoX (attention, parallel blocks) and BLOOM (self_attention): fused per-head q/k/v, plain MLP."""
+    a = layer.attention if arch.family == "gpt_neox" else layer.self_attention
+    q, k, v = per_head_fused(a.query_key_value, arch)
+    attention = projections(q, k, v, linear(a.dense), arch)
+    mlp = MlpWeights(*linear(layer.mlp.dense_h_to_4h), None, *linear(layer.mlp.dense_4h_to_h), arch.activation)
+    return LayerWeights(attention, norm_of(layer.input_layernorm, False), mlp,
+                        norm_of(layer.post_attention_layernorm, False))
+
+
+def opt_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
+    a = layer.self_attn
+    attention = projections(linear(a.q_proj), linear(a.k_proj), linear(a.v_proj), linear(a.out_proj), arch)
+    mlp = MlpWeights(*linear(layer.fc1), None, *linear(layer.fc2), arch.activation)
+    return LayerWeights(attention, norm_of(layer.self_attn_layer_norm, False), mlp,
+                        norm_of(layer.final_layer_norm, False))
 
 
 def read_weights(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
@@ -170,5 +234,21 @@ def read_weights(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingW
         embeddings = EmbeddingWeights(model.wte.weight.detach(), model.wpe.weight.detach(), None, None,
                                       norm_of(model.ln_f, False))
         return embeddings, tuple(gpt2_layer(m, arch) for m in model.h)
-    embeddings = EmbeddingWeights(model.embed_tokens.weight.detach(), None, None, None, norm_of(model.norm, True))
-    return embeddings, tuple(llama_layer(m, arch) for m in model.layers)
+    if family == "opt":
+        d = model.decoder
+        final = getattr(d, "final_layer_norm", None)
+        embeddings = EmbeddingWeights(d.embed_tokens.weight.detach(), d.embed_positions.weight.detach(), None, None,
+                                      None if final is None else norm_of(final, False))
+        return embeddings, tuple(opt_layer(m, arch) for m in d.layers)
+    if family == "bloom":
+        embeddings = EmbeddingWeights(model.word_embeddings.weight.detach(), None, None,
+                                      norm_of(model.word_embeddings_layernorm, False), norm_of(model.ln_f, False))
+        return embeddings, tuple(neox_bloom_layer(m, arch) for m in model.h)
+    if family == "gpt_neox":
+        embeddings = EmbeddingWeights(model.embed_in.weight.detach(), None, None, None,
+                                      norm_of(model.final_layer_norm, False))
+        return embeddings, tuple(neox_bloom_layer(m, arch) for m in model.layers)
+    embeddings = EmbeddingWeights(model.embed_tokens.weight.detach(), None, None, None,
+                                  norm_of(model.norm, True, 1.0 if family in GEMMA else 0.0), arch.embed_scale)
+    read = phi3_layer if family == "phi3" else llama_layer
+    return embeddings, tuple(read(m, arch) for m in model.layers)

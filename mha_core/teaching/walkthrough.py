@@ -19,7 +19,7 @@ import torch
 from mha_core.analysis.roles import top_indices
 from mha_core.engine import attention
 from mha_core.engine.attention import EXPLICIT, attention_bias, merge_heads, multi_head_attention
-from mha_core.engine.forward import position_ids, run
+from mha_core.engine.forward import position_ids, run, scores_bias
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 
@@ -60,15 +60,17 @@ def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: i
     x = result.hidden_states[layer][b:b + 1, :n].float()  # (1,T,D) the layer's input
     x = lw.attn_norm(x) if arch.pre_norm else x  # pre-norm: attention reads the normed stream
     mask = torch.ones(1, n, dtype=torch.long)  # one text, no padding
-    bias = attention_bias(mask, x.dtype, arch.causal, arch.sliding_window)  # (1,1,T,T) or None
-    rope = model.rotary(x, position_ids(mask, arch)) if arch.rotary else None  # (cos, sin), each (1,T,Dh)
+    window = arch.windows[layer]
+    masked = attention_bias(mask, x.dtype, arch.causal, window)  # (1,1,T,T) or None: the causal mask and window
+    bias = scores_bias(model, mask, x.dtype, window)  # with ALiBi's bias per head where the model has it
+    rope = model.rotary(x, position_ids(mask, arch), arch.rope_kinds[layer]) if arch.rotary else None  # (1,T,R)
     out = multi_head_attention(x, lw.attention, bias, EXPLICIT, rope=rope)  # the model's own four steps
     unrotated = multi_head_attention(x, lw.attention, bias, EXPLICIT).q if rope is not None else None  # (1,H,T,Dh)
     q, k, v = out.q, out.k, out.v  # (1,H,T,Dh), (1,G,T,Dh), (1,G,T,Dh)
-    scale = q.shape[-1] ** -0.5
+    scale = arch.scale if arch.scale is not None else q.shape[-1] ** -0.5
     raw = q[0, head] @ k[0, head * k.shape[1] // q.shape[1]].T  # (T,T) the head's key/value head
     concat = merge_heads(out.context)  # (1,T,D)
-    visible = np.ones((n, n), dtype=bool) if bias is None else np.broadcast_to((bias[0, 0] == 0).numpy(), (n, n))
+    visible = np.ones((n, n), dtype=bool) if masked is None else np.broadcast_to((masked[0, 0] == 0).numpy(), (n, n))
     return Walkthrough(
         tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(),
         q_unrotated=None if unrotated is None else unrotated[0].numpy(), k=k[0].numpy(), v=v[0].numpy(),
