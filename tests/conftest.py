@@ -58,9 +58,10 @@ def cli(*args: str) -> CliRun:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests on the 30-layer bundled decoder belong to make test, not to the fast tier (make check)."""
+    """Tests on the bundled decoders (30-layer SmolLM2, Gemma 3) belong to make test, not to the fast tier (make
+    check)."""
     for item in items:
-        if "decoder" in getattr(item, "fixturenames", ()):
+        if {"decoder", "gemma"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
 
 
@@ -169,6 +170,15 @@ def decoder() -> LoadedModel:
     from mha_core.engine.model import bundled_dirs
 
     return load_model(bundled_dirs()[DECODER_NAME])
+
+
+@pytest.fixture(scope="session")
+def gemma() -> LoadedModel:
+    """The bundled Gemma 3 270M (assembled from its chunk packages and converted from GGUF on first use)."""
+    from mha_core.engine.bundled import GEMMA_NAME
+    from mha_core.engine.model import bundled_dirs
+
+    return load_model(bundled_dirs()[GEMMA_NAME])
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from mha_core.engine.bundled import BUNDLES, ENCODER_NAME
 from tests.conftest import SHARED_DATA, open_app
+from tests.tiny_models import CONFIGS
+
+BUNDLED = (ENCODER_NAME, *(bundle.name for bundle in BUNDLES))
 
 PAGES = ["views/heads.py", "views/roles.py", "views/coreference.py", "views/parameters.py", "views/walkthrough.py",
          "views/contributions.py", "views/corpus.py", "views/predictions.py"]
@@ -71,9 +75,8 @@ def test_every_page_runs_on_a_two_layer_model(listed, page):  # row: a valid 2-l
 
 
 @pytest.mark.slow  # 50 page runs: in make test, not in the fast tier
-@pytest.mark.parametrize("model", ["bert", "roberta", "xlm-roberta", "distilbert", "gpt2", "llama", "qwen2", "mistral",
-                                   "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct"])
-def test_every_page_runs_on_every_family_and_both_bundled_models(listed, model):
+@pytest.mark.parametrize("model", [*sorted(CONFIGS), *(BUNDLED)])
+def test_every_page_runs_on_every_family_and_every_bundled_model(listed, model):
     from mha_core.serving.menu import available_models
     from views._state import load_listed_model
 

@@ -24,7 +24,7 @@ from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
 from mha_core.figures.view import AttentionView, attention_view
 from mha_core.serving.heavy import HeavyQueue, HeavyWork, JobState
-from mha_core.serving.menu import ModelChoice, available_models
+from mha_core.serving.menu import ModelChoice, available_models, model_notice
 from mha_core.serving.store import SharedStore
 from mha_core.teaching.walkthrough import Parity, PathTimings, parity, time_paths
 
@@ -281,7 +281,7 @@ def model_card() -> None:
     choices = model_choices()
     with st.sidebar:
         name = st.selectbox("Model", list(choices), index=list(choices).index(chosen_model_name()), key="model",
-                            bind="query-params", help="The bundled model and the folders in the server's "
+                            bind="query-params", help="The bundled models and the folders in the server's "
                             "$MHA_MODELS_DIR. Nothing is downloaded.")
         st.session_state["_model"] = name  # survives a page switch
         loaded = load_listed_model(str(choices[name].path))
@@ -290,6 +290,9 @@ def model_card() -> None:
         model = current_model()
         st.caption(f"{model.n_layers} layers × {model.n_heads} heads · d_model {model.d_model} · "
                    f"head dim {model.head_dim} · max {model.max_length} word pieces")
+        notice = model_notice(model.model_dir)
+        if notice:
+            st.caption(literal(notice) + ".")
 
 
 def sentence_box() -> str:

