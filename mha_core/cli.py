@@ -40,23 +40,32 @@ def positive_int(value: str) -> int:
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    from mha_core.engine.bundled import BUNDLES, ENCODER_NAME
+    from mha_core.engine.bundled import ENCODER_NAME
 
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--model", choices=(ENCODER_NAME, *(b.name for b in BUNDLES)), default=None,
-                       help=f"a bundled model (default: {ENCODER_NAME})")
+    group.add_argument("--model", default=None, help=f"a listed model: bundled, in $MHA_MODELS_DIR or in the Hugging "
+                       f"Face cache (python -m mha_core models; default: {ENCODER_NAME})")
     group.add_argument("--model-dir", default=None, help="a local model directory (see README: supported families)")
 
 
 def load_chosen_model(args: argparse.Namespace) -> LoadedModel:
     from mha_core import load_model
-    from mha_core.engine.model import bundled_dirs
+    from mha_core.serving.menu import available_models
 
     if args.model is not None:
-        if args.model not in bundled_dirs():
-            raise CliError(f"{args.model} is not installed (see README: set-up)")
-        return load_model(bundled_dirs()[args.model])
+        choices = {choice.name: choice for choice in available_models()}
+        if args.model not in choices:
+            raise CliError(f"{args.model!r} is not a listed model: {', '.join(choices)} (python -m mha_core models)")
+        if choices[args.model].refused:
+            raise CliError(choices[args.model].refused)
+        return load_model(choices[args.model].path)
     return load_model(args.model_dir)
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    from mha_core.serving.menu import available_models
+
+    write_json([choice.as_json() for choice in available_models()], args.json)
 
 
 def write_json(data: object, out: str) -> None:
@@ -204,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_prediction_parsers(sub)
     add_params_parser(sub)
     add_corpus_parsers(sub)
+    models = sub.add_parser("models", help="the models this machine lists: bundled, $MHA_MODELS_DIR, HF cache")
+    models.add_argument("--json", default="-", help="output file, '-' for stdout")
+    models.set_defaults(func=cmd_models)
     return parser
 
 

@@ -20,6 +20,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: N processes share the 
 
     threadpool_limits(1)
 
+# The machine's own Hugging Face cache stays out of the model list (a developer's models would change what pages
+# and lists show); tests of the cache listing turn it on with a cache of their own (tests/test_hf_cache.py).
+os.environ["MHA_HF_CACHE"] = "0"
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 ANIMAL_TIRED = "The animal didn't cross the street because it was too tired."

@@ -88,10 +88,11 @@ def chosen_model_name() -> str:
 
 
 def current_model() -> LoadedModel:
-    """The chosen model; one that cannot be used falls back to the first on the list (model_card says
-    why, once per page); if that fails too, the page says so and stops."""
+    """The chosen model; one that cannot be used (or is over the server's size limit) falls back to the first on the
+    list (model_card says why, once per page); if that fails too, the page says so and stops."""
     choices = model_choices()
-    loaded = load_listed_model(str(choices[chosen_model_name()].path))
+    chosen = choices[chosen_model_name()]
+    loaded = chosen.refused or load_listed_model(str(chosen.path))
     if isinstance(loaded, LoadedModel):
         return loaded
     default = load_listed_model(str(next(iter(choices.values())).path))
@@ -281,12 +282,16 @@ def model_card() -> None:
     choices = model_choices()
     with st.sidebar:
         name = st.selectbox("Model", list(choices), index=list(choices).index(chosen_model_name()), key="model",
-                            bind="query-params", help="The bundled models and the folders in the server's "
-                            "$MHA_MODELS_DIR. Nothing is downloaded.")
+                            bind="query-params", format_func=lambda n: choices[n].label,
+                            help="The bundled models, the folders in the server's $MHA_MODELS_DIR and the models "
+                            "already in its Hugging Face cache. Nothing is downloaded.")
         st.session_state["_model"] = name  # survives a page switch
-        loaded = load_listed_model(str(choices[name].path))
+        refused = choices[name].refused
+        loaded = refused or load_listed_model(str(choices[name].path))
         if isinstance(loaded, ModelLoadError):
             st.error(literal(f"{name} cannot be used: {loaded} Showing {current_model().name}."))
+        elif refused:
+            st.error(literal(f"{refused}. Showing {current_model().name}."))
         model = current_model()
         st.caption(f"{model.n_layers} layers × {model.n_heads} heads · d_model {model.d_model} · "
                    f"head dim {model.head_dim} · max {model.max_length} word pieces")

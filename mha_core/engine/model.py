@@ -274,7 +274,11 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
 
 
 def model_name(path: Path, config: PretrainedConfig) -> str:
+    """The bundled model's name, "org/name" for a Hugging Face cache snapshot (models--org--name/snapshots/rev),
+    else the config's own name or the folder's."""
     names = {folder: name for name, folder in bundled_dirs().items()}
     if path in names:
         return names[path]
+    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+        return path.parent.parent.name.removeprefix("models--").replace("--", "/", 1)
     return str(getattr(config, "_name_or_path", "") or path.name) or path.name
