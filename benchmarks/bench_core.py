@@ -1,12 +1,12 @@
 """Core engine benchmark: explicit and fused recompute vs transformers' eager model, side by side, for the
-bundled encoder (all-MiniLM-L6-v2) and the bundled decoder (SmolLM2-135M-Instruct).
+bundled models: the encoder all-MiniLM-L6-v2 and the decoders SmolLM2-135M-Instruct and Gemma 3 270M.
 
 Prints median ratios (targets from issues 2 and 11), per model:
   (a) explicit recompute of all heads + hidden states / eager forward with output_attentions: <= 1.2
   (b) fused forward / explicit forward at 512 tokens: <= 0.8
   (c) rebuilding one head's map from the LSE / one fused forward at 512 tokens (reported)
   (d) memory held by a cached 512-token result: fused / explicit <= 0.25
-  (e) loading the model (the decoder's later loads; --conversion also times its first, converting load)
+  (e) loading the model (the decoders' later loads; --conversion also times their first, converting load)
   (f) the 512-token forward split into the attention kernel (all the two paths differ in) and the rest:
       the kernels' fused / explicit ratio, and the lowest (b) could be if the fused kernel cost nothing
 A decoder is also timed at its longest input (the model's max_length) when that is above 512 tokens.
@@ -123,20 +123,21 @@ def timed_load(name: str, device: str, dtype: torch.dtype) -> object:
 
 
 def time_conversion() -> None:
-    """The decoder's first use: GGUF -> safetensors in an empty cache folder."""
-    with tempfile.TemporaryDirectory() as cache:
-        os.environ[bundled.CACHE_ENV] = cache
-        start = time.perf_counter()
-        bundled.ensure_decoder(say=lambda message: None)
-        print(f"(e) {bundled.DECODER_NAME}: first load converts GGUF to safetensors in "
-              f"{time.perf_counter() - start:.1f} s")
-        del os.environ[bundled.CACHE_ENV]
+    """Each GGUF decoder's first use: (chunks joined and checked,) GGUF -> safetensors in an empty cache folder."""
+    for bundle in bundled.BUNDLES:
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ[bundled.CACHE_ENV] = cache
+            start = time.perf_counter()
+            bundled.ensure(bundle, say=lambda message: None)
+            print(f"(e) {bundle.name}: first load converts GGUF to safetensors in "
+                  f"{time.perf_counter() - start:.1f} s")
+            del os.environ[bundled.CACHE_ENV]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", choices=[bundled.ENCODER_NAME, bundled.DECODER_NAME], action="append",
-                        help="a bundled model (repeatable; default: both)")
+    names = [bundled.ENCODER_NAME, *(bundle.name for bundle in bundled.BUNDLES)]
+    parser.add_argument("--model", choices=names, action="append", help="a bundled model (repeatable; default: all)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
@@ -145,7 +146,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, {args.dtype}")
     if args.conversion:
         time_conversion()
-    for name in args.model or [bundled.ENCODER_NAME, bundled.DECODER_NAME]:
+    for name in args.model or names:
         print(f"== {name}")
         model = timed_load(name, args.device, getattr(torch, args.dtype))
         longest = [model.max_length] if model.arch.causal and model.max_length > 512 else []

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mha_core import load_model, run
-from mha_core.teaching.walkthrough import walkthrough
+from mha_core.teaching.walkthrough import design_notes, softmax_at_scale, walkthrough
 from tests.tiny_models import CONFIGS
 
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -41,6 +41,10 @@ def check_steps(model, layer: int, head: int) -> None:
     assert np.allclose(w.context[head], w.probs @ w.v[head // group], atol=1e-5)  # probs @ V
     assert np.allclose(w.concat.reshape(n, model.n_heads, -1).transpose(1, 0, 2), w.context)  # concatenation
     assert np.allclose(w.output, model_output_projection(model, result, layer), atol=1e-4)  # W_O, by transformers
+    for query in range(n):  # the page's softmax at the model's scale is the model's row (soft-cap, ALiBi included)
+        alibi = None if w.alibi is None else w.alibi[query]
+        row = softmax_at_scale(w.raw_scores[query], w.scale, w.visible[query], alibi, w.softcap)
+        assert np.allclose(row, w.probs[query], atol=1e-5), query
 
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
@@ -55,3 +59,15 @@ def test_walkthrough_steps_equal_the_bundled_encoder(bundled):
 @pytest.mark.slow
 def test_walkthrough_steps_equal_the_bundled_decoder(decoder):
     check_steps(decoder, layer=15, head=4)
+
+
+def test_the_walkthrough_names_what_each_design_adds(family_dirs):
+    notes = {family: " ".join(design_notes(load_model(family_dirs[family]), 0)) for family in
+             ("bert", "gemma3_text", "gemma2", "bloom", "gpt_neox", "mistral")}
+    assert notes["bert"] == ""
+    assert "QK-norm" in notes["gemma3_text"] and "local layer" in notes["gemma3_text"] and "global layers (1)" in notes[
+        "gemma3_text"] and "different RoPE bases" in notes["gemma3_text"]
+    assert "Soft-capping: the scaled scores pass through 2·tanh(s / 2)" in notes["gemma2"]
+    assert "ALiBi" in notes["bloom"] and "Parallel block" in notes["gpt_neox"]
+    assert "sliding window of 6" in notes["mistral"] and "global" not in notes["mistral"]
+    assert "Layer 1 is a global layer" in " ".join(design_notes(load_model(family_dirs["gemma3_text"]), 1))

@@ -18,7 +18,8 @@ from mha_core.analysis.shapes import (
 )
 from mha_core.figures import charts
 from mha_core.figures import params as param_figures
-from views._state import current_model, model_breakdown_of, model_card, weight_norms_of
+from mha_core.teaching.walkthrough import design_notes
+from views._state import current_model, literal, model_breakdown_of, model_card, weight_norms_of
 
 
 def show_model(model: LoadedModel) -> None:
@@ -30,6 +31,12 @@ def show_model(model: LoadedModel) -> None:
     st.caption("Counted with numel() from the loaded modules; the total equals "
                "sum(p.numel() for p in model.parameters()) (tied embeddings counted once).")
     check_against_calculator(model, b)
+    notes = design_notes(model, 0)
+    if notes:
+        with st.expander(f"What {model.name}'s attention adds to the four steps (and where it shows in the table)"):
+            st.markdown("\n".join(f"- {literal(note)}" for note in notes))
+            st.caption("QK-norm's gains are the self_attn q_norm and k_norm rows below; ALiBi and RoPE hold no "
+                       "parameters; a window or a soft-cap changes the scores, not the weights.")
     left, right = st.columns(2)
     left.plotly_chart(param_figures.layer_stack_figure(b), key="layer_stack")
     right.plotly_chart(param_figures.model_sunburst(b, model.name), key="sunburst")

@@ -11,7 +11,14 @@ from mha_core.analysis.lm_head import has_lm_head, lm_head, read_at
 from mha_core.analysis.predict import layer_effect
 from mha_core.figures import charts
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
-from mha_core.teaching.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale, walkthrough
+from mha_core.teaching.walkthrough import (
+    Walkthrough,
+    code_for_step,
+    design_notes,
+    row_entropy,
+    softmax_at_scale,
+    walkthrough,
+)
 from views._state import (
     chart,
     check_length,
@@ -42,8 +49,16 @@ def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]
     return layer, head, query
 
 
+def design_box(model: LoadedModel, layer: int) -> None:
+    notes = design_notes(model, layer)
+    if notes:
+        st.info(f"**What {literal(model.name)} does beyond the four steps**\n\n" + "\n".join(
+            f"- {literal(note)}" for note in notes))
+
+
 def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) -> None:
     d, h, g, dk = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
+    design_box(model, w.layer)
     st.header("1. Linear projections")
     reads = "after the layer's norm (a pre-norm model)" if model.arch.pre_norm else "the layer's input"
     text = (f"X (batch, seq_len, d_model) = (1, {t}, {d}), {reads}, is multiplied by W_Q ({d} × {h * dk}) and by "
@@ -61,8 +76,25 @@ def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) ->
                                                   + (" after RoPE" if w.q_unrotated is not None else "")),
               key="q_map")
     st.code(code_for_step(1), language="python")
+    if w.q_projected is not None:
+        step_qk_norm(w, base)
     if w.q_unrotated is not None:
         step_rope(w, t, base)
+
+
+def step_qk_norm(w: Walkthrough, base: tuple) -> None:
+    st.subheader("QK-norm")
+    st.markdown("Before RoPE, each head's query (and key) vector is RMS-normalised over its d_k features and "
+                "multiplied by a learned gain: its length no longer depends on the input's scale, so the scores "
+                "cannot grow without bound.")
+    left, right = st.columns(2)
+    with left:
+        chart((*base, "q_proj"), lambda: charts.matrix_spec(w.q_projected[w.head], list(w.tokens),
+                                                       f"Q of head {w.head} from W_Q"), key="q_projected")
+    with right:
+        chart((*base, "q_normed"), lambda: charts.matrix_spec(w.q_unrotated[w.head] if w.q_unrotated is not None
+                                                         else w.q[w.head], list(w.tokens), "after QK-norm"),
+              key="q_normed")
 
 
 def step_rope(w: Walkthrough, t: int, base: tuple) -> None:
@@ -87,6 +119,10 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     if not w.visible.all():
         st.caption("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
                    "number (the mask), so a token attends only to itself and the tokens before it.")
+    if w.alibi is not None:
+        title = f"ALiBi's bias of head {w.head}, added to the scaled scores"
+        chart((*base, "alibi"), lambda: charts.matrix_spec(w.alibi, list(w.tokens), title,
+                                                      cols=charts.indexed_labels(w.tokens)), key="alibi")
     if w.group > 1:
         st.caption(f"Grouped-query attention: head {w.head} uses the keys and values of key/value head "
                    f"{w.head // w.group}, shared with query heads {w.head // w.group * w.group}–"
@@ -102,7 +138,8 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     forget_on_change(("wt_scale",), w.scale)  # another model: its own 1/√d_k
     scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
                       0.001, key="wt_scale")
-    row = softmax_at_scale(w.raw_scores[query], scale, w.visible[query])
+    row = softmax_at_scale(w.raw_scores[query], scale, w.visible[query],
+                           None if w.alibi is None else w.alibi[query], w.softcap)
     chart((*base, "row", query, scale), lambda: charts.token_bar_figure(
         list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
         f"(model's: {row_entropy(w.probs[query]):.2f})"), key="scaled_row")

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from mha_core.analysis.roles import top_indices
 from mha_core.engine import attention
-from mha_core.engine.attention import EXPLICIT, attention_bias, merge_heads, multi_head_attention
+from mha_core.engine.attention import EXPLICIT, attention_bias, merge_heads, multi_head_attention, split_heads
 from mha_core.engine.forward import position_ids, run, scores_bias
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -32,12 +33,15 @@ class Walkthrough:
     x: np.ndarray  # (T,D) what attention reads: the layer's input (pre-norm models: after the layer's norm)
     q: np.ndarray  # (H,T,Dh) after RoPE where the model rotates
     q_unrotated: np.ndarray | None  # (H,T,Dh) before RoPE; None without RoPE
+    q_projected: np.ndarray | None  # (H,T,Dh) straight from W_Q, before QK-norm; None without QK-norm
     k: np.ndarray  # (G,T,Dh) one per key/value head (G = H unless grouped-query attention)
     v: np.ndarray  # (G,T,Dh)
     raw_scores: np.ndarray  # (T,T) q k^T of the chosen head, before scaling (and before any mask)
     visible: np.ndarray  # (T,T) bool: keys each query may see (all; causal models: j <= i)
-    scale: float  # 1 / sqrt(d_k)
-    probs: np.ndarray  # (T,T) softmax(raw_scores * scale + mask) of the chosen head
+    scale: float  # 1 / sqrt(d_k) (Gemma: 1 / sqrt(query_pre_attn_scalar))
+    probs: np.ndarray  # (T,T) softmax(cap(raw_scores * scale) + alibi + mask) of the chosen head
+    alibi: np.ndarray | None  # (T,T) ALiBi's bias of the chosen head (BLOOM), else None
+    softcap: float | None  # Gemma 2: scores -> tanh(s / c) · c before the bias
     context: np.ndarray  # (H,T,Dh) every head's probs @ v
     concat: np.ndarray  # (T,D) heads side by side
     output: np.ndarray  # (T,D) concat @ W_O^T + b_O
@@ -71,18 +75,29 @@ def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: i
     raw = q[0, head] @ k[0, head * k.shape[1] // q.shape[1]].T  # (T,T) the head's key/value head
     concat = merge_heads(out.context)  # (1,T,D)
     visible = np.ones((n, n), dtype=bool) if masked is None else np.broadcast_to((masked[0, 0] == 0).numpy(), (n, n))
+    alibi = (bias - (masked if masked is not None else 0))[0, head].expand(n, n).numpy() if arch.alibi else None
     return Walkthrough(
         tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(),
-        q_unrotated=None if unrotated is None else unrotated[0].numpy(), k=k[0].numpy(), v=v[0].numpy(),
+        q_unrotated=None if unrotated is None else unrotated[0].numpy(),
+        q_projected=split_heads(F.linear(x, lw.attention.w_q, lw.attention.b_q), model.n_heads)[0].numpy()
+        if arch.qk_norm else None, k=k[0].numpy(), v=v[0].numpy(),
         raw_scores=raw.numpy(), visible=visible, scale=scale, probs=out.probs[0, head].numpy(),
+        alibi=alibi, softcap=arch.attn_softcap,
         context=out.context[0].numpy(), concat=concat[0].numpy(), output=out.output[0].numpy(),
     )
 
 
-def softmax_at_scale(raw_row: np.ndarray, scale: float, visible: np.ndarray | None = None) -> np.ndarray:
+def softmax_at_scale(raw_row: np.ndarray, scale: float, visible: np.ndarray | None = None,
+                     alibi_row: np.ndarray | None = None, softcap: float | None = None) -> np.ndarray:
     """softmax(raw * scale) of one row over the keys it may see: scale 1/sqrt(d_k) is the model's; 1 shows it
-    unscaled. Keys outside `visible` (a causal model's later tokens) get exactly 0."""
-    z = np.where(visible, raw_row * scale, -np.inf) if visible is not None else raw_row * scale
+    unscaled. Keys outside `visible` (a causal model's later tokens) get exactly 0. Gemma 2's soft-cap and BLOOM's
+    ALiBi bias apply as in the model, so the model's scale gives the model's row."""
+    z = raw_row * scale
+    if softcap is not None:
+        z = np.tanh(z / softcap) * softcap
+    if alibi_row is not None:
+        z = z + alibi_row
+    z = np.where(visible, z, -np.inf) if visible is not None else z
     e = np.exp(z - z.max())
     return e / e.sum()
 
@@ -168,3 +183,43 @@ def time_paths(model: LoadedModel, text: str, repeats: int = 3) -> PathTimings:
         fused_ms=best_ms(lambda: run(model, text, path="fused"), repeats),
         model_ms=best_ms(reference_forward(model, explicit), repeats), repeats=repeats,
     )
+
+
+def window_note(windows: tuple[int | None, ...], layer: int) -> str | None:
+    """Which keys a query of this layer sees, where the model has sliding windows."""
+    window, globals_ = windows[layer], [str(i) for i, w in enumerate(windows) if w is None]
+    if window is None:
+        if not globals_ or len(globals_) == len(windows):
+            return None
+        local = next(w for w in windows if w is not None)
+        return (f"Layer {layer} is a global layer: each query sees every earlier token; the local layers see only a "
+                f"window of the {local} most recent.")
+    where = f"; the global layers ({', '.join(globals_)}) see every earlier token" if globals_ else ""
+    kind = "a local layer: " if globals_ else ""
+    return (f"Layer {layer} is {kind}each query sees only itself and the {window - 1} tokens before it (a sliding "
+            f"window of {window}){where}.")
+
+
+def design_notes(model: LoadedModel, layer: int) -> tuple[str, ...]:
+    """What this model's attention does beyond the four steps of the paper, one sentence each, for this layer."""
+    arch, cap = model.arch, model.arch.attn_softcap
+    notes = [
+        arch.qk_norm and "QK-norm: after the projections and before RoPE, each head's query and key vectors are "
+        "RMS-normalised over their d_k features (times a learned gain), which keeps the scores' size in check.",
+        window_note(arch.windows, layer),
+        arch.alibi and "ALiBi: no position embedding is added; each head adds slope × (key position) to its scores, "
+        "which within a query's row is −slope × distance plus a constant (the softmax ignores it): far keys are "
+        "penalised, by a slope that halves from head to head.",
+        cap is not None and f"Soft-capping: the scaled scores pass through {cap:g}·tanh(s / {cap:g}) before the mask, "
+        "so no score exceeds it; no fused kernel does this, so the explicit path runs.",
+        arch.scale is not None and f"The scores are scaled by {arch.scale:.4f}, the model's 1/√query_pre_attn_scalar, "
+        "not 1/√d_k.",
+        len(set(arch.rope_kinds)) > 1 and "Local and global layers rotate with different RoPE bases.",
+        arch.parallel and "Parallel block: attention and the MLP both read the layer's input, out = x + attn(ln₁ x) + "
+        "mlp(ln₂ x), instead of the MLP reading attention's result.",
+        arch.sandwich and "Each sub-layer's output is normalised again before it is added to the stream (norms "
+        "before and after attention and the MLP).",
+        arch.embed_scale != 1.0 and f"The word embeddings are multiplied by √d_model = {arch.embed_scale:.1f} before "
+        "the first layer.",
+    ]
+    return tuple(note for note in notes if note)
