@@ -79,7 +79,15 @@ def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) ->
     if w.q_projected is not None:
         step_qk_norm(w, base)
     if w.q_unrotated is not None:
-        step_rope(w, t, base)
+        step_rope(w, base)
+
+
+def side_by_side(w: Walkthrough, base: tuple, panels: tuple[tuple[str, object, str], ...]) -> None:
+    """Two (T,Dh) matrices of the chosen head next to each other: (key, matrix, title) each."""
+    for column, (key, matrix, title) in zip(st.columns(len(panels)), panels, strict=True):
+        with column:
+            chart((*base, key), lambda matrix=matrix, title=title: charts.matrix_spec(matrix, list(w.tokens), title),
+                  key=key)
 
 
 def step_qk_norm(w: Walkthrough, base: tuple) -> None:
@@ -87,28 +95,19 @@ def step_qk_norm(w: Walkthrough, base: tuple) -> None:
     st.markdown("Before RoPE, each head's query (and key) vector is RMS-normalised over its d_k features and "
                 "multiplied by a learned gain: its length no longer depends on the input's scale, so the scores "
                 "cannot grow without bound.")
-    left, right = st.columns(2)
-    with left:
-        chart((*base, "q_proj"), lambda: charts.matrix_spec(w.q_projected[w.head], list(w.tokens),
-                                                       f"Q of head {w.head} from W_Q"), key="q_projected")
-    with right:
-        chart((*base, "q_normed"), lambda: charts.matrix_spec(w.q_unrotated[w.head] if w.q_unrotated is not None
-                                                         else w.q[w.head], list(w.tokens), "after QK-norm"),
-              key="q_normed")
+    normed = w.q_unrotated if w.q_unrotated is not None else w.q
+    side_by_side(w, base, (("q_projected", w.q_projected[w.head], f"Q of head {w.head} from W_Q"),
+                           ("q_normed", normed[w.head], "after QK-norm")))
 
 
-def step_rope(w: Walkthrough, t: int, base: tuple) -> None:
+def step_rope(w: Walkthrough, base: tuple) -> None:
     st.subheader("Rotary position embedding (RoPE)")
     st.markdown("Before the scores, each query and key is rotated by its position: feature pairs (i, i + d_k/2) turn "
                 "by an angle proportional to the position, so q·k depends on how far apart two tokens are. "
                 "No position vector is added to the input.")
-    left, right = st.columns(2)
-    with left:
-        chart((*base, "q_raw"), lambda: charts.matrix_spec(w.q_unrotated[w.head], list(w.tokens),
-                                                      f"Q of head {w.head} before rotation"), key="q_unrotated")
-    with right:
-        chart((*base, "q_rot"), lambda: charts.matrix_spec(w.q[w.head] - w.q_unrotated[w.head], list(w.tokens),
-                                                      "What the rotation changed (after − before)"), key="q_rotation")
+    side_by_side(w, base, (("q_unrotated", w.q_unrotated[w.head], f"Q of head {w.head} before rotation"),
+                           ("q_rotation", w.q[w.head] - w.q_unrotated[w.head],
+                            "What the rotation changed (after − before)")))
 
 
 def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
