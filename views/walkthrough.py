@@ -3,6 +3,7 @@ paper, with the real tensors of the model, and guided lessons checked against th
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -63,8 +64,9 @@ def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) ->
     reads = "after the layer's norm (a pre-norm model)" if model.arch.pre_norm else "the layer's input"
     text = (f"X (batch, seq_len, d_model) = (1, {t}, {d}), {reads}, is multiplied by W_Q ({d} × {h * dk}) and by "
             f"W_K, W_V ({d} × {g * dk} each): Q is reshaped to (batch, h, seq_len, d_k) = (1, {h}, {t}, {dk})")
-    text += (f", K and V to (1, {g}, {t}, {dk}): {g} key/value heads, each serving {h // g} query heads "
-             "(grouped-query attention)." if g < h else ", K and V likewise.")
+    shared = ("one key/value head serving all the query heads (multi-query attention)" if g == 1 else
+              f"{g} key/value heads, each serving {h // g} query heads (grouped-query attention)")
+    text += f", K and V to (1, {g}, {t}, {dk}): {shared}." if g < h else ", K and V likewise."
     st.markdown(text)
     left, right = st.columns(2)
     with left:
@@ -120,7 +122,8 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
                    "number (the mask), so a token attends only to itself and the tokens before it.")
     if w.alibi is not None:
         title = f"ALiBi's bias of head {w.head}, added to the scaled scores"
-        chart((*base, "alibi"), lambda: charts.matrix_spec(w.alibi, list(w.tokens), title,
+        seen = np.where(w.visible, w.alibi, np.nan)  # the keys each query sees
+        chart((*base, "alibi"), lambda: charts.matrix_spec(seen, list(w.tokens), title,
                                                       cols=charts.indexed_labels(w.tokens)), key="alibi")
     if w.group > 1:
         st.caption(f"Grouped-query attention: head {w.head} uses the keys and values of key/value head "
