@@ -137,7 +137,7 @@ def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decode
     assert patched.shape == (30, 9) and np.allclose(patched, grid.shown, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["llama-tied", "gpt2"])
+@pytest.mark.parametrize("name", ["llama-tied", "gpt2", "gemma2", "gpt_neox"])
 def test_greedy_generation_with_the_cache_equals_transformers_generate(lm_dirs, name):
     from mha_core.analysis.generate import generate
 
