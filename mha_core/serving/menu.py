@@ -15,8 +15,7 @@ from math import prod
 from pathlib import Path
 
 from mha_core.engine import bundled
-from mha_core.engine.arch import SUPPORTED_MODEL_TYPES
-from mha_core.engine.model import MODEL_DIR_ENV, bundled_dirs, resolve_model_dir
+from mha_core.engine.model import MODEL_DIR_ENV, ModelLoadError, bundled_dirs, check_model_dir, resolve_model_dir
 
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
 HF_CACHE_ENV = "MHA_HF_CACHE"  # "0": leave the Hugging Face cache out of the list
@@ -89,11 +88,12 @@ def read_config(folder: Path) -> dict:
 
 
 def family_of(folder: Path) -> str | None:
-    """The supported model_type of a folder with safetensors and a fast tokenizer, else None."""
-    config = read_config(folder)
-    family = config.get("model_type")
-    usable = any(folder.glob("*.safetensors")) and (folder / "tokenizer.json").is_file() and not config.get("auto_map")
-    return family if family in SUPPORTED_MODEL_TYPES and usable else None
+    """The model_type of a folder the loader would accept (a supported family, safetensors, a tokenizer, no custom
+    code: model.check_model_dir's own checks), else None."""
+    try:
+        return check_model_dir(folder).get("model_type")
+    except ModelLoadError:
+        return None
 
 
 def hub_cache_models() -> tuple[ModelChoice, ...]:
