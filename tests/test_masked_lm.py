@@ -63,3 +63,20 @@ def test_the_predictions_page_fills_the_mask_of_a_masked_lm(mlm_dirs, monkeypatc
     assert "[MASK]" in text
     expected = predict(load_model(mlm_dirs["roberta"]), text)
     assert np.allclose(decode(chart_json(at, "p_top")["data"][0]["y"]), expected.top_probs, atol=1e-6)
+
+
+def test_the_coreference_page_asks_a_masked_lm_at_its_mask(mlm_dirs, monkeypatch):
+    from mha_core.analysis.inspector import sentence_words
+    from mha_core.analysis.predict import probe_answers
+    from mha_core.engine.model import MODEL_DIR_ENV
+    from tests.conftest import ANIMAL_TIRED, chart_json, open_app
+
+    monkeypatch.setenv(MODEL_DIR_ENV, str(mlm_dirs["bert"]))
+    words = sentence_words(ANIMAL_TIRED)
+    answer = probe_answers(load_model(mlm_dirs["bert"]), ANIMAL_TIRED, words[8], [words[1], words[6]])
+    assert answer.probe.endswith("refers to the [MASK].")
+    at = open_app("views/coreference.py")
+    assert not at.exception and not at.error
+    (shown,) = [df.value for df in at.dataframe if "probability" in df.value.columns]
+    assert np.allclose(shown["probability"], [round(c[2], 4) for c in answer.candidates])
+    assert chart_json(at, "c_patch_grid")["data"]  # the pair patched by the answer at the mask

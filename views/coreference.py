@@ -23,7 +23,7 @@ from mha_core.analysis.inspector import (
     with_probe,
 )
 from mha_core.analysis.lm_head import has_lm_head
-from mha_core.analysis.predict import first_piece, probe_answers
+from mha_core.analysis.predict import asked, first_piece, probe_answers
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
 from views._patching import CAPTION as PATCH_CAPTION
@@ -160,7 +160,7 @@ def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pr
     language-model head (both texts continued with the probe), else by the pronoun's coreference margin."""
     st.subheader("Which heads cause the difference")
     if has_lm_head(model):
-        clean, corrupted = with_probe(first_text, pronoun), with_probe(second_text, pronoun)
+        clean, corrupted = asked(model, first_text, pronoun), asked(model, second_text, pronoun)
         answer, wrong, coref = first_piece(model, a.text), first_piece(model, b.text), None
     else:
         clean, corrupted, answer, wrong, coref = first_text, second_text, None, None, (pronoun, a, b)

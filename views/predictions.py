@@ -9,7 +9,7 @@ import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.analysis.generate import MAX_NEW, generate, has_chat_template
-from mha_core.analysis.lm_head import lm_head, read_at, token_id
+from mha_core.analysis.lm_head import answer_slot, lm_head, read_at, token_id
 from mha_core.analysis.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
 from mha_core.figures import charts
@@ -155,7 +155,7 @@ def main() -> None:
                 "encoder saved with its masked-LM head. The Coreference page patches this model's heads by the "
                 "pronoun's attention instead.")
         st.stop()
-    probe = PROBE + f" {model.tokenizer.mask_token}." if head.masked else PROBE
+    probe = PROBE + answer_slot(model)
     continuation = st.text_input("Continue the sentence with", probe, key="p_probe_mask" if head.masked else "p_probe",
                                  help="appended to the sentence (and to the corrupted one) before predicting")
     text = sentence + continuation

@@ -86,6 +86,13 @@ def read_at(masked: bool) -> tuple[str, str, str]:
     return ("at", "piece for that place", "pieces for that place") if masked else ("after", "next piece", "next pieces")
 
 
+def answer_slot(model: LoadedModel) -> str:
+    """What a question to the model ends with: nothing for a head that predicts the next piece, the mask token (and a
+    full stop) for a masked-LM head, which fills in a place rather than continuing the text."""
+    head = lm_head(model)
+    return f" {model.tokenizer.mask_token}." if head is not None and head.masked else ""
+
+
 def masked_head(model: LoadedModel) -> LmHead | None:
     names = MASKED_HEADS.get(model.arch.family)
     if names is None:

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from mha_core.analysis.inspector import Word, with_probe
-from mha_core.analysis.lm_head import check_lm_head, chosen_position, lm_head, read_at, token_id
+from mha_core.analysis.lm_head import answer_slot, check_lm_head, chosen_position, lm_head, read_at, token_id
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
@@ -268,9 +268,10 @@ class ProbeAnswer:
 
 @torch.inference_mode()
 def probe_answers(model: LoadedModel, text: str, pronoun: Word, candidates: Sequence[Word]) -> ProbeAnswer:
-    """Ask the model which word the pronoun refers to ("… The word 'it' refers to the"): each candidate's
-    probability as the next piece (a word of several pieces by its first piece, with its leading space)."""
-    probe = with_probe(text, pronoun)
+    """Ask the model which word the pronoun refers to ("… The word 'it' refers to the", a masked-LM head's mask
+    after it): each candidate's probability there (a word of several pieces by its first piece, with its leading
+    space)."""
+    probe = asked(model, text, pronoun)
     pred = predict(model, probe, k=1)
     rows = []
     for word in candidates:
@@ -278,6 +279,11 @@ def probe_answers(model: LoadedModel, text: str, pronoun: Word, candidates: Sequ
         rank, prob = pred.rank_of(first)
         rows.append((word.text, pieces_of(model, [first])[0], prob, rank))
     return ProbeAnswer(probe, tuple(rows))
+
+
+def asked(model: LoadedModel, text: str, pronoun: Word) -> str:
+    """The sentence continued with the question about the pronoun, ending where this model's head answers."""
+    return with_probe(text, pronoun) + answer_slot(model)
 
 
 def first_piece_id(model: LoadedModel, word: str) -> int:
