@@ -155,6 +155,19 @@ def padding_bias(key_mask: Tensor, dtype: torch.dtype) -> Tensor:
     return ((1.0 - key_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min).to(dtype)
 
 
+def scores_bias(key_mask: Tensor, dtype: torch.dtype, causal: bool, window: int | None = None,
+                alibi_heads: int | None = None) -> Tensor | None:
+    """(B,1|H,T|1,S) all a layer adds to its scores: padding, the causal mask and `window` (attention_bias), and with
+    `alibi_heads` ALiBi's bias per head on the keys' positions (BLOOM, as transformers' build_alibi_tensor has it)."""
+    bias = attention_bias(key_mask, dtype, causal, window)  # (B,1,T|1,S) or None
+    if alibi_heads is None:
+        return bias
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    alibi = build_alibi_tensor(key_mask, alibi_heads, dtype).view(key_mask.shape[0], alibi_heads, 1, -1)  # (B,H,1,S)
+    return alibi if bias is None else bias + alibi  # (B,H,T,S)
+
+
 def explicit_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float,
                     softcap: float | None = None) -> tuple[Tensor, Tensor]:
     """softmax(q k^T * scale + bias) v, written out; returns (context (B,H,T,Dh), probs (B,H,T,S)). `softcap`

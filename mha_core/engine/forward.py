@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from mha_core.engine import attention
 from mha_core.engine.arch import Architecture
 from mha_core.engine.attention import (
     AUTO,
@@ -26,7 +27,6 @@ from mha_core.engine.attention import (
     PATHS,
     AttentionOutput,
     ContextEdit,
-    attention_bias,
     multi_head_attention,
 )
 from mha_core.engine.budget import check_budget, forward_bytes
@@ -62,16 +62,9 @@ def per_layer(kinds: Sequence, make: Callable[[object], object]) -> object:
 
 
 def scores_bias(model: LoadedModel, mask: Tensor, dtype: torch.dtype, window: int | None) -> Tensor | None:
-    """(B,1|H,T|1,T) what a layer adds to its scores: padding, the causal mask and `window`, and ALiBi's bias per
-    head on the keys' positions (BLOOM, as transformers' build_alibi_tensor computes it)."""
+    """(B,1|H,T|1,T) what a layer of this model with `window` adds to its scores (padding, causal, window, ALiBi)."""
     arch = model.arch
-    bias = attention_bias(mask, dtype, arch.causal, window)  # (B,1,T|1,T) or None
-    if not arch.alibi:
-        return bias
-    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
-    alibi = build_alibi_tensor(mask, arch.n_heads, dtype).view(mask.shape[0], arch.n_heads, 1, -1)  # (B,H,1,S)
-    return alibi if bias is None else bias + alibi  # (B,H,T,S)
+    return attention.scores_bias(mask, dtype, arch.causal, window, arch.n_heads if arch.alibi else None)
 
 
 def position_ids(mask: Tensor, arch: Architecture) -> Tensor:

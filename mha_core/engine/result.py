@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.engine.attention import FUSED, attention_bias, rebuild_probs, repeat_kv
+from mha_core.engine.attention import FUSED, rebuild_probs, repeat_kv, scores_bias
 from mha_core.engine.pieces import unknown_note
 from mha_core.engine.tokens import TokenBatch, word_pieces
 
@@ -99,16 +99,9 @@ class AttentionResult:
         """Per window, the bias the model added to every head's scores: padding, the causal mask for decoders, the
         window, ALiBi's bias per head."""
         mask = self.batch.attention_mask.to(self.layer_q[0].device)
-        alibi = None
-        if self.alibi:
-            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
-            alibi = build_alibi_tensor(mask, self.n_heads, torch.float32).view(mask.shape[0], self.n_heads, 1, -1)
-        biases = {}
-        for window in dict.fromkeys(self.windows or (None,)):
-            bias = attention_bias(mask, torch.float32, self.causal, window)  # (B,1,T|1,T) or None
-            biases[window] = alibi if bias is None else bias if alibi is None else bias + alibi
-        return biases
+        heads = self.n_heads if self.alibi else None
+        return {window: scores_bias(mask, torch.float32, self.causal, window, heads)
+                for window in dict.fromkeys(self.windows or (None,))}  # (B,1|H,T|1,T) or None each
 
     @cached_property
     def _query_mask(self) -> Tensor:
