@@ -207,3 +207,18 @@ def test_every_familys_attention_is_counted_as_attention(family_dirs, family):
     assert check.agrees and check.counted > 0, family  # W_Q, W_K, W_V, W_O found, fused or apart
     misread = [r.name for r in breakdown.rows if r.kind == "feed-forward" and "att" in r.name]
     assert not misread, misread  # no attention module counted as the MLP
+
+
+def test_head_weight_norms_of_grouped_query_heads(family_dirs):
+    """GQA (the tiny llama: 4 query heads share 2 key/value heads): query head h reads key/value head h // 2, as
+    the attention does; SmolLM2's 9 query and 3 key/value heads once raised here, MQA broadcast silently."""
+    from mha_core import load_model
+
+    model = load_model(family_dirs["llama"])
+    group = model.n_heads // model.n_kv_heads
+    assert 1 < group < model.n_heads
+    qk, ov = head_weight_norms(model)
+    hw = model.head_weights(1)
+    for head in range(model.n_heads):
+        assert torch.isclose(qk[1, head], torch.linalg.matrix_norm(hw.w_q[head] @ hw.w_k[head // group].T))
+        assert torch.isclose(ov[1, head], torch.linalg.matrix_norm(hw.w_v[head // group] @ hw.w_o[head]))

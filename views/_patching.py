@@ -14,15 +14,16 @@ from mha_core.analysis.inspector import Word
 from mha_core.analysis.patching import HEAD, HEADS, RESIDUAL, WHAT, PatchGrid, patch_grid
 from mha_core.analysis.roles import head_label, ranked_heads
 from mha_core.figures import charts
+from mha_core.i18n import N_, tr
 from views._state import chart, literal, small_store
 from views._uploads import cached_analysis
 
-PUT_BACK = {HEADS: "one head's output", RESIDUAL: "the stream at one layer and position",
-            HEAD: "one head's output at one position"}
-CAPTION = ("Activation patching (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda 2024): run the corrupted "
+PUT_BACK = {HEADS: N_("one head's output"), RESIDUAL: N_("the stream at one layer and position"),
+            HEAD: N_("one head's output at one position")}
+CAPTION = N_("Activation patching (Meng et al. 2022; Wang et al. 2022; Heimersheim & Nanda 2024): run the corrupted "
            "text, put back one piece of the clean run — one head's output, the stream entering one layer at one "
            "position, or one head's output at one position — and see how much of the clean behaviour returns. "
-           "1 = fully back, 0 = no change. Both texts need the same number of pieces.")
+           "1 = fully back, 0 = no change. Both texts need the same number of pieces.")  # shown with tr()
 
 
 def json_button(result: object, model: LoadedModel, label: str, file_name: str, key: str, where: object = st) -> None:
@@ -36,8 +37,8 @@ def computed_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | 
                   ) -> PatchGrid | None:
     key = ("patch", str(model.model_dir), clean, corrupted, answer, wrong, what, head,
            tuple((w.text, w.start) for w in coref or ()))
-    label = {HEADS: f"Patching the {model.n_heads} heads of each layer", RESIDUAL: "Patching every layer's stream",
-             HEAD: "Patching one head, position by position"}[what]
+    label = {HEADS: tr("Patching the {n_heads} heads of each layer", n_heads=model.n_heads),
+             RESIDUAL: tr("Patching every layer's stream"), HEAD: tr("Patching one head, position by position")}[what]
     return cached_analysis(key, label, lambda progress: patch_grid(
         model, clean, corrupted, answer, wrong, what, head, coref, progress), small_store())
 
@@ -45,14 +46,16 @@ def computed_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | 
 def chosen_head(model: LoadedModel, heads_grid: PatchGrid, prefix: str) -> tuple[int, int]:
     """A head picker listing every head, the one that puts back most of the clean behaviour first."""
     order = ranked_heads(heads_grid.shown, model.n_layers * model.n_heads)
-    return st.selectbox("Head (the strongest in the grid of heads first)", order, key=f"{prefix}_head",
+    return st.selectbox(tr("Head (the strongest in the grid of heads first)"), order, key=f"{prefix}_head",
                         format_func=lambda lh: f"{head_label(*lh)}: {heads_grid.shown[lh]:.2f}")
 
 
 def patching_view(model: LoadedModel, clean: str, corrupted: str, answer: str | None, wrong: str | None,
                   prefix: str, coref: Sequence[Word] | None = None) -> None:
     """The radio, the grid of what it chose and the strongest heads; one grid computed per choice, per server."""
-    what = st.radio("Put back", WHAT, horizontal=True, key=f"{prefix}_what", format_func=PUT_BACK.get)
+    what = st.radio(
+        tr("Put back"), WHAT, horizontal=True, key=f"{prefix}_what", format_func=lambda what: tr(PUT_BACK[what])
+    )
     heads_grid = computed_grid(model, clean, corrupted, answer, wrong, HEADS, coref=coref)
     if heads_grid is None:
         return
@@ -61,15 +64,40 @@ def patching_view(model: LoadedModel, clean: str, corrupted: str, answer: str | 
     if grid is None:
         return
     st.markdown(literal(grid.described(model.n_layers)))
-    title = grid.shown_label.capitalize() + (f": {head_label(*head)} at each position" if what == HEAD else "")
+    shown = tr(grid.shown_label)
+    title = (
+        shown[:1].upper()
+        + shown[1:]
+        + (tr(": {head} at each position", head=head_label(*head)) if what == HEAD else "")
+    )
     values = grid.shown[None] if what == HEAD else grid.shown
-    chart((prefix, what, head, grid.clean, grid.corrupted, clean, corrupted), lambda: charts.layer_head_grid(
-        values, title, grid.shown_label.split()[0], zmid=0, colorscale="RdBu",
-        columns=None if what == HEADS else list(grid.tokens), rows=[head_label(*head)] if what == HEAD else None),
-        key=f"{prefix}_grid")
+    chart(
+        (prefix, what, head, grid.clean, grid.corrupted, clean, corrupted),
+        lambda: charts.layer_head_grid(
+            values,
+            title,
+            shown.split()[0],
+            zmid=0,
+            colorscale="RdBu",
+            columns=None if what == HEADS else list(grid.tokens),
+            rows=[head_label(*head)] if what == HEAD else None,
+        ),
+        key=f"{prefix}_grid",
+    )
     if what == HEADS:
         top = ranked_heads(grid.shown, 5)
-        st.dataframe(pd.DataFrame([{"head": head_label(*lh), grid.shown_label: round(float(grid.shown[lh]), 3),
-                                    "patched": round(float(grid.effects[lh]), 3)} for lh in top]),
-                     hide_index=True, key=f"{prefix}_top")
-    json_button(grid, model, "JSON: the grid", "patch.json", f"{prefix}_json")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        tr("head"): head_label(*lh),
+                        shown: round(float(grid.shown[lh]), 3),
+                        tr("patched"): round(float(grid.effects[lh]), 3),
+                    }
+                    for lh in top
+                ]
+            ),
+            hide_index=True,
+            key=f"{prefix}_top",
+        )
+    json_button(grid, model, tr("JSON: the grid"), "patch.json", f"{prefix}_json")

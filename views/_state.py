@@ -17,26 +17,19 @@ import streamlit as st
 import torch
 
 import mha_core
-from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError
+from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.engine.batching import Progress
 from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
 from mha_core.figures.view import AttentionView, attention_view
+from mha_core.i18n import N_, tr, worded
 from mha_core.serving.heavy import HeavyQueue, HeavyWork, JobState
-from mha_core.serving.menu import ModelChoice, available_models, model_notice
+from mha_core.serving.menu import ModelChoice, available_models, default_choice, model_notice
 from mha_core.serving.store import SharedStore
+from mha_core.teaching.examples import example_of, examples_for
 from mha_core.teaching.walkthrough import Parity, PathTimings, parity, time_paths
 
-DEFAULT_SENTENCE = "The animal didn't cross the street because it was too tired."
-EXAMPLES = (
-    DEFAULT_SENTENCE,
-    "The animal didn't cross the street because it was too wide.",
-    "The trophy doesn't fit into the brown suitcase because it is too large.",
-    "Mary gave the book to John because she had already read it.",
-    "The keys to the cabinet are on the table.",
-    "Unbelievably, the tokenizer splits rare words into several pieces.",
-)
 RESULTS_MB, VIEWS_MB, FIGURES_MB = 300, 450, 150  # shared by all sessions; LRU beyond these
 RESULTS_KEPT, VIEWS_KEPT, FIGURES_KEPT, SMALL_KEPT = 64, 64, 256, 512
 SMALL_MB = 400  # every store is bounded by bytes (an ablation grid, a rollout: up to a few hundred MB each)
@@ -52,8 +45,14 @@ MAX_INPUT_CHARS = 200_000  # far above 512 pieces; the model cuts, we only refus
 torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
 
 
-@st.cache_resource(max_entries=MODELS_KEPT, show_spinner="Loading the model…")
 def load_listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
+    """listed_model with a spinner in the page's language (a cached model returns at once)."""
+    with st.spinner(tr("Loading the model…")):
+        return listed_model(model_dir)
+
+
+@st.cache_resource(max_entries=MODELS_KEPT, show_spinner=False)
+def listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
     """A model from the server's list, or why it cannot be used (kept, so a bad folder is not reloaded on
     every rerun). $MHA_DEVICE=cuda puts the model on a GPU (the fused path then runs CUDA kernels).
 
@@ -80,11 +79,35 @@ def model_choices() -> dict[str, ModelChoice]:
     return {choice.name: choice for choice in available_models()}
 
 
+def page_language() -> str:
+    """This run's interface language, set for every tr() the run calls (first thing on every page): the sidebar's
+    choice, else the URL's lang=, else the last page's, else the browser's language (st.context.locale)."""
+    chosen = st.session_state.get("lang") or st.query_params.get("lang") or st.session_state.get("_lang")
+    language = chosen if chosen in i18n.LANGUAGES else i18n.language_of(st.context.locale)
+    i18n.use(language)
+    st.session_state["_lang"] = language  # survives a page switch
+    return language
+
+
+def language_picker() -> None:
+    """The language choice, first in the sidebar and kept in the URL (a shared link opens in the class's language);
+    its label also says "Language" in English, so a visitor who reads no Chinese finds it. Its value is seeded with
+    the page's language (the browser's, on a first visit); English is the widget's default, so a Chinese page's
+    address says lang=zh."""
+    language = i18n.current()
+    if st.session_state.get("lang") != language:
+        st.session_state["lang"] = language
+    label = tr("Language") if language == i18n.DEFAULT else f"{tr('Language')} · Language"
+    st.sidebar.selectbox(label, list(i18n.LANGUAGES), key="lang", bind="query-params",
+                         format_func=i18n.LANGUAGES.get)
+
+
 def chosen_model_name() -> str:
-    """The sidebar's choice; before the sidebar is drawn in a run, the URL's (or the last page's) choice."""
+    """The sidebar's choice; before the sidebar is drawn in a run, the URL's (or the last page's) choice; else the
+    default for the page's language (mha_core.serving.menu.default_choice)."""
     choices = model_choices()
     name = st.session_state.get("model") or st.query_params.get("model") or st.session_state.get("_model")
-    return name if name in choices else next(iter(choices))
+    return name if name in choices else default_choice(tuple(choices.values()), i18n.current()).name
 
 
 def current_model() -> LoadedModel:
@@ -97,7 +120,7 @@ def current_model() -> LoadedModel:
         return loaded
     default = load_listed_model(str(next(iter(choices.values())).path))
     if isinstance(default, ModelLoadError):
-        st.error(str(default))
+        st.error(worded(default))
         st.stop()
     return default
 
@@ -180,6 +203,7 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
         figure_dict = charts.for_narrow_screen(figure_dict) if narrow else figure_dict
         return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
 
+    cache_key = (*cache_key, i18n.current())  # titles, axes and hover texts are in the page's language
     shell, _ = figure_store().get((*cache_key, "narrow") if narrow else cache_key, shared_figure)
     if narrow:
         plotly_chart_args.setdefault("config", {"displayModeBar": False})
@@ -192,8 +216,9 @@ def small_store() -> SharedStore:
 
 def shared(key: tuple, compute: Callable[[], object]) -> object:
     """A computation shared by every session (a sentence's parse, a walkthrough's tensors, an ablation grid, the
-    value-weighted maps of a text), kept within SMALL_MB by estimated bytes."""
-    return small_store().get(key, compute)
+    value-weighted maps of a text), kept within SMALL_MB by estimated bytes; per interface language, since some
+    hold text a person reads (a lesson's reveal, a table's headers)."""
+    return small_store().get((*key, i18n.current()), compute)
 
 
 @st.cache_resource(show_spinner=False)
@@ -211,7 +236,7 @@ def heavy(key: tuple, label: str, compute: Callable[[Progress], object], store: 
     found, value = store.lookup(key)
     if found:
         return value
-    bar = st.progress(0.0, text=label + note)
+    bar = st.progress(0.0, text=tr(label) + note)
 
     def show(state: JobState) -> None:
         bar.progress(state.fraction(), text=state.describe(label) + note)
@@ -252,15 +277,15 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
     try:
         result = run_one(text, path)
     except InputError as err:
-        st.info(str(err) + " Type a sentence in the sentence box or pick an example.")
+        st.info(worded(err) + " " + tr("Type a sentence in the sentence box or pick an example."))
         st.stop()
     unknown = result.unknown_note(0)
     if unknown:
         st.warning(literal(unknown))
     if result.truncated[0]:
         n, kept = result.n_tokens[0], result.lengths[0]
-        st.warning(f"The text was cut to the model's {kept} word pieces: {n - kept:,} of {n:,} pieces "
-                   "at the end are not shown.")
+        st.warning(tr("The text was cut to the model's {kept} word pieces: {n:,} of {n2:,} pieces at the end are not "
+                      "shown.", kept=kept, n=n - kept, n2=n))
     return result
 
 
@@ -280,38 +305,51 @@ def _remember_text() -> None:
 def model_card() -> None:
     """The model list, and the chosen model's name and shape, in the sidebar of every page."""
     choices = model_choices()
+    language_picker()
     with st.sidebar:
-        name = st.selectbox("Model", list(choices), index=list(choices).index(chosen_model_name()), key="model",
+        name = st.selectbox(tr("Model"), list(choices), index=list(choices).index(chosen_model_name()), key="model",
                             bind="query-params", format_func=lambda n: choices[n].label,
-                            help="The bundled models, the folders in the server's $MHA_MODELS_DIR and the models "
-                            "already in its Hugging Face cache. Nothing is downloaded.")
+                            help=tr("The bundled models, the folders in the server's $MHA_MODELS_DIR and the models "
+                                    "already in its Hugging Face cache. Nothing is downloaded."))
         st.session_state["_model"] = name  # survives a page switch
         refused = choices[name].refused
         loaded = refused or load_listed_model(str(choices[name].path))
         if isinstance(loaded, ModelLoadError):
-            st.error(literal(f"{name} cannot be used: {loaded} Showing {current_model().name}."))
+            st.error(literal(tr("{name} cannot be used: {reason} Showing {shown}.", name=name, reason=worded(loaded),
+                                shown=current_model().name)))
         elif refused:
-            st.error(literal(f"{refused}. Showing {current_model().name}."))
+            st.error(literal(tr("{refused}. Showing {name}.", refused=refused, name=current_model().name)))
         model = current_model()
-        st.caption(f"{model.n_layers} layers × {model.n_heads} heads · d_model {model.d_model} · "
-                   f"head dim {model.head_dim} · max {model.max_length} word pieces")
+        st.caption(tr("{n_layers} layers × {n_heads} heads · d_model {d_model} · head dim {head_dim} · max "
+                      "{max_length} word pieces", n_layers=model.n_layers, n_heads=model.n_heads,
+                      d_model=model.d_model, head_dim=model.head_dim, max_length=model.max_length))
         notice = model_notice(model.model_dir)
         if notice:
-            st.caption(literal(notice) + ".")
+            st.caption(literal(tr(notice)) + ".")
 
 
 def sentence_box() -> str:
     """The shared sentence box, at the top of the page (the model card stays in the sidebar); its value survives page
-    switches and lives in the URL."""
+    switches and lives in the URL. Its examples are those offered in the page's language on this model
+    (mha_core.teaching.examples); an untouched default follows a change of language or model."""
     model_card()
+    model = current_model()
+    offered = examples_for(i18n.current(), model.name)
+    default = offered[0].text
     if "text" not in st.session_state and "_text" in st.session_state:
         st.session_state["text"] = st.session_state["_text"]  # restore after a page switch
+    if st.session_state.get("text") == st.session_state.get("_default") != default:
+        st.session_state["text"] = default  # the old default, never edited: the new language's or model's
+    st.session_state["_default"] = default
     box, examples = st.columns([3, 1])  # on the page itself: a phone hides the sidebar
-    examples.selectbox("Examples", EXAMPLES, index=None, key="example", on_change=_pick_example,
-                       placeholder="Pick an example sentence")
-    text = box.text_area("Sentence", DEFAULT_SENTENCE, key="text", bind="query-params", height=90,
+    examples.selectbox(tr("Examples"), [e.text for e in offered], index=None, key="example",
+                       on_change=_pick_example, placeholder=tr("Pick an example sentence"))
+    text = box.text_area(tr("Sentence"), default, key="text", bind="query-params", height=90,
                          on_change=_remember_text)
     st.session_state["_text"] = text
+    example = example_of(text)
+    if example is not None and model.name in example.shows:
+        st.caption(literal(example.shows[model.name]))
     return text
 
 
@@ -324,16 +362,23 @@ def literal(text: str) -> str:
     return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)
 
 
-def check_length(text: str, box: str = "The text") -> None:
+def check_length(text: str, box: str = N_("The text")) -> None:
     """Every text box has the main sentence box's limit; longer input is a message and the page stops."""
     if len(text) > MAX_INPUT_CHARS:
-        st.error(f"{box} has {len(text):,} characters; paste at most {MAX_INPUT_CHARS:,}.")
+        st.error(
+            tr(
+                "{box} has {text:,} characters; paste at most {max_input_chars:,}.",
+                box=tr(box),
+                text=len(text),
+                max_input_chars=MAX_INPUT_CHARS,
+            )
+        )
         st.stop()
 
 
 def path_caption(result: AttentionResult) -> str:
-    return (f"{result.lengths[0]} word pieces · path **{result.path}** ({result.path_reason}) · "
-            f"backend {result.backend}")
+    return tr("{n} word pieces · path **{path}** ({reason}) · backend {backend}", n=result.lengths[0],
+              path=result.path, reason=worded(result.path_reason), backend=worded(result.backend))
 
 
 def forget_on_change(keys: tuple[str, ...], depends_on: object) -> None:

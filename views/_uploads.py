@@ -26,6 +26,7 @@ from mha_core.analysis.corpora import (
     spacy_parse,
 )
 from mha_core.engine.batching import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, Progress
+from mha_core.i18n import N_, tr, worded
 from mha_core.serving.store import SharedStore
 from views._state import heavy, literal, shared_store
 
@@ -55,28 +56,40 @@ def cached_analysis(key: tuple, label: str, compute: Callable[[Progress], object
             return store.get(key, lambda: compute(lambda done, total: None))
         return heavy(key, label, compute, store, note)
     except InputError as err:
-        st.warning(literal(str(err)))
+        st.warning(literal(worded(err)))
         return None
 
 
 def parsed_corpus() -> list[ParsedSentence]:
-    return cached_analysis(("spacy", str(CORPUS)), "Parsing the corpus with spaCy",
+    return cached_analysis(("spacy", str(CORPUS)), N_("Parsing the corpus with spaCy"),
                            lambda progress: spacy_parse(bundled_corpus()))
 
 
 def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str] | None:
     """A file uploader; (cache key from the content, file name, text) once a file of UTF-8 text is given (with
     or without a byte-order mark); another encoding is an error naming the file, and None."""
-    upload = st.file_uploader(label, type=types, key=key, help=f"At most {UPLOAD_MAX_SENTENCES:,} sentences or "
-                              f"examples and {CORPUS_MAX_PIECES:,} word pieces of a file are analysed; a line over "
-                              f"{CORPUS_TEXT_MAX_PIECES} word pieces is left out. UTF-8 text.")
+    upload = st.file_uploader(
+        tr(label),
+        type=types,
+        key=key,
+        help=tr(
+            "At most {upload_max_sentences:,} sentences or "
+            "examples and {corpus_max_pieces:,} word pieces of a "
+            "file are analysed; a line over "
+            "{corpus_text_max_pieces} word pieces is left out. "
+            "UTF-8 text.",
+            upload_max_sentences=UPLOAD_MAX_SENTENCES,
+            corpus_max_pieces=CORPUS_MAX_PIECES,
+            corpus_text_max_pieces=CORPUS_TEXT_MAX_PIECES,
+        ),
+    )
     if upload is None:
         return None
     raw = upload.getvalue()
     try:
         data = decode_text(raw)
     except CorpusFormatError as err:
-        st.error(literal(f"{upload.name}: {err}."))
+        st.error(literal(tr("{name}: {err}.", name=upload.name, err=worded(err))))
         return None
     return f"{key}:{hashlib.sha1(raw).hexdigest()}", upload.name, data
 
@@ -87,17 +100,18 @@ def read_upload(reader: Callable[..., object], name: str, data: str) -> object |
     try:
         return reader(data, limit=UPLOAD_MAX_SENTENCES + 1)
     except CorpusFormatError as err:
-        st.error(literal(f"{name}: {err}"))
+        st.error(literal(tr("{name}: {err}", name=name, err=worded(err))))
         return None
 
 
-def capped_upload(label: str, types: list[str], key: str, reader: Callable[..., list], prompt: str
-                  ) -> tuple[str, list, str] | None:
+def capped_upload(
+    label: str, types: list[str], key: str, reader: Callable[..., list], prompt: str
+) -> tuple[str, list, str] | None:
     """An uploaded corpus file read by `reader`: (cache key, its first UPLOAD_MAX_SENTENCES items, what was left
     out); None, with `prompt` or the file's error shown, until a usable file is given."""
     upload = uploaded_text(label, types, key)
     if upload is None:
-        st.info(prompt)
+        st.info(tr(prompt))
         return None
     cache_key, name, data = upload
     items = read_upload(reader, name, data)
@@ -106,19 +120,24 @@ def capped_upload(label: str, types: list[str], key: str, reader: Callable[..., 
     return cache_key, items[:UPLOAD_MAX_SENTENCES], cap_note(len(items))
 
 
-def cap_note(count: int, unit: str = "sentences") -> str:
+def cap_note(count: int, unit: str = N_("sentences")) -> str:
     """The progress bar's note when a file had more than the cap (it is read with limit cap + 1)."""
     cap = UPLOAD_MAX_SENTENCES
-    return f" (the first {cap:,} {unit}; the rest of the file is skipped: uploads are capped)" if count > cap else ""
+    if count <= cap:
+        return ""
+    return tr(" (the first {cap:,} {unit}; the rest of the file is skipped: uploads are capped)", cap=cap,
+              unit=tr(unit))
 
 
 def gap_source() -> tuple[str, str, str] | None:
     """(cache key, name, TSV text) of an uploaded GAP file, or of the shared GAP validation split when the
     user opts in; None when there is neither."""
-    upload = uploaded_text("GAP TSV file", ["tsv", "txt"], "gap_upload")
+    upload = uploaded_text(N_("GAP TSV file"), ["tsv", "txt"], "gap_upload")
     if upload is not None:
         return upload
-    if SHARED_GAP.exists() and st.toggle(f"Use {SHARED_GAP.name} found beside the project", key="gap_local"):
+    if SHARED_GAP.exists() and st.toggle(
+        tr("Use {name} found beside the project", name=SHARED_GAP.name), key="gap_local"
+    ):
         return f"gap:{SHARED_GAP}", SHARED_GAP.name, SHARED_GAP.read_text(encoding="utf-8")
     return None
 
@@ -129,24 +148,36 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
     source = gap_source()
     earlier = st.session_state.get("gap_results", {}).get(str(model.model_dir))
     if source is None and earlier is not None:
-        st.caption("Showing the GAP analysis computed earlier in this session.")
+        st.caption(tr("Showing the GAP analysis computed earlier in this session."))
         return earlier
     if source is None:
-        st.info("Upload a GAP TSV file (columns ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, "
-                "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents.")
+        st.info(
+            tr(
+                "Upload a GAP TSV file (columns ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, "
+                "B-offset, B-coref, URL) to find the heads that link pronouns to their antecedents."
+            )
+        )
         return None
     key, name, data = source
     rows = read_upload(read_gap, name, data)
     if rows is None:
         return None
     examples = rows.examples[:UPLOAD_MAX_SENTENCES]
-    result = cached_analysis((str(model.model_dir), key), "Scoring GAP examples",
-                             lambda progress: analyse_coref(model, examples, progress),
-                             note=cap_note(len(rows.examples), unit="examples"))
+    result = cached_analysis(
+        (str(model.model_dir), key),
+        N_("Scoring GAP examples"),
+        lambda progress: analyse_coref(model, examples, progress),
+        note=cap_note(len(rows.examples), unit=N_("examples")),
+    )
     if result is None:
         return None
     if rows.misaligned:
-        st.caption(f"{rows.misaligned:,} row(s) skipped: their offsets do not point at the names they give.")
+        st.caption(
+            tr(
+                "{misaligned:,} row(s) skipped: their offsets do not point at the names they give.",
+                misaligned=rows.misaligned,
+            )
+        )
     result = replace(result, skipped=result.skipped + rows.skipped)
     st.session_state.setdefault("gap_results", {})[str(model.model_dir)] = result
     return result

@@ -12,25 +12,26 @@ from mha_core.analysis.ablation import MEASURE_HELP, MODES, ablate_heads, ablati
 from mha_core.analysis.contrib import rollout_of, value_weighted, value_weighted_summary
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
+from mha_core.i18n import N_, tr
 from mha_core.serving.export import matrix_csv
-from views._state import chart, checked_run, current_model, literal, sentence_box, shared, small_store
+from views._state import chart, checked_run, current_model, literal, page_language, sentence_box, shared, small_store
 from views._uploads import cached_analysis
 
 
 def pickers(model: LoadedModel) -> tuple[int, int]:
     left, right = st.columns(2)
-    layer = left.selectbox("Layer", range(model.n_layers), key="c_layer", bind="query-params")
-    head = right.selectbox("Head", range(model.n_heads), key="c_head", bind="query-params")
+    layer = left.selectbox(tr("Layer"), range(model.n_layers), key="c_layer", bind="query-params", format_func=tr)
+    head = right.selectbox(tr("Head"), range(model.n_heads), key="c_head", bind="query-params", format_func=tr)
     return layer, head
 
 
 def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None:
-    st.caption("Kobayashi et al. (2020), 'Attention is Not Only a Weight': head h moves α_ij·f(x_j) from token j to "
-               "token i, with f(x_j) = (x_j W_V + b_V) W_O (the head's slices). A large weight on a token whose "
-               "transformed vector is tiny moves almost nothing; ‖α_ij f(x_j)‖ shows what is really moved.")
+    st.caption(tr("Kobayashi et al. (2020), 'Attention is Not Only a Weight': head h moves α_ij·f(x_j) from token j to "
+                  "token i, with f(x_j) = (x_j W_V + b_V) W_O (the head's slices). A large weight on a token whose "
+                  "transformed vector is tiny moves almost nothing; ‖α_ij f(x_j)‖ shows what is really moved."))
     key = ("value-weighted", str(model.model_dir), text)
     result = checked_run(text)
-    summary = cached_analysis((*key, "summary"), "Value-weighted maps, layer by layer",
+    summary = cached_analysis((*key, N_("summary")), N_("Value-weighted maps, layer by layer"),
                               lambda progress: value_weighted_summary(model, result, progress=progress),
                               store=small_store())
     if summary is None:
@@ -39,116 +40,250 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
     vw = shared((*key, layer), lambda: value_weighted(model, result, layer))
     left, right = st.columns(2)
     with left:  # α rebuilt only when this figure is not already built (the fused path keeps no maps)
-        chart((*key, "alpha", layer, head), lambda: charts.head_figure(
-            result.text_layer_maps(0, layer)[head].numpy(), labels, f"Layer {layer}, head {head}: attention α"),
-            key="vw_alpha")
+        chart(
+            (*key, "alpha", layer, head),
+            lambda: charts.head_figure(
+                result.text_layer_maps(0, layer)[head].numpy(),
+                labels,
+                tr("Layer {layer}, head {head}: attention α", layer=layer, head=head),
+            ),
+            key="vw_alpha",
+        )
     with right:
-        chart((*key, "weighted", layer, head), lambda: charts.head_figure(
-            vw.weighted[head], labels, f"Layer {layer}, head {head}: ‖α f(x)‖"), key="vw_weighted")
-    chart((*key, "norms", layer, head), lambda: charts.token_bar_figure(
-        labels, vw.value_norms[head], f"‖f(x_j)‖ per token, layer {layer} head {head}", y_max=None), key="vw_norms")
+        chart(
+            (*key, "weighted", layer, head),
+            lambda: charts.head_figure(
+                vw.weighted[head], labels, tr("Layer {layer}, head {head}: ‖α f(x)‖", layer=layer, head=head)
+            ),
+            key="vw_weighted",
+        )
+    chart(
+        (*key, "norms", layer, head),
+        lambda: charts.token_bar_figure(
+            labels,
+            vw.value_norms[head],
+            tr("‖f(x_j)‖ per token, layer {layer} head {head}", layer=layer, head=head),
+            y_max=None,
+        ),
+        key="vw_norms",
+    )
     raw, weighted = summary.raw_special_share, summary.weighted_special_share  # (L,H) each
     left, right = st.columns(2)
     with left:
-        chart((*key, "raw_share"), lambda: charts.layer_head_grid(raw, "Share of raw attention to special tokens",
-                                                                    "share"), key="vw_raw_share")
+        chart(
+            (*key, "raw_share"),
+            lambda: charts.layer_head_grid(raw, N_("Share of raw attention to special tokens"), N_("share")),
+            key="vw_raw_share",
+        )
     with right:
-        chart((*key, "weighted_share"), lambda: charts.layer_head_grid(
-            weighted, "Share of norm-weighted attention to special tokens", "share"), key="vw_weighted_share")
-    st.caption(f"Mean over heads: {raw.mean():.2f} of the raw attention goes to special tokens"
-               f"{' (and the first token)' if model.causal else ''}, but {weighted.mean():.2f} of what is moved.")
-    st.download_button("CSV: ‖α f(x)‖ of this head", lambda: matrix_csv(vw.weighted[head], labels),
-                       f"value_weighted_L{layer}_H{head}.csv", "text/csv", key="vw_csv")
-    chart((*key, "overview", layer, head), lambda: charts.overview_figure(summary.overview, selected=(layer, head)),
-          key="vw_overview")
-    st.caption("Every head's ‖α f(x)‖, each row scaled to sum to 1 (long texts pooled into blocks); the red box is "
-               "the head chosen above.")
+        chart(
+            (*key, "weighted_share"),
+            lambda: charts.layer_head_grid(
+                weighted, N_("Share of norm-weighted attention to special tokens"), N_("share")
+            ),
+            key="vw_weighted_share",
+        )
+    said = (
+        N_(
+            "Mean over heads: {raw:.2f} of the raw attention goes to special tokens (and the first token), but "
+            "{moved:.2f} of what is moved."
+        )
+        if model.causal
+        else N_(
+            "Mean over heads: {raw:.2f} of the raw attention goes to special tokens, but {moved:.2f} of what is moved."
+        )
+    )
+    st.caption(tr(said, raw=raw.mean(), moved=weighted.mean()))
+    st.download_button(
+        tr("CSV: ‖α f(x)‖ of this head"),
+        lambda: matrix_csv(vw.weighted[head], labels),
+        f"value_weighted_L{layer}_H{head}.csv",
+        "text/csv",
+        key="vw_csv",
+    )
+    chart(
+        (*key, "overview", layer, head),
+        lambda: charts.overview_figure(summary.overview, selected=(layer, head)),
+        key="vw_overview",
+    )
+    st.caption(
+        tr(
+            "Every head's ‖α f(x)‖, each row scaled to sum to 1 (long texts pooled into blocks); the red box is "
+            "the head chosen above."
+        )
+    )
 
 
 def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None:
-    st.caption("Abnar & Zuidema (2020): Â_l = 0.5·mean over heads of A_l + 0.5·I (the residual), rows renormalised; "
-               "the rollout to layer l is Â_l ··· Â_0: how much each input token reaches each position.")
+    st.caption(
+        tr(
+            "Abnar & Zuidema (2020): Â_l = 0.5·mean over heads of A_l + 0.5·I (the residual), rows renormalised; "
+            "the rollout to layer l is Â_l ··· Â_0: how much each input token reaches each position."
+        )
+    )
     result = checked_run(text)
     key = ("rollout", str(model.model_dir), text)
-    rolled = cached_analysis(key, "Rolling attention out, layer by layer",
-                             lambda progress: rollout_of(model, result, progress=progress), store=small_store())
+    rolled = cached_analysis(
+        key,
+        N_("Rolling attention out, layer by layer"),
+        lambda progress: rollout_of(model, result, progress=progress),
+        store=small_store(),
+    )
     if rolled is None:
         return
-    layer = st.slider("Up to layer", 0, model.n_layers - 1, model.n_layers - 1, key="c_roll_layer")
-    query = st.selectbox("Query token", range(len(labels)), index=len(labels) - 1,
-                         format_func=lambda i: f"{i}: {labels[i]}", key="c_roll_query")
-    chart((*key, layer), lambda: charts.head_figure(rolled[layer], labels, f"Rollout up to layer {layer}"),
-          key="rollout_map")
-    st.download_button("CSV: this rollout", lambda: matrix_csv(rolled[layer], labels), f"rollout_L{layer}.csv",
-                       "text/csv", key="rollout_csv")
-    chart((*key, "reach", query), lambda: charts.layer_head_grid(
-        rolled[:, query, :], f"How much each input token reaches '{labels[query]}', layer by layer", "share",
-        columns=labels), key="rollout_reach")
+    layer = st.slider(tr("Up to layer"), 0, model.n_layers - 1, model.n_layers - 1, key="c_roll_layer")
+    query = st.selectbox(
+        tr("Query token"),
+        range(len(labels)),
+        index=len(labels) - 1,
+        format_func=lambda i: f"{i}: {labels[i]}",
+        key="c_roll_query",
+    )
+    chart(
+        (*key, layer),
+        lambda: charts.head_figure(rolled[layer], labels, tr("Rollout up to layer {layer}", layer=layer)),
+        key="rollout_map",
+    )
+    st.download_button(
+        tr("CSV: this rollout"),
+        lambda: matrix_csv(rolled[layer], labels),
+        f"rollout_L{layer}.csv",
+        "text/csv",
+        key="rollout_csv",
+    )
+    chart(
+        (*key, "reach", query),
+        lambda: charts.layer_head_grid(
+            rolled[:, query, :],
+            tr("How much each input token reaches '{query}', layer by layer", query=labels[query]),
+            N_("share"),
+            columns=labels,
+        ),
+        key="rollout_reach",
+    )
     if model.causal:
-        st.caption("In a decoder every query sees the first token, and many heads park their attention there (the "
-                   "attention sink): rolled out over many layers, most of the flow ends on it. Compare the "
-                   "value-weighted view, which shows how little such attention moves.")
+        st.caption(
+            tr(
+                "In a decoder every query sees the first token, and many heads park their attention there (the "
+                "attention sink): rolled out over many layers, most of the flow ends on it. Compare the "
+                "value-weighted view, which shows how little such attention moves."
+            )
+        )
 
 
 def show_ablation(model: LoadedModel, text: str) -> None:
-    st.caption("Remove one head (its output before W_O set to zero, or to its mean over this text's positions) and "
-               "measure what changes downstream. Every head is ablated on its own, in chunks that fit the server's "
-               "memory limit; each variant reruns only the layers from its head's onward.")
+    st.caption(
+        tr(
+            "Remove one head (its output before W_O set to zero, or to its mean over this text's positions) and "
+            "measure what changes downstream. Every head is ablated on its own, in chunks that fit the server's "
+            "memory limit; each variant reruns only the layers from its head's onward."
+        )
+    )
     c1, c2, c3, c4 = st.columns(4)
-    mode = c1.radio("Ablation", MODES, horizontal=True, key="c_mode", bind="query-params")
+    mode = c1.radio(tr("Ablation"), MODES, horizontal=True, key="c_mode", bind="query-params", format_func=tr)
     measures = list(measures_for(model))
-    measure = c2.selectbox("Measure", measures, index=measures.index(default_measure(model)), key="c_measure",
-                           bind="query-params", help="; ".join(f"{m}: {MEASURE_HELP[m]}" for m in measures))
-    target = c3.text_input("Target token", " Paris", key="c_target", disabled=measure != "target")
-    position = c4.number_input("After position (empty: the last)", min_value=0, value=None, step=1,
-                               key="c_position", disabled=measure != "target")
+    measure = c2.selectbox(
+        tr("Measure"),
+        measures,
+        index=measures.index(default_measure(model)),
+        key="c_measure",
+        bind="query-params",
+        help="; ".join(f"{tr(m)}: {tr(MEASURE_HELP[m])}" for m in measures),
+        format_func=tr,
+    )
+    target = c3.text_input(tr("Target token"), " Paris", key="c_target", disabled=measure != "target")
+    position = c4.number_input(
+        tr("After position (empty: the last)"),
+        min_value=0,
+        value=None,
+        step=1,
+        key="c_position",
+        disabled=measure != "target",
+    )
     target, position = (target, position) if measure == "target" else (None, None)
     key = ("ablation", str(model.model_dir), text, mode, measure, target, position)
     grid = ablation_with_progress(model, key, text, mode, measure, target, position)
     if grid is None:
         return
     if len(grid.target_pieces) > 1:
-        st.caption(literal(f"The target is scored whole: the sum of the log-probabilities of its "
-                           f"{len(grid.target_pieces)} piece(s) {' · '.join(grid.target_pieces)}, each after the "
-                           "ones before it."))
-    chart(key, lambda: charts.layer_head_grid(grid.effects, f"Effect of ablating each head ({MEASURE_HELP[measure]})",
-                                               measure, zmid=0 if measure != "embedding" else None,
-                                               colorscale="RdBu" if measure != "embedding" else charts.COLORSCALE),
-          key="ablation_grid")
+        st.caption(
+            literal(
+                tr(
+                    "The target is scored whole: the sum of the log-probabilities of its {target_pieces} "
+                    "piece(s) {target_pieces2}, each after the ones before it.",
+                    target_pieces=len(grid.target_pieces),
+                    target_pieces2=" · ".join(grid.target_pieces),
+                )
+            )
+        )
+    chart(
+        key,
+        lambda: charts.layer_head_grid(
+            grid.effects,
+            tr("Effect of ablating each head ({measure})", measure=tr(MEASURE_HELP[measure])),
+            measure,
+            zmid=0 if measure != "embedding" else None,
+            colorscale="RdBu" if measure != "embedding" else charts.COLORSCALE,
+        ),
+        key="ablation_grid",
+    )
     top = grid.strongest()
-    st.dataframe(pd.DataFrame([{"head": head_label(layer, head), "effect": round(float(grid.effects[layer, head]), 5)}
-                               for layer, head in top]), hide_index=True, key="ablation_top")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {"head": head_label(layer, head), "effect": round(float(grid.effects[layer, head]), 5)}
+                for layer, head in top
+            ]
+        ),
+        hide_index=True,
+        key="ablation_top",
+    )
     if st.session_state.get("_c_joint_grid") != key:  # a new grid: its own top heads, not the last grid's
         st.session_state["_c_joint_grid"] = key
         st.session_state["c_joint"] = top[:3]
-    chosen = st.multiselect("Ablate these heads together", top, key="c_joint", format_func=lambda lh: head_label(*lh))
+    chosen = st.multiselect(
+        tr("Ablate these heads together"), top, key="c_joint", format_func=lambda lh: head_label(*lh)
+    )
     if chosen:
-        joint = shared((*key, "joint", tuple(chosen)),
-                       lambda: ablate_heads(model, text, chosen, mode, measure, target, position))
-        st.metric(f"Joint effect of {len(chosen)} heads", f"{joint:.5f}",
-                  help=f"Sum of their single effects: {sum(grid.effects[lh] for lh in chosen):.5f}")
+        joint = shared(
+            (*key, "joint", tuple(chosen)), lambda: ablate_heads(model, text, chosen, mode, measure, target, position)
+        )
+        st.metric(
+            tr("Joint effect of {chosen} heads", chosen=len(chosen)),
+            f"{joint:.5f}",
+            help=tr("Sum of their single effects: {value:.5f}", value=sum(grid.effects[lh] for lh in chosen)),
+        )
     data = grid.as_json(model.name)  # the same fields as the CLI's ablate --json
     c1, c2 = st.columns(2)
-    c1.download_button("JSON: the grid", lambda: json.dumps(data), "ablation.json", "application/json")
-    c2.download_button("CSV: the grid", lambda: pd.DataFrame(grid.effects).to_csv(index_label="layer"),
-                       "ablation.csv", "text/csv")
+    c1.download_button(tr("JSON: the grid"), lambda: json.dumps(data), "ablation.json", "application/json")
+    c2.download_button(
+        tr("CSV: the grid"), lambda: pd.DataFrame(grid.effects).to_csv(index_label="layer"), "ablation.csv", "text/csv"
+    )
 
 
-def ablation_with_progress(model: LoadedModel, key: tuple, text: str, mode: str, measure: str, target: str | None,
-                           position: int | None) -> object | None:
+def ablation_with_progress(
+    model: LoadedModel, key: tuple, text: str, mode: str, measure: str, target: str | None, position: int | None
+) -> object | None:
     """The grid, computed once per server through the heavy-work queue, in chunks within the memory budget, with
     a progress bar; None, with the reason shown, for input it cannot use. Stops once no visitor waits for it."""
     total = model.n_layers * model.n_heads
-    return cached_analysis(key, f"Ablating each of the {total} heads", lambda progress: ablation_grid(
-        model, text, mode, measure, target, position, progress), store=small_store())
+    return cached_analysis(
+        key,
+        tr("Ablating each of the {total} heads", total=total),
+        lambda progress: ablation_grid(model, text, mode, measure, target, position, progress),
+        store=small_store(),
+    )
 
 
 def main() -> None:
+    page_language()
     model = current_model()
-    st.title("What heads contribute")
+    st.title(tr("What heads contribute"))
     text = sentence_box()
     labels = checked_run(text).labels[0]
-    weighted, rolled, ablated = st.tabs(["Value-weighted", "Rollout", "Ablation"], key="c_tab", bind="query-params")
+    weighted, rolled, ablated = st.tabs(
+        [tr("Value-weighted"), tr("Rollout"), tr("Ablation")], key="c_tab", bind="query-params"
+    )
     if weighted.open:
         with weighted:
             show_value_weighted(model, text, labels)

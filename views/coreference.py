@@ -26,23 +26,24 @@ from mha_core.analysis.lm_head import has_lm_head
 from mha_core.analysis.predict import asked, first_piece, probe_answers
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
+from mha_core.i18n import N_, tr, worded
+from mha_core.teaching.examples import default_pair
 from views._patching import CAPTION as PATCH_CAPTION
 from views._patching import patching_view
 from views._state import (
-    EXAMPLES,
     chart,
     check_length,
     checked_run,
     current_model,
     forget_on_change,
     literal,
+    page_language,
     sentence_box,
     shared,
 )
 from views._uploads import gap_analysis
 
-DEFAULT_PAIR = {EXAMPLES[0]: EXAMPLES[1], EXAMPLES[1]: EXAMPLES[0]}
-CAPTION = ("Attention is evidence about what a head reads, not proof of what the model decides: a head can "
+CAPTION = N_("Attention is evidence about what a head reads, not proof of what the model decides: a head can "
            "look at 'animal' while the decision is made elsewhere, by other heads, the feed-forward layers, "
            "or not at all.")
 
@@ -66,11 +67,11 @@ def pick_words(words: list[Word]) -> tuple[int, list[int]]:
     default = default_pronoun(words)
     forget_on_change(("pronoun",), tuple(w.text for w in words))  # another sentence: its own pronoun
     left, right = st.columns([1, 2])
-    pronoun = left.selectbox("Pronoun (or any token)", options, index=default or 0, format_func=label,
+    pronoun = left.selectbox(tr("Pronoun (or any token)"), options, index=default or 0, format_func=label,
                              key="pronoun", bind="query-params")
     found = candidates_before(words, pronoun)
     others = [i for i in options if i != pronoun]
-    chosen = right.multiselect("Candidate antecedents (nouns before it; add any other word)", others,
+    chosen = right.multiselect(tr("Candidate antecedents (nouns before it; add any other word)"), others,
                                default=found, format_func=label, key=f"candidates_{pronoun}")
     return pronoun, chosen
 
@@ -81,56 +82,65 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
     gap_rank = {(layer, head): (rank, acc) for rank, (layer, head, acc) in enumerate(gap.ranking()[:10])} if gap else {}
     rows = []
     for layer, head in scores.ranked_heads()[:12]:
-        row = {"head": head_label(layer, head), "prefers": names[preferred[layer, head]],
-               "margin": round(float(margin[layer, head]), 3)}
+        row = {tr("head"): head_label(layer, head), tr("prefers"): names[preferred[layer, head]],
+               tr("margin"): round(float(margin[layer, head]), 3)}
         row.update({f"→ {n}": round(float(scores.scores[c, layer, head]), 3) for c, n in enumerate(names)})
         if (layer, head) in gap_rank:
             rank, acc = gap_rank[(layer, head)]
-            row["GAP coreference head"] = f"#{rank + 1} ({100 * acc:.0f}%)"
+            row[tr("GAP coreference head")] = f"#{rank + 1} ({100 * acc:.0f}%)"
         rows.append(row)
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="ranked_heads")
-    st.markdown(f"**{literal(scores.headline())}**")
+    st.markdown("**" + literal(scores.headline()) + "**")
     n_heads = margin.shape[1]
     pronoun = literal(scores.pronoun.text)
-    with st.expander("Layer by layer"):
+    with st.expander(tr("Layer by layer")):
         for layer, cand, count in scores.layer_verdicts():
-            st.markdown(f"In {count} of {n_heads} heads of layer {layer} '{pronoun}' attends most to "
-                        f"'{literal(names[cand])}'.")
+            st.markdown(tr("In {count} of {n_heads} heads of layer {layer} '{pronoun}' attends most to '{names}'.",
+                count=count, n_heads=n_heads, layer=layer, pronoun=pronoun, names=literal(names[cand])))
 
 
 def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int]) -> None:
-    st.subheader("Minimal pair")
-    second_text = st.text_input("Second sentence (differs in a few words)", DEFAULT_PAIR.get(first_text, ""),
+    st.subheader(tr("Minimal pair"))
+    example = default_pair(first_text, current_model().name)
+    second_text = st.text_input(tr("Second sentence (differs in a few words)"), example.pair if example else "",
                                 key="pair", bind="query-params")
-    check_length(second_text, "The second sentence")
+    check_length(second_text, N_("The second sentence"))
     names = [words[i].text for i in candidates]
+    first, second = (names.index(w) if w in names else i for i, w in enumerate(
+        (example.antecedent, example.other) if example else (None, None)))
     if len(candidates) < 2:
-        st.info("Choose two candidates to compare their margins across the pair.")
+        st.info(tr("Choose two candidates to compare their margins across the pair."))
         return
     c1, c2, c3 = st.columns(3)
-    a = c1.selectbox("Candidate a", range(len(names)), format_func=lambda i: names[i], key="cand_a")
-    b = c2.selectbox("Candidate b", range(len(names)), index=1, format_func=lambda i: names[i], key="cand_b")
+    a = c1.selectbox(tr("Candidate a"), range(len(names)), index=first, format_func=lambda i: names[i], key="cand_a")
+    b = c2.selectbox(tr("Candidate b"), range(len(names)), index=second, format_func=lambda i: names[i],
+                     key="cand_b")
     if a == b:
-        st.info("Pick two different candidates.")
+        st.info(tr("Pick two different candidates."))
         return
     words_2 = words_of(second_text) if second_text.strip() else []
     try:
         alignment = align_pair(words, words_2)
     except InspectorError as err:
-        st.warning(literal(str(err)))
+        st.warning(literal(worded(err)))
         return
-    c3.caption("Changed: " + ", ".join(f"'{literal(x)}' → '{literal(y)}'" for x, y in alignment.changed))
-    originals = (first_text, second_text, words[pronoun], words[candidates[a]], words[candidates[b]])
+    c3.caption(tr("Changed: {changes}", changes=", ".join(f"'{literal(x)}' → '{literal(y)}'"
+                                                           for x, y in alignment.changed)))
+    # Aligned word for word: the second sentence's pronoun is its word at the same index (她 → 他 asks about 他).
+    pronoun_2 = words_2[pronoun]
+    originals = (first_text, second_text, words[pronoun], pronoun_2, words[candidates[a]], words[candidates[b]])
     if blind_to_change(current_model().causal, pronoun, alignment):
-        st.info(literal(f"In this decoder '{words[pronoun].text}' (word {pronoun}) comes before every changed word, "
-                        "and a decoder's word attends only to itself and the words before it: its attention is the "
-                        "same in both sentences. The decoder form of the test continues both with a probe, "
-                        f"{with_probe('…', words[pronoun])!r}, whose last word comes after the change."))
-        if st.toggle("Continue both sentences with the probe", value=True, key="pair_probe"):
-            first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, words[pronoun])
+        st.info(literal(tr("In this decoder '{text}' (word {pronoun}) comes before every changed word, and a decoder's "
+                           "word attends only to itself and the words before it: its attention is the same in both "
+                           "sentences. The decoder form of the test continues both with a probe, {value!r}, whose last "
+                           "word comes after the change.",
+            text=words[pronoun].text, pronoun=pronoun, value=with_probe('…', words[pronoun]))))
+        if st.toggle(tr("Continue both sentences with the probe"), value=True, key="pair_probe"):
+            first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, pronoun_2)
             words, words_2 = words_of(first_text), words_of(second_text)
             pronoun = len(words) - 1  # the probe's last word asks the question
-            st.caption(literal(f"Attention from the probe's last word '{words[pronoun].text}' in: {first_text}"))
+            st.caption(literal(tr("Attention from the probe's last word '{text}' in: {first_text}",
+                text=words[pronoun].text, first_text=first_text)))
     scores_1 = scores_of(first_text, words, pronoun, candidates)
     scores_2 = scores_of(second_text, words_2, pronoun, candidates)
     base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
@@ -141,30 +151,30 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
 def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple) -> None:
     m1, m2, delta, flips = pair.margin_1, pair.margin_2, pair.delta, pair.flips
     chart((*base, "delta"), lambda: charts.margin_change_figure(delta, flips, name_a, name_b), key="delta_grid")
-    st.caption(f"Outlined: {int(flips.sum())} head(s) that prefer '{literal(name_a)}' in sentence 1 and "
-               f"'{literal(name_b)}' in "
-               "sentence 2, as a human reader does. Blue cells moved towards 'a', red towards 'b'.")
+    st.caption(tr("Outlined: {value} head(s) that prefer '{name_a}' in sentence 1 and '{name_b}' in sentence 2, as a "
+                  "human reader does. Blue cells moved towards 'a', red towards 'b'.",
+        value=int(flips.sum()), name_a=literal(name_a), name_b=literal(name_b)))
     left, right = st.columns(2)
     reach = float(max(np.abs(m1).max(), np.abs(m2).max(), 1e-6))  # one colour range for both grids
-    for col, m, title in ((left, m1, "sentence 1"), (right, m2, "sentence 2")):
+    for col, m, number in ((left, m1, 1), (right, m2, 2)):
         with col:
-            chart((*base, title), lambda m=m, title=title: charts.layer_head_grid(
-                m, f"Margin in {title}", "margin", colorscale="RdBu", zrange=(-reach, reach)),
-                key=f"margin_{title[-1]}")
+            chart((*base, number), lambda m=m, number=number: charts.layer_head_grid(
+                m, tr("Margin in sentence {number}", number=number), N_("margin"), colorscale="RdBu",
+                zrange=(-reach, reach)), key=f"margin_{number}")
     st.session_state["_pair_delta"] = delta  # read by tests
 
 
-def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pronoun: Word, a: Word, b: Word
-                       ) -> None:
+def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pronoun: Word, pronoun_2: Word,
+                       a: Word, b: Word) -> None:
     """The pair as a patching grid: which heads carry the difference, by the model's answer where it has a
     language-model head (both texts continued with the probe), else by the pronoun's coreference margin."""
-    st.subheader("Which heads cause the difference")
+    st.subheader(tr("Which heads cause the difference"))
     if has_lm_head(model):
-        clean, corrupted = asked(model, first_text, pronoun), asked(model, second_text, pronoun)
+        clean, corrupted = asked(model, first_text, pronoun), asked(model, second_text, pronoun_2)
         answer, wrong, coref = first_piece(model, a.text), first_piece(model, b.text), None
     else:
         clean, corrupted, answer, wrong, coref = first_text, second_text, None, None, (pronoun, a, b)
-    st.caption(literal(f"{PATCH_CAPTION} Clean: sentence 1; corrupted: sentence 2."))
+    st.caption(literal(tr(PATCH_CAPTION) + " " + tr("Clean: sentence 1; corrupted: sentence 2.")))
     patching_view(model, clean, corrupted, answer, wrong, "c_patch", coref)
 
 
@@ -173,18 +183,20 @@ def show_probe_answers(model: LoadedModel, text: str, words: list[Word], pronoun
     """What the model itself answers when asked, beside where its heads look (the Predictions page has more)."""
     answer = shared(("probe answers", str(model.model_dir), text, pronoun, tuple(candidates)),
                     lambda: probe_answers(model, text, words[pronoun], [words[i] for i in candidates]))
-    st.subheader("What the model answers")
-    st.caption(literal(f"Asked: {answer.probe} … The probability of each candidate as the next piece (a word of "
-                       "several pieces by its first piece). Attention is where heads look; this is what the model "
-                       "says."))
-    st.dataframe(pd.DataFrame([{"candidate": word, "piece": piece, "probability": round(prob, 4), "rank": rank}
+    st.subheader(tr("What the model answers"))
+    st.caption(literal(tr("Asked: {probe} … The probability of each candidate as the next piece (a word of several "
+                          "pieces by its first piece). Attention is where heads look; this is what the model says.",
+        probe=answer.probe)))
+    st.dataframe(pd.DataFrame([{tr("candidate"): word, tr("piece"): piece, tr("probability"): round(prob, 4),
+                                tr("rank"): rank}
                                for word, piece, prob, rank in answer.candidates]), hide_index=True,
                  key="probe_answers")
 
 
 def main() -> None:
+    page_language()
     model = current_model()
-    st.title("Coreference inspector")
+    st.title(tr("Coreference inspector"))
     text = sentence_box()
     result = checked_run(text)
     words = words_of(text)
@@ -192,12 +204,12 @@ def main() -> None:
     try:
         scores = scores_of(text, words, pronoun, candidates, result)
     except InspectorError as err:
-        st.info(literal(str(err)))
+        st.info(literal(worded(err)))
         st.stop()
-    st.caption(CAPTION)
-    with st.expander("Coreference heads found on GAP (optional)"):
+    st.caption(tr(CAPTION))
+    with st.expander(tr("Coreference heads found on GAP (optional)")):
         gap = gap_analysis(model)
-    st.subheader(f"Where '{literal(scores.pronoun.text)}' looks, head by head")
+    st.subheader(tr("Where '{text}' looks, head by head", text=literal(scores.pronoun.text)))
     show_heads(scores, gap)
     if has_lm_head(model):
         show_probe_answers(model, text, words, pronoun, candidates)

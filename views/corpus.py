@@ -17,8 +17,19 @@ from mha_core.analysis.qk_view import BY_POS, COLOUR_BY, PCA, PROJECTIONS, QKVie
 from mha_core.analysis.roles import head_label, role_labels
 from mha_core.analysis.syntax import analyse_corpus
 from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure, qk_hover
+from mha_core.i18n import N_, tr
 from mha_core.serving.export import distance_csv, qk_points_csv
-from views._state import chart, clamp_url_int, current_model, literal, model_card, shared, shared_store, small_store
+from views._state import (
+    chart,
+    clamp_url_int,
+    current_model,
+    literal,
+    model_card,
+    page_language,
+    shared,
+    shared_store,
+    small_store,
+)
 from views._uploads import (
     CORPUS,
     cached_analysis,
@@ -26,9 +37,9 @@ from views._uploads import (
     parsed_corpus,
 )
 
-BUNDLED, CONLLU, TEXT_FILE = "Bundled corpus", "Uploaded CoNLL-U", "Uploaded text file"
+BUNDLED, CONLLU, TEXT_FILE = N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Uploaded text file")
 SOURCES = (BUNDLED, CONLLU, TEXT_FILE)
-VIEWS = ("Head-similarity map", "Query–key view of one head")
+VIEWS = (N_("Head-similarity map"), N_("Query–key view of one head"))
 PASSES_KEPT, PASSES_MB = 3, 1536  # corpus passes kept per server (each holds query and key vectors)
 
 
@@ -42,11 +53,11 @@ def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None
     if source == BUNDLED:
         return f"corpus:{CORPUS}", bundled_corpus(), None, ""
     conllu = source == CONLLU
-    label = "CoNLL-U file (each sentence's # text line)" if conllu else "Text file, one sentence per line"
+    label = tr("CoNLL-U file (each sentence's # text line)") if conllu else tr("Text file, one sentence per line")
     chosen = capped_upload(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text",
                            read_conllu if conllu else read_text_lines,
-                           "Upload a CoNLL-U file (for example a Universal Dependencies split)." if conllu else
-                           "Upload a plain-text file with one sentence per line.")
+                           tr("Upload a CoNLL-U file (for example a Universal Dependencies split).") if conllu else
+                           tr("Upload a plain-text file with one sentence per line."))
     if chosen is None:
         return None
     key, kept, note = chosen
@@ -60,14 +71,16 @@ def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: 
     heads of a GAP file scored on the Roles page in this session."""
     scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
     analysis = None
-    if st.toggle("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)", key="g_syntax",
-                 bind="query-params", help="The bundled corpus is parsed by spaCy; a CoNLL-U file gives gold trees. "
-                 "This runs the model over the sentences once more (shared with the Roles page)."):
+    if st.toggle(tr("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)"), key="g_syntax",
+                 bind="query-params",
+                     help=tr("The bundled corpus is parsed by spaCy; a CoNLL-U file gives gold trees. This runs the "
+                             "model over the sentences once more (shared with the Roles page).")):
         sentences = trees if trees is not None else (parsed_corpus() if source == BUNDLED else None)
         if sentences is None:
-            st.caption("A plain-text file has no trees: syntactic labels need the bundled corpus or a CoNLL-U file.")
+            st.caption(tr("A plain-text file has no trees: syntactic labels need the bundled corpus or a CoNLL-U file."
+                ))
         else:
-            analysis = cached_analysis((str(model.model_dir), key), "Running the model over the sentences",
+            analysis = cached_analysis((str(model.model_dir), key), N_("Running the model over the sentences"),
                                        lambda progress: analyse_corpus(model, sentences, progress))
     gap = st.session_state.get("gap_results", {}).get(str(model.model_dir))  # if the Roles page scored GAP
     return role_labels(corpus.roles, model.causal, (analysis.syntax if analysis else None, gap), probed=scores)
@@ -76,7 +89,7 @@ def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: 
 def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None, source: str) -> None:
     labels = corpus_role_labels(model, corpus, key, trees, source)  # (L,H)
     base = (str(model.model_dir), key)
-    with st.spinner("Placing the heads (MDS)…"):
+    with st.spinner(tr("Placing the heads (MDS)…")):
         head_map = shared(("head map", *base), corpus.head_map)
     left, right = st.columns(2)
     with left:
@@ -84,14 +97,14 @@ def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list 
               key="head_map")
     with right:
         chart(("distances", *base), lambda: distance_heatmap(corpus.distance, corpus.heads), key="distances")
-    st.caption(f"Distance between two heads: the mean, over all {corpus.rows:,} query tokens of {len(corpus.texts):,} "
-               "sentences (word pieces, special tokens included), of the Jensen–Shannon divergence between their "
-               "attention rows, in nats (0 = identical; at most ln 2 ≈ 0.693). Metric MDS (scikit-learn, fixed "
-               "seed) places every head so that distances on the plane follow these; colour: the head's role "
-               "label as on the Roles page; symbol: its layer.")
+    st.caption(tr("Distance between two heads: the mean, over all {rows:,} query tokens of {texts:,} sentences (word "
+                  "pieces, special tokens included), of the Jensen–Shannon divergence between their attention rows, in "
+                  "nats (0 = identical; at most ln 2 ≈ 0.693). Metric MDS (scikit-learn, fixed seed) places every head "
+                  "so that distances on the plane follow these; colour: the head's role label as on the Roles page; "
+                  "symbol: its layer.", rows=corpus.rows, texts=len(corpus.texts)))
     st.dataframe(shared(("closest pairs", *base), lambda: closest_table(corpus)), hide_index=True, key="closest")
-    st.caption("The most alike pairs of heads in different layers.")
-    st.download_button("CSV: the distance matrix", lambda: distance_csv(corpus.distance, corpus.heads),
+    st.caption(tr("The most alike pairs of heads in different layers."))
+    st.download_button(tr("CSV: the distance matrix"), lambda: distance_csv(corpus.distance, corpus.heads),
                        "head_distances.csv", "text/csv", key="distance_csv")
 
 
@@ -102,13 +115,25 @@ def closest_table(corpus: CorpusPass) -> pd.DataFrame:
 
 def qk_controls(model: LoadedModel, n_points: int) -> tuple[int, int, str, str]:
     c1, c2, c3, c4 = st.columns([1, 1, 2, 2])
-    layer = c1.selectbox("Layer", range(model.n_layers), key="g_layer", bind="query-params")
-    head = c2.selectbox("Head", range(model.n_heads), key="g_head", bind="query-params")
-    colour = c3.radio("Colour by", COLOUR_BY, horizontal=True, key="g_colour", bind="query-params")
-    method = c4.radio("Projection", PROJECTIONS, horizontal=True, key="g_projection", bind="query-params",
-                      help=f"For these {n_points:,} points: PCA exact and instant; UMAP (umap-learn, "
-                      f"{UMAP_EPOCHS} epochs) {duration_note(UMAP, n_points)}; t-SNE (scikit-learn) "
-                      f"{duration_note(TSNE, n_points)}. Each result is kept for everyone.")
+    layer = c1.selectbox(tr("Layer"), range(model.n_layers), key="g_layer", bind="query-params", format_func=tr)
+    head = c2.selectbox(tr("Head"), range(model.n_heads), key="g_head", bind="query-params", format_func=tr)
+    colour = c3.radio(tr("Colour by"), COLOUR_BY, horizontal=True, key="g_colour", bind="query-params", format_func=tr)
+    method = c4.radio(
+        tr("Projection"),
+        PROJECTIONS,
+        horizontal=True,
+        key="g_projection",
+        bind="query-params",
+        help=tr(
+            "For these {n_points:,} points: PCA exact and instant; UMAP (umap-learn, {umap_epochs} "
+            "epochs) {umap}; t-SNE (scikit-learn) {tsne}. Each result is kept for everyone.",
+            n_points=n_points,
+            umap_epochs=UMAP_EPOCHS,
+            umap=duration_note(UMAP, n_points),
+            tsne=duration_note(TSNE, n_points),
+        ),
+        format_func=tr,
+    )
     return layer, head, colour, method
 
 
@@ -120,33 +145,62 @@ def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
     if method == PCA:
         view = shared(view_key, lambda: qk_view(corpus, layer, head, method))
     else:  # seconds to minutes: queued, in a child process that is killed when nobody waits for it
-        label = f"Projecting {n_points:,} points with {method} ({duration_note(method, n_points)})"
-        view = cached_analysis(view_key, label, lambda progress:
-                               qk_view(corpus, layer, head, method, check=lambda: progress(0, 0)), store=small_store())
+        label = tr("Projecting {n:,} points with {method} ({duration})", n=n_points, method=method,
+                   duration=duration_note(method, n_points))
+        view = cached_analysis(
+            view_key,
+            label,
+            lambda progress: qk_view(corpus, layer, head, method, check=lambda: progress(0, 0)),
+            store=small_store(),
+        )
     if view is None:
         return
     pos = shared(("qk pos", *base), lambda: token_pos(corpus)) if colour == BY_POS else None
     hover = shared(("qk hover", *base), lambda: qk_hover(corpus))
-    chart(("qk figure", *base, layer, head, method, colour), lambda: qk_figure(view, corpus, colour, hover, pos),
-          key="qk_points", on_select=lambda: pick_query(corpus), selection_mode="points")
+    chart(
+        ("qk figure", *base, layer, head, method, colour),
+        lambda: qk_figure(view, corpus, colour, hover, pos),
+        key="qk_points",
+        on_select=lambda: pick_query(corpus),
+        selection_mode="points",
+    )
     explain_normalisation(model, corpus, view)
     show_query(corpus, view)
-    st.download_button("CSV: these points", lambda: qk_points_csv(view.xy, corpus.labels, corpus.sentence_of,
-                                                                 corpus.position, pos),
-                       f"qk_L{layer}_H{head}_{method}.csv", "text/csv", key="qk_csv")
+    st.download_button(
+        tr("CSV: these points"),
+        lambda: qk_points_csv(view.xy, corpus.labels, corpus.sentence_of, corpus.position, pos),
+        f"qk_L{layer}_H{head}_{method}.csv",
+        "text/csv",
+        key="qk_csv",
+    )
 
 
 def explain_normalisation(model: LoadedModel, corpus: CorpusPass, view: QKView) -> None:
-    kept = (f"the first {corpus.kept:,} of {len(corpus.texts):,} sentences ({len(corpus.labels):,} tokens; the view "
-            f"keeps at most {QK_MAX_TOKENS:,} tokens and {QK_MAX_MB} MB of vectors)"
-            if corpus.kept < len(corpus.texts) else f"all {corpus.kept:,} sentences ({len(corpus.labels):,} tokens)")
-    rope = " after RoPE," if model.arch.rotary else ""
-    gqa = f" from key/value head {view.kv_head} (grouped-query attention)" if corpus.n_kv_heads < corpus.n_heads else ""
-    st.caption(f"Every token's query and key{gqa},{rope} over {kept}. As in AttentionViz, keys are translated by one "
-               f"vector c (|c| = {view.translation_norm:.3f}) so that their mean equals the queries' mean, and queries "
-               f"are multiplied by s = {view.scale:.4f} and keys divided by s, so both have the same mean norm "
-               f"({view.mean_norm:.3f}). Neither changes any attention row: a query's scores all shift by q·c, which "
-               "softmax ignores, and (s q)·(k / s) = q·k. Close query–key pairs are pairs with high scores.")
+    kept = (
+        tr("the first {kept:,} of {texts:,} sentences ({tokens:,} tokens; the view keeps at most {max_tokens:,} "
+           "tokens and {max_mb} MB of vectors)", kept=corpus.kept, texts=len(corpus.texts),
+           tokens=len(corpus.labels), max_tokens=QK_MAX_TOKENS, max_mb=QK_MAX_MB)
+        if corpus.kept < len(corpus.texts)
+        else tr("all {kept:,} sentences ({tokens:,} tokens)", kept=corpus.kept, tokens=len(corpus.labels))
+    )
+    rope = tr(" after RoPE,") if model.arch.rotary else ""
+    gqa = (tr(" from key/value head {kv_head} (grouped-query attention)", kv_head=view.kv_head)
+           if corpus.n_kv_heads < corpus.n_heads else "")
+    st.caption(
+        tr(
+            "Every token's query and key{gqa},{rope} over {kept}. As in AttentionViz, keys are translated by one "
+            "vector c (|c| = {translation_norm:.3f}) so that their mean equals the queries' mean, and queries "
+            "are multiplied by s = {scale:.4f} and keys divided by s, so both have the same mean norm "
+            "({mean_norm:.3f}). Neither changes any attention row: a query's scores all shift by q·c, which "
+            "softmax ignores, and (s q)·(k / s) = q·k. Close query–key pairs are pairs with high scores.",
+            gqa=gqa,
+            rope=rope,
+            kept=kept,
+            translation_norm=view.translation_norm,
+            scale=view.scale,
+            mean_norm=view.mean_norm,
+        )
+    )
 
 
 def pick_query(corpus: CorpusPass) -> None:
@@ -164,41 +218,65 @@ def show_query(corpus: CorpusPass, view: QKView) -> None:
     """The chosen query's top keys in its sentence (chosen on the chart, or here; both live in the URL)."""
     left, right = st.columns([1, 3])
     clamp_url_int("g_sentence", 0, corpus.kept - 1)
-    sentence = left.number_input("Sentence", 0, corpus.kept - 1, value=None, key="g_sentence", bind="query-params",
-                                 placeholder="select a query on the chart")
+    sentence = left.number_input(
+        tr("Sentence"),
+        0,
+        corpus.kept - 1,
+        value=None,
+        key="g_sentence",
+        bind="query-params",
+        placeholder=tr("select a query on the chart"),
+    )
     if sentence is None:
-        st.caption("Select a query (●) on the chart, or type a sentence number, to see the keys it attends to most.")
+        st.caption(
+            tr("Select a query (●) on the chart, or type a sentence number, to see the keys it attends to most.")
+        )
         return
     start, stop = int(corpus.starts[sentence]), int(corpus.starts[sentence + 1])
     if not 0 <= st.session_state.get("g_query", 0) < stop - start:
         st.session_state["g_query"] = 0  # the previous sentence's position does not exist here
-    position = right.selectbox("Query", range(stop - start), key="g_query", bind="query-params",
-                               format_func=lambda j: f"{j}: {corpus.labels[start + j]}")
+    position = right.selectbox(
+        tr("Query"),
+        range(stop - start),
+        key="g_query",
+        bind="query-params",
+        format_func=lambda j: f"{j}: {corpus.labels[start + j]}",
+    )
     st.text(corpus.texts[sentence])
     rows = strongest_keys(corpus, view.layer, view.head, start + position)
-    st.dataframe(pd.DataFrame([{"position": j, "key": label, "attention": round(w, 4)} for j, label, w in rows]),
-                 hide_index=True, key="top_keys")
-    st.caption("Its attention row in this head, recomputed from the kept query and key vectors.")
+    st.dataframe(
+        pd.DataFrame([{"position": j, "key": label, "attention": round(w, 4)} for j, label, w in rows]),
+        hide_index=True,
+        key="top_keys",
+    )
+    st.caption(tr("Its attention row in this head, recomputed from the kept query and key vectors."))
 
 
 def main() -> None:
+    page_language()
     model = current_model()
     model_card()
-    st.title("Heads across a corpus")
-    source = st.radio("Corpus", SOURCES, horizontal=True, key="g_source", bind="query-params")
+    st.title(tr("Heads across a corpus"))
+    source = st.radio(tr("Corpus"), SOURCES, horizontal=True, key="g_source", bind="query-params", format_func=tr)
     chosen = chosen_corpus(source)
     if chosen is None:
         st.stop()
     key, texts, trees, note = chosen
-    corpus = cached_analysis((str(model.model_dir), "pass", key), "Running the model over the corpus",
-                             lambda progress: corpus_pass(model, texts, progress), store=pass_store(), note=note)
+    corpus = cached_analysis(
+        (str(model.model_dir), "pass", key),
+        N_("Running the model over the corpus"),
+        lambda progress: corpus_pass(model, texts, progress),
+        store=pass_store(),
+        note=note,
+    )
     if corpus is None:
         st.stop()
     if note:
         st.caption(literal(note.strip(" ()").capitalize() + "."))
     if corpus.selection is not None and corpus.selection.note("line" if source == TEXT_FILE else "sentence"):
         st.caption(literal(corpus.selection.note("line" if source == TEXT_FILE else "sentence")))
-    view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="g_view", bind="query-params") or VIEWS[0]
+    view = st.segmented_control(tr("View"), VIEWS, default=VIEWS[0], key="g_view", bind="query-params",
+                                format_func=tr) or VIEWS[0]
     if view == VIEWS[0]:
         show_head_map(model, corpus, key, trees, source)
     else:

@@ -10,6 +10,7 @@ from mha_core import AttentionResult
 from mha_core.engine.attention import PATH_HELP
 from mha_core.figures import charts
 from mha_core.figures.view import AttentionView, score_map, top_keys
+from mha_core.i18n import N_, tr
 from mha_core.serving.export import (
     attention_csv,
     attention_json,
@@ -18,6 +19,7 @@ from mha_core.serving.export import (
     token_pair_csv,
     token_pair_json,
 )
+from mha_core.teaching.examples import example_of
 from views._state import (
     chart,
     checked_run,
@@ -25,6 +27,7 @@ from views._state import (
     forget_on_change,
     literal,
     narrow_screen,
+    page_language,
     path_caption,
     sentence_box,
     view_of,
@@ -36,11 +39,11 @@ LINE_VIEW_MAX_UNITS = 60
 
 def options_sidebar() -> tuple[bool, bool, bool]:
     with st.sidebar:
-        st.markdown("**View options**")
-        hide = st.checkbox("Hide special tokens ([CLS], [SEP], a decoder's first token; rows renormalised)",
+        st.markdown(tr("**View options**"))
+        hide = st.checkbox(tr("Hide special tokens ([CLS], [SEP], a decoder's first token; rows renormalised)"),
                            key="hide_special", bind="query-params")
-        merge = st.checkbox("Merge word pieces into words", key="merge_words", bind="query-params")
-        avg = st.checkbox("Average the heads of each layer", key="avg_heads", bind="query-params")
+        merge = st.checkbox(tr("Merge word pieces into words"), key="merge_words", bind="query-params")
+        avg = st.checkbox(tr("Average the heads of each layer"), key="avg_heads", bind="query-params")
     return hide, merge, avg
 
 
@@ -53,19 +56,20 @@ def pick_head_from_overview() -> None:
 
 def head_pickers(n_layers: int, n_heads: int) -> tuple[int, int]:
     left, right = st.columns(2)
-    layer = left.selectbox("Layer", list(range(n_layers)), key="layer", bind="query-params")
-    head = right.selectbox("Head", list(range(n_heads)), key="head", bind="query-params",
-                           disabled=n_heads == 1, format_func=lambda h: "mean of heads" if n_heads == 1 else str(h))
+    layer = left.selectbox(tr("Layer"), list(range(n_layers)), key="layer", bind="query-params", format_func=tr)
+    head = right.selectbox(tr("Head"), list(range(n_heads)), key="head", bind="query-params",
+                           disabled=n_heads == 1, format_func=lambda h: tr("mean of heads") if n_heads == 1 else str(h))
     return layer, (0 if n_heads == 1 else head)
 
 
 def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple) -> None:
-    st.subheader("All heads at a glance")
-    st.caption("Each tile is one head's map (query rows, key columns); click a tile to open that head in the views "
-               f"above. Longer texts are pooled (keys summed, queries averaged) to at most {charts.OVERVIEW_MAX_BINS}"
-               f"×{charts.OVERVIEW_MAX_BINS} per tile.")
+    st.subheader(tr("All heads at a glance"))
+    st.caption(tr("Each tile is one head's map (query rows, key columns); click a tile to open that head in the views "
+                  "above. Longer texts are pooled (keys summed, queries averaged) to at most "
+                  "{overview_max_bins}×{overview_max_bins} per tile.", overview_max_bins=charts.OVERVIEW_MAX_BINS))
     if narrow_screen():  # a phone: one layer, three heads to a row, stays legible
-        st.caption(f"On a narrow screen the overview shows layer {selected[0]}: pick another layer above.")
+        st.caption(tr("On a narrow screen the overview shows layer {selected}: pick another layer above.",
+            selected=selected[0]))
         build = lambda: charts.layer_tiles_figure(maps[selected[0]], *selected)  # noqa: E731
     else:
         build = lambda: charts.overview_figure(maps, selected=selected)  # noqa: E731
@@ -78,9 +82,9 @@ def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head
     n = len(view.labels)
     can_score = not (view.merged_words or avg)
     left, right = st.columns(2)
-    scores = left.toggle("Pre-softmax scores (q·k/√d_k)", key="scores", bind="query-params", disabled=not can_score)
+    scores = left.toggle(tr("Pre-softmax scores (q·k/√d_k)"), key="scores", bind="query-params", disabled=not can_score)
     narrow = narrow_screen()  # a phone's cells are narrower than the numbers
-    numbers = right.toggle("Numbers in cells", value=n <= NUMBERS_MAX_UNITS and not narrow, key="numbers",
+    numbers = right.toggle(tr("Numbers in cells"), value=n <= NUMBERS_MAX_UNITS and not narrow, key="numbers",
                            disabled=n > 40 or narrow)
     scores, numbers = scores and can_score, numbers and n <= 40
     chart((*base, "head", layer, head, scores, numbers),
@@ -91,22 +95,24 @@ def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, he
                     scores: bool, numbers: bool) -> dict:
     if scores:
         z = score_map(result, 0, layer, head, view.hidden_special)
-        title = f"Layer {layer}, head {head}: scaled scores before softmax"
+        title = tr("Layer {layer}, head {head}: scaled scores before softmax", layer=layer, head=head)
     else:
         z = view.maps[layer, head]
-        title = f"Layer {layer}, {'mean of heads' if avg else f'head {head}'}: attention weights"
+        which = tr("mean of heads") if avg else tr("head {head}", head=head)
+        title = tr("Layer {layer}, {which}: attention weights", layer=layer, which=which)
     return charts.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
 
 
 def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
     n_heads, n = view.maps.shape[1], len(view.labels)
-    heads = st.multiselect("Heads shown", list(range(n_heads)), default=list(range(min(3, n_heads))),
-                           key="line_heads")
-    min_weight = st.slider("Hide lines below weight", 0.0, 0.5, 0.1, 0.01, key="line_min")
+    heads = st.multiselect(tr("Heads shown"), list(range(n_heads)), default=list(range(min(3, n_heads))),
+                           key="line_heads", format_func=tr)
+    min_weight = st.slider(tr("Hide lines below weight"), 0.0, 0.5, 0.1, 0.01, key="line_min")
     start = 0
     if n > LINE_VIEW_MAX_UNITS:  # a window keeps long texts readable; weights stay those of the full text
-        start = st.slider("First token shown", 0, n - LINE_VIEW_MAX_UNITS, 0, key="line_start")
-        st.caption(f"Showing tokens {start}–{start + LINE_VIEW_MAX_UNITS - 1} of {n} (lines within the window).")
+        start = st.slider(tr("First token shown"), 0, n - LINE_VIEW_MAX_UNITS, 0, key="line_start")
+        st.caption(tr("Showing tokens {start}–{start2} of {n} (lines within the window).",
+            start=start, start2=start + LINE_VIEW_MAX_UNITS - 1, n=n))
     window = slice(start, start + LINE_VIEW_MAX_UNITS)
     chart((*base, "lines", layer, tuple(heads), min_weight, start), lambda: charts.line_view_figure(
         view.maps[layer][:, window, window], view.labels[window], heads, min_weight), key="line_view")
@@ -118,7 +124,9 @@ def chosen_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int]
     n = len(view.labels)
     forget_on_change(("query", "key"), view.labels)  # another sentence, model or display: its own "it", "animal"
     pair = []
-    for name, word in (("query", "it"), ("key", "animal")):
+    example = example_of(result.batch.texts[0])
+    words = (example.pronoun, example.antecedent) if example and example.antecedent else ("it", "animal")
+    for name, word in zip(("query", "key"), words, strict=True):
         value = st.session_state.get(name, st.query_params.get(name))
         if isinstance(value, str):
             value = int(value.split(":")[0]) if value.split(":")[0].isdigit() else None
@@ -131,34 +139,59 @@ def show_one_token(view: AttentionView, result: AttentionResult, base: tuple, me
     options = list(range(len(labels)))
     default_query, default_key = chosen_pair(view, result)
     left, right = st.columns(2)
-    query = left.selectbox("Query token", options, index=default_query, key="query",
+    query = left.selectbox(tr("Query token"), options, index=default_query, key="query",
                            bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
-    key = right.selectbox("Key token", options, index=default_key, key="key",
+    key = right.selectbox(tr("Key token"), options, index=default_key, key="key",
                           bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
     grid = view.maps[:, :, query, key]  # (L,H)
     chart((*base, "token", query, key), lambda: charts.layer_head_grid(
-        grid, f"Weight from '{labels[query]}' to '{labels[key]}' in every head"), key="token_grid")
+        grid, pair_title(labels[query], labels[key])), key="token_grid")
     best = np.unravel_index(int(grid.argmax()), grid.shape)
-    st.markdown(f"Strongest: layer {best[0]}, head {best[1]} gives **{grid[best]:.2f}** of the attention "
-                f"from '{literal(labels[query])}' to '{literal(labels[key])}' "
-                f"(uniform would be {1 / len(labels):.2f}).")
+    st.markdown(tr("Strongest: layer {layer}, head {head} gives **{weight:.2f}** of the attention from '{query}' to "
+                   "'{key}' (uniform would be {uniform:.2f}).", layer=best[0], head=best[1], weight=grid[best],
+                   query=literal(labels[query]), key=literal(labels[key]), uniform=1 / len(labels)))
     st.dataframe(top_keys_table(view, query), hide_index=True)
     c1, c2 = st.columns(2)
-    c1.download_button("CSV: this pair in every head", lambda: token_pair_csv(view, query, key), "token_pair.csv",
-                       "text/csv", key="pair_csv")
-    c2.download_button("JSON: this pair in every head", lambda: token_pair_json(view, query, key, meta),
-                       "token_pair.json", "application/json", key="pair_json")
+    c1.download_button(
+        tr("CSV: this pair in every head"),
+        lambda: token_pair_csv(view, query, key),
+        "token_pair.csv",
+        "text/csv",
+        key="pair_csv",
+    )
+    c2.download_button(
+        tr("JSON: this pair in every head"),
+        lambda: token_pair_json(view, query, key, meta),
+        "token_pair.json",
+        "application/json",
+        key="pair_json",
+    )
+
+
+def pair_title(query: str, key: str) -> str:
+    return tr("Weight from '{query}' to '{key}' in every head", query=query, key=key)
 
 
 def top_keys_table(view: AttentionView, query: int, k: int = 3) -> pd.DataFrame:
-    return pd.DataFrame([{"layer": layer, "head": head, **{f"top {i + 1}": f"{label} ({weight:.2f})"
-                                                             for i, (label, weight) in enumerate(keys)}}
-                         for layer, head, keys in top_keys(view, query, k)])
+    return pd.DataFrame(
+        [
+            {
+                tr("layer"): layer,
+                tr("head"): head,
+                **{tr("top {rank}", rank=i + 1): f"{label} ({weight:.2f})" for i, (label, weight) in enumerate(keys)},
+            }
+            for layer, head, keys in top_keys(view, query, k)
+        ]
+    )
 
 
 def export_meta(view: AttentionView, result: AttentionResult) -> dict:
-    return {"text": result.batch.texts[0], "path": result.path, "backend": result.backend,
-            "averaged_heads": view.maps.shape[1] == 1}
+    return {
+        "text": result.batch.texts[0],
+        "path": result.path,
+        "backend": result.backend,
+        "averaged_heads": view.maps.shape[1] == 1,
+    }
 
 
 def show_export(view: AttentionView, result: AttentionResult, layer: int, head: int, avg: bool) -> None:
@@ -167,40 +200,55 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
     meta = export_meta(view, result)
     query, key = chosen_pair(view, result)
     c1, c2, c3 = st.columns(3)
-    c1.download_button("CSV: this head", lambda: attention_csv(view, [layer], [head]), "attention_head.csv",
-                       "text/csv")
-    c2.download_button("JSON: this head", lambda: attention_json(view, [layer], [head], meta),
-                       "attention_head.json", "application/json")
-    c3.download_button("JSON: all heads", lambda: attention_json(view, range(n_layers), range(n_heads), meta),
-                       "attention_all.json", "application/json")
-    st.markdown("**Figures as images**")
+    c1.download_button(
+        tr("CSV: this head"), lambda: attention_csv(view, [layer], [head]), "attention_head.csv", "text/csv"
+    )
+    c2.download_button(
+        tr("JSON: this head"),
+        lambda: attention_json(view, [layer], [head], meta),
+        "attention_head.json",
+        "application/json",
+    )
+    c3.download_button(
+        tr("JSON: all heads"),
+        lambda: attention_json(view, range(n_layers), range(n_heads), meta),
+        "attention_all.json",
+        "application/json",
+    )
+    st.markdown(tr("**Figures as images**"))
     ok, reason = image_export_status()
     if not ok:
         st.info(reason)
         return
     builders = {
-        "overview": lambda: charts.overview_figure(view.maps, selected=(layer, head)),
-        "head": lambda: head_map_figure(result, view, layer, head, avg, False, False),
-        "token grid": lambda: charts.layer_head_grid(
-            view.maps[:, :, query, key], f"Weight from '{view.labels[query]}' to '{view.labels[key]}' in every head"),
+        N_("overview"): lambda: charts.overview_figure(view.maps, selected=(layer, head)),
+        N_("head"): lambda: head_map_figure(result, view, layer, head, avg, False, False),
+        N_("token grid"): lambda: charts.layer_head_grid(
+            view.maps[:, :, query, key], pair_title(view.labels[query], view.labels[key])
+        ),
     }
-    name = st.selectbox("Figure", list(builders), key="export_fig")
-    fmt = st.radio("Format", ["png", "svg"], horizontal=True, key="export_fmt")
-    if st.button("Render image", key="export_render"):
+    name = st.selectbox(tr("Figure"), list(builders), key="export_fig", format_func=tr)
+    fmt = st.radio(tr("Format"), ["png", "svg"], horizontal=True, key="export_fmt", format_func=tr)
+    if st.button(tr("Render image"), key="export_render"):
         try:
-            with st.spinner("Rendering with Chromium…"):
+            with st.spinner(tr("Rendering with Chromium…")):
                 data = figure_image(builders[name](), fmt)
         except Exception as err:  # noqa: BLE001 - kaleido/Chromium failures are a message, not a crash
-            st.error(f"The image could not be rendered ({err.__class__.__name__}); the camera icon on each "
-                     "chart still downloads a PNG.")
+            st.error(
+                tr(
+                    "The image could not be rendered ({name}); the camera icon on each chart still downloads a PNG.",
+                    name=err.__class__.__name__,
+                )
+            )
             return
         mime = "image/svg+xml" if fmt == "svg" else "image/png"
-        st.download_button(f"Download {fmt.upper()}", data, f"{name.replace(' ', '_')}.{fmt}", mime)
+        st.download_button(tr("Download {value}", value=fmt.upper()), data, f"{name.replace(' ', '_')}.{fmt}", mime)
 
 
 def main() -> None:
+    page_language()
     model = current_model()
-    st.title("Attention heads")
+    st.title(tr("Attention heads"))
     text = sentence_box()
     hide, merge, avg = options_sidebar()
     result = checked_run(text)
@@ -212,7 +260,7 @@ def main() -> None:
     # Tabs bound to the URL run lazily: only the open tab's figures are built and sent. They come before the
     # overview, which for a 30-layer model is 2,000 px tall.
     one_head, one_layer, one_token, export = st.tabs(
-        ["One head", "One layer", "One token", "Export"], key="view", bind="query-params"
+        [tr("One head"), tr("One layer"), tr("One token"), tr("Export")], key="view", bind="query-params"
     )
     if one_head.open:
         with one_head:

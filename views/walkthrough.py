@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_core import AttentionResult, LoadedModel
+from mha_core import AttentionResult, LoadedModel, i18n
 from mha_core.analysis.lm_head import has_lm_head, lm_head, read_at
 from mha_core.analysis.predict import layer_effect
 from mha_core.figures import charts
+from mha_core.i18n import N_, tr
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.walkthrough import (
     Walkthrough,
@@ -27,6 +28,7 @@ from views._state import (
     current_model,
     forget_on_change,
     literal,
+    page_language,
     parity_of,
     sentence_box,
     shared,
@@ -39,13 +41,14 @@ def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]
     when the sentence or the model changes (the old index would name another piece)."""
     labels = result.labels[0]
     c1, c2, c3 = st.columns(3)
-    layer = c1.selectbox("Layer", range(model.n_layers), index=model.n_layers // 2, key="wt_layer",
-                         bind="query-params")
-    head = c2.selectbox("Head", range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
-                        bind="query-params")
+    layer = c1.selectbox(tr("Layer"), range(model.n_layers), index=model.n_layers // 2, key="wt_layer",
+                         bind="query-params", format_func=tr)
+    head = c2.selectbox(tr("Head"), range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
+                        bind="query-params", format_func=tr)
     default = next(iter(result.word_pieces(0, "it")), min(1 + int(model.bos_id is not None), len(labels) - 1))
     forget_on_change(("wt_query",), (str(model.model_dir), result.batch.texts[0]))
-    query = c3.selectbox("Query token", range(len(labels)), index=default, format_func=lambda i: f"{i}: {labels[i]}",
+    query = c3.selectbox(tr("Query token"
+        ), range(len(labels)), index=default, format_func=lambda i: f"{i}: {labels[i]}",
                          key="wt_query")
     return layer, head, query
 
@@ -53,29 +56,33 @@ def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]
 def design_box(model: LoadedModel, layer: int) -> None:
     notes = design_notes(model, layer)
     if notes:
-        st.info(f"**What {literal(model.name)} does beyond the four steps**\n\n" + "\n".join(
+        st.info(tr("**What {name} does beyond the four steps**", name=literal(model.name)) + "\n\n" + "\n".join(
             f"- {literal(note)}" for note in notes))
 
 
 def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) -> None:
     d, h, g, dk = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
     design_box(model, w.layer)
-    st.header("1. Linear projections")
-    reads = "after the layer's norm (a pre-norm model)" if model.arch.pre_norm else "the layer's input"
-    text = (f"X (batch, seq_len, d_model) = (1, {t}, {d}), {reads}, is multiplied by W_Q ({d} × {h * dk}) and by "
-            f"W_K, W_V ({d} × {g * dk} each): Q is reshaped to (batch, h, seq_len, d_k) = (1, {h}, {t}, {dk})")
-    shared = ("one key/value head serving all the query heads (multi-query attention)" if g == 1 else
-              f"{g} key/value heads, each serving {h // g} query heads (grouped-query attention)")
-    text += f", K and V to (1, {g}, {t}, {dk}): {shared}." if g < h else ", K and V likewise."
+    st.header(tr("1. Linear projections"))
+    reads = tr("after the layer's norm (a pre-norm model)") if model.arch.pre_norm else tr("the layer's input")
+    text = tr("X (batch, seq_len, d_model) = (1, {t}, {d}), {reads}, is multiplied by W_Q ({d} × {width_q}) and by "
+              "W_K, W_V ({d} × {width_kv} each): Q is reshaped to (batch, h, seq_len, d_k) = (1, {h}, {t}, {dk})",
+              t=t, d=d, reads=reads, width_q=h * dk, width_kv=g * dk, h=h, dk=dk)
+    shared = (tr("one key/value head serving all the query heads (multi-query attention)") if g == 1 else
+              tr("{g} key/value heads, each serving {group} query heads (grouped-query attention)", g=g, group=h // g))
+    text += (tr(", K and V to (1, {g}, {t}, {dk}): {shared}.", g=g, t=t, dk=dk, shared=shared) if g < h
+             else tr(", K and V likewise."))
     st.markdown(text)
     left, right = st.columns(2)
     with left:
         chart((*base, "x"), lambda: charts.matrix_spec(w.x[:, :48], list(w.tokens),
-                                                  f"X: what layer {w.layer}'s attention reads (first 48 of {d})"),
+                                                  tr("X: what layer {layer}'s attention reads (first 48 of {d})",
+                                                     layer=w.layer, d=d)),
               key="x_map")
     with right:
-        chart((*base, "q"), lambda: charts.matrix_spec(w.q[w.head], list(w.tokens), f"Q of head {w.head}: ({t}, {dk})"
-                                                  + (" after RoPE" if w.q_unrotated is not None else "")),
+        title = (tr("Q of head {head}: ({t}, {dk}) after RoPE", head=w.head, t=t, dk=dk) if w.q_unrotated is not None
+                 else tr("Q of head {head}: ({t}, {dk})", head=w.head, t=t, dk=dk))
+        chart((*base, "q"), lambda: charts.matrix_spec(w.q[w.head], list(w.tokens), title),
               key="q_map")
     st.code(code_for_step(1), language="python")
     if w.q_projected is not None:
@@ -93,118 +100,214 @@ def side_by_side(w: Walkthrough, base: tuple, panels: tuple[tuple[str, object, s
 
 
 def step_qk_norm(w: Walkthrough, base: tuple) -> None:
-    st.subheader("QK-norm")
-    st.markdown("Before RoPE, each head's query (and key) vector is RMS-normalised over its d_k features and "
-                "multiplied by a learned gain: its length no longer depends on the input's scale, so the scores "
-                "cannot grow without bound.")
+    st.subheader(tr("QK-norm"))
+    st.markdown(tr("Before RoPE, each head's query (and key) vector is RMS-normalised over its d_k features and "
+                   "multiplied by a learned gain: its length no longer depends on the input's scale, so the scores "
+                   "cannot grow without bound."))
     normed = w.q_unrotated if w.q_unrotated is not None else w.q
-    side_by_side(w, base, (("q_projected", w.q_projected[w.head], f"Q of head {w.head} from W_Q"),
-                           ("q_normed", normed[w.head], "after QK-norm")))
+    side_by_side(w, base, (("q_projected", w.q_projected[w.head], tr("Q of head {head} from W_Q", head=w.head)),
+                           ("q_normed", normed[w.head], N_("after QK-norm"))))
 
 
 def step_rope(w: Walkthrough, base: tuple) -> None:
-    st.subheader("Rotary position embedding (RoPE)")
-    st.markdown("Before the scores, each query and key is rotated by its position: feature pairs (i, i + d_k/2) turn "
-                "by an angle proportional to the position, so q·k depends on how far apart two tokens are. "
-                "No position vector is added to the input.")
-    side_by_side(w, base, (("q_unrotated", w.q_unrotated[w.head], f"Q of head {w.head} before rotation"),
+    st.subheader(tr("Rotary position embedding (RoPE)"))
+    st.markdown(tr("Before the scores, each query and key is rotated by its position: feature pairs (i, i + d_k/2) "
+                   "turn by an angle proportional to the position, so q·k depends on how far apart two tokens are. No "
+                   "position vector is added to the input."))
+    side_by_side(w, base, (("q_unrotated", w.q_unrotated[w.head], tr("Q of head {head} before rotation", head=w.head)),
                            ("q_rotation", w.q[w.head] - w.q_unrotated[w.head],
-                            "What the rotation changed (after − before)")))
+                            N_("What the rotation changed (after − before)"))))
 
 
 def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
     dk = w.q.shape[-1]
-    st.header(f"2. Scaled dot-product attention (head {w.head})")
-    st.markdown(f"Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {w.scale:.4f}, softmax over each row, "
-                "then the weighted sum of the values.")
+    st.header(tr("2. Scaled dot-product attention (head {head})", head=w.head))
+    st.markdown(tr("Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {scale:.4f}, softmax over each row, then the "
+                   "weighted sum of the values.", t=t, dk=dk, scale=w.scale))
     if not w.visible.all():
-        st.caption("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
-                   "number (the mask), so a token attends only to itself and the tokens before it.")
+        st.caption(tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
+                      "number (the mask), so a token attends only to itself and the tokens before it."))
     if w.alibi is not None:
-        title = f"ALiBi's bias of head {w.head}, added to the scaled scores"
+        title = tr("ALiBi's bias of head {head}, added to the scaled scores", head=w.head)
         seen = np.where(w.visible, w.alibi, np.nan)  # the keys each query sees
         chart((*base, "alibi"), lambda: charts.matrix_spec(seen, list(w.tokens), title,
                                                       cols=charts.indexed_labels(w.tokens)), key="alibi")
     if w.group > 1:
-        st.caption(f"Grouped-query attention: head {w.head} uses the keys and values of key/value head "
-                   f"{w.head // w.group}, shared with query heads {w.head // w.group * w.group}–"
-                   f"{w.head // w.group * w.group + w.group - 1}.")
+        st.caption(
+            tr(
+                "Grouped-query attention: head {head} uses the keys and values of key/value head {head2}, shared "
+                "with query heads {head3}–{head4}.",
+                head=w.head,
+                head2=w.head // w.group,
+                head3=w.head // w.group * w.group,
+                head4=w.head // w.group * w.group + w.group - 1,
+            )
+        )
     left, right = st.columns(2)
     cols = charts.indexed_labels(w.tokens)
     with left:
-        chart((*base, "raw"), lambda: charts.matrix_spec(w.raw_scores, list(w.tokens), "QKᵀ before scaling",
-                                                          cols=cols), key="raw_scores")
+        chart(
+            (*base, "raw"),
+            lambda: charts.matrix_spec(w.raw_scores, list(w.tokens), N_("QKᵀ before scaling"), cols=cols),
+            key="raw_scores",
+        )
     with right:
-        chart((*base, "probs"), lambda: charts.matrix_spec(w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols,
-                                                      colorscale="Blues", zmid=None), key="probs")
+        chart(
+            (*base, "probs"),
+            lambda: charts.matrix_spec(
+                w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols, colorscale="Blues", zmid=None
+            ),
+            key="probs",
+        )
     forget_on_change(("wt_scale",), w.scale)  # another model: its own 1/√d_k
-    scale = st.slider("Scale applied before softmax (the model uses 1/√d_k)", 0.01, 1.0, float(round(w.scale, 3)),
-                      0.001, key="wt_scale")
-    row = softmax_at_scale(w.raw_scores[query], scale, w.visible[query],
-                           None if w.alibi is None else w.alibi[query], w.softcap)
-    chart((*base, "row", query, scale), lambda: charts.token_bar_figure(
-        list(w.tokens), row, f"Row of '{w.tokens[query]}' at scale {scale:.3f}: entropy {row_entropy(row):.2f} nats "
-        f"(model's: {row_entropy(w.probs[query]):.2f})"), key="scaled_row")
+    scale = st.slider(
+        tr("Scale applied before softmax (the model uses 1/√d_k)"),
+        0.01,
+        1.0,
+        float(round(w.scale, 3)),
+        0.001,
+        key="wt_scale",
+    )
+    row = softmax_at_scale(
+        w.raw_scores[query], scale, w.visible[query], None if w.alibi is None else w.alibi[query], w.softcap
+    )
+    chart(
+        (*base, "row", query, scale),
+        lambda: charts.token_bar_figure(
+            list(w.tokens),
+            row,
+            tr("Row of '{token}' at scale {scale:.3f}: entropy {entropy:.2f} nats (model's: {model:.2f})",
+               token=w.tokens[query], scale=scale, entropy=row_entropy(row), model=row_entropy(w.probs[query])),
+        ),
+        key="scaled_row",
+    )
     parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in w.strongest_keys(query))
     out = w.context[w.head, query]
-    st.markdown(f"Output for '{literal(w.tokens[query])}' = {parts} + … = "
-                f"[{', '.join(f'{x:.2f}' for x in out[:6])}, …] ({dk} numbers)")
+    st.markdown(
+        tr(
+            "Output for '{tokens}' = {parts} + … = [{value}, …] ({dk} numbers)",
+            tokens=literal(w.tokens[query]),
+            parts=parts,
+            value=", ".join(f"{x:.2f}" for x in out[:6]),
+            dk=dk,
+        )
+    )
     st.code(code_for_step(2), language="python")
 
 
 def step_concat_and_output(w: Walkthrough, model: LoadedModel, t: int, base: tuple) -> None:
     d, h, dk = model.d_model, model.n_heads, model.head_dim
-    st.header("3. Concatenate the heads")
-    st.markdown(f"(1, {h}, {t}, {dk}) → transpose → (1, {t}, {h}, {dk}) → reshape → (1, {t}, {d}): head i fills "
-                f"columns {dk}·i … {dk}·i + {dk - 1}.")
-    chart((*base, "concat"), lambda: charts.with_column_separators(
-        charts.matrix_spec(w.concat, list(w.tokens), f"Concatenated heads ({t} × {d})"), dk, h, t), key="concat")
+    st.header(tr("3. Concatenate the heads"))
+    st.markdown(
+        tr(
+            "(1, {h}, {t}, {dk}) → transpose → (1, {t}, {h}, {dk}) → reshape → (1, {t}, {d}): head i fills "
+            "columns {dk}·i … {dk}·i + {dk2}.",
+            h=h,
+            t=t,
+            dk=dk,
+            d=d,
+            dk2=dk - 1,
+        )
+    )
+    chart(
+        (*base, "concat"),
+        lambda: charts.with_column_separators(
+            charts.matrix_spec(w.concat, list(w.tokens), tr("Concatenated heads ({t} × {d})", t=t, d=d)), dk, h, t
+        ),
+        key="concat",
+    )
     st.code(code_for_step(3), language="python")
-    st.header("4. Output projection W_O")
-    st.markdown(f"(1, {t}, {d}) × W_Oᵀ ({d} × {d}) + b_O → (1, {t}, {d}): back to d_model, mixing the heads.")
-    chart((*base, "output"), lambda: charts.matrix_spec(w.output[:, :48], list(w.tokens),
-                                                   f"Multi-head attention output (first 48 of {d})"), key="output")
+    st.header(tr("4. Output projection W_O"))
+    st.markdown(
+        tr("(1, {t}, {d}) × W_Oᵀ ({d} × {d}) + b_O → (1, {t}, {d}): back to d_model, mixing the heads.", t=t, d=d)
+    )
+    chart(
+        (*base, "output"),
+        lambda: charts.matrix_spec(
+            w.output[:, :48], list(w.tokens), tr("Multi-head attention output (first 48 of {d})", d=d)
+        ),
+        key="output",
+    )
     st.code(code_for_step(4), language="python")
 
 
 def step_prediction(model: LoadedModel, text: str, layer: int, query: int) -> None:
-    st.header("5. What this layer does to the prediction")
+    st.header(tr("5. What this layer does to the prediction"))
     if not has_lm_head(model):
-        st.info(f"{model.name} has no language-model head: it predicts no piece, so there is no prediction for this "
-                "layer to change.")
+        st.info(
+            tr(
+                "{name} has no language-model head: it predicts no piece, so there is no prediction for this layer "
+                "to change.",
+                name=model.name,
+            )
+        )
         return
-    effect = shared(("layer effect", str(model.model_dir), text, layer, query),
-                    lambda: layer_effect(model, text, layer, query))
+    effect = shared(
+        ("layer effect", str(model.model_dir), text, layer, query), lambda: layer_effect(model, text, layer, query)
+    )
     preposition, _, several = read_at(lm_head(model).masked)
-    st.markdown(literal(f"The stream {preposition} piece {query} ('{effect.piece}') read through the "
-                        f"final norm and the language-model head, as if the model stopped here (the logit lens): "
-                        f"the most likely {several} entering layer {layer} and leaving it. The model's final answer is "
-                        f"'{effect.answer}'."))
+    st.markdown(
+        literal(
+            tr(
+                "The stream {preposition} piece {query} ('{piece}') read through the final norm and the "
+                "language-model head, as if the model stopped here (the logit lens): the most likely "
+                "{several} entering layer {layer} and leaving it. The model's final answer is '{answer}'.",
+                preposition=preposition,
+                query=query,
+                piece=effect.piece,
+                several=several,
+                layer=layer,
+                answer=effect.answer,
+            )
+        )
+    )
     answer_column = f"p('{effect.answer}')"
-    st.dataframe(pd.DataFrame([{"stage": stage, answer_column: round(prob, 6),
-                                "most likely": ", ".join(f"{piece} {q:.2f}" for piece, q in top)}
-                               for stage, prob, top in zip(effect.stages, effect.answer_probs, effect.top,
-                                                           strict=True)]), hide_index=True, key="wt_effect",
-                 column_config={answer_column: st.column_config.NumberColumn(format="percent")})
-    st.caption("Every layer adds its attention's and its MLP's output to the stream; the Predictions page shows all "
-               "layers at once (Logit lens) and each head's direct share (Attribution).")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    tr("stage"): tr(stage),
+                    answer_column: round(prob, 6),
+                    tr("most likely"): ", ".join(f"{piece} {q:.2f}" for piece, q in top),
+                }
+                for stage, prob, top in zip(effect.stages, effect.answer_probs, effect.top, strict=True)
+            ]
+        ),
+        hide_index=True,
+        key="wt_effect",
+        column_config={answer_column: st.column_config.NumberColumn(format="percent")},
+    )
+    st.caption(
+        tr(
+            "Every layer adds its attention's and its MLP's output to the stream; the Predictions page shows all "
+            "layers at once (Logit lens) and each head's direct share (Attribution)."
+        )
+    )
 
 
 def parity_badge(model: LoadedModel, text: str) -> None:
     p = parity_of(str(model.model_dir), text)
-    st.header("Parity")
+    st.header(tr("Parity"))
     (st.success if p.ok else st.error)(
-        f"Max |ours − model| over every attention map: {p.max_map_vs_model:.2e}; last hidden state: "
-        f"{p.max_hidden_vs_model:.2e}. Explicit vs fused ({p.backend}) maps: {p.max_map_explicit_vs_fused:.2e}."
+        tr(
+            "Max |ours − model| over every attention map: {maps:.2e}; last hidden state: {hidden:.2e}. Explicit vs "
+            "fused ({backend}) maps: {fused:.2e}.",
+            maps=p.max_map_vs_model,
+            hidden=p.max_hidden_vs_model,
+            backend=p.backend,
+            fused=p.max_map_explicit_vs_fused,
+        )
     )
-    if not st.toggle("Time the three paths on this sentence", key="wt_timing"):
+    if not st.toggle(tr("Time the three paths on this sentence"), key="wt_timing"):
         return
     times = timings_of(str(model.model_dir), text)
-    st.caption(f"Fastest of {times.repeats} runs after a warm-up, on this server, for this sentence.")
+    st.caption(
+        tr("Fastest of {repeats} runs after a warm-up, on this server, for this sentence.", repeats=times.repeats)
+    )
     c1, c2, c3 = st.columns(3)
-    c1.metric("Explicit path", f"{times.explicit_ms:.1f} ms")
-    c2.metric(f"Fused path ({p.backend})", f"{times.fused_ms:.1f} ms")
-    c3.metric("The model itself (eager)", f"{times.model_ms:.1f} ms")
+    c1.metric(tr("Explicit path"), f"{times.explicit_ms:.1f} ms")
+    c2.metric(tr("Fused path ({backend})", backend=p.backend), f"{times.fused_ms:.1f} ms")
+    c3.metric(tr("The model itself (eager)"), f"{times.model_ms:.1f} ms")
 
 
 def use_sentence(text: str) -> None:
@@ -212,35 +315,56 @@ def use_sentence(text: str) -> None:
 
 
 def show_lessons(model: LoadedModel) -> None:
-    st.caption("Each answer is checked against the live model, not a stored key.")
-    for lesson in load_lessons():
+    st.caption(tr("Each answer is checked against the live model, not a stored key."))
+    for lesson in load_lessons(language=i18n.current()):
         reason = not_applicable(model, lesson)
         if reason is not None:
-            st.caption(literal(f"{lesson.title}: not asked on {model.name}, because {reason}."))
+            st.caption(
+                literal(
+                    tr(
+                        "{title}: not asked on {name}, because {reason}.",
+                        title=lesson.title,
+                        name=model.name,
+                        reason=reason,
+                    )
+                )
+            )
             continue
-        with st.expander(f"{lesson.title} — {lesson.question}"):
-            st.markdown(f"Sentence: *{literal(lesson.sentence)}*")
-            st.button("Put this sentence in the sentence box", key=f"load_{lesson.id}", on_click=use_sentence,
-                      args=(lesson.sentence,))
-            st.caption(f"Hint: {lesson.hint}")
+        with st.expander(tr("{title} — {question}", title=lesson.title, question=lesson.question)):
+            st.markdown(tr("Sentence: *{sentence}*", sentence=literal(lesson.sentence)))
+            st.button(
+                tr("Put this sentence in the sentence box"),
+                key=f"load_{lesson.id}",
+                on_click=use_sentence,
+                args=(lesson.sentence,),
+            )
+            st.caption(tr("Hint: {hint}", hint=lesson.hint))
             if lesson.written_for != model.name:
-                st.caption(f"Written for {lesson.written_for}; the answer is computed live from {model.name}, "
-                           "and the lesson says so when it does not apply.")
-            answer = st.text_input("Your answer", key=f"answer_{lesson.id}")
-            check_length(answer, "The answer")
-            if st.button("Check", key=f"check_{lesson.id}"):
+                st.caption(
+                    tr(
+                        "Written for {written_for}; the answer is computed live from {name}, and the lesson says "
+                        "so when it does not apply.",
+                        written_for=lesson.written_for,
+                        name=model.name,
+                    )
+                )
+            answer = st.text_input(tr("Your answer"), key=f"answer_{lesson.id}")
+            check_length(answer, N_("The answer"))
+            if st.button(tr("Check"), key=f"check_{lesson.id}"):
                 result = reveal(model, lesson)
                 if answer.strip():
                     (st.success if is_right(result, answer) else st.warning)(
-                        "Right." if is_right(result, answer) else "Not this time.")
+                        tr("Right.") if is_right(result, answer) else tr("Not this time.")
+                    )
                 st.markdown(result.explanation)
 
 
 def main() -> None:
+    page_language()
     model = current_model()
-    st.title("Multi-head attention, step by step")
+    st.title(tr("Multi-head attention, step by step"))
     text = sentence_box()
-    walk, lessons = st.tabs(["Walkthrough", "Lessons"], key="wt_tab", bind="query-params")
+    walk, lessons = st.tabs([tr("Walkthrough"), tr("Lessons")], key="wt_tab", bind="query-params")
     if lessons.open:
         with lessons:
             show_lessons(model)

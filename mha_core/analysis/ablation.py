@@ -45,10 +45,11 @@ from mha_core.engine.budget import (
 from mha_core.engine.forward import final_norm, layer_outputs, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
+from mha_core.i18n import N_
 
-ZERO, MEAN = "zero", "mean"
+ZERO, MEAN = N_("zero"), N_("mean")  # marked: the page shows them translated
 MODES = (ZERO, MEAN)
-MEASURES = ("embedding", "loss", "target", "coref")
+MEASURES = (N_("embedding"), N_("loss"), N_("target"), N_("coref"))
 STRONGEST_SHOWN = 8  # heads listed under the grid
 
 
@@ -70,12 +71,12 @@ class AblationGrid:
                 "target_pieces": list(self.target_pieces), "effects": self.effects.astype("float64").round(8).tolist()}
 
 
-MEASURE_HELP = {"embedding": "1 − cos between the ablated and the original sentence embedding (mean-pooled, "
-                             "L2-normalised)", "loss": "change in mean next-token loss (nats)",
-                "target": "change in the summed log-probability of the target's pieces after the chosen position "
-                          "(nats)",
-                "coref": "change of the coreference margin (pronoun → first candidate minus second) in the last "
-                         "layer's head where it is largest"}
+MEASURE_HELP = {"embedding": N_("1 − cos between the ablated and the original sentence embedding (mean-pooled, "
+                             "L2-normalised)"), "loss": N_("change in mean next-token loss (nats)"),
+                "target": N_("change in the summed log-probability of the target's pieces after the chosen position "
+                          "(nats)"),
+                "coref": N_("change of the coreference margin (pronoun → first candidate minus second) in the last "
+                         "layer's head where it is largest")}
 
 
 def measures_for(model: LoadedModel) -> tuple[str, ...]:
@@ -115,7 +116,7 @@ def original_pass(model: LoadedModel, batch: TokenBatch) -> OriginalPass:
         inputs.append(output)
         last = attn
     if last is None:
-        raise InputError(f"{model.name} has no layers to ablate.")
+        raise InputError('has_no_layers_ablate', N_('{name} has no layers to ablate.'), name=model.name)
     return OriginalPass(tuple(inputs), tuple(means), last.probs, bias, rope)
 
 
@@ -180,14 +181,18 @@ def coref_probe(batch: TokenBatch, last_maps: Tensor, chosen: Sequence[Word] | N
         pronoun = default_pronoun(words)
         candidates = candidates_before(words, pronoun) if pronoun is not None else []
         if len(candidates) < 2:
-            raise InputError("The coreference measure needs a pronoun with two nouns before it in the text.")
+            raise InputError("coreference_needs_pronoun", N_("The coreference measure needs a pronoun with two nouns "
+                                                             "before it in the text."))
         chosen = [words[i] for i in (pronoun, *candidates[:2])]
     offsets = batch.offsets[0]
     spans = [span_pieces(offsets, word.start, len(word.text)) for word in chosen]
     if not all(spans):
-        raise InputError("The pronoun or a candidate lies beyond the model's maximum length.")
+        raise InputError(
+            "pronoun_candidate_lies_beyond", N_("The pronoun or a candidate lies beyond the model's maximum length.")
+        )
     margin = candidate_scores(last_maps[None, 0], spans[0], spans[1]) - candidate_scores(
-        last_maps[None, 0], spans[0], spans[2])  # (1,H)
+        last_maps[None, 0], spans[0], spans[2]
+    )  # (1,H)
     head = int(margin[0].abs().argmax())
     return CorefProbe(*spans, head, tuple(word.text for word in chosen))
 
@@ -213,8 +218,7 @@ def grid_plan(model: LoadedModel, tokens: int) -> GridPlan:
     per_row = layer_work_bytes(model, 1, tokens) + 2 * tokens * model.d_model * e
     rows = rows_within(per_row, reserved)
     if rows == 0:
-        check_budget(reserved + per_row, f"Ablating the heads of a text of {tokens:,} pieces",
-                     "use a shorter text")
+        check_budget(reserved + per_row, f"Ablating the heads of a text of {tokens:,} pieces", "use a shorter text")
     rows = min(rows, model.n_layers * model.n_heads)
     return GridPlan(rows, planned_bytes() - reserved - rows * tokens * model.d_model * e)
 
@@ -240,8 +244,9 @@ class Scorer:
             return coref_margins(last_maps, self.probe)
         if self.measure == "loss":
             return self.next_token_loss(states)
-        return sum(torch.log_softmax(lm_logits(self.model, states[:, p]).float(), dim=-1)[:, token]
-                   for p, token in self.scored)
+        return sum(
+            torch.log_softmax(lm_logits(self.model, states[:, p]).float(), dim=-1)[:, token] for p, token in self.scored
+        )
 
     def next_token_loss(self, states: Tensor) -> Tensor:
         """Mean next-token cross-entropy (n,), the vocabulary's logits made for a block of positions at a time."""
@@ -250,25 +255,37 @@ class Scorer:
         block = max(1, self.free_bytes // max(4 * n * vocabulary * 4, 1))  # logits, log-softmax and their copies
         total = torch.zeros(n)
         for p0 in range(0, t - 1, block):
-            logits = lm_logits(self.model, states[:, p0:min(p0 + block, t - 1)]).float()  # (n,b,V)
-            ids = self.ids[p0 + 1:p0 + 1 + logits.shape[1]].expand(n, -1)  # (n,b) the next tokens
+            logits = lm_logits(self.model, states[:, p0 : min(p0 + block, t - 1)]).float()  # (n,b,V)
+            ids = self.ids[p0 + 1 : p0 + 1 + logits.shape[1]].expand(n, -1)  # (n,b) the next tokens
             total += F.cross_entropy(logits.transpose(1, 2), ids, reduction="none").sum(-1)
         return total / max(t - 1, 1)
 
 
 def check_choice(mode: str, measure: str, target: str | None, position: int | None) -> None:
     if mode not in MODES:
-        raise InputError(f"Unknown mode {mode!r}: choose zero or mean.")
+        raise InputError("unknown_mode_choose_zero", N_("Unknown mode {mode!r}: choose zero or mean."), mode=mode)
     if measure not in MEASURES:
-        raise InputError(f"Unknown measure {measure!r}: choose {', '.join(MEASURES)}.")
+        raise InputError(
+            "unknown_measure_choose",
+            N_("Unknown measure {measure!r}: choose {measures}."),
+            measure=measure,
+            measures=", ".join(MEASURES),
+        )
     if measure == "target" and target is None:
-        raise InputError("The target measure needs a target token (and optionally a position).")
+        raise InputError(
+            "target_measure_needs_target", N_("The target measure needs a target token (and optionally a position).")
+        )
     if measure != "target" and (target is not None or position is not None):
-        raise InputError(f"A target and a position apply only to the target measure, not to {measure!r}.")
+        raise InputError(
+            "target_position_apply_only",
+            N_("A target and a position apply only to the target measure, not to {measure!r}."),
+            measure=measure,
+        )
 
 
-def prepared(model: LoadedModel, text: str, mode: str, measure: str | None, target: str | None,
-             position: int | None) -> tuple[str, TokenBatch, tuple[tuple[int, int], ...]]:
+def prepared(
+    model: LoadedModel, text: str, mode: str, measure: str | None, target: str | None, position: int | None
+) -> tuple[str, TokenBatch, tuple[tuple[int, int], ...]]:
     """(measure, the batch to run, the (position, token) pairs a target measure scores). A target of several
     pieces is scored as a continuation: the text up to `position` followed by the target's pieces but the last."""
     measure = measure or default_measure(model)
@@ -279,30 +296,44 @@ def prepared(model: LoadedModel, text: str, mode: str, measure: str | None, targ
     return measure, *continuation(model, batch, target, position)
 
 
-def continuation(model: LoadedModel, batch: TokenBatch, target: str, position: int | None
-                 ) -> tuple[TokenBatch, tuple[tuple[int, int], ...]]:
+def continuation(
+    model: LoadedModel, batch: TokenBatch, target: str, position: int | None
+) -> tuple[TokenBatch, tuple[tuple[int, int], ...]]:
     check_next_piece_head(model)
     pieces = model.tokenizer(target, add_special_tokens=False)["input_ids"]
     if not pieces:
-        raise InputError("The target token is empty.")
+        raise InputError("target_token_empty", N_("The target token is empty."))
     n = batch.input_ids.shape[1]
     position = n - 1 if position is None else position
     if not 0 <= position < n:
-        raise InputError(f"The position must be from 0 to {n - 1} (the text has {n} tokens).")
+        raise InputError(
+            "position_must_be_from", N_("The position must be from 0 to {n} (the text has {n2} tokens)."), n=n - 1, n2=n
+        )
     if position + len(pieces) > model.max_length:
-        raise InputError(f"The target's {len(pieces)} pieces after position {position} go past the model's "
-                         f"{model.max_length} pieces.")
+        raise InputError(
+            "target_s_pieces_after",
+            N_("The target's {pieces} pieces after position {position} go past the model's {max_length} pieces."),
+            pieces=len(pieces),
+            position=position,
+            max_length=model.max_length,
+        )
     # A decoder's prediction at `position` reads nothing after it: the text is cut there, the target follows.
-    ids = batch.input_ids[0, :position + 1].tolist() + pieces[:-1]
-    special = [w is None for w in batch.word_ids[0][:position + 1]] + [False] * (len(pieces) - 1)
+    ids = batch.input_ids[0, : position + 1].tolist() + pieces[:-1]
+    special = [w is None for w in batch.word_ids[0][: position + 1]] + [False] * (len(pieces) - 1)
     scored = tuple((position + i, token) for i, token in enumerate(pieces))
     return ids_batch(model.tokenizer, [ids], [special]), scored
 
 
 @torch.inference_mode()
-def ablation_grid(model: LoadedModel, text: str, mode: str = ZERO, measure: str | None = None,
-                  target: str | None = None, position: int | None = None,
-                  progress: Progress | None = None) -> AblationGrid:
+def ablation_grid(
+    model: LoadedModel,
+    text: str,
+    mode: str = ZERO,
+    measure: str | None = None,
+    target: str | None = None,
+    position: int | None = None,
+    progress: Progress | None = None,
+) -> AblationGrid:
     """The effect of ablating each head alone, every (layer, head), in chunks that fit the memory budget.
     `progress(done, total)` is called after each chunk (it may raise to cancel)."""
     measure, batch, scored = prepared(model, text, mode, measure, target, position)
@@ -315,15 +346,20 @@ def ablation_grid(model: LoadedModel, text: str, mode: str = ZERO, measure: str 
     variants = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     effects = []
     for start in range(0, len(variants), plan.rows):
-        states, last_maps = run_chunk(model, original, variants[start:start + plan.rows], mode)
+        states, last_maps = run_chunk(model, original, variants[start : start + plan.rows], mode)
         effects.append(scorer.values(states, last_maps, base) - (0.0 if measure == "embedding" else base))
         del states, last_maps
         release_freed_memory()
         if progress:
             progress(min(start + plan.rows, len(variants)), len(variants))
     original_value = 0.0 if measure == "embedding" else float(base[0])
-    return AblationGrid(measure, mode, torch.cat(effects).reshape(model.n_layers, model.n_heads).numpy(),
-                        original_value, scored_pieces(model, scored))
+    return AblationGrid(
+        measure,
+        mode,
+        torch.cat(effects).reshape(model.n_layers, model.n_heads).numpy(),
+        original_value,
+        scored_pieces(model, scored),
+    )
 
 
 def scored_pieces(model: LoadedModel, scored: Sequence[tuple[int, int]]) -> tuple[str, ...]:
@@ -331,8 +367,9 @@ def scored_pieces(model: LoadedModel, scored: Sequence[tuple[int, int]]) -> tupl
     return readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids)) if ids else ()
 
 
-def run_chunk(model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[int, int]], mode: str
-              ) -> tuple[Tensor, Tensor]:
+def run_chunk(
+    model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[int, int]], mode: str
+) -> tuple[Tensor, Tensor]:
     """Variants that each lose one head, layer-major; a variant joins the batch at its head's layer with the
     original's input there (the layers below are the original's). Returns final states (n,T,D) and the last
     layer's maps (n,H,T,T)."""
@@ -342,8 +379,14 @@ def run_chunk(model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[
         removed[rows, heads] = True
         return make_edit(removed, original.means[layer] if mode == MEAN else None)
 
-    x, attn = variant_outputs(model, chunk, original.bias, original.rope,
-                              lambda layer, heads: original.inputs[layer].expand(len(heads), -1, -1), edit_of)
+    x, attn = variant_outputs(
+        model,
+        chunk,
+        original.bias,
+        original.rope,
+        lambda layer, heads: original.inputs[layer].expand(len(heads), -1, -1),
+        edit_of,
+    )
     states, last_maps = final_norm(model, x), attn.probs
     del x, attn
     release_freed_memory()
@@ -351,8 +394,15 @@ def run_chunk(model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[
 
 
 @torch.inference_mode()
-def ablate_heads(model: LoadedModel, text: str, heads: Sequence[tuple[int, int]], mode: str = ZERO,
-                 measure: str | None = None, target: str | None = None, position: int | None = None) -> float:
+def ablate_heads(
+    model: LoadedModel,
+    text: str,
+    heads: Sequence[tuple[int, int]],
+    mode: str = ZERO,
+    measure: str | None = None,
+    target: str | None = None,
+    position: int | None = None,
+) -> float:
     """The joint effect of ablating `heads` together (one run beside the unablated text)."""
     measure, batch, scored = prepared(model, text, mode, measure, target, position)
     plan = grid_plan(model, batch.input_ids.shape[1])

@@ -18,6 +18,7 @@ from mha_core.engine.batching import Progress, map_batches, piece_lengths
 from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError
+from mha_core.i18n import N_
 
 COREF_TOP = 5  # heads shown and considered for the "coreference" label
 COREF_GAIN = 0.10  # … which must beat the nearest-candidate baseline by 10 points
@@ -95,8 +96,16 @@ def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: 
         if progress:
             progress(done, len(examples))
     if not scored:
-        raise InputError(f"None of the {len(examples):,} GAP examples could be scored: a mention lies beyond the "
-                         f"model's {model.max_length} word pieces or has none.")
+        raise InputError(
+            "none_gap_examples_could",
+            N_(
+                "None of the {examples:,} GAP examples could be scored: a mention lies beyond the model's {max_length} "
+                "word pieces or has none."
+            ),
+            examples=len(examples),
+            max_length=model.max_length,
+        )
     total = scored
-    return CorefResult(scored, len(examples) - scored, correct, a_right / total, (scored - a_right) / total,
-                       near_right / total)
+    return CorefResult(
+        scored, len(examples) - scored, correct, a_right / total, (scored - a_right) / total, near_right / total
+    )

@@ -12,6 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mha_core.i18n import N_, Explained
+
 if TYPE_CHECKING:
     from spacy.language import Language
 
@@ -21,7 +23,7 @@ GAP_COLUMNS = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-co
                "URL")
 
 
-class CorpusFormatError(ValueError):
+class CorpusFormatError(Explained):
     """A malformed corpus file; the message names the line."""
 
 
@@ -52,12 +54,18 @@ MAX_FILE_MB = 20  # a corpus file is read up to this size (the app's uploader ha
 def decode_text(data: bytes) -> str:
     """UTF-8 text, with or without a byte-order mark; anything else is one sentence naming what it looks like."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise CorpusFormatError("the file is UTF-16 text, not UTF-8: save it as UTF-8")
+        raise CorpusFormatError('file_utf_text_not', N_('the file is UTF-16 text, not UTF-8: save it as UTF-8'))
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise CorpusFormatError(f"byte {err.start:,} is not UTF-8: the file is not UTF-8 text (binary, or another "
-                                "encoding); save it as UTF-8") from None
+        raise CorpusFormatError(
+            "byte_not_utf_file",
+            N_(
+                "byte {start:,} is not UTF-8: the file is not UTF-8 text (binary, or another encoding); save it as "
+                "UTF-8"
+            ),
+            start=err.start,
+        ) from None
 
 
 def read_capped(path: Path, max_bytes: int | None = None) -> bytes:
@@ -67,10 +75,15 @@ def read_capped(path: Path, max_bytes: int | None = None) -> bytes:
         with path.open("rb") as f:
             data = f.read(cap + 1)
     except OSError as err:
-        raise CorpusFormatError(f"cannot read {path}: {err.strerror or err.__class__.__name__}") from None
+        raise CorpusFormatError(
+            "cannot_read", N_("cannot read {path}: {value}"), path=path, value=err.strerror or err.__class__.__name__
+        ) from None
     if len(data) > cap:
-        raise CorpusFormatError(f"the file is larger than {cap / 2**20:,.0f} MB: split it or use --limit on a "
-                                "shorter copy")
+        raise CorpusFormatError(
+            "file_larger_than_mb",
+            N_("the file is larger than {cap:,.0f} MB: split it or use --limit on a shorter copy"),
+            cap=cap / 2**20,
+        )
     return data
 
 
@@ -113,7 +126,10 @@ def parse_conllu(lines: Iterable[str], limit: int | None = None) -> list[ParsedS
     if rows:
         sentences.append(sentence_from_rows(rows, text))
     if not sentences:
-        raise CorpusFormatError("line 1: no sentences found (expected CoNLL-U: 10 tab-separated columns per word)")
+        raise CorpusFormatError(
+            "line_no_sentences_found",
+            N_("line 1: no sentences found (expected CoNLL-U: 10 tab-separated columns per word)"),
+        )
     return sentences[:limit] if limit is not None else sentences
 
 
@@ -130,20 +146,29 @@ class ConlluRow:
 def conllu_row(line: str, number: int) -> list[ConlluRow]:
     cols = line.split("\t")
     if len(cols) != 10:
-        raise CorpusFormatError(f"line {number}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}")
+        raise CorpusFormatError(
+            "line_expected_tab_separated",
+            N_("line {number}: expected 10 tab-separated CoNLL-U columns, found {cols}"),
+            number=number,
+            cols=len(cols),
+        )
     if "-" in cols[0] or "." in cols[0]:
         return []  # multiword token or empty node: not part of the basic tree
     if not cols[0].isdigit() or not cols[6].isdigit():
-        raise CorpusFormatError(f"line {number}: ID and HEAD must be whole numbers (got {cols[0][:20]!r}, "
-                                f"{cols[6][:20]!r})")
+        raise CorpusFormatError(
+            "line_id_head_must",
+            N_("line {number}: ID and HEAD must be whole numbers (got {cols!r}, {cols2!r})"),
+            number=number,
+            cols=cols[0][:20],
+            cols2=cols[6][:20],
+        )
     return [ConlluRow(number, int(cols[0]), cols[1], int(cols[6]), cols[7], "SpaceAfter=No" not in cols[9])]
 
 
 def sentence_from_rows(rows: Sequence[ConlluRow], text: str = "") -> ParsedSentence:
     check_tree(rows)
     text = text or "".join(r.form + (" " if r.space_after else "") for r in rows).strip()
-    return ParsedSentence(tuple(r.form for r in rows), tuple(r.head for r in rows), tuple(r.deprel for r in rows),
-                          text)
+    return ParsedSentence(tuple(r.form for r in rows), tuple(r.head for r in rows), tuple(r.deprel for r in rows), text)
 
 
 def check_tree(rows: Sequence[ConlluRow]) -> None:
@@ -151,19 +176,40 @@ def check_tree(rows: Sequence[ConlluRow]) -> None:
     n = len(rows)
     for position, row in enumerate(rows, start=1):
         if row.id != position:
-            raise CorpusFormatError(f"line {row.line}: word ID {row.id} where {position} was expected")
+            raise CorpusFormatError(
+                "line_word_id_where",
+                N_("line {line}: word ID {id} where {position} was expected"),
+                line=row.line,
+                id=row.id,
+                position=position,
+            )
         if row.head > n:
-            raise CorpusFormatError(f"line {row.line}: HEAD {row.head} lies outside its sentence of {n} words")
+            raise CorpusFormatError(
+                "line_head_lies_outside",
+                N_("line {line}: HEAD {head} lies outside its sentence of {n} words"),
+                line=row.line,
+                head=row.head,
+                n=n,
+            )
     roots = [row for row in rows if row.head == 0]
     if len(roots) != 1:
-        raise CorpusFormatError(f"line {rows[0].line}: the sentence starting here has {len(roots)} roots (HEAD 0); "
-                                "a tree has exactly one")
+        raise CorpusFormatError(
+            "line_sentence_starting_here",
+            N_("line {line}: the sentence starting here has {roots} roots (HEAD 0); a tree has exactly one"),
+            line=rows[0].line,
+            roots=len(roots),
+        )
     for row in rows:
         word, steps = row.id, 0
         while word != 0:
             word, steps = rows[word - 1].head, steps + 1
             if steps > n:
-                raise CorpusFormatError(f"line {row.line}: the HEADs from word {row.id} form a cycle")
+                raise CorpusFormatError(
+                    "line_heads_from_word",
+                    N_("line {line}: the HEADs from word {id} form a cycle"),
+                    line=row.line,
+                    id=row.id,
+                )
 
 
 def read_conllu(source: str | Path, limit: int | None = None) -> list[ParsedSentence]:
@@ -186,7 +232,9 @@ def read_text_lines(source: str | Path, limit: int | None = None) -> list[str]:
         lines.append(line.strip())
         sentences += bool(lines[-1])
     if not sentences:
-        raise CorpusFormatError("line 1: no sentences found (expected plain text, one sentence per line)")
+        raise CorpusFormatError(
+            "line_no_sentences_found_2", N_("line 1: no sentences found (expected plain text, one sentence per line)")
+        )
     return lines
 
 
@@ -210,7 +258,11 @@ def read_gap(source: str | Path, limit: int | None = None) -> GapRows:
     reader = csv.reader(io.StringIO("\n".join(lines)), delimiter="\t", quoting=csv.QUOTE_NONE)
     header = next(reader, None)
     if header is None or tuple(header[:11]) != GAP_COLUMNS:
-        raise CorpusFormatError(f"line 1: expected the GAP header {' '.join(GAP_COLUMNS)}")
+        raise CorpusFormatError(
+            "line_expected_gap_header",
+            N_("line 1: expected the GAP header {gap_columns}"),
+            gap_columns=" ".join(GAP_COLUMNS),
+        )
     examples, ambiguous, misaligned = [], 0, 0
     for number, row in enumerate(reader, start=2):
         if not row or not any(row):
@@ -225,27 +277,47 @@ def read_gap(source: str | Path, limit: int | None = None) -> GapRows:
         if limit is not None and len(examples) >= limit:
             break
     if not examples:
-        raise CorpusFormatError(f"no usable example: {ambiguous} row(s) without exactly one antecedent, "
-                                f"{misaligned} whose offsets do not point at the names")
+        raise CorpusFormatError(
+            "no_usable_example_row",
+            N_(
+                "no usable example: {ambiguous} row(s) without exactly one antecedent, {misaligned} whose offsets do "
+                "not point at the names"
+            ),
+            ambiguous=ambiguous,
+            misaligned=misaligned,
+        )
     return GapRows(examples, ambiguous, misaligned)
 
 
 def points_at_names(ex: GapExample) -> bool:
     """Each offset points at the mention it names in the text."""
-    return all(ex.text[offset:offset + len(name)] == name and name for name, offset in
-               ((ex.pronoun, ex.pronoun_offset), (ex.a, ex.a_offset), (ex.b, ex.b_offset)))
+    return all(
+        ex.text[offset : offset + len(name)] == name and name
+        for name, offset in ((ex.pronoun, ex.pronoun_offset), (ex.a, ex.a_offset), (ex.b, ex.b_offset))
+    )
 
 
 def gap_row(row: list[str], number: int) -> GapExample | None:
     if len(row) < 10:
-        raise CorpusFormatError(f"line {number}: expected 11 tab-separated GAP columns, found {len(row)}")
+        raise CorpusFormatError(
+            "line_expected_tab_separated_2",
+            N_("line {number}: expected 11 tab-separated GAP columns, found {row}"),
+            number=number,
+            row=len(row),
+        )
     try:
         offsets = int(row[3]), int(row[5]), int(row[8])
     except ValueError:
-        raise CorpusFormatError(f"line {number}: Pronoun-offset, A-offset and B-offset must be numbers") from None
+        raise CorpusFormatError(
+            "line_pronoun_offset_offset",
+            N_("line {number}: Pronoun-offset, A-offset and B-offset must be numbers"),
+            number=number,
+        ) from None
     flags = row[6].strip().upper(), row[9].strip().upper()
     if any(f not in ("TRUE", "FALSE") for f in flags):
-        raise CorpusFormatError(f"line {number}: A-coref and B-coref must be TRUE or FALSE")
+        raise CorpusFormatError(
+            "line_coref_b_coref", N_("line {number}: A-coref and B-coref must be TRUE or FALSE"), number=number
+        )
     if flags.count("TRUE") != 1:
         return None
     return GapExample(row[0], row[1], row[2], offsets[0], row[4], offsets[1], row[7], offsets[2], flags[0] == "TRUE")

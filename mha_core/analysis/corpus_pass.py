@@ -33,6 +33,7 @@ from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
+from mha_core.i18n import N_
 
 QK_MAX_MB = 512  # query and key vectors kept for the query-key view (float32, every layer)
 QK_MAX_TOKENS = 20_000  # and at most this many tokens (each is two points in the browser)
@@ -96,7 +97,8 @@ def corpus_pass(model: LoadedModel, texts: Sequence[str], progress: Progress | N
     selection = select_texts(all_lengths, empty_length(model), min(CORPUS_TEXT_MAX_PIECES, model.max_length),
                              max_pieces, blank=[not t.strip() for t in texts])
     if not selection.keep:
-        raise InputError(f"No sentences to analyse: the corpus is empty. {selection.note()}".strip())
+        raise InputError("corpus_empty", N_("No sentences to analyse: the corpus is empty. {left_out}"),
+                         left_out=selection.note())
     lengths = [all_lengths[i] for i in selection.keep]  # each within CORPUS_TEXT_MAX_PIECES (select_texts)
     texts = [texts[i] for i in selection.keep]
     kept = qk_budget(model, lengths) if keep_vectors else 0

@@ -17,6 +17,7 @@ from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import embed, final_norm, layer_outputs, per_layer, position_ids, prepare, scores_bias
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize
+from mha_core.i18n import N_
 
 MAX_NEW = 64
 ALTERNATIVES = 5
@@ -50,11 +51,20 @@ class Generation:
 
 def check_settings(new: int, temperature: float, top_k: int | None) -> None:
     if not 1 <= new <= MAX_NEW:
-        raise InputError(f"Generate from 1 to {MAX_NEW} new pieces, not {new}.")
+        raise InputError(
+            "generate_from_new_pieces",
+            N_("Generate from 1 to {max_new} new pieces, not {new}."),
+            max_new=MAX_NEW,
+            new=new,
+        )
     if not 0 <= temperature <= 10:
-        raise InputError(f"The temperature must be from 0 (always the most likely piece) to 10, not {temperature}.")
+        raise InputError(
+            "temperature_must_be_from",
+            N_("The temperature must be from 0 (always the most likely piece) to 10, not {temperature}."),
+            temperature=temperature,
+        )
     if top_k is not None and top_k < 1:
-        raise InputError(f"Top-k must be at least 1, not {top_k}.")
+        raise InputError("top_k_must_be", N_("Top-k must be at least 1, not {top_k}."), top_k=top_k)
 
 
 def choose(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator) -> int:
@@ -111,46 +121,72 @@ def chat_prompt(model: LoadedModel, text: str) -> tuple[str, TokenBatch]:
     text and its pieces (its markers such as <|im_start|> are single special pieces, not typed text)."""
     tokenizer = model.tokenizer
     if not has_chat_template(model):
-        raise InputError(f"{model.name}'s tokenizer has no chat template: generate without it.")
+        raise InputError(
+            "s_tokenizer_has_no", N_("{name}'s tokenizer has no chat template: generate without it."), name=model.name
+        )
     messages = [{"role": "user", "content": text}]
     prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     ids = list(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)["input_ids"])
     if len(ids) >= model.max_length:
-        raise InputError(f"The chat prompt has {len(ids):,} pieces; {model.name} reads at most {model.max_length:,}.")
+        raise InputError(
+            "chat_prompt_has_pieces",
+            N_("The chat prompt has {ids:,} pieces; {name} reads at most {max_length:,}."),
+            ids=len(ids),
+            name=model.name,
+            max_length=model.max_length,
+        )
     specials = set(tokenizer.all_special_ids)
     return prompt, ids_batch(tokenizer, [ids], [[i in specials for i in ids]])
 
 
 @torch.inference_mode()
-def generate(model: LoadedModel, text: str, new: int = 32, temperature: float = 0.0, top_k: int | None = None,
-             seed: int = 0, use_cache: bool = True, chat: bool = False) -> Generation:
+def generate(
+    model: LoadedModel,
+    text: str,
+    new: int = 32,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int = 0,
+    use_cache: bool = True,
+    chat: bool = False,
+) -> Generation:
     """Continue `text` by up to `new` pieces (greedy at temperature 0; sampled otherwise, the same seed giving the
     same text); stops at the tokenizer's end-of-text piece or the model's limit. `chat`: answer `text` as a user's
     message in the tokenizer's chat template (Instruct models) instead of continuing it."""
     check_next_piece_head(model)
     check_settings(new, temperature, top_k)
-    prompt, batch = chat_prompt(model, text) if chat else (
-        text, tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id))
-    ids = batch.input_ids[0, :int(batch.attention_mask[0].sum())].tolist()
-    special = [w is None for w in batch.word_ids[0][:len(ids)]]
-    generator, steps, stopped = torch.Generator().manual_seed(seed), [], "length"
+    prompt, batch = (
+        chat_prompt(model, text)
+        if chat
+        else (text, tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id))
+    )
+    ids = batch.input_ids[0, : int(batch.attention_mask[0].sum())].tolist()
+    special = [w is None for w in batch.word_ids[0][: len(ids)]]
+    generator, steps, stopped = torch.Generator().manual_seed(seed), [], N_("length")
     last, cache = first_pass(model, batch)
     for _ in range(new):
         logits = lm_logits(model, final_norm(model, last))[0]  # (V,)
         probs = logits.float().softmax(-1)
         token = choose(logits, temperature, top_k, generator)
         top = probs.topk(ALTERNATIVES)
-        steps.append(Step(pieces_of(model, [token])[0], token, float(probs[token]),
-                          tuple(zip(pieces_of(model, top.indices.tolist()), top.values.tolist(), strict=True))))
+        steps.append(
+            Step(
+                pieces_of(model, [token])[0],
+                token,
+                float(probs[token]),
+                tuple(zip(pieces_of(model, top.indices.tolist()), top.values.tolist(), strict=True)),
+            )
+        )
         ids.append(token)
         special.append(False)
         if token == model.tokenizer.eos_token_id:
-            stopped = "end of text"
+            stopped = N_("end of text")
             break
         if len(ids) >= model.max_length:
-            stopped = "model's limit"
+            stopped = N_("model's limit")
             break
-        last, cache = cached_step(model, token, len(ids), cache) if use_cache else (uncached_last(model, ids,
-                                                                                                 special), cache)
+        last, cache = (
+            cached_step(model, token, len(ids), cache) if use_cache else (uncached_last(model, ids, special), cache)
+        )
     continuation = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
     return Generation(prompt, prompt + continuation, pieces_of(model, ids), tuple(steps), stopped)

@@ -17,16 +17,21 @@ import torch
 from mha_core.analysis.coref import candidate_scores, span_pieces
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.result import AttentionResult
+from mha_core.engine.tokens import without_spaces
+from mha_core.i18n import N_, Explained, tr
 
 PRONOUNS = {"it", "he", "she", "they", "him", "her", "them", "his", "its", "their", "hers", "theirs", "himself",
-            "herself", "itself", "themselves"}
+            "herself", "itself", "themselves", "它", "他", "她", "它们", "他们", "她们"}
+JIEBA_POS = {"n": "NOUN", "nr": "PROPN", "ns": "PROPN", "nt": "PROPN", "nz": "PROPN", "r": "PRON", "x": "PUNCT",
+             "w": "PUNCT", "v": "VERB", "a": "ADJ", "d": "ADV", "p": "ADP", "c": "CCONJ", "m": "NUM", "q": "NOUN"}
 CANDIDATE_POS = ("NOUN", "PROPN")
 MAX_PAIR_CHANGES = 3  # a minimal pair differs in at most this many words
 TABLE_HEADS = 12  # heads listed in the inspector's table (and counted by its headline)
 PROBE = " \"{pronoun}\" refers to the"  # the decoder form of a minimal pair: a last token after every change
+PROBE_ZH = "句中的“{pronoun}”是指"  # the same question for Chinese text
 
 
-class InspectorError(ValueError):
+class InspectorError(Explained):
     """A choice the inspector cannot work with; the message says what to change."""
 
 
@@ -39,11 +44,30 @@ class Word:
 
 
 def sentence_words(text: str) -> list[Word]:
+    """The words of a sentence with a coarse part of speech: spaCy's for spaced text, jieba's for Chinese."""
+    if without_spaces(text):
+        return chinese_words(text)
     from mha_core.analysis.corpora import spacy_pipeline
 
     doc = spacy_pipeline()(text)
     words = [t for t in doc if not t.is_space]
     return [Word(t.text, t.idx, t.pos_, k) for k, t in enumerate(words)]
+
+
+def chinese_words(text: str) -> list[Word]:
+    """jieba's words and parts of speech (its dictionary, no guessing of unknown words), as spaCy's coarse tags."""
+    import jieba
+    import jieba.posseg
+
+    jieba.setLogLevel(60)
+    words, start = [], 0
+    for piece in jieba.posseg.cut(text, HMM=False):
+        found = text.index(piece.word, start)
+        start = found + len(piece.word)
+        if piece.word.strip():
+            tag = JIEBA_POS.get(piece.flag, JIEBA_POS.get(piece.flag[:1], "X"))
+            words.append(Word(piece.word, found, tag, len(words)))
+    return words
 
 
 def default_pronoun(words: Sequence[Word]) -> int | None:
@@ -90,9 +114,10 @@ class AntecedentScores:
         layers = np.bincount([cand for _, cand, _ in self.layer_verdicts()], minlength=len(names))
         leader = int(in_table.argmax())
         counts = lambda c: ", ".join(f"{int(c[i])} '{n}'" for i, n in enumerate(names))  # noqa: E731
-        return (f"Of the {len(top_heads)} heads with the clearest preference (the table), {int(in_table[leader])} "
-                f"prefer '{names[leader]}'. All {preferred.size} heads: {counts(overall)}; layers by their heads' "
-                f"majority ({len(preferred)} layers): {counts(layers)}.")
+        return tr("Of the {top} heads with the clearest preference (the table), {leading} prefer '{leader}'. All "
+                  "{heads} heads: {overall}; layers by their heads' majority ({layers} layers): {by_layer}.",
+                  top=len(top_heads), leading=int(in_table[leader]), leader=names[leader], heads=preferred.size,
+                  overall=counts(overall), layers=len(preferred), by_layer=counts(layers))
 
     def layer_verdicts(self) -> list[tuple[int, int, int]]:
         """Per layer: (layer, candidate most heads prefer, how many heads)."""
@@ -104,25 +129,40 @@ class AntecedentScores:
         return out
 
 
-def unplaced_word_message(word: Word, offsets: Sequence[tuple[int, int]], max_length: int) -> str:
+def unplaced_word_error(word: Word, offsets: Sequence[tuple[int, int]], max_length: int) -> InspectorError:
     """Why a chosen word has no piece: the text was cut before it, or the tokenizer's pieces do not map back to
     it (their character offsets miss it)."""
     if word.start >= max((end for _, end in offsets), default=0):
-        return f"'{word.text}' lies beyond the model's {max_length:,} word pieces: choose an earlier word."
-    return (f"The tokenizer's pieces do not map back to '{word.text}' (their character offsets miss it): choose "
-            "another word.")
+        return InspectorError(
+            "word_beyond_cut",
+            N_("'{word}' lies beyond the model's {max_length:,} word pieces: choose an earlier word."),
+            word=word.text,
+            max_length=max_length,
+        )
+    return InspectorError(
+        "word_not_in_pieces",
+        N_(
+            "The tokenizer's pieces do not map back to '{word}' (their character offsets miss it): choose another word."
+        ),
+        word=word.text,
+    )
 
 
-def antecedent_scores(result: AttentionResult, b: int, words: Sequence[Word], pronoun: int,
-                      candidates: Sequence[int]) -> AntecedentScores:
+def antecedent_scores(
+    result: AttentionResult, b: int, words: Sequence[Word], pronoun: int, candidates: Sequence[int]
+) -> AntecedentScores:
     """Scores of every candidate for text b of `result` (words from `sentence_words` of that text)."""
     if not candidates:
-        raise InspectorError(f"No candidate before '{words[pronoun].text}': pick a later token or add a word.")
+        raise InspectorError(
+            "no_candidate_before_pick",
+            N_("No candidate before '{text}': pick a later token or add a word."),
+            text=words[pronoun].text,
+        )
     offsets = result.batch.offsets[b]
     pieces = [span_pieces(offsets, words[i].start, len(words[i].text)) for i in (pronoun, *candidates)]
     missing = [words[i] for i, found in zip((pronoun, *candidates), pieces, strict=True) if not found]
     if missing:
-        raise InspectorError(unplaced_word_message(missing[0], offsets, result.max_length))
+        raise unplaced_word_error(missing[0], offsets, result.max_length)
     maps = result.text_maps(b)  # (L,H,T,T)
     scores = torch.stack([candidate_scores(maps, pieces[0], c) for c in pieces[1:]])  # (C,L,H)
     return AntecedentScores(words[pronoun], tuple(words[i] for i in candidates), scores.numpy())
@@ -139,21 +179,37 @@ class PairAlignment:
 def align_pair(first: Sequence[Word], second: Sequence[Word], max_changes: int = MAX_PAIR_CHANGES) -> PairAlignment:
     """Align a minimal pair: same number of words, at most `max_changes` substitutions."""
     if not second:
-        raise InspectorError("The second sentence is empty: type a sentence that differs in a few words.")
+        raise InspectorError(
+            "second_sentence_empty_type",
+            N_("The second sentence is empty: type a sentence that differs in a few words."),
+        )
     if len(first) != len(second):
-        raise InspectorError(f"The sentences differ in length ({len(first)} vs {len(second)} words): a minimal "
-                             "pair swaps words one for one.")
+        raise InspectorError(
+            "sentences_differ_length_vs",
+            N_("The sentences differ in length ({first} vs {second} words): a minimal pair swaps words one for one."),
+            first=len(first),
+            second=len(second),
+        )
     a, b = [w.text.lower() for w in first], [w.text.lower() for w in second]
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     if any(tag in ("insert", "delete") for tag, *_ in matcher.get_opcodes()):
-        raise InspectorError("The sentences do not align word for word: a minimal pair swaps words one for one.")
+        raise InspectorError(
+            "sentences_do_not_align",
+            N_("The sentences do not align word for word: a minimal pair swaps words one for one."),
+        )
     positions = tuple(i for i in range(len(a)) if a[i] != b[i])
     changed = tuple((first[i].text, second[i].text) for i in positions)
     if not changed:
-        raise InspectorError("The two sentences are the same: change a word in the second one.")
+        raise InspectorError(
+            "two_sentences_are_same", N_("The two sentences are the same: change a word in the second one.")
+        )
     if len(changed) > max_changes:
-        raise InspectorError(f"The sentences differ in {len(changed)} words; a minimal pair differs in at most "
-                             f"{max_changes}.")
+        raise InspectorError(
+            "sentences_differ_words_minimal",
+            N_("The sentences differ in {changed} words; a minimal pair differs in at most {max_changes}."),
+            changed=len(changed),
+            max_changes=max_changes,
+        )
     return PairAlignment(positions, changed)
 
 
@@ -192,4 +248,6 @@ def blind_to_change(causal: bool, pronoun: int, alignment: PairAlignment) -> boo
 def with_probe(text: str, pronoun: Word) -> str:
     """The sentence continued with a question about the pronoun ("… "It" refers to the"), so that the last word
     comes after every change and a causal model's attention from it can differ between the two sentences."""
+    if without_spaces(text):
+        return text.rstrip() + PROBE_ZH.format(pronoun=pronoun.text)
     return text.rstrip() + PROBE.format(pronoun=pronoun.text[:1].upper() + pronoun.text[1:])

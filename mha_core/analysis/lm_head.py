@@ -24,6 +24,7 @@ from transformers.activations import ACT2FN
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces
 from mha_core.engine.weights import Norm
+from mha_core.i18n import N_, tr
 
 MASKED_HEADS = {  # family: (dense, norm, decoder, bias) tensor names of its ...ForMaskedLM checkpoints
     "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.decoder",
@@ -82,8 +83,11 @@ class LmHead:
 
 
 def read_at(masked: bool) -> tuple[str, str, str]:
-    """How a page and a chart name what a head predicts at a position: (preposition, one, several)."""
-    return ("at", "piece for that place", "pieces for that place") if masked else ("after", "next piece", "next pieces")
+    """How a page and a chart name what a head predicts at a position: (preposition, one, several), in the running
+    context's language."""
+    if masked:
+        return tr("at"), tr("piece for that place"), tr("pieces for that place")
+    return tr("after"), tr("next piece"), tr("next pieces")
 
 
 def answer_slot(model: LoadedModel) -> str:
@@ -140,8 +144,14 @@ def predicts_next(model: LoadedModel) -> bool:
 def check_lm_head(model: LoadedModel) -> LmHead:
     head = lm_head(model)
     if head is None:
-        raise InputError(f"{model.name} has no language-model head (it predicts no piece): predictions need a decoder "
-                         "saved with its head, tied or separate, or an encoder saved with its masked-LM head.")
+        raise InputError(
+            "has_no_language_model_2",
+            N_(
+                "{name} has no language-model head (it predicts no piece): predictions need a decoder saved with its "
+                "head, tied or separate, or an encoder saved with its masked-LM head."
+            ),
+            name=model.name,
+        )
     return head
 
 
@@ -149,8 +159,14 @@ def check_next_piece_head(model: LoadedModel) -> LmHead:
     """The head of a model that predicts the next piece (generation and next-piece losses need one)."""
     head = check_lm_head(model)
     if head.masked:
-        raise InputError(f"{model.name} fills in masked pieces; it does not predict the next piece, so it cannot "
-                         "continue a text: choose a decoder.")
+        raise InputError(
+            "fills_masked_pieces_it",
+            N_(
+                "{name} fills in masked pieces; it does not predict the next piece, so it cannot continue a text: "
+                "choose a decoder."
+            ),
+            name=model.name,
+        )
     return head
 
 
@@ -165,8 +181,14 @@ def token_id(model: LoadedModel, piece: str) -> int:
     ids = model.tokenizer(piece, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
         shown = readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids))
-        raise InputError(f"{piece!r} is {len(ids)} pieces of {model.name}'s vocabulary ({' | '.join(shown) or 'none'})"
-                         f": choose one piece.")
+        raise InputError(
+            "pieces_s_vocabulary_choose",
+            N_("{piece!r} is {ids} pieces of {name}'s vocabulary ({value}): choose one piece."),
+            piece=piece,
+            ids=len(ids),
+            name=model.name,
+            value=" | ".join(shown) or "none",
+        )
     return int(ids[0])
 
 
@@ -176,10 +198,19 @@ def chosen_position(model: LoadedModel, batch: TokenBatch, position: int | None)
     if position is None and check_lm_head(model).masked:
         masks = (batch.input_ids[0, :n] == model.tokenizer.mask_token_id).nonzero()[:, 0]
         if not len(masks):
-            raise InputError(f"{model.name} fills in a masked piece: type {model.tokenizer.mask_token} where the word "
-                             "to predict goes.")
+            raise InputError(
+                "fills_masked_piece_type",
+                N_("{name} fills in a masked piece: type {mask_token} where the word to predict goes."),
+                name=model.name,
+                mask_token=model.tokenizer.mask_token,
+            )
         return int(masks[0])
     position = n - 1 if position is None else position
     if not 0 <= position < n:
-        raise InputError(f"The position must be from 0 to {n - 1} (the text has {n} pieces).")
+        raise InputError(
+            "position_must_be_from_2",
+            N_("The position must be from 0 to {n} (the text has {n2} pieces)."),
+            n=n - 1,
+            n2=n,
+        )
     return position

@@ -191,10 +191,12 @@ def head_count(loaded: LoadedModel, layer: int = 0) -> HeadCount:
 def head_weight_norms(loaded: LoadedModel) -> tuple[torch.Tensor, torch.Tensor]:
     """Frobenius norms of W_Q^h W_K^h^T (what a head matches) and W_V^h W_O^h (what it writes), (L,H) each."""
     qk, ov = [], []
+    group = loaded.n_heads // loaded.n_kv_heads  # query heads per key/value head (GQA, MQA; 1 for MHA)
     for layer in range(loaded.n_layers):
         hw = loaded.head_weights(layer)
-        qk.append(torch.linalg.matrix_norm(hw.w_q @ hw.w_k.transpose(1, 2)))  # (H,D,D) -> (H,)
-        ov.append(torch.linalg.matrix_norm(hw.w_v @ hw.w_o))  # (H,D,D) -> (H,)
+        w_k, w_v = (w.repeat_interleave(group, dim=0) for w in (hw.w_k, hw.w_v))  # (G,D,Dh) -> (H,D,Dh)
+        qk.append(torch.linalg.matrix_norm(hw.w_q @ w_k.transpose(1, 2)))  # (H,D,D) -> (H,)
+        ov.append(torch.linalg.matrix_norm(w_v @ hw.w_o))  # (H,D,D) -> (H,)
     return torch.stack(qk), torch.stack(ov)  # (L,H), (L,H)
 
 

@@ -35,8 +35,9 @@ from mha_core.engine.forward import EditOf, Join, final_norm, prepare, variant_o
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
+from mha_core.i18n import N_, tr
 
-HEADS, RESIDUAL, HEAD = "heads", "residual", "head"
+HEADS, RESIDUAL, HEAD = N_("heads"), N_("residual"), N_("head")
 WHAT = (HEADS, RESIDUAL, HEAD)
 LOGIT_DIFF, COREF_MARGIN = "logit_diff", "coref_margin"
 MIN_GAP = {LOGIT_DIFF: 0.5, COREF_MARGIN: 0.05}  # clean - corrupted below this: shares of the gap are noise
@@ -84,24 +85,25 @@ class PatchGrid:
 
     @property
     def shown_label(self) -> str:
-        return "share put back" if self.decisive else "change from the corrupted text"
+        return N_("share put back") if self.decisive else N_("change from the corrupted text")
 
     def described(self, n_layers: int) -> str:
         """One sentence on what the numbers are, with the clean and corrupted values."""
         if self.metric == LOGIT_DIFF:
-            measure = (f"logit('{self.answer}') − logit('{self.wrong}') at piece {self.position} "
-                       f"('{self.tokens[self.position]}')")
+            measure = tr("logit('{answer}') − logit('{wrong}') at piece {position} ('{piece}')", answer=self.answer,
+                         wrong=self.wrong, position=self.position, piece=self.tokens[self.position])
         else:
-            measure = (f"the coreference margin: attention from '{self.pronoun}' to '{self.answer}' minus to "
-                       f"'{self.wrong}' in {head_label(n_layers - 1, self.probe_head)}, the last layer's head where it "
-                       "is largest")
-        note = "" if self.decisive else (f" The gap is under {MIN_GAP[self.metric]}: the model barely tells the "
-                                         "texts apart, so shares of it would be noise; the grid shows the change "
-                                         "from the corrupted value.")
+            measure = tr("the coreference margin: attention from '{pronoun}' to '{answer}' minus to '{wrong}' in "
+                         "{head}, the last layer's head where it is largest", pronoun=self.pronoun,
+                         answer=self.answer, wrong=self.wrong, head=head_label(n_layers - 1, self.probe_head))
+        note = "" if self.decisive else tr(" The gap is under {gap}: the model barely tells the texts apart, so shares "
+                                           "of it would be noise; the grid shows the change from the corrupted value.",
+                                           gap=MIN_GAP[self.metric])
         if self.metric == COREF_MARGIN and self.what != RESIDUAL:
-            note += (" The last layer's heads cannot move the margin: it is read from that layer's own attention, "
-                     "which comes before their outputs.")
-        return f"Clean text: {self.clean:.3f}; corrupted text: {self.corrupted:.3f} ({measure}).{note}"
+            note += tr(" The last layer's heads cannot move the margin: it is read from that layer's own attention, "
+                       "which comes before their outputs.")
+        return tr("Clean text: {clean:.3f}; corrupted text: {corrupted:.3f} ({measure}).", clean=self.clean,
+                  corrupted=self.corrupted, measure=measure) + note
 
     @property
     def recovered(self) -> np.ndarray:
@@ -124,8 +126,10 @@ def logit_diff_metric(model: LoadedModel, clean: Stream, answer: str | None, wro
     """logit(answer) - logit(wrong) where the model predicts: the last piece, or a masked-LM head's mask."""
     head = check_lm_head(model)
     if answer is None or wrong is None:
-        raise InputError("Patching a model with a language-model head reads logit(answer) - logit(wrong): name both "
-                         "pieces.")
+        raise InputError(
+            "patching_model_with_language",
+            N_("Patching a model with a language-model head reads logit(answer) - logit(wrong): name both pieces."),
+        )
     ids = torch.tensor([token_id(model, answer), token_id(model, wrong)])
     p = chosen_position(model, clean.batch, None)
 
@@ -136,29 +140,47 @@ def logit_diff_metric(model: LoadedModel, clean: Stream, answer: str | None, wro
     return Metric(LOGIT_DIFF, read, (answer, wrong), position=p)
 
 
-def coref_metric(model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None,
-                 chosen: Sequence[Word] | None = None) -> Metric:
+def coref_metric(
+    model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None, chosen: Sequence[Word] | None = None
+) -> Metric:
     """The coreference margin, read where the clean run puts it: its pronoun and two candidates (`chosen`, else the
     first pronoun with two nouns before it) and its best last-layer head."""
     if answer is not None or wrong is not None:
-        raise InputError(f"{model.name} has no language-model head: patching reads the pronoun's coreference margin "
-                         "instead of logits, so it takes no answer or wrong piece.")
+        raise InputError(
+            "has_no_language_model",
+            N_(
+                "{name} has no language-model head: patching reads the pronoun's coreference margin instead of logits, "
+                "so it takes no answer or wrong piece."
+            ),
+            name=model.name,
+        )
     probe = coref_probe(clean.batch, clean.last_maps[None], chosen)
     return Metric(COREF_MARGIN, lambda _, maps: coref_margins(maps.float(), probe), probe.words[1:], probe)
 
 
-def metric_for(model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None,
-               coref: Sequence[Word] | None) -> Metric:
-    return (logit_diff_metric(model, clean, answer, wrong) if has_lm_head(model)
-            else coref_metric(model, clean, answer, wrong, coref))
+def metric_for(
+    model: LoadedModel, clean: Stream, answer: str | None, wrong: str | None, coref: Sequence[Word] | None
+) -> Metric:
+    return (
+        logit_diff_metric(model, clean, answer, wrong)
+        if has_lm_head(model)
+        else coref_metric(model, clean, answer, wrong, coref)
+    )
 
 
 def pair_streams(model: LoadedModel, clean: str, corrupted: str) -> tuple[Stream, Stream]:
     first, second = residual_stream(model, clean), residual_stream(model, corrupted)
     n1, n2 = len(first.tokens), len(second.tokens)
     if n1 != n2:
-        raise InputError(f"The clean text has {n1} pieces and the corrupted text {n2}: patching puts back pieces "
-                         "position by position, so both need the same number.")
+        raise InputError(
+            "clean_text_has_pieces",
+            N_(
+                "The clean text has {n1} pieces and the corrupted text {n2}: patching puts back pieces position by "
+                "position, so both need the same number."
+            ),
+            n1=n1,
+            n2=n2,
+        )
     return first, second
 
 
@@ -199,39 +221,71 @@ def residual_join(clean: Stream, corrupted: Stream, layer: int, positions: Tenso
 
 def check_head(model: LoadedModel, head: tuple[int, int] | None) -> tuple[int, int]:
     if head is None:
-        raise InputError("Patching one head position by position needs the head: its layer and head.")
+        raise InputError(
+            "patching_one_head_position",
+            N_("Patching one head position by position needs the head: its layer and head."),
+        )
     layer, h = head
     if not (0 <= layer < model.n_layers and 0 <= h < model.n_heads):
-        raise InputError(f"{model.name} has layers 0 to {model.n_layers - 1} and heads 0 to {model.n_heads - 1} "
-                         f"(0-based): there is no layer {layer}, head {h}.")
+        raise InputError(
+            "has_layers_heads_based",
+            N_(
+                "{name} has layers 0 to {value} and heads 0 to {value2} (0-based): there is no layer {layer}, head {h}."
+            ),
+            name=model.name,
+            value=model.n_layers - 1,
+            value2=model.n_heads - 1,
+            layer=layer,
+            h=h,
+        )
     return layer, h
 
 
-def planned_variants(model: LoadedModel, first: Stream, second: Stream, what: str, head: tuple[int, int] | None
-                     ) -> tuple[list[tuple[int, int]], Join, EditOf]:
+def planned_variants(
+    model: LoadedModel, first: Stream, second: Stream, what: str, head: tuple[int, int] | None
+) -> tuple[list[tuple[int, int]], Join, EditOf]:
     """The variants (layer, unit) of a grid, how each enters its layer and how it edits the heads' outputs there."""
     corrupted_input = lambda layer, units: second.inputs[layer][None].expand(len(units), -1, -1)  # noqa: E731
     n = len(second.tokens)
     if what == HEADS:
-        return ([(layer, h) for layer in range(model.n_layers) for h in range(model.n_heads)], corrupted_input,
-                lambda layer, _, rows, heads: head_edit(first, layer, rows, heads))
+        return (
+            [(layer, h) for layer in range(model.n_layers) for h in range(model.n_heads)],
+            corrupted_input,
+            lambda layer, _, rows, heads: head_edit(first, layer, rows, heads),
+        )
     if what == RESIDUAL:
-        return ([(layer, t) for layer in range(model.n_layers) for t in range(n)],
-                lambda layer, positions: residual_join(first, second, layer, positions), lambda *_: None)
+        return (
+            [(layer, t) for layer in range(model.n_layers) for t in range(n)],
+            lambda layer, positions: residual_join(first, second, layer, positions),
+            lambda *_: None,
+        )
     layer, h = check_head(model, head)
-    return ([(layer, t) for t in range(n)], corrupted_input,
-            lambda layer, _, rows, positions: position_edit(first, layer, h, rows, positions))
+    return (
+        [(layer, t) for t in range(n)],
+        corrupted_input,
+        lambda layer, _, rows, positions: position_edit(first, layer, h, rows, positions),
+    )
 
 
 @torch.inference_mode()
-def patch_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | None = None, wrong: str | None = None,
-               what: str = HEADS, head: tuple[int, int] | None = None, coref: Sequence[Word] | None = None,
-               progress: Progress | None = None) -> PatchGrid:
+def patch_grid(
+    model: LoadedModel,
+    clean: str,
+    corrupted: str,
+    answer: str | None = None,
+    wrong: str | None = None,
+    what: str = HEADS,
+    head: tuple[int, int] | None = None,
+    coref: Sequence[Word] | None = None,
+    progress: Progress | None = None,
+) -> PatchGrid:
     """The metric with each head's output (what=heads), each layer's input at each position (what=residual) or one
     head's output at each position (what=head) of the corrupted run replaced by its clean value. `coref`: the
     pronoun and two candidates of the clean text whose margin a model without a language-model head is read by."""
     if what not in WHAT:
-        raise InputError(f"Unknown patch {what!r}: choose {', '.join(WHAT)}.")
+        raise InputError(
+            "unknown_patch_choose", N_("Unknown patch {what!r}: choose {what2}."), what=what, what2=", ".join(WHAT)
+        )
     if what == HEAD:
         check_head(model, head)
     first, second = pair_streams(model, clean, corrupted)
@@ -240,12 +294,20 @@ def patch_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | Non
     variants, join, edit_of = planned_variants(model, first, second, what, head)
     rows, effects = chunk_rows(model, len(second.tokens)), []
     for start in range(0, len(variants), rows):
-        x, attn = variant_outputs(model, variants[start:start + rows], bias, rope, join, edit_of)
+        x, attn = variant_outputs(model, variants[start : start + rows], bias, rope, join, edit_of)
         effects.append(metric.read(x.float(), attn.probs))
         if progress:
             progress(min(start + rows, len(variants)), len(variants))
     shape = (len(second.tokens),) if what == HEAD else (model.n_layers, len(variants) // model.n_layers)
-    return PatchGrid(what, metric.name, *metric.words, metric.of(first), metric.of(second),
-                     torch.cat(effects).reshape(shape).numpy(), second.tokens, head if what == HEAD else None,
-                     *((metric.probe.head, metric.probe.words[0]) if metric.probe is not None else (None, None)),
-                     metric.position)
+    return PatchGrid(
+        what,
+        metric.name,
+        *metric.words,
+        metric.of(first),
+        metric.of(second),
+        torch.cat(effects).reshape(shape).numpy(),
+        second.tokens,
+        head if what == HEAD else None,
+        *((metric.probe.head, metric.probe.words[0]) if metric.probe is not None else (None, None)),
+        metric.position,
+    )

@@ -25,7 +25,8 @@ from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
-from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize
+from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize, without_spaces
+from mha_core.i18n import N_, tr
 
 TOP_K = 10
 
@@ -79,8 +80,9 @@ class Prediction:
     @property
     def title(self) -> str:
         preposition, _, several = read_at(self.masked)
-        return (f"{preposition.capitalize()} '{self.tokens[self.position]}' (position {self.position}): the "
-                f"{len(self.top_ids)} most likely {several}")
+        return tr("{preposition} '{piece}' (position {position}): the {count} most likely {several}",
+                  preposition=preposition[:1].upper() + preposition[1:], piece=self.tokens[self.position],
+                  position=self.position, count=len(self.top_ids), several=several)
 
     def rank_of(self, token: int) -> tuple[int, float]:
         """(rank from 1, probability) of any token at the position."""
@@ -167,7 +169,7 @@ class LayerEffect:
     answer_probs: tuple[float, ...]  # S: the final answer's probability at each stage
 
 
-STAGES = ("entering the layer", "after its attention", "leaving the layer (after its MLP)")
+STAGES = (N_("entering the layer"), N_("after its attention"), N_("leaving the layer (after its MLP)"))
 
 
 @torch.inference_mode()
@@ -242,7 +244,8 @@ def attribute(model: LoadedModel, text: str, answer: str, wrong: str | None = No
     """Direct logit attribution at `position` (default: the last piece) of a pre-norm model with an LM head."""
     head = check_lm_head(model)
     if model.embeddings.final_norm is None:
-        raise InputError(f"{model.name} normalises after every layer: no component writes to the logits directly.")
+        raise InputError("normalises_after_every_layer", N_("{name} normalises after every layer: no component "
+                                                                "writes to the logits directly."), name=model.name)
     answer_id = token_id(model, answer)
     wrong_id = None if wrong is None else token_id(model, wrong)
     stream = residual_stream(model, text)
@@ -255,9 +258,16 @@ def attribute(model: LoadedModel, text: str, answer: str, wrong: str | None = No
     biases = sum(bias for _, bias in shares)
     logit = head.uncapped(final_norm(model, stream.inputs[-1][p]))  # Gemma 2's final soft-cap is not linear
     diff = float(logit[answer_id] - (logit[wrong_id] if wrong_id is not None else 0))
-    return Attribution(p, answer, wrong, heads.numpy(), mlps.numpy(), float(stream.inputs[0][p].float() @ readout),
-                       biases + norm_bias, diff)
-
+    return Attribution(
+        p,
+        answer,
+        wrong,
+        heads.numpy(),
+        mlps.numpy(),
+        float(stream.inputs[0][p].float() @ readout),
+        biases + norm_bias,
+        diff,
+    )
 
 
 @dataclass(frozen=True)
@@ -288,7 +298,8 @@ def asked(model: LoadedModel, text: str, pronoun: Word) -> str:
 
 def first_piece_id(model: LoadedModel, word: str) -> int:
     """The first piece of `word` as it follows a space: how the model would start writing it."""
-    return int(model.tokenizer(" " + word, add_special_tokens=False)["input_ids"][0])
+    spaced = word if without_spaces(word) else " " + word  # Chinese follows without a space
+    return int(model.tokenizer(spaced, add_special_tokens=False)["input_ids"][0])
 
 
 def first_piece(model: LoadedModel, word: str) -> str:

@@ -66,12 +66,16 @@ def serve() -> None:
 
 
 def duration_note(method: str, n_points: int) -> str:
-    """What a visitor should expect before choosing `method` for `n_points` points (one line, no full stop)."""
+    """What a visitor should expect before choosing `method` for `n_points` points (one line, no full stop), in the
+    page's language (imported here: as a child process this module imports only numpy)."""
+    from mha_core.i18n import tr
+
     if method == PCA:
-        return "instant"
-    note = f"about {expected_seconds(method, n_points):.0f} s on one free core"
+        return tr("instant")
+    note = tr("about {seconds:.0f} s on one free core", seconds=expected_seconds(method, n_points))
     if method == UMAP:
-        note += f", plus about {UMAP_COMPILE_S} s the first time (umap-learn compiles its code once per server process)"
+        note += tr(", plus about {seconds} s the first time (umap-learn compiles its code once per server process)",
+                   seconds=UMAP_COMPILE_S)
     return note
 
 

@@ -25,8 +25,9 @@ from mha_core.analysis.roles import head_label, top_indices
 from mha_core.engine.attention import causal_bias
 from mha_core.engine.children import ChildPool
 from mha_core.engine.tokens import InputError
+from mha_core.i18n import N_
 
-BY_KIND, BY_POSITION, BY_TOKEN, BY_POS = "query / key", "position", "token", "part of speech"
+BY_KIND, BY_POSITION, BY_TOKEN, BY_POS = N_("query / key"), N_("position"), N_("token"), N_("part of speech")
 COLOUR_BY = (BY_KIND, BY_POSITION, BY_TOKEN, BY_POS)
 TOP_TOKENS = 12  # colour by token: the most frequent pieces, the rest is "other"
 CONTEXT_CHARS = 60  # hover: characters of the sentence shown either side of the token
@@ -91,18 +92,34 @@ def kv_head_of(corpus: CorpusPass, head: int) -> int:
 
 def check_head(corpus: CorpusPass, layer: int, head: int) -> None:
     if not (0 <= layer < corpus.n_layers and 0 <= head < corpus.n_heads):
-        raise InputError(f"No head {head_label(layer, head)}: the model has {corpus.n_layers} layers of "
-                         f"{corpus.n_heads} heads.")
+        raise InputError(
+            "no_head_model_has",
+            N_("No head {layer}: the model has {n_layers} layers of {n_heads} heads."),
+            layer=head_label(layer, head),
+            n_layers=corpus.n_layers,
+            n_heads=corpus.n_heads,
+        )
     if corpus.kept == 0:
-        raise InputError("No sentence was kept for the query-key view.")
+        raise InputError("no_sentence_was_kept", N_("No sentence was kept for the query-key view."))
 
 
-def qk_view(corpus: CorpusPass, layer: int, head: int, method: str = PCA, seed: int = SEED,
-            check: Callable[[], None] | None = None) -> QKView:
+def qk_view(
+    corpus: CorpusPass,
+    layer: int,
+    head: int,
+    method: str = PCA,
+    seed: int = SEED,
+    check: Callable[[], None] | None = None,
+) -> QKView:
     """Head `head` of `layer`: queries and keys (after RoPE) of every kept token, normalised, projected to 2-D."""
     check_head(corpus, layer, head)
     if method not in PROJECTIONS:
-        raise InputError(f"Unknown projection {method!r}: choose one of {', '.join(PROJECTIONS)}.")
+        raise InputError(
+            "unknown_projection_choose_one",
+            N_("Unknown projection {method!r}: choose one of {projections}."),
+            method=method,
+            projections=", ".join(PROJECTIONS),
+        )
     kv = kv_head_of(corpus, head)
     norm = normalise(corpus.layer_q[layer][:, head], corpus.layer_k[layer][:, kv])
     points = torch.cat([norm.queries, norm.keys]).numpy()  # (P,Dh)
@@ -110,8 +127,9 @@ def qk_view(corpus: CorpusPass, layer: int, head: int, method: str = PCA, seed: 
     return QKView(layer, head, kv, method, xy, norm.scale, float(norm.translation.norm()), norm.mean_norm, explained)
 
 
-def project(points: np.ndarray, method: str, seed: int = SEED, check: Callable[[], None] | None = None
-            ) -> tuple[np.ndarray, tuple[float, float] | None]:
+def project(
+    points: np.ndarray, method: str, seed: int = SEED, check: Callable[[], None] | None = None
+) -> tuple[np.ndarray, tuple[float, float] | None]:
     """(P,Dh) -> (P,2), and for PCA the share of the variance each axis keeps. With `check`, t-SNE and UMAP run in
     a child process that is killed as soon as check() raises (a server's job that nobody waits for)."""
     if method == PCA:
@@ -161,8 +179,8 @@ def marked_sentence(corpus: CorpusPass, token: int, width: int = CONTEXT_CHARS) 
     if corpus.special[token]:
         return f"⟦{corpus.labels[token]}⟧ {text[: 2 * width]}"
     begin, end = (int(x) for x in corpus.spans[token])
-    left = ("…" if begin > width else "") + text[max(0, begin - width):begin]
-    right = text[end:end + width] + ("…" if end + width < len(text) else "")
+    left = ("…" if begin > width else "") + text[max(0, begin - width) : begin]
+    right = text[end : end + width] + ("…" if end + width < len(text) else "")
     return f"{left}⟦{text[begin:end]}⟧{right}"
 
 
@@ -180,7 +198,12 @@ def colour_groups(corpus: CorpusPass, by: str, pos: tuple[str, ...] | None = Non
         names = np.array(pos, dtype=object)
         common = [tag for tag, _ in Counter(pos).most_common()]
     else:
-        raise InputError(f"Unknown colouring {by!r}: choose one of {', '.join(COLOUR_BY)}.")
+        raise InputError(
+            "unknown_colouring_choose_one",
+            N_("Unknown colouring {by!r}: choose one of {colour_by}."),
+            by=by,
+            colour_by=", ".join(COLOUR_BY),
+        )
     doubled = np.concatenate([names, names])  # (P,) the token's name for its query and its key
     groups = [(name, np.flatnonzero(doubled == name)) for name in common]
     rest = np.flatnonzero(~np.isin(doubled, common))

@@ -14,22 +14,25 @@ from typing import Protocol
 
 import numpy as np
 
+from mha_core.i18n import N_
+
 METRICS = ("cls", "sep", "punct", "prev", "self", "next", "local", "entropy", "confidence")
-METRIC_TITLES = {
-    "cls": "to [CLS] / the first token", "sep": "to [SEP]", "punct": "to punctuation", "prev": "to previous token",
-    "self": "to itself", "next": "to next token", "local": "within ±3 tokens", "entropy": "breadth (entropy / ln n)",
-    "confidence": "confidence (row max)",
+METRIC_TITLES = {  # marked for the catalogue: pages show them translated
+    "cls": N_("to [CLS] / the first token"), "sep": N_("to [SEP]"), "punct": N_("to punctuation"),
+    "prev": N_("to previous token"), "self": N_("to itself"), "next": N_("to next token"),
+    "local": N_("within ±3 tokens"), "entropy": N_("breadth (entropy / ln n)"),
+    "confidence": N_("confidence (row max)"),
 }
 # Thresholds, shown in the app as they are written here.
 POSITIONAL_MIN = 0.5  # Clark et al.: previous / self / next heads
 SPECIAL_MIN = 0.6  # Clark et al.: [CLS] / [SEP] / punctuation heads
 BROAD_MIN = 0.9  # normalised entropy; Clark's 3.8 nats cannot fire on short sentences
 PATTERN_RULES = (
-    ("diagonal", "previous + self + next ≥ 0.5"),
-    ("vertical", "[CLS] + [SEP] + punctuation ≥ 0.5"),
-    ("vertical+diagonal", "both of the above ≥ 0.25 and together ≥ 0.6"),
-    ("block", "≥ 0.6 within ±3 tokens, not diagonal or vertical"),
-    ("heterogeneous", "none of the above"),
+    (N_("diagonal"), N_("previous + self + next ≥ 0.5")),
+    (N_("vertical"), N_("[CLS] + [SEP] + punctuation ≥ 0.5")),
+    (N_("vertical+diagonal"), N_("both of the above ≥ 0.25 and together ≥ 0.6")),
+    (N_("block"), N_("≥ 0.6 within ±3 tokens, not diagonal or vertical")),
+    (N_("heterogeneous"), N_("none of the above")),
 )
 
 

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from mha_core.i18n import N_, Explained, tr
+
 MAX_DIM = 1 << 17  # 131,072: larger than any released model, small enough to stay meaningful
 
 
-class ShapeError(ValueError):
+class ShapeError(Explained):
     """An impossible attention shape; the message says why in one sentence."""
 
 
@@ -33,8 +35,8 @@ class AttentionShape:
     @property
     def kind(self) -> str:
         if self.n_kv_heads == self.n_heads:
-            return "multi-head (MHA)"
-        return "multi-query (MQA)" if self.n_kv_heads == 1 else "grouped-query (GQA)"
+            return N_("multi-head (MHA)")
+        return N_("multi-query (MQA)") if self.n_kv_heads == 1 else N_("grouped-query (GQA)")
 
 
 def make_shape(d_model: int, n_heads: int, d_k: int | None = None, d_v: int | None = None,
@@ -43,11 +45,27 @@ def make_shape(d_model: int, n_heads: int, d_k: int | None = None, d_v: int | No
     """Validate and fill defaults (d_k = d_v = d_model / h, g = h, kdim = vdim = d_model)."""
     for name, value in (("d_model", d_model), ("number of heads", n_heads)):
         if not isinstance(value, int) or value < 1:
-            raise ShapeError(f"The {name} must be a positive whole number, not {value}.")
+            raise ShapeError(
+                "must_be_positive_whole",
+                N_("The {name} must be a positive whole number, not {value}."),
+                name=name,
+                value=value,
+            )
         if value > MAX_DIM:
-            raise ShapeError(f"The {name} {value:,} is above the calculator's limit of {MAX_DIM:,}.")
+            raise ShapeError(
+                "above_calculator_s_limit",
+                N_("The {name} {value:,} is above the calculator's limit of {max_dim:,}."),
+                name=name,
+                value=value,
+                max_dim=MAX_DIM,
+            )
     if (d_k is None or d_v is None) and d_model % n_heads:
-        raise ShapeError(f"d_model {d_model} is not divisible by {n_heads} heads; set d_k and d_v explicitly.")
+        raise ShapeError(
+            "d_model_not_divisible",
+            N_("d_model {d_model} is not divisible by {n_heads} heads; set d_k and d_v explicitly."),
+            d_model=d_model,
+            n_heads=n_heads,
+        )
     d_k = d_model // n_heads if d_k is None else d_k
     d_v = d_model // n_heads if d_v is None else d_v
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -55,9 +73,20 @@ def make_shape(d_model: int, n_heads: int, d_k: int | None = None, d_v: int | No
     checks = (("d_k", d_k), ("d_v", d_v), ("number of key/value heads", n_kv_heads), ("kdim", kdim), ("vdim", vdim))
     for name, value in checks:
         if not isinstance(value, int) or value < 1 or value > MAX_DIM:
-            raise ShapeError(f"The {name} must be a whole number from 1 to {MAX_DIM:,}, not {value}.")
+            raise ShapeError(
+                "must_be_whole_number",
+                N_("The {name} must be a whole number from 1 to {max_dim:,}, not {value}."),
+                name=name,
+                max_dim=MAX_DIM,
+                value=value,
+            )
     if n_heads % n_kv_heads:
-        raise ShapeError(f"{n_heads} query heads cannot be shared evenly by {n_kv_heads} key/value heads.")
+        raise ShapeError(
+            "query_heads_cannot_be",
+            N_("{n_heads} query heads cannot be shared evenly by {n_kv_heads} key/value heads."),
+            n_heads=n_heads,
+            n_kv_heads=n_kv_heads,
+        )
     return AttentionShape(d_model, n_heads, d_k, d_v, n_kv_heads, bias, kdim, vdim)
 
 
@@ -137,3 +166,22 @@ def two_bias_miscount(shape: AttentionShape) -> int | None:
     d = shape.d_model
     standard = shape.n_kv_heads == shape.n_heads and shape.d_k * shape.n_heads == d == shape.kdim == shape.vdim
     return 4 * d * d + 2 * d if standard and shape.bias and shape.d_v == shape.d_k else None
+
+
+def count_walk(s: AttentionShape) -> list[str]:
+    """The parameter count as steps a lesson walks through (the seeds' example: d_model 512, h = 8, d_k 64 gives
+    1,050,624), every number read from the counted modules; in the running context's language."""
+    count = count_shape(s)
+    m = count.per_matrix
+    steps = []
+    for letter, width, out in (("Q", s.n_heads * s.d_k, s.d_model), ("K", s.n_kv_heads * s.d_k, s.kdim),
+                               ("V", s.n_kv_heads * s.d_v, s.vdim)):
+        heads = s.n_heads if letter == "Q" else s.n_kv_heads
+        steps.append(tr("W_{letter}: {rows} × {cols} = {weights:,} weights (the {heads} heads' {rows} × {per_head} "
+                        "slices side by side), plus {bias:,} biases.", letter=letter, rows=out, cols=width,
+                        weights=m[f"W_{letter}"], heads=heads, per_head=width // heads, bias=m[f"b_{letter}"]))
+    steps.append(tr("W_O: {rows} × {cols} = {weights:,} weights (the concatenated heads back to d_model), plus "
+                    "{bias:,} biases.", rows=s.n_heads * s.d_v, cols=s.d_model, weights=m["W_O"], bias=m["b_O"]))
+    steps.append(tr("Total: {parts} = {total:,} parameters.", parts=" + ".join(f"{v:,}" for v in m.values() if v),
+                    total=count.total))
+    return steps

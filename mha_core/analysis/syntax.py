@@ -20,6 +20,7 @@ from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import merge_pieces, word_groups
+from mha_core.i18n import N_
 
 EXCLUDED_RELATIONS = ("root", "punct")
 ALL = "all"
@@ -154,14 +155,19 @@ def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
     lengths = piece_counts(model, sentences)
     keep = [i for i, n in enumerate(lengths) if n <= model.max_length]
     if not keep:
-        raise InputError(f"None of the {len(sentences):,} sentences fits the model's {model.max_length} word pieces.")
+        raise InputError(
+            "none_sentences_fits_model",
+            N_("None of the {sentences:,} sentences fits the model's {max_length} word pieces."),
+            sentences=len(sentences),
+            max_length=model.max_length,
+        )
     done = 0
     for batch in map_batches([lengths[i] for i in keep], model.n_layers * model.n_heads, model=model):
         chosen = [sentences[keep[i]] for i in batch]
         result = run(model, [list(s.words) for s in chosen], path="explicit")
         for b, sentence in enumerate(chosen):
             maps = result.text_maps(b)  # (L,H,T_b,T_b)
-            groups = word_groups(result.word_ids[b][:maps.shape[-1]], len(sentence.words))
+            groups = word_groups(result.word_ids[b][: maps.shape[-1]], len(sentence.words))
             words_map = merge_pieces(maps, groups)  # (L,H,W,W)
             acc.add(sentence, predict_heads(words_map))
             if roles is not None:

@@ -19,6 +19,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from mha_core.engine.tokens import InputError
+from mha_core.i18n import N_
 
 if TYPE_CHECKING:
     from mha_core.engine.model import LoadedModel
@@ -51,8 +52,18 @@ def check_budget(needed: int, what: str, advice: str) -> None:
     """Refuse, in one sentence, a computation whose estimated peak is over the budget."""
     budget = budget_bytes()
     if needed > budget:
-        raise BudgetError(f"{what} would need about {megabytes(needed)} of memory, over this server's limit of "
-                          f"{megabytes(budget)} per computation ({BUDGET_ENV}); {advice}.")
+        raise BudgetError(
+            "would_need_about_memory",
+            N_(
+                "{what} would need about {needed} of memory, over this server's limit of {budget} per computation "
+                "({budget_env}); {advice}."
+            ),
+            what=what,
+            needed=megabytes(needed),
+            budget=megabytes(budget),
+            budget_env=BUDGET_ENV,
+            advice=advice,
+        )
 
 
 def element_size(model: LoadedModel) -> int:

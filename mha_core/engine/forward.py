@@ -34,6 +34,7 @@ from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError, TextsLike, TokenBatch, tokenize
 from mha_core.engine.weights import EmbeddingWeights, LayerWeights
+from mha_core.i18n import N_, Worded
 
 # Below this many tokens the explicit path is as fast and gives the maps for free.
 AUTO_FUSED_MIN_TOKENS = 256
@@ -157,14 +158,16 @@ def final_norm(model: LoadedModel, x: Tensor) -> Tensor:
 def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, str]:
     """Resolve `auto`; returns (path, reason)."""
     if path not in PATHS:
-        raise InputError(f"Unknown path {path!r}: choose one of {', '.join(PATHS)}.")
+        raise InputError("unknown_path", N_("Unknown path {path!r}: choose one of {paths}."), path=path,
+                         paths=", ".join(PATHS))
     if path != AUTO:
-        return path, f"{path} (as asked)"
+        return path, Worded(N_("{path} (as asked)"), path=path)
     if device.type == "cuda":
-        return FUSED, "auto: fused on the GPU"
+        return FUSED, Worded(N_("auto: fused on the GPU"))
     if n_tokens > AUTO_FUSED_MIN_TOKENS:
-        return FUSED, f"auto: fused for {n_tokens} tokens > {AUTO_FUSED_MIN_TOKENS}"
-    return EXPLICIT, f"auto: explicit for {n_tokens} tokens <= {AUTO_FUSED_MIN_TOKENS}"
+        return FUSED, Worded(N_("auto: fused for {n} tokens > {limit}"), n=n_tokens, limit=AUTO_FUSED_MIN_TOKENS)
+    return EXPLICIT, Worded(N_("auto: explicit for {n} tokens <= {limit}"), n=n_tokens,
+                             limit=AUTO_FUSED_MIN_TOKENS)
 
 
 @torch.inference_mode()
@@ -197,16 +200,27 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
     rows, tokens = batch.input_ids.shape
     chosen, reason = choose_path(path, tokens, model.device)
     if chosen == FUSED and not arch.fused_exact:
-        chosen, reason = EXPLICIT, (f"explicit: {model.name} caps its attention scores (tanh(s/c)·c), which no fused "
-                                    "kernel does")
-    check_budget(forward_bytes(model, rows, tokens, keeps_maps=chosen != FUSED),
-                 f"Recomputing {rows:,} text(s) of {tokens:,} pieces on the {chosen} path (it keeps every map)"
-                 if chosen != FUSED else f"Recomputing {rows:,} text(s) of {tokens:,} pieces",
-                 "use a shorter text" + (" or the fused path" if chosen != FUSED else ""))
+        chosen, reason = (
+            EXPLICIT,
+            Worded(N_("explicit: {name} caps its attention scores (tanh(s/c)·c), which no fused kernel does"),
+                   name=model.name),
+        )
+    check_budget(
+        forward_bytes(model, rows, tokens, keeps_maps=chosen != FUSED),
+        f"Recomputing {rows:,} text(s) of {tokens:,} pieces on the {chosen} path (it keeps every map)"
+        if chosen != FUSED
+        else f"Recomputing {rows:,} text(s) of {tokens:,} pieces",
+        "use a shorter text" + (" or the fused path" if chosen != FUSED else ""),
+    )
     x, bias, rope = prepare(model, batch)
     # A decoder's unpadded batch on the fused path: the kernel's own causal mode skips the masked half.
-    kernel_causal = chosen == FUSED and arch.causal and arch.sliding_window is None and not arch.alibi and bool(
-        batch.attention_mask.all())
+    kernel_causal = (
+        chosen == FUSED
+        and arch.causal
+        and arch.sliding_window is None
+        and not arch.alibi
+        and bool(batch.attention_mask.all())
+    )
     hidden, attns = [x], []
     for output, attn in layer_outputs(model, x, None if kernel_causal else bias, rope, chosen, kernel_causal):
         hidden.append(output)
@@ -214,11 +228,18 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
     hidden[-1] = final_norm(model, hidden[-1])
     return AttentionResult(
         batch=batch,
-        layer_q=tuple(a.q for a in attns), layer_k=tuple(a.k for a in attns),
+        layer_q=tuple(a.q for a in attns),
+        layer_k=tuple(a.k for a in attns),
         layer_context=None if chosen == FUSED else tuple(a.context for a in attns),
         layer_probs=None if chosen == FUSED else tuple(a.probs for a in attns),
         layer_lse=tuple(a.lse for a in attns) if chosen == FUSED else None,
-        hidden_states=tuple(hidden), path=chosen, backend=attns[0].backend, path_reason=reason,
-        max_length=arch.max_length, causal=arch.causal, windows=arch.windows, score_scale=arch.scale,
+        hidden_states=tuple(hidden),
+        path=chosen,
+        backend=attns[0].backend,
+        path_reason=reason,
+        max_length=arch.max_length,
+        causal=arch.causal,
+        windows=arch.windows,
+        score_scale=arch.scale,
         alibi=arch.alibi,
     )

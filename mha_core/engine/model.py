@@ -18,6 +18,7 @@ from torch import Tensor
 from mha_core.engine import bundled
 from mha_core.engine.arch import DECODERS, ENCODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
+from mha_core.i18n import N_, Explained
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -29,7 +30,7 @@ SHOWN_PATH_CHARS = 80  # long paths are cut in messages
 PROBE_TEXT = "The cat sat on the mat."  # a tokenizer that maps this to unknown tokens is unusable
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(Explained):
     """A model directory that cannot be used; the message is one sentence for the user."""
 
 
@@ -117,7 +118,9 @@ def resolve_model_dir(model_dir: str | Path | None) -> Path:
     try:
         return Path(chosen).expanduser()
     except RuntimeError:
-        raise ModelLoadError(f"Cannot expand the home directory in {shown(chosen)!r}.") from None
+        raise ModelLoadError(
+            "cannot_expand_home_directory", N_("Cannot expand the home directory in {chosen!r}."), chosen=shown(chosen)
+        ) from None
 
 
 def check_model_dir(model_dir: Path) -> dict:
@@ -131,23 +134,42 @@ def check_model_dir(model_dir: Path) -> dict:
         has_weights = found and any(model_dir.glob("*.safetensors"))
     except (OSError, UnicodeDecodeError) as err:
         reason = getattr(err, "strerror", None) or err.__class__.__name__
-        raise ModelLoadError(f"Cannot read {shown(model_dir)} or its config.json: {reason}.") from None
+        raise ModelLoadError(
+            "cannot_read_config_json",
+            N_("Cannot read {model_dir} or its config.json: {reason}."),
+            model_dir=shown(model_dir),
+            reason=reason,
+        ) from None
     if not found:
-        raise ModelLoadError(f"Model directory not found: {shown(model_dir)}")
+        raise ModelLoadError(
+            "model_directory_not_found", N_("Model directory not found: {model_dir}"), model_dir=shown(model_dir)
+        )
     try:
         config = json.loads(raw)
     except ValueError as err:
-        raise ModelLoadError(f"config.json in {shown(model_dir)} is not valid JSON ({err.__class__.__name__}).",
-                             ) from None
+        raise ModelLoadError(
+            "config_json_not_valid",
+            N_("config.json in {model_dir} is not valid JSON ({name})."),
+            model_dir=shown(model_dir),
+            name=err.__class__.__name__,
+        ) from None
     if not isinstance(config, dict):
-        raise ModelLoadError(f"config.json in {shown(model_dir)} is not a JSON object.")
+        raise ModelLoadError(
+            "config_json_not_json", N_("config.json in {model_dir} is not a JSON object."), model_dir=shown(model_dir)
+        )
     check_config(config, model_dir)
     if not has_weights:
-        raise ModelLoadError(f"No safetensors weights (*.safetensors) in {shown(model_dir)}; .bin files are not "
-                             "loaded.")
+        raise ModelLoadError(
+            "no_safetensors_weights_safetensors",
+            N_("No safetensors weights (*.safetensors) in {model_dir}; .bin files are not loaded."),
+            model_dir=shown(model_dir),
+        )
     if not has_tokenizer:
-        raise ModelLoadError(f"No tokenizer in {shown(model_dir)} (tokenizer.json or vocab.txt): every word would "
-                             "become [UNK].")
+        raise ModelLoadError(
+            "no_tokenizer_tokenizer_json",
+            N_("No tokenizer in {model_dir} (tokenizer.json or vocab.txt): every word would become [UNK]."),
+            model_dir=shown(model_dir),
+        )
     return config
 
 
@@ -155,31 +177,58 @@ def check_regular_files(model_dir: Path) -> None:
     """Nothing in the folder that a reader could block on forever (a FIFO, a socket, a device)."""
     for entry in model_dir.iterdir():
         if not (entry.is_file() or entry.is_dir()):
-            raise ModelLoadError(f"{shown(entry)} is not a regular file (a pipe, socket or device): it is never read.")
+            raise ModelLoadError(
+                "not_regular_file_pipe",
+                N_("{entry} is not a regular file (a pipe, socket or device): it is never read."),
+                entry=shown(entry),
+            )
 
 
-FAMILIES_SENTENCE = (f"supported are the encoders {', '.join(ENCODERS)} and the decoders {', '.join(DECODERS)} "
-                     "(weights in safetensors, no custom code)")
+FAMILIES_SENTENCE = (
+    f"supported are the encoders {', '.join(ENCODERS)} and the decoders {', '.join(DECODERS)} "
+    "(weights in safetensors, no custom code)"
+)
 
 
 def check_config(config: dict, model_dir: Path) -> None:
     model_type = config.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ModelLoadError(f"Unsupported architecture {str(model_type)[:40]!r} in {shown(model_dir)}: "
-                             f"{FAMILIES_SENTENCE}.")
+        raise ModelLoadError(
+            "unsupported_architecture",
+            N_("Unsupported architecture {model_type!r} in {model_dir}: {families_sentence}."),
+            model_type=str(model_type)[:40],
+            model_dir=shown(model_dir),
+            families_sentence=FAMILIES_SENTENCE,
+        )
     if config.get("auto_map"):
-        raise ModelLoadError(f"{shown(model_dir)} needs its own code (trust_remote_code), which is never run: "
-                             f"{FAMILIES_SENTENCE}.")
+        raise ModelLoadError(
+            "needs_own_code_trust",
+            N_("{model_dir} needs its own code (trust_remote_code), which is never run: {families_sentence}."),
+            model_dir=shown(model_dir),
+            families_sentence=FAMILIES_SENTENCE,
+        )
     if config.get("position_embedding_type", "absolute") != "absolute":
-        raise ModelLoadError("Only absolute position embeddings are supported for BERT-style encoders.")
+        raise ModelLoadError(
+            "only_absolute_position_embeddings",
+            N_("Only absolute position embeddings are supported for BERT-style encoders."),
+        )
     if model_type == "opt" and config.get("word_embed_proj_dim", config.get("hidden_size")) != config.get(
-            "hidden_size"):
-        raise ModelLoadError(f"{shown(model_dir)} projects its OPT embeddings to another width (word_embed_proj_dim), "
-                             f"which the recompute does not follow: {FAMILIES_SENTENCE}, OPT without that projection.")
+        "hidden_size"
+    ):
+        raise ModelLoadError(
+            "projects_opt_embeddings_another",
+            N_(
+                "{model_dir} projects its OPT embeddings to another width (word_embed_proj_dim), which the recompute "
+                "does not follow: {families_sentence}, OPT without that projection."
+            ),
+            model_dir=shown(model_dir),
+            families_sentence=FAMILIES_SENTENCE,
+        )
 
 
-def load_model(model_dir: str | Path | None = None, device: str | torch.device = "cpu",
-               dtype: torch.dtype | None = None) -> LoadedModel:
+def load_model(
+    model_dir: str | Path | None = None, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
+) -> LoadedModel:
     """Load model, tokenizer and config offline from `model_dir` (default: the bundled model).
 
     `dtype` (e.g. torch.bfloat16 with device="cuda") keeps the weights, and so every recompute, in
@@ -195,26 +244,39 @@ def load_model(model_dir: str | Path | None = None, device: str | torch.device =
         try:
             bundled.ensure(bundle)
         except (bundled.BundleError, OSError, ValueError) as err:
-            raise ModelLoadError(str(err).splitlines()[0]) from None
+            raise ModelLoadError("bundle_unavailable", N_("{reason}"), reason=str(err).splitlines()[0]) from None
     check_model_dir(path)
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
-        model, loading = AutoModel.from_pretrained(path, local_files_only=True, use_safetensors=True,
-                                                   attn_implementation="eager", output_loading_info=True)
+        model, loading = AutoModel.from_pretrained(
+            path, local_files_only=True, use_safetensors=True, attn_implementation="eager", output_loading_info=True
+        )
     except Exception as err:  # noqa: BLE001 - any failure of a model folder is one sentence for the user
-        raise ModelLoadError(load_failure(path, err)) from None
+        raise load_failure(path, err) from None
     check_loaded_weights(model, loading, path)
     check_tokenizer(tokenizer, path)
     model.eval().to(device=device, dtype=dtype)
     arch = describe(config)
     embeddings, layers = read_weights(model, arch)
     if len(tokenizer) > embeddings.word.shape[0]:
-        raise ModelLoadError(f"The tokenizer in {shown(path)} has {len(tokenizer):,} tokens but the model embeds only "
-                             f"{embeddings.word.shape[0]:,}.")
+        raise ModelLoadError(
+            "tokenizer_has_tokens_but",
+            N_("The tokenizer in {path} has {tokenizer:,} tokens but the model embeds only {shape:,}."),
+            path=shown(path),
+            tokenizer=len(tokenizer),
+            shape=embeddings.word.shape[0],
+        )
     return LoadedModel(
-        model=model, tokenizer=tokenizer, config=config, arch=arch, embeddings=embeddings, layers=layers,
-        model_dir=path, name=model_name(path, config), rotary_embedding=getattr(model, "rotary_emb", None),
+        model=model,
+        tokenizer=tokenizer,
+        config=config,
+        arch=arch,
+        embeddings=embeddings,
+        layers=layers,
+        model_dir=path,
+        name=model_name(path, config),
+        rotary_embedding=getattr(model, "rotary_emb", None),
         bos_id=prepare_decoder_tokenizer(tokenizer) if arch.family in DECODERS else None,
     )
 
@@ -230,15 +292,26 @@ def prepare_decoder_tokenizer(tokenizer: PreTrainedTokenizerBase) -> int | None:
     return None if adds_first or first is None else int(first)
 
 
-def load_failure(path: Path, err: Exception) -> str:
+def load_failure(path: Path, err: Exception) -> ModelLoadError:
     """One sentence for a model folder transformers could not load."""
     text = str(err)
     if "mismatch" in text:
-        return f"The weights in {shown(path)} do not match the sizes in its config.json."
+        return ModelLoadError(
+            "weights_size_mismatch",
+            N_("The weights in {path} do not match the sizes in its config.json."),
+            path=shown(path),
+        )
     if err.__class__.__name__ == "SafetensorError" or "safetensors" in text.lower():
-        return f"The safetensors weights in {shown(path)} cannot be read ({text.splitlines()[0][:120]})."
+        return ModelLoadError(
+            "safetensors_unreadable",
+            N_("The safetensors weights in {path} cannot be read ({reason})."),
+            path=shown(path),
+            reason=text.splitlines()[0][:120],
+        )
     first = text.splitlines()[0][:160] if text else err.__class__.__name__
-    return f"Could not load the model in {shown(path)}: {first}"
+    return ModelLoadError(
+        "load_failed", N_("Could not load the model in {path}: {reason}"), path=shown(path), reason=first
+    )
 
 
 UNUSED_WEIGHTS = ("pooler.",)  # tensors the recompute never reads: left random when absent, harmlessly
@@ -250,27 +323,53 @@ def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> N
     numbers), every value is finite, and the model has layers and room for a sentence."""
     missing = [k for k in loading.get("missing_keys", ()) if not k.startswith(UNUSED_WEIGHTS)]
     if missing:
-        raise ModelLoadError(f"The weights in {shown(path)} lack {len(missing):,} tensor(s) its config.json asks for "
-                             f"(first: {missing[0][:80]}).")
+        raise ModelLoadError(
+            "weights_lack_tensor_s",
+            N_("The weights in {path} lack {missing:,} tensor(s) its config.json asks for (first: {missing2})."),
+            path=shown(path),
+            missing=len(missing),
+            missing2=missing[0][:80],
+        )
     for name, tensor in model.state_dict().items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ModelLoadError(f"The weights in {shown(path)} hold NaN or infinite values ({name[:80]}).")
+            raise ModelLoadError(
+                "weights_hold_nan_infinite",
+                N_("The weights in {path} hold NaN or infinite values ({name})."),
+                path=shown(path),
+                name=name[:80],
+            )
     config = model.config
     if not getattr(config, "num_hidden_layers", getattr(config, "n_layer", 1)):
-        raise ModelLoadError(f"The model in {shown(path)} has no layers.")
+        raise ModelLoadError("model_has_no_layers", N_("The model in {path} has no layers."), path=shown(path))
     positions = getattr(config, "max_position_embeddings", getattr(config, "n_positions", MIN_POSITIONS))
     if positions is not None and positions < MIN_POSITIONS:
-        raise ModelLoadError(f"The model in {shown(path)} reads at most {positions} positions; at least "
-                             f"{MIN_POSITIONS} are needed for a sentence.")
+        raise ModelLoadError(
+            "model_reads_at_most",
+            N_(
+                "The model in {path} reads at most {positions} positions; at least {min_positions} are needed for a "
+                "sentence."
+            ),
+            path=shown(path),
+            positions=positions,
+            min_positions=MIN_POSITIONS,
+        )
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
     """A fast tokenizer that reads ordinary English as more than unknown tokens."""
     if not getattr(tokenizer, "is_fast", False):
-        raise ModelLoadError(f"{shown(path)} needs a fast tokenizer (tokenizer.json) for word alignment.")
+        raise ModelLoadError(
+            "needs_fast_tokenizer_tokenizer",
+            N_("{path} needs a fast tokenizer (tokenizer.json) for word alignment."),
+            path=shown(path),
+        )
     ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
     if not ids or all(i == tokenizer.unk_token_id for i in ids):
-        raise ModelLoadError(f"The tokenizer in {shown(path)} reads every word as an unknown token.")
+        raise ModelLoadError(
+            "tokenizer_reads_every_word",
+            N_("The tokenizer in {path} reads every word as an unknown token."),
+            path=shown(path),
+        )
 
 
 def model_name(path: Path, config: PretrainedConfig) -> str:

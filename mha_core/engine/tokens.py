@@ -6,6 +6,7 @@ Shapes: B texts, T word pieces of the longest text (after truncation).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -14,12 +15,13 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.pieces import readable_pieces, unknown_flags
+from mha_core.i18n import N_, Explained
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
-class InputError(ValueError):
+class InputError(Explained):
     """Bad user input; the message is one sentence for the user."""
 
 
@@ -46,12 +48,14 @@ def as_text_list(texts: TextsLike) -> tuple[list[str] | list[list[str]], bool]:
     else:
         items = list(texts)
     if not items:
-        raise InputError("No text given.")
+        raise InputError('no_text_given', N_('No text given.'))
     pre_split = not isinstance(items[0], str)
     for i, item in enumerate(items):
         joined = item if isinstance(item, str) else " ".join(item)
         if not joined.strip():
-            raise InputError("The text is empty." if len(items) == 1 else f"Text {i + 1} is empty.")
+            if len(items) == 1:
+                raise InputError("text_empty", N_("The text is empty."))
+            raise InputError("nth_text_empty", N_("Text {number} is empty."), number=i + 1)
     return items, pre_split
 
 
@@ -77,17 +81,27 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: i
     tokens, labels, word_ids, offsets = [], [], [], []
     for b, n in enumerate(lengths):
         if not any(w is not None for w in enc.word_ids(b)):
-            raise InputError(f"Text {b + 1} has no word pieces the model can read (only control or blank characters).")
+            raise InputError(
+                "text_has_no_word",
+                N_("Text {b} has no word pieces the model can read (only control or blank characters)."),
+                b=b + 1,
+            )
         tokens.append(tuple(tokenizer.convert_ids_to_tokens(ids[b, :n].tolist())))
         labels.append(readable_pieces(tokenizer, ids[b, :n].tolist(), tokens[-1]))
         word_ids.append(tuple([None] * lead + enc.word_ids(b)[: n - lead]))
         offsets.append(tuple([(0, 0)] * lead + [tuple(o) for o in enc["offset_mapping"][b, : n - lead].tolist()]))
     return TokenBatch(
         texts=tuple(t if isinstance(t, str) else " ".join(t) for t in items),
-        input_ids=ids, attention_mask=mask,
-        tokens=tuple(tokens), labels=tuple(labels), word_ids=tuple(word_ids), offsets=tuple(offsets),
-        n_tokens=tuple(n + lead for n in untruncated_lengths(
-            tokenizer, items, pre_split, [n - lead for n in lengths], max_length - lead)),
+        input_ids=ids,
+        attention_mask=mask,
+        tokens=tuple(tokens),
+        labels=tuple(labels),
+        word_ids=tuple(word_ids),
+        offsets=tuple(offsets),
+        n_tokens=tuple(
+            n + lead
+            for n in untruncated_lengths(tokenizer, items, pre_split, [n - lead for n in lengths], max_length - lead)
+        ),
         unknown=tuple(unknown_flags(tokenizer, t) for t in tokens),
     )
 
@@ -96,14 +110,23 @@ def check_typed_specials(tokenizer: PreTrainedTokenizerBase, ids: Tensor, mask: 
     """With typed special tokens read as such, only the mask token may be typed: the others would re-cut the text."""
     special = set(tokenizer.all_special_ids) - {tokenizer.mask_token_id}
     for b, n in enumerate(mask.sum(dim=1).tolist()):
-        typed = [i for i in ids[b, 1:n - 1].tolist() if i in special]  # between the pieces the tokenizer adds
+        typed = [i for i in ids[b, 1 : n - 1].tolist() if i in special]  # between the pieces the tokenizer adds
         if typed:
-            raise InputError(f"Text {b + 1} holds the special piece {tokenizer.convert_ids_to_tokens(typed[0])}: with "
-                             f"{tokenizer.mask_token} in the text, no other special piece may be typed.")
+            raise InputError(
+                "text_holds_special_piece",
+                N_(
+                    "Text {b} holds the special piece {typed}: with {mask_token} in the text, no other special piece "
+                    "may be typed."
+                ),
+                b=b + 1,
+                typed=tokenizer.convert_ids_to_tokens(typed[0]),
+                mask_token=tokenizer.mask_token,
+            )
 
 
-def ids_batch(tokenizer: PreTrainedTokenizerBase, sequences: Sequence[Sequence[int]],
-              special: Sequence[Sequence[bool]]) -> TokenBatch:
+def ids_batch(
+    tokenizer: PreTrainedTokenizerBase, sequences: Sequence[Sequence[int]], special: Sequence[Sequence[bool]]
+) -> TokenBatch:
     """A batch made of token ids rather than text (synthetic inputs such as repeated random tokens), padded on
     the right; special[b][i] marks the pieces that stand for no word ([CLS], [BOS], [SEP])."""
     n = max(len(ids) for ids in sequences)
@@ -113,9 +136,14 @@ def ids_batch(tokenizer: PreTrainedTokenizerBase, sequences: Sequence[Sequence[i
     tokens = tuple(tuple(tokenizer.convert_ids_to_tokens(list(ids))) for ids in sequences)
     word_ids = tuple(tuple(None if s else i for i, s in enumerate(flags)) for flags in special)
     return TokenBatch(
-        texts=tuple(" ".join(t) for t in tokens), input_ids=input_ids,
-        attention_mask=pad_mask([len(ids) for ids in sequences]), tokens=tokens, labels=tokens, word_ids=word_ids,
-        offsets=tuple(((0, 0),) * len(ids) for ids in sequences), n_tokens=tuple(len(ids) for ids in sequences),
+        texts=tuple(" ".join(t) for t in tokens),
+        input_ids=input_ids,
+        attention_mask=pad_mask([len(ids) for ids in sequences]),
+        tokens=tokens,
+        labels=tokens,
+        word_ids=word_ids,
+        offsets=tuple(((0, 0),) * len(ids) for ids in sequences),
+        n_tokens=tuple(len(ids) for ids in sequences),
     )
 
 
@@ -139,11 +167,24 @@ def pad_mask(lengths: Sequence[int], device: torch.device | str = "cpu") -> Tens
     return (torch.arange(t, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None]).long()
 
 
+def is_wide(char: str) -> bool:
+    """A character of a script written without spaces between words (Chinese, Japanese, Korean) or an emoji."""
+    return unicodedata.east_asian_width(char) in ("W", "F")
+
+
+def without_spaces(text: str) -> bool:
+    """Text written without spaces between words (it holds wide characters): its words come from a segmenter, its
+    probes and pronouns are Chinese."""
+    return any(is_wide(c) for c in text)
+
+
 def word_pieces(batch: TokenBatch, b: int, word: str) -> tuple[int, ...]:
     """The pieces of text b that spell the first whole-word occurrence of `word` (case-insensitive), found by
     character offsets, so it holds for every tokenizer (WordPiece's "##", byte-level BPE's leading space,
-    SentencePiece's "▁"); () when the text has no such word or the model's cut left it out."""
-    match = re.search(rf"(?<!\w){re.escape(word)}(?!\w)", batch.texts[b], re.IGNORECASE)
+    SentencePiece's "▁"); () when the text has no such word or the model's cut left it out. Chinese is written
+    without spaces, so a word of wide characters (它, 动物) matches its first occurrence anywhere."""
+    pattern = re.escape(word) if without_spaces(word) else rf"(?<!\w){re.escape(word)}(?!\w)"
+    match = re.search(pattern, batch.texts[b], re.IGNORECASE)
     if match is None:
         return ()
     start, end = match.span()

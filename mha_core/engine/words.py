@@ -7,7 +7,7 @@ pieces (keeps each row a distribution), attention *from* a word is the mean over
 
 from __future__ import annotations
 
-import unicodedata
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from mha_core.engine.result import AttentionResult
+from mha_core.engine.tokens import is_wide
 
 ArrayLike = TypeVar("ArrayLike")  # a numpy array or a torch tensor
 
@@ -36,19 +37,30 @@ def piece_units(tokens: Sequence[str], word_ids: Sequence[int | None]) -> Units:
     )
 
 
-def is_wide(char: str) -> bool:
-    """A character of a script written without spaces between words (Chinese, Japanese, Korean) or an emoji."""
-    return unicodedata.east_asian_width(char) in ("W", "F")
+@functools.lru_cache(maxsize=256)
+def segmented_words(text: str) -> tuple[int, ...]:
+    """The word of each character of `text` (an index), as jieba's Chinese segmenter splits it: text without spaces
+    between words has no other word boundaries. Loaded only for such text (jieba's dictionary takes a second)."""
+    import jieba
+
+    jieba.setLogLevel(60)  # no "Building prefix dict" lines on stderr
+    word_of = []
+    for w, word in enumerate(jieba.cut(text, HMM=False)):
+        word_of.extend([w] * len(word))
+    return tuple(word_of)
 
 
 def continues(text: str, offsets: Sequence[tuple[int, int]], last: int, piece: int) -> bool:
     """Piece `piece` of the same word continues the unit that ends with piece `last`: always in spaced scripts; among
-    wide characters only while the two pieces share a character (its bytes split over pieces), so text without
-    spaces merges into characters, not into whole clauses."""
+    wide characters while the two pieces share a character (its bytes split over pieces) or one word of the
+    segmenter's (动物 from 动 and 物), so text without spaces merges into words, never into whole clauses."""
     (start, end), (next_start, next_end) = offsets[last], offsets[piece]
     if not any(is_wide(c) for c in text[min(start, next_start):max(end, next_end)]):
         return True
-    return next_start < end
+    if next_start < end:
+        return True
+    word_of = segmented_words(text)
+    return end - 1 < len(word_of) and next_start < len(word_of) and word_of[end - 1] == word_of[next_start]
 
 
 def unit_label(text: str, pieces: Sequence[int], tokens: Sequence[str], offsets: Sequence[tuple[int, int]],

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
 from mha_core.figures.spec import FigureDict, finished
+from mha_core.i18n import N_, tr
 
 COLORSCALE = "Blues"
 ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
@@ -67,7 +68,7 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
     padded[:n_heads] = layer_maps
     spec = overview_figure(padded.reshape(rows, per_row, *layer_maps.shape[1:]), bins,
                            (selected_head // per_row, selected_head % per_row),
-                           f"Layer {layer}: every head (tap a tile to open it)")
+                           tr("Layer {layer}: every head (tap a tile to open it)", layer=layer))
     markers = spec["data"][1]
     kept = [i for i, (row, col) in enumerate(markers["customdata"]) if row * per_row + col < n_heads]
     for name in ("x", "y"):
@@ -76,15 +77,15 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
     layout = spec["layout"]
     layout["yaxis"]["ticktext"] = [f"{head_tick(r * per_row)}–{min(n_heads, (r + 1) * per_row) - 1}"
                                    for r in range(rows)]
-    layout["yaxis"]["title"]["text"] = "heads"
+    layout["yaxis"]["title"]["text"] = tr("heads")
     layout["xaxis"]["ticktext"] = [f"+{c}" for c in range(per_row)]
-    layout["xaxis"]["title"]["text"] = "head in the row"
+    layout["xaxis"]["title"]["text"] = tr("head in the row")
     layout["margin"]["t"] = 140  # the title above the axis title
     return spec
 
 
 def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None,
-                    title: str = "Every head at a glance (click a tile to open it)") -> FigureDict:
+                    title: str = N_("Every head at a glance (click a tile to open it)")) -> FigureDict:
     """All heads at a glance, as a plotly figure dict (built without plotly's validation: on a new sentence it
     cost a tenth of the Heads page's CPU): one heatmap of tiles, one clickable marker per tile, the chosen head
     outlined."""
@@ -95,22 +96,22 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
     centers = [(layer, head, *tile_origin(layer, head, n)) for layer in range(n_layers) for head in range(n_heads)]
     tick = (n - 1) / 2
     heatmap = {"type": "heatmap", "z": tile_overview(maps, bins), "colorscale": get_colorscale(COLORSCALE),
-               "zmin": 0, "zmax": 1, "hoverinfo": "skip", "colorbar": {"title": {"text": "weight"}}}
+               "zmin": 0, "zmax": 1, "hoverinfo": "skip", "colorbar": {"title": {"text": tr("weight")}}}
     markers = {"type": "scatter", "x": [c + tick for *_, c in centers], "y": [r + tick for *_, r, _ in centers],
                "customdata": [[layer, head] for layer, head, *_ in centers], "mode": "markers",
-               "name": "heads",
+               "name": tr("heads"),
                "marker": {"size": 18, "opacity": 0.01, "symbol": "square"},
-               "hovertemplate": "layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>"}
+               "hovertemplate": tr("layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>")}
     layout = {
-        "title": {"text": safe_label(title)}, "showlegend": False, "plot_bgcolor": "white",
+        "title": {"text": safe_label(tr(title))}, "showlegend": False, "plot_bgcolor": "white",
         "height": 180 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 110, "b": 10},
         "xaxis": {"tickvals": [h * (n + 1) + tick for h in range(n_heads)],
                   "ticktext": [head_tick(h) for h in range(n_heads)], "showgrid": False, "zeroline": False,
-                  "side": "top", "title": {"text": "head"}},
+                  "side": "top", "title": {"text": tr("head")}},
         "yaxis": {"tickvals": [layer * (n + 1) + tick for layer in range(n_layers)],
                   "ticktext": [layer_tick(layer) for layer in range(n_layers)], "autorange": "reversed",
                   "showgrid": False,
-                  "zeroline": False, "scaleanchor": "x", "title": {"text": "layer"}},
+                  "zeroline": False, "scaleanchor": "x", "title": {"text": tr("layer")}},
     }
     if selected is not None:
         r, c = tile_origin(*selected, n)
@@ -127,20 +128,20 @@ def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool 
     from plotly.colors import get_colorscale
 
     axis = indexed_labels(labels)
-    value = "score" if scores else "weight"
+    value = tr("score") if scores else tr("weight")
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": axis, "y": axis,
              "colorscale": get_colorscale("RdBu" if scores else COLORSCALE),
-             "hovertemplate": f"query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
-             "colorbar": {"title": {"text": value}}}
+             "hovertemplate": tr("query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>", value=value),
+             "colorbar": {"title": {"text": tr(value)}}}
     trace.update({"zmid": 0} if scores else {"zmin": 0, "zmax": float(max(z.max(), 1e-9))})
     if numbers:
         trace.update(texttemplate="%{z:.2f}", textfont={"size": 9})
     size = min(900, 220 + 22 * len(labels))
     ticks = tick_subset(axis)
     spec = {"data": [trace], "layout": {
-        "yaxis": {"autorange": "reversed", "title": {"text": "query"}, "type": "category", **ticks},
-        "xaxis": {"title": {"text": "key"}, "type": "category", "side": "top", "tickangle": -60, **ticks},
-        "title": {"text": safe_label(title), "y": 0.995, "yanchor": "top"}, "height": size + 110,
+        "yaxis": {"autorange": "reversed", "title": {"text": tr("query")}, "type": "category", **ticks},
+        "xaxis": {"title": {"text": tr("key")}, "type": "category", "side": "top", "tickangle": -60, **ticks},
+        "title": {"text": safe_label(tr(title)), "y": 0.995, "yanchor": "top"}, "height": size + 110,
         "margin": {"l": 10, "r": 10, "t": 150, "b": 10}}}
     return finished(spec)
 
@@ -173,7 +174,7 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
             ys = np.column_stack([q, k, np.full(q.size, np.nan)]).ravel()
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 3 * min(hi, 1)},
-                opacity=min(hi, 1) * 0.8, name=f"head {head}", legendgroup=f"h{head}",
+                opacity=min(hi, 1) * 0.8, name=tr("head {head}", head=head), legendgroup=f"h{head}",
                 showlegend=not any(t.legendgroup == f"h{head}" for t in fig.data), hoverinfo="skip",
             ))
     for side, anchor in ((0.0, "right"), (1.0, "left")):
@@ -187,7 +188,7 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
     return finished(fig)
 
 
-def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zmid: float | None = None,
+def layer_head_grid(values: np.ndarray, title: str, colorbar: str = N_("weight"), zmid: float | None = None,
                     colorscale: str = COLORSCALE, columns: Sequence[str] | None = None,
                     zrange: tuple[float, float] | None = None, rows: Sequence[str] | None = None) -> FigureDict:
     """A (L,H) grid of one number per head, values written in the cells; `columns` names other columns
@@ -199,18 +200,19 @@ def layer_head_grid(values: np.ndarray, title: str, colorbar: str = "weight", zm
     ends = {"zmin": zrange[0], "zmax": zrange[1]} if zrange is not None else {"zmid": zmid}
     fig = go.Figure(go.Heatmap(
         z=values, x=x, y=y,
-        colorscale=colorscale, **ends, texttemplate="%{z:.2f}", colorbar={"title": colorbar},
-        hovertemplate="%{y} %{x}: %{z:.4f}<extra></extra>",
+        colorscale=colorscale, **ends, texttemplate="%{z:.2f}", colorbar={"title": tr(colorbar)},
+        hovertemplate=tr("%{y} %{x}: %{z:.4f}<extra></extra>"),
     ))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=safe_label(title), height=120 + 45 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    fig.update_layout(title=safe_label(tr(title)), height=120 + 45 * n_layers,
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return finished(fig)
 
 
 def margin_change_figure(delta: np.ndarray, flips: np.ndarray, name_a: str, name_b: str) -> FigureDict:
     """(L,H) change in a head's margin between two sentences, the heads that flip as a reader does outlined."""
-    spec = layer_head_grid(delta, f"Change in margin ('{name_a}' − '{name_b}'), sentence 2 minus sentence 1",
-                           "Δ margin", zmid=0, colorscale="RdBu")
+    spec = layer_head_grid(delta, tr("Change in margin ('{a}' − '{b}'), sentence 2 minus sentence 1", a=name_a,
+                                     b=name_b), N_("Δ margin"), zmid=0, colorscale="RdBu")
     layers, heads = np.nonzero(flips)  # outlines in cell units, so they fit the cells on any screen
     spec["layout"]["shapes"] = [{"type": "rect", "x0": h - 0.45, "x1": h + 0.45, "y0": layer - 0.45,
                                  "y1": layer + 0.45, "line": {"color": "black", "width": 3}}
@@ -222,7 +224,7 @@ def token_bar_figure(labels: Sequence[str], values: np.ndarray, title: str, y_ma
     """One bar per token, its value written above it (y from 0 to y_max; None: fitted to the values)."""
     fig = go.Figure(go.Bar(x=indexed_labels(labels), y=values, text=[f"{v:.2f}" for v in values],
                            textposition="outside"))
-    fig.update_layout(title=safe_label(title), height=300, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    fig.update_layout(title=safe_label(tr(title)), height=300, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       yaxis_range=[0, y_max if y_max is not None else 1.15 * float(np.max(values))])
     return finished(fig)
 
@@ -236,7 +238,7 @@ def matrix_spec(z: np.ndarray, rows: Sequence[str], title: str, height: int = 32
     y = indexed_labels(rows)
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "y": y,
              "colorscale": get_colorscale(colorscale),  # plotly.py's scale: plotly.js orders some names the other way
-             "hovertemplate": "%{y}, %{x}: %{z:.3f}<extra></extra>"}
+             "hovertemplate": tr("%{y}, %{x}: %{z:.3f}<extra></extra>")}
     if cols is not None:
         trace["x"] = list(cols)
     if zmid is not None:
@@ -244,7 +246,7 @@ def matrix_spec(z: np.ndarray, rows: Sequence[str], title: str, height: int = 32
     every_row = tick_subset(y) or {"tickmode": "linear", "dtick": 1}
     spec = {"data": [trace], "layout": {
         "yaxis": {"autorange": "reversed", "type": "category", **every_row},
-        "title": {"text": safe_label(title)}, "height": max(height, ROW_PX * len(rows) + 80),
+        "title": {"text": safe_label(tr(title))}, "height": max(height, ROW_PX * len(rows) + 80),
         "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
     return finished(spec)
 

@@ -13,8 +13,9 @@ from mha_core.analysis.head_distances import HeadMap
 from mha_core.analysis.qk_view import BY_POSITION, QKView, colour_groups, marked_sentence
 from mha_core.analysis.roles import head_label
 from mha_core.figures.charts import layer_tick, safe_label
-from mha_core.figures.roles import ROLE_COLORS, role_category
+from mha_core.figures.roles import ROLE_COLORS, role_category, role_text
 from mha_core.figures.spec import FigureDict
+from mha_core.i18n import tr
 
 LAYER_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "triangle-down", "star", "hexagon",
                  "pentagon")  # cycled when a model has more layers
@@ -36,23 +37,24 @@ def head_map_figure(head_map: HeadMap, labels: np.ndarray, distance: np.ndarray)
         for i in members:
             layer, head = head_map.heads[i]
             near = ", ".join(f"{head_label(*head_map.heads[j])} ({distance[i, j]:.3f})" for j in head_map.nearest[i])
-            hover.append(f"<b>{head_label(layer, head)}</b><br>role: {safe_label(str(labels[layer, head]))}"
-                         f"<br>nearest: {near}")
+            hover.append(f"<b>{head_label(layer, head)}</b><br>" + tr("role: {role}<br>nearest: {near}",
+                         role=safe_label(role_text(str(labels[layer, head]))), near=near))
         traces.append({
-            "type": "scatter", "mode": "markers", "name": safe_label(category),
+            "type": "scatter", "mode": "markers", "name": safe_label(tr(category)),
             "x": head_map.xy[members, 0].tolist(), "y": head_map.xy[members, 1].tolist(),
             "marker": {"size": 11, "color": ROLE_COLORS.get(category, "#7f7f7f"), "line": {"width": 1, "color": "#333"},
                        "symbol": [LAYER_SYMBOLS[head_map.heads[i][0] % len(LAYER_SYMBOLS)] for i in members]},
             "customdata": [list(head_map.heads[i]) for i in members],
-            "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
+            "hovertext": hover, "hovertemplate": tr("%{hovertext}<extra></extra>"),
         })
     traces += layer_symbol_legend(1 + max(layer for layer, _ in head_map.heads))
     return {"data": traces, "layout": {
-        "title": {"text": f"Heads by attention similarity (MDS, stress {head_map.stress:.3f}); symbol = layer"},
-        "xaxis": {"title": {"text": "MDS 1"}, "zeroline": False},
-        "yaxis": {"title": {"text": "MDS 2"}, "zeroline": False, "scaleanchor": "x"},
+        "title": {"text": tr("Heads by attention similarity (MDS, stress {stress:.3f}); symbol = layer",
+                             stress=head_map.stress)},
+        "xaxis": {"title": {"text": tr("MDS 1")}, "zeroline": False},
+        "yaxis": {"title": {"text": tr("MDS 2")}, "zeroline": False, "scaleanchor": "x"},
         "height": 560, "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT,
-        "legend": {"title": {"text": "role"}},
+        "legend": {"title": {"text": tr("role")}},
     }}
 
 
@@ -60,8 +62,8 @@ def layer_symbol_legend(n_layers: int) -> list[dict]:
     """Legend entries (no points) saying which layers each marker symbol stands for."""
     count = len(LAYER_SYMBOLS)
     return [{"type": "scatter", "mode": "markers", "x": [None], "y": [None], "customdata": [], "legendgroup": "layers",
-             "legendgrouptitle": {"text": "symbol = layer"}, "hoverinfo": "skip",
-             "name": "layer " + ", ".join(str(layer) for layer in range(first, n_layers, count)),
+             "legendgrouptitle": {"text": tr("symbol = layer")}, "hoverinfo": "skip",
+             "name": tr("layer {layers}", layers=", ".join(str(layer) for layer in range(first, n_layers, count))),
              "marker": {"size": 10, "color": "#999", "symbol": LAYER_SYMBOLS[first]}}
             for first in range(min(count, n_layers))]
 
@@ -84,12 +86,12 @@ def distance_heatmap(distance: np.ndarray, heads: tuple[tuple[int, int], ...]) -
     ticks = layer_ticks(heads)
     return {"data": [{
         "type": "heatmap", "z": distance.tolist(), "x": names, "y": names, "colorscale": "Viridis",
-        "reversescale": True, "colorbar": {"title": {"text": "JS (nats)"}},
-        "hovertemplate": "%{y} vs %{x}: %{z:.4f}<extra></extra>",
+        "reversescale": True, "colorbar": {"title": {"text": tr("JS (nats)")}},
+        "hovertemplate": tr("%{y} vs %{x}: %{z:.4f}<extra></extra>"),
     }], "layout": {
-        "title": {"text": "Mean Jensen-Shannon divergence between heads"},
-        "yaxis": {"autorange": "reversed", "title": {"text": "head (layer by layer)"}, **ticks},
-        "xaxis": {"title": {"text": "head (layer by layer)"}, **layer_ticks(heads, max_layers=10)}, "height": 560,
+        "title": {"text": tr("Mean Jensen-Shannon divergence between heads")},
+        "yaxis": {"autorange": "reversed", "title": {"text": tr("head (layer by layer)")}, **ticks},
+        "xaxis": {"title": {"text": tr("head (layer by layer)")}, **layer_ticks(heads, max_layers=10)}, "height": 560,
         "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT,
     }}
 
@@ -98,8 +100,8 @@ def qk_hover(corpus: CorpusPass) -> list[str]:
     """(P,) hover text: query or key, the token, its position and its sentence with the token marked."""
     sentences = [safe_label(marked_sentence(corpus, t)) for t in range(len(corpus.labels))]
     position = corpus.position
-    return [f"<b>{kind}</b> {safe_label(corpus.labels[t])} (position {position[t]})<br>{sentences[t]}"
-            for kind in ("query", "key") for t in range(len(corpus.labels))]
+    return [f"<b>{tr(kind)}</b> {safe_label(corpus.labels[t])} " + tr("(position {position})", position=position[t])
+            + f"<br>{sentences[t]}" for kind in ("query", "key") for t in range(len(corpus.labels))]
 
 
 def qk_figure(view: QKView, corpus: CorpusPass, colour_by: str, hover: list[str],
@@ -114,18 +116,19 @@ def qk_figure(view: QKView, corpus: CorpusPass, colour_by: str, hover: list[str]
                   "color": GROUP_COLORS[i % len(GROUP_COLORS)]}
         if colour_by == BY_POSITION:  # position: a continuous colour, one trace per kind
             marker.update(color=positions[members].tolist(), colorscale="Viridis",
-                          showscale=i == 0, colorbar={"title": {"text": "position"}})
+                          showscale=i == 0, colorbar={"title": {"text": tr("position")}})
         traces.append({
             "type": "scattergl", "mode": "markers", "name": safe_label(name),
             "x": view.xy[members, 0].tolist(), "y": view.xy[members, 1].tolist(), "marker": marker,
             "customdata": members.tolist(), "hovertext": [hover[j] for j in members],
-            "hovertemplate": "%{hovertext}<extra></extra>",
+            "hovertemplate": tr("%{hovertext}<extra></extra>"),
         })
     axes = ("PC 1", "PC 2") if view.explained else (f"{view.method} 1", f"{view.method} 2")
     if view.explained:
         axes = tuple(f"{a} ({100 * share:.0f}% of variance)" for a, share in zip(axes, view.explained, strict=True))
     return {"data": traces, "layout": {
-        "title": {"text": f"Queries (●) and keys (×) of {head_label(view.layer, view.head)}, {view.method}"},
+        "title": {"text": tr("Queries (●) and keys (×) of {head}, {method}", head=head_label(view.layer, view.head),
+                             method=view.method)},
         "xaxis": {"title": {"text": axes[0]}, "zeroline": False},
         "yaxis": {"title": {"text": axes[1]}, "zeroline": False, "scaleanchor": "x"},
         "height": 620, "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT, "dragmode": "pan",

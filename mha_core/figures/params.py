@@ -16,6 +16,7 @@ from mha_core.analysis.shapes import (
     score_flops,
 )
 from mha_core.figures.spec import FigureDict, finished
+from mha_core.i18n import N_, tr
 
 PART_GROUPS = {  # stacked-bar segments: display part names -> segment
     "W_Q": "W_Q + b_Q", "b_Q": "W_Q + b_Q", "W_K": "W_K + b_K", "b_K": "W_K + b_K",
@@ -25,8 +26,18 @@ PART_GROUPS = {  # stacked-bar segments: display part names -> segment
 
 
 def segment(part: str, kind: str) -> str:
-    return PART_GROUPS.get(part, "LayerNorms" if kind == "layernorm" else "feed-forward" if kind == "feed-forward"
-                           else part)
+    return PART_GROUPS.get(part, N_("LayerNorms") if kind == "layernorm" else N_("feed-forward")
+                           if kind == "feed-forward" else part)
+
+
+def group_label(group: str) -> str:
+    """A parameter group ("layer 3", "embeddings") in the page's language."""
+    index = group.removeprefix("layer ")
+    return tr("layer {index}", index=index) if index.isdigit() else tr(group)
+
+
+KIND_LABELS = (N_("attention"), N_("layernorm"), N_("feed-forward"), N_("embedding"), N_("pooler"), N_("embeddings"),
+               N_("final norm"))  # ModelBreakdown's kinds and groups, marked: figures and tables translate them
 
 
 def layer_stack_figure(b: ModelBreakdown) -> FigureDict:
@@ -39,8 +50,10 @@ def layer_stack_figure(b: ModelBreakdown) -> FigureDict:
         counts = [sum(r.count for r in b.rows if r.group == g and segment(r.part, r.kind) == seg) for g in groups]
         if not any(counts):
             continue  # the legend names only what this model has
-        fig.add_trace(go.Bar(x=groups, y=counts, name=seg, hovertemplate="%{x}: %{y:,}<extra>" + seg + "</extra>"))
-    fig.update_layout(barmode="stack", title="Parameters per layer", yaxis_title="parameters",
+        name = tr(seg)
+        fig.add_trace(go.Bar(x=[group_label(g) for g in groups], y=counts, name=name,
+                             hovertemplate="%{x}: %{y:,}<extra>" + name + "</extra>"))
+    fig.update_layout(barmode="stack", title=tr("Parameters per layer"), yaxis_title=tr("parameters"),
                       height=420, margin={"t": 50, "b": 10})
     return finished(fig)
 
@@ -49,17 +62,18 @@ def model_sunburst(b: ModelBreakdown, model_name: str) -> FigureDict:
     """The whole model: groups (embeddings, layers, pooler) -> kinds -> named parameters."""
     ids, labels, parents, values = [model_name], [model_name], [""], [b.total]
     for group in dict.fromkeys(r.group for r in b.rows):
-        ids.append(group), labels.append(group), parents.append(model_name), values.append(b.group_total(group))
+        ids.append(group), labels.append(group_label(group)), parents.append(model_name)
+        values.append(b.group_total(group))
         for kind in dict.fromkeys(r.kind for r in b.rows if r.group == group):
             kid = f"{group}/{kind}"
             rows = [r for r in b.rows if r.group == group and r.kind == kind]
-            ids.append(kid), labels.append(kind), parents.append(group), values.append(sum(r.count for r in rows))
+            ids.append(kid), labels.append(tr(kind)), parents.append(group), values.append(sum(r.count for r in rows))
             for r in rows:
                 ids.append(f"{kid}/{r.part}"), labels.append(r.part), parents.append(kid), values.append(r.count)
     fig = go.Figure(go.Sunburst(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
-                                hovertemplate="%{label}: %{value:,} (%{percentRoot:.1%})<extra></extra>",
+                                hovertemplate=tr("%{label}: %{value:,} (%{percentRoot:.1%})<extra></extra>"),
                                 maxdepth=3))
-    fig.update_layout(title="The whole model", height=520, margin={"t": 50, "b": 10, "l": 10, "r": 10})
+    fig.update_layout(title=tr("The whole model"), height=520, margin={"t": 50, "b": 10, "l": 10, "r": 10})
     return finished(fig)
 
 
@@ -73,15 +87,15 @@ def flops_figure(s: AttentionShape, n_max: int) -> FigureDict:
     """Per layer FLOPs against n: projections (linear) vs attention scores (quadratic), crossover marked."""
     ns = lengths(n_max)
     fig = go.Figure([
-        go.Scatter(x=ns, y=[float(projection_flops(s, n)) for n in ns], name="projections Q, K, V, O (∝ n)"),
-        go.Scatter(x=ns, y=[float(score_flops(s, n)) for n in ns], name="QKᵀ and probs·V (∝ n²)"),
+        go.Scatter(x=ns, y=[float(projection_flops(s, n)) for n in ns], name=tr("projections Q, K, V, O (∝ n)")),
+        go.Scatter(x=ns, y=[float(score_flops(s, n)) for n in ns], name=tr("QKᵀ and probs·V (∝ n²)")),
     ])
     cross = crossover_length(s)
     if cross <= n_max:
-        fig.add_vline(x=cross, line_dash="dash", annotation_text=f"crossover n = {cross:,.0f}")
-    fig.update_xaxes(type="log", title="sequence length n")
-    fig.update_yaxes(type="log", title="FLOPs per layer")
-    fig.update_layout(title="Compute per layer", height=380, margin={"t": 50, "b": 10})
+        fig.add_vline(x=cross, line_dash="dash", annotation_text=tr("crossover n = {cross:,.0f}", cross=cross))
+    fig.update_xaxes(type="log", title=tr("sequence length n"))
+    fig.update_yaxes(type="log", title=tr("FLOPs per layer"))
+    fig.update_layout(title=tr("Compute per layer"), height=380, margin={"t": 50, "b": 10})
     return finished(fig)
 
 
@@ -89,11 +103,11 @@ def memory_figure(s: AttentionShape, n_max: int) -> FigureDict:
     """Bytes of the attention map per layer: explicit (h n² floats) vs fused (h n log-sum-exps)."""
     ns = lengths(n_max)
     explicit, fused = zip(*(attention_matrix_bytes(s, n) for n in ns), strict=True)
-    fig = go.Figure([go.Scatter(x=ns, y=[float(b) for b in explicit], name="explicit: probabilities (∝ n²)"),
-                     go.Scatter(x=ns, y=[float(b) for b in fused], name="fused: log-sum-exp only (∝ n)")])
-    fig.update_xaxes(type="log", title="sequence length n")
-    fig.update_yaxes(type="log", title="bytes per layer (fp32)")
-    fig.update_layout(title="Attention-map memory", height=380, margin={"t": 50, "b": 10})
+    fig = go.Figure([go.Scatter(x=ns, y=[float(b) for b in explicit], name=tr("explicit: probabilities (∝ n²)")),
+                     go.Scatter(x=ns, y=[float(b) for b in fused], name=tr("fused: log-sum-exp only (∝ n)"))])
+    fig.update_xaxes(type="log", title=tr("sequence length n"))
+    fig.update_yaxes(type="log", title=tr("bytes per layer (fp32)"))
+    fig.update_layout(title=tr("Attention-map memory"), height=380, margin={"t": 50, "b": 10})
     return finished(fig)
 
 
@@ -102,7 +116,7 @@ def kv_variants(s: AttentionShape) -> dict[str, AttentionShape]:
     counts = {"MHA": s.n_heads}
     gqa = next((g for g in (8, 4, 2) if g < s.n_heads and s.n_heads % g == 0), None)
     if gqa:
-        counts[f"GQA ({gqa} KV heads)"] = gqa
+        counts[tr("GQA ({gqa} KV heads)", gqa=gqa)] = gqa
     counts["MQA"] = 1
     return {name: make_shape(s.d_model, s.n_heads, s.d_k, s.d_v, g, s.bias) for name, g in counts.items()}
 
@@ -113,8 +127,10 @@ def kv_cache_figure(s: AttentionShape, n_layers: int, n_max: int) -> FigureDict:
     fig = go.Figure()
     for name, shape in kv_variants(s).items():
         per_token = kv_cache_bytes_per_token(shape, n_layers)
-        fig.add_trace(go.Scatter(x=ns, y=[float(n * per_token) for n in ns], name=f"{name}: {per_token:,} B per token"))
-    fig.update_xaxes(type="log", title="context length n")
-    fig.update_yaxes(type="log", title="bytes")
-    fig.update_layout(title=f"KV cache ({n_layers} layers, fp16)", height=380, margin={"t": 50, "b": 10})
+        label = tr("{name}: {per_token:,} B per token", name=name, per_token=per_token)
+        fig.add_trace(go.Scatter(x=ns, y=[float(n * per_token) for n in ns], name=label))
+    fig.update_xaxes(type="log", title=tr("context length n"))
+    fig.update_yaxes(type="log", title=tr("bytes"))
+    fig.update_layout(title=tr("KV cache ({n_layers} layers, fp16)", n_layers=n_layers), height=380,
+                      margin={"t": 50, "b": 10})
     return finished(fig)

@@ -10,6 +10,7 @@ from mha_core.analysis.lm_head import read_at
 from mha_core.analysis.predict import LogitLens
 from mha_core.figures.charts import COLORSCALE, indexed_labels, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
+from mha_core.i18n import tr
 
 LENS_MAX_COLUMNS = 48  # positions shown with their pieces written in the cells; longer texts show the last ones
 
@@ -25,12 +26,13 @@ def lens_figure(lens: LogitLens) -> FigureDict:
         z=lens.top_probs[:, start:], x=columns, y=[layer_tick(layer) for layer in range(len(lens.top_ids))],
         text=text, texttemplate="%{text}", textfont={"size": 9},
         customdata=np.round(lens.final_probs[:, start:], 4), colorscale=COLORSCALE, zmin=0, zmax=1,
-        colorbar={"title": {"text": "p(top)"}},
-        hovertemplate=f"{preposition} %{{x}}, %{{y}}: %{{text}} (p %{{z:.3f}}); the final answer p %{{customdata}}"
-                      "<extra></extra>",
+        colorbar={"title": {"text": tr("p(top)")}},
+        hovertemplate=tr("{preposition} %{{x}}, %{{y}}: %{{text}} (p %{{z:.3f}}); the final answer p "
+                         "%{{customdata}}<extra></extra>", preposition=preposition),
     ))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(tickangle=-60, side="top")
     fig.update_layout(height=200 + 24 * len(lens.top_ids), margin={"l": 10, "r": 10, "t": 160, "b": 10},
-                      title=safe_label(f"Logit lens: each layer's most likely {what} (colour: its probability)"))
+                      title=safe_label(tr("Logit lens: each layer's most likely {what} (colour: its probability)",
+                                          what=what)))
     return finished(fig)

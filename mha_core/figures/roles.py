@@ -8,12 +8,19 @@ import plotly.graph_objects as go
 from mha_core.analysis.roles import METRIC_TITLES, HeadRoles
 from mha_core.figures.charts import head_tick, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
+from mha_core.i18n import N_, tr
 
-ROLE_COLORS = {
-    "previous": "#1f77b4", "self": "#aec7e8", "next": "#17becf", "[CLS]": "#d62728", "[SEP]": "#ff9896",
-    "first token": "#d62728", "punctuation": "#e377c2", "broad": "#bcbd22", "syntactic": "#2ca02c",
-    "coreference": "#9467bd", "induction": "#ff7f0e", "other": "#e5e5e5",
+ROLE_COLORS = {  # role categories, marked: cells show them translated
+    N_("previous"): "#1f77b4", N_("self"): "#aec7e8", N_("next"): "#17becf", "[CLS]": "#d62728", "[SEP]": "#ff9896",
+    N_("first token"): "#d62728", N_("punctuation"): "#e377c2", N_("broad"): "#bcbd22", N_("syntactic"): "#2ca02c",
+    N_("coreference"): "#9467bd", N_("induction"): "#ff7f0e", N_("other"): "#e5e5e5",
 }
+
+
+def role_text(label: str) -> str:
+    """A head's role label in the page's language: its category translated, the details ("(nsubj)") as they are."""
+    category = role_category(label)
+    return tr(category) + label[len(category):]
 
 
 def role_category(label: str) -> str:
@@ -21,9 +28,10 @@ def role_category(label: str) -> str:
 
 
 def hover_lines(roles: HeadRoles, layer: int, head: int, pattern: str) -> str:
-    lines = [f"<b>L{layer} H{head}</b>", f"pattern: {pattern}"]
+    lines = [f"<b>L{layer} H{head}</b>", tr("pattern: {pattern}", pattern=tr(pattern))]
     for name, title in METRIC_TITLES.items():
-        lines.append(f"{title}: {roles.metrics[name][layer, head]:.2f} (uniform {roles.baselines[name]:.2f})")
+        lines.append(tr("{metric}: {value:.2f} (uniform {uniform:.2f})", metric=tr(title),
+                        value=roles.metrics[name][layer, head], uniform=roles.baselines[name]))
     return "<br>".join(lines)
 
 
@@ -41,12 +49,12 @@ def role_grid_figure(labels: np.ndarray, roles: HeadRoles, notes: dict[tuple[int
     hover = [[hover_lines(roles, layer, head, patterns[layer, head]) +
               (f"<br>{safe_label(notes[(layer, head)])}" if notes and (layer, head) in notes else "")
               for head in range(n_heads)] for layer in range(n_layers)]
-    text = [[safe_label(labels[layer, head]).replace(" (", "<br>(") for head in range(n_heads)]
+    text = [[safe_label(role_text(labels[layer, head])).replace(" (", "<br>(") for head in range(n_heads)]
             for layer in range(n_layers)]
     fig = go.Figure(go.Heatmap(
         z=z, x=[head_tick(h) for h in range(n_heads)], y=[layer_tick(layer) for layer in range(n_layers)],
         colorscale=scale, zmin=0, zmax=len(cats), showscale=False, text=text,
-        texttemplate="%{text}", textfont={"size": 10}, hovertext=hover, hovertemplate="%{hovertext}<extra></extra>",
+        texttemplate="%{text}", textfont={"size": 10}, hovertext=hover, hovertemplate=tr("%{hovertext}<extra></extra>"),
         xgap=2, ygap=2,
     ))
     fig.update_yaxes(autorange="reversed")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mha_core.i18n import tr
 from mha_core.serving.store import SharedStore
 
 if TYPE_CHECKING:
@@ -139,12 +140,16 @@ class JobState:
         return self.done / self.total if self.total else 0.0
 
     def describe(self, label: str) -> str:
+        """The progress bar's text, in the page's language (`label` is translated here too)."""
+        label = tr(label)
         if self.place is not None:
-            return (f"{label}: waiting, number {self.place} in the queue (this server runs {self.slots} heavy "
-                    "analyses at once)")
+            return tr("{label}: waiting, number {place} in the queue (this server runs {slots} heavy analyses at "
+                      "once)", label=label, place=self.place, slots=self.slots)
         if self.total:
             return f"{label}: {self.done:,}/{self.total:,}"
-        return label if self.started is None else f"{label}: running for {time.monotonic() - self.started:.0f} s"
+        if self.started is None:
+            return label
+        return tr("{label}: running for {seconds:.0f} s", label=label, seconds=time.monotonic() - self.started)
 
 
 class Job:

@@ -153,6 +153,18 @@ def available_models() -> tuple[ModelChoice, ...]:
     return tuple(unique.values())
 
 
+def default_choice(choices: tuple[ModelChoice, ...], language: str) -> ModelChoice:
+    """The model a page opens with: the first listed, except that Chinese opens with the first bundled model that
+    reads Chinese as words (Gemma 3), where one is listed: the others read most Chinese characters as [UNK] or as
+    byte fragments."""
+    if language == "zh":
+        for choice in choices:
+            bundle = bundled.bundle_at(Path(choice.path)) if choice.source == BUNDLED else None
+            if bundle is not None and bundle.reads_chinese:
+                return choice
+    return choices[0]
+
+
 def model_notice(path: Path) -> str | None:
     """The terms a model's licence asks to be shown where it is offered (Gemma's), or None."""
     bundle = bundled.bundle_at(Path(path))

@@ -18,6 +18,7 @@ from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import tokenize, word_pieces
+from mha_core.i18n import N_, Explained, tr
 from mha_core.teaching.walkthrough import row_entropy, softmax_at_scale, walkthrough
 
 LESSONS_FILE = Path(__file__).resolve().parents[2] / "assets" / "lessons.json"
@@ -40,7 +41,11 @@ class Reveal:
     explanation: str  # markdown, with the live numbers
 
 
-def load_lessons(path: Path = LESSONS_FILE) -> list[Lesson]:
+def load_lessons(path: Path = LESSONS_FILE, language: str = "en") -> list[Lesson]:
+    """The lessons in `language`: lessons.json in English, lessons.zh.json in Chinese (its own sentences, written for
+    the multilingual Gemma 3; the reveal is computed live on any model all the same)."""
+    if language != "en":
+        path = path.with_name(f"{path.stem}.{language}{path.suffix}")
     return [Lesson(**item) for item in json.loads(path.read_text(encoding="utf-8"))]
 
 
@@ -58,7 +63,7 @@ def is_right(reveal: Reveal, answer: str) -> bool:
     return normalise_answer(answer) in reveal.accepted
 
 
-class LessonNotApplicable(ValueError):
+class LessonNotApplicable(Explained):
     """The lesson's premise does not hold on this model (a missing token, layer or head)."""
 
 
@@ -66,7 +71,9 @@ def token_index(result: AttentionResult, word: str) -> int:
     """The first piece of `word` in the lesson's sentence (AttentionResult.word_pieces, the rule every page uses)."""
     pieces = result.word_pieces(0, word)
     if not pieces:
-        raise LessonNotApplicable(f"the sentence has no word '{word}' that this model reads")
+        raise LessonNotApplicable(
+            "sentence_has_no_word", N_("the sentence has no word '{word}' that this model reads"), word=word
+        )
     return pieces[0]
 
 
@@ -80,9 +87,12 @@ def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
     maps = result.text_attention(0)  # (L,H,T,T)
     weights = maps[:, :, token_index(result, c["query"]), token_index(result, c["key"])]
     best = ranked_heads(weights, c["top"])
-    return Reveal(tuple(head_label(layer, head) for layer, head in best),
-                  f"Live: the heads giving '{c['query']}' → '{c['key']}' the most weight are "
-                  f"{heads_text(best, weights, 'of its attention')}; uniform would be {1 / maps.shape[-1]:.2f}.")
+    return Reveal(
+        tuple(head_label(layer, head) for layer, head in best),
+        tr("Live: the heads giving '{query}' → '{key}' the most weight are {heads}; uniform would be {uniform:.2f}.",
+           query=c["query"], key=c["key"], heads=heads_text(best, weights, tr("of its attention")),
+           uniform=1 / maps.shape[-1]),
+    )
 
 
 def reveal_role(model: LoadedModel, lesson: Lesson) -> Reveal:
@@ -91,22 +101,27 @@ def reveal_role(model: LoadedModel, lesson: Lesson) -> Reveal:
     values = roles.metrics[c["metric"]]
     qualifying = [(int(layer), int(head)) for layer, head in zip(*np.nonzero(values >= c["min"]), strict=True)]
     best = ranked_heads(values, 3)
-    verdict = ("" if qualifying else f" No head of {model.name} reaches {c['min']}: on this model the lesson has no "
-               "right answer.")
-    return Reveal(tuple(head_label(layer, head) for layer, head in qualifying),
-                  f"Live: mean attention {METRIC_TITLES[c['metric']]} is ≥ {c['min']} in {len(qualifying)} head(s); "
-                  f"the strongest are {heads_text(best, values, '')} (uniform: {roles.baselines[c['metric']]:.2f})."
-                  + verdict)
+    verdict = "" if qualifying else tr(" No head of {model} reaches {min}: on this model the lesson has no right "
+                                       "answer.", model=model.name, min=c["min"])
+    return Reveal(
+        tuple(head_label(layer, head) for layer, head in qualifying),
+        tr("Live: mean attention {metric} is ≥ {min} in {count} head(s); the strongest are {heads} (uniform: "
+           "{uniform:.2f}).", metric=tr(METRIC_TITLES[c["metric"]]), min=c["min"], count=len(qualifying),
+           heads=heads_text(best, values, ""), uniform=roles.baselines[c["metric"]]) + verdict,
+    )
 
 
 def reveal_params(model: LoadedModel, lesson: Lesson) -> Reveal:
     c = lesson.check
     multi = make_shape(c["d_model"], c["heads"])
     total, single = count_shape(multi).total, count_shape(single_head_equivalent(multi)).total
-    return Reveal((str(total),),
-                  f"Counted from real modules: {c['heads']} heads → {total:,} parameters; one head of "
-                  f"d_k = {c['d_model']} → {single:,}. Each head uses a {c['d_model']} × {multi.d_k} slice of "
-                  f"the same {c['d_model']} × {c['d_model']} projections: splitting re-uses, it does not add.")
+    return Reveal(
+        (str(total),),
+        tr("Counted from real modules: {heads} heads → {total:,} parameters; one head of d_k = {d_model} → "
+           "{single:,}. Each head uses a {d_model} × {d_k} slice of the same {d_model} × {d_model} projections: "
+           "splitting re-uses, it does not add.", heads=c["heads"], total=total, d_model=c["d_model"], single=single,
+           d_k=multi.d_k),
+    )
 
 
 def reveal_scaling(model: LoadedModel, lesson: Lesson) -> Reveal:
@@ -120,11 +135,14 @@ def reveal_scaling(model: LoadedModel, lesson: Lesson) -> Reveal:
     row = w.raw_scores[query]
     scaled, unscaled = softmax_at_scale(row, w.scale, w.visible[query]), softmax_at_scale(row, 1.0, w.visible[query])
     sharper = row_entropy(unscaled) < row_entropy(scaled)
-    return Reveal(("sharper",) if sharper else ("flatter",),
-                  f"Live (layer {layer}, head {head}): entropy {row_entropy(scaled):.2f} nats with 1/√d_k = "
-                  f"{w.scale:.3f}, {row_entropy(unscaled):.2f} without; top weight {scaled.max():.2f} → "
-                  f"{unscaled.max():.2f}. "
-                  "Unscaled dot products grow with d_k and push softmax towards one-hot, where gradients vanish.")
+    return Reveal(
+        ("sharper", tr("sharper")) if sharper else ("flatter", tr("flatter")),
+        tr("Live (layer {layer}, head {head}): entropy {scaled:.2f} nats with 1/√d_k = {scale:.3f}, {unscaled:.2f} "
+           "without; top weight {value:.2f} → {value2:.2f}. Unscaled dot products grow with d_k and push softmax "
+           "towards one-hot, where gradients vanish.",
+           layer=layer, head=head, scaled=row_entropy(scaled), scale=w.scale, unscaled=row_entropy(unscaled),
+           value=scaled.max(), value2=unscaled.max()),
+    )
 
 
 def reveal_pair_shift(model: LoadedModel, lesson: Lesson) -> Reveal:
@@ -132,35 +150,44 @@ def reveal_pair_shift(model: LoadedModel, lesson: Lesson) -> Reveal:
 
     c = lesson.check
     margins = []
-    for text in (lesson.sentence, c["second"]):
+    for text, pronoun in ((lesson.sentence, c["pronoun"]), (c["second"], c.get("pronoun2", c["pronoun"]))):
         words = sentence_words(text)
         texts = [w.text.lower() for w in words]
-        idx = [texts.index(c["pronoun"]), texts.index(c["a"]), texts.index(c["b"])]
+        idx = [texts.index(pronoun), texts.index(c["a"]), texts.index(c["b"])]
         scores = antecedent_scores(run(model, text, path="explicit"), 0, words, idx[0], idx[1:])
         margins.append(scores.margin(0, 1))
     shift = margins[0] - margins[1]  # how far each head moved from a towards b
     best = ranked_heads(shift, c["top"])
-    return Reveal(tuple(head_label(layer, head) for layer, head in best),
-                  f"Live: the margin '{c['a']}' − '{c['b']}' drops most in {heads_text(best, shift, 'lower')}.")
+    return Reveal(
+        tuple(head_label(layer, head) for layer, head in best),
+        tr("Live: the margin '{a}' − '{b}' drops most in {heads}.", a=c["a"], b=c["b"],
+           heads=heads_text(best, shift, tr("lower"))),
+    )
 
 
-REVEALS = {"attention_to": reveal_attention_to, "role": reveal_role, "params_heads": reveal_params,
-           "scaling": reveal_scaling, "pair_shift": reveal_pair_shift}
+REVEALS = {
+    "attention_to": reveal_attention_to,
+    "role": reveal_role,
+    "params_heads": reveal_params,
+    "scaling": reveal_scaling,
+    "pair_shift": reveal_pair_shift,
+}
 
 
 def not_applicable(model: LoadedModel, lesson: Lesson) -> str | None:
     """Why the lesson's premise does not hold on this model (one line), or None when it can be asked; checked
     from the model and its tokenizer alone (no forward), so the page can leave such a lesson out."""
     c = lesson.check
-    if c["kind"] == "role" and c["metric"] == "cls" and getattr(model.tokenizer, "cls_token", None) is None:
-        return (f"{model.name} has no [CLS] token; its first token plays that part (the Roles page labels heads "
-                "that park their attention there)")
+    if (c["kind"] == "role" and c["metric"] == "cls" and not c.get("first_token")
+            and getattr(model.tokenizer, "cls_token", None) is None):
+        return tr("{name} has no [CLS] token; its first token plays that part (the Roles page labels heads that park "
+                  "their attention there)", name=model.name)
     words = [c[name] for name in ("query", "key", "pronoun", "a", "b") if name in c]
     if words:
         batch = tokenize(model.tokenizer, lesson.sentence, model.max_length, model.bos_id)
         missing = [word for word in words if not word_pieces(batch, 0, word)]
         if missing:
-            return f"the sentence has no word '{missing[0]}' that {model.name} reads"
+            return tr("the sentence has no word '{word}' that {name} reads", word=missing[0], name=model.name)
     return None
 
 
@@ -168,9 +195,11 @@ def reveal(model: LoadedModel, lesson: Lesson) -> Reveal:
     """The live answer; on a model where the lesson's premise fails, no answer and a sentence saying why."""
     reason = not_applicable(model, lesson)
     if reason is not None:
-        return Reveal((), f"This lesson does not apply to {model.name}: {reason}.")
+        return Reveal((), tr("This lesson does not apply to {name}: {reason}.", name=model.name, reason=reason))
     try:
         return REVEALS[lesson.check["kind"]](model, lesson)
     except LessonNotApplicable as err:
-        return Reveal((), f"This lesson was written for {lesson.written_for} and does not apply to {model.name}: "
-                          f"{err}.")
+        return Reveal(
+            (), tr("This lesson was written for {written_for} and does not apply to {name}: {err}.",
+                written_for=lesson.written_for, name=model.name, err=err)
+        )

@@ -23,6 +23,7 @@ from mha_core.engine.attention import EXPLICIT, attention_bias, merge_heads, mul
 from mha_core.engine.forward import position_ids, run, scores_bias
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
+from mha_core.i18n import tr
 
 
 @dataclass(frozen=True)
@@ -192,34 +193,39 @@ def window_note(windows: tuple[int | None, ...], layer: int) -> str | None:
         if not globals_ or len(globals_) == len(windows):
             return None
         local = next(w for w in windows if w is not None)
-        return (f"Layer {layer} is a global layer: each query sees every earlier token; the local layers see only a "
-                f"window of the {local} most recent.")
-    where = f"; the global layers ({', '.join(globals_)}) see every earlier token" if globals_ else ""
-    kind = "a local layer: " if globals_ else ""
-    return (f"Layer {layer} is {kind}each query sees only itself and the {window - 1} tokens before it (a sliding "
-            f"window of {window}){where}.")
+        return tr("Layer {layer} is a global layer: each query sees every earlier token; the local layers see only a "
+                  "window of the {local} most recent.", layer=layer, local=local)
+    if globals_:
+        return tr("Layer {layer} is a local layer: each query sees only itself and the {before} tokens before it (a "
+                  "sliding window of {window}); the global layers ({globals}) see every earlier token.", layer=layer,
+                  before=window - 1, window=window, globals=", ".join(globals_))
+    return tr("Layer {layer}: each query sees only itself and the {before} tokens before it (a sliding window of "
+              "{window}).", layer=layer, before=window - 1, window=window)
 
 
 def design_notes(model: LoadedModel, layer: int) -> tuple[str, ...]:
-    """What this model's attention does beyond the four steps of the paper, one sentence each, for this layer."""
+    """What this model's attention does beyond the four steps of the paper, one sentence each, for this layer (in
+    the running context's language)."""
     arch, cap = model.arch, model.arch.attn_softcap
     notes = [
-        arch.qk_norm and "QK-norm: after the projections and before RoPE, each head's query and key vectors are "
-        "RMS-normalised over their d_k features (times a learned gain), which keeps the scores' size in check.",
+        arch.qk_norm and tr("QK-norm: after the projections and before RoPE, each head's query and key vectors are "
+                            "RMS-normalised over their d_k features (times a learned gain), which keeps the scores' "
+                            "size in check."),
         window_note(arch.windows, layer),
-        arch.alibi and "ALiBi: no position embedding is added; each head adds slope × (key position) to its scores, "
-        "which within a query's row is −slope × distance plus a constant (the softmax ignores it): far keys are "
-        "penalised, by a slope that halves from head to head.",
-        cap is not None and f"Soft-capping: the scaled scores pass through {cap:g}·tanh(s / {cap:g}) before the mask, "
-        "so no score exceeds it; no fused kernel does this, so the explicit path runs.",
-        arch.scale is not None and f"The scores are scaled by {arch.scale:.4f}, the model's 1/√query_pre_attn_scalar, "
-        "not 1/√d_k.",
-        len(set(arch.rope_kinds)) > 1 and "Local and global layers rotate with different RoPE bases.",
-        arch.parallel and "Parallel block: attention and the MLP both read the layer's input, out = x + attn(ln₁ x) + "
-        "mlp(ln₂ x), instead of the MLP reading attention's result.",
-        arch.sandwich and "Each sub-layer's output is normalised again before it is added to the stream (norms "
-        "before and after attention and the MLP).",
-        arch.embed_scale != 1.0 and f"The word embeddings are multiplied by √d_model = {arch.embed_scale:.1f} before "
-        "the first layer.",
+        arch.alibi and tr("ALiBi: no position embedding is added; each head adds slope × (key position) to its "
+                          "scores, which within a query's row is −slope × distance plus a constant (the softmax "
+                          "ignores it): far keys are penalised, by a slope that halves from head to head."),
+        cap is not None and tr("Soft-capping: the scaled scores pass through {cap:g}·tanh(s / {cap:g}) before the "
+                               "mask, so no score exceeds it; no fused kernel does this, so the explicit path runs.",
+                               cap=cap),
+        arch.scale is not None and tr("The scores are scaled by {scale:.4f}, the model's 1/√query_pre_attn_scalar, "
+                                      "not 1/√d_k.", scale=arch.scale),
+        len(set(arch.rope_kinds)) > 1 and tr("Local and global layers rotate with different RoPE bases."),
+        arch.parallel and tr("Parallel block: attention and the MLP both read the layer's input, out = x + "
+                             "attn(ln₁ x) + mlp(ln₂ x), instead of the MLP reading attention's result."),
+        arch.sandwich and tr("Each sub-layer's output is normalised again before it is added to the stream (norms "
+                             "before and after attention and the MLP)."),
+        arch.embed_scale != 1.0 and tr("The word embeddings are multiplied by √d_model = {scale:.1f} before the first "
+                                       "layer.", scale=arch.embed_scale),
     ]
     return tuple(note for note in notes if note)

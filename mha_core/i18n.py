@@ -1,0 +1,111 @@
+"""The interface's two languages: English, as the messages are written, and 简体中文 (locales/zh/.../messages.po).
+
+A string a person reads is marked where it is written: `tr("Layer {layer}", layer=3)` translates it now into the
+running context's language; `N_("...")` only marks a constant (a label, an error's template) for the catalogue,
+and whoever shows it calls tr() on it then. The language lives in a ContextVar: a page's run sets it (each
+Streamlit run has its own thread and context); the CLI never does, so it stays English.
+
+The catalogue is compiled from the .po file by Babel when first asked for (no compiled file to go stale); `make
+messages` extracts the marked strings (pybabel extract) and merges them into the .po for translating.
+tests/test_i18n.py checks that every marked string has a translation with the same {placeholders}.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import gettext
+import io
+from pathlib import Path
+
+LOCALES = Path(__file__).parent / "locales"
+DOMAIN = "messages"
+LANGUAGES = {"en": "English", "zh": "简体中文"}  # code -> the language's own name (the picker shows it)
+DEFAULT = "en"
+_current: contextvars.ContextVar[str] = contextvars.ContextVar("language", default=DEFAULT)
+
+
+def N_(message: str) -> str:  # noqa: N802 - gettext's conventional name for "mark, translate later"
+    """Marks `message` for the catalogue without translating it (module constants, error templates)."""
+    return message
+
+
+def language_of(locale: str | None) -> str:
+    """The interface language for a browser's locale ("zh-CN", "zh-Hant-TW", "en-GB"): Chinese for any zh."""
+    return "zh" if (locale or "").lower().replace("_", "-").split("-")[0] == "zh" else DEFAULT
+
+
+def use(language: str) -> None:
+    """Sets this context's language (unknown codes mean English)."""
+    _current.set(language if language in LANGUAGES else DEFAULT)
+
+
+def current() -> str:
+    return _current.get()
+
+
+@functools.cache
+def catalogue(language: str) -> gettext.NullTranslations:
+    """`language`'s translations, compiled by Babel from its .po file (fuzzy entries left out: English shows)."""
+    po_file = LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+    if language == DEFAULT or not po_file.is_file():
+        return gettext.NullTranslations()
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    with po_file.open("rb") as handle:
+        messages = read_po(handle, locale=language)
+    compiled = io.BytesIO()
+    write_mo(compiled, messages, use_fuzzy=False)
+    compiled.seek(0)
+    return gettext.GNUTranslations(compiled)
+
+
+def tr(message: object, /, **values: object) -> str:
+    """`message` in this context's language, its {placeholders} filled from `values` (none: no formatting, so a
+    message may hold braces)."""
+    if not isinstance(message, str):  # a widget's format_func over numbers
+        return str(message)
+    text = catalogue(current()).gettext(message) if message else message
+    return text.format(**values) if values else text
+
+
+def has_translation(message: str, language: str) -> bool:
+    """`message` has an entry in `language`'s catalogue (some, like "QK-norm", are the same in both languages)."""
+    return message in getattr(catalogue(language), "_catalog", {})
+
+
+class Explained(ValueError):
+    """An error a person reads: a code, an English template (marked for the catalogue) and the values that fill it.
+    str() is the English sentence (the CLI, logs); worded() is the sentence in the running context's language (a
+    page), so the page words an error without parsing it."""
+
+    def __init__(self, code: str, template: str, /, **values: object) -> None:
+        self.code, self.template, self.values = code, template, values
+        super().__init__(template.format(**values) if values else template)
+
+    def worded(self) -> str:
+        return tr(self.template, **self.values)
+
+
+class Worded(str):
+    """A sentence kept in results (a path's reason): the English text itself (JSON, the CLI, comparisons), plus its
+    template and values, so a page can word it in its own language (worded())."""
+
+    template: str
+    values: dict
+
+    def __new__(cls, template: str, /, **values: object) -> Worded:
+        text = super().__new__(cls, template.format(**values) if values else template)
+        text.template, text.values = template, values
+        return text
+
+    def worded(self) -> str:
+        return tr(getattr(self, "template", str(self)), **getattr(self, "values", {}))
+
+
+def worded(said: BaseException | str) -> str:
+    """An error, a kept sentence (Worded) or a marked constant, in this context's language (anything else as it is)."""
+    if isinstance(said, Explained | Worded):
+        return said.worded()
+    return tr(said) if isinstance(said, str) else str(said)

@@ -1,0 +1,106 @@
+"""What a page shows a person, collected from an AppTest run, and which of it is still English.
+
+Shown text: titles, headers, markdown, captions, alerts, every widget's label, help, placeholder and options, tab and
+expander labels, metrics, table headers, and the charts' titles, axis names, legends, annotations and hover
+templates. A string is untranslated if, after the user's text, token labels, numbers and the technical names the
+Chinese lessons use too (Q, K, V, W_O, softmax, d_model, model names …) are taken out, English words remain.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+TECHNICAL = (  # names Chinese texts on attention write as they are
+    r"W_?[QKVO]ᵀ?|[QKV]ᵀ?|QKᵀ|OV|QK|W|[qkvo]|b_[QKVO]|softmax|d_model|d_k|d_v|d_head|h|n|T|x|i|L|H|log|exp|tanh|"
+    r"RoPE|ALiBi|GQA|MQA|MLP|FFN|SDPA|LSE|logsumexp|FLOPs?|GPU|CPU|CUDA|CSV|JSON|PNG|SVG|URL|UMAP|t-SNE|MDS|JS|UD|"
+    r"GAP|CoNLL-U|EWT|BERT|GPT-?2?|Gemma|SmolLM2?|MiniLM|Llama|PyTorch|torch|transformers|Transformer|Chromium|nats?|"
+    r"logits?|Vaswani|Clark|Xiao|Wu|Voita|Elhage|Olsson|Kobayashi|Jain|Wallace|Abnar|Zuidema|Vig|Belinkov|Meng|"
+    r"ReLU|GELU|SiLU|LayerNorm|RMSNorm|QK-norm|KV|MHA|ID|id|nn|MultiheadAttention|Linear|safetensors|GGUF|"
+    r"Hugging Face|top-?k|top|argmax|max|min|mean|std|cos|sin|Inf|NaN|nan|inf|ms|MB|GB|KB|s|px|p|et al|lm_head|"
+    r"Language|English|python|Python|eager|fused|explicit|auto|math|flash|efficient|cudnn|sdpa|float32|float16|"
+    r"bfloat16|fp32|fp16|bf16|tok|txt|tsv|conllu|jsonl|matmul|png|svg|csv|json|PCA|GQA|AttentionViz|Frobenius|"
+    r"LayerNorm|ln|nn|numel|Kovaleva|Olsson|Voita|Nanda|Heimersheim|Meng|Wang|Kobayashi|nostalgebraist|Abnar|Zuidema|"
+    r"Elhage|spaCy|jieba|umap-learn|scikit-learn|TSV|WSJ|Stanford|CoNLL-2012|dep2head|head2dep|obj|nmod:poss|dobj|"
+    r"poss|Winograd|RMS|QK-norm|Jensen-Shannon|Jensen–Shannon|Lx Hy|UTF-8|UTF-16|rollout|logit lens|attention sink|"
+    r"BERT-base|probs|batch|seq_len|Text|Pronoun|Pronoun-offset|A-offset|A-coref|B-offset|B-coref|"
+    r"Universal Dependencies|AttentionViz|Inf"
+)
+TECHNICAL += r"|log-sum-exp|logsumexp"
+# Longest first, so that "QK-norm" is one name rather than "QK" and an untranslated "norm".
+TECHNICAL_RE = re.compile(r"(?<![A-Za-z_])(?:" + "|".join(sorted(TECHNICAL.split("|"), key=len, reverse=True))
+                          + r")(?![A-Za-z_])")
+ENV_OR_CODE_RE = re.compile(r"\$[A-Z_]+|`[^`]*`|%\{[^}]*\}|\S*\\?\.\S*/\S*|\b[a-z_]+\.[a-z_]+\b|\b[a-z]+_[a-z_]+\b|"
+                            r"\[[A-Z]+\]|<[^>]*>|\w*_\w+|[\w-]+\.(?:tsv|txt|csv|json|conllu|png|svg)\b")
+WORD_RE = re.compile(r"[A-Za-z]{2,}")
+CHART_TEXT_KEYS = {"title", "text", "name", "hovertemplate", "ticktext"}
+
+
+def plotly_texts(spec: str) -> list[str]:
+    """Titles, axis names, legends, annotations and hover templates of a plotly chart (not its data)."""
+    found = []
+
+    def walk(node: object, key: str = "") -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k not in ("x", "y", "z", "customdata", "bdata", "text") or key == "title":
+                    walk(v, k)
+                elif k == "text" and isinstance(v, str):
+                    found.append(v)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, key)
+        elif isinstance(node, str) and key in CHART_TEXT_KEYS:
+            found.append(node)
+
+    walk(json.loads(spec))
+    return found
+
+
+def shown_texts(at: object) -> list[str]:
+    """Every string the page shows a person (see the module's docstring)."""
+    texts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success"):
+        texts += [e.value for e in at.get(kind)]
+    for kind in ("button", "download_button", "checkbox", "toggle", "selectbox", "radio", "multiselect", "slider",
+                 "select_slider", "text_area", "text_input", "number_input", "file_uploader", "tab", "expander",
+                 "metric", "segmented_control", "pills", "color_picker", "date_input"):
+        for element in at.get(kind):
+            proto = element.proto
+            texts += [getattr(proto, field, "") for field in ("label", "help", "placeholder")]
+            texts += [str(o) for o in getattr(element, "options", ()) or ()]
+            if kind == "metric":
+                texts.append(proto.body)
+    for chart in at.get("plotly_chart"):
+        texts += plotly_texts(chart.proto.spec)
+    for frame in at.get("arrow_data_frame"):
+        texts += [str(c) for c in frame.value.columns]
+    return [t for t in texts if isinstance(t, str) and t.strip()]
+
+
+QUOTED_RE = re.compile(r"“[^”]*”|‘[^’]*’|'[^']*'|\*[^*]*\*")  # a token, a title, the sentence: user text or a name
+CODE_RE = re.compile(r"\w+=\w+|\w*\([^()]*(?:\([^()]*\)[^()]*)*\)\)?")  # bias=True, sum(p.numel() for p in …)
+
+
+def english_left(text: str, user_texts: Iterable[str]) -> str:
+    """What is left of `text` that should have been translated ('' if nothing)."""
+    if re.fullmatch(r"\d+: .*", text, flags=re.S):  # a token choice ("3: it"): the user's text, as pieces
+        return ""
+    text = text.replace("\\", "")  # markdown escapes (literal()): gemma\-3 is gemma-3
+    for user in sorted(user_texts, key=len, reverse=True):
+        if len(user) > 1:  # whole words only: the sentence's "it" leaves "explicit" alone
+            text = re.sub(rf"(?<![A-Za-z]){re.escape(user)}(?![A-Za-z])", " ", text)
+    text = re.sub(r"https?://\S+", " ", text)
+    if any("\u4e00" <= c <= "\u9fff" for c in text):  # in a Chinese sentence: quoted words and code are names
+        text = CODE_RE.sub(" ", QUOTED_RE.sub(" ", text))
+    text = ENV_OR_CODE_RE.sub(" ", text)
+    text = TECHNICAL_RE.sub(" ", text)
+    return " ".join(WORD_RE.findall(text))
+
+
+def untranslated(at: object, user_texts: Iterable[str]) -> dict[str, str]:
+    """Shown strings with English left in them -> the English left."""
+    users = list(user_texts)
+    left = {text: english_left(text, users) for text in shown_texts(at)}
+    return {text: words for text, words in left.items() if words}

@@ -1,0 +1,233 @@
+"""Issue 23: the interface in English and Chinese. The catalogue, the language choice, errors worded by the page,
+Chinese words and examples; every page and tab in Chinese without an untranslated string (AppTest)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from mha_core import i18n
+from mha_core.engine.bundled import ENCODER_NAME, GEMMA_NAME
+from mha_core.engine.tokens import InputError
+from mha_core.engine.words import word_units
+from mha_core.teaching.examples import EXAMPLES
+from tests.conftest import ROOT, open_app
+from tests.i18n_check import english_left, untranslated
+
+PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+@pytest.fixture
+def chinese():
+    i18n.use("zh")
+    yield
+    i18n.use("en")
+
+
+def marked_messages() -> set[str]:
+    """Every tr() and N_() string in the app and in mha_core, as `make messages` extracts them."""
+    from babel.messages.extract import extract_from_dir
+
+    found = set()
+    for folder in ("mha_core", "views"):
+        for _, _, message, _, _ in extract_from_dir(ROOT / folder, keywords={"tr": None, "N_": None},
+                                                    method_map=[("**.py", "python")]):
+            found.add(message)
+    return found | {m for _, _, m, _, _ in extract_from_dir(ROOT, keywords={"tr": None, "N_": None},
+                                                            method_map=[("app.py", "python")])}
+
+
+def test_every_marked_string_has_a_chinese_translation_with_the_same_placeholders():
+    messages = marked_messages()
+    assert len(messages) > 600  # the pages, the errors, the charts, the lessons' reveals
+    missing = sorted(m for m in messages if not i18n.has_translation(m, "zh"))
+    assert not missing, missing[:10]
+    for message in messages:
+        translated = i18n.catalogue("zh").gettext(message)
+        assert sorted(PLACEHOLDER.findall(message)) == sorted(PLACEHOLDER.findall(translated)), message
+
+
+def test_tr_follows_the_context_language_and_the_cli_stays_english(chinese):
+    assert i18n.tr("Layer") == "层"
+    assert i18n.tr("Layer {layer}: every head (tap a tile to open it)", layer=3).startswith("第 3 层")
+    assert i18n.tr(7) == "7"  # a widget's format_func over numbers
+    i18n.use("en")
+    assert i18n.tr("Layer") == "Layer"
+    i18n.use("xx")  # an unknown code means English
+    assert i18n.current() == "en"
+
+
+@pytest.mark.parametrize(("locale", "language"), [("zh-CN", "zh"), ("zh_TW", "zh"), ("zh-Hant-HK", "zh"),
+                                                  ("en-GB", "en"), (None, "en"), ("", "en"), ("fr", "en")])
+def test_the_browser_locale_picks_the_language(locale, language):
+    assert i18n.language_of(locale) == language
+
+
+def test_an_error_carries_a_code_and_values_and_the_page_words_it(chinese, tiny):
+    import mha_core
+
+    with pytest.raises(InputError) as caught:
+        mha_core.run(tiny, "   ")
+    err = caught.value
+    assert err.code == "text_empty" and str(err) == "The text is empty."  # the CLI's English
+    assert i18n.worded(err) == "文本是空的。"
+    with pytest.raises(InputError) as caught:
+        mha_core.run(tiny, ["a", " "])
+    assert caught.value.values == {"number": 2} and i18n.worded(caught.value) == "文本 2 是空的。"
+
+
+def test_a_kept_reason_is_english_in_json_and_chinese_on_the_page(chinese, tiny):
+    import mha_core
+
+    result = mha_core.run(tiny, "The cat sat.", path="auto")
+    assert result.path_reason == "auto: explicit for 6 tokens <= 256"  # a str: JSON and the CLI read it as it is
+    assert i18n.worded(result.path_reason) == "自动：6 个标记 <= 256，用显式路径"
+
+
+def test_chinese_pieces_merge_into_jiebas_words_never_into_clauses():
+    text = "动物没有过马路，因为它太累了。"
+    # Pieces as a byte-level tokenizer cuts them: one character each, and one piece spanning 因为它.
+    spans = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 8), (8, 11), (11, 12), (12, 13), (13, 14),
+             (14, 15)]
+    tokens = [text[a:b] for a, b in spans]
+    units = word_units(text, tokens, [0] * len(tokens), spans)
+    assert units.labels == ("动物", "没有", "过", "马路", "，", "因为它", "太", "累", "了", "。")
+
+
+def test_chinese_words_pronouns_and_the_probe():
+    from mha_core.analysis.inspector import candidates_before, default_pronoun, sentence_words, with_probe
+
+    words = sentence_words("玛丽把书给了约翰，因为她已经读过了。")
+    pronoun = default_pronoun(words)
+    assert words[pronoun].text == "她"
+    assert [words[i].text for i in candidates_before(words, pronoun)] == ["玛丽", "书", "约翰"]
+    assert with_probe("玛丽把书给了约翰，因为她已经读过了。", words[pronoun]).endswith("句中的“她”是指")
+
+
+def test_chinese_examples_are_offered_only_where_they_were_measured():
+    from mha_core.teaching.examples import EXAMPLES, examples_for
+
+    on_gemma = examples_for("zh", GEMMA_NAME)
+    assert on_gemma and all(e.language == "zh" for e in on_gemma)
+    assert all(e.language == "en" for e in examples_for("zh", ENCODER_NAME))  # MiniLM reads Chinese as [UNK]
+    for example in (e for e in EXAMPLES if e.language == "zh"):
+        assert set(example.shows) <= set(example.offered_on) and example.claims, example.text
+        assert example.pair is None or example.pair in {e.text for e in EXAMPLES}
+
+
+@pytest.mark.slow
+def test_the_chinese_examples_show_what_they_say_on_gemma(gemma):
+    """Each Chinese example's claims, recomputed: its heads are among the three that give the antecedent the most
+    weight, the model answers the antecedent over the other noun, and a pair has the same number of pieces."""
+    import mha_core
+    from mha_core.analysis.inspector import antecedent_scores, default_pronoun, sentence_words
+    from mha_core.analysis.predict import probe_answers
+    from mha_core.teaching.examples import EXAMPLES, example_of
+
+    for example in (e for e in EXAMPLES if e.language == "zh" and GEMMA_NAME in e.claims):
+        claim = example.claims[GEMMA_NAME]
+        words = sentence_words(example.text)
+        pronoun = default_pronoun(words)
+        assert words[pronoun].text == example.pronoun
+        nouns = [next(w for w in words if w.text == t) for t in (claim["answer"], claim["over"])]
+        answers = {word: prob for word, _, prob, _ in probe_answers(gemma, example.text, words[pronoun],
+                                                                    nouns).candidates}
+        assert answers[claim["answer"]] > answers[claim["over"]], (example.text, answers)
+        if "heads" in claim:
+            scores = antecedent_scores(mha_core.run(gemma, example.text, path="explicit"), 0, words, pronoun,
+                                       [next(w.index for w in words if w.text == example.antecedent)])
+            top = {(int(layer), int(head)) for layer, head in zip(*np.unravel_index(
+                np.argsort(-scores.scores[0].ravel())[:3], scores.scores[0].shape), strict=True)}
+            assert {tuple(h) for h in claim["heads"]} <= top, (example.text, top)
+        if example.pair:
+            partner = example_of(example.pair)
+            assert mha_core.run(gemma, example.text).lengths == mha_core.run(gemma, partner.text).lengths
+
+
+def test_the_checker_flags_english_and_spares_names_numbers_and_user_text():
+    assert english_left("第 3 层，头 1：注意力权重", []) == ""
+    assert english_left("QK-norm 之后的 softmax(QKᵀ/√d_k)，W_O 与 d_model", []) == ""
+    assert english_left("Layer 3, head 1: attention weights", []) == "Layer head attention weights"
+    assert english_left("“animal”的权重", ["animal"]) == ""
+    assert english_left("句子：The cat sat", ["The cat sat"]) == ""
+    assert english_left("句子：The cat sat", []) != ""
+
+
+def test_chinese_mode_opens_on_gemma_with_a_chinese_sentence_and_keeps_lang_in_the_url():
+    at = open_app(lang="zh")
+    assert not at.exception
+    assert at.selectbox(key="model").value == GEMMA_NAME
+    assert at.selectbox(key="lang").value == "zh"
+    assert re.search(r"[\u4e00-\u9fff]", at.text_area(key="text").value)
+    assert at.title[0].value == "注意力头"
+    at.selectbox(key="lang").set_value("en").run()
+    assert at.title[0].value == "Attention heads" and at.query_params.get("lang") in (None, "en", ["en"])
+
+
+def test_an_english_link_opens_in_english_and_keeps_the_sentence():
+    at = open_app(lang="en", text="The cat sat on the mat.")
+    assert at.title[0].value == "Attention heads"
+    assert at.text_area(key="text").value == "The cat sat on the mat."
+    assert at.selectbox(key="model").value == ENCODER_NAME
+
+
+def test_the_parameters_page_walks_the_seeds_example_in_chinese():
+    at = open_app("views/parameters.py", lang="zh", ptab=i18n.catalogue("zh").gettext("Any shape"))
+    assert not at.exception
+    walk = next(m.value for m in at.markdown if "W_Q" in m.value and "1,050,624" in m.value)
+    assert "512 × 512 = 262,144" in walk and "个权重" in walk and "合计" in walk
+    assert any("1,050,624" in m.value for m in at.metric)
+
+
+PAGES_AND_TABS = {  # page: (its tabs' URL key, the English tab labels)
+    "views/heads.py": ("view", ("One head", "One layer", "One token", "Export")),
+    "views/roles.py": (None, ()),
+    "views/coreference.py": (None, ()),
+    "views/contributions.py": ("c_tab", ("Value-weighted", "Rollout", "Ablation")),
+    "views/predictions.py": ("p_tab", ("Next piece", "Fill the mask", "Logit lens", "Attribution", "Patching",
+                                       "Continue")),
+    "views/corpus.py": (None, ()),
+    "views/parameters.py": ("ptab", ("This model", "Any shape", "Head weight norms")),
+    "views/walkthrough.py": ("wt_tab", ("Walkthrough", "Lessons")),
+}
+
+
+EXAMPLE_TEXTS = [example.text for example in EXAMPLES]  # offered on models that read no Chinese: user text
+
+
+def chinese_runs(page: str, model: str) -> list:
+    """The page in Chinese on `model`, once per tab (tabs bound to the URL open by their Chinese label)."""
+    key, tabs = PAGES_AND_TABS[page]
+    runs = [open_app(page, lang="zh", model=model)]
+    shown = {tab.label for tab in runs[0].tabs}
+    for label in (i18n.catalogue("zh").gettext(t) for t in tabs):
+        if label in shown:
+            runs.append(open_app(page, lang="zh", model=model, **{key: label}))
+    return runs
+
+
+def assert_all_chinese(page: str, model: str) -> None:
+    from mha_core.serving.menu import available_models
+
+    names = [c.name for c in available_models()]
+    for at in chinese_runs(page, model):
+        assert not at.exception, (page, model, [e.value for e in at.exception])
+        # The user's text: the sentence (an English example where the model reads no Chinese), and its words as
+        # tokens, options and chart labels show them.
+        sentences = [box.value for box in at.text_area] + [box.value for box in at.text_input] + EXAMPLE_TEXTS
+        left = untranslated(at, names + sentences + [w for s in sentences for w in re.findall(r"[A-Za-z]+", s)])
+        assert not left, (page, model, list(left.items())[:5])
+
+
+@pytest.mark.parametrize("page", list(PAGES_AND_TABS))
+def test_every_page_in_chinese_on_minilm_has_no_english_left(page):
+    assert_all_chinese(page, ENCODER_NAME)
+
+
+@pytest.mark.slow  # 2 models x 8 pages x their tabs: in make test, not in the fast tier
+@pytest.mark.parametrize("model", ["SmolLM2-135M-Instruct", GEMMA_NAME])
+@pytest.mark.parametrize("page", list(PAGES_AND_TABS))
+def test_every_page_and_tab_in_chinese_on_the_decoders_has_no_english_left(page, model):
+    assert_all_chinese(page, model)
