@@ -25,7 +25,7 @@ TECHNICAL = (  # names Chinese texts on attention write as they are
     r"Elhage|spaCy|jieba|umap-learn|scikit-learn|TSV|WSJ|Stanford|CoNLL-2012|dep2head|head2dep|obj|nmod:poss|dobj|"
     r"poss|Winograd|RMS|QK-norm|Jensen-Shannon|Jensen–Shannon|Lx Hy|UTF-8|UTF-16|rollout|logit lens|attention sink|"
     r"BERT-base|probs|batch|seq_len|Text|Pronoun|Pronoun-offset|A-offset|A-coref|B-offset|B-coref|"
-    r"Universal Dependencies|AttentionViz|Inf"
+    r"Universal Dependencies|AttentionViz|Inf|causal|Top-k"
 )
 TECHNICAL += r"|log-sum-exp|logsumexp"
 # Longest first, so that "QK-norm" is one name rather than "QK" and an untranslated "norm".
@@ -88,6 +88,8 @@ def english_left(text: str, user_texts: Iterable[str]) -> str:
     if re.fullmatch(r"\d+: .*", text, flags=re.S):  # a token choice ("3: it"): the user's text, as pieces
         return ""
     text = text.replace("\\", "")  # markdown escapes (literal()): gemma\-3 is gemma-3
+    if any(len(user) > 20 and text.startswith(user) for user in user_texts):
+        return ""  # the user's sentence and what the model wrote after it (the Continue tab)
     for user in sorted(user_texts, key=len, reverse=True):
         if len(user) > 1:  # whole words only: the sentence's "it" leaves "explicit" alone
             text = re.sub(rf"(?<![A-Za-z]){re.escape(user)}(?![A-Za-z])", " ", text)

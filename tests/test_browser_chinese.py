@@ -7,7 +7,6 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from mha_core.engine.bundled import GEMMA_NAME
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -29,14 +28,16 @@ def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(gemma):
             head_map = page.locator(".st-key-head_map .js-plotly-plot")
             head_map.wait_for(timeout=120_000)
             wait_idle(page)
-            ticks = [t for t in head_map.locator("g.ytick text").all_inner_texts() if t.strip()]
+            ticks = [t for t in head_map.locator("g.ytick text").all_text_contents() if t.strip()]
             page.screenshot(path=str(ARTIFACTS / "heads_zh_gemma.png"), full_page=True)
-            body = page.locator("section.stMain").inner_text()
-            sidebar = page.locator("section[data-testid='stSidebar']").inner_text()
+            body = page.locator("[data-testid='stMain']").inner_text()
+            page.get_by_role("tab", name="单个标记").click()  # the first click: the address now says lang=zh
+            wait_idle(page)
+            sidebar = page.locator("[data-testid='stSidebar']").inner_text()
             state = parse_qs(urlparse(page.url).query)
         finally:
             browser.close()
     assert sum(bool(HAN.search(t)) for t in ticks) >= len(ticks) // 2, ticks  # 玛丽, 约翰, 她 …
     assert "单个头" in body and "所有头一览" in body  # the tabs and the overview, in Chinese
-    assert GEMMA_NAME in sidebar and "语言" in sidebar
+    assert f"{gemma.n_layers} 层 × {gemma.n_heads} 个头" in sidebar and "语言" in sidebar  # Gemma, in Chinese
     assert state.get("lang") == ["zh"]

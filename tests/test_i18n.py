@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from mha_core import i18n
+from mha_core.analysis.inspector import PROBE
 from mha_core.engine.bundled import ENCODER_NAME, GEMMA_NAME
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import word_units
-from mha_core.teaching.examples import EXAMPLES
+from mha_core.teaching.examples import EXAMPLES, PROBES
 from tests.conftest import ROOT, open_app
 from tests.i18n_check import english_left, untranslated
 
@@ -27,16 +28,17 @@ def chinese():
 
 
 def marked_messages() -> set[str]:
-    """Every tr() and N_() string in the app and in mha_core, as `make messages` extracts them."""
-    from babel.messages.extract import extract_from_dir
+    """Every string literal given to tr() or N_() in the app and in mha_core (nested calls too, which pybabel's
+    extraction skips: a literal it would miss fails here)."""
+    import ast
 
     found = set()
-    for folder in ("mha_core", "views"):
-        for _, _, message, _, _ in extract_from_dir(ROOT / folder, keywords={"tr": None, "N_": None},
-                                                    method_map=[("**.py", "python")]):
-            found.add(message)
-    return found | {m for _, _, m, _, _ in extract_from_dir(ROOT, keywords={"tr": None, "N_": None},
-                                                            method_map=[("app.py", "python")])}
+    for path in [*ROOT.joinpath("mha_core").rglob("*.py"), *ROOT.joinpath("views").glob("*.py"), ROOT / "app.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("tr", "N_")
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                found.add(node.args[0].value)
+    return found
 
 
 def test_every_marked_string_has_a_chinese_translation_with_the_same_placeholders():
@@ -194,7 +196,10 @@ PAGES_AND_TABS = {  # page: (its tabs' URL key, the English tab labels)
 }
 
 
-EXAMPLE_TEXTS = [example.text for example in EXAMPLES]  # offered on models that read no Chinese: user text
+# Text a model reads, not text a person reads: the examples (offered in English on models that read no Chinese) and
+# the English probes that continue an English sentence.
+EXAMPLE_TEXTS = [example.text for example in EXAMPLES] + [PROBES["en"].format(pronoun=p).strip() for p in ("it", "she")]
+EXAMPLE_TEXTS += [PROBE.format(pronoun=p).strip() for p in ("It", "She")]
 
 
 def chinese_runs(page: str, model: str) -> list:
@@ -231,3 +236,31 @@ def test_every_page_in_chinese_on_minilm_has_no_english_left(page):
 @pytest.mark.parametrize("page", list(PAGES_AND_TABS))
 def test_every_page_and_tab_in_chinese_on_the_decoders_has_no_english_left(page, model):
     assert_all_chinese(page, model)
+
+
+def test_byte_fragments_of_chinese_characters_get_a_warning():
+    from mha_core.engine.pieces import fragments_note
+
+    text = "动物。"
+    split = [(0, 1), (0, 1), (1, 2), (1, 2), (2, 3)]  # SmolLM2: 动¹/₂ 动²/₂ 物¹/₂ 物²/₂ 。
+    note = fragments_note(text, split, "gemma-3-270m")
+    assert note is not None and "2 of the text's 3" in note and "gemma-3-270m" in note
+    assert fragments_note(text, [(0, 2), (2, 3)], "gemma-3-270m") is None  # Gemma: 动物 。
+    assert fragments_note("The cat", [(0, 3), (0, 3), (4, 7)], "x") is None  # spaced text: never
+
+
+def test_switching_to_chinese_moves_an_untouched_model_and_sentence_to_the_chinese_defaults():
+    at = open_app(lang="en")
+    assert at.selectbox(key="model").value == ENCODER_NAME
+    at.selectbox(key="lang").set_value("zh").run()
+    assert not at.exception
+    assert at.selectbox(key="model").value == GEMMA_NAME
+    assert re.search(r"[\u4e00-\u9fff]", at.text_area(key="text").value)
+    assert at.title[0].value == "注意力头"
+
+
+def test_a_chosen_model_and_a_typed_sentence_stay_when_the_language_changes():
+    at = open_app(lang="en", model="SmolLM2-135M-Instruct", text="The cat sat on the mat.")
+    at.selectbox(key="lang").set_value("zh").run()
+    assert at.selectbox(key="model").value == "SmolLM2-135M-Instruct"
+    assert at.text_area(key="text").value == "The cat sat on the mat."

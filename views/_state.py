@@ -85,21 +85,29 @@ def page_language() -> str:
     chosen = st.session_state.get("lang") or st.query_params.get("lang") or st.session_state.get("_lang")
     language = chosen if chosen in i18n.LANGUAGES else i18n.language_of(st.context.locale)
     i18n.use(language)
+    previous = st.session_state.get("_lang")
+    if previous is not None and previous != language:  # the model left at one language's default follows
+        choices = tuple(model_choices().values())
+        old, new = default_choice(choices, previous).name, default_choice(choices, language).name
+        if st.session_state.get("model") == old != new:
+            st.session_state["model"] = new
     st.session_state["_lang"] = language  # survives a page switch
     return language
 
 
 def language_picker() -> None:
-    """The language choice, first in the sidebar and kept in the URL (a shared link opens in the class's language);
-    its label also says "Language" in English, so a visitor who reads no Chinese finds it. Its value is seeded with
-    the page's language (the browser's, on a first visit); English is the widget's default, so a Chinese page's
-    address says lang=zh."""
+    """The language choice, first in the sidebar; its label also says "Language" in English, so a visitor who reads
+    no Chinese finds it. The address always says which language the page shows (lang=zh, lang=en), the browser's
+    included, so a teacher's shared link opens in the class's language: written here, not bound to the widget
+    (a bound widget leaves a value it was given, rather than picked, out of the address). Streamlit 1.67's browser
+    side drops an address change made by a visit's very first run: lang= appears with the first click."""
     language = i18n.current()
     if st.session_state.get("lang") != language:
         st.session_state["lang"] = language
     label = tr("Language") if language == i18n.DEFAULT else f"{tr('Language')} · Language"
-    st.sidebar.selectbox(label, list(i18n.LANGUAGES), key="lang", bind="query-params",
-                         format_func=i18n.LANGUAGES.get)
+    st.sidebar.selectbox(label, list(i18n.LANGUAGES), key="lang", format_func=i18n.LANGUAGES.get)
+    if st.query_params.get("lang") != language:
+        st.query_params["lang"] = language
 
 
 def chosen_model_name() -> str:
@@ -282,6 +290,9 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
     unknown = result.unknown_note(0)
     if unknown:
         st.warning(literal(unknown))
+    fragments = result.fragments_note(0, default_choice(tuple(model_choices().values()), "zh").name)
+    if fragments:
+        st.warning(literal(fragments))
     if result.truncated[0]:
         n, kept = result.n_tokens[0], result.lengths[0]
         st.warning(tr("The text was cut to the model's {kept} word pieces: {n:,} of {n2:,} pieces at the end are not "
@@ -435,6 +446,7 @@ def replace_url_value(key: str, value: str | None) -> None:
         if value is None:
             params.pop(key, None)
             initial.pop(key, None)
-        else:
-            params[key] = value
+        else:  # a widget's own parameter too (its value is already this): past the bound-parameter guard
+            params._set_item_internal(key, value)
+            params._send_query_param_msg()
             initial[key] = [value]

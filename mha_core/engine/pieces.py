@@ -7,8 +7,12 @@ Shapes: T pieces of one text.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from mha_core.i18n import tr
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -122,5 +126,25 @@ def unknown_note(text: str, unknown: Sequence[bool], offsets: Sequence[tuple[int
     chars = sum(len(span) for span in spans)
     readable = sum(1 for c in text if not c.isspace())
     shown = ", ".join(spans[:SHOWN_UNKNOWN]) + (", …" if len(spans) > SHOWN_UNKNOWN else "")
-    return (f"The model cannot read {chars} of the text's {readable} characters ({shown}): it sees one {unk} "
-            "piece in their place, whatever they say. The charts label those pieces " + unk + ".")
+    return tr("The model cannot read {chars} of the text's {readable} characters ({shown}): it sees one {unk} piece "
+              "in their place, whatever they say. The charts label those pieces {unk}.", chars=chars,
+              readable=readable, shown=shown, unk=unk)
+
+
+def is_wide(char: str) -> bool:
+    """A character of a script written without spaces between words (Chinese, Japanese, Korean) or an emoji."""
+    return unicodedata.east_asian_width(char) in ("W", "F")
+
+
+def fragments_note(text: str, offsets: Sequence[tuple[int, int]], suggested: str) -> str | None:
+    """One line when a byte-level tokenizer cuts Chinese (or other wide) characters into fragments: several pieces
+    covering the same character (SmolLM2 reads 动 as 动¹/₂ 动²/₂). None when every wide character is whole."""
+    pieces_of = Counter((start, end) for start, end in offsets if end > start)
+    cut = {text[start:end] for (start, end), count in pieces_of.items()
+           if count > 1 and any(is_wide(c) for c in text[start:end])}
+    if not cut:
+        return None
+    return tr("The model reads {cut} of the text's {wide} different Chinese characters as byte fragments (动¹/₂ "
+              "动²/₂), not as words: its attention to them is split over pieces of one character. For Chinese, "
+              "choose a model that reads it, such as {suggested}.", cut=len(cut),
+              wide=len({c for c in text if is_wide(c)}), suggested=suggested)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.attention import FUSED, rebuild_probs, repeat_kv, scores_bias
-from mha_core.engine.pieces import unknown_note
+from mha_core.engine.pieces import fragments_note, unknown_note
 from mha_core.engine.tokens import TokenBatch, word_pieces
 
 
@@ -64,6 +64,10 @@ class AttentionResult:
         unknown = self.batch.unknown[b] if self.batch.unknown else ()
         unk = next((t for t, u in zip(self.tokens[b], unknown, strict=False) if u), "[UNK]")
         return unknown_note(self.batch.texts[b], unknown, self.batch.offsets[b], unk)
+
+    def fragments_note(self, b: int, suggested: str) -> str | None:
+        """One line when the model reads text b's Chinese characters as byte fragments (pieces.fragments_note)."""
+        return fragments_note(self.batch.texts[b], self.batch.offsets[b][:self.lengths[b]], suggested)
 
     def word_pieces(self, b: int, word: str) -> tuple[int, ...]:
         """The pieces of text b that spell `word` (tokens.word_pieces: one rule for every page and lesson)."""

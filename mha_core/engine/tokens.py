@@ -6,7 +6,6 @@ Shapes: B texts, T word pieces of the longest text (after truncation).
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from mha_core.engine.pieces import readable_pieces, unknown_flags
+from mha_core.engine.pieces import is_wide, readable_pieces, unknown_flags
 from mha_core.i18n import N_, Explained
 
 if TYPE_CHECKING:
@@ -165,11 +164,6 @@ def pad_mask(lengths: Sequence[int], device: torch.device | str = "cpu") -> Tens
     """(B,T) mask with 1 on the first lengths[b] positions."""
     t = max(lengths)
     return (torch.arange(t, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None]).long()
-
-
-def is_wide(char: str) -> bool:
-    """A character of a script written without spaces between words (Chinese, Japanese, Korean) or an emoji."""
-    return unicodedata.east_asian_width(char) in ("W", "F")
 
 
 def without_spaces(text: str) -> bool:

@@ -87,10 +87,11 @@ def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
     maps = result.text_attention(0)  # (L,H,T,T)
     weights = maps[:, :, token_index(result, c["query"]), token_index(result, c["key"])]
     best = ranked_heads(weights, c["top"])
+    unit = tr("of its attention")  # outside the call below: pybabel extract skips a tr() nested in a tr()
     return Reveal(
         tuple(head_label(layer, head) for layer, head in best),
         tr("Live: the heads giving '{query}' → '{key}' the most weight are {heads}; uniform would be {uniform:.2f}.",
-           query=c["query"], key=c["key"], heads=heads_text(best, weights, tr("of its attention")),
+           query=c["query"], key=c["key"], heads=heads_text(best, weights, unit),
            uniform=1 / maps.shape[-1]),
     )
 
@@ -158,10 +159,11 @@ def reveal_pair_shift(model: LoadedModel, lesson: Lesson) -> Reveal:
         margins.append(scores.margin(0, 1))
     shift = margins[0] - margins[1]  # how far each head moved from a towards b
     best = ranked_heads(shift, c["top"])
+    lower = tr("lower")
     return Reveal(
         tuple(head_label(layer, head) for layer, head in best),
         tr("Live: the margin '{a}' − '{b}' drops most in {heads}.", a=c["a"], b=c["b"],
-           heads=heads_text(best, shift, tr("lower"))),
+           heads=heads_text(best, shift, lower)),
     )
 
 
