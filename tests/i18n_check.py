@@ -74,7 +74,7 @@ def shown_texts(at: object) -> list[str]:
                 texts.append(proto.body)
     for chart in at.get("plotly_chart"):
         texts += plotly_texts(chart.proto.spec)
-    for frame in at.get("arrow_data_frame"):
+    for frame in at.dataframe:
         texts += [str(c) for c in frame.value.columns]
     return [t for t in texts if isinstance(t, str) and t.strip()]
 

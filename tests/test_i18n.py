@@ -264,3 +264,34 @@ def test_a_chosen_model_and_a_typed_sentence_stay_when_the_language_changes():
     at.selectbox(key="lang").set_value("zh").run()
     assert at.selectbox(key="model").value == "SmolLM2-135M-Instruct"
     assert at.text_area(key="text").value == "The cat sat on the mat."
+
+
+def test_the_chinese_lessons_are_asked_and_checked_in_chinese():
+    at = open_app("views/walkthrough.py", lang="zh", model=ENCODER_NAME, wt_tab=i18n.catalogue("zh").gettext("Lessons"))
+    assert not at.exception
+    assert any("“她”是谁？" in e.label for e in at.expander)
+    at.text_input(key="answer_eight-heads").input("1,050,624").run()
+    at.button(key="check_eight-heads").click().run()
+    assert any(s.value == "答对了。" for s in at.success)
+    at.text_input(key="answer_scaling").input("更平坦").run()  # the model's answer, in Chinese, is 更尖锐
+    at.button(key="check_scaling").click().run()
+    assert any(w.value == "这次不对。" for w in at.warning)
+
+
+@pytest.mark.slow
+def test_every_chinese_lesson_has_an_answer_on_gemma(gemma, chinese):
+    from mha_core.teaching.lessons import load_lessons, not_applicable, reveal
+
+    lessons = load_lessons(language="zh")
+    assert len(lessons) == len(load_lessons())  # each English lesson has its Chinese one
+    for lesson in lessons:
+        assert not_applicable(gemma, lesson) is None, lesson.id
+        answer = reveal(gemma, lesson)
+        assert answer.accepted and re.search(r"[\u4e00-\u9fff]", answer.explanation), lesson.id
+
+
+def test_the_roles_page_does_not_parse_chinese_with_an_english_parser():
+    at = open_app("views/roles.py", lang="zh", model=ENCODER_NAME, text="动物没有过马路，因为它太累了。")
+    assert not at.exception
+    assert not [d for d in at.dataframe if d.key == "relations"]
+    assert any("spaCy" in i.value and "中文" in i.value for i in at.info)

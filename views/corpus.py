@@ -109,7 +109,7 @@ def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list 
 
 
 def closest_table(corpus: CorpusPass) -> pd.DataFrame:
-    return pd.DataFrame([{"heads": f"{head_label(*a)} · {head_label(*b)}", "JS divergence": round(d, 4)}
+    return pd.DataFrame([{tr("heads"): f"{head_label(*a)} · {head_label(*b)}", tr("JS divergence"): round(d, 4)}
                          for d, a, b in closest_pairs(corpus.distance, corpus.heads)])
 
 

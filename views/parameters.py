@@ -43,9 +43,10 @@ def show_model(model: LoadedModel) -> None:
     left, right = st.columns(2)
     left.plotly_chart(param_figures.layer_stack_figure(b), key="layer_stack")
     right.plotly_chart(param_figures.model_sunburst(b, model.name), key="sunburst")
-    table = pd.DataFrame([{tr("group"): param_figures.group_label(r.group), tr("part"): r.part, tr("kind"): tr(r.kind),
-                           tr("shape"): " × ".join(map(str, r.shape)), tr("parameters"): r.count,
-                           tr("module name"): r.name} for r in b.rows])
+    table = pd.DataFrame([{
+        tr("group"): param_figures.group_label(r.group), tr("part"): param_figures.part_label(r.part),
+        tr("kind"): tr(r.kind), tr("shape"): " × ".join(map(str, r.shape)), tr("parameters"): r.count,
+        tr("module name"): r.name} for r in b.rows])
     st.dataframe(table, hide_index=True, key="param_table")
     st.download_button(tr("CSV of this table"), table.to_csv(index=False), "parameters.csv", "text/csv")
     show_head_slices(model)

@@ -20,6 +20,7 @@ from mha_core.analysis.roles import (
     role_labels,
 )
 from mha_core.analysis.syntax import DIRECTIONS, MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
+from mha_core.engine.tokens import without_spaces
 from mha_core.figures import charts
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
@@ -53,7 +54,7 @@ def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
         direction, layer, head, acc = score.best()
         clark = score.clark_reference
         rows.append({
-            tr("relation"): rel, "count": score.count, tr("best head"): head_label(layer, head),
+            tr("relation"): rel, tr("count"): score.count, tr("best head"): head_label(layer, head),
             tr("direction"): DIRECTIONS[direction], tr("accuracy %"): round(100 * acc, 1),
             tr("baseline offset"): f"{score.baseline_offset:+d}",
             tr("baseline %"): round(100 * score.baseline_accuracy, 1),
@@ -144,6 +145,31 @@ def show_induction(model: LoadedModel) -> InductionScores:
     return scores
 
 
+def show_relations(syntax: SyntaxResult, causal: bool) -> None:
+    st.dataframe(relation_table(syntax), hide_index=True, key="relations")
+    st.caption(
+        tr(
+            "For each relation, the head whose attention best finds the other word. direction: dep2head = the "
+            "dependent's strongest attention lands on its syntactic head; head2dep = the head's lands on the "
+            "dependent. accuracy % is over `count` occurrences (one occurrence gives 0 or 100 %); baseline: "
+            "always guessing the word at the most common offset."
+        )
+    )
+    st.caption(
+        tr(
+            "Clark et al.'s column is another model (BERT-base) on another treebank (WSJ, Stanford "
+            "dependencies), for comparison only; UD's obj and nmod:poss correspond to their dobj and poss."
+        )
+    )
+    if causal:
+        st.caption(
+            tr(
+                "A causal model only looks back: a word can attend to its head only when the head comes first "
+                "(dep2head), and to its dependents only when they come first (head2dep)."
+            )
+        )
+
+
 def main() -> None:
     page_language()
     model = current_model()
@@ -185,28 +211,12 @@ def main() -> None:
     grid = st.container()
     show_rules()
     st.subheader(tr("Syntactic relations"))
-    st.dataframe(relation_table(analysis.syntax), hide_index=True, key="relations")
-    st.caption(
-        tr(
-            "For each relation, the head whose attention best finds the other word. direction: dep2head = the "
-            "dependent's strongest attention lands on its syntactic head; head2dep = the head's lands on the "
-            "dependent. accuracy % is over `count` occurrences (one occurrence gives 0 or 100 %); baseline: "
-            "always guessing the word at the most common offset."
-        )
-    )
-    st.caption(
-        tr(
-            "Clark et al.'s column is another model (BERT-base) on another treebank (WSJ, Stanford "
-            "dependencies), for comparison only; UD's obj and nmod:poss correspond to their dobj and poss."
-        )
-    )
-    if model.causal:
-        st.caption(
-            tr(
-                "A causal model only looks back: a word can attend to its head only when the head comes first "
-                "(dep2head), and to its dependents only when they come first (head2dep)."
-            )
-        )
+    if source == SOURCES[0] and without_spaces(text):  # spaCy's English parser would invent a tree
+        st.info(tr("Syntactic relations need a parse, and the bundled parser (spaCy's English model) does not read "
+                   "Chinese: upload a Chinese CoNLL-U treebank (for example Universal Dependencies' Chinese GSD) "
+                   "to find the heads that follow syntax."))
+    else:
+        show_relations(analysis.syntax, model.causal)
     coref = show_coref(model)
     induction = show_induction(model)
     with grid:

@@ -12,6 +12,7 @@ from mha_core.analysis.lm_head import has_lm_head, lm_head, read_at
 from mha_core.analysis.predict import layer_effect
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
+from mha_core.teaching.examples import example_of
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.walkthrough import (
     Walkthrough,
@@ -37,15 +38,18 @@ from views._state import (
 
 
 def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]:
-    """Layer, head and query token; the query defaults to the sentence's "it" (else its first word), and is reset
-    when the sentence or the model changes (the old index would name another piece)."""
+    """Layer, head and query token; the query defaults to the sentence's pronoun ("it", or an example's own, 她),
+    else its first word, and is reset when the sentence or the model changes (the old index would name another
+    piece)."""
     labels = result.labels[0]
     c1, c2, c3 = st.columns(3)
     layer = c1.selectbox(tr("Layer"), range(model.n_layers), index=model.n_layers // 2, key="wt_layer",
                          bind="query-params", format_func=tr)
     head = c2.selectbox(tr("Head"), range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
                         bind="query-params", format_func=tr)
-    default = next(iter(result.word_pieces(0, "it")), min(1 + int(model.bos_id is not None), len(labels) - 1))
+    example = example_of(result.batch.texts[0])
+    pronoun = example.pronoun if example and example.pronoun else "it"  # 她 in the Chinese examples
+    default = next(iter(result.word_pieces(0, pronoun)), min(1 + int(model.bos_id is not None), len(labels) - 1))
     forget_on_change(("wt_query",), (str(model.model_dir), result.batch.texts[0]))
     query = c3.selectbox(tr("Query token"
         ), range(len(labels)), index=default, format_func=lambda i: f"{i}: {labels[i]}",

@@ -12,6 +12,7 @@ import torch
 
 from mha_core.analysis.shapes import AttentionShape, count_shape, make_shape
 from mha_core.engine.model import LoadedModel
+from mha_core.i18n import N_
 
 # What each family calls its modules (transformers' names) -> the part they hold. GPT-2's c_attn, GPT-NeoX's and
 # BLOOM's query_key_value and Phi-3's qkv_proj hold W_Q, W_K and W_V at once; the other families store them apart.
@@ -25,16 +26,16 @@ PROJECTIONS = {
     "self_attn.qkv_proj": "QKV",
 }
 NORMS = ("LayerNorm", "layer_norm", "layernorm", "ln_1", "ln_2", "ln_f", "norm")
-MLP_NAMES = {
-    "intermediate.dense": "FFN in", "output.dense": "FFN out", "ffn.lin1": "FFN in", "ffn.lin2": "FFN out",
-    "mlp.c_fc": "FFN in", "mlp.c_proj": "FFN out", "mlp.up_proj": "MLP up", "mlp.gate_proj": "MLP gate",
-    "mlp.down_proj": "MLP down", "mlp.gate_up_proj": "MLP gate and up", "mlp.dense_h_to_4h": "FFN in",
-    "mlp.dense_4h_to_h": "FFN out", "fc1": "FFN in", "fc2": "FFN out",
+FFN_IN, FFN_OUT, WORD, POSITION = N_("FFN in"), N_("FFN out"), N_("word embeddings"), N_("position embeddings")
+MLP_NAMES = {  # the parts are marked for the catalogue: the Parameters page shows them translated
+    "intermediate.dense": FFN_IN, "output.dense": FFN_OUT, "ffn.lin1": FFN_IN, "ffn.lin2": FFN_OUT,
+    "mlp.c_fc": FFN_IN, "mlp.c_proj": FFN_OUT, "mlp.up_proj": N_("MLP up"), "mlp.gate_proj": N_("MLP gate"),
+    "mlp.down_proj": N_("MLP down"), "mlp.gate_up_proj": N_("MLP gate and up"), "mlp.dense_h_to_4h": FFN_IN,
+    "mlp.dense_4h_to_h": FFN_OUT, "fc1": FFN_IN, "fc2": FFN_OUT,
 }
-EMBEDDING_NAMES = {"word_embeddings": "word embeddings", "embed_tokens": "word embeddings", "wte": "word embeddings",
-                   "embed_in": "word embeddings", "position_embeddings": "position embeddings",
-                   "wpe": "position embeddings", "embed_positions": "position embeddings",
-                   "token_type_embeddings": "token type embeddings"}
+EMBEDDING_NAMES = {"word_embeddings": WORD, "embed_tokens": WORD, "wte": WORD, "embed_in": WORD,
+                   "position_embeddings": POSITION, "wpe": POSITION, "embed_positions": POSITION,
+                   "token_type_embeddings": N_("token type embeddings")}
 LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
 ATTENTION_PARTS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O", "W_QKV", "b_QKV")
 

@@ -30,6 +30,14 @@ def segment(part: str, kind: str) -> str:
                            if kind == "feed-forward" else part)
 
 
+def part_label(part: str) -> str:
+    """A parameter's part ("MLP gate W", "word embeddings") in the page's language; module names stay."""
+    name, _, suffix = part.rpartition(" ")
+    if suffix in ("W", "b", "γ", "β") and name:
+        return f"{tr(name)} {suffix}"
+    return tr(part)
+
+
 def group_label(group: str) -> str:
     """A parameter group ("layer 3", "embeddings") in the page's language."""
     index = group.removeprefix("layer ")
@@ -69,7 +77,8 @@ def model_sunburst(b: ModelBreakdown, model_name: str) -> FigureDict:
             rows = [r for r in b.rows if r.group == group and r.kind == kind]
             ids.append(kid), labels.append(tr(kind)), parents.append(group), values.append(sum(r.count for r in rows))
             for r in rows:
-                ids.append(f"{kid}/{r.part}"), labels.append(r.part), parents.append(kid), values.append(r.count)
+                ids.append(f"{kid}/{r.part}"), labels.append(part_label(r.part)), parents.append(kid)
+                values.append(r.count)
     fig = go.Figure(go.Sunburst(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
                                 hovertemplate=tr("%{label}: %{value:,} (%{percentRoot:.1%})<extra></extra>"),
                                 maxdepth=3))
