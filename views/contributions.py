@@ -231,7 +231,7 @@ def show_ablation(model: LoadedModel, text: str) -> None:
     st.dataframe(
         pd.DataFrame(
             [
-                {"head": head_label(layer, head), "effect": round(float(grid.effects[layer, head]), 5)}
+                {tr("head"): head_label(layer, head), tr("effect"): round(float(grid.effects[layer, head]), 5)}
                 for layer, head in top
             ]
         ),
