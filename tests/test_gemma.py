@@ -58,7 +58,10 @@ def test_gemma_equals_transformers_on_every_layer(gemma, name):
                 assert (out - after).abs().max() <= 1e-6 * after.abs().max(), (path, layer)
         ours = run(gemma, TEXTS[name], path=path).last_hidden_state[0, :n]
         noise = (sdpa - eager.last_hidden_state).abs().max().item()
-        assert (ours - eager.last_hidden_state[0]).abs().max().item() <= max(1e-4, 2 * noise), path
+        # Float precision after 18 layers: states reach ~170 on the Chinese text, where one CPU's fused kernel
+        # differed by 2.1e-4 (1.3e-6 of the largest value) while transformers' own SDPA differed by 7e-5.
+        scale = eager.last_hidden_state.abs().max().item()
+        assert (ours - eager.last_hidden_state[0]).abs().max().item() <= max(1e-4, 2 * noise, 2e-6 * scale), path
 
 
 def test_gemma_reads_chinese_as_words_and_answers_the_probe(gemma):

@@ -144,7 +144,8 @@ def test_byte_level_pieces_read_as_characters(decoder):  # issue 19: byte fragme
     labels = result.labels[0]
     assert "动¹/₂" in labels and "动²/₂" in labels and not any("⟨" in label for label in labels)
     merged = attention_view(result, 0, False, True).labels
-    assert merged[1:] == tuple("动物没有过马路，因为它太累了。")  # characters, not clause-long "words"
+    # jieba's words (issue 23), never clause-long "words": the fragments of 动 and 物 join into 动物
+    assert merged[1:] == ("动物", "没有", "过", "马路", "，", "因为", "它", "太", "累", "了", "。")
     assert result.unknown_note(0) is None
 
 
