@@ -1,0 +1,192 @@
+"""Long texts (issue 24, first part): any block of a head's map, a head's map downsampled, and every head's
+summaries, computed a block of query rows at a time from what a result keeps, so that memory grows with T, never
+with T² (on the fused path: each layer's q, k and the kernel's log-sum-exp; on the explicit path the kept maps).
+
+Shapes: L layers, H heads, T pieces of the text, R rows in a block, C columns, Dh head dim, NB distance bins,
+M downsampled cells per side.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mha_core.engine.attention import FUSED, rebuild_probs
+from mha_core.engine.result import AttentionResult
+
+BLOCK_ROWS = 256  # query rows rebuilt at once: (H,256,T) float32 is 75 MB for 9 heads at 8,192 pieces
+LOCAL_WINDOW = 3  # "local" attention: keys within ±3 tokens of the query
+MAX_CELLS = 1000  # a downsampled map has at most this many cells per side
+
+
+def block_bias(result: AttentionResult, b: int, layer: int, heads: slice, rows: range, cols: range
+               ) -> Tensor | None:
+    """(1|h,R,C) what the model added to these scores of text b (within its length: no padding): the causal mask,
+    the layer's window, ALiBi's bias on the keys' positions; None when nothing."""
+    i = torch.tensor(rows)[:, None]  # (R,1)
+    j = torch.tensor(cols)[None, :]  # (1,C)
+    blocked = torch.zeros(len(rows), len(cols), dtype=torch.bool)
+    if result.causal:
+        blocked |= j > i
+    window = result.window(layer)
+    if window is not None:
+        blocked |= i - j >= window
+    bias = None
+    if blocked.any():
+        bias = (blocked.float() * torch.finfo(torch.float32).min)[None]  # (1,R,C)
+    if result.alibi:
+        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+        mask = result.batch.attention_mask[b:b + 1, :result.lengths[b]]
+        alibi = build_alibi_tensor(mask, result.n_heads, torch.float32).view(result.n_heads, -1)  # (H,T)
+        alibi = alibi[heads][:, None, cols.start:cols.stop]  # (h,1,C)
+        bias = alibi if bias is None else torch.maximum(bias + alibi, torch.tensor(torch.finfo(torch.float32).min))
+    return bias
+
+
+def map_block(result: AttentionResult, b: int, layer: int, heads: slice, rows: range, cols: range) -> Tensor:
+    """(h,R,C) float32: the exact attention weights of these heads, query rows and key columns of text b; on the
+    fused path rebuilt from q, k and the log-sum-exp for this block only."""
+    r, c = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
+    if result.path != FUSED:
+        return result.layer_probs[layer][b, heads, r, c].float()  # (h,R,C)
+    q, k, lse = block_inputs(result, b, layer, heads, r, c)
+    return rebuild_probs(q, k, lse, block_bias(result, b, layer, heads, rows, cols), result.scale)  # (h,R,C)
+
+
+def block_inputs(result: AttentionResult, b: int, layer: int, heads: slice, r: slice, c: slice
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """(q (h,R,Dh), k (h,C,Dh), lse (h,R)) of these heads: each query head with its key/value head's keys."""
+    group = result.n_heads // result.layer_k[layer].shape[1]  # query heads per key/value head
+    kv = [h // group for h in range(result.n_heads)[heads]]
+    return result.layer_q[layer][b, heads, r], result.layer_k[layer][b, kv, c], result.layer_lse[layer][b, heads, r]
+
+
+def log_block(result: AttentionResult, b: int, layer: int, rows: range, cols: range) -> tuple[Tensor, Tensor]:
+    """(p, log p), each (H,R,C), every head of a layer: on the fused path log p = scores − lse directly (no
+    logarithm to take), masked keys at the float minimum (p = 0)."""
+    if result.path != FUSED:
+        p = map_block(result, b, layer, slice(None), rows, cols)
+        return p, torch.where(p > 0, p.clamp_min(1e-38).log(), torch.zeros(()))
+    q, k, lse = block_inputs(result, b, layer, slice(None), slice(rows.start, rows.stop), slice(cols.start, cols.stop))
+    logp = torch.matmul(q.float(), k.float().transpose(-2, -1)) * result.scale  # (H,R,C)
+    bias = block_bias(result, b, layer, slice(None), rows, cols)
+    if bias is not None:
+        logp = logp + bias
+    logp -= lse.float().unsqueeze(-1)
+    return logp.exp(), logp.clamp_min(torch.finfo(torch.float32).min)
+
+
+def visible_keys(result: AttentionResult, layer: int, rows: range, n: int) -> range:
+    """The keys any of these query rows can see: up to the last row in a decoder, from the first row's window."""
+    window = result.window(layer)
+    start = max(0, rows.start - window + 1) if window is not None else 0
+    return range(start, rows.stop if result.causal else n)
+
+
+def row_blocks(n: int, size: int = BLOCK_ROWS) -> list[range]:
+    return [range(start, min(start + size, n)) for start in range(0, n, size)]
+
+
+def distance_edges(n: int) -> tuple[int, ...]:
+    """Log-spaced distance bins 0, 1, 2–3, 4–7, … up to n − 1: edges (0, 1, 2, 4, 8, …, ≥ n)."""
+    edges = [0, 1]
+    while edges[-1] < n:
+        edges.append(edges[-1] * 2)
+    return tuple(edges)
+
+
+@dataclass(frozen=True)
+class HeadSummaries:
+    """Every head of one text summarised over its query rows (means over the T rows)."""
+
+    entropy: np.ndarray  # (L,H) a row's entropy in nats
+    first: np.ndarray  # (L,H) weight on the first token (an attention sink)
+    previous: np.ndarray  # (L,H) weight on the previous token (rows 1..T-1)
+    local: np.ndarray  # (L,H) weight within ±window tokens of the query
+    distance: np.ndarray  # (L,H) attended distance |i − j| in tokens
+    profile: np.ndarray  # (L,H,NB) weight by distance bin [edges[k], edges[k+1])
+    edges: tuple[int, ...]  # NB+1 distance-bin edges
+    window: int  # the ±window of `local`
+    n_tokens: int  # T
+
+
+def block_sums(p: Tensor, logp: Tensor, rows: range, cols: range, edges: tuple[int, ...], window: int
+               ) -> dict[str, Tensor]:
+    """Per head, the sums over this block's rows of each summary (p, log p: (H,R,C) over keys `cols`): every
+    key-range sum (sink, previous, local, distance bins) is read off one prefix sum along the keys."""
+    c0, c1 = cols.start, cols.stop
+    cum = p.cumsum(-1)  # (H,R,C) weight of keys [c0, c0 + m]
+    i = torch.tensor(rows)  # (R,)
+
+    def keys(start: Tensor, stop: Tensor) -> Tensor:
+        """(H,R) weight of keys [start, stop) in each row (clipped to the block's keys)."""
+        def upto(x: Tensor) -> Tensor:  # weight of keys [c0, x)
+            index = x.clamp(c0, c1).sub(c0 + 1)
+            got = cum.gather(-1, index.clamp_min(0).expand(p.shape[0], -1)[..., None])[..., 0]
+            return torch.where(index >= 0, got, 0.0)
+        return upto(stop) - upto(start)
+
+    profile = torch.stack([keys(i - hi + 1, i - lo + 1) + keys(i + max(lo, 1), i + hi)
+                           for lo, hi in zip(edges[:-1], edges[1:], strict=True)], -1)  # (H,R,NB)
+    distance = (i[:, None] - torch.arange(c0, c1)[None, :]).abs().float()  # (R,C)
+    return {
+        "entropy": -(p * logp).sum((1, 2)),  # log p is finite where p = 0: those terms are 0
+        "first": keys(i * 0, i * 0 + 1).sum(1),
+        "previous": keys(i - 1, i)[:, i >= 1].sum(1),
+        "local": keys(i - window, i + window + 1).sum(1),
+        "distance": (p * distance).sum((1, 2)),
+        "profile": profile.sum(1),
+    }
+
+
+def head_summaries(result: AttentionResult, b: int = 0, window: int = LOCAL_WINDOW, block: int = BLOCK_ROWS,
+                   progress: Callable[[int, int], None] | None = None) -> HeadSummaries:
+    """Every head's summaries of text b, a block of rows and one layer's heads at a time (no full map is built)."""
+    n = result.lengths[b]
+    edges = distance_edges(n)
+    totals = {name: torch.zeros(result.n_layers, result.n_heads) for name in
+              ("entropy", "first", "previous", "local", "distance")}
+    profile = torch.zeros(result.n_layers, result.n_heads, len(edges) - 1)
+    for layer in range(result.n_layers):
+        for rows in row_blocks(n, block):
+            cols = visible_keys(result, layer, rows, n)
+            sums = block_sums(*log_block(result, b, layer, rows, cols), rows, cols, edges, window)
+            for name, total in totals.items():
+                total[layer] += sums[name]
+            profile[layer] += sums["profile"]
+        if progress is not None:
+            progress(layer + 1, result.n_layers)
+    means = {name: (total / (max(n - 1, 1) if name == "previous" else n)).numpy() for name, total in totals.items()}
+    return HeadSummaries(profile=(profile / n).numpy(), edges=edges, window=window, n_tokens=n, **means)
+
+
+def downsampled_map(result: AttentionResult, b: int, layer: int, head: int, how: str = "max",
+                    max_cells: int = MAX_CELLS, block: int = BLOCK_ROWS) -> tuple[np.ndarray, int]:
+    """((M,M) cells, side): one head's map of text b pooled into side × side blocks (side = ⌈T / max_cells⌉), each
+    cell the block's maximum or mean weight; rows rebuilt a band of blocks at a time."""
+    n = result.lengths[b]
+    side = max(1, math.ceil(n / max_cells))
+    m = math.ceil(n / side)
+    out = np.zeros((m, m), dtype=np.float32)
+    band = side * max(1, block // side)  # whole cells of rows per band
+    for rows in row_blocks(n, band):
+        p = map_block(result, b, layer, slice(head, head + 1), rows, range(n))[0]  # (R,T)
+        p = torch.nn.functional.pad(p, (0, m * side - n, 0, (-len(rows)) % side))  # whole cells (zeros)
+        cells = p.view(p.shape[0] // side, side, m, side)  # (r,side,M,side)
+        pooled = cells.amax((1, 3)) if how == "max" else cells.sum((1, 3)) / cell_counts(rows, side, n, m)
+        out[rows.start // side: rows.start // side + pooled.shape[0]] = pooled.numpy()
+    return out, side
+
+
+def cell_counts(rows: range, side: int, n: int, m: int) -> Tensor:
+    """(r,M) how many real cells of the map each pooled cell covers (edge cells are partial)."""
+    row_sizes = torch.tensor([min(side, rows.stop - s) for s in range(rows.start, rows.stop, side)],
+                             dtype=torch.float32)
+    col_sizes = torch.tensor([min(side, n - s) for s in range(0, n, side)], dtype=torch.float32)
+    return row_sizes[:, None] * col_sizes[None, :m]
