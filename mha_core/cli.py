@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from mha_core.analysis.shapes import ShapeError
+from mha_core.engine.arch import MAX_PIECES
 from mha_core.engine.attention import AUTO, PATHS
-from mha_core.engine.model import ModelLoadError
+from mha_core.engine.model import ModelLoadError, for_long_texts
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
 
@@ -84,21 +85,95 @@ def cmd_attention(args: argparse.Namespace) -> None:
     from mha_core import run
 
     model = load_chosen_model(args)
-    result = run(model, args.text, path=args.path)
-    write_json({
-        "tokens": list(result.tokens[0]),
-        "attention": result.text_attention(0).astype("float64").round(7).tolist(),
-        "path": result.path,
-        "backend": result.backend,
-        "truncated": result.truncated[0],
-        "n_tokens": result.n_tokens[0],
-        "model": model.name,
-    }, args.json)
+    text = attention_text(args)
+    if args.heads is None:
+        check_full_output(model, text)
+        result = run(model, text, path=args.path)
+        write_json({
+            "tokens": list(result.tokens[0]),
+            "attention": result.text_attention(0).astype("float64").round(7).tolist(),
+            "path": result.path,
+            "backend": result.backend,
+            "truncated": result.truncated[0],
+            "n_tokens": result.n_tokens[0],
+            "model": model.name,
+        }, args.json)
+        return
+    write_json(chosen_attention(for_long_texts(model), text, args), args.json)
+
+
+def attention_text(args: argparse.Namespace) -> str:
+    """The text given as an argument or in --text-file (exactly one of them)."""
+    if (args.text is None) == (args.text_file is None):
+        raise CliError("give the text either as an argument or with --text-file FILE, not both or neither")
+    if args.text is not None:
+        return args.text
+    try:
+        return Path(args.text_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CliError(f"cannot read {args.text_file}: {getattr(err, 'strerror', None) or err}") from None
+
+
+def check_full_output(model: LoadedModel, text: str) -> None:
+    """Every map of a text over arch.MAX_PIECES pieces is too much to write: exit 2 with its size."""
+    from mha_core.engine.tokens import tokenize
+
+    long_model = for_long_texts(model)
+    n = len(tokenize(long_model.tokenizer, text, long_model.max_length, bos=long_model.bos_id).tokens[0])
+    if n > MAX_PIECES:
+        numbers = model.n_layers * model.n_heads * n * n
+        raise CliError(f"the text has {n:,} pieces: every map would be {numbers:,} numbers (about "
+                       f"{numbers * 10 / 2**30:,.0f} GB of JSON); choose heads with --heads L:H[,L:H...] (and "
+                       f"query rows with --rows A:B)")
+
+
+def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) -> dict:
+    """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text)."""
+    from mha_core import run
+    from mha_core.analysis.long_text import map_block
+
+    result = run(model, text, path=args.path)
+    n = result.lengths[0]
+    heads = parse_heads(args.heads, model)
+    start, stop = parse_rows(args.rows, n)
+    attention = [map_block(result, 0, layer, slice(head, head + 1), range(start, stop), range(n))[0]
+                 .double().round(decimals=7).tolist() for layer, head in heads]
+    return {"model": model.name, "tokens": list(result.tokens[0]), "heads": [list(h) for h in heads],
+            "rows": [start, stop], "attention": attention, "path": result.path, "backend": result.backend,
+            "truncated": result.truncated[0], "n_tokens": result.n_tokens[0]}
+
+
+def parse_heads(spec: str, model: LoadedModel) -> list[tuple[int, int]]:
+    """"3:1,0:5" -> [(3, 1), (0, 5)], each within the model's layers and heads (0-based)."""
+    heads = []
+    for part in spec.split(","):
+        layer, _, head = part.strip().partition(":")
+        if not (layer.isdigit() and head.isdigit()):
+            raise CliError(f"--heads takes L:H[,L:H...] (0-based), not {spec!r}")
+        if int(layer) >= model.n_layers or int(head) >= model.n_heads:
+            raise CliError(f"{model.name} has layers 0 to {model.n_layers - 1} and heads 0 to {model.n_heads - 1}: "
+                           f"there is no {part.strip()}")
+        heads.append((int(layer), int(head)))
+    return heads
+
+
+def parse_rows(spec: str | None, n: int) -> tuple[int, int]:
+    """"A:B" -> (A, B), 0-based, B exclusive, within the text's n pieces; None: every row."""
+    if spec is None:
+        return 0, n
+    start, _, stop = spec.partition(":")
+    if not (start.isdigit() and stop.isdigit()) or not int(start) < int(stop) <= n:
+        raise CliError(f"--rows takes A:B with 0 <= A < B <= {n:,} (the text's pieces), not {spec!r}")
+    return int(start), int(stop)
 
 
 def add_attention_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("attention", help="every layer's and head's attention map for one text")
-    p.add_argument("text")
+    p = sub.add_parser("attention", help="every layer's and head's attention map for one text, or chosen heads and "
+                                         "rows of a long text (up to 8,192 pieces)")
+    p.add_argument("text", nargs="?", help="the text (or --text-file)")
+    p.add_argument("--text-file", help="read the text from this UTF-8 file")
+    p.add_argument("--heads", help="only these heads, L:H[,L:H...] (0-based): needed over 1,024 pieces")
+    p.add_argument("--rows", help="only these query rows, A:B (0-based, B exclusive; with --heads)")
     add_model_arguments(p)
     p.add_argument("--path", choices=PATHS, default=AUTO)
     p.add_argument("--json", default="-", help="output file, '-' for stdout")

@@ -36,7 +36,8 @@ ROTARY = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox", *GEMMA)
 RMS_NORM = ("llama", "mistral", "qwen2", "qwen3", "phi3", *GEMMA)
 GATED_MLP = RMS_NORM
 QK_NORM = ("qwen3", "gemma3_text")
-MAX_PIECES = 1024  # longest text recomputed (a decoder's 8,192-token window would need GBs of maps)
+MAX_PIECES = 1024  # longest text recomputed with every map (a decoder's 8,192-token window would need GBs of maps)
+LONG_MAX_PIECES = 8192  # longest text recomputed for chosen heads and rows (q, k and the log-sum-exp kept)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Architecture:
     d_model: int
     head_dim: int
     max_length: int  # word pieces recomputed at most (specials included)
+    long_max_length: int  # the same where only chosen heads and rows are read (up to LONG_MAX_PIECES)
     norm_eps: float
     windows: tuple[int | None, ...]  # per layer: keys this far back or further are not seen (None: all are)
     rope_kinds: tuple[str | None, ...] = ()  # per layer: the RoPE table (Gemma 3: local and global bases)
@@ -127,6 +129,7 @@ def describe(config: PretrainedConfig) -> Architecture:
         n_layers=n_layers, n_heads=n_heads, n_kv_heads=int(first(config, "num_key_value_heads", default=n_heads)),
         d_model=d_model, head_dim=head_dim,
         max_length=min(positions - (offset if family != "opt" else 0), MAX_PIECES),
+        long_max_length=min(positions - (offset if family != "opt" else 0), LONG_MAX_PIECES),
         norm_eps=float(first(config, "layer_norm_eps", "layer_norm_epsilon", "rms_norm_eps", default=1e-12)),
         windows=layer_windows(config, n_layers), rope_kinds=rotary_kinds(config, n_layers),
         qk_norm=family in QK_NORM, sandwich=gemma,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,6 +92,12 @@ class LoadedModel:
     def heads(self) -> tuple[HeadWeights, ...]:
         """Every layer's weights split per head (L entries; views of the model's parameters)."""
         return tuple(w.head_weights() for w in self.layers)
+
+
+def for_long_texts(model: LoadedModel) -> LoadedModel:
+    """The same model reading texts up to its own position limit (at most arch.LONG_MAX_PIECES): for callers that
+    read chosen heads and rows of the result, never every map (mha_core.analysis.long_text)."""
+    return replace(model, arch=replace(model.arch, max_length=model.arch.long_max_length))
 
 
 def bundled_model_dir() -> Path:
