@@ -224,9 +224,9 @@ def small_store() -> SharedStore:
 
 def shared(key: tuple, compute: Callable[[], object]) -> object:
     """A computation shared by every session (a sentence's parse, a walkthrough's tensors, an ablation grid, the
-    value-weighted maps of a text), kept within SMALL_MB by estimated bytes; per interface language, since some
-    hold text a person reads (a lesson's reveal, a table's headers)."""
-    return small_store().get((*key, i18n.current()), compute)
+    value-weighted maps of a text), kept within SMALL_MB by estimated bytes. A value holding text a person reads
+    (a table's headers, hover texts) puts the page's language (i18n.current()) in its key; numbers need not."""
+    return small_store().get(key, compute)
 
 
 @st.cache_resource(show_spinner=False)

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_core import LoadedModel
+from mha_core import LoadedModel, i18n
 from mha_core.analysis.corpora import bundled_corpus, read_conllu, read_text_lines
 from mha_core.analysis.corpus_pass import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, corpus_pass
 from mha_core.analysis.head_distances import closest_pairs
@@ -102,7 +102,8 @@ def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list 
                   "nats (0 = identical; at most ln 2 ≈ 0.693). Metric MDS (scikit-learn, fixed seed) places every head "
                   "so that distances on the plane follow these; colour: the head's role label as on the Roles page; "
                   "symbol: its layer.", rows=corpus.rows, texts=len(corpus.texts)))
-    st.dataframe(shared(("closest pairs", *base), lambda: closest_table(corpus)), hide_index=True, key="closest")
+    closest = shared(("closest pairs", *base, i18n.current()), lambda: closest_table(corpus))  # its headers
+    st.dataframe(closest, hide_index=True, key="closest")
     st.caption(tr("The most alike pairs of heads in different layers."))
     st.download_button(tr("CSV: the distance matrix"), lambda: distance_csv(corpus.distance, corpus.heads),
                        "head_distances.csv", "text/csv", key="distance_csv")
@@ -156,7 +157,7 @@ def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
     if view is None:
         return
     pos = shared(("qk pos", *base), lambda: token_pos(corpus)) if colour == BY_POS else None
-    hover = shared(("qk hover", *base), lambda: qk_hover(corpus))
+    hover = shared(("qk hover", *base, i18n.current()), lambda: qk_hover(corpus))  # its words translated
     chart(
         ("qk figure", *base, layer, head, method, colour),
         lambda: qk_figure(view, corpus, colour, hover, pos),
