@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.engine.attention import FUSED, rebuild_probs
+from mha_core.engine.attention import FUSED, blocked_keys, rebuild_probs, scores_bias
 from mha_core.engine.result import AttentionResult
 
 BLOCK_ROWS = 256  # query rows rebuilt at once: (H,256,T) float32 is 75 MB for 9 heads at 8,192 pieces
@@ -26,25 +26,18 @@ MAX_CELLS = 1000  # a downsampled map has at most this many cells per side
 
 def block_bias(result: AttentionResult, b: int, layer: int, heads: slice, rows: range, cols: range
                ) -> Tensor | None:
-    """(1|h,R,C) what the model added to these scores of text b (within its length: no padding): the causal mask,
-    the layer's window, ALiBi's bias on the keys' positions; None when nothing."""
-    i = torch.tensor(rows)[:, None]  # (R,1)
-    j = torch.tensor(cols)[None, :]  # (1,C)
-    blocked = torch.zeros(len(rows), len(cols), dtype=torch.bool)
-    if result.causal:
-        blocked |= j > i
-    window = result.window(layer)
-    if window is not None:
-        blocked |= i - j >= window
+    """(1|h,R,C) what the model added to these scores of text b (within its length: no padding): the causal mask
+    and the layer's window (attention.blocked_keys, the rule of the whole map), ALiBi's bias on the keys' positions
+    (attention.scores_bias); None when nothing."""
     bias = None
-    if blocked.any():
-        bias = (blocked.float() * torch.finfo(torch.float32).min)[None]  # (1,R,C)
+    if result.causal:
+        blocked = blocked_keys(torch.tensor(rows), torch.tensor(cols), result.window(layer))  # (R,C)
+        if blocked.any():
+            bias = (blocked.float() * torch.finfo(torch.float32).min)[None]  # (1,R,C)
     if result.alibi:
-        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
-        mask = result.batch.attention_mask[b:b + 1, :result.lengths[b]]
-        alibi = build_alibi_tensor(mask, result.n_heads, torch.float32).view(result.n_heads, -1)  # (H,T)
-        alibi = alibi[heads][:, None, cols.start:cols.stop]  # (h,1,C)
+        mask = result.batch.attention_mask[b:b + 1, :result.lengths[b]]  # the text's own pieces: no padding
+        alibi = scores_bias(mask, torch.float32, False, alibi_heads=result.n_heads)[0]  # (H,1,T)
+        alibi = alibi[heads][:, :, cols.start:cols.stop]  # (h,1,C)
         bias = alibi if bias is None else torch.maximum(bias + alibi, torch.tensor(torch.finfo(torch.float32).min))
     return bias
 

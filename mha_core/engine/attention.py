@@ -126,13 +126,19 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return out
 
 
+def blocked_keys(queries: Tensor, keys: Tensor, window: int | None = None) -> Tensor:
+    """(Q,K) True where a decoder's query at position queries[q] cannot see the key at position keys[k]: a later
+    key, or one `window` or more positions back."""
+    blocked = keys[None, :] > queries[:, None]
+    if window is not None:
+        blocked |= queries[:, None] - keys[None, :] >= window
+    return blocked
+
+
 def causal_bias(n: int, dtype: torch.dtype, device: torch.device | str = "cpu", window: int | None = None) -> Tensor:
     """(1,1,T,T) additive bias: 0 where key j <= query i (and within `window`), the dtype's minimum elsewhere."""
     i = torch.arange(n, device=device)
-    blocked = i[None, :] > i[:, None]
-    if window is not None:
-        blocked |= i[:, None] - i[None, :] >= window
-    return (blocked.to(dtype) * torch.finfo(dtype).min)[None, None]
+    return (blocked_keys(i, i, window).to(dtype) * torch.finfo(dtype).min)[None, None]
 
 
 def attention_bias(key_mask: Tensor, dtype: torch.dtype, causal: bool, window: int | None = None) -> Tensor | None:
