@@ -75,19 +75,6 @@ def has_translation(message: str, language: str) -> bool:
     return message in getattr(catalogue(language), "_catalog", {})
 
 
-class Explained(ValueError):
-    """An error a person reads: a code, an English template (marked for the catalogue) and the values that fill it.
-    str() is the English sentence (the CLI, logs); worded() is the sentence in the running context's language (a
-    page), so the page words an error without parsing it."""
-
-    def __init__(self, code: str, template: str, /, **values: object) -> None:
-        self.code, self.template, self.values = code, template, values
-        super().__init__(template.format(**values) if values else template)
-
-    def worded(self) -> str:
-        return tr(self.template, **self.values)
-
-
 class Worded(str):
     """A sentence kept in results (a path's reason): the English text itself (JSON, the CLI, comparisons), plus its
     template and values, so a page can word it in its own language (worded())."""
@@ -101,7 +88,31 @@ class Worded(str):
         return text
 
     def worded(self) -> str:
-        return tr(getattr(self, "template", str(self)), **getattr(self, "values", {}))
+        """In this context's language; a value that is itself Worded (a budget error's "what") is worded too."""
+        values = {name: value.worded() if isinstance(value, Worded) else value
+                  for name, value in getattr(self, "values", {}).items()}
+        return tr(getattr(self, "template", str(self)), **values)
+
+
+class Explained(ValueError):
+    """An error a person reads: a code, and its sentence as a Worded (an English template, marked for the catalogue,
+    and the values that fill it). str() is the English sentence (the CLI, logs); worded() is the sentence in the
+    running context's language (a page), so the page words an error without parsing it."""
+
+    def __init__(self, code: str, template: str, /, **values: object) -> None:
+        self.code, self.said = code, Worded(template, **values)
+        super().__init__(str(self.said))
+
+    @property
+    def template(self) -> str:
+        return self.said.template
+
+    @property
+    def values(self) -> dict:
+        return self.said.values
+
+    def worded(self) -> str:
+        return self.said.worded()
 
 
 def worded(said: BaseException | str) -> str:

@@ -295,3 +295,19 @@ def test_the_roles_page_does_not_parse_chinese_with_an_english_parser():
     assert not at.exception
     assert not [d for d in at.dataframe if d.key == "relations"]
     assert any("spaCy" in i.value and "中文" in i.value for i in at.info)
+
+
+def test_a_budget_error_is_worded_whole_in_chinese(tiny, monkeypatch, chinese):
+    """Its "what" and "advice" are Worded too: no English fragment inside the Chinese sentence."""
+    import mha_core
+    from mha_core.engine.budget import BudgetError
+    from tests.conftest import long_text
+
+    monkeypatch.setattr("mha_core.engine.budget.budget_bytes", lambda: 2**16)  # 64 KB: any text is over
+    with pytest.raises(BudgetError) as caught:
+        mha_core.run(tiny, [long_text(20)] * 64, path="explicit")
+    err = caught.value
+    assert str(err).startswith("Recomputing 64 text(s)") and "use a shorter text or the fused path" in str(err)
+    said = i18n.worded(err)
+    assert said.startswith("在 explicit 路径上重算 64 段") and "请用更短的文本或融合路径" in said
+    assert english_left(said, []) == "", said

@@ -45,7 +45,7 @@ from mha_core.engine.budget import (
 from mha_core.engine.forward import final_norm, layer_outputs, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
-from mha_core.i18n import N_
+from mha_core.i18n import N_, Worded
 
 ZERO, MEAN = N_("zero"), N_("mean")  # marked: the page shows them translated
 MODES = (ZERO, MEAN)
@@ -218,7 +218,8 @@ def grid_plan(model: LoadedModel, tokens: int) -> GridPlan:
     per_row = layer_work_bytes(model, 1, tokens) + 2 * tokens * model.d_model * e
     rows = rows_within(per_row, reserved)
     if rows == 0:
-        check_budget(reserved + per_row, f"Ablating the heads of a text of {tokens:,} pieces", "use a shorter text")
+        check_budget(reserved + per_row, Worded(N_("Ablating the heads of a text of {tokens:,} pieces"), tokens=tokens),
+                     Worded(N_("use a shorter text")))
     rows = min(rows, model.n_layers * model.n_heads)
     return GridPlan(rows, planned_bytes() - reserved - rows * tokens * model.d_model * e)
 

@@ -24,6 +24,7 @@ from mha_core.engine.budget import check_budget
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
+from mha_core.i18n import N_, Worded
 
 
 @dataclass(frozen=True)
@@ -94,15 +95,15 @@ def layer_map_bytes(model: LoadedModel, result: AttentionResult, b: int = 0) -> 
     return 4 * model.n_heads * (3 * n * n + n * model.d_model)
 
 
-def check_layer_budget(model: LoadedModel, result: AttentionResult, what: str, kept_per_layer: int = 0) -> None:
+def check_layer_budget(model: LoadedModel, result: AttentionResult, what: Worded, kept_per_layer: int = 0) -> None:
     n_bytes = layer_map_bytes(model, result) + model.n_layers * kept_per_layer
-    check_budget(n_bytes, what, "use a shorter text")
+    check_budget(n_bytes, what, Worded(N_("use a shorter text")))
 
 
 def value_weighted_summary(model: LoadedModel, result: AttentionResult, b: int = 0,
                            progress: Progress | None = None) -> ValueWeightedSummary:
     """The special-token shares and the pooled overview of every layer; progress(layer + 1, L) after each."""
-    check_layer_budget(model, result, "The value-weighted maps of this text")
+    check_layer_budget(model, result, Worded(N_("The value-weighted maps of this text")))
     raw, weighted, overview = [], [], []
     for layer in range(model.n_layers):
         vw = value_weighted(model, result, layer, b)
@@ -119,7 +120,7 @@ def rollout_of(model: LoadedModel, result: AttentionResult, b: int = 0, progress
                ) -> np.ndarray:
     """rollout() of text b, one layer's maps at a time: (L,T,T) float32."""
     n = result.lengths[b]
-    check_layer_budget(model, result, "The attention rollout of this text", kept_per_layer=4 * n * n)
+    check_layer_budget(model, result, Worded(N_("The attention rollout of this text")), kept_per_layer=4 * n * n)
     out = np.empty((model.n_layers, n, n), dtype=np.float32)
     current = np.eye(n)
     for layer in range(model.n_layers):

@@ -49,7 +49,8 @@ def megabytes(n_bytes: int) -> str:
 
 
 def check_budget(needed: int, what: str, advice: str) -> None:
-    """Refuse, in one sentence, a computation whose estimated peak is over the budget."""
+    """Refuse, in one sentence, a computation whose estimated peak is over the budget (`what` and `advice`: Worded,
+    so that a page words the whole sentence in its language)."""
     budget = budget_bytes()
     if needed > budget:
         raise BudgetError(

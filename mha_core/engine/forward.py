@@ -205,13 +205,14 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
             Worded(N_("explicit: {name} caps its attention scores (tanh(s/c)·c), which no fused kernel does"),
                    name=model.name),
         )
-    check_budget(
-        forward_bytes(model, rows, tokens, keeps_maps=chosen != FUSED),
-        f"Recomputing {rows:,} text(s) of {tokens:,} pieces on the {chosen} path (it keeps every map)"
-        if chosen != FUSED
-        else f"Recomputing {rows:,} text(s) of {tokens:,} pieces",
-        "use a shorter text" + (" or the fused path" if chosen != FUSED else ""),
-    )
+    if chosen == FUSED:
+        what = Worded(N_("Recomputing {rows:,} text(s) of {tokens:,} pieces"), rows=rows, tokens=tokens)
+        advice = Worded(N_("use a shorter text"))
+    else:
+        what = Worded(N_("Recomputing {rows:,} text(s) of {tokens:,} pieces on the {path} path (it keeps every map)"),
+                      rows=rows, tokens=tokens, path=chosen)
+        advice = Worded(N_("use a shorter text or the fused path"))
+    check_budget(forward_bytes(model, rows, tokens, keeps_maps=chosen != FUSED), what, advice)
     x, bias, rope = prepare(model, batch)
     # A decoder's unpadded batch on the fused path: the kernel's own causal mode skips the masked half.
     kernel_causal = (
