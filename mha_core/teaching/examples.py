@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mha_core.analysis.inspector import PROBE_ZH
 from mha_core.analysis.predict import first_piece
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import without_spaces
@@ -54,10 +55,6 @@ def examples_for(language: str, model_name: str) -> tuple[Example, ...]:
     return offered or tuple(e for e in EXAMPLES if e.language == DEFAULT_LANGUAGE)
 
 
-def default_example(language: str, model_name: str) -> Example:
-    return examples_for(language, model_name)[0]
-
-
 def example_of(text: str) -> Example | None:
     return next((e for e in EXAMPLES if e.text == text), None)
 
@@ -72,7 +69,7 @@ def default_pair(text: str, model_name: str) -> Example | None:
     return next((e for e in EXAMPLES if e.language == language and e.pair and e.offered(model_name)), None)
 
 
-PROBES = {"en": " The word '{pronoun}' refers to the", "zh": "句中的“{pronoun}”是指"}
+PROBES = {"en": " The word '{pronoun}' refers to the", "zh": PROBE_ZH}  # Chinese: the Coreference page's question
 
 
 @dataclass(frozen=True)
