@@ -19,7 +19,7 @@ from mha_core.serving.export import (
     token_pair_csv,
     token_pair_json,
 )
-from mha_core.teaching.examples import example_of
+from mha_core.teaching.examples import focus_words
 from views._state import (
     chart,
     checked_run,
@@ -124,9 +124,7 @@ def chosen_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int]
     n = len(view.labels)
     forget_on_change(("query", "key"), view.labels)  # another sentence, model or display: its own "it", "animal"
     pair = []
-    example = example_of(result.batch.texts[0])
-    words = (example.pronoun, example.antecedent) if example and example.antecedent else ("it", "animal")
-    for name, word in zip(("query", "key"), words, strict=True):
+    for name, word in zip(("query", "key"), focus_words(result.batch.texts[0]), strict=True):
         value = st.session_state.get(name, st.query_params.get(name))
         if isinstance(value, str):
             value = int(value.split(":")[0]) if value.split(":")[0].isdigit() else None

@@ -12,7 +12,7 @@ from mha_core.analysis.lm_head import has_lm_head, lm_head, read_at
 from mha_core.analysis.predict import layer_effect
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
-from mha_core.teaching.examples import example_of
+from mha_core.teaching.examples import focus_words
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.walkthrough import (
     Walkthrough,
@@ -47,8 +47,7 @@ def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]
                          bind="query-params", format_func=tr)
     head = c2.selectbox(tr("Head"), range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
                         bind="query-params", format_func=tr)
-    example = example_of(result.batch.texts[0])
-    pronoun = example.pronoun if example and example.pronoun else "it"  # 她 in the Chinese examples
+    pronoun, _ = focus_words(result.batch.texts[0])  # 她 in the Chinese examples
     default = next(iter(result.word_pieces(0, pronoun)), min(1 + int(model.bos_id is not None), len(labels) - 1))
     forget_on_change(("wt_query",), (str(model.model_dir), result.batch.texts[0]))
     query = c3.selectbox(tr("Query token"

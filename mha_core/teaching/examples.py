@@ -59,6 +59,15 @@ def example_of(text: str) -> Example | None:
     return next((e for e in EXAMPLES if e.text == text), None)
 
 
+def focus_words(text: str) -> tuple[str, str]:
+    """(pronoun, antecedent) the pages start from for `text`: an example's own (她, 玛丽), else "it" and "animal"
+    (found in the text by AttentionResult.word_pieces, or not at all)."""
+    example = example_of(text)
+    if example is not None and example.pronoun and example.antecedent:
+        return example.pronoun, example.antecedent
+    return "it", "animal"
+
+
 def default_pair(text: str, model_name: str) -> Example | None:
     """The example that forms a minimal pair with `text` on this model, else the first pair in the text's language
     (Chinese for text without spaces) offered on it, else None."""
