@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.engine.attention import FUSED, blocked_keys, rebuild_probs, scores_bias
+from mha_core.engine.attention import FUSED, blocked_keys, rebuild_log_probs, rebuild_probs, scores_bias
 from mha_core.engine.result import AttentionResult
 
 BLOCK_ROWS = 256  # query rows rebuilt at once: (H,256,T) float32 is 75 MB for 9 heads at 8,192 pieces
@@ -67,12 +67,8 @@ def log_block(result: AttentionResult, b: int, layer: int, rows: range, cols: ra
         p = map_block(result, b, layer, slice(None), rows, cols)
         return p, torch.where(p > 0, p.clamp_min(1e-38).log(), torch.zeros(()))
     q, k, lse = block_inputs(result, b, layer, slice(None), slice(rows.start, rows.stop), slice(cols.start, cols.stop))
-    logp = torch.matmul(q.float(), k.float().transpose(-2, -1)) * result.scale  # (H,R,C)
-    bias = block_bias(result, b, layer, slice(None), rows, cols)
-    if bias is not None:
-        logp = logp + bias
-    logp -= lse.float().unsqueeze(-1)
-    return logp.exp(), logp.clamp_min(torch.finfo(torch.float32).min)
+    logp = rebuild_log_probs(q, k, lse, block_bias(result, b, layer, slice(None), rows, cols), result.scale)
+    return logp.exp(), logp.clamp_min(torch.finfo(torch.float32).min)  # (H,R,C) each
 
 
 def visible_keys(result: AttentionResult, layer: int, rows: range, n: int) -> range:

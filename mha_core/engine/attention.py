@@ -226,10 +226,15 @@ def dtype_name(dtype: torch.dtype) -> str:
 def rebuild_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale: float) -> Tensor:
     """Exact attention map from a fused kernel's LSE: exp(q k^T * scale + bias - lse). Works on any
     leading dims: q (...,T,Dh), k (...,S,Dh), lse (...,T), bias broadcastable to (...,T,S)."""
-    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale  # (...,T,S)
+    return torch.exp(rebuild_log_probs(q, k, lse, bias, scale))  # (...,T,S)
+
+
+def rebuild_log_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale: float) -> Tensor:
+    """The map's logarithm, q k^T * scale + bias - lse (no logarithm taken; masked keys at about the bias)."""
+    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)).mul_(scale)  # (...,T,S) a fresh tensor: in place
     if bias is not None:
-        scores = scores + bias.float()
-    return torch.exp(scores - lse.float().unsqueeze(-1))  # (...,T,S)
+        scores.add_(bias.float())
+    return scores.sub_(lse.float().unsqueeze(-1))  # (...,T,S)
 
 
 def multi_head_attention(
