@@ -131,10 +131,11 @@ def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) ->
     """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text)."""
     from mha_core import run
     from mha_core.analysis.long_text import map_block
+    from mha_core.analysis.patching import check_head
 
+    heads = [check_head(model, head) for head in args.heads]  # the one range check, with its one sentence
     result = run(model, text, path=args.path)
     n = result.lengths[0]
-    heads = parse_heads(args.heads, model)
     start, stop = parse_rows(args.rows, n)
     attention = [map_block(result, 0, layer, slice(head, head + 1), range(start, stop), range(n))[0]
                  .double().round(decimals=7).tolist() for layer, head in heads]
@@ -143,18 +144,9 @@ def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) ->
             "truncated": result.truncated[0], "n_tokens": result.n_tokens[0]}
 
 
-def parse_heads(spec: str, model: LoadedModel) -> list[tuple[int, int]]:
-    """"3:1,0:5" -> [(3, 1), (0, 5)], each within the model's layers and heads (0-based)."""
-    heads = []
-    for part in spec.split(","):
-        layer, _, head = part.strip().partition(":")
-        if not (layer.isdigit() and head.isdigit()):
-            raise CliError(f"--heads takes L:H[,L:H...] (0-based), not {spec!r}")
-        if int(layer) >= model.n_layers or int(head) >= model.n_heads:
-            raise CliError(f"{model.name} has layers 0 to {model.n_layers - 1} and heads 0 to {model.n_heads - 1}: "
-                           f"there is no {part.strip()}")
-        heads.append((int(layer), int(head)))
-    return heads
+def layer_heads(value: str) -> list[tuple[int, int]]:
+    """argparse type: "3:1,0:5" -> [(3, 1), (0, 5)], each part read by layer_head."""
+    return [layer_head(part.strip()) for part in value.split(",")]
 
 
 def parse_rows(spec: str | None, n: int) -> tuple[int, int]:
@@ -172,7 +164,8 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
                                          "rows of a long text (up to 8,192 pieces)")
     p.add_argument("text", nargs="?", help="the text (or --text-file)")
     p.add_argument("--text-file", help="read the text from this UTF-8 file")
-    p.add_argument("--heads", help="only these heads, L:H[,L:H...] (0-based): needed over 1,024 pieces")
+    p.add_argument("--heads", type=layer_heads, help="only these heads, L:H[,L:H...] (0-based): needed over 1,024 "
+                                                      "pieces")
     p.add_argument("--rows", help="only these query rows, A:B (0-based, B exclusive; with --heads)")
     add_model_arguments(p)
     p.add_argument("--path", choices=PATHS, default=AUTO)

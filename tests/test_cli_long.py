@@ -52,8 +52,8 @@ def test_every_map_of_a_long_text_is_refused_with_its_size(long_llama):
     ((), "either as an argument or with --text-file"),
     (("hi", "--text-file", "x.txt"), "not both"),
     (("--text-file", "/no/such/file.txt"), "cannot read"),
-    (("hi", "--heads", "1"), "--heads takes L:H"),
-    (("hi", "--heads", "2:0"), "there is no 2:0"),
+    (("hi", "--heads", "1"), "'1' is not LAYER:HEAD"),
+    (("hi", "--heads", "0:0,2:0"), "there is no layer 2, head 0"),
     (("hi", "--heads", "0:0", "--rows", "5:2"), "--rows takes A:B"),
 ])
 def test_bad_long_text_arguments_get_one_line(long_llama, args, said):
