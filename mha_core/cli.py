@@ -99,7 +99,7 @@ def cmd_attention(args: argparse.Namespace) -> None:
             "model": model.name,
         }, args.json)
         return
-    write_json(chosen_attention(for_long_texts(model), text, args), args.json)
+    write_json(chosen_attention(model, text, args), args.json)
 
 
 def attention_text(args: argparse.Namespace) -> str:
@@ -130,11 +130,12 @@ def check_full_output(model: LoadedModel, text: str) -> None:
 def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) -> dict:
     """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text)."""
     from mha_core import run
-    from mha_core.analysis.long_text import map_block
+    from mha_core.analysis.long_text import map_block, run_long
     from mha_core.analysis.patching import check_head
 
     heads = [check_head(model, head) for head in args.heads]  # the one range check, with its one sentence
-    result = run(model, text, path=args.path)
+    # auto: q, k and the log-sum-exp kept (no map); a path asked for keeps what that path keeps
+    result = run_long(model, text) if args.path == AUTO else run(for_long_texts(model), text, path=args.path)
     n = result.lengths[0]
     start, stop = parse_rows(args.rows, n)
     attention = [map_block(result, 0, layer, slice(head, head + 1), range(start, stop), range(n))[0]

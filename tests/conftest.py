@@ -208,3 +208,8 @@ def mlm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from tests.lm_models import build_mlms
 
     return build_mlms(tmp_path_factory)
+
+
+def corpus_uploader(at: object, index: int = 0) -> object:
+    """A page's index-th file uploader after the sentence box's own (.txt into the box, key "text_file")."""
+    return [u for u in at.get("file_uploader") if "text_file" not in u.proto.id][index]

@@ -9,7 +9,7 @@ from mha_core import run
 from mha_core.analysis import corpora
 from mha_core.analysis.corpus_pass import corpus_pass
 from mha_core.analysis.qk_view import TOP_TOKENS
-from tests.conftest import SHARED_DATA, chart_json, decode, open_app
+from tests.conftest import SHARED_DATA, chart_json, corpus_uploader, decode, open_app
 
 PAGE = "views/corpus.py"
 QK = "Query–key view of one head"
@@ -78,7 +78,7 @@ def test_uploads_give_their_own_map(source):
         name, data = "ewt.conllu", "\n\n".join(blocks) + "\n"
     else:
         name, data = "lines.txt", "The cat sat on the mat.\n\nA dog barked twice.\nRain fell all night.\n"
-    at.get("file_uploader")[0].set_value((name, data.encode(), "text/plain")).run()
+    corpus_uploader(at, 0).set_value((name, data.encode(), "text/plain")).run()
     assert not at.exception and not at.error
     n = 12 if source == "Uploaded CoNLL-U" else 3
     assert any(f"of {n} sentences" in c.value for c in at.caption)
@@ -86,7 +86,7 @@ def test_uploads_give_their_own_map(source):
 
 def test_an_empty_text_file_is_one_message():
     at = open_app(PAGE, g_source="Uploaded text file")
-    at.get("file_uploader")[0].set_value(("empty.txt", b"\n  \n", "text/plain")).run()
+    corpus_uploader(at, 0).set_value(("empty.txt", b"\n  \n", "text/plain")).run()
     assert not at.exception
     assert len(at.error) == 1 and "no sentences found" in at.error[0].value
 

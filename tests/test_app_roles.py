@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import SHARED_DATA, open_app
+from tests.conftest import SHARED_DATA, corpus_uploader, open_app
 
 
 def open_roles(source: str | None = None) -> AppTest:
@@ -44,10 +44,10 @@ def test_uploaded_conllu_and_gap():
     gap_lines = (SHARED_DATA / "gap" / "gap-validation.tsv").read_text(encoding="utf-8").splitlines()[:41]
     at = open_roles("Uploaded CoNLL-U")
     assert any("Upload a CoNLL-U" in i.value for i in at.info)
-    at.get("file_uploader")[0].set_value(("dev.conllu", excerpt.encode(), "text/plain")).run()
+    corpus_uploader(at, 0).set_value(("dev.conllu", excerpt.encode(), "text/plain")).run()
     assert not at.exception and "60 sentence(s) analysed" in at.caption[0].value
     assert "obj" in set(relations(at)["relation"])
-    at.get("file_uploader")[1].set_value(("gap.tsv", "\n".join(gap_lines).encode(), "text/plain")).run()
+    corpus_uploader(at, 1).set_value(("gap.tsv", "\n".join(gap_lines).encode(), "text/plain")).run()
     assert not at.exception
     assert any("examples" in c.value and "nearest candidate" in c.value for c in at.caption)
     assert len(at.session_state["gap_results"]) == 1
@@ -55,6 +55,6 @@ def test_uploaded_conllu_and_gap():
 
 def test_malformed_upload_names_the_line():
     at = open_roles("Uploaded CoNLL-U")
-    at.get("file_uploader")[0].set_value(("bad.conllu", b"# x\n1\tonly two\n", "text/plain")).run()
+    corpus_uploader(at, 0).set_value(("bad.conllu", b"# x\n1\tonly two\n", "text/plain")).run()
     assert not at.exception
     assert any("line 2" in e.value for e in at.error)

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from mha_core.engine.bundled import BUNDLES, ENCODER_NAME
-from tests.conftest import SHARED_DATA, open_app
+from tests.conftest import SHARED_DATA, corpus_uploader, open_app
 from tests.tiny_models import CONFIGS
 
 BUNDLED = (ENCODER_NAME, *(bundle.name for bundle in BUNDLES))
@@ -124,7 +124,7 @@ def test_a_huge_second_sentence_is_a_message_and_nothing_runs(monkeypatch):  # r
 
 def upload_roles(name: str, data: str) -> AppTest:
     at = open_app("views/roles.py", source="Uploaded CoNLL-U")
-    at.get("file_uploader")[0].set_value((name, data.encode(), "text/plain")).run()
+    corpus_uploader(at, 0).set_value((name, data.encode(), "text/plain")).run()
     return at
 
 
@@ -160,7 +160,7 @@ def test_uploads_are_capped_and_say_so(monkeypatch):  # rows: a 17 MB CoNLL-U, a
     assert any("first 12 sentences; the rest of the file is skipped" in c.value for c in at.caption)
     lines = (SHARED_DATA / "gap" / "gap-validation.tsv").read_text(encoding="utf-8").splitlines()
     gap = lines[:1] + lines[200:240]  # rows no other test uploads (analyses are shared per file content)
-    at.get("file_uploader")[1].set_value(("big.tsv", "\n".join(gap).encode(), "text/plain")).run()
+    corpus_uploader(at, 1).set_value(("big.tsv", "\n".join(gap).encode(), "text/plain")).run()
     assert not at.exception
     (result,) = at.session_state["gap_results"].values()
     assert 0 < result.examples <= 12

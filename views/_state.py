@@ -18,8 +18,10 @@ import torch
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
+from mha_core.analysis.corpora import CorpusFormatError, decode_text
 from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.engine.batching import Progress
+from mha_core.engine.model import for_long_texts
 from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
 from mha_core.figures.view import AttentionView, attention_view
@@ -296,8 +298,18 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
     if result.truncated[0]:
         n, kept = result.n_tokens[0], result.lengths[0]
         st.warning(tr("The text was cut to the model's {kept} word pieces: {n:,} of {n2:,} pieces at the end are not "
-                      "shown.", kept=kept, n=n - kept, n2=n))
+                      "shown.", kept=kept, n=n - kept, n2=n) + long_limit_note(current_model()))
     return result
+
+
+def long_limit_note(model: LoadedModel) -> str:
+    """Why a page other than Heads stops at arch.MAX_PIECES when the model reads more (empty when it does not)."""
+    long_limit = for_long_texts(model).max_length
+    if long_limit <= model.max_length:
+        return ""
+    return " " + tr("This page stops at {limit:,} pieces because it keeps every head's whole map (or more); the "
+                    "Heads page reads up to {long_limit:,}, rebuilding each map from the queries and keys.",
+                    limit=model.max_length, long_limit=long_limit)
 
 
 def set_sentence(text: str) -> None:
@@ -307,6 +319,24 @@ def set_sentence(text: str) -> None:
 
 def _pick_example() -> None:
     set_sentence(st.session_state["example"])
+
+
+def _load_text_file() -> None:
+    """The uploaded .txt file's text into the sentence box (a widget callback); a file that is not UTF-8 or is over
+    the box's limit leaves the box as it was, with one sentence saying why."""
+    upload, error = st.session_state.get("text_file"), ""
+    if upload is not None:
+        try:
+            text = decode_text(upload.getvalue())
+        except CorpusFormatError as err:
+            error = tr("{name}: {err}.", name=upload.name, err=worded(err))
+        else:
+            if len(text) > MAX_INPUT_CHARS:
+                error = tr("{name} has {n:,} characters; at most {max_input_chars:,} are read.", name=upload.name,
+                           n=len(text), max_input_chars=MAX_INPUT_CHARS)
+            else:
+                set_sentence(text)
+    st.session_state["_text_file_error"] = error
 
 
 def _remember_text() -> None:
@@ -331,9 +361,12 @@ def model_card() -> None:
         elif refused:
             st.error(literal(tr("{refused}. Showing {name}.", refused=refused, name=current_model().name)))
         model = current_model()
+        long_limit = for_long_texts(model).max_length
         st.caption(tr("{n_layers} layers × {n_heads} heads · d_model {d_model} · head dim {head_dim} · max "
                       "{max_length} word pieces", n_layers=model.n_layers, n_heads=model.n_heads,
-                      d_model=model.d_model, head_dim=model.head_dim, max_length=model.max_length))
+                      d_model=model.d_model, head_dim=model.head_dim, max_length=model.max_length)
+                   + (tr(" ({long_limit:,} on the Heads page)", long_limit=long_limit)
+                      if long_limit > model.max_length else ""))
         notice = model_notice(model.model_dir)
         if notice:
             st.caption(literal(tr(notice)) + ".")
@@ -357,6 +390,11 @@ def sentence_box() -> str:
                        on_change=_pick_example, placeholder=tr("Pick an example sentence"))
     text = box.text_area(tr("Sentence"), default, key="text", bind="query-params", height=90,
                          on_change=_remember_text)
+    examples.file_uploader(tr("Or a .txt file"), type=["txt"], key="text_file", on_change=_load_text_file,
+                           help=tr("UTF-8 text, at most {max_input_chars:,} characters; long texts are read up to "
+                                   "the model's own limit on the Heads page.", max_input_chars=MAX_INPUT_CHARS))
+    if st.session_state.get("_text_file_error"):
+        st.error(literal(st.session_state["_text_file_error"]))
     st.session_state["_text"] = text
     example = example_of(text)
     if example is not None and model.name in example.shows:

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult
+from mha_core.analysis.long_text import is_long
 from mha_core.engine.attention import PATH_HELP
 from mha_core.figures import charts
 from mha_core.figures.view import AttentionView, score_map, top_keys
@@ -20,8 +21,10 @@ from mha_core.serving.export import (
     token_pair_json,
 )
 from mha_core.teaching.examples import focus_words
+from views._long import pieces_of, show_long_heads
 from views._state import (
     chart,
+    check_length,
     checked_run,
     current_model,
     forget_on_change,
@@ -248,6 +251,10 @@ def main() -> None:
     model = current_model()
     st.title(tr("Attention heads"))
     text = sentence_box()
+    check_length(text)
+    if is_long(pieces_of(str(model.model_dir), text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
+        show_long_heads(model, text, head_pickers)
+        return
     hide, merge, avg = options_sidebar()
     result = checked_run(text)
     st.caption(path_caption(result), help=PATH_HELP)

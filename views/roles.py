@@ -24,6 +24,7 @@ from mha_core.engine.tokens import without_spaces
 from mha_core.figures import charts
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
+from views._long import show_long_roles
 from views._state import chart, checked_run, current_model, literal, page_language, sentence_box, shared
 from views._uploads import (
     CORPUS,
@@ -34,7 +35,7 @@ from views._uploads import (
     sentence_store,
 )
 
-SOURCES = (N_("This sentence"), N_("Bundled corpus"), N_("Uploaded CoNLL-U"))
+SOURCES = (N_("This sentence"), N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Long texts"))
 
 
 def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence], str] | None:
@@ -176,6 +177,9 @@ def main() -> None:
     st.title(tr("Head roles"))
     text = sentence_box()
     source = st.radio(tr("Analyse"), SOURCES, horizontal=True, key="source", bind="query-params", format_func=tr)
+    if source == SOURCES[3]:  # sinks as a text grows, retrieval heads: texts of thousands of pieces
+        show_long_roles(model)
+        st.stop()
     sentence_result = checked_run(text) if source == SOURCES[0] else None  # stops on bad input
     chosen = source_sentences(source, text)
     if chosen is None:

@@ -16,12 +16,55 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.engine.attention import FUSED, blocked_keys, rebuild_log_probs, rebuild_probs, scores_bias
+from mha_core.engine.arch import MAX_PIECES
+from mha_core.engine.attention import EXPLICIT, FUSED, blocked_keys, rebuild_log_probs, rebuild_probs, scores_bias
+from mha_core.engine.forward import Progress, forward
+from mha_core.engine.model import LoadedModel, for_long_texts
 from mha_core.engine.result import AttentionResult
+from mha_core.engine.tokens import TextsLike, tokenize
+from mha_core.i18n import N_
 
 BLOCK_ROWS = 256  # query rows rebuilt at once: (H,256,T) float32 is 75 MB for 9 heads at 8,192 pieces
 LOCAL_WINDOW = 3  # "local" attention: keys within ±3 tokens of the query
 MAX_CELLS = 1000  # a downsampled map has at most this many cells per side
+ZOOM_MAX = 256  # an exact block shown with its token labels has at most this many rows and columns
+TOP_KEYS = 10  # keys listed for one query row
+SUMMARIES = {  # HeadSummaries field: what a page calls it
+    "entropy": N_("entropy (nats)"),
+    "first": N_("weight on the first token"),
+    "previous": N_("weight on the previous token"),
+    "local": N_("weight within ±{window} tokens"),
+    "distance": N_("mean attended distance (tokens)"),
+}
+
+
+def is_long(n_pieces: int) -> bool:
+    """A text read the long way (q, k and log-sum-exp kept, every map rebuilt on demand): over arch.MAX_PIECES."""
+    return n_pieces > MAX_PIECES
+
+
+def count_long_pieces(model: LoadedModel, text: str) -> int:
+    """How many pieces the model reads of `text` up to its own long limit (arch.long_max_length)."""
+    long_model = for_long_texts(model)
+    return len(tokenize(long_model.tokenizer, text, long_model.max_length, bos=long_model.bos_id).tokens[0])
+
+
+def run_long(model: LoadedModel, texts: TextsLike, progress: Progress | None = None) -> AttentionResult:
+    """Every layer of a long text (up to the model's own limit, at most arch.LONG_MAX_PIECES pieces) on the fused
+    path, keeping each layer's q and k (after RoPE) and the log-sum-exp and the last hidden states only: no map;
+    each is rebuilt a block at a time from those (a model that caps its scores runs the explicit path, whose maps
+    the memory budget allows only for shorter texts)."""
+    long_model = for_long_texts(model)
+    batch = tokenize(long_model.tokenizer, texts, long_model.max_length, bos=long_model.bos_id)
+    path = FUSED if model.arch.fused_exact else EXPLICIT
+    return forward(long_model, batch, path, keep_hidden=False, progress=progress)
+
+
+def kept_bytes(result: AttentionResult) -> int:
+    """What a result holds in memory: q, k, the log-sum-exp or the maps and contexts, the hidden states kept."""
+    tensors = [*result.layer_q, *result.layer_k, *(result.layer_lse or ()), *(result.layer_probs or ()),
+               *(result.layer_context or ()), *result.hidden_states]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def block_bias(result: AttentionResult, b: int, layer: int, heads: slice, rows: range, cols: range
@@ -60,15 +103,32 @@ def block_inputs(result: AttentionResult, b: int, layer: int, heads: slice, r: s
     return result.layer_q[layer][b, heads, r], result.layer_k[layer][b, kv, c], result.layer_lse[layer][b, heads, r]
 
 
-def log_block(result: AttentionResult, b: int, layer: int, rows: range, cols: range) -> tuple[Tensor, Tensor]:
-    """(p, log p), each (H,R,C), every head of a layer: on the fused path log p = scores − lse directly (no
-    logarithm to take), masked keys at the float minimum (p = 0)."""
+class Scratch:
+    """Float32 buffers reused from block to block (a fresh 75 MB tensor costs more in page faults than its exp)."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, Tensor] = {}
+
+    def take(self, name: str, shape: tuple[int, ...]) -> Tensor:
+        size = math.prod(shape)
+        if name not in self.buffers or self.buffers[name].numel() < size:
+            self.buffers[name] = torch.empty(size)
+        return self.buffers[name][:size].view(shape)
+
+
+def log_block(result: AttentionResult, b: int, layer: int, rows: range, cols: range, scratch: Scratch
+              ) -> tuple[Tensor, Tensor]:
+    """(p, log p), each (H,R,C), every head of a layer, in `scratch`'s buffers: on the fused path log p = scores −
+    lse directly (no logarithm to take); masked keys get p = 0 and a finite log p (the float minimum minus the LSE
+    rounds to the minimum), so that p · log p is 0 there."""
     if result.path != FUSED:
         p = map_block(result, b, layer, slice(None), rows, cols)
         return p, torch.where(p > 0, p.clamp_min(1e-38).log(), torch.zeros(()))
+    shape = (result.n_heads, len(rows), len(cols))
     q, k, lse = block_inputs(result, b, layer, slice(None), slice(rows.start, rows.stop), slice(cols.start, cols.stop))
-    logp = rebuild_log_probs(q, k, lse, block_bias(result, b, layer, slice(None), rows, cols), result.scale)
-    return logp.exp(), logp.clamp_min(torch.finfo(torch.float32).min)  # (H,R,C) each
+    logp = rebuild_log_probs(q, k, lse, block_bias(result, b, layer, slice(None), rows, cols), result.scale,
+                             out=scratch.take("logp", shape))
+    return torch.exp(logp, out=scratch.take("p", shape)), logp  # (H,R,C) each
 
 
 def visible_keys(result: AttentionResult, layer: int, rows: range, n: int) -> range:
@@ -105,12 +165,12 @@ class HeadSummaries:
     n_tokens: int  # T
 
 
-def block_sums(p: Tensor, logp: Tensor, rows: range, cols: range, edges: tuple[int, ...], window: int
-               ) -> dict[str, Tensor]:
+def block_sums(p: Tensor, logp: Tensor, rows: range, cols: range, edges: tuple[int, ...], window: int,
+               causal: bool, scratch: Scratch) -> dict[str, Tensor]:
     """Per head, the sums over this block's rows of each summary (p, log p: (H,R,C) over keys `cols`): every
     key-range sum (sink, previous, local, distance bins) is read off one prefix sum along the keys."""
     c0, c1 = cols.start, cols.stop
-    cum = p.cumsum(-1)  # (H,R,C) weight of keys [c0, c0 + m]
+    cum = torch.cumsum(p, -1, out=scratch.take("cum", tuple(p.shape)))  # (H,R,C) weight of keys [c0, c0 + m]
     i = torch.tensor(rows)  # (R,)
 
     def keys(start: Tensor, stop: Tensor) -> Tensor:
@@ -123,15 +183,24 @@ def block_sums(p: Tensor, logp: Tensor, rows: range, cols: range, edges: tuple[i
 
     profile = torch.stack([keys(i - hi + 1, i - lo + 1) + keys(i + max(lo, 1), i + hi)
                            for lo, hi in zip(edges[:-1], edges[1:], strict=True)], -1)  # (H,R,NB)
-    distance = (i[:, None] - torch.arange(c0, c1)[None, :]).abs().float()  # (R,C)
     return {
-        "entropy": -(p * logp).sum((1, 2)),  # log p is finite where p = 0: those terms are 0
+        "entropy": -torch.stack([torch.dot(ph.flatten(), lh.flatten()) for ph, lh in zip(p, logp, strict=True)]),
         "first": keys(i * 0, i * 0 + 1).sum(1),
         "previous": keys(i - 1, i)[:, i >= 1].sum(1),
         "local": keys(i - window, i + window + 1).sum(1),
-        "distance": (p * distance).sum((1, 2)),
+        "distance": attended_distance(p, rows, cols, causal),
         "profile": profile.sum(1),
     }
+
+
+def attended_distance(p: Tensor, rows: range, cols: range, causal: bool) -> Tensor:
+    """(H,) Σ over rows and keys of p · |i − j|; a decoder's keys are all j <= i, so that is i · Σp − Σ p j (two
+    matrix-vector products instead of a product with a (R,C) distance matrix)."""
+    i, j = torch.arange(rows.start, rows.stop, dtype=torch.float32), torch.arange(cols.start, cols.stop,
+                                                                                  dtype=torch.float32)
+    if causal:
+        return (p.sum(-1) @ i) - (p @ j).sum(-1)
+    return (p * (i[:, None] - j[None, :]).abs()).sum((1, 2))
 
 
 def head_summaries(result: AttentionResult, b: int = 0, window: int = LOCAL_WINDOW, block: int = BLOCK_ROWS,
@@ -142,10 +211,12 @@ def head_summaries(result: AttentionResult, b: int = 0, window: int = LOCAL_WIND
     totals = {name: torch.zeros(result.n_layers, result.n_heads) for name in
               ("entropy", "first", "previous", "local", "distance")}
     profile = torch.zeros(result.n_layers, result.n_heads, len(edges) - 1)
+    scratch = Scratch()
     for layer in range(result.n_layers):
         for rows in row_blocks(n, block):
             cols = visible_keys(result, layer, rows, n)
-            sums = block_sums(*log_block(result, b, layer, rows, cols), rows, cols, edges, window)
+            p, logp = log_block(result, b, layer, rows, cols, scratch)
+            sums = block_sums(p, logp, rows, cols, edges, window, result.causal, scratch)
             for name, total in totals.items():
                 total[layer] += sums[name]
             profile[layer] += sums["profile"]
@@ -179,3 +250,23 @@ def cell_counts(rows: range, side: int, n: int, m: int) -> Tensor:
                              dtype=torch.float32)
     col_sizes = torch.tensor([min(side, n - s) for s in range(0, n, side)], dtype=torch.float32)
     return row_sizes[:, None] * col_sizes[None, :m]
+
+
+def query_row(result: AttentionResult, b: int, layer: int, head: int, query: int) -> np.ndarray:
+    """(T,) one query's exact weights over every key of text b."""
+    keys = range(result.lengths[b])
+    return map_block(result, b, layer, slice(head, head + 1), range(query, query + 1), keys)[0, 0].numpy()
+
+
+def top_row_keys(row: np.ndarray, k: int = TOP_KEYS) -> list[tuple[int, float]]:
+    """The k keys with the most weight in a row, strongest first: (position, weight)."""
+    top = np.argsort(-row, kind="stable")[:k]
+    return [(int(j), float(row[j])) for j in top]
+
+
+def zoom_ranges(n: int, query_start: int, key_start: int, size: int = ZOOM_MAX) -> tuple[range, range]:
+    """The rows and columns of an exact block of at most `size` a side starting at (query_start, key_start), moved
+    back inside the text where it would run past its end."""
+    size = max(1, min(size, n))
+    q0, k0 = (min(max(start, 0), n - size) for start in (query_start, key_start))
+    return range(q0, q0 + size), range(k0, k0 + size)

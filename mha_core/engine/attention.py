@@ -229,9 +229,11 @@ def rebuild_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale:
     return torch.exp(rebuild_log_probs(q, k, lse, bias, scale))  # (...,T,S)
 
 
-def rebuild_log_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale: float) -> Tensor:
-    """The map's logarithm, q k^T * scale + bias - lse (no logarithm taken; masked keys at about the bias)."""
-    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)).mul_(scale)  # (...,T,S) a fresh tensor: in place
+def rebuild_log_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, scale: float,
+                      out: Tensor | None = None) -> Tensor:
+    """The map's logarithm, q k^T * scale + bias - lse (no logarithm taken; masked keys at about the bias); `out`:
+    a (...,T,S) float32 buffer to write it in (reused across blocks: a fresh large tensor costs its page faults)."""
+    scores = torch.matmul(q.float(), k.float().transpose(-2, -1), out=out).mul_(scale)  # (...,T,S) fresh: in place
     if bias is not None:
         scores.add_(bias.float())
     return scores.sub_(lse.float().unsqueeze(-1))  # (...,T,S)

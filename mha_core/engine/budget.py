@@ -75,26 +75,33 @@ def mlp_width(model: LoadedModel) -> int:
     return model.layers[0].mlp.w_in.shape[0] if model.layers else model.d_model
 
 
-def layer_work_bytes(model: LoadedModel, rows: int, tokens: int) -> int:
+def layer_work_bytes(model: LoadedModel, rows: int, tokens: int, keeps_maps: bool = True) -> int:
     """What one layer's pass holds at its peak, per batch of `rows` texts of `tokens` pieces (measured against
-    peak RSS on the bundled models): scores, masked scores and probabilities plus the previous layer's kept
-    probabilities (4 maps); q, k, v, their rotated and repeated copies, the context, its edited and merged copies
-    and the previous layer's kept vectors; seven (T,D) activations; the MLP's inner activations (three)."""
+    peak RSS on the bundled models): with maps (the explicit kernel), scores, masked scores and probabilities plus
+    the previous layer's kept probabilities (4 maps; the fused kernel holds none); q, k, v, their rotated and
+    repeated copies, the context, its edited and merged copies and the previous layer's kept vectors; seven (T,D)
+    activations; the MLP's inner activations (three)."""
     e, h, g, dh = element_size(model), model.n_heads, model.n_kv_heads, model.head_dim
-    maps = 4 * h * tokens * tokens  # (B,H,T,T) x 4
+    maps = 4 * h * tokens * tokens if keeps_maps else 0  # (B,H,T,T) x 4
     vectors = (10 * h + 5 * g) * tokens * dh + 7 * tokens * model.d_model
     inner = 3 * tokens * mlp_width(model)  # (B,T,F) x 3
     return rows * (maps + vectors + inner) * e
 
 
-def forward_bytes(model: LoadedModel, rows: int, tokens: int, keeps_maps: bool) -> int:
+def forward_bytes(model: LoadedModel, rows: int, tokens: int, keeps_maps: bool, keep_hidden: bool = True,
+                  bias: bool = True) -> int:
     """Peak of one recompute of `rows` texts padded to `tokens` pieces: what the result keeps for every layer
-    (hidden states, q and k, the maps and contexts on the explicit path, the LSE on the fused path) plus one
-    layer's transient work."""
+    (hidden states, only the last for a long text's result; q and k; the maps and contexts on the explicit path,
+    the LSE on the fused path), the attention bias (a decoder's (T,T) mask per kind of layer, per head with ALiBi,
+    and its making; none in a fused kernel's own causal mode) plus one layer's transient work."""
     e, n_layers, h, g, dh = element_size(model), model.n_layers, model.n_heads, model.n_kv_heads, model.head_dim
-    kept = (n_layers + 1) * tokens * model.d_model + n_layers * (h + g) * tokens * dh
+    kept = (n_layers + 1 if keep_hidden else 1) * tokens * model.d_model
+    kept += n_layers * (h + g) * tokens * dh
     kept += n_layers * h * (tokens * tokens + tokens * dh) if keeps_maps else n_layers * h * tokens
-    return rows * kept * e + layer_work_bytes(model, rows, tokens)
+    arch, masks = model.arch, 0
+    if bias and arch.causal:
+        masks = len(set(arch.windows or (None,))) * (h if arch.alibi else 1) * 2 * tokens * tokens
+    return rows * (kept + masks) * e + layer_work_bytes(model, rows, tokens, keeps_maps)
 
 
 def planned_bytes() -> int:

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from mha_core.engine import attention
-from mha_core.engine.arch import Architecture
+from mha_core.engine.arch import MAX_PIECES, Architecture
 from mha_core.engine.attention import (
     AUTO,
     EXPLICIT,
@@ -29,7 +29,7 @@ from mha_core.engine.attention import (
     ContextEdit,
     multi_head_attention,
 )
-from mha_core.engine.budget import check_budget, forward_bytes
+from mha_core.engine.budget import check_budget, forward_bytes, release_freed_memory
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError, TextsLike, TokenBatch, tokenize
@@ -181,23 +181,51 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResu
     return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id), path)
 
 
-def prepare(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, object, object]:
-    """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal, window, ALiBi) and
-    RoPE's (cos, sin), each (B,T,R); either may be a PerLayer where layers differ."""
+def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tuple[Tensor, object, object]:
+    """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal, window, ALiBi; None
+    without `with_bias`: the kernel's own causal mode) and RoPE's (cos, sin), each (B,T,R); either may be a
+    PerLayer where layers differ."""
     arch = model.arch
     mask = batch.attention_mask.to(model.device)
     positions = position_ids(mask, arch)  # (B,T)
     x = embed(model.embeddings, batch.input_ids.to(model.device), positions)  # (B,T,D)
-    bias = per_layer(arch.windows, lambda window: scores_bias(model, mask, x.dtype, window))
+    bias = per_layer(arch.windows, lambda window: scores_bias(model, mask, x.dtype, window)) if with_bias else None
     rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
     return x, bias, rope
 
 
-@torch.inference_mode()
-def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> AttentionResult:
-    """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`)."""
+Progress = Callable[[int, int], None]  # (layers done, layers)
+
+
+def fused_kernel_causal(model: LoadedModel, batch: TokenBatch, path: str) -> bool:
+    """A decoder's unpadded batch on the fused path, no window nor ALiBi: the kernel's own causal mode skips the
+    masked half, and no (T,T) bias is built."""
     arch = model.arch
+    return (path == FUSED and arch.causal and arch.sliding_window is None and not arch.alibi
+            and bool(batch.attention_mask.all()))
+
+
+def check_forward_budget(model: LoadedModel, batch: TokenBatch, path: str, keep_hidden: bool) -> None:
     rows, tokens = batch.input_ids.shape
+    if path == FUSED:
+        what = Worded(N_("Recomputing {rows:,} text(s) of {tokens:,} pieces"), rows=rows, tokens=tokens)
+        advice = Worded(N_("use a shorter text"))
+    else:
+        what = Worded(N_("Recomputing {rows:,} text(s) of {tokens:,} pieces on the {path} path (it keeps every map)"),
+                      rows=rows, tokens=tokens, path=path)
+        advice = Worded(N_("use a shorter text or the fused path"))
+    needed = forward_bytes(model, rows, tokens, keeps_maps=path != FUSED, keep_hidden=keep_hidden,
+                           bias=not fused_kernel_causal(model, batch, path))
+    check_budget(needed, what, advice)
+
+
+@torch.inference_mode()
+def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden: bool = True,
+            progress: Progress | None = None) -> AttentionResult:
+    """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`). `keep_hidden=False`
+    (a long text's result): keep each layer's q, k and log-sum-exp, and of the hidden states only the last."""
+    arch = model.arch
+    tokens = batch.input_ids.shape[1]
     chosen, reason = choose_path(path, tokens, model.device)
     if chosen == FUSED and not arch.fused_exact:
         chosen, reason = (
@@ -205,38 +233,32 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO) -> Attentio
             Worded(N_("explicit: {name} caps its attention scores (tanh(s/c)·c), which no fused kernel does"),
                    name=model.name),
         )
-    if chosen == FUSED:
-        what = Worded(N_("Recomputing {rows:,} text(s) of {tokens:,} pieces"), rows=rows, tokens=tokens)
-        advice = Worded(N_("use a shorter text"))
-    else:
-        what = Worded(N_("Recomputing {rows:,} text(s) of {tokens:,} pieces on the {path} path (it keeps every map)"),
-                      rows=rows, tokens=tokens, path=chosen)
-        advice = Worded(N_("use a shorter text or the fused path"))
-    check_budget(forward_bytes(model, rows, tokens, keeps_maps=chosen != FUSED), what, advice)
-    x, bias, rope = prepare(model, batch)
-    # A decoder's unpadded batch on the fused path: the kernel's own causal mode skips the masked half.
-    kernel_causal = (
-        chosen == FUSED
-        and arch.causal
-        and arch.sliding_window is None
-        and not arch.alibi
-        and bool(batch.attention_mask.all())
-    )
-    hidden, attns = [x], []
-    for output, attn in layer_outputs(model, x, None if kernel_causal else bias, rope, chosen, kernel_causal):
-        hidden.append(output)
-        attns.append(attn)
-    hidden[-1] = final_norm(model, hidden[-1])
+    check_forward_budget(model, batch, chosen, keep_hidden)
+    kernel_causal = fused_kernel_causal(model, batch, chosen)
+    x, bias, rope = prepare(model, batch, with_bias=not kernel_causal)
+    hidden, kept, backend = [x] if keep_hidden else [], [], ""
+    for layer, (output, attn) in enumerate(layer_outputs(model, x, bias, rope, chosen, kernel_causal)):
+        if keep_hidden:
+            hidden.append(output)
+        else:
+            hidden = [output]  # the last layer's output only
+        kept.append((attn.q, attn.k, attn.lse if chosen == FUSED else (attn.probs, attn.context)))  # nothing else
+        backend = attn.backend
+        del attn, output
+        if tokens > MAX_PIECES:
+            release_freed_memory()  # the layer's work back to the system, not kept by the allocator
+        if progress is not None:
+            progress(layer + 1, model.n_layers)
     return AttentionResult(
         batch=batch,
-        layer_q=tuple(a.q for a in attns),
-        layer_k=tuple(a.k for a in attns),
-        layer_context=None if chosen == FUSED else tuple(a.context for a in attns),
-        layer_probs=None if chosen == FUSED else tuple(a.probs for a in attns),
-        layer_lse=tuple(a.lse for a in attns) if chosen == FUSED else None,
-        hidden_states=tuple(hidden),
+        layer_q=tuple(q for q, _, _ in kept),
+        layer_k=tuple(k for _, k, _ in kept),
+        layer_context=None if chosen == FUSED else tuple(c for _, _, (_, c) in kept),
+        layer_probs=None if chosen == FUSED else tuple(p for _, _, (p, _) in kept),
+        layer_lse=tuple(lse for _, _, lse in kept) if chosen == FUSED else None,
+        hidden_states=(*hidden[:-1], final_norm(model, hidden[-1])),
         path=chosen,
-        backend=attns[0].backend,
+        backend=backend,
         path_reason=reason,
         max_length=arch.max_length,
         causal=arch.causal,

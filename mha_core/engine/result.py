@@ -27,7 +27,8 @@ class AttentionResult:
     layer_context: tuple[Tensor, ...] | None  # L x (B,H,T,Dh)  each head's output before W_O; explicit path only
     layer_probs: tuple[Tensor, ...] | None  # L x (B,H,T,T)  explicit path only
     layer_lse: tuple[Tensor, ...] | None  # L x (B,H,T)  fused path only
-    hidden_states: tuple[Tensor, ...]  # (L+1) x (B,T,D)  embeddings, then each layer's output
+    hidden_states: tuple[Tensor, ...]  # (L+1) x (B,T,D)  embeddings, then each layer's output; a long text's
+    #                                    result (forward(keep_hidden=False)) keeps only the last: 1 x (B,T,D)
     path: str  # "explicit" or "fused": what actually ran
     backend: str  # the attention kernel that ran, e.g. "flash (CPU)"
     path_reason: str  # why this path (e.g. "auto: fused for 400 tokens > 256")

@@ -1,0 +1,73 @@
+"""Issue 24: a long text's result keeps each layer's q, k and log-sum-exp and the last hidden states only (no map,
+no other hidden state, no (T,T) bias in the kernel's own causal mode), and still gives every map exactly; the
+memory estimate of such a forward; a query's row, its top keys and the zoom's ranges."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from mha_core import load_model, run
+from mha_core.analysis import long_text
+from mha_core.engine import forward as forward_module
+from mha_core.engine.budget import forward_bytes
+from mha_core.engine.model import for_long_texts
+from tests.conftest import long_text as prose
+
+
+@pytest.fixture(scope="module")
+def long_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.tiny_models import make_tiny
+
+    return make_tiny("llama", tmp_path_factory.mktemp("long") / "llama", max_position_embeddings=4096)
+
+
+def test_a_long_result_keeps_q_k_and_lse_only_and_gives_the_same_maps(long_llama):
+    model = load_model(long_llama)
+    text = prose(1100)
+    kept = long_text.run_long(model, text)
+    full = run(for_long_texts(model), text, path="explicit")
+    n = kept.lengths[0]
+    assert n > 1024 and kept.path == "fused" and kept.layer_probs is None and kept.layer_context is None
+    assert len(kept.hidden_states) == 1  # the last layer's, after the final norm
+    torch.testing.assert_close(kept.hidden_states[0], full.hidden_states[-1], atol=1e-5, rtol=0)
+    for layer in range(model.n_layers):
+        block = long_text.map_block(kept, 0, layer, slice(None), range(n - 40, n), range(n))
+        np.testing.assert_allclose(block.numpy(), full.layer_probs[layer][0, :, n - 40:, :n].numpy(), atol=1e-6)
+    assert long_text.kept_bytes(kept) * 20 < long_text.kept_bytes(full)
+
+
+def test_the_kernels_causal_mode_builds_no_bias_and_the_estimate_counts_none(long_llama, monkeypatch):
+    model = for_long_texts(load_model(long_llama))
+    built = []
+    real = forward_module.scores_bias
+    monkeypatch.setattr(forward_module, "scores_bias", lambda *a: built.append(a) or real(*a))
+    run(model, prose(300), path="fused")
+    assert built == []  # one decoder text: the kernel's own causal mode
+    run(model, [prose(300), "short"], path="fused")  # padding: a bias per text
+    assert len(built) == 1
+    with_all = forward_bytes(model, 1, 4096, keeps_maps=False)
+    assert forward_bytes(model, 1, 4096, keeps_maps=False, bias=False) == with_all - 2 * 4096**2 * 4
+    hidden = (model.n_layers + 1) * 4096 * model.d_model * 4
+    last = 4096 * model.d_model * 4
+    assert forward_bytes(model, 1, 4096, keeps_maps=False, keep_hidden=False) == with_all - hidden + last
+
+
+def test_a_query_row_its_top_keys_and_the_zoom(long_llama):
+    model = load_model(long_llama)
+    result = long_text.run_long(model, prose(1100))
+    n = result.lengths[0]
+    full = run(for_long_texts(model), prose(1100), path="explicit").layer_probs[1][0, 3].numpy()  # (T,T)
+    row = long_text.query_row(result, 0, 1, 3, n - 5)
+    np.testing.assert_allclose(row, full[n - 5], atol=1e-6)
+    top = long_text.top_row_keys(row, 4)
+    assert [j for j, _ in top] == list(np.argsort(-full[n - 5], kind="stable")[:4])
+    assert top[0][1] >= top[1][1] >= top[3][1]
+    rows, cols = long_text.zoom_ranges(n, n - 10, -5, size=64)
+    assert (rows.start, rows.stop, cols.start, cols.stop) == (n - 64, n, 0, 64)
+    assert long_text.zoom_ranges(30, 5, 5) == (range(0, 30), range(0, 30))
+    assert long_text.is_long(1025) and not long_text.is_long(1024)
+    assert long_text.count_long_pieces(model, prose(1100)) == n

@@ -1,0 +1,247 @@
+"""The Heads page for a long text (over arch.MAX_PIECES pieces, up to the model's own limit): every head summarised,
+one head downsampled with an exact zoom, one query's row over the whole text, exports; and the long-context roles
+(sinks as a text grows, retrieval heads) of the Roles page. Computation lives in mha_core.analysis.long_text and
+long_roles; this module only draws."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from mha_core import AttentionResult, InputError, LoadedModel
+from mha_core.analysis import long_roles
+from mha_core.analysis.long_text import (
+    MAX_CELLS,
+    SUMMARIES,
+    TOP_KEYS,
+    ZOOM_MAX,
+    HeadSummaries,
+    count_long_pieces,
+    downsampled_map,
+    head_summaries,
+    kept_bytes,
+    map_block,
+    query_row,
+    run_long,
+    top_row_keys,
+    zoom_ranges,
+)
+from mha_core.engine.arch import MAX_PIECES
+from mha_core.engine.budget import megabytes
+from mha_core.figures import long as figures
+from mha_core.figures.charts import layer_head_grid
+from mha_core.i18n import N_, tr, worded
+from views._state import chart, get_model, heavy, literal, path_caption, shared, shared_store
+
+LONG_MB, LONG_KEPT = 1600, 4  # long results shared by all sessions: about 750 MB each at 8,192 pieces
+
+
+@dataclass(frozen=True)
+class LongText:
+    result: AttentionResult  # q, k and the log-sum-exp of every layer, the last hidden states
+    summaries: HeadSummaries  # every head's summaries
+
+
+def pieces_of(model_dir: str, text: str) -> int:
+    """How many pieces the model reads of `text`, up to its long limit (shared: a long text's count costs ~0.1 s);
+    0 for a text it cannot read (the page's usual run says why)."""
+    def count() -> int:
+        try:
+            return count_long_pieces(get_model(model_dir), text)
+        except InputError:
+            return 0
+
+    return shared(("long pieces", model_dir, text), count)
+
+
+def long_text_of(model_dir: str, text: str) -> LongText:
+    def compute(progress: Callable[[int, int], None]) -> LongText:
+        model = get_model(model_dir)
+        total = 2 * model.n_layers  # the forward's layers, then the summaries' layers
+        result = run_long(model, text, lambda done, _: progress(done, total))
+        summaries = head_summaries(result, progress=lambda done, _: progress(model.n_layers + done, total))
+        return LongText(result, summaries)
+
+    store = shared_store("long", LONG_KEPT, LONG_MB)
+    return heavy(("long", model_dir, text), N_("Reading the long text layer by layer, then summarising every head"),
+                 compute, store=store)
+
+
+def show_long_heads(model: LoadedModel, text: str, pick_head: Callable[[int, int], tuple[int, int]]) -> None:
+    """The whole Heads page for a long text."""
+    try:
+        long = long_text_of(str(model.model_dir), text)
+    except InputError as err:
+        st.info(worded(err))
+        st.stop()
+    result, summaries = long.result, long.summaries
+    n = result.lengths[0]
+    st.caption(path_caption(result))
+    st.info(tr("A long text: {n:,} pieces (over {limit:,}). Each layer's queries, keys and log-sum-exp are kept "
+               "({kept}) instead of {maps:,} attention maps of {n:,} × {n:,}; every weight shown is rebuilt exactly "
+               "from them. Word merging, hiding special tokens and the One layer view are off for long texts.",
+               n=n, limit=MAX_PIECES, kept=megabytes(kept_bytes(result)),
+               maps=result.n_layers * result.n_heads))
+    if result.truncated[0]:
+        st.warning(tr("The text was cut to the model's {kept:,} word pieces: {n:,} of {n2:,} pieces at the end are "
+                      "not shown.", kept=n, n=result.n_tokens[0] - n, n2=result.n_tokens[0]))
+    layer, head = pick_head(result.n_layers, result.n_heads)
+    base = ("long", str(model.model_dir), text)
+    one_head, one_token, export = st.tabs([tr("One head"), tr("One token"), tr("Export")], key="long_view",
+                                          bind="query-params")
+    if one_head.open:
+        with one_head:
+            show_downsampled(result, layer, head, base)
+            show_zoom(result, layer, head, base)
+    if one_token.open:
+        with one_token:
+            show_row(result, layer, head, base)
+    if export.open:
+        with export:
+            show_long_export(result, summaries, layer, head)
+    show_summaries(summaries, base)
+
+
+def show_downsampled(result: AttentionResult, layer: int, head: int, base: tuple) -> None:
+    n = result.lengths[0]
+    how = st.radio(tr("Each cell shows"), ["max", "mean"], horizontal=True, key="pool", bind="query-params",
+                   format_func=lambda h: tr("block maximum") if h == "max" else tr("block mean"))
+    side = -(-n // MAX_CELLS)
+    st.caption(tr("The map pooled into blocks of {side} × {side} pieces (at most {cells:,} a side): the maximum shows "
+                  "where any single weight is strong, the mean where weight is spread. Zoom with the chart's own "
+                  "tools; the exact cells of a region are below.", side=side, cells=MAX_CELLS))
+
+    def build() -> dict:
+        cells, side = downsampled_map(result, 0, layer, head, how)
+        title = tr("Layer {layer}, head {head}: {n:,} × {n:,} map in {side} × {side} blocks", layer=layer,
+                   head=head, n=n, side=side)
+        return figures.downsampled_figure(cells, side, n, title, how)
+
+    chart((*base, "downsampled", layer, head, how), build, key="long_map")
+
+
+def show_zoom(result: AttentionResult, layer: int, head: int, base: tuple) -> None:
+    n = result.lengths[0]
+    st.subheader(tr("Exact cells of a region"))
+    c1, c2, c3 = st.columns(3)
+    size = c3.number_input(tr("Size (rows and columns)"), 8, ZOOM_MAX, 64, 8, key="zoom_size")
+    q0 = c1.number_input(tr("First query row"), 0, n - 1, max(0, n - int(size)), key="zoom_query")
+    k0 = c2.number_input(tr("First key column"), 0, n - 1, 0, key="zoom_key")
+    rows, cols = zoom_ranges(n, int(q0), int(k0), int(size))
+    st.caption(tr("Rows {r0:,}–{r1:,} and columns {c0:,}–{c1:,}, rebuilt from q, k and the log-sum-exp of this block "
+                  "only.", r0=rows.start, r1=rows.stop - 1, c0=cols.start, c1=cols.stop - 1))
+    labels = result.labels[0]
+
+    def build() -> dict:
+        z = map_block(result, 0, layer, slice(head, head + 1), rows, cols)[0].numpy()
+        title = tr("Layer {layer}, head {head}: exact weights", layer=layer, head=head)
+        return figures.block_figure(z, figures.positioned_labels(labels[rows.start:rows.stop], rows.start),
+                                    figures.positioned_labels(labels[cols.start:cols.stop], cols.start), title)
+
+    chart((*base, "zoom", layer, head, rows.start, cols.start, len(rows)), build, key="long_zoom")
+
+
+def show_row(result: AttentionResult, layer: int, head: int, base: tuple) -> None:
+    n, labels = result.lengths[0], result.labels[0]
+    query = int(st.number_input(tr("Query position"), 0, n - 1, n - 1, key="long_query", bind="query-params"))
+    st.caption(tr("Query {query:,}: '{label}'. Its weights over all {n:,} keys in layer {layer}, head {head}.",
+                  query=query, label=literal(labels[query]), n=n, layer=layer, head=head))
+    row = query_row(result, 0, layer, head, query)
+    chart((*base, "row", layer, head, query), lambda: figures.row_figure(
+        row, labels, tr("Layer {layer}, head {head}: query {query:,}", layer=layer, head=head, query=query)),
+        key="long_row")
+    top = top_row_keys(row)
+    st.dataframe(pd.DataFrame({tr("key position"): [j for j, _ in top], tr("piece"): [labels[j] for j, _ in top],
+                               tr("weight"): [round(w, 4) for _, w in top]}), hide_index=True)
+    st.caption(tr("The {k} keys with the most weight; uniform over the keys this query sees would be {uniform:.5f}.",
+                  k=TOP_KEYS, uniform=1 / (query + 1 if result.causal else n)))
+
+
+def show_summaries(summaries: HeadSummaries, base: tuple) -> None:
+    st.subheader(tr("All heads at a glance"))
+    name = st.selectbox(tr("Summary"), list(SUMMARIES), key="summary", bind="query-params",
+                        format_func=lambda s: figures.summary_name(s, summaries.window))
+    st.caption(tr("Each cell is one head's mean over all {n:,} query rows, computed a band of rows at a time without "
+                  "building any head's whole map. A sink parks its weight on the first token; a local head keeps it "
+                  "within a few pieces; a windowed layer cannot look further back than its window.",
+                  n=summaries.n_tokens))
+    chart((*base, "summary", name), lambda: figures.summary_grid_figure(summaries, name), key="long_summary")
+    chart((*base, "profiles"), lambda: figures.profiles_figure(summaries), key="long_profiles")
+
+
+def show_long_export(result: AttentionResult, summaries: HeadSummaries, layer: int, head: int) -> None:
+    """Every head's summaries (CSV), and the chosen head's rows of the zoomed region (JSON)."""
+    table = pd.DataFrame([{"layer": la, "head": h, **{s: float(getattr(summaries, s)[la, h]) for s in SUMMARIES}}
+                          for la in range(result.n_layers) for h in range(result.n_heads)])
+    st.download_button(tr("CSV: every head's summaries"), table.to_csv(index=False), "long_summaries.csv",
+                       "text/csv")
+    n = result.lengths[0]
+    rows = range(max(0, n - ZOOM_MAX), n)
+
+    def rows_json() -> str:
+        block = map_block(result, 0, layer, slice(head, head + 1), rows, range(n))[0].double().round(decimals=7)
+        return json.dumps({"tokens": list(result.tokens[0]), "heads": [[layer, head]], "rows": [rows.start, rows.stop],
+                           "attention": [block.tolist()], "path": result.path, "backend": result.backend})
+
+    st.download_button(tr("JSON: this head's last {rows} query rows over the whole text", rows=len(rows)), rows_json,
+                       "long_rows.json", "application/json")
+    st.caption(tr("Other heads and rows: python -m mha_core attention --text-file FILE --heads L:H --rows A:B "
+                  "--json OUT."))
+
+
+def show_long_roles(model: LoadedModel) -> None:
+    """Sinks as a text grows and the needle probe's retrieval heads (Roles page)."""
+    lengths = long_roles.sink_lengths(model)
+    st.subheader(tr("Attention sinks as the text grows"))
+    st.caption(tr("Xiao et al. (2023): many heads park weight on the first token whatever it is, and keep doing so "
+                  "as the text grows. Each line is the mean over a layer's heads of the weight on the first token, "
+                  "on the bundled corpus's text cut to {lengths} pieces.",
+                  lengths=", ".join(f"{n:,}" for n in lengths)))
+    growth = heavy(("sinks", str(model.model_dir), lengths), N_("Reading the text at each length"),
+                   lambda progress: long_roles.sink_growth(model, lengths, progress))
+    base = ("long roles", str(model.model_dir))
+    chart((*base, "sinks", lengths), lambda: figures.sink_growth_figure(growth.lengths, growth.first),
+          key="sink_growth")
+    last = growth.first[-1]
+    order = np.argsort(-last, axis=None, kind="stable")[:10]
+    st.dataframe(pd.DataFrame([{tr("head"): f"L{i // last.shape[1]} H{i % last.shape[1]}",
+                                **{tr("{n:,} pieces", n=n): round(float(growth.first[k].flat[i]), 3)
+                                   for k, n in enumerate(growth.lengths)}} for i in order]), hide_index=True)
+    show_needle(model, base)
+
+
+def show_needle(model: LoadedModel, base: tuple) -> None:
+    st.subheader(tr("Retrieval heads: a needle in a haystack"))
+    st.caption(tr("Wu et al. (2024): a fact (\"{needle}\") is put at a chosen depth of a long filler text, then a "
+                  "question asks for it with the answer written after it. An answer piece is copied when the model's "
+                  "top next piece is the needle's piece; a head's retrieval score is the share of copied pieces for "
+                  "which its strongest key is exactly the needle's piece being copied.",
+                  needle=long_roles.NEEDLE.strip().format(code=long_roles.CODE)))
+    limit = long_roles.cut_to(model, 10**9).max_length
+    c1, c2 = st.columns(2)
+    n = c1.select_slider(tr("Length (pieces)"), [v for v in (512, 1024, 2048, 4096, 8192) if v <= limit] or [limit],
+                         value=min(long_roles.NEEDLE_LENGTH, limit), key="needle_length")
+    depth = c2.slider(tr("Needle depth (share of the text before it)"), 0.0, 1.0, long_roles.NEEDLE_DEPTH, 0.1,
+                      key="needle_depth")
+    try:
+        probe = heavy(("needle", str(model.model_dir), n, depth), N_("Running the needle probe"),
+                      lambda progress: long_roles.needle_probe(model, n, depth, progress))
+    except InputError as err:
+        st.info(worded(err))
+        return
+    copied = sum(probe.copied)
+    st.markdown(tr("The model copies **{copied} of {total}** pieces of the code ({text}): it predicts {predicted} "
+                   "({n:,} pieces, needle at {depth:.0%}).", copied=copied, total=len(probe.code),
+                   text=literal("".join(probe.code)), predicted=literal(" · ".join(probe.predicted)),
+                   n=probe.n_pieces, depth=probe.depth))
+    if copied == 0:
+        st.info(tr("Nothing is copied, so no head can be credited: try a shorter text or another depth."))
+        return
+    chart((*base, "needle", n, depth), lambda: layer_head_grid(
+        probe.scores, tr("Retrieval score of every head"), colorbar=N_("score"), zrange=(0.0, 1.0)),
+        key="needle_grid")
