@@ -72,7 +72,8 @@ def test_one_query_row_lists_its_top_keys_and_the_exports(served):
 def test_other_pages_say_where_they_stop(served):
     at = open_app("views/contributions.py", model="longllama", text=TEXT)
     assert not at.exception
-    assert any("stops at 1,024 pieces" in w.value and "Heads page reads up to 4,096" in w.value for w in at.warning)
+    said = [w.value for w in at.warning if "stops at 1,024 pieces" in w.value]
+    assert len(said) == 1 and "Heads page reads up to 4,096" in said[0]  # once, though two views read the text
 
 
 def test_the_roles_page_shows_sinks_as_the_text_grows(served):
@@ -99,3 +100,21 @@ def test_a_txt_file_fills_the_sentence_box_and_a_bad_one_says_why():
     text_uploader(at).set_value(("story.txt", "\ufeffThe cat sat. It slept.".encode(), "text/plain")).run()
     assert not at.exception and not at.error
     assert at.text_area(key="text").value == "The cat sat. It slept."
+
+
+@pytest.mark.parametrize("query", [{"long_view": "单个头"}, {"long_view": "单个标记"}, {"long_view": "导出"}])
+def test_the_long_views_in_chinese_have_no_english_left(served, query):
+    import re
+
+    from tests.i18n_check import untranslated
+    from tests.test_i18n import EXAMPLE_TEXTS
+
+    at = open_app(model="longllama", text=TEXT, lang="zh", **query)
+    assert not at.exception
+    from mha_core.serving.menu import available_models
+
+    names = [c.name for c in available_models()]  # the model list
+    user = [TEXT, *names, str(served), *EXAMPLE_TEXTS, *re.findall(r"[A-Za-z]+", TEXT)]
+    assert not untranslated(at, user), list(untranslated(at, user).items())[:5]
+    at = open_app("views/roles.py", model="longllama", source="长文本", lang="zh")
+    assert not at.exception and not untranslated(at, user), list(untranslated(at, user).items())[:5]

@@ -71,3 +71,10 @@ def test_a_query_row_its_top_keys_and_the_zoom(long_llama):
     assert long_text.zoom_ranges(30, 5, 5) == (range(0, 30), range(0, 30))
     assert long_text.is_long(1025) and not long_text.is_long(1024)
     assert long_text.count_long_pieces(model, prose(1100)) == n
+
+
+def test_a_long_read_can_stop_at_a_chosen_length(long_llama):
+    model = load_model(long_llama)
+    cut = long_text.run_long(model, prose(1100), max_pieces=300)
+    assert cut.lengths[0] == 300 and cut.truncated[0]
+    assert not long_text.run_long(model, prose(1100), max_pieces=10**6).truncated[0]  # its own limit: 4,096

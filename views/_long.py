@@ -31,8 +31,10 @@ from mha_core.analysis.long_text import (
     top_row_keys,
     zoom_ranges,
 )
+from mha_core.analysis.roles import head_label
 from mha_core.engine.arch import MAX_PIECES
 from mha_core.engine.budget import megabytes
+from mha_core.engine.model import for_long_texts
 from mha_core.figures import long as figures
 from mha_core.figures.charts import layer_head_grid
 from mha_core.i18n import N_, tr, worded
@@ -190,8 +192,8 @@ def show_long_export(result: AttentionResult, summaries: HeadSummaries, layer: i
 
     st.download_button(tr("JSON: this head's last {rows} query rows over the whole text", rows=len(rows)), rows_json,
                        "long_rows.json", "application/json")
-    st.caption(tr("Other heads and rows: python -m mha_core attention --text-file FILE --heads L:H --rows A:B "
-                  "--json OUT."))
+    st.caption(tr("Other heads and rows, from the command line:"))
+    st.code("python -m mha_core attention --text-file FILE --heads L:H --rows A:B --json OUT", language="bash")
 
 
 def show_long_roles(model: LoadedModel) -> None:
@@ -209,7 +211,7 @@ def show_long_roles(model: LoadedModel) -> None:
           key="sink_growth")
     last = growth.first[-1]
     order = np.argsort(-last, axis=None, kind="stable")[:10]
-    st.dataframe(pd.DataFrame([{tr("head"): f"L{i // last.shape[1]} H{i % last.shape[1]}",
+    st.dataframe(pd.DataFrame([{tr("head"): head_label(*divmod(int(i), last.shape[1])),
                                 **{tr("{n:,} pieces", n=n): round(float(growth.first[k].flat[i]), 3)
                                    for k, n in enumerate(growth.lengths)}} for i in order]), hide_index=True)
     show_needle(model, base)
@@ -222,7 +224,7 @@ def show_needle(model: LoadedModel, base: tuple) -> None:
                   "top next piece is the needle's piece; a head's retrieval score is the share of copied pieces for "
                   "which its strongest key is exactly the needle's piece being copied.",
                   needle=long_roles.NEEDLE.strip().format(code=long_roles.CODE)))
-    limit = long_roles.cut_to(model, 10**9).max_length
+    limit = for_long_texts(model).max_length
     c1, c2 = st.columns(2)
     n = c1.select_slider(tr("Length (pieces)"), [v for v in (512, 1024, 2048, 4096, 8192) if v <= limit] or [limit],
                          value=min(long_roles.NEEDLE_LENGTH, limit), key="needle_length")

@@ -14,7 +14,8 @@ from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
 from mha_core.serving.export import matrix_csv
-from views._state import chart, checked_run, current_model, literal, page_language, sentence_box, shared, small_store
+from views._inputs import sentence_box
+from views._state import chart, checked_run, current_model, literal, page_language, run_one, shared, small_store
 from views._uploads import cached_analysis
 
 
@@ -30,7 +31,7 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
                   "token i, with f(x_j) = (x_j W_V + b_V) W_O (the head's slices). A large weight on a token whose "
                   "transformed vector is tiny moves almost nothing; ‖α_ij f(x_j)‖ shows what is really moved."))
     key = ("value-weighted", str(model.model_dir), text)
-    result = checked_run(text)
+    result = run_one(text)  # main() ran checked_run: bad input stopped there, its notes shown once
     summary = cached_analysis((*key, N_("summary")), N_("Value-weighted maps, layer by layer"),
                               lambda progress: value_weighted_summary(model, result, progress=progress),
                               store=small_store())
@@ -121,7 +122,7 @@ def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None
             "the rollout to layer l is Â_l ··· Â_0: how much each input token reaches each position."
         )
     )
-    result = checked_run(text)
+    result = run_one(text)  # as in show_value_weighted
     key = ("rollout", str(model.model_dir), text)
     rolled = cached_analysis(
         key,

@@ -28,6 +28,7 @@ from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr, worded
 from mha_core.teaching.examples import default_pair
+from views._inputs import sentence_box
 from views._patching import CAPTION as PATCH_CAPTION
 from views._patching import patching_view
 from views._state import (
@@ -38,7 +39,6 @@ from views._state import (
     forget_on_change,
     literal,
     page_language,
-    sentence_box,
     shared,
 )
 from views._uploads import gap_analysis

@@ -19,17 +19,8 @@ from mha_core.analysis.syntax import analyse_corpus
 from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure, qk_hover
 from mha_core.i18n import N_, tr
 from mha_core.serving.export import distance_csv, qk_points_csv
-from views._state import (
-    chart,
-    clamp_url_int,
-    current_model,
-    literal,
-    model_card,
-    page_language,
-    shared,
-    shared_store,
-    small_store,
-)
+from views._inputs import model_card
+from views._state import chart, clamp_url_int, current_model, literal, page_language, shared, shared_store, small_store
 from views._uploads import (
     CORPUS,
     cached_analysis,

@@ -21,6 +21,7 @@ from mha_core.serving.export import (
     token_pair_json,
 )
 from mha_core.teaching.examples import focus_words
+from views._inputs import sentence_box
 from views._long import pieces_of, show_long_heads
 from views._state import (
     chart,
@@ -32,7 +33,6 @@ from views._state import (
     narrow_screen,
     page_language,
     path_caption,
-    sentence_box,
     view_of,
 )
 

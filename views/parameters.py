@@ -21,7 +21,8 @@ from mha_core.figures import charts
 from mha_core.figures import params as param_figures
 from mha_core.i18n import N_, tr, worded
 from mha_core.teaching.walkthrough import design_notes
-from views._state import current_model, literal, model_breakdown_of, model_card, page_language, weight_norms_of
+from views._inputs import model_card
+from views._state import current_model, literal, model_breakdown_of, page_language, weight_norms_of
 
 
 def show_model(model: LoadedModel) -> None:

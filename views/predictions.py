@@ -16,17 +16,9 @@ from mha_core.figures import charts
 from mha_core.figures.predict import lens_figure
 from mha_core.i18n import N_, tr, worded
 from mha_core.teaching.examples import Question, default_question
+from views._inputs import sentence_box, set_sentence
 from views._patching import CAPTION, json_button, patching_view
-from views._state import (
-    chart,
-    current_model,
-    literal,
-    page_language,
-    sentence_box,
-    set_sentence,
-    shared,
-    small_store,
-)
+from views._state import chart, current_model, literal, page_language, shared, small_store
 from views._uploads import cached_analysis
 
 PIECE_HELP = N_("one piece; in spaced text with its leading space")

@@ -24,8 +24,9 @@ from mha_core.engine.tokens import without_spaces
 from mha_core.figures import charts
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
+from views._inputs import sentence_box
 from views._long import show_long_roles
-from views._state import chart, checked_run, current_model, literal, page_language, sentence_box, shared
+from views._state import chart, checked_run, current_model, literal, page_language, shared
 from views._uploads import (
     CORPUS,
     cached_analysis,

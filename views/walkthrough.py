@@ -22,6 +22,7 @@ from mha_core.teaching.walkthrough import (
     softmax_at_scale,
     walkthrough,
 )
+from views._inputs import sentence_box
 from views._state import (
     chart,
     check_length,
@@ -31,7 +32,6 @@ from views._state import (
     literal,
     page_language,
     parity_of,
-    sentence_box,
     shared,
     timings_of,
 )

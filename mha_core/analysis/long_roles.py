@@ -15,7 +15,7 @@ Shapes: K lengths, L layers, H heads, T pieces, A the code's pieces.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -44,12 +44,6 @@ def filler(n_chars: int) -> str:
         text.append(sentences[i % len(sentences)])
         i += 1
     return " ".join(text)
-
-
-def cut_to(model: LoadedModel, n_pieces: int) -> LoadedModel:
-    """The model reading at most n_pieces pieces (within its own long limit)."""
-    long_model = for_long_texts(model)
-    return replace(long_model, arch=replace(long_model.arch, max_length=min(n_pieces, long_model.max_length)))
 
 
 def sink_lengths(model: LoadedModel, lengths: tuple[int, ...] = SINK_LENGTHS) -> tuple[int, ...]:
@@ -82,7 +76,7 @@ def sink_growth(model: LoadedModel, lengths: tuple[int, ...] = SINK_LENGTHS, pro
         return None if progress is None else lambda done, _: progress(i * model.n_layers + done, total)
 
     for i, n in enumerate(lengths):
-        shares.append(first_token_share(run_long(cut_to(model, n), text, report(i))))
+        shares.append(first_token_share(run_long(model, text, report(i), max_pieces=n)))
     return SinkGrowth(lengths, np.stack(shares))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -49,12 +49,15 @@ def count_long_pieces(model: LoadedModel, text: str) -> int:
     return len(tokenize(long_model.tokenizer, text, long_model.max_length, bos=long_model.bos_id).tokens[0])
 
 
-def run_long(model: LoadedModel, texts: TextsLike, progress: Progress | None = None) -> AttentionResult:
-    """Every layer of a long text (up to the model's own limit, at most arch.LONG_MAX_PIECES pieces) on the fused
-    path, keeping each layer's q and k (after RoPE) and the log-sum-exp and the last hidden states only: no map;
-    each is rebuilt a block at a time from those (a model that caps its scores runs the explicit path, whose maps
-    the memory budget allows only for shorter texts)."""
+def run_long(model: LoadedModel, texts: TextsLike, progress: Progress | None = None,
+             max_pieces: int | None = None) -> AttentionResult:
+    """Every layer of a long text (up to the model's own limit, at most arch.LONG_MAX_PIECES pieces, or
+    `max_pieces`) on the fused path, keeping each layer's q and k (after RoPE) and the log-sum-exp and the last
+    hidden states only: no map; each is rebuilt a block at a time from those (a model that caps its scores runs the
+    explicit path, whose maps the memory budget allows only for shorter texts)."""
     long_model = for_long_texts(model)
+    if max_pieces is not None and max_pieces < long_model.max_length:
+        long_model = replace(long_model, arch=replace(long_model.arch, max_length=max_pieces))
     batch = tokenize(long_model.tokenizer, texts, long_model.max_length, bos=long_model.bos_id)
     path = FUSED if model.arch.fused_exact else EXPLICIT
     return forward(long_model, batch, path, keep_hidden=False, progress=progress)
