@@ -38,8 +38,9 @@ from mha_core.engine.model import for_long_texts
 from mha_core.figures import long as figures
 from mha_core.figures.charts import layer_head_grid
 from mha_core.i18n import N_, tr, worded
-from views._state import chart, get_model, heavy, literal, path_caption, shared, shared_store
+from views._state import chart, get_model, heavy, literal, narrow_screen, path_caption, shared, shared_store
 
+PHONE_HEIGHT = 440  # a square map on a phone's width
 LONG_MB, LONG_KEPT = 1600, 4  # long results shared by all sessions: about 750 MB each at 8,192 pieces
 
 
@@ -122,7 +123,7 @@ def show_downsampled(result: AttentionResult, layer: int, head: int, base: tuple
         cells, side = downsampled_map(result, 0, layer, head, how)
         title = tr("Layer {layer}, head {head}: {n:,} × {n:,} map in {side} × {side} blocks", layer=layer,
                    head=head, n=n, side=side)
-        return figures.downsampled_figure(cells, side, n, title, how)
+        return figures.downsampled_figure(cells, side, n, title, how, PHONE_HEIGHT if narrow_screen() else 780)
 
     chart((*base, "downsampled", layer, head, how), build, key="long_map")
 
@@ -131,7 +132,8 @@ def show_zoom(result: AttentionResult, layer: int, head: int, base: tuple) -> No
     n = result.lengths[0]
     st.subheader(tr("Exact cells of a region"))
     c1, c2, c3 = st.columns(3)
-    size = c3.number_input(tr("Size (rows and columns)"), 8, ZOOM_MAX, 64, 8, key="zoom_size")
+    size = c3.number_input(tr("Size (rows and columns)"), 8, ZOOM_MAX, 24 if narrow_screen() else 64, 8,
+                           key="zoom_size")
     q0 = c1.number_input(tr("First query row"), 0, n - 1, max(0, n - int(size)), key="zoom_query")
     k0 = c2.number_input(tr("First key column"), 0, n - 1, 0, key="zoom_key")
     rows, cols = zoom_ranges(n, int(q0), int(k0), int(size))
@@ -143,7 +145,8 @@ def show_zoom(result: AttentionResult, layer: int, head: int, base: tuple) -> No
         z = map_block(result, 0, layer, slice(head, head + 1), rows, cols)[0].numpy()
         title = tr("Layer {layer}, head {head}: exact weights", layer=layer, head=head)
         return figures.block_figure(z, figures.positioned_labels(labels[rows.start:rows.stop], rows.start),
-                                    figures.positioned_labels(labels[cols.start:cols.stop], cols.start), title)
+                                    figures.positioned_labels(labels[cols.start:cols.stop], cols.start), title,
+                                    PHONE_HEIGHT + 100 if narrow_screen() else None)
 
     chart((*base, "zoom", layer, head, rows.start, cols.start, len(rows)), build, key="long_zoom")
 

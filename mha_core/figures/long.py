@@ -54,8 +54,9 @@ def profiles_figure(summaries: HeadSummaries) -> FigureDict:
     return finished(spec)
 
 
-def downsampled_figure(cells: np.ndarray, side: int, n: int, title: str, how: str) -> FigureDict:
-    """A head's map pooled to (M,M) cells of side × side pieces; axes in piece positions."""
+def downsampled_figure(cells: np.ndarray, side: int, n: int, title: str, how: str, height: int = 780) -> FigureDict:
+    """A head's map pooled to (M,M) cells of side × side pieces; axes in piece positions (`height`: a phone's is
+    about its width)."""
     centres = np.minimum(np.arange(cells.shape[0]) * side + (side - 1) / 2, n - 1).astype(np.float32)
     value = tr("block maximum") if how == "max" else tr("block mean")
     trace = {"type": "heatmap", "z": cells.astype(np.float32), "x": centres, "y": centres, "zmin": 0,
@@ -67,7 +68,7 @@ def downsampled_figure(cells: np.ndarray, side: int, n: int, title: str, how: st
         "title": {"text": safe_label(title), "y": 0.995, "yanchor": "top"},
         "xaxis": {"title": {"text": tr("key position")}, "side": "top", "range": [-0.5, n - 0.5]},
         "yaxis": {"title": {"text": tr("query position")}, "autorange": "reversed"},
-        "height": 780, "margin": {"l": 10, "r": 10, "t": 110, "b": 10}}}
+        "height": height, "margin": {"l": 10, "r": 10, "t": 110, "b": 10}}}
     return finished(spec)
 
 
@@ -76,7 +77,8 @@ def positioned_labels(labels: Sequence[str], start: int) -> list[str]:
     return [f"{start + i} {safe_label(t)}" for i, t in enumerate(labels)]
 
 
-def block_figure(z: np.ndarray, query_labels: list[str], key_labels: list[str], title: str) -> FigureDict:
+def block_figure(z: np.ndarray, query_labels: list[str], key_labels: list[str], title: str,
+                 height: int | None = None) -> FigureDict:
     """An exact block of a head's map (R,C), rows and columns named by position and piece."""
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": key_labels, "y": query_labels,
              "zmin": 0, "zmax": float(max(z.max(), 1e-9)), "colorscale": get_colorscale(COLORSCALE),
@@ -87,7 +89,7 @@ def block_figure(z: np.ndarray, query_labels: list[str], key_labels: list[str], 
         "title": {"text": safe_label(title), "y": 0.995, "yanchor": "top"},
         "xaxis": {"type": "category", "side": "top", "tickangle": -60, "title": {"text": tr("key")}, **ticks},
         "yaxis": {"type": "category", "autorange": "reversed", "title": {"text": tr("query")}, **ticks},
-        "height": min(900, 260 + 4 * len(query_labels)), "margin": {"l": 10, "r": 10, "t": 150, "b": 10}}}
+        "height": height or min(900, 260 + 4 * len(query_labels)), "margin": {"l": 10, "r": 10, "t": 150, "b": 10}}}
     return finished(spec)
 
 
