@@ -66,10 +66,16 @@ def test_the_blocks_never_build_a_full_map(family_dirs, monkeypatch):
 
     result = run(load_model(family_dirs["llama"]), long_text(60), path="fused")
     n = result.lengths[0]
-    shapes = []
-    real = long_module.rebuild_probs
-    monkeypatch.setattr(long_module, "rebuild_probs", lambda q, k, *a: shapes.append(q.shape[-2]) or real(q, k, *a))
+    shapes = {}
+    for name in ("rebuild_probs", "rebuild_log_probs"):  # the maps' blocks; the summaries' bands (GQA: a key/value
+        real = getattr(long_module, name)  # head's query heads' rows stacked: 2 × 16)
+
+        def record(q, k, *args, name=name, real=real, **kwargs):
+            shapes.setdefault(name, []).append(q.shape[-2])
+            return real(q, k, *args, **kwargs)
+
+        monkeypatch.setattr(long_module, name, record)
     head_summaries(result, block=16)
     downsampled_map(result, 0, 0, 0, max_cells=8, block=16)
-    assert shapes and max(shapes) <= 16 < n
+    assert max(shapes["rebuild_probs"]) <= 16 < n and max(shapes["rebuild_log_probs"]) <= 2 * 16 < n
     assert torch.is_tensor(result.layer_lse[0])

@@ -112,26 +112,80 @@ class Scratch:
     def __init__(self) -> None:
         self.buffers: dict[str, Tensor] = {}
 
-    def take(self, name: str, shape: tuple[int, ...]) -> Tensor:
+    def padded(self, name: str, heads: int, rows: int, cols: int) -> Tensor:
+        """(heads, rows, rows + cols + rows): each row's `cols` values between `rows` zeros on either side."""
+        shape = (heads, rows, cols + 2 * rows)
         size = math.prod(shape)
         if name not in self.buffers or self.buffers[name].numel() < size:
             self.buffers[name] = torch.empty(size)
-        return self.buffers[name][:size].view(shape)
+        padded = self.buffers[name][:size].view(shape)
+        padded[..., :rows].zero_()
+        padded[..., rows + cols:].zero_()
+        return padded
 
 
-def log_block(result: AttentionResult, b: int, layer: int, rows: range, cols: range, scratch: Scratch
-              ) -> tuple[Tensor, Tensor]:
-    """(p, log p), each (H,R,C), every head of a layer, in `scratch`'s buffers: on the fused path log p = scores −
-    lse directly (no logarithm to take); masked keys get p = 0 and a finite log p (the float minimum minus the LSE
-    rounds to the minimum), so that p · log p is 0 there."""
+@dataclass(frozen=True)
+class Band:
+    """Every head's weights p and log p for a band of query rows, in Scratch's padded rows (zeros either side)."""
+
+    p_rows: Tensor  # (H,R,R+C+R)
+    logp_rows: Tensor  # (H,R,R+C+R)  log p where p > 0; 0 in the padding; finite where p = 0
+    rows: range  # the band's query positions
+    cols: range  # its keys' positions
+
+    @property
+    def p(self) -> Tensor:
+        """(H,R,C) the weights themselves."""
+        r = len(self.rows)
+        return self.p_rows[..., r:r + len(self.cols)]
+
+
+def log_band(result: AttentionResult, b: int, layer: int, rows: range, cols: range, scratch: Scratch) -> Band:
+    """Every head's p and log p of these rows and keys of text b: on the fused path log p = scores − lse directly
+    (no logarithm to take); masked keys get p = 0 and a finite log p (the float minimum minus the LSE rounds to the
+    minimum), so that p · log p is 0 there."""
+    h, r, c = result.n_heads, len(rows), len(cols)
+    p_rows, logp_rows = scratch.padded("p", h, r, c), scratch.padded("logp", h, r, c)
+    p, logp = p_rows[..., r:r + c], logp_rows[..., r:r + c]  # (H,R,C) views: written in place
     if result.path != FUSED:
-        p = map_block(result, b, layer, slice(None), rows, cols)
-        return p, torch.where(p > 0, p.clamp_min(1e-38).log(), torch.zeros(()))
-    shape = (result.n_heads, len(rows), len(cols))
-    q, k, lse = block_inputs(result, b, layer, slice(None), slice(rows.start, rows.stop), slice(cols.start, cols.stop))
-    logp = rebuild_log_probs(q, k, lse, block_bias(result, b, layer, slice(None), rows, cols), result.scale,
-                             out=scratch.take("logp", shape))
-    return torch.exp(logp, out=scratch.take("p", shape)), logp  # (H,R,C) each
+        p.copy_(map_block(result, b, layer, slice(None), rows, cols))
+        torch.where(p > 0, p.clamp_min(1e-38).log(), torch.zeros(()), out=logp)
+    else:
+        k = result.layer_k[layer][b, :, cols.start:cols.stop]  # (G,C,Dh): each key/value head once
+        g, r_g = k.shape[0], h // k.shape[0] * r  # a key/value head's query heads' rows, stacked
+        q = result.layer_q[layer][b, :, rows.start:rows.stop].reshape(g, r_g, -1)  # (G,H/G·R,Dh)
+        lse = result.layer_lse[layer][b, :, rows.start:rows.stop].reshape(g, r_g)
+        rebuild_log_probs(q, k, lse, None, result.scale, out=logp.view(g, r_g, c))
+        for part in masked_keys(result, layer, rows, cols):  # the bias only where it can be nonzero
+            logp[..., part.start - cols.start:part.stop - cols.start].add_(
+                block_bias(result, b, layer, slice(None), rows, part))
+        torch.exp(logp, out=p)
+    return Band(p_rows, logp_rows, rows, cols)
+
+
+def masked_keys(result: AttentionResult, layer: int, rows: range, cols: range) -> list[range]:
+    """Disjoint key ranges of this band that hold every key block_bias can change: all of them with ALiBi; in a
+    decoder the keys after the band's first row, and in a windowed layer those before (the band's R × R corner, not
+    R × C)."""
+    if result.alibi:
+        return [cols]
+    if not result.causal:
+        return []
+    after = range(max(rows.start + 1, cols.start), cols.stop)
+    window = result.window(layer)
+    before = range(cols.start, min(rows.stop - window, after.start)) if window is not None else range(0)
+    return [part for part in (before, after) if len(part)]
+
+
+def distance_histogram(band: Band) -> tuple[Tensor, Tensor]:
+    """((H,E) weight summed over the band's rows by signed distance d = query − key, (E,) each entry's d), with
+    E = R + C − 1 distances from the largest down. Read off the padded rows as a skewed view (row r shifted by r:
+    entry e of row r is the key at distance d_max − e, or a padding zero): one sum over rows, no copy."""
+    h, r, width = band.p_rows.shape
+    n_dist = r + len(band.cols) - 1
+    skewed = band.p_rows.as_strided((h, r, n_dist), (r * width, width + 1, 1), band.p_rows.storage_offset() + 1)
+    d_max = band.rows.stop - 1 - band.cols.start
+    return skewed.sum(1), d_max - torch.arange(n_dist)
 
 
 def visible_keys(result: AttentionResult, layer: int, rows: range, n: int) -> range:
@@ -168,42 +222,19 @@ class HeadSummaries:
     n_tokens: int  # T
 
 
-def block_sums(p: Tensor, logp: Tensor, rows: range, cols: range, edges: tuple[int, ...], window: int,
-               causal: bool, scratch: Scratch) -> dict[str, Tensor]:
-    """Per head, the sums over this block's rows of each summary (p, log p: (H,R,C) over keys `cols`): every
-    key-range sum (sink, previous, local, distance bins) is read off one prefix sum along the keys."""
-    c0, c1 = cols.start, cols.stop
-    cum = torch.cumsum(p, -1, out=scratch.take("cum", tuple(p.shape)))  # (H,R,C) weight of keys [c0, c0 + m]
-    i = torch.tensor(rows)  # (R,)
-
-    def keys(start: Tensor, stop: Tensor) -> Tensor:
-        """(H,R) weight of keys [start, stop) in each row (clipped to the block's keys)."""
-        def upto(x: Tensor) -> Tensor:  # weight of keys [c0, x)
-            index = x.clamp(c0, c1).sub(c0 + 1)
-            got = cum.gather(-1, index.clamp_min(0).expand(p.shape[0], -1)[..., None])[..., 0]
-            return torch.where(index >= 0, got, 0.0)
-        return upto(stop) - upto(start)
-
-    profile = torch.stack([keys(i - hi + 1, i - lo + 1) + keys(i + max(lo, 1), i + hi)
-                           for lo, hi in zip(edges[:-1], edges[1:], strict=True)], -1)  # (H,R,NB)
-    return {
-        "entropy": -torch.stack([torch.dot(ph.flatten(), lh.flatten()) for ph, lh in zip(p, logp, strict=True)]),
-        "first": keys(i * 0, i * 0 + 1).sum(1),
-        "previous": keys(i - 1, i)[:, i >= 1].sum(1),
-        "local": keys(i - window, i + window + 1).sum(1),
-        "distance": attended_distance(p, rows, cols, causal),
-        "profile": profile.sum(1),
-    }
-
-
-def attended_distance(p: Tensor, rows: range, cols: range, causal: bool) -> Tensor:
-    """(H,) Σ over rows and keys of p · |i − j|; a decoder's keys are all j <= i, so that is i · Σp − Σ p j (two
-    matrix-vector products instead of a product with a (R,C) distance matrix)."""
-    i, j = torch.arange(rows.start, rows.stop, dtype=torch.float32), torch.arange(cols.start, cols.stop,
-                                                                                  dtype=torch.float32)
-    if causal:
-        return (p.sum(-1) @ i) - (p @ j).sum(-1)
-    return (p * (i[:, None] - j[None, :]).abs()).sum((1, 2))
+def band_sums(band: Band, edges: tuple[int, ...], window: int) -> dict[str, Tensor]:
+    """Per head, the sums over the band's rows of each summary: the entropy from p · log p (one dot product per
+    head over the padded rows), the weight on the first key directly, everything that depends on the distance
+    (previous, local, attended distance, distance bins) from the band's distance histogram in one product."""
+    hist, d = distance_histogram(band)  # (H,E), (E,)
+    far = d.abs()
+    bins = [(far >= lo) & (far < hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    weights = torch.stack([*bins, far <= window, far, d == 1], -1).float()  # (E,NB+3)
+    sums = hist @ weights  # (H,NB+3)
+    entropy = [torch.dot(p.view(-1), logp.view(-1)) for p, logp in zip(band.p_rows, band.logp_rows, strict=True)]
+    first = band.p[..., 0].sum(-1) if band.cols.start == 0 else torch.zeros(hist.shape[0])
+    return {"entropy": -torch.stack(entropy), "first": first, "previous": sums[:, -1], "local": sums[:, -3],
+            "distance": sums[:, -2], "profile": sums[:, :len(bins)]}
 
 
 def head_summaries(result: AttentionResult, b: int = 0, window: int = LOCAL_WINDOW, block: int = BLOCK_ROWS,
@@ -218,8 +249,7 @@ def head_summaries(result: AttentionResult, b: int = 0, window: int = LOCAL_WIND
     for layer in range(result.n_layers):
         for rows in row_blocks(n, block):
             cols = visible_keys(result, layer, rows, n)
-            p, logp = log_block(result, b, layer, rows, cols, scratch)
-            sums = block_sums(p, logp, rows, cols, edges, window, result.causal, scratch)
+            sums = band_sums(log_band(result, b, layer, rows, cols, scratch), edges, window)
             for name, total in totals.items():
                 total[layer] += sums[name]
             profile[layer] += sums["profile"]
