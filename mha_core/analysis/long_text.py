@@ -88,14 +88,20 @@ def block_bias(result: AttentionResult, b: int, layer: int, heads: slice, rows: 
     return bias
 
 
-def map_block(result: AttentionResult, b: int, layer: int, heads: slice, rows: range, cols: range) -> Tensor:
+def map_block(result: AttentionResult, b: int, layer: int, heads: slice, rows: range, cols: range,
+              out: Tensor | None = None) -> Tensor:
     """(h,R,C) float32: the exact attention weights of these heads, query rows and key columns of text b; on the
-    fused path rebuilt from q, k and the log-sum-exp for this block only."""
+    fused path rebuilt from q, k and the log-sum-exp for this block only. `out`: a (h,R,C) buffer to write them in
+    (reused from block to block: a fresh large tensor costs its page faults)."""
     r, c = slice(rows.start, rows.stop), slice(cols.start, cols.stop)
     if result.path != FUSED:
-        return result.layer_probs[layer][b, heads, r, c].float()  # (h,R,C)
+        probs = result.layer_probs[layer][b, heads, r, c].float()  # (h,R,C)
+        return probs if out is None else out.copy_(probs)
     q, k, lse = block_inputs(result, b, layer, heads, r, c)
-    return rebuild_probs(q, k, lse, block_bias(result, b, layer, heads, rows, cols), result.scale)  # (h,R,C)
+    bias = block_bias(result, b, layer, heads, rows, cols)
+    if out is None:
+        return rebuild_probs(q, k, lse, bias, result.scale)  # (h,R,C)
+    return rebuild_log_probs(q, k, lse, bias, result.scale, out=out).exp_()
 
 
 def block_inputs(result: AttentionResult, b: int, layer: int, heads: slice, r: slice, c: slice
@@ -268,11 +274,18 @@ def downsampled_map(result: AttentionResult, b: int, layer: int, head: int, how:
     m = math.ceil(n / side)
     out = np.zeros((m, m), dtype=np.float32)
     band = side * max(1, block // side)  # whole cells of rows per band
+    padded = torch.zeros(band, m * side)  # (band,M·side): whole cells, the columns past the text zeros
     for rows in row_blocks(n, band):
-        p = map_block(result, b, layer, slice(head, head + 1), rows, range(n))[0]  # (R,T)
-        p = torch.nn.functional.pad(p, (0, m * side - n, 0, (-len(rows)) % side))  # whole cells (zeros)
-        cells = p.view(p.shape[0] // side, side, m, side)  # (r,side,M,side)
-        pooled = cells.amax((1, 3)) if how == "max" else cells.sum((1, 3)) / cell_counts(rows, side, n, m)
+        whole = -(-len(rows) // side) * side  # the band's rows in whole cells
+        cols = visible_keys(result, layer, rows, n)  # the keys no row of the band sees are zeros: no exp for them
+        padded[len(rows):whole].zero_()  # a short last band: rows past the text are zeros too
+        padded[:, :cols.start].zero_()  # a window's band: keys the band before saw (later keys are still zeros)
+        band_map = padded[None, :len(rows), cols.start:cols.stop]  # (1,R,C) written in place
+        map_block(result, b, layer, slice(head, head + 1), rows, cols, out=band_map)
+        by_cols = padded[:whole].view(whole, m, side)  # (r·side,M,side): each row's cells, contiguous
+        by_cols = by_cols.amax(-1) if how == "max" else by_cols.sum(-1)  # (r·side,M)
+        cells = by_cols.view(whole // side, side, m)  # (r,side,M)
+        pooled = cells.amax(1) if how == "max" else cells.sum(1) / cell_counts(rows, side, n, m)
         out[rows.start // side: rows.start // side + pooled.shape[0]] = pooled.numpy()
     return out, side
 
