@@ -1,6 +1,7 @@
-"""Long texts (issue 24, first part): any block of a head's map, a head's map downsampled, and every head's
-summaries, computed a block of query rows at a time from what a result keeps, so that memory grows with T, never
-with T² (on the fused path: each layer's q, k and the kernel's log-sum-exp; on the explicit path the kept maps).
+"""Long texts, up to the model's own limit (at most arch.LONG_MAX_PIECES): run_long reads one keeping each layer's
+q, k and the kernel's log-sum-exp (no map); any block of a head's map, a head's map downsampled, one query's row
+and every head's summaries are then computed a band of query rows at a time, so that memory grows with T, never
+with T² (on the explicit path, from the kept maps).
 
 Shapes: L layers, H heads, T pieces of the text, R rows in a block, C columns, Dh head dim, NB distance bins,
 M downsampled cells per side.
