@@ -78,6 +78,7 @@ bench: install chromium haproxy
 	$(BIN)/python benchmarks/bench_contrib.py
 	$(BIN)/python benchmarks/bench_predict.py
 	$(BIN)/python benchmarks/bench_global.py --ud
+	$(BIN)/python benchmarks/bench_long.py
 	$(BIN)/python benchmarks/bench_classroom.py
 	$(BIN)/python benchmarks/bench_classroom.py --cpu
 	$(BIN)/python benchmarks/bench_classroom.py --long 10

@@ -118,3 +118,10 @@ def test_the_long_views_in_chinese_have_no_english_left(served, query):
     assert not untranslated(at, user), list(untranslated(at, user).items())[:5]
     at = open_app("views/roles.py", model="longllama", source="长文本", lang="zh")
     assert not at.exception and not untranslated(at, user), list(untranslated(at, user).items())[:5]
+
+
+def test_a_long_text_the_model_cannot_read_says_so(served):
+    """The tiny llama's tokenizer reads Chinese characters as [UNK]: the long view says so, as the short one does."""
+    at = open_app(model="longllama", text="玛丽把书给了约翰，因为她已经读过了。" * 120)
+    assert not at.exception and any("A long text" in i.value for i in at.info)
+    assert len(at.warning) == 1 and "cannot read 1920 of the text" in at.warning[0].value

@@ -38,7 +38,17 @@ from mha_core.engine.model import for_long_texts
 from mha_core.figures import long as figures
 from mha_core.figures.charts import layer_head_grid
 from mha_core.i18n import N_, tr, worded
-from views._state import chart, get_model, heavy, literal, narrow_screen, path_caption, shared, shared_store
+from views._state import (
+    chart,
+    get_model,
+    heavy,
+    literal,
+    narrow_screen,
+    path_caption,
+    reading_notes,
+    shared,
+    shared_store,
+)
 
 PHONE_HEIGHT = 440  # a square map on a phone's width
 LONG_MB, LONG_KEPT = 1600, 4  # long results shared by all sessions: about 750 MB each at 8,192 pieces
@@ -84,6 +94,7 @@ def show_long_heads(model: LoadedModel, text: str, pick_head: Callable[[int, int
         st.stop()
     result, summaries = long.result, long.summaries
     n = result.lengths[0]
+    reading_notes(result)
     st.caption(path_caption(result))
     st.info(tr("A long text: {n:,} pieces (over {limit:,}). Each layer's queries, keys and log-sum-exp are kept "
                "({kept}) instead of {maps:,} attention maps of {n:,} × {n:,}; every weight shown is rebuilt exactly "

@@ -287,17 +287,22 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
     except InputError as err:
         st.info(worded(err) + " " + tr("Type a sentence in the sentence box or pick an example."))
         st.stop()
+    reading_notes(result)
+    if result.truncated[0]:
+        n, kept = result.n_tokens[0], result.lengths[0]
+        st.warning(tr("The text was cut to the model's {kept} word pieces: {n:,} of {n2:,} pieces at the end are not "
+                      "shown.", kept=kept, n=n - kept, n2=n) + long_limit_note(current_model()))
+    return result
+
+
+def reading_notes(result: AttentionResult) -> None:
+    """What the model cannot read of the text: characters it reads as unknown, Chinese read as byte fragments."""
     unknown = result.unknown_note(0)
     if unknown:
         st.warning(literal(unknown))
     fragments = result.fragments_note(0, default_choice(tuple(model_choices().values()), "zh").name)
     if fragments:
         st.warning(literal(fragments))
-    if result.truncated[0]:
-        n, kept = result.n_tokens[0], result.lengths[0]
-        st.warning(tr("The text was cut to the model's {kept} word pieces: {n:,} of {n2:,} pieces at the end are not "
-                      "shown.", kept=kept, n=n - kept, n2=n) + long_limit_note(current_model()))
-    return result
 
 
 def long_limit_note(model: LoadedModel) -> str:
