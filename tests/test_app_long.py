@@ -125,3 +125,15 @@ def test_a_long_text_the_model_cannot_read_says_so(served):
     at = open_app(model="longllama", text="玛丽把书给了约翰，因为她已经读过了。" * 120)
     assert not at.exception and any("A long text" in i.value for i in at.info)
     assert len(at.warning) == 1 and "cannot read 1920 of the text" in at.warning[0].value
+
+
+def test_the_roles_long_texts_fit_a_model_with_few_positions(tmp_path, monkeypatch):
+    """600 positions: sinks at 512 and 600 pieces, the needle slider at 512 (its default was 600, not an option)."""
+    from tests.tiny_models import make_tiny
+
+    make_tiny("llama", tmp_path / "short", max_position_embeddings=600)
+    monkeypatch.setenv("MHA_MODELS_DIR", str(tmp_path))
+    at = open_app("views/roles.py", model="short", source="Long texts")
+    assert not at.exception
+    assert [t["name"] for t in chart_json(at, "sink_growth")["data"]] == ["512 pieces", "600 pieces"]
+    assert at.select_slider(key="needle_length").value == 512

@@ -78,3 +78,12 @@ def test_a_long_read_can_stop_at_a_chosen_length(long_llama):
     cut = long_text.run_long(model, prose(1100), max_pieces=300)
     assert cut.lengths[0] == 300 and cut.truncated[0]
     assert not long_text.run_long(model, prose(1100), max_pieces=10**6).truncated[0]  # its own limit: 4,096
+
+
+def test_the_needle_lengths_a_model_is_offered():
+    from mha_core.analysis.long_roles import default_needle_length, needle_lengths
+
+    assert needle_lengths(8192) == [512, 1024, 2048, 4096, 8192] and default_needle_length([512, 1024, 2048]) == 2048
+    assert needle_lengths(600) == [512] and default_needle_length([512]) == 512  # was 600: not on the slider
+    assert needle_lengths(300) == [300] and default_needle_length([300]) == 300
+    assert default_needle_length(needle_lengths(1500)) == 1024

@@ -238,10 +238,10 @@ def show_needle(model: LoadedModel, base: tuple) -> None:
                   "top next piece is the needle's piece; a head's retrieval score is the share of copied pieces for "
                   "which its strongest key is exactly the needle's piece being copied.",
                   needle=long_roles.NEEDLE.strip().format(code=long_roles.CODE)))
-    limit = for_long_texts(model).max_length
+    lengths = long_roles.needle_lengths(for_long_texts(model).max_length)
     c1, c2 = st.columns(2)
-    n = c1.select_slider(tr("Length (pieces)"), [v for v in (512, 1024, 2048, 4096, 8192) if v <= limit] or [limit],
-                         value=min(long_roles.NEEDLE_LENGTH, limit), key="needle_length")
+    n = c1.select_slider(tr("Length (pieces)"), lengths, value=long_roles.default_needle_length(lengths),
+                         key="needle_length")
     depth = c2.slider(tr("Needle depth (share of the text before it)"), 0.0, 1.0, long_roles.NEEDLE_DEPTH, 0.1,
                       key="needle_depth")
     try:

@@ -99,6 +99,16 @@ class NeedleProbe:
         return float(np.mean(self.copied))
 
 
+def needle_lengths(limit: int) -> list[int]:
+    """The probe's lengths a model reading `limit` pieces can take: 512, 1,024, … up to it (its limit if below)."""
+    return [n for n in (512, 1024, 2048, 4096, 8192) if n <= limit] or [limit]
+
+
+def default_needle_length(lengths: list[int]) -> int:
+    """NEEDLE_LENGTH, or the longest offered below it, or the shortest offered."""
+    return max((n for n in lengths if n <= NEEDLE_LENGTH), default=lengths[0])
+
+
 def pieces_in(offsets: tuple[tuple[int, int], ...], start: int, stop: int) -> tuple[int, ...]:
     """The pieces whose characters lie in [start, stop)."""
     return tuple(i for i, (a, b) in enumerate(offsets) if b > a and a >= start and b <= stop)
