@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from mha_core.analysis.shapes import ShapeError
-from mha_core.engine.arch import MAX_PIECES
 from mha_core.engine.attention import AUTO, PATHS
 from mha_core.engine.model import ModelLoadError, for_long_texts
 from mha_core.engine.result import json_floats
@@ -116,11 +115,10 @@ def attention_text(args: argparse.Namespace) -> str:
 
 def check_full_output(model: LoadedModel, text: str) -> None:
     """Every map of a text over arch.MAX_PIECES pieces is too much to write: exit 2 with its size."""
-    from mha_core.engine.tokens import tokenize
+    from mha_core.analysis.long_text import count_long_pieces, is_long
 
-    long_model = for_long_texts(model)
-    n = len(tokenize(long_model.tokenizer, text, long_model.max_length, bos=long_model.bos_id).tokens[0])
-    if n > MAX_PIECES:
+    n = count_long_pieces(model, text)
+    if is_long(n):
         numbers = model.n_layers * model.n_heads * n * n
         raise CliError(f"the text has {n:,} pieces: every map would be {numbers:,} numbers (about "
                        f"{numbers * 10 / 2**30:,.0f} GB of JSON); choose heads with --heads L:H[,L:H...] (and "

@@ -7,7 +7,6 @@ import streamlit as st
 
 from mha_core import ModelLoadError, i18n
 from mha_core.analysis.corpora import CorpusFormatError, decode_text
-from mha_core.engine.model import for_long_texts
 from mha_core.i18n import tr, worded
 from mha_core.serving.menu import model_notice
 from mha_core.teaching.examples import example_of, examples_for
@@ -71,7 +70,7 @@ def model_card() -> None:
         elif refused:
             st.error(literal(tr("{refused}. Showing {name}.", refused=refused, name=current_model().name)))
         model = current_model()
-        long_limit = for_long_texts(model).max_length
+        long_limit = model.arch.long_max_length
         st.caption(tr("{n_layers} layers × {n_heads} heads · d_model {d_model} · head dim {head_dim} · max "
                       "{max_length} word pieces", n_layers=model.n_layers, n_heads=model.n_heads,
                       d_model=model.d_model, head_dim=model.head_dim, max_length=model.max_length)

@@ -34,7 +34,6 @@ from mha_core.analysis.long_text import (
 from mha_core.analysis.roles import head_label
 from mha_core.engine.arch import MAX_PIECES
 from mha_core.engine.budget import megabytes
-from mha_core.engine.model import for_long_texts
 from mha_core.figures import long as figures
 from mha_core.figures.charts import layer_head_grid
 from mha_core.i18n import N_, tr, worded
@@ -238,7 +237,7 @@ def show_needle(model: LoadedModel, base: tuple) -> None:
                   "top next piece is the needle's piece; a head's retrieval score is the share of copied pieces for "
                   "which its strongest key is exactly the needle's piece being copied.",
                   needle=long_roles.NEEDLE.strip().format(code=long_roles.CODE)))
-    lengths = long_roles.needle_lengths(for_long_texts(model).max_length)
+    lengths = long_roles.needle_lengths(model.arch.long_max_length)
     c1, c2 = st.columns(2)
     n = c1.select_slider(tr("Length (pieces)"), lengths, value=long_roles.default_needle_length(lengths),
                          key="needle_length")

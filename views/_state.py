@@ -20,7 +20,6 @@ import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.engine.batching import Progress
-from mha_core.engine.model import for_long_texts
 from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
 from mha_core.figures.view import AttentionView, attention_view
@@ -307,7 +306,7 @@ def reading_notes(result: AttentionResult) -> None:
 
 def long_limit_note(model: LoadedModel) -> str:
     """Why a page other than Heads stops at arch.MAX_PIECES when the model reads more (empty when it does not)."""
-    long_limit = for_long_texts(model).max_length
+    long_limit = model.arch.long_max_length
     if long_limit <= model.max_length:
         return ""
     return " " + tr("This page stops at {limit:,} pieces because it keeps every head's whole map (or more); the "

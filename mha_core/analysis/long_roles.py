@@ -23,7 +23,7 @@ import torch
 from mha_core.analysis.corpora import bundled_corpus
 from mha_core.analysis.lm_head import lm_head, predicts_next
 from mha_core.analysis.long_text import map_block, run_long
-from mha_core.engine.model import LoadedModel, for_long_texts
+from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
 
@@ -48,7 +48,7 @@ def filler(n_chars: int) -> str:
 
 def sink_lengths(model: LoadedModel, lengths: tuple[int, ...] = SINK_LENGTHS) -> tuple[int, ...]:
     """The lengths this model can read (its own limit included when a length is beyond it)."""
-    limit = for_long_texts(model).max_length
+    limit = model.arch.long_max_length
     return tuple(sorted({min(n, limit) for n in lengths}))
 
 
@@ -134,7 +134,7 @@ def needle_probe(model: LoadedModel, n_pieces: int = NEEDLE_LENGTH, depth: float
     if not 0 <= depth <= 1:
         raise InputError("needle_depth", N_("The needle's depth is a share of the text, from 0 to 1, not {depth}."),
                          depth=depth)
-    n_pieces = min(n_pieces, for_long_texts(model).max_length)
+    n_pieces = min(n_pieces, model.arch.long_max_length)
     chars_per_piece = len(filler(4000)) / len(model.tokenizer(filler(4000))["input_ids"])
     text, needle_at, answer_at = needle_text(int((n_pieces - 90) * chars_per_piece), depth)
     result = run_long(model, text, progress)
