@@ -128,19 +128,14 @@ def check_full_output(model: LoadedModel, text: str) -> None:
 def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) -> dict:
     """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text)."""
     from mha_core import run
-    from mha_core.analysis.long_text import map_block, run_long
+    from mha_core.analysis.long_text import chosen_rows, run_long
     from mha_core.analysis.patching import check_head
 
     heads = [check_head(model, head) for head in args.heads]  # the one range check, with its one sentence
     # auto: q, k and the log-sum-exp kept (no map); a path asked for keeps what that path keeps
     result = run_long(model, text) if args.path == AUTO else run(for_long_texts(model), text, path=args.path)
-    n = result.lengths[0]
-    start, stop = parse_rows(args.rows, n)
-    attention = [map_block(result, 0, layer, slice(head, head + 1), range(start, stop), range(n))[0]
-                 .double().round(decimals=7).tolist() for layer, head in heads]
-    return {"model": model.name, "tokens": list(result.tokens[0]), "heads": [list(h) for h in heads],
-            "rows": [start, stop], "attention": attention, "path": result.path, "backend": result.backend,
-            "truncated": result.truncated[0], "n_tokens": result.n_tokens[0]}
+    start, stop = parse_rows(args.rows, result.lengths[0])
+    return {"model": model.name, **chosen_rows(result, heads, range(start, stop))}
 
 
 def layer_heads(value: str) -> list[tuple[int, int]]:

@@ -21,6 +21,7 @@ from mha_core.analysis.long_text import (
     TOP_KEYS,
     ZOOM_MAX,
     HeadSummaries,
+    chosen_rows,
     count_long_pieces,
     downsampled_map,
     head_summaries,
@@ -116,7 +117,7 @@ def show_long_heads(model: LoadedModel, text: str, pick_head: Callable[[int, int
             show_row(result, layer, head, base)
     if export.open:
         with export:
-            show_long_export(result, summaries, layer, head)
+            show_long_export(result, summaries, layer, head, model.name)
     show_summaries(summaries, base)
 
 
@@ -189,7 +190,8 @@ def show_summaries(summaries: HeadSummaries, base: tuple) -> None:
     chart((*base, "profiles"), lambda: figures.profiles_figure(summaries), key="long_profiles")
 
 
-def show_long_export(result: AttentionResult, summaries: HeadSummaries, layer: int, head: int) -> None:
+def show_long_export(result: AttentionResult, summaries: HeadSummaries, layer: int, head: int, model_name: str
+                     ) -> None:
     """Every head's summaries (CSV), and the chosen head's rows of the zoomed region (JSON)."""
     table = pd.DataFrame([{"layer": la, "head": h, **{s: float(getattr(summaries, s)[la, h]) for s in SUMMARIES}}
                           for la in range(result.n_layers) for h in range(result.n_heads)])
@@ -198,10 +200,8 @@ def show_long_export(result: AttentionResult, summaries: HeadSummaries, layer: i
     n = result.lengths[0]
     rows = range(max(0, n - ZOOM_MAX), n)
 
-    def rows_json() -> str:
-        block = map_block(result, 0, layer, slice(head, head + 1), rows, range(n))[0].double().round(decimals=7)
-        return json.dumps({"tokens": list(result.tokens[0]), "heads": [[layer, head]], "rows": [rows.start, rows.stop],
-                           "attention": [block.tolist()], "path": result.path, "backend": result.backend})
+    def rows_json() -> str:  # what the CLI's attention --heads L:H --rows A:B writes
+        return json.dumps({"model": model_name, **chosen_rows(result, [(layer, head)], rows)})
 
     st.download_button(tr("JSON: this head's last {rows} query rows over the whole text", rows=len(rows)), rows_json,
                        "long_rows.json", "application/json")

@@ -305,6 +305,18 @@ def query_row(result: AttentionResult, b: int, layer: int, head: int, query: int
     return map_block(result, b, layer, slice(head, head + 1), range(query, query + 1), keys)[0, 0].numpy()
 
 
+def chosen_rows(result: AttentionResult, heads: list[tuple[int, int]], rows: range) -> dict:
+    """The chosen heads' query rows over the whole of text 0, each rebuilt a block at a time, as JSON-ready data
+    (what `attention --heads --rows` writes and the Heads page exports): {"tokens", "heads", "rows": [A, B],
+    "attention": [n_heads][B − A][T], "path", "backend", "truncated", "n_tokens"}."""
+    keys = range(result.lengths[0])
+    attention = [map_block(result, 0, layer, slice(head, head + 1), rows, keys)[0].double().round(decimals=7).tolist()
+                 for layer, head in heads]
+    return {"tokens": list(result.tokens[0]), "heads": [list(h) for h in heads], "rows": [rows.start, rows.stop],
+            "attention": attention, "path": result.path, "backend": result.backend,
+            "truncated": result.truncated[0], "n_tokens": result.n_tokens[0]}
+
+
 def top_row_keys(row: np.ndarray, k: int = TOP_KEYS) -> list[tuple[int, float]]:
     """The k keys with the most weight in a row, strongest first: (position, weight)."""
     top = np.argsort(-row, kind="stable")[:k]
