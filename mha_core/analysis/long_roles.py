@@ -135,7 +135,8 @@ def needle_probe(model: LoadedModel, n_pieces: int = NEEDLE_LENGTH, depth: float
         raise InputError("needle_depth", N_("The needle's depth is a share of the text, from 0 to 1, not {depth}."),
                          depth=depth)
     n_pieces = min(n_pieces, model.arch.long_max_length)
-    chars_per_piece = len(filler(4000)) / len(model.tokenizer(filler(4000))["input_ids"])
+    sample = filler(4000)
+    chars_per_piece = len(sample) / len(model.tokenizer(sample)["input_ids"])
     text, needle_at, answer_at = needle_text(int((n_pieces - 90) * chars_per_piece), depth)
     result = run_long(model, text, progress)
     offsets = result.batch.offsets[0]

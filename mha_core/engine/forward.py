@@ -205,7 +205,8 @@ def fused_kernel_causal(model: LoadedModel, batch: TokenBatch, path: str) -> boo
             and bool(batch.attention_mask.all()))
 
 
-def check_forward_budget(model: LoadedModel, batch: TokenBatch, path: str, keep_hidden: bool) -> None:
+def check_forward_budget(model: LoadedModel, batch: TokenBatch, path: str, keep_hidden: bool,
+                         kernel_causal: bool) -> None:
     rows, tokens = batch.input_ids.shape
     if path == FUSED:
         what = Worded(N_("Recomputing {rows:,} text(s) of {tokens:,} pieces"), rows=rows, tokens=tokens)
@@ -215,7 +216,7 @@ def check_forward_budget(model: LoadedModel, batch: TokenBatch, path: str, keep_
                       rows=rows, tokens=tokens, path=path)
         advice = Worded(N_("use a shorter text or the fused path"))
     needed = forward_bytes(model, rows, tokens, keeps_maps=path != FUSED, keep_hidden=keep_hidden,
-                           bias=not fused_kernel_causal(model, batch, path))
+                           bias=not kernel_causal)
     check_budget(needed, what, advice)
 
 
@@ -233,8 +234,8 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
             Worded(N_("explicit: {name} caps its attention scores (tanh(s/c)·c), which no fused kernel does"),
                    name=model.name),
         )
-    check_forward_budget(model, batch, chosen, keep_hidden)
     kernel_causal = fused_kernel_causal(model, batch, chosen)
+    check_forward_budget(model, batch, chosen, keep_hidden, kernel_causal)
     x, bias, rope = prepare(model, batch, with_bias=not kernel_causal)
     hidden, kept, backend = [x] if keep_hidden else [], [], ""
     for layer, (output, attn) in enumerate(layer_outputs(model, x, bias, rope, chosen, kernel_causal)):
