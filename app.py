@@ -2,15 +2,19 @@
 
 The pages live in views/, not pages/: Streamlit treats a pages/ folder beside the entry script as a
 legacy multipage app, and a fresh server's first request for a sub-page URL would bypass this router.
+Every run starts by reading the visit's choices (views/_visit.py: the language first, so the navigation's titles
+are in it) and ends by writing the address from them (a page that stops early raises PageStopped, not st.stop(),
+after which no message would reach the browser).
 """
+
+import contextlib
 
 import streamlit as st
 
 from mha_core.i18n import tr
-from views._state import page_language, sanitize_url
+from views._visit import PageStopped, begin_run, end_run
 
-sanitize_url()  # every URL value is parsed before a widget reads it
-page_language()  # the navigation's titles below are in the page's language
+begin_run()
 st.set_page_config(page_title=tr("Attention explorer"), page_icon="🔎", layout="wide")
 pages = [
     st.Page("views/heads.py", title=tr("Heads"), icon=":material/grid_view:", default=True),
@@ -22,4 +26,7 @@ pages = [
     st.Page("views/parameters.py", title=tr("Parameters"), icon=":material/calculate:"),
     st.Page("views/walkthrough.py", title=tr("Walkthrough"), icon=":material/school:"),
 ]
-st.navigation(pages).run()
+page = st.navigation(pages)
+with contextlib.suppress(PageStopped):  # the page said why it stops
+    page.run()
+end_run()

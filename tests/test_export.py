@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from mha_core import run
+from mha_core.analysis.display import attention_view
 from mha_core.figures import charts
-from mha_core.figures.view import attention_view
 from mha_core.serving.export import attention_csv, attention_json, figure_image, image_export_status
 
 

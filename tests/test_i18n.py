@@ -13,7 +13,7 @@ from mha_core.analysis.inspector import PROBE
 from mha_core.engine.bundled import ENCODER_NAME, GEMMA_NAME
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import word_units
-from mha_core.teaching.examples import EXAMPLES, PROBES
+from mha_core.teaching.examples import EXAMPLES
 from tests.conftest import ROOT, open_app
 from tests.i18n_check import english_left, untranslated
 
@@ -198,8 +198,7 @@ PAGES_AND_TABS = {  # page: (its tabs' URL key, the English tab labels)
 
 # Text a model reads, not text a person reads: the examples (offered in English on models that read no Chinese) and
 # the English probes that continue an English sentence.
-EXAMPLE_TEXTS = [example.text for example in EXAMPLES] + [PROBES["en"].format(pronoun=p).strip() for p in ("it", "she")]
-EXAMPLE_TEXTS += [PROBE.format(pronoun=p).strip() for p in ("It", "She")]
+EXAMPLE_TEXTS = [example.text for example in EXAMPLES] + [PROBE.format(pronoun=p).strip() for p in ("it", "she")]
 
 
 def chinese_runs(page: str, model: str) -> list:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from mha_core import run
+from mha_core.analysis.display import attention_view
 from mha_core.engine.words import drop_and_renormalise, merge_pieces, word_units
 from mha_core.figures import charts
-from mha_core.figures.view import attention_view
 
 
 def random_maps(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -105,7 +105,7 @@ def test_line_view_traces_per_head():
 
 
 def test_average_heads_and_top_keys(bundled):
-    from mha_core.figures.view import score_map, top_keys
+    from mha_core.analysis.display import score_map, top_keys
 
     result = run(bundled, "The animal didn't cross the street because it was too tired.")
     full = attention_view(result)
@@ -126,7 +126,7 @@ CHINESE = "动物没有过马路，因为它太累了。"
 
 def test_text_the_encoder_cannot_read_is_named_and_never_hidden(bundled):  # issue 19: [UNK]
     from mha_core import run
-    from mha_core.figures.view import attention_view
+    from mha_core.analysis.display import attention_view
 
     result = run(bundled, CHINESE)
     note = result.unknown_note(0)
@@ -138,7 +138,7 @@ def test_text_the_encoder_cannot_read_is_named_and_never_hidden(bundled):  # iss
 
 def test_byte_level_pieces_read_as_characters(decoder):  # issue 19: byte fragments
     from mha_core import run
-    from mha_core.figures.view import attention_view
+    from mha_core.analysis.display import attention_view
 
     result = run(decoder, CHINESE)
     labels = result.labels[0]

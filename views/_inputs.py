@@ -1,5 +1,5 @@
-"""What every page starts with: the model card and language picker in the sidebar, and the sentence box with its
-examples and its .txt upload (values kept across pages and in the URL)."""
+"""What every page starts with: the language picker and the model card in the sidebar, and the sentence box with its
+examples and its .txt upload (choices of the visit: views/_visit.py)."""
 
 from __future__ import annotations
 
@@ -14,20 +14,21 @@ from views._state import (
     MAX_INPUT_CHARS,
     chosen_model_name,
     current_model,
-    language_picker,
     literal,
     load_listed_model,
     model_choices,
 )
+from views._visit import choose, widget
 
 
 def set_sentence(text: str) -> None:
-    """Put `text` in the sentence box of every page (a widget callback: runs before the box is drawn again)."""
-    st.session_state["text"] = st.session_state["_text"] = text
+    """Put `text` in the sentence box of every page, as if typed (a callback: runs before the box is drawn again)."""
+    choose("text", text)
 
 
 def _pick_example() -> None:
-    set_sentence(st.session_state["example"])
+    if st.session_state.get("example") is not None:
+        set_sentence(st.session_state["example"])
 
 
 def _load_text_file() -> None:
@@ -48,20 +49,23 @@ def _load_text_file() -> None:
     st.session_state["_text_file_error"] = error
 
 
-def _remember_text() -> None:
-    st.session_state["_text"] = st.session_state["text"]
+def language_picker() -> None:
+    """The language choice, first in the sidebar; its label also says "Language" in English, so a visitor who reads
+    no Chinese finds it."""
+    language = i18n.current()
+    label = tr("Language") if language == i18n.DEFAULT else f"{tr('Language')} · Language"
+    widget(st.sidebar.selectbox, "lang", language, label, options=list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get)
 
 
 def model_card() -> None:
-    """The model list, and the chosen model's name and shape, in the sidebar of every page."""
+    """The language picker, the model list, and the chosen model's name and shape, in the sidebar of every page."""
     choices = model_choices()
     language_picker()
     with st.sidebar:
-        name = st.selectbox(tr("Model"), list(choices), index=list(choices).index(chosen_model_name()), key="model",
-                            bind="query-params", format_func=lambda n: choices[n].label,
-                            help=tr("The bundled models, the folders in the server's $MHA_MODELS_DIR and the models "
-                                    "already in its Hugging Face cache. Nothing is downloaded."))
-        st.session_state["_model"] = name  # survives a page switch
+        name = widget(st.selectbox, "model", chosen_model_name(), tr("Model"), options=list(choices),
+                      format_func=lambda n: choices[n].label,
+                      help=tr("The bundled models, the folders in the server's $MHA_MODELS_DIR and the models already "
+                              "in its Hugging Face cache. Nothing is downloaded."))
         refused = choices[name].refused
         loaded = refused or load_listed_model(str(choices[name].path))
         if isinstance(loaded, ModelLoadError):
@@ -88,23 +92,15 @@ def sentence_box() -> str:
     model_card()
     model = current_model()
     offered = examples_for(i18n.current(), model.name)
-    default = offered[0].text
-    if "text" not in st.session_state and "_text" in st.session_state:
-        st.session_state["text"] = st.session_state["_text"]  # restore after a page switch
-    if st.session_state.get("text") == st.session_state.get("_default") != default:
-        st.session_state["text"] = default  # the old default, never edited: the new language's or model's
-    st.session_state["_default"] = default
     box, examples = st.columns([3, 1])  # on the page itself: a phone hides the sidebar
     examples.selectbox(tr("Examples"), [e.text for e in offered], index=None, key="example",
                        on_change=_pick_example, placeholder=tr("Pick an example sentence"))
-    text = box.text_area(tr("Sentence"), default, key="text", bind="query-params", height=90,
-                         on_change=_remember_text)
+    text = widget(box.text_area, "text", offered[0].text, tr("Sentence"), height=90)
     examples.file_uploader(tr("Or a .txt file"), type=["txt"], key="text_file", on_change=_load_text_file,
                            help=tr("UTF-8 text, at most {max_input_chars:,} characters; long texts are read up to "
                                    "the model's own limit on the Heads page.", max_input_chars=MAX_INPUT_CHARS))
     if st.session_state.get("_text_file_error"):
         st.error(literal(st.session_state["_text_file_error"]))
-    st.session_state["_text"] = text
     example = example_of(text)
     if example is not None and model.name in example.shows:
         st.caption(literal(example.shows[model.name]))

@@ -49,6 +49,7 @@ from views._state import (
     shared,
     shared_store,
 )
+from views._visit import stop, tabs, widget
 
 PHONE_HEIGHT = 440  # a square map on a phone's width
 LONG_MB, LONG_KEPT = 1600, 4  # long results shared by all sessions: about 750 MB each at 8,192 pieces
@@ -91,7 +92,7 @@ def show_long_heads(model: LoadedModel, text: str, pick_head: Callable[[int, int
         long = long_text_of(str(model.model_dir), text)
     except InputError as err:
         st.info(worded(err))
-        st.stop()
+        stop()
     result, summaries = long.result, long.summaries
     n = result.lengths[0]
     reading_notes(result)
@@ -106,8 +107,7 @@ def show_long_heads(model: LoadedModel, text: str, pick_head: Callable[[int, int
                       "not shown.", kept=n, n=result.n_tokens[0] - n, n2=result.n_tokens[0]))
     layer, head = pick_head(result.n_layers, result.n_heads)
     base = ("long", str(model.model_dir), text)
-    one_head, one_token, export = st.tabs([tr("One head"), tr("One token"), tr("Export")], key="long_view",
-                                          bind="query-params")
+    one_head, one_token, export = tabs("long_view", (N_("One head"), N_("One token"), N_("Export")))
     if one_head.open:
         with one_head:
             show_downsampled(result, layer, head, base)
@@ -123,8 +123,8 @@ def show_long_heads(model: LoadedModel, text: str, pick_head: Callable[[int, int
 
 def show_downsampled(result: AttentionResult, layer: int, head: int, base: tuple) -> None:
     n = result.lengths[0]
-    how = st.radio(tr("Each cell shows"), ["max", "mean"], horizontal=True, key="pool", bind="query-params",
-                   format_func=lambda h: tr("block maximum") if h == "max" else tr("block mean"))
+    how = widget(st.radio, "pool", "max", tr("Each cell shows"), options=["max", "mean"], horizontal=True,
+                 format_func=lambda h: tr("block maximum") if h == "max" else tr("block mean"))
     side = -(-n // MAX_CELLS)
     st.caption(tr("The map pooled into blocks of {side} × {side} pieces (at most {cells:,} a side): the maximum shows "
                   "where any single weight is strong, the mean where weight is spread. Zoom with the chart's own "
@@ -143,10 +143,13 @@ def show_zoom(result: AttentionResult, layer: int, head: int, base: tuple) -> No
     n = result.lengths[0]
     st.subheader(tr("Exact cells of a region"))
     c1, c2, c3 = st.columns(3)
-    size = c3.number_input(tr("Size (rows and columns)"), 8, ZOOM_MAX, 24 if narrow_screen() else 64, 8,
-                           key="zoom_size")
-    q0 = c1.number_input(tr("First query row"), 0, n - 1, max(0, n - int(size)), key="zoom_query")
-    k0 = c2.number_input(tr("First key column"), 0, n - 1, 0, key="zoom_key")
+    context = base[1:]  # the model and the text
+    size = widget(c3.number_input, "zoom_size", 24 if narrow_screen() else 64, tr("Size (rows and columns)"), 8,
+                  ZOOM_MAX, step=8, fits=lambda v: 8 <= v <= ZOOM_MAX)
+    q0 = widget(c1.number_input, "zoom_query", max(0, n - int(size)), tr("First query row"), 0, n - 1,
+                context=context, fits=lambda v: 0 <= v < n)
+    k0 = widget(c2.number_input, "zoom_key", 0, tr("First key column"), 0, n - 1, context=context,
+                fits=lambda v: 0 <= v < n)
     rows, cols = zoom_ranges(n, int(q0), int(k0), int(size))
     st.caption(tr("Rows {r0:,}–{r1:,} and columns {c0:,}–{c1:,}, rebuilt from q, k and the log-sum-exp of this block "
                   "only.", r0=rows.start, r1=rows.stop - 1, c0=cols.start, c1=cols.stop - 1))
@@ -164,7 +167,8 @@ def show_zoom(result: AttentionResult, layer: int, head: int, base: tuple) -> No
 
 def show_row(result: AttentionResult, layer: int, head: int, base: tuple) -> None:
     n, labels = result.lengths[0], result.labels[0]
-    query = int(st.number_input(tr("Query position"), 0, n - 1, n - 1, key="long_query", bind="query-params"))
+    query = int(widget(st.number_input, "long_query", n - 1, tr("Query position"), 0, n - 1, context=base[1:],
+                       fits=lambda v: 0 <= v < n))
     st.caption(tr("Query {query:,}: '{label}'. Its weights over all {n:,} keys in layer {layer}, head {head}.",
                   query=query, label=literal(labels[query]), n=n, layer=layer, head=head))
     row = query_row(result, 0, layer, head, query)
@@ -174,14 +178,16 @@ def show_row(result: AttentionResult, layer: int, head: int, base: tuple) -> Non
     top = top_row_keys(row)
     st.dataframe(pd.DataFrame({tr("key position"): [j for j, _ in top], tr("piece"): [labels[j] for j, _ in top],
                                tr("weight"): [round(w, 4) for _, w in top]}), hide_index=True)
+    window = result.window(layer)
+    seen = n if not result.causal else min(query + 1, window or query + 1)
     st.caption(tr("The {k} keys with the most weight; uniform over the keys this query sees would be {uniform:.5f}.",
-                  k=TOP_KEYS, uniform=1 / (query + 1 if result.causal else n)))
+                  k=TOP_KEYS, uniform=1 / seen))
 
 
 def show_summaries(summaries: HeadSummaries, base: tuple) -> None:
     st.subheader(tr("All heads at a glance"))
-    name = st.selectbox(tr("Summary"), list(SUMMARIES), key="summary", bind="query-params",
-                        format_func=lambda s: figures.summary_name(s, summaries.window))
+    name = widget(st.selectbox, "summary", next(iter(SUMMARIES)), tr("Summary"), options=list(SUMMARIES),
+                  format_func=lambda s: figures.summary_name(s, summaries.window))
     st.caption(tr("Each cell is one head's mean over all {n:,} query rows, computed a band of rows at a time without "
                   "building any head's whole map. A sink parks its weight on the first token; a local head keeps it "
                   "within a few pieces; a windowed layer cannot look further back than its window.",
@@ -211,8 +217,13 @@ def show_long_export(result: AttentionResult, summaries: HeadSummaries, layer: i
 
 def show_long_roles(model: LoadedModel) -> None:
     """Sinks as a text grows and the needle probe's retrieval heads (Roles page)."""
-    lengths = long_roles.sink_lengths(model)
+    lengths, refusal = long_roles.affordable_lengths(model, long_roles.sink_lengths(model))
     st.subheader(tr("Attention sinks as the text grows"))
+    if refusal is not None:  # said before any work starts; the lengths that fit are still read
+        st.info(worded(refusal))
+    if not lengths:
+        show_needle(model, ("long roles", str(model.model_dir)))
+        return
     st.caption(tr("Xiao et al. (2023): many heads park weight on the first token whatever it is, and keep doing so "
                   "as the text grows. Each line is the mean over a layer's heads of the weight on the first token, "
                   "on the bundled corpus's text cut to {lengths} pieces.",
@@ -239,10 +250,10 @@ def show_needle(model: LoadedModel, base: tuple) -> None:
                   needle=long_roles.NEEDLE.strip().format(code=long_roles.CODE)))
     lengths = long_roles.needle_lengths(model.arch.long_max_length)
     c1, c2 = st.columns(2)
-    n = c1.select_slider(tr("Length (pieces)"), lengths, value=long_roles.default_needle_length(lengths),
-                         key="needle_length")
-    depth = c2.slider(tr("Needle depth (share of the text before it)"), 0.0, 1.0, long_roles.NEEDLE_DEPTH, 0.1,
-                      key="needle_depth")
+    n = widget(c1.select_slider, "needle_length", long_roles.default_needle_length(lengths), tr("Length (pieces)"),
+               options=lengths)
+    depth = widget(c2.slider, "needle_depth", long_roles.NEEDLE_DEPTH, tr("Needle depth (share of the text before it)"),
+                   0.0, 1.0, step=0.1, fits=lambda d: 0.0 <= d <= 1.0)
     try:
         probe = heavy(("needle", str(model.model_dir), n, depth), N_("Running the needle probe"),
                       lambda progress: long_roles.needle_probe(model, n, depth, progress))

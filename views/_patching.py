@@ -17,6 +17,7 @@ from mha_core.figures import charts
 from mha_core.i18n import N_, tr
 from views._state import chart, literal, small_store
 from views._uploads import cached_analysis
+from views._visit import widget
 
 PUT_BACK = {HEADS: N_("one head's output"), RESIDUAL: N_("the stream at one layer and position"),
             HEAD: N_("one head's output at one position")}
@@ -46,16 +47,16 @@ def computed_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | 
 def chosen_head(model: LoadedModel, heads_grid: PatchGrid, prefix: str) -> tuple[int, int]:
     """A head picker listing every head, the one that puts back most of the clean behaviour first."""
     order = ranked_heads(heads_grid.shown, model.n_layers * model.n_heads)
-    return st.selectbox(tr("Head (the strongest in the grid of heads first)"), order, key=f"{prefix}_head",
-                        format_func=lambda lh: f"{head_label(*lh)}: {heads_grid.shown[lh]:.2f}")
+    return widget(st.selectbox, f"{prefix}_head", order[0], tr("Head (the strongest in the grid of heads first)"),
+                  context=(str(model.model_dir), heads_grid.clean, heads_grid.corrupted), options=order,
+                  format_func=lambda lh: f"{head_label(*lh)}: {heads_grid.shown[lh]:.2f}")
 
 
 def patching_view(model: LoadedModel, clean: str, corrupted: str, answer: str | None, wrong: str | None,
                   prefix: str, coref: Sequence[Word] | None = None) -> None:
     """The radio, the grid of what it chose and the strongest heads; one grid computed per choice, per server."""
-    what = st.radio(
-        tr("Put back"), WHAT, horizontal=True, key=f"{prefix}_what", format_func=lambda what: tr(PUT_BACK[what])
-    )
+    what = widget(st.radio, f"{prefix}_what", WHAT[0], tr("Put back"), options=WHAT, horizontal=True,
+                  format_func=lambda what: tr(PUT_BACK[what]))
     heads_grid = computed_grid(model, clean, corrupted, answer, wrong, HEADS, coref=coref)
     if heads_grid is None:
         return

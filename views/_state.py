@@ -1,7 +1,6 @@
-"""The one place with Streamlit caches and the shared sidebar (model card, sentence box).
+"""The one place with Streamlit caches, the chosen model, and the messages every page shows about its input.
 
-Pages call mha_core only through the cached wrappers here. Widget keys double as URL query
-parameters (bind="query-params"), so a pasted link reopens the same view.
+Pages call mha_core only through the cached wrappers here; what the visitor chose lives in views/_visit.py.
 """
 
 from __future__ import annotations
@@ -18,16 +17,17 @@ import torch
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
+from mha_core.analysis.display import AttentionView, attention_view
 from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.engine.batching import Progress
 from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
-from mha_core.figures.view import AttentionView, attention_view
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving.heavy import HeavyQueue, HeavyWork, JobState
 from mha_core.serving.menu import ModelChoice, available_models, default_choice
 from mha_core.serving.store import SharedStore
-from mha_core.teaching.walkthrough import Parity, PathTimings, parity, time_paths
+from mha_core.teaching.walkthrough import Parity, PathTimings, backend_words, parity, path_words, time_paths
+from views._visit import chosen, stop
 
 RESULTS_MB, VIEWS_MB, FIGURES_MB = 300, 450, 150  # shared by all sessions; LRU beyond these
 RESULTS_KEPT, VIEWS_KEPT, FIGURES_KEPT, SMALL_KEPT = 64, 64, 256, 512
@@ -78,43 +78,11 @@ def model_choices() -> dict[str, ModelChoice]:
     return {choice.name: choice for choice in available_models()}
 
 
-def page_language() -> str:
-    """This run's interface language, set for every tr() the run calls (first thing on every page): the sidebar's
-    choice, else the URL's lang=, else the last page's, else the browser's language (st.context.locale)."""
-    chosen = st.session_state.get("lang") or st.query_params.get("lang") or st.session_state.get("_lang")
-    language = chosen if chosen in i18n.LANGUAGES else i18n.language_of(st.context.locale)
-    i18n.use(language)
-    previous = st.session_state.get("_lang")
-    if previous is not None and previous != language:  # the model left at one language's default follows
-        choices = tuple(model_choices().values())
-        old, new = default_choice(choices, previous).name, default_choice(choices, language).name
-        if st.session_state.get("model") == old != new:
-            st.session_state["model"] = new
-    st.session_state["_lang"] = language  # survives a page switch
-    return language
-
-
-def language_picker() -> None:
-    """The language choice, first in the sidebar; its label also says "Language" in English, so a visitor who reads
-    no Chinese finds it. The address always says which language the page shows (lang=zh, lang=en), the browser's
-    included, so a teacher's shared link opens in the class's language: written here, not bound to the widget
-    (a bound widget leaves a value it was given, rather than picked, out of the address). Streamlit 1.67's browser
-    side drops an address change made by a visit's very first run: lang= appears with the first click."""
-    language = i18n.current()
-    if st.session_state.get("lang") != language:
-        st.session_state["lang"] = language
-    label = tr("Language") if language == i18n.DEFAULT else f"{tr('Language')} · Language"
-    st.sidebar.selectbox(label, list(i18n.LANGUAGES), key="lang", format_func=i18n.LANGUAGES.get)
-    if st.query_params.get("lang") != language:
-        st.query_params["lang"] = language
-
-
 def chosen_model_name() -> str:
-    """The sidebar's choice; before the sidebar is drawn in a run, the URL's (or the last page's) choice; else the
-    default for the page's language (mha_core.serving.menu.default_choice)."""
+    """The visitor's model (sidebar, address), else the default for the page's language
+    (mha_core.serving.menu.default_choice)."""
     choices = model_choices()
-    name = st.session_state.get("model") or st.query_params.get("model") or st.session_state.get("_model")
-    return name if name in choices else default_choice(tuple(choices.values()), i18n.current()).name
+    return chosen("model", default_choice(tuple(choices.values()), i18n.current()).name, options=list(choices))
 
 
 def current_model() -> LoadedModel:
@@ -128,7 +96,7 @@ def current_model() -> LoadedModel:
     default = load_listed_model(str(next(iter(choices.values())).path))
     if isinstance(default, ModelLoadError):
         st.error(worded(default))
-        st.stop()
+        stop()
     return default
 
 
@@ -285,7 +253,7 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
         result = run_one(text, path)
     except InputError as err:
         st.info(worded(err) + " " + tr("Type a sentence in the sentence box or pick an example."))
-        st.stop()
+        stop()
     reading_notes(result)
     if result.truncated[0]:
         n, kept = result.n_tokens[0], result.lengths[0]
@@ -334,69 +302,9 @@ def check_length(text: str, box: str = N_("The text")) -> None:
                 max_input_chars=MAX_INPUT_CHARS,
             )
         )
-        st.stop()
+        stop()
 
 
 def path_caption(result: AttentionResult) -> str:
     return tr("{n} word pieces · path **{path}** ({reason}) · backend {backend}", n=result.lengths[0],
-              path=result.path, reason=worded(result.path_reason), backend=worded(result.backend))
-
-
-def forget_on_change(keys: tuple[str, ...], depends_on: object) -> None:
-    """Drop the choices in `keys` (this session's and the URL's) when `depends_on` (the sentence, the model's
-    pieces) differs from the last run's, so the widgets fall back to defaults computed from the new result; on a
-    first visit the URL's choices stand (a shared link)."""
-    marker = f"_{'_'.join(keys)}_for"
-    if marker in st.session_state and st.session_state[marker] != depends_on:
-        for key in keys:
-            st.session_state.pop(key, None)
-            if key in st.query_params:
-                replace_url_value(key, None)
-    st.session_state[marker] = depends_on
-
-
-URL_NUMBER_CHARS = 15  # a number longer than this in a URL is no index or size any widget takes
-
-
-def url_int(raw: str | None) -> int | None:
-    """A URL value as a whole number, or None for anything else (inf, nan, 1e309, 100,000 digits, words)."""
-    text = (raw or "").strip()
-    digits = text.removeprefix("-")
-    return int(text) if digits.isascii() and digits.isdigit() and len(digits) <= URL_NUMBER_CHARS else None
-
-
-def sanitize_url() -> None:
-    """Before any widget reads the URL: drop values that look like numbers but are not finite numbers of
-    sensible size (Streamlit's number inputs raise OverflowError on inf or 1e309)."""
-    for key in list(st.query_params):
-        raw = st.query_params.get(key, "")
-        try:
-            number = float(raw)
-        except (ValueError, OverflowError):
-            continue
-        if url_int(raw) is None and not (np.isfinite(number) and len(raw.strip()) <= URL_NUMBER_CHARS):
-            replace_url_value(key, None)
-
-
-def clamp_url_int(key: str, low: int, high: int) -> None:
-    """An integer widget's URL value clamped to [low, high] before the widget reads it (dropped if not a number)."""
-    if key in st.session_state or key not in st.query_params:
-        return
-    value = url_int(st.query_params.get(key))
-    replace_url_value(key, None if value is None else str(min(max(value, low), high)))
-
-
-def replace_url_value(key: str, value: str | None) -> None:
-    """Change (None: drop) a URL value both in the address and in the values widgets are first seeded from
-    (Streamlit 1.67 seeds a bound widget from the URL as it was when the page loaded: a private field)."""
-    from streamlit.runtime.state.session_state_proxy import get_session_state
-
-    with get_session_state().query_params() as params:
-        initial = params._initial_query_params
-        if value is None:
-            params.pop(key, None)
-            initial.pop(key, None)
-        else:  # a widget's own parameter too (its value is already this): past the bound-parameter guard
-            params._set_item_internal(key, value)
-            params._send_query_param_msg()
-            initial[key] = [value]
+              path=path_words(result.path), reason=worded(result.path_reason), backend=backend_words(result.backend))

@@ -29,6 +29,7 @@ from mha_core.engine.batching import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, 
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving.store import SharedStore
 from views._state import heavy, literal, shared_store
+from views._visit import widget
 
 ANALYSES_KEPT = 8  # corpus analyses kept per server (least recently used dropped)
 SENTENCE_ANALYSES_KEPT = 64
@@ -135,9 +136,8 @@ def gap_source() -> tuple[str, str, str] | None:
     upload = uploaded_text(N_("GAP TSV file"), ["tsv", "txt"], "gap_upload")
     if upload is not None:
         return upload
-    if SHARED_GAP.exists() and st.toggle(
-        tr("Use {name} found beside the project", name=SHARED_GAP.name), key="gap_local"
-    ):
+    if SHARED_GAP.exists() and widget(st.toggle, "gap_local", False,
+                                      tr("Use {name} found beside the project", name=SHARED_GAP.name)):
         return f"gap:{SHARED_GAP}", SHARED_GAP.name, SHARED_GAP.read_text(encoding="utf-8")
     return None
 

@@ -15,14 +15,15 @@ from mha_core.figures import charts
 from mha_core.i18n import N_, tr
 from mha_core.serving.export import matrix_csv
 from views._inputs import sentence_box
-from views._state import chart, checked_run, current_model, literal, page_language, run_one, shared, small_store
+from views._state import chart, checked_run, current_model, literal, run_one, shared, small_store
 from views._uploads import cached_analysis
+from views._visit import tabs, widget
 
 
 def pickers(model: LoadedModel) -> tuple[int, int]:
     left, right = st.columns(2)
-    layer = left.selectbox(tr("Layer"), range(model.n_layers), key="c_layer", bind="query-params", format_func=tr)
-    head = right.selectbox(tr("Head"), range(model.n_heads), key="c_head", bind="query-params", format_func=tr)
+    layer = widget(left.selectbox, "c_layer", 0, tr("Layer"), options=range(model.n_layers), format_func=tr)
+    head = widget(right.selectbox, "c_head", 0, tr("Head"), options=range(model.n_heads), format_func=tr)
     return layer, head
 
 
@@ -132,14 +133,11 @@ def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None
     )
     if rolled is None:
         return
-    layer = st.slider(tr("Up to layer"), 0, model.n_layers - 1, model.n_layers - 1, key="c_roll_layer")
-    query = st.selectbox(
-        tr("Query token"),
-        range(len(labels)),
-        index=len(labels) - 1,
-        format_func=lambda i: f"{i}: {labels[i]}",
-        key="c_roll_query",
-    )
+    last_layer = model.n_layers - 1
+    layer = widget(st.slider, "c_roll_layer", last_layer, tr("Up to layer"), 0, last_layer,
+                   fits=lambda v: 0 <= v <= last_layer)
+    query = widget(st.selectbox, "c_roll_query", len(labels) - 1, tr("Query token"), context=key,
+                   options=range(len(labels)), format_func=lambda i: f"{i}: {labels[i]}")
     chart(
         (*key, layer),
         lambda: charts.head_figure(rolled[layer], labels, tr("Rollout up to layer {layer}", layer=layer)),
@@ -181,26 +179,13 @@ def show_ablation(model: LoadedModel, text: str) -> None:
         )
     )
     c1, c2, c3, c4 = st.columns(4)
-    mode = c1.radio(tr("Ablation"), MODES, horizontal=True, key="c_mode", bind="query-params", format_func=tr)
+    mode = widget(c1.radio, "c_mode", MODES[0], tr("Ablation"), options=MODES, horizontal=True, format_func=tr)
     measures = list(measures_for(model))
-    measure = c2.selectbox(
-        tr("Measure"),
-        measures,
-        index=measures.index(default_measure(model)),
-        key="c_measure",
-        bind="query-params",
-        help="; ".join(f"{tr(m)}: {tr(MEASURE_HELP[m])}" for m in measures),
-        format_func=tr,
-    )
-    target = c3.text_input(tr("Target token"), " Paris", key="c_target", disabled=measure != "target")
-    position = c4.number_input(
-        tr("After position (empty: the last)"),
-        min_value=0,
-        value=None,
-        step=1,
-        key="c_position",
-        disabled=measure != "target",
-    )
+    measure = widget(c2.selectbox, "c_measure", default_measure(model), tr("Measure"), options=measures,
+                     help="; ".join(f"{tr(m)}: {tr(MEASURE_HELP[m])}" for m in measures), format_func=tr)
+    target = widget(c3.text_input, "c_target", " Paris", tr("Target token"), disabled=measure != "target")
+    position = widget(c4.number_input, "c_position", None, tr("After position (empty: the last)"), min_value=0,
+                      value=None, like=0, step=1, disabled=measure != "target", context=(str(model.model_dir), text))
     target, position = (target, position) if measure == "target" else (None, None)
     key = ("ablation", str(model.model_dir), text, mode, measure, target, position)
     grid = ablation_with_progress(model, key, text, mode, measure, target, position)
@@ -239,12 +224,8 @@ def show_ablation(model: LoadedModel, text: str) -> None:
         hide_index=True,
         key="ablation_top",
     )
-    if st.session_state.get("_c_joint_grid") != key:  # a new grid: its own top heads, not the last grid's
-        st.session_state["_c_joint_grid"] = key
-        st.session_state["c_joint"] = top[:3]
-    chosen = st.multiselect(
-        tr("Ablate these heads together"), top, key="c_joint", format_func=lambda lh: head_label(*lh)
-    )
+    chosen = widget(st.multiselect, "c_joint", top[:3], tr("Ablate these heads together"), context=key, options=top,
+                    format_func=lambda lh: head_label(*lh))  # a new grid: its own top heads
     if chosen:
         joint = shared(
             (*key, "joint", tuple(chosen)), lambda: ablate_heads(model, text, chosen, mode, measure, target, position)
@@ -277,14 +258,11 @@ def ablation_with_progress(
 
 
 def main() -> None:
-    page_language()
     model = current_model()
     st.title(tr("What heads contribute"))
     text = sentence_box()
     labels = checked_run(text).labels[0]
-    weighted, rolled, ablated = st.tabs(
-        [tr("Value-weighted"), tr("Rollout"), tr("Ablation")], key="c_tab", bind="query-params"
-    )
+    weighted, rolled, ablated = tabs("c_tab", (N_("Value-weighted"), N_("Rollout"), N_("Ablation")))
     if weighted.open:
         with weighted:
             show_value_weighted(model, text, labels)

@@ -27,24 +27,16 @@ from mha_core.analysis.predict import asked, first_piece, probe_answers
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr, worded
-from mha_core.teaching.examples import default_pair
+from mha_core.teaching.examples import focus
 from views._inputs import sentence_box
 from views._patching import CAPTION as PATCH_CAPTION
 from views._patching import patching_view
-from views._state import (
-    chart,
-    check_length,
-    checked_run,
-    current_model,
-    forget_on_change,
-    literal,
-    page_language,
-    shared,
-)
+from views._state import chart, check_length, checked_run, current_model, literal, shared
 from views._uploads import gap_analysis
+from views._visit import stop, widget
 
 CAPTION = N_("Attention is evidence about what a head reads, not proof of what the model decides: a head can "
-           "look at 'animal' while the decision is made elsewhere, by other heads, the feed-forward layers, "
+           "look at '{word}' while the decision is made elsewhere, by other heads, the feed-forward layers, "
            "or not at all.")
 
 
@@ -61,18 +53,18 @@ def scores_of(text: str, words: list[Word], pronoun: int, candidates: list[int],
         result if result is not None else checked_run(text), 0, words, pronoun, candidates))
 
 
-def pick_words(words: list[Word]) -> tuple[int, list[int]]:
+def pick_words(words: list[Word], context: tuple) -> tuple[int, list[int]]:
+    """The pronoun (the sentence's first with a noun before it, by default) and its candidates (those nouns), the
+    visitor's for this model and text (`context`)."""
     options = [w.index for w in words]
     label = lambda i: f"{i}: {words[i].text}"  # noqa: E731
-    default = default_pronoun(words)
-    forget_on_change(("pronoun",), tuple(w.text for w in words))  # another sentence: its own pronoun
     left, right = st.columns([1, 2])
-    pronoun = left.selectbox(tr("Pronoun (or any token)"), options, index=default or 0, format_func=label,
-                             key="pronoun", bind="query-params")
-    found = candidates_before(words, pronoun)
+    pronoun = widget(left.selectbox, "pronoun", default_pronoun(words) or 0, tr("Pronoun (or any token)"),
+                     context=context, options=options, format_func=label)
     others = [i for i in options if i != pronoun]
-    chosen = right.multiselect(tr("Candidate antecedents (nouns before it; add any other word)"), others,
-                               default=found, format_func=label, key=f"candidates_{pronoun}")
+    chosen = widget(right.multiselect, "candidates", candidates_before(words, pronoun),
+                    tr("Candidate antecedents (nouns before it; add any other word)"), context=(*context, pronoun),
+                    options=others, format_func=label)
     return pronoun, chosen
 
 
@@ -99,22 +91,24 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
                 count=count, n_heads=n_heads, layer=layer, pronoun=pronoun, names=literal(names[cand])))
 
 
-def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int]) -> None:
+def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int], context: tuple) -> None:
     st.subheader(tr("Minimal pair"))
-    example = default_pair(first_text, current_model().name)
-    second_text = st.text_input(tr("Second sentence (differs in a few words)"), example.pair if example else "",
-                                key="pair", bind="query-params")
+    found = focus(first_text, current_model().name)  # the sentence's own pair: its pronoun swapped, or an example's
+    second_text = widget(st.text_input, "pair", found.pair, tr("Second sentence (differs in a few words)"),
+                         context=context)
     check_length(second_text, N_("The second sentence"))
     names = [words[i].text for i in candidates]
-    first, second = (names.index(w) if w in names else i for i, w in enumerate(
-        (example.antecedent, example.other) if example else (None, None)))
     if len(candidates) < 2:
         st.info(tr("Choose two candidates to compare their margins across the pair."))
         return
+    first = names.index(found.antecedent) if found.antecedent in names else 0
+    second = names.index(found.other) if found.other in names and names.index(found.other) != first else 1
     c1, c2, c3 = st.columns(3)
-    a = c1.selectbox(tr("Candidate a"), range(len(names)), index=first, format_func=lambda i: names[i], key="cand_a")
-    b = c2.selectbox(tr("Candidate b"), range(len(names)), index=second, format_func=lambda i: names[i],
-                     key="cand_b")
+    context = (*context, pronoun, tuple(candidates))
+    a = widget(c1.selectbox, "cand_a", first, tr("Candidate a"), context=context, options=range(len(names)),
+               format_func=lambda i: names[i])
+    b = widget(c2.selectbox, "cand_b", second, tr("Candidate b"), context=context, options=range(len(names)),
+               format_func=lambda i: names[i])
     if a == b:
         st.info(tr("Pick two different candidates."))
         return
@@ -135,7 +129,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
                            "sentences. The decoder form of the test continues both with a probe, {value!r}, whose last "
                            "word comes after the change.",
             text=words[pronoun].text, pronoun=pronoun, value=with_probe('…', words[pronoun]))))
-        if st.toggle(tr("Continue both sentences with the probe"), value=True, key="pair_probe"):
+        if widget(st.toggle, "pair_probe", True, tr("Continue both sentences with the probe")):
             first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, pronoun_2)
             words, words_2 = words_of(first_text), words_of(second_text)
             pronoun = len(words) - 1  # the probe's last word asks the question
@@ -161,7 +155,6 @@ def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tupl
             chart((*base, number), lambda m=m, number=number: charts.layer_head_grid(
                 m, tr("Margin in sentence {number}", number=number), N_("margin"), colorscale="RdBu",
                 zrange=(-reach, reach)), key=f"margin_{number}")
-    st.session_state["_pair_delta"] = delta  # read by tests
 
 
 def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pronoun: Word, pronoun_2: Word,
@@ -194,26 +187,26 @@ def show_probe_answers(model: LoadedModel, text: str, words: list[Word], pronoun
 
 
 def main() -> None:
-    page_language()
     model = current_model()
     st.title(tr("Coreference inspector"))
     text = sentence_box()
     result = checked_run(text)
     words = words_of(text)
-    pronoun, candidates = pick_words(words)
+    context = (str(model.model_dir), text)
+    pronoun, candidates = pick_words(words, context)
     try:
         scores = scores_of(text, words, pronoun, candidates, result)
     except InspectorError as err:
         st.info(literal(worded(err)))
-        st.stop()
-    st.caption(tr(CAPTION))
+        stop()
+    st.caption(literal(tr(CAPTION, word=scores.candidates[0].text)))
     with st.expander(tr("Coreference heads found on GAP (optional)")):
         gap = gap_analysis(model)
     st.subheader(tr("Where '{text}' looks, head by head", text=literal(scores.pronoun.text)))
     show_heads(scores, gap)
     if has_lm_head(model):
         show_probe_answers(model, text, words, pronoun, candidates)
-    show_pair(text, words, pronoun, candidates)
+    show_pair(text, words, pronoun, candidates, context)
 
 
 main()

@@ -20,13 +20,14 @@ from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure
 from mha_core.i18n import N_, tr
 from mha_core.serving.export import distance_csv, qk_points_csv
 from views._inputs import model_card
-from views._state import chart, clamp_url_int, current_model, literal, page_language, shared, shared_store, small_store
+from views._state import chart, current_model, literal, shared, shared_store, small_store
 from views._uploads import (
     CORPUS,
     cached_analysis,
     capped_upload,
     parsed_corpus,
 )
+from views._visit import choose, stop, widget
 
 BUNDLED, CONLLU, TEXT_FILE = N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Uploaded text file")
 SOURCES = (BUNDLED, CONLLU, TEXT_FILE)
@@ -62,10 +63,10 @@ def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: 
     heads of a GAP file scored on the Roles page in this session."""
     scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
     analysis = None
-    if st.toggle(tr("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)"), key="g_syntax",
-                 bind="query-params",
-                     help=tr("The bundled corpus is parsed by spaCy; a CoNLL-U file gives gold trees. This runs the "
-                             "model over the sentences once more (shared with the Roles page).")):
+    label = tr("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)")
+    if widget(st.toggle, "g_syntax", False, label,
+              help=tr("The bundled corpus is parsed by spaCy; a CoNLL-U file gives gold trees. This runs the model "
+                      "over the sentences once more (shared with the Roles page).")):
         sentences = trees if trees is not None else (parsed_corpus() if source == BUNDLED else None)
         if sentences is None:
             st.caption(tr("A plain-text file has no trees: syntactic labels need the bundled corpus or a CoNLL-U file."
@@ -107,15 +108,17 @@ def closest_table(corpus: CorpusPass) -> pd.DataFrame:
 
 def qk_controls(model: LoadedModel, n_points: int) -> tuple[int, int, str, str]:
     c1, c2, c3, c4 = st.columns([1, 1, 2, 2])
-    layer = c1.selectbox(tr("Layer"), range(model.n_layers), key="g_layer", bind="query-params", format_func=tr)
-    head = c2.selectbox(tr("Head"), range(model.n_heads), key="g_head", bind="query-params", format_func=tr)
-    colour = c3.radio(tr("Colour by"), COLOUR_BY, horizontal=True, key="g_colour", bind="query-params", format_func=tr)
-    method = c4.radio(
+    layer = widget(c1.selectbox, "g_layer", 0, tr("Layer"), options=range(model.n_layers), format_func=tr)
+    head = widget(c2.selectbox, "g_head", 0, tr("Head"), options=range(model.n_heads), format_func=tr)
+    colour = widget(c3.radio, "g_colour", COLOUR_BY[0], tr("Colour by"), options=COLOUR_BY, horizontal=True,
+                    format_func=tr)
+    method = widget(
+        c4.radio,
+        "g_projection",
+        PROJECTIONS[0],
         tr("Projection"),
-        PROJECTIONS,
+        options=PROJECTIONS,
         horizontal=True,
-        key="g_projection",
-        bind="query-params",
         help=tr(
             "For these {n_points:,} points: PCA exact and instant; UMAP (umap-learn, {umap_epochs} "
             "epochs) {umap}; t-SNE (scikit-learn) {tsne}. Each result is kept for everyone.",
@@ -130,6 +133,7 @@ def qk_controls(model: LoadedModel, n_points: int) -> tuple[int, int, str, str]:
 
 
 def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
+    context = (str(model.model_dir), key)  # the corpus the chosen sentence and query belong to
     n_points = 2 * len(corpus.labels)  # every token's query and key
     layer, head, colour, method = qk_controls(model, n_points)
     base = (str(model.model_dir), key)
@@ -153,11 +157,11 @@ def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
         ("qk figure", *base, layer, head, method, colour),
         lambda: qk_figure(view, corpus, colour, hover, pos),
         key="qk_points",
-        on_select=lambda: pick_query(corpus),
+        on_select=lambda: pick_query(corpus, context),
         selection_mode="points",
     )
     explain_normalisation(model, corpus, view)
-    show_query(corpus, view)
+    show_query(corpus, view, context)
     st.download_button(
         tr("CSV: these points"),
         lambda: qk_points_csv(view.xy, corpus.labels, corpus.sentence_of, corpus.position, pos),
@@ -195,49 +199,37 @@ def explain_normalisation(model: LoadedModel, corpus: CorpusPass, view: QKView) 
     )
 
 
-def pick_query(corpus: CorpusPass) -> None:
+def pick_query(corpus: CorpusPass, context: tuple) -> None:
     """The chart's selection -> the query widgets (a selected key picks its own token's query)."""
     points = st.session_state["qk_points"].selection.points
     chosen = next((p.get("customdata") for p in points if p.get("customdata") is not None), None)
     if chosen is None:
         return
     token = int(chosen[0] if isinstance(chosen, list) else chosen) % len(corpus.labels)
-    st.session_state["g_sentence"] = int(corpus.sentence_of[token])
-    st.session_state["g_query"] = int(corpus.position[token])
+    sentence = int(corpus.sentence_of[token])
+    choose("g_sentence", sentence, context)
+    choose("g_query", int(corpus.position[token]), (*context, sentence))
 
 
-def show_query(corpus: CorpusPass, view: QKView) -> None:
+def show_query(corpus: CorpusPass, view: QKView, context: tuple) -> None:
     """The chosen query's top keys in its sentence (chosen on the chart, or here; both live in the URL)."""
     left, right = st.columns([1, 3])
-    clamp_url_int("g_sentence", 0, corpus.kept - 1)
-    sentence = left.number_input(
-        tr("Sentence"),
-        0,
-        corpus.kept - 1,
-        value=None,
-        key="g_sentence",
-        bind="query-params",
-        placeholder=tr("select a query on the chart"),
-    )
+    sentence = widget(left.number_input, "g_sentence", None, tr("Sentence"), 0, corpus.kept - 1, value=None, like=0,
+                      context=context, fits=lambda v: 0 <= v < corpus.kept,
+                      placeholder=tr("select a query on the chart"))
     if sentence is None:
         st.caption(
             tr("Select a query (●) on the chart, or type a sentence number, to see the keys it attends to most.")
         )
         return
+    sentence = int(sentence)
     start, stop = int(corpus.starts[sentence]), int(corpus.starts[sentence + 1])
-    if not 0 <= st.session_state.get("g_query", 0) < stop - start:
-        st.session_state["g_query"] = 0  # the previous sentence's position does not exist here
-    position = right.selectbox(
-        tr("Query"),
-        range(stop - start),
-        key="g_query",
-        bind="query-params",
-        format_func=lambda j: f"{j}: {corpus.labels[start + j]}",
-    )
+    position = widget(right.selectbox, "g_query", 0, tr("Query"), context=(*context, sentence),
+                      options=range(stop - start), format_func=lambda j: f"{j}: {corpus.labels[start + j]}")
     st.text(corpus.texts[sentence])
     rows = strongest_keys(corpus, view.layer, view.head, start + position)
     st.dataframe(
-        pd.DataFrame([{"position": j, "key": label, "attention": round(w, 4)} for j, label, w in rows]),
+        pd.DataFrame([{tr("position"): j, tr("key"): label, tr("attention"): round(w, 4)} for j, label, w in rows]),
         hide_index=True,
         key="top_keys",
     )
@@ -245,14 +237,13 @@ def show_query(corpus: CorpusPass, view: QKView) -> None:
 
 
 def main() -> None:
-    page_language()
     model = current_model()
     model_card()
     st.title(tr("Heads across a corpus"))
-    source = st.radio(tr("Corpus"), SOURCES, horizontal=True, key="g_source", bind="query-params", format_func=tr)
+    source = widget(st.radio, "g_source", SOURCES[0], tr("Corpus"), options=SOURCES, horizontal=True, format_func=tr)
     chosen = chosen_corpus(source)
     if chosen is None:
-        st.stop()
+        stop()
     key, texts, trees, note = chosen
     corpus = cached_analysis(
         (str(model.model_dir), "pass", key),
@@ -262,13 +253,12 @@ def main() -> None:
         note=note,
     )
     if corpus is None:
-        st.stop()
+        stop()
     if note:
         st.caption(literal(note.strip(" ()").capitalize() + "."))
     if corpus.selection is not None and corpus.selection.note("line" if source == TEXT_FILE else "sentence"):
         st.caption(literal(corpus.selection.note("line" if source == TEXT_FILE else "sentence")))
-    view = st.segmented_control(tr("View"), VIEWS, default=VIEWS[0], key="g_view", bind="query-params",
-                                format_func=tr) or VIEWS[0]
+    view = widget(st.segmented_control, "g_view", VIEWS[0], tr("View"), options=VIEWS, format_func=tr) or VIEWS[0]
     if view == VIEWS[0]:
         show_head_map(model, corpus, key, trees, source)
     else:

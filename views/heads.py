@@ -7,10 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult
+from mha_core.analysis.display import AttentionView, score_map, top_keys, uniform_weight, words_by_default
 from mha_core.analysis.long_text import is_long
-from mha_core.engine.attention import PATH_HELP
 from mha_core.figures import charts
-from mha_core.figures.view import AttentionView, score_map, top_keys
 from mha_core.i18n import N_, tr
 from mha_core.serving.export import (
     attention_csv,
@@ -21,32 +20,24 @@ from mha_core.serving.export import (
     token_pair_json,
 )
 from mha_core.teaching.examples import focus_words
+from mha_core.teaching.walkthrough import PATH_HELP
 from views._inputs import sentence_box
 from views._long import pieces_of, show_long_heads
-from views._state import (
-    chart,
-    check_length,
-    checked_run,
-    current_model,
-    forget_on_change,
-    literal,
-    narrow_screen,
-    page_language,
-    path_caption,
-    view_of,
-)
+from views._state import chart, check_length, checked_run, current_model, literal, narrow_screen, path_caption, view_of
+from views._visit import choose, chosen, tabs, widget
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
 LINE_VIEW_MAX_UNITS = 60
 
 
-def options_sidebar() -> tuple[bool, bool, bool]:
+def options_sidebar(text: str) -> tuple[bool, bool, bool]:
+    """Display options; words are merged by default where the text's pieces are not its words (Chinese)."""
     with st.sidebar:
         st.markdown(tr("**View options**"))
-        hide = st.checkbox(tr("Hide special tokens ([CLS], [SEP], a decoder's first token; rows renormalised)"),
-                           key="hide_special", bind="query-params")
-        merge = st.checkbox(tr("Merge word pieces into words"), key="merge_words", bind="query-params")
-        avg = st.checkbox(tr("Average the heads of each layer"), key="avg_heads", bind="query-params")
+        hide = widget(st.checkbox, "hide_special", False,
+                      tr("Hide special tokens ([CLS], [SEP], a decoder's first token; rows renormalised)"))
+        merge = widget(st.checkbox, "merge_words", words_by_default(text), tr("Merge word pieces into words"))
+        avg = widget(st.checkbox, "avg_heads", False, tr("Average the heads of each layer"))
     return hide, merge, avg
 
 
@@ -54,14 +45,15 @@ def pick_head_from_overview() -> None:
     points = st.session_state["overview"].selection.points
     if points:
         layer, head = points[0]["customdata"]
-        st.session_state["layer"], st.session_state["head"] = int(layer), int(head)
+        choose("layer", int(layer))
+        choose("head", int(head))
 
 
 def head_pickers(n_layers: int, n_heads: int) -> tuple[int, int]:
     left, right = st.columns(2)
-    layer = left.selectbox(tr("Layer"), list(range(n_layers)), key="layer", bind="query-params", format_func=tr)
-    head = right.selectbox(tr("Head"), list(range(n_heads)), key="head", bind="query-params",
-                           disabled=n_heads == 1, format_func=lambda h: tr("mean of heads") if n_heads == 1 else str(h))
+    layer = widget(left.selectbox, "layer", 0, tr("Layer"), options=range(n_layers), format_func=tr)
+    head = widget(right.selectbox, "head", 0, tr("Head"), options=range(n_heads), disabled=n_heads == 1,
+                  format_func=lambda h: tr("mean of heads") if n_heads == 1 else str(h))
     return layer, (0 if n_heads == 1 else head)
 
 
@@ -85,10 +77,10 @@ def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head
     n = len(view.labels)
     can_score = not (view.merged_words or avg)
     left, right = st.columns(2)
-    scores = left.toggle(tr("Pre-softmax scores (q·k/√d_k)"), key="scores", bind="query-params", disabled=not can_score)
+    scores = widget(left.toggle, "scores", False, tr("Pre-softmax scores (q·k/√d_k)"), disabled=not can_score)
     narrow = narrow_screen()  # a phone's cells are narrower than the numbers
-    numbers = right.toggle(tr("Numbers in cells"), value=n <= NUMBERS_MAX_UNITS and not narrow, key="numbers",
-                           disabled=n > 40 or narrow)
+    numbers = widget(right.toggle, "numbers", n <= NUMBERS_MAX_UNITS and not narrow, tr("Numbers in cells"),
+                     disabled=n > 40 or narrow)
     scores, numbers = scores and can_score, numbers and n <= 40
     chart((*base, "head", layer, head, scores, numbers),
           lambda: head_map_figure(result, view, layer, head, avg, scores, numbers), key="head_map")
@@ -108,12 +100,14 @@ def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, he
 
 def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
     n_heads, n = view.maps.shape[1], len(view.labels)
-    heads = st.multiselect(tr("Heads shown"), list(range(n_heads)), default=list(range(min(3, n_heads))),
-                           key="line_heads", format_func=tr)
-    min_weight = st.slider(tr("Hide lines below weight"), 0.0, 0.5, 0.1, 0.01, key="line_min")
+    heads = widget(st.multiselect, "line_heads", list(range(min(3, n_heads))), tr("Heads shown"),
+                   options=range(n_heads), format_func=tr)
+    min_weight = widget(st.slider, "line_min", 0.1, tr("Hide lines below weight"), 0.0, 0.5, step=0.01,
+                        fits=lambda w: 0.0 <= w <= 0.5)
     start = 0
     if n > LINE_VIEW_MAX_UNITS:  # a window keeps long texts readable; weights stay those of the full text
-        start = st.slider(tr("First token shown"), 0, n - LINE_VIEW_MAX_UNITS, 0, key="line_start")
+        last = n - LINE_VIEW_MAX_UNITS
+        start = widget(st.slider, "line_start", 0, tr("First token shown"), 0, last, fits=lambda s: 0 <= s <= last)
         st.caption(tr("Showing tokens {start}–{start2} of {n} (lines within the window).",
             start=start, start2=start + LINE_VIEW_MAX_UNITS - 1, n=n))
     window = slice(start, start + LINE_VIEW_MAX_UNITS)
@@ -121,36 +115,40 @@ def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
         view.maps[layer][:, window, window], view.labels[window], heads, min_weight), key="line_view")
 
 
-def chosen_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int]:
-    """The token view's query and key: this run's widgets, else the URL's ("3: it"), else the units holding "it"
-    and "animal" (found by AttentionResult.word_pieces, the rule every page and lesson uses)."""
-    n = len(view.labels)
-    forget_on_change(("query", "key"), view.labels)  # another sentence, model or display: its own "it", "animal"
-    pair = []
-    for name, word in zip(("query", "key"), focus_words(result.batch.texts[0]), strict=True):
-        value = st.session_state.get(name, st.query_params.get(name))
-        if isinstance(value, str):
-            value = int(value.split(":")[0]) if value.split(":")[0].isdigit() else None
-        pair.append(value if isinstance(value, int) and 0 <= value < n else view.unit_of(result.word_pieces(0, word)))
-    return pair[0], pair[1]
+def default_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int]:
+    """The units holding the sentence's pronoun and the word it names (mha_core.teaching.examples.focus), found by
+    AttentionResult.word_pieces (the rule every page and lesson uses); else the last unit and the first."""
+    pronoun, antecedent = focus_words(result.batch.texts[0])
+    last = len(view.labels) - 1
+    return (view.unit_of(result.word_pieces(0, pronoun), last) if pronoun else last,
+            view.unit_of(result.word_pieces(0, antecedent), 0) if antecedent else 0)
+
+
+def chosen_pair(view: AttentionView, result: AttentionResult, context: tuple) -> tuple[int, int]:
+    """The token view's query and key: the visitor's for this text, model and display (`context`), else the
+    default pair."""
+    defaults, units = default_pair(view, result), range(len(view.labels))
+    return tuple(chosen(name, default, context, units) for name, default in zip(("query", "key"), defaults,
+                                                                                  strict=True))
 
 
 def show_one_token(view: AttentionView, result: AttentionResult, base: tuple, meta: dict) -> None:
     labels = view.labels
-    options = list(range(len(labels)))
-    default_query, default_key = chosen_pair(view, result)
+    context, units = base[1:5], range(len(labels))  # model, text, hidden specials, merged words
+    default_query, default_key = default_pair(view, result)
     left, right = st.columns(2)
-    query = left.selectbox(tr("Query token"), options, index=default_query, key="query",
-                           bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
-    key = right.selectbox(tr("Key token"), options, index=default_key, key="key",
-                          bind="query-params", format_func=lambda i: f"{i}: {labels[i]}")
+    query = widget(left.selectbox, "query", default_query, tr("Query token"), context=context, options=units,
+                   format_func=lambda i: f"{i}: {labels[i]}")
+    key = widget(right.selectbox, "key", default_key, tr("Key token"), context=context, options=units,
+                 format_func=lambda i: f"{i}: {labels[i]}")
     grid = view.maps[:, :, query, key]  # (L,H)
     chart((*base, "token", query, key), lambda: charts.layer_head_grid(
         grid, pair_title(labels[query], labels[key])), key="token_grid")
     best = np.unravel_index(int(grid.argmax()), grid.shape)
+    uniform = uniform_weight(view, query, result.causal, result.window(int(best[0])))
     st.markdown(tr("Strongest: layer {layer}, head {head} gives **{weight:.2f}** of the attention from '{query}' to "
                    "'{key}' (uniform would be {uniform:.2f}).", layer=best[0], head=best[1], weight=grid[best],
-                   query=literal(labels[query]), key=literal(labels[key]), uniform=1 / len(labels)))
+                   query=literal(labels[query]), key=literal(labels[key]), uniform=uniform))
     st.dataframe(top_keys_table(view, query), hide_index=True)
     c1, c2 = st.columns(2)
     c1.download_button(
@@ -195,11 +193,11 @@ def export_meta(view: AttentionView, result: AttentionResult) -> dict:
     }
 
 
-def show_export(view: AttentionView, result: AttentionResult, layer: int, head: int, avg: bool) -> None:
+def show_export(view: AttentionView, result: AttentionResult, layer: int, head: int, avg: bool, base: tuple) -> None:
     """Downloads are built only when clicked (callables), so big texts cost nothing until then."""
     n_layers, n_heads = view.maps.shape[:2]
     meta = export_meta(view, result)
-    query, key = chosen_pair(view, result)
+    query, key = chosen_pair(view, result, base[1:5])
     c1, c2, c3 = st.columns(3)
     c1.download_button(
         tr("CSV: this head"), lambda: attention_csv(view, [layer], [head]), "attention_head.csv", "text/csv"
@@ -228,8 +226,9 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
             view.maps[:, :, query, key], pair_title(view.labels[query], view.labels[key])
         ),
     }
-    name = st.selectbox(tr("Figure"), list(builders), key="export_fig", format_func=tr)
-    fmt = st.radio(tr("Format"), ["png", "svg"], horizontal=True, key="export_fmt", format_func=tr)
+    name = widget(st.selectbox, "export_fig", next(iter(builders)), tr("Figure"), options=list(builders),
+                  format_func=tr)
+    fmt = widget(st.radio, "export_fmt", "png", tr("Format"), options=["png", "svg"], horizontal=True, format_func=tr)
     if st.button(tr("Render image"), key="export_render"):
         try:
             with st.spinner(tr("Rendering with Chromium…")):
@@ -247,7 +246,6 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
 
 
 def main() -> None:
-    page_language()
     model = current_model()
     st.title(tr("Attention heads"))
     text = sentence_box()
@@ -255,18 +253,17 @@ def main() -> None:
     if is_long(pieces_of(str(model.model_dir), text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
         show_long_heads(model, text, head_pickers)
         return
-    hide, merge, avg = options_sidebar()
+    hide, merge, avg = options_sidebar(text)
     result = checked_run(text)
-    st.caption(path_caption(result), help=PATH_HELP)
+    st.caption(path_caption(result), help=tr(PATH_HELP))
     view = view_of(str(model.model_dir), text, "auto", hide, merge, avg)
     base = ("heads", str(model.model_dir), text, hide, merge, avg)  # what every figure below depends on
     n_layers, n_heads = view.maps.shape[:2]
     layer, head = head_pickers(n_layers, n_heads)
     # Tabs bound to the URL run lazily: only the open tab's figures are built and sent. They come before the
     # overview, which for a 30-layer model is 2,000 px tall.
-    one_head, one_layer, one_token, export = st.tabs(
-        [tr("One head"), tr("One layer"), tr("One token"), tr("Export")], key="view", bind="query-params"
-    )
+    one_head, one_layer, one_token, export = tabs("view", (N_("One head"), N_("One layer"), N_("One token"),
+                                                          N_("Export")))
     if one_head.open:
         with one_head:
             show_one_head(result, view, layer, head, avg, base)
@@ -278,7 +275,7 @@ def main() -> None:
             show_one_token(view, result, base, export_meta(view, result))
     if export.open:
         with export:
-            show_export(view, result, layer, head, avg)
+            show_export(view, result, layer, head, avg, base)
     show_overview(view.maps, (layer, head), base)
 
 

@@ -22,7 +22,8 @@ from mha_core.figures import params as param_figures
 from mha_core.i18n import N_, tr, worded
 from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card
-from views._state import current_model, literal, model_breakdown_of, page_language, weight_norms_of
+from views._state import current_model, literal, model_breakdown_of, weight_norms_of
+from views._visit import tabs, widget
 
 
 def show_model(model: LoadedModel) -> None:
@@ -90,14 +91,18 @@ def show_head_slices(model: LoadedModel) -> None:
 def shape_inputs() -> dict:
     bounds = {"min_value": 1, "max_value": MAX_DIM, "step": 1,
               "help": tr("A whole number from 1 to {max_dim:,}.", max_dim=MAX_DIM)}
+    fits = lambda v: 1 <= v <= MAX_DIM  # noqa: E731
     c1, c2, c3 = st.columns(3)
-    d_model = c1.number_input(tr("d_model"), value=512, key="calc_d_model", **bounds)
-    heads = c2.number_input(tr("heads h"), value=8, key="calc_heads", **bounds)
-    kv = c3.number_input(tr("key/value heads (empty = h)"), value=None, key="calc_kv", **bounds)
+    d_model = widget(c1.number_input, "calc_d_model", 512, tr("d_model"), fits=fits, **bounds)
+    heads = widget(c2.number_input, "calc_heads", 8, tr("heads h"), fits=fits, **bounds)
+    kv = widget(c3.number_input, "calc_kv", None, tr("key/value heads (empty = h)"), value=None, like=0, fits=fits,
+                **bounds)
     c4, c5, c6 = st.columns(3)
-    d_k = c4.number_input(tr("d_k (empty = d_model / h)"), value=None, key="calc_dk", **bounds)
-    d_v = c5.number_input(tr("d_v (empty = d_model / h)"), value=None, key="calc_dv", **bounds)
-    bias = c6.toggle(tr("biases"), value=True, key="calc_bias")
+    d_k = widget(c4.number_input, "calc_dk", None, tr("d_k (empty = d_model / h)"), value=None, like=0, fits=fits,
+                 **bounds)
+    d_v = widget(c5.number_input, "calc_dv", None, tr("d_v (empty = d_model / h)"), value=None, like=0, fits=fits,
+                 **bounds)
+    bias = widget(c6.toggle, "calc_bias", True, tr("biases"))
     as_int = lambda v: None if v is None else int(v)  # noqa: E731
     return {"d_model": int(d_model), "n_heads": int(heads), "n_kv_heads": as_int(kv), "d_k": as_int(d_k),
             "d_v": as_int(d_v), "bias": bias}
@@ -170,7 +175,7 @@ def show_single_vs_multi(shape: AttentionShape) -> None:
 
 def show_costs(shape: AttentionShape, n_layers: int) -> None:
     st.subheader(tr("Cost against sequence length"))
-    n_max = st.select_slider(tr("Longest n"), [512, 2048, 8192, 32768, 131072], value=8192, key="calc_nmax")
+    n_max = widget(st.select_slider, "calc_nmax", 8192, tr("Longest n"), options=[512, 2048, 8192, 32768, 131072])
     c1, c2 = st.columns(2)
     c1.plotly_chart(param_figures.flops_figure(shape, n_max), key="flops")
     c2.plotly_chart(param_figures.memory_figure(shape, n_max), key="memory")
@@ -204,13 +209,10 @@ def show_norms(model: LoadedModel) -> None:
 
 
 def main() -> None:
-    page_language()
     model = current_model()
     model_card()
     st.title(tr("Parameters and compute"))
-    this_model, calculator, norms = st.tabs(
-        [tr("This model"), tr("Any shape"), tr("Head weight norms")], key="ptab", bind="query-params"
-    )
+    this_model, calculator, norms = tabs("ptab", (N_("This model"), N_("Any shape"), N_("Head weight norms")))
     if this_model.open:
         with this_model:
             show_model(model)

@@ -18,20 +18,25 @@ from mha_core.i18n import N_, tr, worded
 from mha_core.teaching.examples import Question, default_question
 from views._inputs import sentence_box, set_sentence
 from views._patching import CAPTION, json_button, patching_view
-from views._state import chart, current_model, literal, page_language, shared, small_store
+from views._state import chart, current_model, literal, shared, small_store
 from views._uploads import cached_analysis
+from views._visit import stop, tabs, widget
 
 PIECE_HELP = N_("one piece; in spaced text with its leading space")
 
 
-def question() -> Question:
-    """The page's default question about this run's sentence (mha_core.teaching.examples.default_question)."""
-    model = current_model()
-    text = st.session_state.get("text", "")
-    return shared(("question", str(model.model_dir), text), lambda: default_question(model, text))
+def question(model: LoadedModel, sentence: str) -> Question:
+    """The page's default question about the sentence (mha_core.teaching.examples.default_question)."""
+    return shared(("question", str(model.model_dir), sentence), lambda: default_question(model, sentence))
 
 
-def show_prediction(model: LoadedModel, text: str, masked: bool) -> None:
+def asked_box(draw: object, name: str, default: str, label: str, context: tuple, **kwargs: object) -> str:
+    """A text box whose default is derived from the sentence: the visitor's text for this sentence and model stays,
+    another sentence brings its own default."""
+    return widget(draw, name, default, label, context=context, **kwargs)
+
+
+def show_prediction(model: LoadedModel, text: str, masked: bool, asked: Question, context: tuple) -> None:
     if masked:
         st.caption(tr("The model's probabilities for the piece in the chosen position, which it reads as masked: the "
                       "softmax of the last layer's output through the masked-LM head (a dense layer, its activation "
@@ -42,8 +47,9 @@ def show_prediction(model: LoadedModel, text: str, masked: bool) -> None:
     c1, c2 = st.columns(2)
     where = (tr("At position (empty: the first {mask})", mask=model.tokenizer.mask_token) if masked
              else tr("After position (empty: the last piece)"))
-    position = c1.number_input(where, min_value=0, value=None, step=1, key="p_position")
-    typed = c2.text_input(tr("Rank of a piece"), question().answer, key="p_piece", help=tr(PIECE_HELP))
+    position = widget(c1.number_input, "p_position", None, where, min_value=0, value=None, like=0, step=1,
+                      context=context)
+    typed = asked_box(c2.text_input, "p_piece", asked.answer, tr("Rank of a piece"), context, help=tr(PIECE_HELP))
     key = ("predict", str(model.model_dir), text, position)
     pred = cached_analysis(key, N_("Predicting"), lambda _: predict(model, text, position), small_store(), light=True)
     if pred is None:
@@ -73,20 +79,20 @@ def show_lens(model: LoadedModel, text: str, masked: bool) -> None:
     json_button(lens, model, tr("JSON: the lens"), "lens.json", "p_lens_json")
 
 
-def answer_pair(prefix: str) -> tuple[str, str]:
+def answer_pair(prefix: str, asked: Question, context: tuple) -> tuple[str, str]:
     c1, c2 = st.columns(2)
-    asked = question()
-    answer = c1.text_input(tr("Answer piece"), asked.answer, key=f"{prefix}_answer", help=tr(PIECE_HELP))
-    wrong = c2.text_input(tr("Wrong piece"), asked.wrong, key=f"{prefix}_wrong", help=tr(PIECE_HELP))
+    answer = asked_box(c1.text_input, f"{prefix}_answer", asked.answer, tr("Answer piece"), context,
+                       help=tr(PIECE_HELP))
+    wrong = asked_box(c2.text_input, f"{prefix}_wrong", asked.wrong, tr("Wrong piece"), context, help=tr(PIECE_HELP))
     return answer, wrong
 
 
-def show_attribution(model: LoadedModel, text: str) -> None:
+def show_attribution(model: LoadedModel, text: str, asked: Question, context: tuple) -> None:
     st.caption(tr("Elhage et al. (2021), direct logit attribution: what each head and each MLP writes straight into "
                   "logit(answer) − logit(wrong) at the last piece (its output through the final norm, frozen at its "
                   "value on the whole stream, and the unembedding). The shares add up to the model's logit difference; "
                   "a head that works through later layers shows here only as far as it writes directly."))
-    answer, wrong = answer_pair("a")
+    answer, wrong = answer_pair("a", asked, context)
     key = ("attribute", str(model.model_dir), text, answer, wrong)
     result = cached_analysis(key, N_("Attributing"), lambda _: attribute(model, text, answer, wrong), small_store(),
                              light=True)
@@ -125,13 +131,12 @@ def show_attribution(model: LoadedModel, text: str) -> None:
     json_button(result, model, tr("JSON: the attribution"), "attribute.json", "p_dla_json")
 
 
-def show_patching(model: LoadedModel, text: str, continuation: str) -> None:
+def show_patching(model: LoadedModel, text: str, continuation: str, asked: Question, context: tuple) -> None:
     st.caption(tr(CAPTION))
-    asked = question()
-    corrupted = st.text_input(tr("Corrupted sentence"), asked.corrupted, key="p_corrupted")
+    corrupted = asked_box(st.text_input, "p_corrupted", asked.corrupted, tr("Corrupted sentence"), context)
     slot = answer_slot(model)  # the corrupted sentence's probe asks about its own pronoun (她 → 他)
     corrupted += asked.corrupted_probe + slot if continuation == asked.probe + slot else continuation
-    answer, wrong = answer_pair("pt")
+    answer, wrong = answer_pair("pt", asked, context)
     patching_view(model, text, corrupted, answer, wrong, "p_patch")
 
 
@@ -144,22 +149,24 @@ def show_generation(model: LoadedModel, text: str) -> None:
             "probability and the alternatives the model weighed."
         )
     )
-    chat = st.toggle(
-        tr("Answer it as a chat message (the tokenizer's chat template)"),
+    chat = widget(
+        st.toggle,
+        "g_chat",
         False,
-        key="g_chat",
+        tr("Answer it as a chat message (the tokenizer's chat template)"),
         disabled=not has_chat_template(model),
         help=tr("Instruct models are trained on their chat template: the text becomes a user's message and the model "
                 "writes the assistant's answer") if has_chat_template(model)
         else tr("{name}'s tokenizer has no chat template", name=model.name),
     )
     c1, c2, c3, c4 = st.columns(4)
-    new = c1.slider(tr("New pieces"), 1, MAX_NEW, 20, key="g_new")
-    temperature = c2.slider(tr("Temperature"), 0.0, 2.0, 0.0, 0.1, key="g_temperature")
-    top_k = c3.number_input(
-        tr("Top-k (empty: all)"), min_value=1, value=None, step=1, key="g_top_k", disabled=temperature == 0
-    )
-    seed = c4.number_input(tr("Seed"), min_value=0, value=0, step=1, key="g_seed", disabled=temperature == 0)
+    new = widget(c1.slider, "g_new", 20, tr("New pieces"), 1, MAX_NEW, fits=lambda n: 1 <= n <= MAX_NEW)
+    temperature = widget(c2.slider, "g_temperature", 0.0, tr("Temperature"), 0.0, 2.0, step=0.1,
+                         fits=lambda t: 0.0 <= t <= 2.0)
+    top_k = widget(c3.number_input, "g_top_k", None, tr("Top-k (empty: all)"), min_value=1, value=None, like=0,
+                   step=1, disabled=temperature == 0, fits=lambda k: k >= 1)
+    seed = widget(c4.number_input, "g_seed", 0, tr("Seed"), min_value=0, step=1, disabled=temperature == 0,
+                  fits=lambda v: v >= 0)
     key = ("generate", str(model.model_dir), text, new, temperature, top_k, seed, chat)
     result = cached_analysis(
         key,
@@ -211,7 +218,6 @@ def show_generation(model: LoadedModel, text: str) -> None:
 
 
 def main() -> None:
-    page_language()
     model = current_model()
     st.title(tr("What the model predicts"))
     sentence = sentence_box()
@@ -226,28 +232,25 @@ def main() -> None:
                 name=model.name,
             )
         )
-        st.stop()
-    probe = question().probe + answer_slot(model)
-    continuation = st.text_input(
-        tr("Continue the sentence with"),
-        probe,
-        key="p_probe_mask" if head.masked else "p_probe",
-        help=tr("appended to the sentence (and to the corrupted one) before predicting"),
-    )
+        stop()
+    asked, context = question(model, sentence), (str(model.model_dir), sentence)
+    continuation = asked_box(st.text_input, "p_probe_mask" if head.masked else "p_probe",
+                             asked.probe + answer_slot(model), tr("Continue the sentence with"), context,
+                             help=tr("appended to the sentence (and to the corrupted one) before predicting"))
     text = sentence + continuation
     said = tr("Predicting in: {text}", text=text) if head.masked else tr("Predicting after: {text}", text=text)
     st.caption(literal(said))
     views = {
-        N_("Fill the mask") if head.masked else N_("Next piece"): lambda: show_prediction(model, text, head.masked),
+        N_("Fill the mask") if head.masked else N_("Next piece"): lambda: show_prediction(model, text, head.masked,
+                                                                                         asked, context),
         N_("Logit lens"): lambda: show_lens(model, text, head.masked),
-        N_("Attribution"): lambda: show_attribution(model, text),
-        N_("Patching"): lambda: show_patching(model, text, continuation),
+        N_("Attribution"): lambda: show_attribution(model, text, asked, context),
+        N_("Patching"): lambda: show_patching(model, text, continuation, asked, context),
         N_("Continue"): lambda: show_generation(model, text),
     }
     if head.masked:  # post-norm encoders: nothing writes to the logits directly; a masked head continues nothing
         del views["Attribution"], views["Continue"]
-    tabs = st.tabs([tr(name) for name in views], key="p_tab", bind="query-params")
-    for tab, view in zip(tabs, views.values(), strict=True):
+    for tab, view in zip(tabs("p_tab", tuple(views)), views.values(), strict=True):
         if tab.open:
             with tab:
                 view()

@@ -26,7 +26,7 @@ from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
 from views._inputs import sentence_box
 from views._long import show_long_roles
-from views._state import chart, checked_run, current_model, literal, page_language, shared
+from views._state import chart, checked_run, current_model, literal, shared
 from views._uploads import (
     CORPUS,
     cached_analysis,
@@ -35,6 +35,7 @@ from views._uploads import (
     parsed_corpus,
     sentence_store,
 )
+from views._visit import stop, widget
 
 SOURCES = (N_("This sentence"), N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Long texts"))
 
@@ -173,18 +174,17 @@ def show_relations(syntax: SyntaxResult, causal: bool) -> None:
 
 
 def main() -> None:
-    page_language()
     model = current_model()
     st.title(tr("Head roles"))
     text = sentence_box()
-    source = st.radio(tr("Analyse"), SOURCES, horizontal=True, key="source", bind="query-params", format_func=tr)
+    source = widget(st.radio, "source", SOURCES[0], tr("Analyse"), options=SOURCES, horizontal=True, format_func=tr)
     if source == SOURCES[3]:  # sinks as a text grows, retrieval heads: texts of thousands of pieces
         show_long_roles(model)
-        st.stop()
+        stop()
     sentence_result = checked_run(text) if source == SOURCES[0] else None  # stops on bad input
     chosen = source_sentences(source, text)
     if chosen is None:
-        st.stop()
+        stop()
     key, sentences, note = chosen
     analysis = cached_analysis(
         (str(model.model_dir), key),
@@ -195,7 +195,7 @@ def main() -> None:
         light=source == SOURCES[0],
     )
     if analysis is None:
-        st.stop()
+        stop()
     if note:
         st.caption(literal(note.strip(" ()").capitalize() + "."))
     roles = (
@@ -227,7 +227,7 @@ def main() -> None:
     with grid:
         st.subheader(tr("Every head's role"))
         labels = role_labels(roles, model.causal, (analysis.syntax, coref), probed=induction)
-        st.plotly_chart(role_grid_figure(labels, roles), key="role_grid")
+        st.plotly_chart(role_grid_figure(labels, roles, model.causal), key="role_grid")
         if model.causal:
             st.caption(
                 tr(

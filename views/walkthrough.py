@@ -16,43 +16,33 @@ from mha_core.teaching.examples import focus_words
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.walkthrough import (
     Walkthrough,
+    backend_words,
     code_for_step,
     design_notes,
     row_entropy,
     softmax_at_scale,
     walkthrough,
 )
-from views._inputs import sentence_box
-from views._state import (
-    chart,
-    check_length,
-    checked_run,
-    current_model,
-    forget_on_change,
-    literal,
-    page_language,
-    parity_of,
-    shared,
-    timings_of,
-)
+from views._inputs import sentence_box, set_sentence
+from views._state import chart, check_length, checked_run, current_model, literal, parity_of, shared, timings_of
+from views._visit import tabs, widget
 
 
 def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]:
     """Layer, head and query token; the query defaults to the sentence's pronoun ("it", or an example's own, 她),
     else its first word, and is reset when the sentence or the model changes (the old index would name another
     piece)."""
-    labels = result.labels[0]
+    labels, text = result.labels[0], result.batch.texts[0]
     c1, c2, c3 = st.columns(3)
-    layer = c1.selectbox(tr("Layer"), range(model.n_layers), index=model.n_layers // 2, key="wt_layer",
-                         bind="query-params", format_func=tr)
-    head = c2.selectbox(tr("Head"), range(model.n_heads), index=min(1, model.n_heads - 1), key="wt_head",
-                        bind="query-params", format_func=tr)
-    pronoun, _ = focus_words(result.batch.texts[0])  # 她 in the Chinese examples
-    default = next(iter(result.word_pieces(0, pronoun)), min(1 + int(model.bos_id is not None), len(labels) - 1))
-    forget_on_change(("wt_query",), (str(model.model_dir), result.batch.texts[0]))
-    query = c3.selectbox(tr("Query token"
-        ), range(len(labels)), index=default, format_func=lambda i: f"{i}: {labels[i]}",
-                         key="wt_query")
+    layer = widget(c1.selectbox, "wt_layer", model.n_layers // 2, tr("Layer"), options=range(model.n_layers),
+                   format_func=tr)
+    head = widget(c2.selectbox, "wt_head", min(1, model.n_heads - 1), tr("Head"), options=range(model.n_heads),
+                  format_func=tr)
+    pronoun, _ = focus_words(text)  # 她 in the Chinese examples
+    fallback = min(1 + int(model.bos_id is not None), len(labels) - 1)
+    default = next(iter(result.word_pieces(0, pronoun)), fallback) if pronoun else fallback
+    query = widget(c3.selectbox, "wt_query", default, tr("Query token"), context=(str(model.model_dir), text),
+                   options=range(len(labels)), format_func=lambda i: f"{i}: {labels[i]}")
     return layer, head, query
 
 
@@ -162,15 +152,9 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
             ),
             key="probs",
         )
-    forget_on_change(("wt_scale",), w.scale)  # another model: its own 1/√d_k
-    scale = st.slider(
-        tr("Scale applied before softmax (the model uses 1/√d_k)"),
-        0.01,
-        1.0,
-        float(round(w.scale, 3)),
-        0.001,
-        key="wt_scale",
-    )
+    scale = widget(st.slider, "wt_scale", float(round(w.scale, 3)),  # another model: its own 1/√d_k
+                   tr("Scale applied before softmax (the model uses 1/√d_k)"), 0.01, 1.0, step=0.001,
+                   context=(w.scale,), fits=lambda v: 0.01 <= v <= 1.0)
     row = softmax_at_scale(
         w.raw_scores[query], scale, w.visible[query], None if w.alibi is None else w.alibi[query], w.softcap
     )
@@ -297,11 +281,11 @@ def parity_badge(model: LoadedModel, text: str) -> None:
             "fused ({backend}) maps: {fused:.2e}.",
             maps=p.max_map_vs_model,
             hidden=p.max_hidden_vs_model,
-            backend=p.backend,
+            backend=backend_words(p.backend),
             fused=p.max_map_explicit_vs_fused,
         )
     )
-    if not st.toggle(tr("Time the three paths on this sentence"), key="wt_timing"):
+    if not widget(st.toggle, "wt_timing", False, tr("Time the three paths on this sentence")):
         return
     times = timings_of(str(model.model_dir), text)
     st.caption(
@@ -309,12 +293,8 @@ def parity_badge(model: LoadedModel, text: str) -> None:
     )
     c1, c2, c3 = st.columns(3)
     c1.metric(tr("Explicit path"), f"{times.explicit_ms:.1f} ms")
-    c2.metric(tr("Fused path ({backend})", backend=p.backend), f"{times.fused_ms:.1f} ms")
+    c2.metric(tr("Fused path ({backend})", backend=backend_words(p.backend)), f"{times.fused_ms:.1f} ms")
     c3.metric(tr("The model itself (eager)"), f"{times.model_ms:.1f} ms")
-
-
-def use_sentence(text: str) -> None:
-    st.session_state["text"] = st.session_state["_text"] = text
 
 
 def show_lessons(model: LoadedModel) -> None:
@@ -338,7 +318,7 @@ def show_lessons(model: LoadedModel) -> None:
             st.button(
                 tr("Put this sentence in the sentence box"),
                 key=f"load_{lesson.id}",
-                on_click=use_sentence,
+                on_click=set_sentence,
                 args=(lesson.sentence,),
             )
             st.caption(tr("Hint: {hint}", hint=lesson.hint))
@@ -351,7 +331,7 @@ def show_lessons(model: LoadedModel) -> None:
                         name=model.name,
                     )
                 )
-            answer = st.text_input(tr("Your answer"), key=f"answer_{lesson.id}")
+            answer = widget(st.text_input, f"answer_{lesson.id}", "", tr("Your answer"))
             check_length(answer, N_("The answer"))
             if st.button(tr("Check"), key=f"check_{lesson.id}"):
                 result = reveal(model, lesson)
@@ -363,11 +343,10 @@ def show_lessons(model: LoadedModel) -> None:
 
 
 def main() -> None:
-    page_language()
     model = current_model()
     st.title(tr("Multi-head attention, step by step"))
     text = sentence_box()
-    walk, lessons = st.tabs([tr("Walkthrough"), tr("Lessons")], key="wt_tab", bind="query-params")
+    walk, lessons = tabs("wt_tab", (N_("Walkthrough"), N_("Lessons")))
     if lessons.open:
         with lessons:
             show_lessons(model)

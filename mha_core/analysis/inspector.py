@@ -27,7 +27,7 @@ JIEBA_POS = {"n": "NOUN", "nr": "PROPN", "ns": "PROPN", "nt": "PROPN", "nz": "PR
 CANDIDATE_POS = ("NOUN", "PROPN")
 MAX_PAIR_CHANGES = 3  # a minimal pair differs in at most this many words
 TABLE_HEADS = 12  # heads listed in the inspector's table (and counted by its headline)
-PROBE = " \"{pronoun}\" refers to the"  # the decoder form of a minimal pair: a last token after every change
+PROBE = " The word '{pronoun}' refers to the"  # the question about a pronoun: a last token after every change
 PROBE_ZH = "句中的“{pronoun}”是指"  # the same question for Chinese text
 
 
@@ -245,9 +245,12 @@ def blind_to_change(causal: bool, pronoun: int, alignment: PairAlignment) -> boo
     return causal and min(alignment.positions) > pronoun
 
 
+def probe_for(text: str, pronoun: str) -> str:
+    """The question about `pronoun` that continues `text` (" The word 'it' refers to the", 句中的“她”是指): its last
+    word comes after every change of a minimal pair, and the next piece is the model's answer."""
+    return (PROBE_ZH if without_spaces(text) else PROBE).format(pronoun=pronoun)
+
+
 def with_probe(text: str, pronoun: Word) -> str:
-    """The sentence continued with a question about the pronoun ("… "It" refers to the"), so that the last word
-    comes after every change and a causal model's attention from it can differ between the two sentences."""
-    if without_spaces(text):
-        return text.rstrip() + PROBE_ZH.format(pronoun=pronoun.text)
-    return text.rstrip() + PROBE.format(pronoun=pronoun.text[:1].upper() + pronoun.text[1:])
+    """The sentence continued with the question about the pronoun (probe_for)."""
+    return text.rstrip() + probe_for(text, pronoun.text)

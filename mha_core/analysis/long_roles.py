@@ -22,7 +22,8 @@ import torch
 
 from mha_core.analysis.corpora import bundled_corpus
 from mha_core.analysis.lm_head import lm_head, predicts_next
-from mha_core.analysis.long_text import map_block, run_long
+from mha_core.analysis.long_text import check_long_budget, map_block, run_long
+from mha_core.engine.budget import BudgetError
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
@@ -52,6 +53,19 @@ def sink_lengths(model: LoadedModel, lengths: tuple[int, ...] = SINK_LENGTHS) ->
     return tuple(sorted({min(n, limit) for n in lengths}))
 
 
+def affordable_lengths(model: LoadedModel, lengths: tuple[int, ...]) -> tuple[tuple[int, ...], BudgetError | None]:
+    """(the lengths whose forward fits the memory budget, the refusal of the shortest that does not, or None):
+    known before any work starts (long_text.check_long_budget)."""
+    fitting = []
+    for n in lengths:
+        try:
+            check_long_budget(model, n)
+        except BudgetError as refusal:
+            return tuple(fitting), refusal
+        fitting.append(n)
+    return tuple(fitting), None
+
+
 def first_token_share(result: object, b: int = 0) -> np.ndarray:
     """(L,H) each head's mean weight on the first token over text b's rows: one key column per layer, rebuilt."""
     n = result.lengths[b]
@@ -67,8 +81,10 @@ class SinkGrowth:
 
 def sink_growth(model: LoadedModel, lengths: tuple[int, ...] = SINK_LENGTHS, progress: Progress | None = None
                 ) -> SinkGrowth:
-    """The first token's share of every head on the bundled filler text cut to each length."""
+    """The first token's share of every head on the bundled filler text cut to each length (refused before any work
+    when the longest is over the memory budget: BudgetError)."""
     lengths = sink_lengths(model, lengths)
+    check_long_budget(model, max(lengths))
     text = filler(8 * max(lengths))  # a piece is at most a few characters: enough for every length
     shares, total = [], len(lengths) * model.n_layers
 
@@ -135,6 +151,7 @@ def needle_probe(model: LoadedModel, n_pieces: int = NEEDLE_LENGTH, depth: float
         raise InputError("needle_depth", N_("The needle's depth is a share of the text, from 0 to 1, not {depth}."),
                          depth=depth)
     n_pieces = min(n_pieces, model.arch.long_max_length)
+    check_long_budget(model, n_pieces)  # refused before any work
     sample = filler(4000)
     chars_per_piece = len(sample) / len(model.tokenizer(sample)["input_ids"])
     text, needle_at, answer_at = needle_text(int((n_pieces - 90) * chars_per_piece), depth)

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from mha_core.engine.arch import MAX_PIECES
 from mha_core.engine.attention import EXPLICIT, FUSED, blocked_keys, rebuild_log_probs, rebuild_probs, scores_bias
-from mha_core.engine.forward import Progress, forward
+from mha_core.engine.forward import Progress, check_forward_budget, forward, fused_kernel_causal
 from mha_core.engine.model import LoadedModel, for_long_texts
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import TextsLike, tokenize
@@ -60,8 +60,20 @@ def run_long(model: LoadedModel, texts: TextsLike, progress: Progress | None = N
     if max_pieces is not None and max_pieces < long_model.max_length:
         long_model = replace(long_model, arch=replace(long_model.arch, max_length=max_pieces))
     batch = tokenize(long_model.tokenizer, texts, long_model.max_length, bos=long_model.bos_id)
-    path = FUSED if model.arch.fused_exact else EXPLICIT
-    return forward(long_model, batch, path, keep_hidden=False, progress=progress)
+    return forward(long_model, batch, long_path(model), keep_hidden=False, progress=progress)
+
+
+def long_path(model: LoadedModel) -> str:
+    """The fused path, whose result keeps no map; the explicit one for a model that caps its scores."""
+    return FUSED if model.arch.fused_exact else EXPLICIT
+
+
+def check_long_budget(model: LoadedModel, n_pieces: int) -> None:
+    """Refuse, before any work and in one sentence (BudgetError), reading one text of `n_pieces` as run_long does."""
+    path = long_path(model)
+    long_model = for_long_texts(model)
+    check_forward_budget(long_model, 1, n_pieces, path, keep_hidden=False,
+                         kernel_causal=fused_kernel_causal(long_model, False, path))
 
 
 def kept_bytes(result: AttentionResult) -> int:

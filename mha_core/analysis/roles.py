@@ -17,8 +17,8 @@ import numpy as np
 from mha_core.i18n import N_
 
 METRICS = ("cls", "sep", "punct", "prev", "self", "next", "local", "entropy", "confidence")
-METRIC_TITLES = {  # marked for the catalogue: pages show them translated
-    "cls": N_("to [CLS] / the first token"), "sep": N_("to [SEP]"), "punct": N_("to punctuation"),
+METRIC_TITLES = {  # marked for the catalogue: pages show them translated (metric_title)
+    "cls": N_("to [CLS]"), "sep": N_("to [SEP]"), "punct": N_("to punctuation"),
     "prev": N_("to previous token"), "self": N_("to itself"), "next": N_("to next token"),
     "local": N_("within ±3 tokens"), "entropy": N_("breadth (entropy / ln n)"),
     "confidence": N_("confidence (row max)"),
@@ -51,6 +51,11 @@ def ranked_heads(values: np.ndarray, k: int | None = None) -> list[tuple[int, in
     """The (layer, head) cells of an (L,H) grid, largest value first, ties to the lower layer, then head; the first
     `k` (all when None). The one ranking every table, headline and lesson uses."""
     return [(int(i // values.shape[1]), int(i % values.shape[1])) for i in top_indices(values, k)]
+
+
+def metric_title(name: str, causal: bool) -> str:
+    """A metric's name as pages show it (marked, untranslated): a decoder's "cls" metric is its first token's."""
+    return N_("to the first token") if name == "cls" and causal else METRIC_TITLES[name]
 
 
 def first_token_label(causal: bool) -> str:

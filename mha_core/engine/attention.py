@@ -23,12 +23,6 @@ from torch import Tensor
 EXPLICIT, FUSED, AUTO = "explicit", "fused", "auto"
 ContextEdit = Callable[[Tensor], Tensor]  # (B,H,T,Dh) heads' outputs -> the same, changed (head ablation)
 PATHS = (EXPLICIT, FUSED, AUTO)
-PATH_HELP = ("The path is how these maps were computed. explicit: softmax(QKᵀ/√d_k) written out step by step, every "
-             "map kept. fused: PyTorch's scaled_dot_product_attention kernel (faster, keeps no maps), each map rebuilt "
-             "exactly from its log-sum-exp. auto picks fused for long texts. The backend is the kernel that ran. "
-             "Both paths agree to float precision (Walkthrough: Parity).")
-
-
 @dataclass(frozen=True)
 class ProjectionWeights:
     """All heads' projections, concatenated the way `nn.Linear` stores them."""

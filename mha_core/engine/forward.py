@@ -161,7 +161,7 @@ def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, st
         raise InputError("unknown_path", N_("Unknown path {path!r}: choose one of {paths}."), path=path,
                          paths=", ".join(PATHS))
     if path != AUTO:
-        return path, Worded(N_("{path} (as asked)"), path=path)
+        return path, Worded(N_("as asked"))
     if device.type == "cuda":
         return FUSED, Worded(N_("auto: fused on the GPU"))
     if n_tokens > AUTO_FUSED_MIN_TOKENS:
@@ -197,17 +197,16 @@ def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tu
 Progress = Callable[[int, int], None]  # (layers done, layers)
 
 
-def fused_kernel_causal(model: LoadedModel, batch: TokenBatch, path: str) -> bool:
+def fused_kernel_causal(model: LoadedModel, padded: bool, path: str) -> bool:
     """A decoder's unpadded batch on the fused path, no window nor ALiBi: the kernel's own causal mode skips the
     masked half, and no (T,T) bias is built."""
     arch = model.arch
-    return (path == FUSED and arch.causal and arch.sliding_window is None and not arch.alibi
-            and bool(batch.attention_mask.all()))
+    return path == FUSED and arch.causal and arch.sliding_window is None and not arch.alibi and not padded
 
 
-def check_forward_budget(model: LoadedModel, batch: TokenBatch, path: str, keep_hidden: bool,
+def check_forward_budget(model: LoadedModel, rows: int, tokens: int, path: str, keep_hidden: bool,
                          kernel_causal: bool) -> None:
-    rows, tokens = batch.input_ids.shape
+    """Refuse, before any work, a recompute of `rows` texts of `tokens` pieces over the memory budget."""
     if path == FUSED:
         what = Worded(N_("Recomputing {rows:,} text(s) of {tokens:,} pieces"), rows=rows, tokens=tokens)
         advice = Worded(N_("use a shorter text"))
@@ -234,8 +233,8 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
             Worded(N_("explicit: {name} caps its attention scores (tanh(s/c)·c), which no fused kernel does"),
                    name=model.name),
         )
-    kernel_causal = fused_kernel_causal(model, batch, chosen)
-    check_forward_budget(model, batch, chosen, keep_hidden, kernel_causal)
+    kernel_causal = fused_kernel_causal(model, not bool(batch.attention_mask.all()), chosen)
+    check_forward_budget(model, *batch.input_ids.shape, chosen, keep_hidden, kernel_causal)
     x, bias, rope = prepare(model, batch, with_bias=not kernel_causal)
     hidden, kept, backend = [x] if keep_hidden else [], [], ""
     for layer, (output, attn) in enumerate(layer_outputs(model, x, bias, rope, chosen, kernel_causal)):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core.analysis.roles import METRIC_TITLES, HeadRoles
+from mha_core.analysis.roles import METRIC_TITLES, HeadRoles, metric_title
 from mha_core.figures.charts import head_tick, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import N_, tr
@@ -27,16 +27,16 @@ def role_category(label: str) -> str:
     return label.split(" (")[0]
 
 
-def hover_lines(roles: HeadRoles, layer: int, head: int, pattern: str) -> str:
+def hover_lines(roles: HeadRoles, layer: int, head: int, pattern: str, causal: bool) -> str:
     lines = [f"<b>L{layer} H{head}</b>", tr("pattern: {pattern}", pattern=tr(pattern))]
-    for name, title in METRIC_TITLES.items():
-        lines.append(tr("{metric}: {value:.2f} (uniform {uniform:.2f})", metric=tr(title),
+    for name in METRIC_TITLES:
+        lines.append(tr("{metric}: {value:.2f} (uniform {uniform:.2f})", metric=tr(metric_title(name, causal)),
                         value=roles.metrics[name][layer, head], uniform=roles.baselines[name]))
     return "<br>".join(lines)
 
 
-def role_grid_figure(labels: np.ndarray, roles: HeadRoles, notes: dict[tuple[int, int], str] | None = None
-                     ) -> FigureDict:
+def role_grid_figure(labels: np.ndarray, roles: HeadRoles, causal: bool,
+                     notes: dict[tuple[int, int], str] | None = None) -> FigureDict:
     """(L,H) labels as coloured cells with the label written in; hover gives metrics and baselines."""
     n_layers, n_heads = labels.shape
     cats = list(ROLE_COLORS)
@@ -46,7 +46,7 @@ def role_grid_figure(labels: np.ndarray, roles: HeadRoles, notes: dict[tuple[int
         lo, hi = i / len(cats), (i + 1) / len(cats)
         scale += [[lo, ROLE_COLORS[cat]], [hi, ROLE_COLORS[cat]]]
     patterns = roles.patterns()
-    hover = [[hover_lines(roles, layer, head, patterns[layer, head]) +
+    hover = [[hover_lines(roles, layer, head, patterns[layer, head], causal) +
               (f"<br>{safe_label(notes[(layer, head)])}" if notes and (layer, head) in notes else "")
               for head in range(n_heads)] for layer in range(n_layers)]
     text = [[safe_label(role_text(labels[layer, head])).replace(" (", "<br>(") for head in range(n_heads)]
@@ -58,5 +58,6 @@ def role_grid_figure(labels: np.ndarray, roles: HeadRoles, notes: dict[tuple[int
         xgap=2, ygap=2,
     ))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(height=140 + 60 * n_layers, margin={"l": 10, "r": 10, "t": 30, "b": 10})
+    fig.update_layout(title=tr("Every head's role (hover for its metrics and their uniform baselines)"),
+                      height=160 + 60 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return finished(fig)

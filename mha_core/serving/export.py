@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_core.analysis.display import AttentionView
 from mha_core.analysis.roles import head_label
 from mha_core.engine.result import json_floats
 from mha_core.figures.spec import FigureDict
-from mha_core.figures.view import AttentionView
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 

@@ -9,14 +9,14 @@ on the models it is offered for, so patching can put pieces back position by pos
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha_core.analysis.inspector import PROBE_ZH
+from mha_core.analysis.inspector import Word, candidates_before, default_pronoun, probe_for, sentence_words
 from mha_core.analysis.predict import first_piece
 from mha_core.engine.model import LoadedModel
-from mha_core.engine.tokens import without_spaces
 
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
 DEFAULT_LANGUAGE = "en"
@@ -59,32 +59,66 @@ def example_of(text: str) -> Example | None:
     return next((e for e in EXAMPLES if e.text == text), None)
 
 
+# A pronoun's counterpart for a minimal pair made from any sentence: one word changes, and with it which candidate
+# the pronoun can name (it → he prefers the animate one; 她 → 他 the other person).
+PRONOUN_SWAPS = {"he": "she", "she": "he", "him": "her", "her": "him", "his": "her", "hers": "his", "it": "he",
+                 "its": "his", "himself": "herself", "herself": "himself", "itself": "himself", "they": "she",
+                 "他": "她", "她": "他", "它": "他", "他们": "她们", "她们": "他们", "它们": "他们"}
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What the pages ask about a sentence by default: its pronoun, the candidate it names and the other candidate,
+    and the minimal pair's other sentence. An example's own (measured) where the sentence is one, else derived from
+    the sentence's words: the first pronoun with a noun before it, the first such noun, the last other one, and the
+    sentence with the pronoun swapped for its counterpart. Fields are "" where the sentence has none."""
+
+    pronoun: str
+    antecedent: str
+    other: str
+    pair: str
+
+
+@functools.lru_cache(maxsize=256)
+def focus(text: str, model_name: str = "") -> Focus:
+    example = example_of(text)
+    words = sentence_words(text)
+    found = default_pronoun(words)
+    if example is not None and example.pronoun:
+        found = next((w.index for w in words if w.text == example.pronoun), found)
+    if found is None:
+        return Focus("", "", "", "")
+    pronoun = words[found]
+    candidates = [words[i].text for i in candidates_before(words, found)]
+    antecedent = (example.antecedent if example and example.antecedent else next(iter(candidates), ""))
+    other = (example.other if example and example.other else
+             next((c for c in reversed(candidates) if c != antecedent), ""))
+    return Focus(pronoun.text, antecedent, other, minimal_pair(text, pronoun, example, model_name))
+
+
+def minimal_pair(text: str, pronoun: Word, example: Example | None, model_name: str) -> str:
+    """An example's own partner (on a model it is offered on), else the sentence with the pronoun swapped."""
+    if example is not None and example.pair and (not model_name or example.offered(model_name)):
+        return example.pair
+    swap = PRONOUN_SWAPS.get(pronoun.text.lower())
+    if swap is None:
+        return ""
+    if pronoun.text[:1].isupper():
+        swap = swap[:1].upper() + swap[1:]
+    return text[:pronoun.start] + swap + text[pronoun.start + len(pronoun.text):]
+
+
 def focus_words(text: str) -> tuple[str, str]:
-    """(pronoun, antecedent) the pages start from for `text`: an example's own (她, 玛丽), else "it" and "animal"
-    (found in the text by AttentionResult.word_pieces, or not at all)."""
-    example = example_of(text)
-    if example is not None and example.pronoun and example.antecedent:
-        return example.pronoun, example.antecedent
-    return "it", "animal"
-
-
-def default_pair(text: str, model_name: str) -> Example | None:
-    """The example that forms a minimal pair with `text` on this model, else the first pair in the text's language
-    (Chinese for text without spaces) offered on it, else None."""
-    example = example_of(text)
-    if example is not None and example.pair and example.offered(model_name):
-        return example
-    language = "zh" if without_spaces(text) else DEFAULT_LANGUAGE
-    return next((e for e in EXAMPLES if e.language == language and e.pair and e.offered(model_name)), None)
-
-
-PROBES = {"en": " The word '{pronoun}' refers to the", "zh": PROBE_ZH}  # Chinese: the Coreference page's question
+    """(pronoun, antecedent) the token views start from (see focus)."""
+    found = focus(text)
+    return found.pronoun, found.antecedent
 
 
 @dataclass(frozen=True)
 class Question:
     """What the Predictions page asks by default about a sentence: a continuation that makes the model name the
-    pronoun's antecedent, the minimal pair's other sentence, and the two answers' first pieces."""
+    pronoun's antecedent, the minimal pair's other sentence, and the two candidates' first pieces ("" throughout
+    for a sentence without a pronoun: it is continued as it is)."""
 
     probe: str
     corrupted: str
@@ -94,11 +128,11 @@ class Question:
 
 
 def default_question(model: LoadedModel, text: str) -> Question:
-    example = default_pair(text, model.name)
-    if example is None:
+    found = focus(text, model.name)
+    if not found.pronoun:
         return Question("", "", "", "", "")
-    partner = example_of(example.pair)
-    probe = PROBES[example.language]
-    return Question(probe.format(pronoun=example.pronoun), example.pair,
-                    probe.format(pronoun=partner.pronoun if partner else example.pronoun),
-                    first_piece(model, example.antecedent), first_piece(model, example.other))
+    partner = focus(found.pair, model.name) if found.pair else None
+    pronoun_2 = partner.pronoun if partner and partner.pronoun else found.pronoun
+    return Question(probe_for(text, found.pronoun), found.pair, probe_for(text, pronoun_2),
+                    first_piece(model, found.antecedent) if found.antecedent else "",
+                    first_piece(model, found.other) if found.other else "")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_core.analysis.roles import METRIC_TITLES, head_label, head_roles, ranked_heads
+from mha_core.analysis.display import attention_view, uniform_weight, unit_attention, words_by_default
+from mha_core.analysis.roles import head_label, head_roles, metric_title, ranked_heads
 from mha_core.analysis.shapes import count_shape, make_shape, single_head_equivalent
 from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
@@ -82,17 +83,22 @@ def heads_text(heads: list[tuple[int, int]], values: np.ndarray, unit: str) -> s
 
 
 def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
+    """The heads giving the query word the most weight on the key word, in the units the Heads page shows this
+    sentence in by default (words for Chinese: 她 → 玛丽, not 她 → 玛)."""
     c = lesson.check
     result = run(model, lesson.sentence, path="explicit")
-    maps = result.text_attention(0)  # (L,H,T,T)
-    weights = maps[:, :, token_index(result, c["query"]), token_index(result, c["key"])]
+    view = attention_view(result, 0, merge_words=words_by_default(lesson.sentence))
+    token_index(result, c["query"]), token_index(result, c["key"])  # the words are there (else: not applicable)
+    weights = unit_attention(view, result, 0, c["query"], c["key"])  # (L,H)
     best = ranked_heads(weights, c["top"])
+    query = view.unit_of(result.word_pieces(0, c["query"]))
+    uniform = uniform_weight(view, query, result.causal, result.window(best[0][0]))
     unit = tr("of its attention")  # outside the call below: pybabel extract skips a tr() nested in a tr()
     return Reveal(
         tuple(head_label(layer, head) for layer, head in best),
         tr("Live: the heads giving '{query}' → '{key}' the most weight are {heads}; uniform would be {uniform:.2f}.",
            query=c["query"], key=c["key"], heads=heads_text(best, weights, unit),
-           uniform=1 / maps.shape[-1]),
+           uniform=uniform),
     )
 
 
@@ -107,7 +113,7 @@ def reveal_role(model: LoadedModel, lesson: Lesson) -> Reveal:
     return Reveal(
         tuple(head_label(layer, head) for layer, head in qualifying),
         tr("Live: mean attention {metric} is ≥ {min} in {count} head(s); the strongest are {heads} (uniform: "
-           "{uniform:.2f}).", metric=tr(METRIC_TITLES[c["metric"]]), min=c["min"], count=len(qualifying),
+           "{uniform:.2f}).", metric=tr(metric_title(c["metric"], model.causal)), min=c["min"], count=len(qualifying),
            heads=heads_text(best, values, ""), uniform=roles.baselines[c["metric"]]) + verdict,
     )
 

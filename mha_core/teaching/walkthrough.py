@@ -23,7 +23,26 @@ from mha_core.engine.attention import EXPLICIT, attention_bias, merge_heads, mul
 from mha_core.engine.forward import position_ids, run, scores_bias
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
-from mha_core.i18n import tr
+from mha_core.i18n import N_, tr
+
+PATH_HELP = N_("The path is how these maps were computed. explicit: softmax(QKᵀ/√d_k) written out step by step, every "
+               "map kept. fused: PyTorch's scaled_dot_product_attention kernel (faster, keeps no maps), each map "
+               "rebuilt exactly from its log-sum-exp. auto picks fused for long texts. The backend is the kernel that "
+               "ran. Both paths agree to float precision (Walkthrough: Parity).")
+PATH_NAMES = {"explicit": N_("explicit"), "fused": N_("fused"), "auto": N_("auto")}
+
+
+def path_words(path: str) -> str:
+    """A path's name in the page's language."""
+    return tr(PATH_NAMES.get(path, path))
+
+
+def backend_words(backend: str) -> str:
+    """The kernel that ran (AttentionOutput.backend), in the page's language: kernel and device names (flash,
+    efficient, CPU, CUDA, float16) as they are, the rest translated."""
+    if backend.startswith("explicit"):
+        return tr("explicit (matmul + softmax)")
+    return backend.replace(", causal", tr(", in its causal mode"))
 
 
 @dataclass(frozen=True)

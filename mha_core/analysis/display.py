@@ -1,5 +1,5 @@
 """The attention a page shows: one text's maps after the display options (specials hidden, pieces merged into
-words, heads averaged), ready for figures and export.
+words, heads averaged), ready for figures, lessons and export.
 
 Shapes: L layers, H heads, T word pieces, N display units (pieces or words).
 """
@@ -13,6 +13,7 @@ import numpy as np
 
 from mha_core.analysis.roles import top_indices
 from mha_core.engine.result import AttentionResult
+from mha_core.engine.tokens import without_spaces
 from mha_core.engine.words import drop_and_renormalise, merge_pieces, text_units
 
 
@@ -52,6 +53,34 @@ def attention_view(result: AttentionResult, b: int = 0, hide_special: bool = Fal
         maps = maps.mean(axis=1, keepdims=True)  # (L,1,N,N)
     return AttentionView(labels=labels, maps=maps.astype(np.float32, copy=False), hidden_special=hide_special,
                          merged_words=merge_words, pieces=tuple(tuple(group) for group in pieces))
+
+
+def words_by_default(text: str) -> bool:
+    """Whether `text` is shown as words rather than pieces unless the visitor says otherwise: text without spaces
+    between its words (Chinese), whose pieces (动¹/₂) are not the words a reader asks about; spaced text shows the
+    model's own pieces."""
+    return without_spaces(text)
+
+
+def unit_attention(view: AttentionView, result: AttentionResult, b: int, query: str, key: str) -> np.ndarray | None:
+    """(L,H) the weight from the unit holding word `query` to the unit holding word `key` in `view` (the units the
+    page shows: words where merged); None when the text has no such word."""
+    query_pieces, key_pieces = result.word_pieces(b, query), result.word_pieces(b, key)
+    if not query_pieces or not key_pieces:
+        return None
+    return view.maps[:, :, view.unit_of(query_pieces), view.unit_of(key_pieces)]
+
+
+def uniform_weight(view: AttentionView, query: int, causal: bool, window: int | None = None) -> float:
+    """The weight each key the query unit sees gets from a uniform head: 1 / every shown unit in an encoder; in a
+    decoder, 1 / the units up to the query's last piece (i + 1 for piece i), within the layer's window where it has
+    one (keys `window` pieces back or further are not seen). The baseline every page and lesson states."""
+    if not causal:
+        return 1 / len(view.labels)
+    groups = view.pieces or tuple((u,) for u in range(len(view.labels)))
+    last = max(groups[query])
+    first = last - window + 1 if window else 0
+    return 1 / max(1, sum(any(first <= p <= last for p in group) for group in groups))
 
 
 def score_map(result: AttentionResult, b: int, layer: int, head: int, hide_special: bool) -> np.ndarray:

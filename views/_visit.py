@@ -1,0 +1,123 @@
+"""The visit's state on the page: every choice a widget shows is read from and written to the one record
+(mha_core.serving.visit.Visit) kept for the session, and the address is written from it once per run. Pages choose
+through the functions here, never through st.query_params or widget keys of their own; no widget is bound to the
+address (bind="query-params"): the record decides what the address says.
+
+A widget's key is its choice's name. Before a widget is drawn its value is set from the record (its default when
+the visitor has not chosen it for the current context); when the visitor changes it, its callback records the value
+with the context it was shown in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import streamlit as st
+
+from mha_core import i18n
+from mha_core.serving.visit import UNBOUND, Visit
+
+RECORD, WRITTEN = "_visit", "_addresses"  # the session's record; the addresses it has written (and the first)
+
+
+def visit() -> Visit:
+    """This session's record, made from the address on its first run."""
+    record = st.session_state.get(RECORD)
+    if record is None:
+        opened = st.query_params.to_dict()
+        record = st.session_state[RECORD] = Visit.from_address(opened)
+        st.session_state[WRITTEN] = [opened]
+    return record
+
+
+def begin_run() -> None:
+    """First thing in every run: an address the browser brings that this visit did not write (a link to a page with
+    choices, st.page_link) gives its values; a page switch's bare address gives none. Then the language."""
+    record = visit()
+    record.shown = set()
+    current = st.query_params.to_dict()
+    if current and current not in st.session_state[WRITTEN]:
+        record.adopt(current)
+        st.session_state[WRITTEN].append(current)
+    i18n.use(language())
+
+
+class PageStopped(Exception):  # noqa: N818 - a page's own st.stop(), caught by the router
+    """The page said why it stops (stop()); the router writes the address and the run ends."""
+
+
+def stop() -> None:
+    """What st.stop() is on a page: after st.stop() no message reaches the browser, the address included, so the
+    page ends here and the router (app.py) writes the address before it stops the run."""
+    raise PageStopped
+
+
+def end_run() -> None:
+    """Last thing in every run (also after a page's stop()): the address says what this run showed."""
+    address = visit().address(i18n.current())
+    if st.query_params.to_dict() != address:
+        st.query_params.from_dict(address)
+    written = st.session_state[WRITTEN]
+    if address not in written:
+        written[1:] = written[-8:]  # the first address (the link this visit came by) and the latest ones
+        written.append(address)
+
+
+def language() -> str:
+    """The interface language: the visitor's (picker, address), else the browser's (st.context.locale)."""
+    return visit().get("lang", i18n.language_of(st.context.locale), options=list(i18n.LANGUAGES))
+
+
+def _record(name: str, context: tuple) -> None:
+    visit().choose(name, st.session_state[name], context)
+
+
+def _record_tab(name: str, ids: dict[str, str]) -> None:
+    visit().choose(name, ids.get(st.session_state[name]), ())
+
+
+def chosen(name: str, default: object, context: tuple = (), options: Sequence | None = None,
+           fits: Callable[[object], bool] | None = None, like: object = None) -> object:
+    """A choice without a widget of its own (a chart's selection sets it; a derived value read by several views)."""
+    return visit().get(name, default, context, options, fits, like)
+
+
+def choose(name: str, value: object, context: tuple = ()) -> None:
+    """Set a choice by hand from a callback (an example picked, a chart clicked, a lesson's sentence loaded)."""
+    visit().choose(name, value, context)
+
+
+def widget(draw: Callable[..., object], name: str, default: object, *args: object, context: tuple = (),
+           options: Sequence | None = None, fits: Callable[[object], bool] | None = None, like: object = None,
+           **kwargs: object) -> object:
+    """draw(*args, options, key=name, …) showing the choice `name` (see chosen); the visitor's change is recorded
+    with `context`. `options` are passed to the widget too (a selectbox's, a radio's)."""
+    if options is not None:
+        read_labels(name, options)
+    value = chosen(name, default, context, options, fits, like)
+    st.session_state[name] = value
+    if options is not None:
+        args = (*args, list(options))
+    draw(*args, key=name, on_change=_record, args=(name, context), **kwargs)
+    return value
+
+
+def read_labels(name: str, options: Sequence) -> None:
+    """An address may name a choice by its label in either language (a tab's, a radio's: 单个标记 for One token):
+    read as the option it names."""
+    given = visit().chosen.get(name)
+    if given is not None and given.context == UNBOUND:
+        given.value = next((str(option) for option in options if isinstance(option, str)
+                            and given.value in {i18n.catalogue(lang).gettext(option) for lang in i18n.LANGUAGES}),
+                           given.value)
+
+
+def tabs(name: str, ids: Sequence[str], where: object = st) -> list:
+    """st.tabs over translated labels, the open one a choice by its untranslated id (so it survives a language
+    switch and reads the same in any address); only the open tab's content runs (`.open`)."""
+    labels = {tab_id: i18n.tr(tab_id) for tab_id in ids}
+    read_labels(name, ids)
+    opened = chosen(name, ids[0], options=list(ids))
+    st.session_state[name] = labels[opened]
+    return where.tabs(list(labels.values()), key=name, on_change=_record_tab,
+                      args=(name, {label: tab_id for tab_id, label in labels.items()}))
