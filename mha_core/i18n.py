@@ -70,6 +70,11 @@ def tr(message: object, /, **values: object) -> str:
     return text.format(**values) if values else text
 
 
+def quoted(text: str) -> str:
+    """A word or piece quoted as the page's language quotes it: 'it' in English, “它” in Chinese."""
+    return f"“{text}”" if current() == "zh" else f"'{text}'"
+
+
 def has_translation(message: str, language: str) -> bool:
     """`message` has an entry in `language`'s catalogue (some, like "QK-norm", are the same in both languages)."""
     return message in getattr(catalogue(language), "_catalog", {})

@@ -34,7 +34,8 @@ def test_tiles_sit_where_their_labels_say():
             assert c <= xt["tickvals"][head] <= c + n - 1 and xt["ticktext"][head] == f"H{head}"
     assert np.isnan(canvas[n, 0])  # the gap row between layers
     assert len(fig["data"]) == 2  # one tiled heatmap + one marker trace for clicks, however many heads
-    assert list(fig["data"][1]["customdata"][n_heads + 1]) == [1, 1]
+    spots = charts.TILE_SPOTS**2  # click targets per tile
+    assert list(fig["data"][1]["customdata"][(n_heads + 1) * spots]) == [1, 1]
     assert fig["layout"]["title"]["text"] and xt["title"]["text"] == "head" and yt["title"]["text"] == "layer"
 
 
@@ -182,7 +183,7 @@ def test_every_chart_names_its_axes_and_rows():  # issue 19: titles, axis labels
 def test_a_phone_sees_one_layer_three_heads_to_a_row():  # issue 19: the overview on a narrow screen
     spec = charts.layer_tiles_figure(random_maps((9, 6, 6)), layer=4, selected_head=7)
     markers = spec["data"][1]
-    assert sorted(markers["customdata"]) == [[4, h] for h in range(9)]  # every head of layer 4, once
+    assert sorted(markers["customdata"]) == [[4, h] for h in range(9) for _ in range(charts.TILE_SPOTS**2)]
     assert spec["layout"]["yaxis"]["ticktext"] == ["H0–2", "H3–5", "H6–8"]
     narrow = charts.for_narrow_screen(charts.layer_head_grid(random_maps((2, 3)), "t"))
     assert all("texttemplate" not in trace for trace in narrow["data"])  # no numbers in narrow cells

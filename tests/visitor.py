@@ -86,15 +86,18 @@ class Visitor:
     def widget_states(self) -> WidgetStates:
         """What the browser sends back. AppTest formats a choice's value again to send it (a browser sends the label
         it showed): in the language the page was drawn in, as the pages' format_func=tr did."""
-        drawn = {t.value for t in self.at.title}
+        drawn, before = {t.value for t in self.at.title}, i18n.current()
         languages = sorted(i18n.LANGUAGES, key=lambda lang: title_in(self.page, lang) not in drawn)
-        for language in languages:
-            i18n.use(language)
-            try:
-                return self.at._tree.get_widget_states()
-            except ValueError:  # a label of the other language
-                continue
-        raise AssertionError("the page's choices are in neither language")
+        try:
+            for language in languages:
+                i18n.use(language)
+                try:
+                    return self.at._tree.get_widget_states()
+                except ValueError:  # a label of the other language
+                    continue
+            raise AssertionError("the page's choices are in neither language")
+        finally:
+            i18n.use(before)
 
     def write_bound_value(self, changed: str | None) -> None:
         """When a visitor changes a widget bound to the address (bind="query-params"), the browser writes its value
@@ -201,10 +204,19 @@ class Visitor:
         self.run(f"merge {not boxes[0].value}", "merge_words")
         return True
 
-    def answer_lesson(self, choice: int) -> str | None:
-        """A student doing a lesson that asks which head links two words: load its sentence, read the answer off the
-        Heads page's One token view (its "Strongest: layer …, head …"), come back and answer it. What the lesson
-        then says, or None when no such lesson is asked here."""
+    def open_tab(self, page: str, label: str) -> None:
+        """Go to `page` by the navigation (unless there) and click its tab `label` (written in English)."""
+        if self.page != page:
+            self.switch_page(page)
+        shown = i18n.catalogue(self.language).gettext(label)
+        self.switch_tab(next(i for i, (_, tab) in enumerate(self.tab_labels()) if tab == shown))
+
+    def answer_lesson(self, choice: int) -> list[str] | None:
+        """A student doing a lesson that asks which head links two words: open the Walkthrough's lessons, load the
+        lesson's sentence, read the answers the Heads page states (One token's "Strongest: layer …, head …", and the
+        first head an example's caption names), come back and give each. What the lesson says to each, or None when
+        no such lesson is asked here."""
+        self.open_tab("views/walkthrough.py", "Lessons")
         asked = [lesson for lesson in load_lessons(language=self.language) if lesson.check["kind"] == "attention_to"
                  and any(b.key == f"check_{lesson.id}" for b in self.at.button)]
         if not asked:
@@ -213,20 +225,21 @@ class Visitor:
         self.at.button(key=f"load_{lesson.id}").click()
         self.run(f"load lesson {lesson.id}")
         self.text = lesson.sentence
-        self.switch_page("views/heads.py")
-        self.switch_tab(next(i for i, (_, label) in enumerate(self.tab_labels())
-                             if label == i18n.catalogue(self.language).gettext("One token")))
-        strongest = [m.value for m in self.at.markdown if re.search(r"\*\*\d\.\d\d\*\*", m.value)]
-        if not strongest:
-            return f"the One token view shows no strongest head ({self.problems(reopen=False)})"
-        layer, head = re.findall(r"\d+", strongest[0])[:2]
-        self.switch_page("views/walkthrough.py")
-        self.switch_tab(next(i for i, (_, label) in enumerate(self.tab_labels())
-                             if label == i18n.catalogue(self.language).gettext("Lessons")))
-        self.at.text_input(key=f"answer_{lesson.id}").input(f"L{layer} H{head}")
-        self.at.button(key=f"check_{lesson.id}").click()
-        self.run(f"answer L{layer} H{head} (the page's strongest head)")
-        return " ".join(a.value for kind in ("success", "warning") for a in self.at.get(kind))
+        self.open_tab("views/heads.py", "One token")
+        stated = [m.value for m in self.at.markdown if re.search(r"\*\*\d\.\d\d\*\*", m.value)][:1]
+        stated += [c.value for c in self.at.caption if re.search(r"\bL\d+ H\d+", c.value)][:1]  # an example's own
+        if not stated:
+            return [f"the One token view shows no strongest head ({self.problems(reopen=False)})"]
+        heads = [re.findall(r"\d+", stated[0])[:2], *(re.findall(r"\bL(\d+) H(\d+)", text)[0] for text in stated[1:])]
+        self.open_tab("views/walkthrough.py", "Lessons")
+        said = []
+        for layer, head in heads:
+            self.at.text_input(key=f"answer_{lesson.id}").input(f"L{layer} H{head}")
+            self.at.button(key=f"check_{lesson.id}").click()
+            self.run(f"answer L{layer} H{head} (as the Heads page states it)")
+            said.append(f"L{layer} H{head}: " + " ".join(a.value for kind in ("success", "warning")
+                                                          for a in self.at.get(kind)))
+        return said
 
     def reload(self) -> None:
         """The browser's reload: a new session from the address as it stands."""

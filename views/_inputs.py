@@ -27,8 +27,11 @@ def set_sentence(text: str) -> None:
 
 
 def _pick_example() -> None:
+    """The picked example into the sentence box; the picker goes back to its placeholder, so that the same example can
+    be picked again after the box was edited (a picker that still showed it would not fire)."""
     if st.session_state.get("example") is not None:
         set_sentence(st.session_state["example"])
+    st.session_state["example"] = None
 
 
 def _load_text_file() -> None:

@@ -291,6 +291,16 @@ def literal(text: str) -> str:
     return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)
 
 
+def literal_lines(text: str) -> str:
+    """User or model text of several lines for markdown: each line literal, its line breaks kept."""
+    return "  \n".join(literal(line) for line in text.split("\n"))
+
+
+def emphasised(text: str) -> str:
+    """Model text in bold, line by line (bold marks cannot span a blank line: they would show as **)."""
+    return "  \n".join(f"**{literal(line.strip())}**" if line.strip() else "" for line in text.split("\n"))
+
+
 def check_length(text: str, box: str = N_("The text")) -> None:
     """Every text box has the main sentence box's limit; longer input is a message and the page stops."""
     if len(text) > MAX_INPUT_CHARS:

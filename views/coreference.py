@@ -26,7 +26,7 @@ from mha_core.analysis.lm_head import has_lm_head
 from mha_core.analysis.predict import asked, first_piece, probe_answers
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.teaching.examples import focus
 from views._inputs import sentence_box
 from views._patching import CAPTION as PATCH_CAPTION
@@ -118,7 +118,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     except InspectorError as err:
         st.warning(literal(worded(err)))
         return
-    c3.caption(tr("Changed: {changes}", changes=", ".join(f"'{literal(x)}' → '{literal(y)}'"
+    c3.caption(tr("Changed: {changes}", changes=", ".join(f"{quoted(literal(x))} → {quoted(literal(y))}"
                                                            for x, y in alignment.changed)))
     # Aligned word for word: the second sentence's pronoun is its word at the same index (她 → 他 asks about 他).
     pronoun_2 = words_2[pronoun]

@@ -98,10 +98,9 @@ def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, he
     return charts.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
 
 
-def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
+def show_line_view(view: AttentionView, layer: int, head: int, base: tuple) -> None:
     n_heads, n = view.maps.shape[1], len(view.labels)
-    heads = widget(st.multiselect, "line_heads", list(range(min(3, n_heads))), tr("Heads shown"),
-                   options=range(n_heads), format_func=tr)
+    heads = widget(st.multiselect, "line_heads", [head], tr("Heads shown"), options=range(n_heads), format_func=tr)
     min_weight = widget(st.slider, "line_min", 0.1, tr("Hide lines below weight"), 0.0, 0.5, step=0.01,
                         fits=lambda w: 0.0 <= w <= 0.5)
     start = 0
@@ -111,8 +110,10 @@ def show_line_view(view: AttentionView, layer: int, base: tuple) -> None:
         st.caption(tr("Showing tokens {start}–{start2} of {n} (lines within the window).",
             start=start, start2=start + LINE_VIEW_MAX_UNITS - 1, n=n))
     window = slice(start, start + LINE_VIEW_MAX_UNITS)
+    title = tr("Layer {layer}: each query (left) joined to the keys it attends to (right), heads {heads}, weights ≥ "
+               "{min_weight:.2f}", layer=layer, heads=", ".join(map(str, heads)) or "–", min_weight=min_weight)
     chart((*base, "lines", layer, tuple(heads), min_weight, start), lambda: charts.line_view_figure(
-        view.maps[layer][:, window, window], view.labels[window], heads, min_weight), key="line_view")
+        view.maps[layer][:, window, window], view.labels[window], heads, min_weight, title), key="line_view")
 
 
 def default_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int]:
@@ -147,7 +148,7 @@ def show_one_token(view: AttentionView, result: AttentionResult, base: tuple, me
     best = np.unravel_index(int(grid.argmax()), grid.shape)
     uniform = uniform_weight(view, query, result.causal, result.window(int(best[0])))
     st.markdown(tr("Strongest: layer {layer}, head {head} gives **{weight:.2f}** of the attention from '{query}' to "
-                   "'{key}' (uniform would be {uniform:.2f}).", layer=best[0], head=best[1], weight=grid[best],
+                   "'{key}' (uniform would be {uniform:.3g}).", layer=best[0], head=best[1], weight=grid[best],
                    query=literal(labels[query]), key=literal(labels[key]), uniform=uniform))
     st.dataframe(top_keys_table(view, query), hide_index=True)
     c1, c2 = st.columns(2)
@@ -182,6 +183,11 @@ def top_keys_table(view: AttentionView, query: int, k: int = 3) -> pd.DataFrame:
             for layer, head, keys in top_keys(view, query, k)
         ]
     )
+
+
+def shortened(text: str, limit: int = 80) -> str:
+    """A sentence for a figure's title: whole up to `limit` characters, else its start and an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def export_meta(view: AttentionView, result: AttentionResult) -> dict:
@@ -220,7 +226,9 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
         st.info(reason)
         return
     builders = {
-        N_("overview"): lambda: charts.overview_figure(view.maps, selected=(layer, head)),
+        N_("overview"): lambda: charts.overview_figure(view.maps, selected=(layer, head), title=tr(
+            "{model}: every head at a glance, layer {layer} head {head} outlined — {text}", model=current_model().name,
+            layer=layer, head=head, text=shortened(result.batch.texts[0]))),
         N_("head"): lambda: head_map_figure(result, view, layer, head, avg, False, False),
         N_("token grid"): lambda: charts.layer_head_grid(
             view.maps[:, :, query, key], pair_title(view.labels[query], view.labels[key])
@@ -248,6 +256,9 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
 def main() -> None:
     model = current_model()
     st.title(tr("Attention heads"))
+    st.caption(tr("Type a sentence or pick an example. Each head of each layer decides how much every word piece "
+                  "(query, a row) takes from every other (key, a column): pick a layer and a head, or click a tile of "
+                  "the overview at the bottom, to see one head large; One token shows a pair of words in every head."))
     text = sentence_box()
     check_length(text)
     if is_long(pieces_of(str(model.model_dir), text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
@@ -269,7 +280,7 @@ def main() -> None:
             show_one_head(result, view, layer, head, avg, base)
     if one_layer.open:
         with one_layer:
-            show_line_view(view, layer, base)
+            show_line_view(view, layer, head, base)
     if one_token.open:
         with one_token:
             show_one_token(view, result, base, export_meta(view, result))

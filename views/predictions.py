@@ -14,11 +14,11 @@ from mha_core.analysis.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
 from mha_core.figures import charts
 from mha_core.figures.predict import lens_figure
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.teaching.examples import Question, default_question
 from views._inputs import sentence_box, set_sentence
 from views._patching import CAPTION, json_button, patching_view
-from views._state import chart, current_model, literal, shared, small_store
+from views._state import chart, current_model, emphasised, literal, literal_lines, shared, small_store
 from views._uploads import cached_analysis
 from views._visit import stop, tabs, widget
 
@@ -58,7 +58,7 @@ def show_prediction(model: LoadedModel, text: str, masked: bool, asked: Question
     try:
         rank, prob = pred.rank_of(token_id(model, typed))
         st.markdown(tr("{typed}: rank {rank:,} of {logits:,}, probability {prob:.4f}.",
-            typed=literal(repr(typed)), rank=rank, logits=len(pred.logits), prob=prob))
+            typed=literal(quoted(typed)), rank=rank, logits=len(pred.logits), prob=prob))
     except InputError as err:
         st.info(literal(worded(err)))
     json_button(pred, model, tr("JSON: the top pieces"), "predict.json", "p_json")
@@ -102,8 +102,8 @@ def show_attribution(model: LoadedModel, text: str, asked: Question, context: tu
         tr(
             "logit({answer}) − logit({wrong}) = **{logit_diff:.3f}** = heads {value:.3f} + MLPs {value2:.3f} + "
             "embeddings {embeddings:.3f} + biases {biases:.3f}.",
-            answer=literal(repr(answer)),
-            wrong=literal(repr(wrong)),
+            answer=literal(quoted(answer)),
+            wrong=literal(quoted(wrong)),
             logit_diff=result.logit_diff,
             value=result.heads.sum(),
             value2=result.mlps.sum(),
@@ -178,16 +178,13 @@ def show_generation(model: LoadedModel, text: str) -> None:
     if result is None:
         return
     continuation = result.continuation
-    body = continuation.strip()  # bold needs no space inside its marks
+    body = continuation.strip()
     if chat:
         st.code(result.prompt, language=None, wrap_lines=True)
-        st.markdown(f"**{literal(body)}**" if body else tr("(no answer)"))
+        st.markdown(emphasised(body) if body else tr("(no answer)"))
     else:
-        st.markdown(
-            literal(result.prompt)
-            + continuation[: len(continuation) - len(continuation.lstrip())]
-            + (f"**{literal(body)}**" if body else "")
-        )
+        lead = continuation[: len(continuation) - len(continuation.lstrip())]
+        st.markdown(literal_lines(result.prompt) + ("  \n" if "\n" in lead else lead) + emphasised(body))
     st.caption(tr("Stopped: {stopped}.", stopped=worded(result.stopped)))
     st.dataframe(
         pd.DataFrame(

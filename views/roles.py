@@ -124,7 +124,8 @@ def show_induction(model: LoadedModel) -> InductionScores:
         chart(
             ("induction", str(model.model_dir), "grid"),
             lambda: charts.layer_head_grid(
-                scores.induction, N_("Induction score: to the token after the earlier occurrence"), N_("attention")
+                scores.induction, N_("Induction score: to the token after the earlier occurrence"), N_("attention"),
+                zrange=(0.0, 1.0),  # a weight's own scale: scores near the uniform baseline stay pale
             ),
             key="induction_grid",
         )
@@ -132,7 +133,8 @@ def show_induction(model: LoadedModel) -> InductionScores:
         chart(
             ("induction", str(model.model_dir), "duplicate"),
             lambda: charts.layer_head_grid(
-                scores.duplicate, N_("Duplicate-token score: to the earlier occurrence"), N_("attention")
+                scores.duplicate, N_("Duplicate-token score: to the earlier occurrence"), N_("attention"),
+                zrange=(0.0, 1.0),
             ),
             key="duplicate_grid",
         )

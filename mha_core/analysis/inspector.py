@@ -18,7 +18,7 @@ from mha_core.analysis.coref import candidate_scores, span_pieces
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import without_spaces
-from mha_core.i18n import N_, Explained, tr
+from mha_core.i18n import N_, Explained, quoted, tr
 
 PRONOUNS = {"it", "he", "she", "they", "him", "her", "them", "his", "its", "their", "hers", "theirs", "himself",
             "herself", "itself", "themselves", "它", "他", "她", "它们", "他们", "她们"}
@@ -113,7 +113,7 @@ class AntecedentScores:
         overall = np.bincount(preferred.ravel(), minlength=len(names))
         layers = np.bincount([cand for _, cand, _ in self.layer_verdicts()], minlength=len(names))
         leader = int(in_table.argmax())
-        counts = lambda c: ", ".join(f"{int(c[i])} '{n}'" for i, n in enumerate(names))  # noqa: E731
+        counts = lambda c: ", ".join(f"{int(c[i])} {quoted(n)}" for i, n in enumerate(names))  # noqa: E731
         return tr("Of the {top} heads with the clearest preference (the table), {leading} prefer '{leader}'. All "
                   "{heads} heads: {overall}; layers by their heads' majority ({layers} layers): {by_layer}.",
                   top=len(top_heads), leading=int(in_table[leader]), leader=names[leader], heads=preferred.size,

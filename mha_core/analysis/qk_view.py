@@ -190,7 +190,7 @@ def colour_groups(corpus: CorpusPass, by: str, pos: tuple[str, ...] | None = Non
     m = len(corpus.labels)
     queries, keys = np.arange(m), np.arange(m, 2 * m)
     if by in (BY_KIND, BY_POSITION):
-        return [("query", queries), ("key", keys)]
+        return [(N_("query"), queries), (N_("key"), keys)]
     if by == BY_TOKEN:
         names = np.array(corpus.labels, dtype=object)
         common = [label for label, _ in Counter(corpus.labels).most_common(TOP_TOKENS)]
@@ -207,7 +207,7 @@ def colour_groups(corpus: CorpusPass, by: str, pos: tuple[str, ...] | None = Non
     doubled = np.concatenate([names, names])  # (P,) the token's name for its query and its key
     groups = [(name, np.flatnonzero(doubled == name)) for name in common]
     rest = np.flatnonzero(~np.isin(doubled, common))
-    return groups + ([("other", rest)] if len(rest) else [])
+    return groups + ([(N_("other"), rest)] if len(rest) else [])
 
 
 def token_pos(corpus: CorpusPass) -> tuple[str, ...]:

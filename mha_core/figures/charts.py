@@ -7,6 +7,7 @@ User text reaches figures only through `safe_label`, so nothing typed is rendere
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,6 +85,9 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
     return spec
 
 
+TILE_SPOTS = 4  # click targets across a tile (and down): a tap anywhere on a tile opens it
+
+
 def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None,
                     title: str = N_("Every head at a glance (click a tile to open it)")) -> FigureDict:
     """All heads at a glance, as a plotly figure dict (built without plotly's validation: on a new sentence it
@@ -93,14 +97,16 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
 
     n_layers, n_heads = maps.shape[:2]
     n = min(maps.shape[-1], bins)
-    centers = [(layer, head, *tile_origin(layer, head, n)) for layer in range(n_layers) for head in range(n_heads)]
+    spots = [(i + 0.5) * n / TILE_SPOTS - 0.5 for i in range(TILE_SPOTS)]  # a grid of click targets over each tile
+    centers = [(layer, head, r + dr, c + dc) for layer in range(n_layers) for head in range(n_heads)
+               for r, c in [tile_origin(layer, head, n)] for dr in spots for dc in spots]
     tick = (n - 1) / 2
     heatmap = {"type": "heatmap", "z": tile_overview(maps, bins), "colorscale": get_colorscale(COLORSCALE),
                "zmin": 0, "zmax": 1, "hoverinfo": "skip", "colorbar": {"title": {"text": tr("weight")}}}
-    markers = {"type": "scatter", "x": [c + tick for *_, c in centers], "y": [r + tick for *_, r, _ in centers],
+    markers = {"type": "scatter", "x": [c for *_, c in centers], "y": [r for *_, r, _ in centers],
                "customdata": [[layer, head] for layer, head, *_ in centers], "mode": "markers",
                "name": tr("heads"),
-               "marker": {"size": 18, "opacity": 0.01, "symbol": "square"},
+               "marker": {"size": 26, "opacity": 0.01, "symbol": "square"},
                "hovertemplate": tr("layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>")}
     layout = {
         "title": {"text": safe_label(tr(title))}, "showlegend": False, "plot_bgcolor": "white",
@@ -155,7 +161,7 @@ def tick_subset(axis: Sequence[str], max_ticks: int = 60) -> dict:
 
 
 def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Sequence[int],
-                     min_weight: float = 0.05) -> FigureDict:
+                     min_weight: float = 0.05, title: str = "") -> FigureDict:
     """BertViz-style head view: queries left, keys right, a line per weight >= min_weight.
 
     Lines are bucketed by weight into a few opacity levels so each head needs at most 4 traces."""
@@ -183,8 +189,8 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
                                  hoverinfo="skip"))
     fig.update_xaxes(visible=False, range=[-0.6, 1.6])
     fig.update_yaxes(visible=False, autorange="reversed")
-    fig.update_layout(height=max(300, 22 * n + 80), margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      plot_bgcolor="white", legend={"orientation": "h"})
+    fig.update_layout(title=safe_label(title), height=max(300, 22 * n + 100),
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10}, plot_bgcolor="white", legend={"orientation": "h"})
     return finished(fig)
 
 
@@ -262,7 +268,25 @@ def with_column_separators(spec: dict, every: int, count: int, n_rows: int) -> F
     return spec
 
 
+NARROW_TITLE_CHARS = 34  # a title line on a phone's width
+
+
 def for_narrow_screen(spec: dict) -> FigureDict:
-    """A phone's copy of a figure dict: no numbers written in cells (they run together in narrow cells)."""
-    data = [{k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} for trace in spec["data"]]
-    return {**spec, "data": data}
+    """A phone's copy of a figure dict: no numbers written in cells (they run together in narrow cells; words, as
+    the logit lens writes, stay), and a long title wrapped onto lines that fit, the plot moved down to make room."""
+    data = [trace if "%{z" not in str(trace.get("texttemplate", "%{z")) else
+            {k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} for trace in spec["data"]]
+    layout = dict(spec.get("layout", {}))
+    title = layout.get("title")
+    text = title.get("text", "") if isinstance(title, dict) else (title or "")
+    if len(text) > NARROW_TITLE_CHARS and "<br>" not in text:
+        lines = textwrap.wrap(text, NARROW_TITLE_CHARS) if " " in text else [
+            text[i:i + NARROW_TITLE_CHARS // 2] for i in range(0, len(text), NARROW_TITLE_CHARS // 2)]
+        layout["title"] = {**(title if isinstance(title, dict) else {}), "text": "<br>".join(lines),
+                           "font": {"size": 13}}
+        margin = dict(layout.get("margin") or {})
+        margin["t"] = max(margin.get("t", 50), 30 + 18 * len(lines))
+        layout["margin"] = margin
+        if "height" in layout:
+            layout["height"] = layout["height"] + 18 * (len(lines) - 1)
+    return {**spec, "data": data, "layout": layout}

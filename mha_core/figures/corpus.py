@@ -10,7 +10,7 @@ import numpy as np
 
 from mha_core.analysis.corpus_pass import CorpusPass
 from mha_core.analysis.head_distances import HeadMap
-from mha_core.analysis.qk_view import BY_POSITION, QKView, colour_groups, marked_sentence
+from mha_core.analysis.qk_view import BY_KIND, BY_POSITION, QKView, colour_groups, marked_sentence
 from mha_core.analysis.roles import head_label
 from mha_core.figures.charts import layer_tick, safe_label
 from mha_core.figures.roles import ROLE_COLORS, role_category, role_text
@@ -117,20 +117,22 @@ def qk_figure(view: QKView, corpus: CorpusPass, colour_by: str, hover: list[str]
         if colour_by == BY_POSITION:  # position: a continuous colour, one trace per kind
             marker.update(color=positions[members].tolist(), colorscale="Viridis",
                           showscale=i == 0, colorbar={"title": {"text": tr("position")}})
+        shown = tr(name) if colour_by in (BY_KIND, BY_POSITION) or name == "other" else name  # tokens, tags: as read
         traces.append({
-            "type": "scattergl", "mode": "markers", "name": safe_label(name),
+            "type": "scattergl", "mode": "markers", "name": safe_label(shown),
             "x": view.xy[members, 0].tolist(), "y": view.xy[members, 1].tolist(), "marker": marker,
             "customdata": members.tolist(), "hovertext": [hover[j] for j in members],
             "hovertemplate": tr("%{hovertext}<extra></extra>"),
         })
     axes = ("PC 1", "PC 2") if view.explained else (f"{view.method} 1", f"{view.method} 2")
     if view.explained:
-        axes = tuple(f"{a} ({100 * share:.0f}% of variance)" for a, share in zip(axes, view.explained, strict=True))
+        axes = tuple(tr("{axis} ({share:.0f}% of the variance)", axis=a, share=100 * share)
+                     for a, share in zip(axes, view.explained, strict=True))
     return {"data": traces, "layout": {
         "title": {"text": tr("Queries (●) and keys (×) of {head}, {method}", head=head_label(view.layer, view.head),
                              method=view.method)},
         "xaxis": {"title": {"text": axes[0]}, "zeroline": False},
         "yaxis": {"title": {"text": axes[1]}, "zeroline": False, "scaleanchor": "x"},
         "height": 620, "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT, "dragmode": "pan",
-        "legend": {"title": {"text": colour_by}},
+        "legend": {"title": {"text": tr(colour_by)}},
     }}

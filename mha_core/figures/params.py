@@ -25,6 +25,15 @@ PART_GROUPS = {  # stacked-bar segments: display part names -> segment
 }
 
 
+SEGMENT_COLORS = {  # one colour per meaning, the same in the stacked bars and the sunburst
+    "W_Q + b_Q": "#1f77b4", "W_K + b_K": "#ff7f0e", "W_V + b_V": "#2ca02c", "W_Q, W_K, W_V fused (GPT-2)": "#17becf",
+    "W_O + b_O": "#d62728", "LayerNorms": "#9467bd", "feed-forward": "#8c564b",
+}
+KIND_COLORS = {"attention": "#f4b6b6", "layernorm": "#9467bd", "feed-forward": "#8c564b", "embedding": "#7f7f7f",
+               "embeddings": "#7f7f7f", "pooler": "#bcbd22", "final norm": "#9467bd"}
+GROUP_COLOR = "#e8e8e8"  # the model and its layers: grey rings, so colour always means a kind of parameter
+
+
 def segment(part: str, kind: str) -> str:
     return PART_GROUPS.get(part, N_("LayerNorms") if kind == "layernorm" else N_("feed-forward")
                            if kind == "feed-forward" else part)
@@ -60,26 +69,30 @@ def layer_stack_figure(b: ModelBreakdown) -> FigureDict:
             continue  # the legend names only what this model has
         name = tr(seg)
         fig.add_trace(go.Bar(x=[group_label(g) for g in groups], y=counts, name=name,
-                             hovertemplate="%{x}: %{y:,}<extra>" + name + "</extra>"))
+                             marker_color=SEGMENT_COLORS[seg], hovertemplate="%{x}: %{y:,}<extra>" + name + "</extra>"))
     fig.update_layout(barmode="stack", title=tr("Parameters per layer"), yaxis_title=tr("parameters"),
                       height=420, margin={"t": 50, "b": 10})
     return finished(fig)
 
 
 def model_sunburst(b: ModelBreakdown, model_name: str) -> FigureDict:
-    """The whole model: groups (embeddings, layers, pooler) -> kinds -> named parameters."""
-    ids, labels, parents, values = [model_name], [model_name], [""], [b.total]
+    """The whole model: groups (embeddings, layers, pooler) -> kinds -> named parameters. Groups are grey; a kind and
+    its parameters take the stacked bars' colours (W_Q blue in both), so a colour means the same in both charts."""
+    ids, labels, parents, values, colors = [model_name], [model_name], [""], [b.total], [GROUP_COLOR]
     for group in dict.fromkeys(r.group for r in b.rows):
         ids.append(group), labels.append(group_label(group)), parents.append(model_name)
-        values.append(b.group_total(group))
+        values.append(b.group_total(group)), colors.append(GROUP_COLOR)
         for kind in dict.fromkeys(r.kind for r in b.rows if r.group == group):
             kid = f"{group}/{kind}"
             rows = [r for r in b.rows if r.group == group and r.kind == kind]
             ids.append(kid), labels.append(tr(kind)), parents.append(group), values.append(sum(r.count for r in rows))
+            colors.append(KIND_COLORS.get(kind, GROUP_COLOR))
             for r in rows:
                 ids.append(f"{kid}/{r.part}"), labels.append(part_label(r.part)), parents.append(kid)
                 values.append(r.count)
+                colors.append(SEGMENT_COLORS.get(segment(r.part, r.kind), KIND_COLORS.get(kind, GROUP_COLOR)))
     fig = go.Figure(go.Sunburst(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
+                                marker={"colors": colors},
                                 hovertemplate=tr("%{label}: %{value:,} (%{percentRoot:.1%})<extra></extra>"),
                                 maxdepth=3))
     fig.update_layout(title=tr("The whole model"), height=520, margin={"t": 50, "b": 10, "l": 10, "r": 10})

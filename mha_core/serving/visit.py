@@ -92,15 +92,17 @@ def fitting(value: object, default: object, options: Sequence | None) -> bool:
         return default is None
     if options is None:
         return True
-    return all(v in options for v in value) if isinstance(default, list | tuple) else value in options
+    return all(v in options for v in value) if isinstance(default, list) else value in options
 
 
 def encode(value: object) -> str:
-    """A choice as address text: true/false, numbers, text, and sequences comma-separated (a pair as 3:7)."""
+    """A choice as address text: true/false, numbers, text, a pair (a tuple) as 3:7, a list comma-separated."""
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ",".join(":".join(map(encode, v)) if isinstance(v, list | tuple) else encode(v) for v in value)
+    if isinstance(value, tuple):
+        return ":".join(map(encode, value))
+    if isinstance(value, list):
+        return ",".join(map(encode, value))
     return str(value)
 
 
@@ -108,9 +110,9 @@ def decode(text: str, like: object, options: Sequence | None = None) -> object:
     """Address text as a value of the choice's kind: the option it encodes, else parsed like `like` (the default);
     None where it is not one (a word for a number, inf, nan, a 100-digit number, an unknown option)."""
     if options is not None:
-        if isinstance(like, list | tuple):  # a multiselect: each item one of the options
+        if isinstance(like, list):  # a multiselect: each item one of the options
             items = [decode(item, None, options) for item in text.split(",") if item]
-            return None if None in items else type(like)(items)
+            return None if None in items else items
         found = next((option for option in options if encode(option) == text), None)
         if found is None and ":" in text:  # an option as a list shows it ("11: was"), as older addresses wrote it
             return decode(text.split(":")[0].strip(), like, options)
@@ -122,10 +124,9 @@ def decode(text: str, like: object, options: Sequence | None = None) -> object:
     if isinstance(like, float):
         number = finite_number(text)
         return None if number is None else float(number)
-    if isinstance(like, list | tuple):
-        items = [item for item in text.split(",") if item]
-        parsed = [decode(item, like[0] if like else 0) for item in items]
-        return None if None in parsed else type(like)(parsed)
+    if isinstance(like, list):
+        parsed = [decode(item, like[0] if like else 0) for item in text.split(",") if item]
+        return None if None in parsed else parsed
     return text
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mha_core.analysis.inspector import Word, candidates_before, default_pronoun, probe_for, sentence_words
-from mha_core.analysis.predict import first_piece
+from mha_core.analysis.predict import first_piece, first_piece_id
 from mha_core.engine.model import LoadedModel
 
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
@@ -134,5 +134,14 @@ def default_question(model: LoadedModel, text: str) -> Question:
     partner = focus(found.pair, model.name) if found.pair else None
     pronoun_2 = partner.pronoun if partner and partner.pronoun else found.pronoun
     return Question(probe_for(text, found.pronoun), found.pair, probe_for(text, pronoun_2),
-                    first_piece(model, found.antecedent) if found.antecedent else "",
-                    first_piece(model, found.other) if found.other else "")
+                    readable_first_piece(model, found.antecedent), readable_first_piece(model, found.other))
+
+
+def readable_first_piece(model: LoadedModel, word: str) -> str:
+    """The word's first piece as text the Predictions page can rank (predict.first_piece); "" for no word, for the
+    unknown piece ([UNK]: the model cannot read the word) and for a byte fragment of a character (a byte-level
+    vocabulary reading Chinese): neither is the word."""
+    if not word or first_piece_id(model, word) == model.tokenizer.unk_token_id:
+        return ""
+    piece = first_piece(model, word)
+    return "" if "\ufffd" in piece else piece

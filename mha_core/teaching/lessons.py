@@ -96,7 +96,7 @@ def reveal_attention_to(model: LoadedModel, lesson: Lesson) -> Reveal:
     unit = tr("of its attention")  # outside the call below: pybabel extract skips a tr() nested in a tr()
     return Reveal(
         tuple(head_label(layer, head) for layer, head in best),
-        tr("Live: the heads giving '{query}' → '{key}' the most weight are {heads}; uniform would be {uniform:.2f}.",
+        tr("Live: the heads giving '{query}' → '{key}' the most weight are {heads}; uniform would be {uniform:.3g}.",
            query=c["query"], key=c["key"], heads=heads_text(best, weights, unit),
            uniform=uniform),
     )
