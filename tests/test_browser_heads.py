@@ -6,6 +6,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from mha_core.figures.charts import TILE_SPOTS
 from tests.browser import ARTIFACTS, choose_option, chromium_page, open_with_sentence, streamlit_server, wait_idle
 from tests.conftest import ANIMAL_WIDE
 
@@ -22,7 +23,8 @@ def test_heads_page_minimal_pair_open_head_change_token():
         page.locator("svg text", has_text="wide").first.wait_for(timeout=60_000)
         # open layer 3, head 5 by clicking its tile in the overview (below the head views)
         overview.scroll_into_view_if_needed()
-        overview.locator(".scatterlayer .point").nth(3 * 12 + 5).click(force=True)
+        spots = TILE_SPOTS**2  # click targets per tile: one near the tile's corner
+        overview.locator(".scatterlayer .point").nth((3 * 12 + 5) * spots).click(force=True)
         wait_idle(page)
         page.get_by_text("Layer 3, head 5: attention weights").wait_for(timeout=60_000)
         # change the query token in the token view
@@ -34,7 +36,7 @@ def test_heads_page_minimal_pair_open_head_change_token():
         page.screenshot(path=str(ARTIFACTS / "heads_e2e.png"), full_page=True)
     assert state["text"] == [ANIMAL_WIDE]
     assert state["layer"] == ["3"] and state["head"] == ["5"]
-    assert "animal" in state["query"][0]
+    assert state["query"] == ["2"]  # [CLS] the animal
 
 
 def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(decoder):

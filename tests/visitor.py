@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.element_tree import Widget
 
 from mha_core import i18n
+from mha_core.teaching.examples import focus
 from mha_core.teaching.lessons import load_lessons
 from tests.conftest import ROOT
 
@@ -29,6 +30,7 @@ TITLES = {  # page: its title as written (the catalogue gives the Chinese)
 }
 PAGES = tuple(TITLES)
 TOKEN_PICKERS = ("query", "key", "pronoun", "wt_query")  # the choices that name a piece or word of the sentence
+PRONOUN_PICKERS = ("query", "pronoun", "wt_query")  # start from the sentence's pronoun unless picked by hand
 ANSWER_BOXES = ("p_piece", "a_answer", "a_wrong", "pt_answer", "pt_wrong")  # pieces the Predictions page scores
 KEPT_OUT = {"text_file", "example"}  # an uploader, and a picker that only fills the sentence box
 PROBE_WORD = re.compile(r"'([^']+)'|“([^”]+)”|\"([^\"]+)\"")
@@ -64,6 +66,7 @@ class Visitor:
     tabs: dict[str, str] = field(default_factory=dict)  # tab container id -> the label clicked
     steps: list[str] = field(default_factory=list)
     checked: int = 0  # how many steps had happened when the visitor last looked
+    picked: set[str] = field(default_factory=set)  # token pickers set by hand since the sentence or model changed
 
     @classmethod
     def open(cls, page: str, language: str, model: str, **query: str) -> Visitor:
@@ -77,10 +80,11 @@ class Visitor:
         self.steps.append(note)
         states = self.widget_states()
         self.write_bound_value(changed)
-        present = {node.proto.id for node in self.at._tree if getattr(node, "type", None) == "tab_container"}
-        for tab_id, label in self.tabs.items():
-            if tab_id in present:
-                states.widgets.append(WidgetState(id=tab_id, string_value=label))
+        for node in self.at._tree:  # a browser sends every shown tab bar's open tab: the clicked one, else its own
+            if getattr(node, "type", None) == "tab_container":
+                key = node.proto.tab_container.query_param_key or node.proto.id.rsplit("-", 1)[-1]
+                label = self.tabs.get(node.proto.id) or self.at.session_state[key]
+                states.widgets.append(WidgetState(id=node.proto.id, string_value=label))
         self.at._run(WidgetStates(widgets=states.widgets))
 
     def widget_states(self) -> WidgetStates:
@@ -158,7 +162,7 @@ class Visitor:
     def change_model(self, name: str) -> bool:
         if not self.choose("model", name, f"model {name}"):
             return False
-        self.model = name
+        self.model, self.picked = name, set()
         return True
 
     def change_language(self, language: str) -> bool:
@@ -171,6 +175,8 @@ class Visitor:
         boxes = [w for w in self.at.text_area if w.key == "text"]
         if not boxes:
             return False
+        if text != boxes[0].value:  # the same sentence again: choices made for it stay
+            self.picked = set()
         boxes[0].input(text)
         self.text = text
         self.run(f"type {text!r}", "text")
@@ -181,6 +187,8 @@ class Visitor:
         if not boxes or not boxes[0].options:
             return False
         text = boxes[0].options[choice % len(boxes[0].options)]
+        if text != self.sentence():
+            self.picked = set()
         boxes[0].set_value(text)
         self.text = text
         self.run(f"example {text!r}")
@@ -193,6 +201,7 @@ class Visitor:
         picker = pickers[which % len(pickers)]
         index = choice % len(picker.options)  # every token picker's values are positions 0 … n-1
         picker.set_value(index)
+        self.picked.add(picker.key)
         self.run(f"pick {picker.key} {picker.options[index]!r}", picker.key)
         return True
 
@@ -201,6 +210,7 @@ class Visitor:
         if not boxes:
             return False
         boxes[0].set_value(not boxes[0].value)
+        self.picked = set()  # the pieces became words, or back: the tokens are others
         self.run(f"merge {not boxes[0].value}", "merge_words")
         return True
 
@@ -293,6 +303,12 @@ class Visitor:
         pair = boxes.get("pair")
         if pair and not differs_by_one_word(sentence, pair):
             found.append(f"pair: {pair!r} does not differ from {sentence!r} by one word")
+        pronoun = focus(sentence).pronoun
+        for picker in self.at.selectbox:
+            shown = picker.options[picker.index] if picker.key in PRONOUN_PICKERS and picker.index is not None else ""
+            unreadable = "[UNK]" in shown or "/" in shown  # the model's piece for it: unknown, or a byte fragment
+            if shown and pronoun and picker.key not in self.picked and pronoun not in shown and not unreadable:
+                found.append(f"token: {picker.key} shows {shown!r}, not the sentence's pronoun {pronoun!r}")
         return found
 
     def selections(self, at: AppTest) -> dict[str, object]:

@@ -18,6 +18,7 @@ from mha_core import i18n
 from mha_core.serving.visit import UNBOUND, Visit
 
 RECORD, WRITTEN = "_visit", "_addresses"  # the session's record; the addresses it has written (and the first)
+SHOWN_TABS = "_shown_tabs"  # the label each tab bar was last drawn with
 
 
 def visit() -> Visit:
@@ -117,7 +118,10 @@ def tabs(name: str, ids: Sequence[str], where: object = st) -> list:
     switch and reads the same in any address); only the open tab's content runs (`.open`)."""
     labels = {tab_id: i18n.tr(tab_id) for tab_id in ids}
     read_labels(name, ids)
+    ids_by_label = {label: tab_id for tab_id, label in labels.items()}
+    clicked, shown = st.session_state.get(name), st.session_state.setdefault(SHOWN_TABS, {})
+    if clicked in ids_by_label and clicked != shown.get(name):  # a click whose callback did not run (a tab bar
+        choose(name, ids_by_label[clicked])  # drawn again after a page switch reports its first click so)
     opened = chosen(name, ids[0], options=list(ids))
-    st.session_state[name] = labels[opened]
-    return where.tabs(list(labels.values()), key=name, on_change=_record_tab,
-                      args=(name, {label: tab_id for tab_id, label in labels.items()}))
+    st.session_state[name] = shown[name] = labels[opened]
+    return where.tabs(list(labels.values()), key=name, on_change=_record_tab, args=(name, ids_by_label))

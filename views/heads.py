@@ -150,6 +150,7 @@ def show_one_token(view: AttentionView, result: AttentionResult, base: tuple, me
     st.markdown(tr("Strongest: layer {layer}, head {head} gives **{weight:.2f}** of the attention from '{query}' to "
                    "'{key}' (uniform would be {uniform:.3g}).", layer=best[0], head=best[1], weight=grid[best],
                    query=literal(labels[query]), key=literal(labels[key]), uniform=uniform))
+    st.caption(tr("Each head's three strongest keys for this query:"))  # a phone's table toolbar sits over this line
     st.dataframe(top_keys_table(view, query), hide_index=True)
     c1, c2 = st.columns(2)
     c1.download_button(

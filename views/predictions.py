@@ -13,12 +13,12 @@ from mha_core.analysis.lm_head import answer_slot, lm_head, read_at, token_id
 from mha_core.analysis.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
 from mha_core.figures import charts
-from mha_core.figures.predict import lens_figure
+from mha_core.figures.predict import LENS_MAX_COLUMNS, LENS_PHONE_COLUMNS, lens_figure
 from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.teaching.examples import Question, default_question
 from views._inputs import sentence_box, set_sentence
 from views._patching import CAPTION, json_button, patching_view
-from views._state import chart, current_model, emphasised, literal, literal_lines, shared, small_store
+from views._state import chart, current_model, emphasised, literal, literal_lines, narrow_screen, shared, small_store
 from views._uploads import cached_analysis
 from views._visit import stop, tabs, widget
 
@@ -75,7 +75,11 @@ def show_lens(model: LoadedModel, text: str, masked: bool) -> None:
                            lambda _: logit_lens(model, text), small_store())
     if lens is None:
         return
-    chart(key, lambda: lens_figure(lens), key="p_lens")
+    phone = narrow_screen()
+    if phone and len(lens.tokens) > LENS_PHONE_COLUMNS:
+        st.caption(tr("On a narrow screen the lens shows the last {n} positions; a wider screen shows up to {wide}.",
+                      n=LENS_PHONE_COLUMNS, wide=LENS_MAX_COLUMNS))
+    chart(key, lambda: lens_figure(lens, LENS_PHONE_COLUMNS if phone else LENS_MAX_COLUMNS), key="p_lens")
     json_button(lens, model, tr("JSON: the lens"), "lens.json", "p_lens_json")
 
 

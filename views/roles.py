@@ -214,6 +214,10 @@ def main() -> None:
             max_length=model.max_length,
             rows=roles.rows,
         )
+        + ("" if sentence_result is not None else " " + tr(
+            "Each sentence is read as its parse's words, as Clark et al. fed them (the syntactic analysis needs each "
+            "word's pieces); Across a corpus reads the sentences as typed, so a word the parser splits (do|n't) can "
+            "give the two pages a few rows apart."))
     )
     grid = st.container()
     show_rules()

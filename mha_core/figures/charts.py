@@ -7,7 +7,8 @@ User text reaches figures only through `safe_label`, so nothing typed is rendere
 from __future__ import annotations
 
 import html
-import textwrap
+import re
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -268,7 +269,22 @@ def with_column_separators(spec: dict, every: int, count: int, n_rows: int) -> F
     return spec
 
 
-NARROW_TITLE_CHARS = 34  # a title line on a phone's width
+NARROW_TITLE_CHARS = 34  # a title line on a phone's width, in Latin letters (a Chinese character counts two)
+
+
+def display_width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def wrapped(text: str, width: int) -> list[str]:
+    """Lines of at most `width` (display_width), broken at spaces where the text has them, else anywhere."""
+    lines, line = [], ""
+    for word in re.findall(r"\S+\s*", text) if " " in text else list(text):
+        if line and display_width(line + word.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        line += word
+    return [*lines, line.rstrip()] if line.strip() else lines
 
 
 def for_narrow_screen(spec: dict) -> FigureDict:
@@ -279,9 +295,8 @@ def for_narrow_screen(spec: dict) -> FigureDict:
     layout = dict(spec.get("layout", {}))
     title = layout.get("title")
     text = title.get("text", "") if isinstance(title, dict) else (title or "")
-    if len(text) > NARROW_TITLE_CHARS and "<br>" not in text:
-        lines = textwrap.wrap(text, NARROW_TITLE_CHARS) if " " in text else [
-            text[i:i + NARROW_TITLE_CHARS // 2] for i in range(0, len(text), NARROW_TITLE_CHARS // 2)]
+    if display_width(text) > NARROW_TITLE_CHARS and "<br>" not in text:
+        lines = wrapped(text, NARROW_TITLE_CHARS)
         layout["title"] = {**(title if isinstance(title, dict) else {}), "text": "<br>".join(lines),
                            "font": {"size": 13}}
         margin = dict(layout.get("margin") or {})

@@ -13,13 +13,14 @@ from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import tr
 
 LENS_MAX_COLUMNS = 48  # positions shown with their pieces written in the cells; longer texts show the last ones
+LENS_PHONE_COLUMNS = 5  # on a phone's width: the last five positions, their pieces still readable
 
 
-def lens_figure(lens: LogitLens) -> FigureDict:
+def lens_figure(lens: LogitLens, max_columns: int = LENS_MAX_COLUMNS) -> FigureDict:
     """(L,T) each layer's most likely next piece at each position, coloured by its probability; the hover adds
-    the probability of the model's final answer there. Long texts: the last LENS_MAX_COLUMNS positions."""
+    the probability of the model's final answer there. Long texts: the last `max_columns` positions."""
     preposition, what, _ = read_at(lens.masked)
-    start = max(0, len(lens.tokens) - LENS_MAX_COLUMNS)
+    start = max(0, len(lens.tokens) - max_columns)
     columns = indexed_labels(lens.tokens)[start:]
     text = [[safe_label(piece) for piece in row[start:]] for row in lens.top_pieces]
     fig = go.Figure(go.Heatmap(
