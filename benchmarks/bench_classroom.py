@@ -12,9 +12,10 @@ throughput ratio (target >= 1.6).
 `--cold`: `make serve` with 1 and 2 processes, each started fresh: the first 30 students right after the start
 (every process has loaded its model before HAProxy lets anyone in), then the next 30; p95 of the first <= 1.5 x
 p95 of the next (issue 19).
-`--heavy ablation|tsne`: 29 students on Heads, first alone, then while one more visitor runs the heaviest analysis
-a page offers (the ablation grid of a 512-piece text, or t-SNE of one head over the bundled corpus); prints the
-students' p95 with / without (issue 18: target <= 1.5).
+`--heavy ablation|tsne|patching`: 29 students on Heads, first alone, then while one more visitor runs the heaviest
+analysis a page offers (the ablation grid of a 512-piece text, t-SNE of one head over the bundled corpus, or the
+residual patching grid of SmolLM2's default pair); prints the students' p95 with / without (issue 18: target <= 1.5)
+and the server's peak RSS against its memory plan (issue 33: within it).
 Run: .venv/bin/python benchmarks/bench_classroom.py [--students N] [--pages heads,coreference,walkthrough]
 """
 
@@ -159,7 +160,10 @@ def cpu_per_click(group: ServerGroup, page: str, rng: random.Random) -> tuple[fl
 
 
 HEAVY_PAGES = {"ablation": ("contributions", {"c_tab": "Ablation"}),
-               "tsne": ("corpus", {"g_view": "Query–key view of one head", "g_projection": "t-SNE", "g_head": "3"})}
+               "tsne": ("corpus", {"g_view": "Query–key view of one head", "g_projection": "t-SNE", "g_head": "3"}),
+               # issue 33's hostile visitor: the residual patching grid of the Predictions page's own pair
+               "patching": ("predictions", {"model": "SmolLM2-135M-Instruct", "p_tab": "Patching",
+                                            "p_patch_what": "residual"})}
 
 
 async def heavy_visitor(url: str, kind: str, text: str, started: asyncio.Event) -> float:
@@ -195,6 +199,9 @@ def heavy_comparison(kind: str, students: int, timeout: float, stagger: float) -
 
     from benchmarks._timing import text_of_pieces
     from mha_core.engine.model import bundled_model_dir
+    from mha_core.serving.heavy import default_slots
+    from mha_core.serving.memory import memory_plan
+    from mha_core.serving.menu import listed_model_bytes
 
     heavy_text = text_of_pieces(AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True), 512)
     with app_server() as group:
@@ -208,6 +215,8 @@ def heavy_comparison(kind: str, students: int, timeout: float, stagger: float) -
     if finished is not None:
         print(f"note: the {kind} finished in {finished:.1f} s, before the class did")
     print(f"p95 with one {kind} / alone: {beside['p95'] / alone['p95']:.2f} (target <= 1.5)")
+    plan = memory_plan(listed_model_bytes(), default_slots())
+    print(f"server peak RSS {group.peak_rss() / 2**30:.2f} GB; its plan: {plan.said()} (target: within it)")
 
 
 def cold_and_warm(students: int, timeout: float) -> None:

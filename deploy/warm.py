@@ -53,6 +53,19 @@ def main() -> None:
     except (OSError, TimeoutError, RuntimeError) as err:
         print(f"warm: {err}", file=sys.stderr)
         sys.exit(1)
+    print(f"memory: {memory_said(len(args.urls))}", flush=True)
+
+
+def memory_said(processes: int) -> str:
+    """The server's memory plan (mha_core.serving.memory), for each process and all of them."""
+    from mha_core.serving.heavy import default_slots
+    from mha_core.serving.memory import memory_plan
+    from mha_core.serving.menu import listed_model_bytes
+
+    plan = memory_plan(listed_model_bytes(), default_slots())
+    each = "each process: " if processes > 1 else ""
+    whole = f"; {processes} processes: up to {processes * plan.total / 2**30:.1f} GB" if processes > 1 else ""
+    return each + plan.said() + whole
 
 
 if __name__ == "__main__":

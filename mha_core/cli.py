@@ -6,7 +6,6 @@ Bad input exits with status 2 and one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -69,13 +68,17 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 
 def write_json(data: object, out: str) -> None:
-    """Write `data` to `out` ("-" for stdout)."""
-    text = json.dumps(data, ensure_ascii=False)
+    """Write `data` to `out` ("-" for stdout) as it is made (serving.export.stream_json: a generator in it is written
+    an item at a time, so an output of a gigabyte never exists in memory)."""
+    from mha_core.serving.export import stream_json
+
     if out == "-":
-        sys.stdout.write(text + "\n")
+        stream_json(data, sys.stdout.write)
+        sys.stdout.write("\n")
         return
     try:
-        Path(out).write_text(text, encoding="utf-8")
+        with Path(out).open("w", encoding="utf-8") as file:
+            stream_json(data, file.write)
     except OSError as err:
         raise CliError(f"cannot write {out}: {err.strerror}") from None
 
@@ -86,11 +89,13 @@ def cmd_attention(args: argparse.Namespace) -> None:
     model = load_chosen_model(args)
     text = attention_text(args)
     if args.heads is None:
+        if args.rows is not None:
+            raise CliError("--rows takes query rows of the heads chosen with --heads L:H[,L:H...]")
         check_full_output(model, text)
         result = run(model, text, path=args.path)
         write_json({
             "tokens": list(result.tokens[0]),
-            "attention": result.text_attention(0).astype("float64").round(7).tolist(),
+            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),  # written as made
             "path": result.path,
             "backend": result.backend,
             "truncated": result.truncated[0],
@@ -107,10 +112,12 @@ def attention_text(args: argparse.Namespace) -> str:
         raise CliError("give the text either as an argument or with --text-file FILE, not both or neither")
     if args.text is not None:
         return args.text
+    from mha_core.analysis.corpora import CorpusFormatError, read_text
+
     try:
-        return Path(args.text_file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise CliError(f"cannot read {args.text_file}: {getattr(err, 'strerror', None) or err}") from None
+        return read_text(Path(args.text_file))  # as the page's .txt upload: a BOM dropped, at most 200,000 characters
+    except CorpusFormatError as err:
+        raise CliError(f"{args.text_file}: {err}") from None
 
 
 def check_full_output(model: LoadedModel, text: str) -> None:
@@ -125,16 +132,25 @@ def check_full_output(model: LoadedModel, text: str) -> None:
                        f"query rows with --rows A:B)")
 
 
+MAX_WRITTEN = 120_000_000  # weights one output may hold (about a GB of JSON): one head's whole map at 8,192 pieces
+
+
 def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) -> dict:
-    """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text)."""
+    """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text). Every
+    argument is checked before any work: the heads (each once), the rows against the text's pieces, the size."""
     from mha_core import run
-    from mha_core.analysis.long_text import chosen_rows, run_long
+    from mha_core.analysis.long_text import chosen_rows, count_long_pieces, run_long
     from mha_core.analysis.patching import check_head
 
-    heads = [check_head(model, head) for head in args.heads]  # the one range check, with its one sentence
+    heads = list(dict.fromkeys(check_head(model, head) for head in args.heads))  # each head once, range-checked
+    n = count_long_pieces(model, text)
+    start, stop = parse_rows(args.rows, n)
+    weights = len(heads) * (stop - start) * n
+    if weights > MAX_WRITTEN:
+        raise CliError(f"{len(heads):,} head(s) × {stop - start:,} rows × {n:,} keys is {weights:,} weights, over the "
+                       f"{MAX_WRITTEN:,} one output may hold: choose fewer heads or rows")
     # auto: q, k and the log-sum-exp kept (no map); a path asked for keeps what that path keeps
     result = run_long(model, text) if args.path == AUTO else run(for_long_texts(model), text, path=args.path)
-    start, stop = parse_rows(args.rows, result.lengths[0])
     return {"model": model.name, **chosen_rows(result, heads, range(start, stop))}
 
 

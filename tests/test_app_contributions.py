@@ -91,7 +91,10 @@ def test_a_new_target_gives_the_joint_ablation_its_own_top_heads(decoder):  # is
 
 
 def test_shared_results_are_bounded_by_bytes():  # issue 18, finding 3: value-weighted maps filled the store
-    from views._state import SMALL_MB, shared, small_store
+    from mha_core.serving.memory import STORES
+    from views._state import shared, small_store
+
+    SMALL_MB = STORES["small"][1]
 
     store = small_store()
     for i in range(4):

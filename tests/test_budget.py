@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import mha_core.analysis.ablation as ablation
+import mha_core.engine.forward as forward_module
 from mha_core import load_model, run
 from mha_core.engine.budget import BUDGET_ENV, BudgetError, forward_bytes
 from mha_core.engine.forward import forward
@@ -39,22 +40,26 @@ def test_a_grid_in_small_chunks_equals_the_grid_in_one(family_dirs, monkeypatch,
                                    progress=lambda done, total: chunks.append((done, total)))
     assert np.allclose(small.effects, whole.effects, atol=1e-5) and small.original == pytest.approx(whole.original)
     n = model.n_layers * model.n_heads
-    assert chunks == [(min(k + 3, n), n) for k in range(0, n, 3)]
+    finished = [call for call in chunks if call[0] % 3 == 0 and call[0] > 0 or call[0] == n]  # each chunk's end,
+    assert sorted(set(finished)) == [(min(k + 3, n), n) for k in range(0, n, 3)]  # besides the checks within chunks
+    assert all(done <= total for done, total in chunks) and chunks == sorted(chunks)
 
 
-def test_a_cancelled_grid_stops_after_its_first_chunk(family_dirs, monkeypatch):
+def test_a_cancelled_grid_stops_within_its_first_chunk(family_dirs, monkeypatch):
+    """Issue 33: a chunk checks for a departed visitor before each layer, not only when it is done."""
     model = load_model(family_dirs["bert"])
     monkeypatch.setattr(ablation, "grid_plan", lambda *_: ablation.GridPlan(rows=2, free_bytes=1 << 20))
-    ran = []
-    real = ablation.run_chunk
-    monkeypatch.setattr(ablation, "run_chunk", lambda *args: ran.append(1) or real(*args))
+    ran, layers = [], []
+    real_chunk, real_layer = ablation.run_chunk, forward_module.layer_forward
+    monkeypatch.setattr(ablation, "run_chunk", lambda *args: ran.append(1) or real_chunk(*args))
+    monkeypatch.setattr(forward_module, "layer_forward", lambda *args: layers.append(1) or real_layer(*args))
 
     def gone(done: int, total: int) -> None:
         raise KeyboardInterrupt("the visitor left")
 
     with pytest.raises(KeyboardInterrupt):
         ablation.ablation_grid(model, TEXT, progress=gone)
-    assert len(ran) == 1
+    assert len(ran) == 1 and len(layers) == model.n_layers  # the original pass only: the chunk stopped at once
 
 
 def test_a_target_of_several_pieces_is_scored_whole(family_dirs):

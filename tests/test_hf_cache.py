@@ -39,8 +39,11 @@ def hub(tmp_path, monkeypatch):
 def test_the_cache_lists_its_usable_models_at_refs_main(hub, monkeypatch):
     from mha_core import load_model
 
-    listed = [c for c in available_models() if c.source == HF_CACHE]
+    cached = [c for c in available_models() if c.source == HF_CACHE]
+    listed = [c for c in cached if c.refused is None]
     assert [(c.name, c.family, c.path) for c in listed] == [("org/tiny-llama", "llama", hub)]
+    refused = {c.name: str(c.refused) for c in cached if c.refused is not None}  # named, each with why
+    assert "Unsupported architecture 't5'" in refused["org/t5"] and "refs/main" in refused["org/no-ref"]
     model = load_model(hub)
     assert listed[0].parameters == sum(p.numel() for p in model.model.parameters())
     monkeypatch.setenv("MHA_HF_CACHE", "0")
@@ -67,7 +70,7 @@ def test_the_cli_lists_and_loads_cache_models_by_name(hub):
 
 def test_a_model_over_the_size_limit_is_listed_and_refused_in_one_sentence(hub, monkeypatch):
     monkeypatch.setenv("MHA_MAX_PARAMS", "1000")
-    (choice,) = [c for c in available_models() if c.source == HF_CACHE]
+    (choice,) = [c for c in available_models() if c.source == HF_CACHE and c.name == "org/tiny-llama"]
     assert choice.refused and "over this server's limit" in choice.refused and "too large" in choice.label
     proc = cli("attention", "the animal", "--model", "org/tiny-llama", "--json", "-")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "limit" in proc.stderr

@@ -158,7 +158,7 @@ def edit_weights(path, change) -> None:
 
 
 @pytest.mark.parametrize(("breakage", "message"), [
-    ("more layers in the config", "lack 16 tensor(s) its config.json asks for"),
+    ("more layers in the config", "do not match the sizes in config.json: it asks for 3 layers"),
     ("one tensor missing", "lack 1 tensor(s) its config.json asks for (first: encoder.layer.1.output.dense.weight)"),
     ("NaN weights", "hold NaN or infinite values (encoder.layer.0.attention.self.query.weight)"),
     ("no layers", "has no layers"),

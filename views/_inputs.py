@@ -75,7 +75,7 @@ def model_card() -> None:
             st.error(literal(tr("{name} cannot be used: {reason} Showing {shown}.", name=name, reason=worded(loaded),
                                 shown=current_model().name)))
         elif refused:
-            st.error(literal(tr("{refused}. Showing {name}.", refused=refused, name=current_model().name)))
+            st.error(literal(tr("{refused}. Showing {name}.", refused=worded(refused), name=current_model().name)))
         model = current_model()
         long_limit = model.arch.long_max_length
         st.caption(tr("{n_layers} layers × {n_heads} heads · d_model {d_model} · head dim {head_dim} · max "

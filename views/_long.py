@@ -5,7 +5,6 @@ long_roles; this module only draws."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +37,7 @@ from mha_core.engine.budget import megabytes
 from mha_core.figures import long as figures
 from mha_core.figures.charts import layer_head_grid
 from mha_core.i18n import N_, tr, worded
+from mha_core.serving.export import json_text
 from views._state import (
     chart,
     get_model,
@@ -52,7 +52,6 @@ from views._state import (
 from views._visit import stop, tabs, widget
 
 PHONE_HEIGHT = 440  # a square map on a phone's width
-LONG_MB, LONG_KEPT = 1600, 4  # long results shared by all sessions: about 750 MB each at 8,192 pieces
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,7 @@ def long_text_of(model_dir: str, text: str) -> LongText:
         summaries = head_summaries(result, progress=lambda done, _: progress(model.n_layers + done, total))
         return LongText(result, summaries)
 
-    store = shared_store("long", LONG_KEPT, LONG_MB)
+    store = shared_store("long")
     return heavy(("long", model_dir, text), N_("Reading the long text layer by layer, then summarising every head"),
                  compute, store=store)
 
@@ -207,7 +206,7 @@ def show_long_export(result: AttentionResult, summaries: HeadSummaries, layer: i
     rows = range(max(0, n - ZOOM_MAX), n)
 
     def rows_json() -> str:  # what the CLI's attention --heads L:H --rows A:B writes
-        return json.dumps({"model": model_name, **chosen_rows(result, [(layer, head)], rows)})
+        return json_text({"model": model_name, **chosen_rows(result, [(layer, head)], rows)})
 
     st.download_button(tr("JSON: this head's last {rows} query rows over the whole text", rows=len(rows)), rows_json,
                        "long_rows.json", "application/json")

@@ -64,6 +64,9 @@ def patching_view(model: LoadedModel, clean: str, corrupted: str, answer: str | 
     grid = heads_grid if what == HEADS else computed_grid(model, clean, corrupted, answer, wrong, what, head, coref)
     if grid is None:
         return
+    if grid.left_out:
+        st.warning(tr("The texts are longer than the model reads: their first {n:,} pieces after the start are left "
+                      "out, and the rest, up to where the answer is read, is read.", n=grid.left_out))
     st.markdown(literal(grid.described(model.n_layers)))
     shown = tr(grid.shown_label)
     title = (

@@ -20,25 +20,21 @@ from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i
 from mha_core.analysis.display import AttentionView, attention_view
 from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.engine.batching import Progress
+from mha_core.engine.tokens import MAX_INPUT_CHARS
 from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving.heavy import HeavyQueue, HeavyWork, JobState
+from mha_core.serving.memory import COMPUTE_SLOTS, MODELS_KEPT, STORES
 from mha_core.serving.menu import ModelChoice, available_models, default_choice
 from mha_core.serving.store import SharedStore
 from mha_core.teaching.walkthrough import Parity, PathTimings, backend_words, parity, path_words, time_paths
 from views._visit import chosen, stop
 
-RESULTS_MB, VIEWS_MB, FIGURES_MB = 300, 450, 150  # shared by all sessions; LRU beyond these
-RESULTS_KEPT, VIEWS_KEPT, FIGURES_KEPT, SMALL_KEPT = 64, 64, 256, 512
-SMALL_MB = 400  # every store is bounded by bytes (an ablation grid, a rollout: up to a few hundred MB each)
-MODELS_KEPT = 3  # loaded models per process (each ~100 MB to 600 MB)
-COMPUTE_SLOTS = 2  # concurrent forwards / view builds per process (see compute_slots)
 MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:<>&")
 # GFM autolinks bare addresses even when their punctuation is escaped: a zero-width space breaks each
 # pattern (www., scheme://, the @ of an e-mail address) without changing what a reader sees.
 AUTOLINK_BREAKS = (("www.", "ww\u200bw."), ("WWW.", "WW\u200bW."), ("://", ":\u200b//"), ("@", "\u200b@"))
-MAX_INPUT_CHARS = 200_000  # far above 512 pieces; the model cuts, we only refuse absurd pastes
 # Every session's script runs in its own thread of one process: one torch thread each. Two intra-op
 # threads per forward made forwards 3-4x slower (and spun idle cores) as soon as two sessions ran at once.
 torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
@@ -101,21 +97,23 @@ def current_model() -> LoadedModel:
 
 
 @st.cache_resource(show_spinner=False)
-def shared_store(name: str, max_entries: int, max_mb: int) -> SharedStore:
-    """One compute-once LRU store per name for the whole server (every session reads the same one)."""
-    return SharedStore(max_entries, max_mb * 2**20)
+def shared_store(name: str) -> SharedStore:
+    """One compute-once LRU store per name for the whole server (every session reads the same one), bounded as
+    mha_core.serving.memory.STORES says."""
+    entries, megabytes = STORES[name]
+    return SharedStore(entries, megabytes * 2**20)
 
 
 def result_store() -> SharedStore:
-    return shared_store("results", RESULTS_KEPT, RESULTS_MB)
+    return shared_store("results")
 
 
 def view_store() -> SharedStore:
-    return shared_store("views", VIEWS_KEPT, VIEWS_MB)
+    return shared_store("views")
 
 
 def figure_store() -> SharedStore:
-    return shared_store("figures", FIGURES_KEPT, FIGURES_MB)
+    return shared_store("figures")
 
 
 @st.cache_resource(show_spinner=False)
@@ -186,13 +184,13 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
 
 
 def small_store() -> SharedStore:
-    return shared_store("small", SMALL_KEPT, SMALL_MB)
+    return shared_store("small")
 
 
 def shared(key: tuple, compute: Callable[[], object]) -> object:
     """A computation shared by every session (a sentence's parse, a walkthrough's tensors, an ablation grid, the
-    value-weighted maps of a text), kept within SMALL_MB by estimated bytes. A value holding text a person reads
-    (a table's headers, hover texts) puts the page's language (i18n.current()) in its key; numbers need not."""
+    value-weighted maps of a text), kept within the "small" store's bytes (serving.memory.STORES). A value holding
+    text a person reads (a table's headers, hover texts) puts the page's language in its key; numbers need not."""
     return small_store().get(key, compute)
 
 

@@ -28,22 +28,19 @@ from mha_core.analysis.corpora import (
 from mha_core.engine.batching import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, Progress
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving.store import SharedStore
-from views._state import heavy, literal, shared_store
+from views._state import compute_slots, heavy, literal, shared_store
 from views._visit import widget
 
-ANALYSES_KEPT = 8  # corpus analyses kept per server (least recently used dropped)
-SENTENCE_ANALYSES_KEPT = 64
-ANALYSES_MB, SENTENCE_ANALYSES_MB = 200, 100  # bounded by bytes too (an analysis holds a few (L,H) arrays)
 UPLOAD_MAX_SENTENCES = 5_000  # sentences (CoNLL-U) or examples (GAP) analysed per upload: ~1 min on 2 cores
 SHARED_GAP = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
 
 
 def corpus_store() -> SharedStore:
-    return shared_store("corpus analyses", ANALYSES_KEPT, ANALYSES_MB)
+    return shared_store("corpus analyses")
 
 
 def sentence_store() -> SharedStore:
-    return shared_store("sentence analyses", SENTENCE_ANALYSES_KEPT, SENTENCE_ANALYSES_MB)
+    return shared_store("sentence analyses")
 
 
 def cached_analysis(key: tuple, label: str, compute: Callable[[Progress], object], store: SharedStore | None = None,
@@ -53,8 +50,12 @@ def cached_analysis(key: tuple, label: str, compute: Callable[[Progress], object
     with the reason shown, when the input has nothing the analysis can use or is over a limit."""
     store = store or corpus_store()
     try:
-        if light:
-            return store.get(key, lambda: compute(lambda done, total: None))
+        if light:  # in a compute slot, as a forward: at most COMPUTE_SLOTS at once however many click
+            def in_slot() -> object:
+                with compute_slots():
+                    return compute(lambda done, total: None)
+
+            return store.get(key, in_slot)
         return heavy(key, label, compute, store, note)
     except InputError as err:
         st.warning(literal(worded(err)))

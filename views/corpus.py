@@ -32,11 +32,10 @@ from views._visit import choose, stop, widget
 BUNDLED, CONLLU, TEXT_FILE = N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Uploaded text file")
 SOURCES = (BUNDLED, CONLLU, TEXT_FILE)
 VIEWS = (N_("Head-similarity map"), N_("Query–key view of one head"))
-PASSES_KEPT, PASSES_MB = 3, 1536  # corpus passes kept per server (each holds query and key vectors)
 
 
 def pass_store() -> object:
-    return shared_store("corpus passes", PASSES_KEPT, PASSES_MB)
+    return shared_store("corpus passes")
 
 
 def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None:

@@ -18,11 +18,28 @@ from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.teaching.examples import Question, default_question
 from views._inputs import sentence_box, set_sentence
 from views._patching import CAPTION, json_button, patching_view
-from views._state import chart, current_model, emphasised, literal, literal_lines, narrow_screen, shared, small_store
+from views._state import (
+    chart,
+    check_length,
+    current_model,
+    emphasised,
+    literal,
+    literal_lines,
+    narrow_screen,
+    shared,
+    small_store,
+)
 from views._uploads import cached_analysis
 from views._visit import stop, tabs, widget
 
 PIECE_HELP = N_("one piece; in spaced text with its leading space")
+
+
+def left_out_note(result: object) -> None:
+    """A text over the model's limit is read from its end, where the prediction is made: say what was left out."""
+    if getattr(result, "left_out", 0):
+        st.warning(tr("The text is longer than the model reads: its first {n:,} pieces after the start are left out, "
+                      "and the rest, up to where the prediction is made, is read.", n=result.left_out))
 
 
 def question(model: LoadedModel, sentence: str) -> Question:
@@ -54,6 +71,7 @@ def show_prediction(model: LoadedModel, text: str, masked: bool, asked: Question
     pred = cached_analysis(key, N_("Predicting"), lambda _: predict(model, text, position), small_store(), light=True)
     if pred is None:
         return
+    left_out_note(pred)
     chart(key, lambda: charts.token_bar_figure(list(pred.top_pieces), pred.top_probs, pred.title), key="p_top")
     try:
         rank, prob = pred.rank_of(token_id(model, typed))
@@ -75,6 +93,7 @@ def show_lens(model: LoadedModel, text: str, masked: bool) -> None:
                            lambda _: logit_lens(model, text), small_store())
     if lens is None:
         return
+    left_out_note(lens)
     phone = narrow_screen()
     if phone and len(lens.tokens) > LENS_PHONE_COLUMNS:
         st.caption(tr("On a narrow screen the lens shows the last {n} positions; a wider screen shows up to {wide}.",
@@ -102,6 +121,7 @@ def show_attribution(model: LoadedModel, text: str, asked: Question, context: tu
                              light=True)
     if result is None:
         return
+    left_out_note(result)
     st.markdown(
         tr(
             "logit({answer}) − logit({wrong}) = **{logit_diff:.3f}** = heads {value:.3f} + MLPs {value2:.3f} + "
@@ -181,6 +201,7 @@ def show_generation(model: LoadedModel, text: str) -> None:
     )
     if result is None:
         return
+    left_out_note(result)
     continuation = result.continuation
     body = continuation.strip()
     if chat:
@@ -222,6 +243,7 @@ def main() -> None:
     model = current_model()
     st.title(tr("What the model predicts"))
     sentence = sentence_box()
+    check_length(sentence)
     head = lm_head(model)
     if head is None:
         st.info(
@@ -239,6 +261,7 @@ def main() -> None:
                              asked.probe + answer_slot(model), tr("Continue the sentence with"), context,
                              help=tr("appended to the sentence (and to the corrupted one) before predicting"))
     text = sentence + continuation
+    check_length(text)
     said = tr("Predicting in: {text}", text=text) if head.masked else tr("Predicting after: {text}", text=text)
     st.caption(literal(said))
     views = {

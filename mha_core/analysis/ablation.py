@@ -21,7 +21,7 @@ Shapes: L layers, H heads, T tokens, D d_model, V vocabulary, N variants.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +42,7 @@ from mha_core.engine.budget import (
     release_freed_memory,
     rows_within,
 )
-from mha_core.engine.forward import final_norm, layer_outputs, prepare, variant_outputs
+from mha_core.engine.forward import final_norm, last_output, layer_outputs, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
 from mha_core.i18n import N_, Worded
@@ -144,8 +144,8 @@ def run_variants(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor
     x, bias, rope = prepare(model, batch)  # (1,T,D)
     means = head_means(model, batch) if mode == MEAN else [None] * model.n_layers
     x = x.expand(removed[0].shape[0], -1, -1)
-    *_, (x, attn) = layer_outputs(model, x, bias, rope, enter=lambda layer, x: (x, make_edit(removed[layer],
-                                                                                           means[layer])))
+    x, attn = last_output(layer_outputs(model, x, bias, rope,
+                                        enter=lambda layer, x: (x, make_edit(removed[layer], means[layer]))))
     return final_norm(model, x), attn.probs
 
 
@@ -347,7 +347,8 @@ def ablation_grid(
     variants = [(layer, head) for layer in range(model.n_layers) for head in range(model.n_heads)]
     effects = []
     for start in range(0, len(variants), plan.rows):
-        states, last_maps = run_chunk(model, original, variants[start : start + plan.rows], mode)
+        check = (lambda done=start: progress(done, len(variants))) if progress else None  # cancel within a layer
+        states, last_maps = run_chunk(model, original, variants[start : start + plan.rows], mode, check)
         effects.append(scorer.values(states, last_maps, base) - (0.0 if measure == "embedding" else base))
         del states, last_maps
         release_freed_memory()
@@ -369,7 +370,8 @@ def scored_pieces(model: LoadedModel, scored: Sequence[tuple[int, int]]) -> tupl
 
 
 def run_chunk(
-    model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[int, int]], mode: str
+    model: LoadedModel, original: OriginalPass, chunk: Sequence[tuple[int, int]], mode: str,
+    check: Callable[[], None] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Variants that each lose one head, layer-major; a variant joins the batch at its head's layer with the
     original's input there (the layers below are the original's). Returns final states (n,T,D) and the last
@@ -387,6 +389,7 @@ def run_chunk(
         original.rope,
         lambda layer, heads: original.inputs[layer].expand(len(heads), -1, -1),
         edit_of,
+        check,
     )
     states, last_maps = final_norm(model, x), attn.probs
     del x, attn

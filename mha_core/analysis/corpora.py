@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mha_core.engine.tokens import MAX_INPUT_CHARS
 from mha_core.i18n import N_, Explained
 
 if TYPE_CHECKING:
@@ -85,6 +86,23 @@ def read_capped(path: Path, max_bytes: int | None = None) -> bytes:
             cap=cap / 2**20,
         )
     return data
+
+
+def read_text(path: Path) -> str:
+    """A text file for one text (the CLI's --text-file, as the page's .txt upload): UTF-8 with or without a BOM, at
+    most MAX_INPUT_CHARS characters, read without going past that many bytes (/dev/zero never ends)."""
+    cap = 4 * MAX_INPUT_CHARS + 4  # UTF-8 takes at most 4 bytes a character, and a byte-order mark
+    try:
+        data = read_capped(path, cap)
+    except CorpusFormatError as err:
+        if err.code != "file_larger_than_mb":
+            raise
+        data = b""  # over `cap` bytes: more characters than are read, whatever they are
+    text = decode_text(data) if data else None
+    if text is None or len(text) > MAX_INPUT_CHARS:
+        raise CorpusFormatError("text_too_long", N_("{path} has more than {max_input_chars:,} characters, the most "
+                                                    "that are read"), path=path.name, max_input_chars=MAX_INPUT_CHARS)
+    return text
 
 
 def split_lines(text: str) -> list[str]:

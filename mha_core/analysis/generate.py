@@ -16,7 +16,7 @@ from mha_core.analysis.predict import pieces_of
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import embed, final_norm, layer_outputs, per_layer, position_ids, prepare, scores_bias
 from mha_core.engine.model import LoadedModel
-from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize
+from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize_ending
 from mha_core.i18n import N_
 
 MAX_NEW = 64
@@ -39,6 +39,7 @@ class Generation:
     tokens: tuple[str, ...]  # every piece of the grown text (the decoder's first piece included)
     steps: tuple[Step, ...]
     stopped: str  # why it stopped: "length", "end of text" or "model's limit"
+    left_out: int = 0  # pieces of a prompt over the model's limit left out before the ones read
 
     @property
     def continuation(self) -> str:
@@ -46,10 +47,15 @@ class Generation:
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "text": self.text, "tokens": list(self.tokens), "stopped": self.stopped,
+                "left_out": self.left_out,
                 "generated": [{"token": s.piece, "id": s.id, "prob": round(s.prob, 6)} for s in self.steps]}
 
 
-def check_settings(new: int, temperature: float, top_k: int | None) -> None:
+MIN_TEMPERATURE = 1e-4  # below this, sampling is the most likely piece (its limit at 0): no overflow, no NaN
+SEEDS = range(2**64)  # what torch's generator takes
+
+
+def check_settings(new: int, temperature: float, top_k: int | None, seed: int = 0) -> None:
     if not 1 <= new <= MAX_NEW:
         raise InputError(
             "generate_from_new_pieces",
@@ -65,11 +71,15 @@ def check_settings(new: int, temperature: float, top_k: int | None) -> None:
         )
     if top_k is not None and top_k < 1:
         raise InputError("top_k_must_be", N_("Top-k must be at least 1, not {top_k}."), top_k=top_k)
+    if seed not in SEEDS:
+        raise InputError("seed_out_of_range", N_("The seed must be a whole number from 0 to 2⁶⁴ − 1, not {seed}."),
+                         seed=seed)
 
 
 def choose(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator) -> int:
-    """Greedy at temperature 0; else a sample from softmax(logits / temperature), cut to the top k."""
-    if temperature == 0:
+    """Greedy at temperature 0 (and below MIN_TEMPERATURE, where sampling is greedy to float precision); else a
+    sample from softmax(logits / temperature), cut to the top k."""
+    if temperature < MIN_TEMPERATURE:
         return int(logits.argmax())
     scaled = logits.float() / temperature
     if top_k is not None:
@@ -116,17 +126,31 @@ def has_chat_template(model: LoadedModel) -> bool:
     return getattr(model.tokenizer, "chat_template", None) is not None
 
 
+def encoded(tokenizer: object, text: str, as_text: bool) -> list[int]:
+    """Pieces of a part of a chat prompt: the template's own (its markers single special pieces) or the user's text
+    (`as_text`: a typed <|im_start|> is the pieces of its characters, never a control piece)."""
+    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=as_text)["input_ids"]) if text else []
+
+
 def chat_prompt(model: LoadedModel, text: str) -> tuple[str, TokenBatch]:
     """`text` as a user's message in the tokenizer's chat template, ready for the assistant's answer: the template's
-    text and its pieces (its markers such as <|im_start|> are single special pieces, not typed text)."""
+    text and its pieces. Only the template's markers (<|im_start|>, …) are special pieces: the user's text is
+    tokenized apart, so that what a visitor types can never open a turn of its own."""
     tokenizer = model.tokenizer
     if not has_chat_template(model):
         raise InputError(
             "s_tokenizer_has_no", N_("{name}'s tokenizer has no chat template: generate without it."), name=model.name
         )
-    messages = [{"role": "user", "content": text}]
-    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    ids = list(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)["input_ids"])
+    marker = "\u2063mha-user-text\u2063"  # where the user's text goes: it is tokenized apart, its markers as text
+    template = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
+                                             add_generation_prompt=True)
+    before, found, after = template.partition(marker)
+    if not found:
+        raise InputError("chat_template_unusable", N_("{name}'s chat template does not carry the message as it is: "
+                                                      "generate without it."), name=model.name)
+    prompt = before + text + after
+    ids = [*encoded(tokenizer, before, as_text=False), *encoded(tokenizer, text, as_text=True),
+           *encoded(tokenizer, after, as_text=False)]
     if len(ids) >= model.max_length:
         raise InputError(
             "chat_prompt_has_pieces",
@@ -151,15 +175,14 @@ def generate(
     chat: bool = False,
 ) -> Generation:
     """Continue `text` by up to `new` pieces (greedy at temperature 0; sampled otherwise, the same seed giving the
-    same text); stops at the tokenizer's end-of-text piece or the model's limit. `chat`: answer `text` as a user's
-    message in the tokenizer's chat template (Instruct models) instead of continuing it."""
+    same text); stops at the tokenizer's end-of-text piece or the model's limit. A text over the model's limit is
+    read from its end (its first pieces left out and counted), leaving room for the new pieces. `chat`: answer
+    `text` as a user's message in the tokenizer's chat template (Instruct models) instead of continuing it."""
     check_next_piece_head(model)
-    check_settings(new, temperature, top_k)
-    prompt, batch = (
-        chat_prompt(model, text)
-        if chat
-        else (text, tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id))
-    )
+    check_settings(new, temperature, top_k, seed)
+    room = model.max_length - new  # a long text keeps its end, with room for the new pieces
+    prompt, batch = chat_prompt(model, text) if chat else (text, tokenize_ending(model.tokenizer, text, room,
+                                                                                 model.bos_id))
     ids = batch.input_ids[0, : int(batch.attention_mask[0].sum())].tolist()
     special = [w is None for w in batch.word_ids[0][: len(ids)]]
     generator, steps, stopped = torch.Generator().manual_seed(seed), [], N_("length")
@@ -189,4 +212,5 @@ def generate(
             cached_step(model, token, len(ids), cache) if use_cache else (uncached_last(model, ids, special), cache)
         )
     continuation = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
-    return Generation(prompt, prompt + continuation, pieces_of(model, ids), tuple(steps), stopped)
+    left_out = batch.left_out[0] if batch.left_out else 0
+    return Generation(prompt, prompt + continuation, pieces_of(model, ids), tuple(steps), stopped, left_out)

@@ -10,7 +10,7 @@ M downsampled cells per side.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -318,15 +318,21 @@ def query_row(result: AttentionResult, b: int, layer: int, head: int, query: int
 
 
 def chosen_rows(result: AttentionResult, heads: list[tuple[int, int]], rows: range) -> dict:
-    """The chosen heads' query rows over the whole of text 0, each rebuilt a block at a time, as JSON-ready data
-    (what `attention --heads --rows` writes and the Heads page exports): {"tokens", "heads", "rows": [A, B],
-    "attention": [n_heads][B − A][T], "path", "backend", "truncated", "n_tokens"}."""
-    keys = range(result.lengths[0])
-    attention = [map_block(result, 0, layer, slice(head, head + 1), rows, keys)[0].double().round(decimals=7).tolist()
-                 for layer, head in heads]
+    """The chosen heads' query rows over the whole of text 0 (what `attention --heads --rows` writes and the Heads
+    page exports): {"tokens", "heads", "rows": [A, B], "attention": [n_heads][B − A][T], "path", "backend",
+    "truncated", "n_tokens"}, the attention made a band of rows at a time as it is written (serving.export.stream_json:
+    one head's whole map at 8,192 pieces is 67 million numbers)."""
     return {"tokens": list(result.tokens[0]), "heads": [list(h) for h in heads], "rows": [rows.start, rows.stop],
-            "attention": attention, "path": result.path, "backend": result.backend,
-            "truncated": result.truncated[0], "n_tokens": result.n_tokens[0]}
+            "attention": (row_bands(result, layer, head, rows) for layer, head in heads), "path": result.path,
+            "backend": result.backend, "truncated": result.truncated[0], "n_tokens": result.n_tokens[0]}
+
+
+def row_bands(result: AttentionResult, layer: int, head: int, rows: range) -> Iterator[Tensor]:
+    """One head's rows over every key of text 0, one row at a time, rebuilt BLOCK_ROWS rows at a time."""
+    keys = range(result.lengths[0])
+    for start in range(rows.start, rows.stop, BLOCK_ROWS):
+        yield from map_block(result, 0, layer, slice(head, head + 1), range(start, min(start + BLOCK_ROWS, rows.stop)),
+                             keys)[0]
 
 
 def top_row_keys(row: np.ndarray, k: int = TOP_KEYS) -> list[tuple[int, float]]:

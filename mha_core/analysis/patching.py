@@ -30,7 +30,7 @@ from mha_core.analysis.predict import Stream, residual_stream
 from mha_core.analysis.roles import head_label
 from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
-from mha_core.engine.budget import element_size, layer_work_bytes, planned_bytes
+from mha_core.engine.budget import element_size, layer_work_bytes, planned_bytes, release_freed_memory
 from mha_core.engine.forward import EditOf, Join, final_norm, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
@@ -71,6 +71,7 @@ class PatchGrid:
     probe_head: int | None = None  # coref_margin: the last-layer head whose margin is read
     pronoun: str | None = None  # coref_margin: the word whose attention is read
     position: int | None = None  # logit_diff: the piece whose prediction is read
+    left_out: int = 0  # pieces of texts over the model's limit left out before the ones read (predict.Stream)
 
     @property
     def decisive(self) -> bool:
@@ -117,6 +118,7 @@ class PatchGrid:
             extra["probe_head"] = [-1, self.probe_head]  # in the last layer
         if self.position is not None:
             extra["position"] = self.position
+        extra["left_out"] = self.left_out
         return {"model": model_name, "metric": self.metric, "what": self.what, "answer": self.answer,
                 "wrong": self.wrong, "clean": round(self.clean, 6), "corrupted": round(self.corrupted, 6),
                 "effects": json_floats(self.effects), "tokens": list(self.tokens), **extra}
@@ -294,8 +296,11 @@ def patch_grid(
     variants, join, edit_of = planned_variants(model, first, second, what, head)
     rows, effects = chunk_rows(model, len(second.tokens)), []
     for start in range(0, len(variants), rows):
-        x, attn = variant_outputs(model, variants[start : start + rows], bias, rope, join, edit_of)
+        check = (lambda done=start: progress(done, len(variants))) if progress else None  # cancel within a layer
+        x, attn = variant_outputs(model, variants[start : start + rows], bias, rope, join, edit_of, check)
         effects.append(metric.read(x.float(), attn.probs))
+        del x, attn
+        release_freed_memory()  # glibc keeps a freed chunk's blocks otherwise: the next chunk would add to them
         if progress:
             progress(min(start + rows, len(variants)), len(variants))
     shape = (len(second.tokens),) if what == HEAD else (model.n_layers, len(variants) // model.n_layers)
@@ -310,4 +315,5 @@ def patch_grid(
         head if what == HEAD else None,
         *((metric.probe.head, metric.probe.words[0]) if metric.probe is not None else (None, None)),
         metric.position,
+        second.left_out,
     )

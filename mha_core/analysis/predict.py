@@ -25,7 +25,7 @@ from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
-from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize, without_spaces
+from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize_ending, without_spaces
 from mha_core.i18n import N_, tr
 
 TOP_K = 10
@@ -42,6 +42,11 @@ class Stream:
     attn_out: tuple[Tensor, ...]  # L x (T,D): what attention adds to the stream (W_O, b_O; Gemma: its post-norm)
     last_maps: Tensor  # (H,T,T) the last layer's attention maps
 
+    @property
+    def left_out(self) -> int:
+        """Pieces of a text over the model's limit left out before the ones read (tokens.tokenize_ending)."""
+        return self.batch.left_out[0] if self.batch.left_out else 0
+
     def mlp_out(self, layer: int) -> Tensor:
         """(T,D) what layer's MLP adds to the stream (pre-norm layers: output = input + attention + MLP)."""
         return self.inputs[layer + 1] - self.inputs[layer] - self.attn_out[layer]
@@ -50,7 +55,7 @@ class Stream:
 @torch.inference_mode()
 def residual_stream(model: LoadedModel, text: str) -> Stream:
     head = lm_head(model)
-    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id, keep_mask=bool(head and head.masked))
+    batch = tokenize_ending(model.tokenizer, text, model.max_length, model.bos_id, bool(head and head.masked))
     x, bias, rope = prepare(model, batch)  # (1,T,D)
     contexts: list[Tensor] = []
 
@@ -76,6 +81,7 @@ class Prediction:
     top_probs: tuple[float, ...]  # K
     logits: np.ndarray  # (V,) at the position
     masked: bool = False  # the pieces fill in the position (a masked-LM head) rather than follow it
+    left_out: int = 0  # pieces of a text over the model's limit left out before the ones read (none at the end)
 
     @property
     def title(self) -> str:
@@ -90,7 +96,7 @@ class Prediction:
         return int((probs > probs[token]).sum()) + 1, float(probs[token])
 
     def as_json(self, model_name: str) -> dict:
-        return {"model": model_name, "tokens": list(self.tokens), "position": self.position,
+        return {"model": model_name, "tokens": list(self.tokens), "position": self.position, "left_out": self.left_out,
                 "top": [{"token": p, "id": i, "prob": round(q, 6)}
                         for p, i, q in zip(self.top_pieces, self.top_ids, self.top_probs, strict=True)]}
 
@@ -111,7 +117,7 @@ def predict(model: LoadedModel, text: str, position: int | None = None, k: int =
     top = probs.topk(min(k, probs.shape[-1]))
     ids = top.indices.tolist()
     return Prediction(stream.tokens, position, tuple(ids), pieces_of(model, ids), tuple(top.values.tolist()),
-                      logits.float().numpy(), head.masked)
+                      logits.float().numpy(), head.masked, stream.left_out)
 
 
 @dataclass(frozen=True)
@@ -122,9 +128,11 @@ class LogitLens:
     final_probs: np.ndarray  # (L,T) probability of the last layer's answer at that position
     top_pieces: tuple[tuple[str, ...], ...]  # L x T
     masked: bool = False  # a masked-LM head: each cell fills in its own position
+    left_out: int = 0  # as Prediction.left_out
 
     def as_json(self, model_name: str) -> dict:
-        return {"model": model_name, "tokens": list(self.tokens), "top_id": self.top_ids.tolist(),
+        return {"model": model_name, "tokens": list(self.tokens), "left_out": self.left_out,
+                "top_id": self.top_ids.tolist(),
                 "top_prob": json_floats(self.top_probs), "final_prob": json_floats(self.final_probs)}
 
 
@@ -133,26 +141,31 @@ LENS_BLOCK_ELEMENTS = 2**25  # logits computed at once (128 MB in float32): laye
 
 @torch.inference_mode()
 def logit_lens(model: LoadedModel, text: str) -> LogitLens:
-    """Every layer's output through the final norm and the unembedding, in blocks of layers; each cell keeps its top
-    piece, that piece's probability and the final answer's, from the logits and their log-sum-exp."""
+    """Every layer's output through the final norm and the unembedding, in blocks of layers and positions of at most
+    LENS_BLOCK_ELEMENTS logits (a vocabulary of 262,144 makes one layer of 1,024 positions a GB); each cell keeps
+    its top piece, that piece's probability and the final answer's, from the logits and their log-sum-exp."""
     head = check_lm_head(model)
     stream = residual_stream(model, text)
     states = final_norm(model, torch.stack(stream.inputs[1:]))  # (L,T,D)
     n_layers, n = states.shape[:2]
-    block = max(1, LENS_BLOCK_ELEMENTS // (n * head.w_u.shape[0]))
-    tops, top_ids, lses, at_answer, answer = [], [], [], [], None
-    for stop in range(n_layers, 0, -block):  # the last layer first: its top piece is the answer every layer is read at
-        logits = head(states[max(0, stop - block):stop])  # (b,T,V)
-        best = logits.max(-1)
-        answer = best.indices[-1] if answer is None else answer  # (T,)
-        tops.insert(0, best.values)
-        top_ids.insert(0, best.indices)
-        lses.insert(0, logits.logsumexp(-1))
-        at_answer.insert(0, logits.gather(-1, answer[None, :, None].expand(len(logits), -1, 1))[..., 0])  # (b,T)
-    top, lse, ids, picked = torch.cat(tops), torch.cat(lses), torch.cat(top_ids), torch.cat(at_answer)  # (L,T) each
+    positions = max(1, min(n, LENS_BLOCK_ELEMENTS // head.w_u.shape[0]))  # per block, with `layers` layers
+    layers = max(1, LENS_BLOCK_ELEMENTS // (positions * head.w_u.shape[0]))
+    top, lse = torch.empty(n_layers, n), torch.empty(n_layers, n)
+    ids, picked = torch.empty(n_layers, n, dtype=torch.long), torch.empty(n_layers, n)
+    answer = torch.empty(n, dtype=torch.long)  # the last layer's top piece: every layer is read at it
+    for stop in range(n_layers, 0, -layers):  # the last layer first
+        for start in range(0, n, positions):
+            rows, cols = slice(max(0, stop - layers), stop), slice(start, start + positions)
+            logits = head(states[rows, cols]).float()  # (b,t,V)
+            best = logits.max(-1)
+            if stop == n_layers:
+                answer[cols] = best.indices[-1]
+            top[rows, cols], ids[rows, cols], lse[rows, cols] = best.values, best.indices, logits.logsumexp(-1)
+            picked[rows, cols] = logits.gather(-1, answer[cols][None, :, None].expand(len(logits), -1, 1))[..., 0]
+            del logits, best
     pieces = tuple(pieces_of(model, row.tolist()) for row in ids)
-    return LogitLens(stream.tokens, ids.numpy(), (top - lse).exp().float().numpy(),
-                     (picked - lse).exp().float().numpy(), pieces, head.masked)
+    return LogitLens(stream.tokens, ids.numpy(), (top - lse).exp().numpy(), (picked - lse).exp().numpy(), pieces,
+                     head.masked, stream.left_out)
 
 
 @dataclass(frozen=True)
@@ -199,6 +212,7 @@ class Attribution:
     embeddings: float
     biases: float  # every layer's attention output bias, plus the final norm's bias
     logit_diff: float  # logit(answer) - logit(wrong) (or logit(answer)) as the model computes it
+    left_out: int = 0  # as Prediction.left_out
 
     @property
     def total(self) -> float:
@@ -208,7 +222,7 @@ class Attribution:
         return {"model": model_name, "position": self.position, "heads": json_floats(self.heads),
                 "mlps": json_floats(self.mlps), "rest": round(self.embeddings + self.biases, 6),
                 "embeddings": round(self.embeddings, 6), "biases": round(self.biases, 6),
-                "logit_diff": round(self.logit_diff, 6)}
+                "logit_diff": round(self.logit_diff, 6), "left_out": self.left_out}
 
 
 def frozen_norm_readout(model: LoadedModel, x_final: Tensor, direction: Tensor) -> tuple[Tensor, float]:
@@ -267,6 +281,7 @@ def attribute(model: LoadedModel, text: str, answer: str, wrong: str | None = No
         float(stream.inputs[0][p].float() @ readout),
         biases + norm_bias,
         diff,
+        stream.left_out,
     )
 
 

@@ -123,20 +123,33 @@ def layer_outputs(model: LoadedModel, x: Tensor, bias: Tensor | None, rope: tupl
         yield x, attn
 
 
+def last_output(outputs: Iterator[tuple[Tensor, AttentionOutput]]) -> tuple[Tensor, AttentionOutput]:
+    """The last of layer_outputs' layers, each earlier layer's output dropped as the next is made (unpacking with
+    `*_, last` would keep them all: a chunk's peak L times one layer's work)."""
+    last = None
+    for last in outputs:  # noqa: B007 -- only the last is wanted
+        pass
+    return last
+
+
 Join = Callable[[int, Tensor], Tensor]  # (layer, units of the variants joining there (n,)) -> their inputs (n,T,D)
 EditOf = Callable[[int, int, Tensor, Tensor], ContextEdit | None]  # (layer, rows in the batch, rows joining, units)
 
 
 def variant_outputs(model: LoadedModel, chunk: Sequence[tuple[int, int]], bias: Tensor | None,
-                    rope: tuple[Tensor, Tensor] | None, join: Join, edit_of: EditOf) -> tuple[Tensor, AttentionOutput]:
+                    rope: tuple[Tensor, Tensor] | None, join: Join, edit_of: EditOf,
+                    check: Callable[[], None] | None = None) -> tuple[Tensor, AttentionOutput]:
     """Variants of one text that each change one (layer, unit) (a head, a position), in layer-major order: a variant
     joins the batch at its layer with the input `join` gives it (the layers below are those of the unchanged run,
     computed once), and `edit_of` may edit the heads' outputs of the rows joining there. Row i is chunk[i]. Returns
-    the last layer's output (n,T,D), before the final norm, and its attention."""
+    the last layer's output (n,T,D), before the final norm, and its attention. `check()` runs before each layer (it
+    may raise to cancel: a chunk stops within a layer's time, not a whole chunk's)."""
     layer_of = torch.tensor([layer for layer, _ in chunk])  # (n,)
     unit_of = torch.tensor([unit for _, unit in chunk])
 
     def enter(layer: int, x: Tensor) -> tuple[Tensor, ContextEdit | None]:
+        if check is not None:
+            check()
         joining = (layer_of == layer).nonzero()[:, 0]
         if len(joining):
             x = torch.cat([x, join(layer, unit_of[joining])])
@@ -144,8 +157,7 @@ def variant_outputs(model: LoadedModel, chunk: Sequence[tuple[int, int]], bias: 
         return x, edit_of(layer, x.shape[0], rows, unit_of[rows])
 
     first = chunk[0][0]
-    *_, (x, attn) = layer_outputs(model, join(first, unit_of[:0]), bias, rope, enter=enter, first=first)
-    return x, attn
+    return last_output(layer_outputs(model, join(first, unit_of[:0]), bias, rope, enter=enter, first=first))
 
 
 def final_norm(model: LoadedModel, x: Tensor) -> Tensor:

@@ -6,7 +6,6 @@ plain tensors (nn.Linear layout); per-head views come from `split_heads_in` / `s
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,8 +16,9 @@ from torch import Tensor
 
 from mha_core.engine import bundled
 from mha_core.engine.arch import DECODERS, ENCODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
+from mha_core.engine.folder import ModelLoadError, check_sizes, read_config, weight_headers
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
-from mha_core.i18n import N_, Explained
+from mha_core.i18n import N_
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -28,10 +28,6 @@ MODEL_DIR_ENV = "MHA_MODEL_DIR"  # the default model of the CLI and API (and lis
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "sentencepiece.bpe.model")
 SHOWN_PATH_CHARS = 80  # long paths are cut in messages
 PROBE_TEXT = "The cat sat on the mat."  # a tokenizer that maps this to unknown tokens is unusable
-
-
-class ModelLoadError(Explained):
-    """A model directory that cannot be used; the message is one sentence for the user."""
 
 
 @dataclass(frozen=True)
@@ -130,39 +126,27 @@ def resolve_model_dir(model_dir: str | Path | None) -> Path:
 
 
 def check_model_dir(model_dir: Path) -> dict:
-    """Return the parsed config.json, or raise ModelLoadError with one clear sentence."""
+    """Return the parsed config.json, or raise ModelLoadError with one clear sentence. Every file is read
+    defensively (mha_core.engine.folder): regular files only, each up to a size cap, and the config's sizes are
+    checked against the weights' headers before anything is built."""
     try:
         found = model_dir.is_dir()
         if found:
             check_regular_files(model_dir)
-        raw = (model_dir / "config.json").read_text(encoding="utf-8") if found else ""
         has_tokenizer = found and any((model_dir / name).is_file() for name in TOKENIZER_FILES)
         has_weights = found and any(model_dir.glob("*.safetensors"))
-    except (OSError, UnicodeDecodeError) as err:
-        reason = getattr(err, "strerror", None) or err.__class__.__name__
+    except OSError as err:
         raise ModelLoadError(
             "cannot_read_config_json",
             N_("Cannot read {model_dir} or its config.json: {reason}."),
             model_dir=shown(model_dir),
-            reason=reason,
+            reason=err.strerror or err.__class__.__name__,
         ) from None
     if not found:
         raise ModelLoadError(
             "model_directory_not_found", N_("Model directory not found: {model_dir}"), model_dir=shown(model_dir)
         )
-    try:
-        config = json.loads(raw)
-    except ValueError as err:
-        raise ModelLoadError(
-            "config_json_not_valid",
-            N_("config.json in {model_dir} is not valid JSON ({name})."),
-            model_dir=shown(model_dir),
-            name=err.__class__.__name__,
-        ) from None
-    if not isinstance(config, dict):
-        raise ModelLoadError(
-            "config_json_not_json", N_("config.json in {model_dir} is not a JSON object."), model_dir=shown(model_dir)
-        )
+    config = read_config(model_dir)
     check_config(config, model_dir)
     if not has_weights:
         raise ModelLoadError(
@@ -176,6 +160,7 @@ def check_model_dir(model_dir: Path) -> dict:
             N_("No tokenizer in {model_dir} (tokenizer.json or vocab.txt): every word would become [UNK]."),
             model_dir=shown(model_dir),
         )
+    check_sizes(config, weight_headers(model_dir))
     return config
 
 

@@ -35,6 +35,10 @@ class TokenBatch:
     offsets: tuple[tuple[tuple[int, int], ...], ...]  # B x T_b character span in the text
     n_tokens: tuple[int, ...]  # B pieces before truncation (specials included)
     unknown: tuple[tuple[bool, ...], ...] = ()  # B x T_b the tokenizer's unknown piece ([UNK]): it read nothing there
+    left_out: tuple[int, ...] = ()  # B pieces left out after the leading specials (tokenize_ending), none when ()
+
+
+MAX_INPUT_CHARS = 200_000  # the longest text a page or command takes (far above any model's pieces): absurd pastes
 
 
 TextsLike = str | Sequence[str] | Sequence[Sequence[str]]
@@ -103,6 +107,23 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: i
         ),
         unknown=tuple(unknown_flags(tokenizer, t) for t in tokens),
     )
+
+
+def tokenize_ending(tokenizer: PreTrainedTokenizerBase, text: str, max_length: int, bos: int | None = None,
+                    keep_mask: bool = False) -> TokenBatch:
+    """One text read for a prediction at its end: whole when it fits in `max_length` pieces, else its leading
+    special pieces and its last pieces, the ones between left out and counted (`left_out`): never the end cut, where
+    the prediction is made."""
+    full = tokenize(tokenizer, text, len(text) + 8, bos, keep_mask)  # no piece is shorter than a character
+    n = int(full.attention_mask[0].sum())
+    if n <= max_length:
+        return full
+    lead = next(i for i, w in enumerate(full.word_ids[0]) if w is not None)  # [CLS], a first token
+    kept = [*range(lead), *range(n - (max_length - lead), n)]
+    pick = lambda values: tuple(values[i] for i in kept)  # noqa: E731
+    return TokenBatch(full.texts, full.input_ids[:, kept], full.attention_mask[:, kept], (pick(full.tokens[0]),),
+                      (pick(full.labels[0]),), (pick(full.word_ids[0]),), (pick(full.offsets[0]),), full.n_tokens,
+                      (pick(full.unknown[0]),) if full.unknown else (), (n - len(kept),))
 
 
 def check_typed_specials(tokenizer: PreTrainedTokenizerBase, ids: Tensor, mask: Tensor) -> None:

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
@@ -75,6 +75,43 @@ def attention_json(view: AttentionView, layers: Sequence[int], heads: Sequence[i
             for layer in layers for head in heads]
     return json.dumps({"tokens": list(view.labels), "hidden_special": view.hidden_special,
                        "merged_words": view.merged_words, "maps": maps, **meta}, ensure_ascii=False)
+
+
+JSON_DIGITS = 7  # digits of every weight the CLI writes (float32 holds about seven)
+
+
+def stream_json(value: object, write: Callable[[str], object], digits: int = JSON_DIGITS) -> None:
+    """Write `value` as JSON piece by piece, so that an output of gigabytes never exists in memory: a dict, list or
+    tuple as usual, a generator as a list of what it yields (made one item at a time), a numpy array or tensor as
+    nested lists of floats rounded to `digits`, anything else as json.dumps writes it."""
+    if isinstance(value, dict):
+        write("{")
+        for i, (key, item) in enumerate(value.items()):
+            write(("," if i else "") + json.dumps(str(key), ensure_ascii=False) + ":")
+            stream_json(item, write, digits)
+        write("}")
+    elif isinstance(value, list | tuple | Iterator):
+        write("[")
+        for i, item in enumerate(value):
+            if i:
+                write(",")
+            stream_json(item, write, digits)
+        write("]")
+    elif hasattr(value, "shape"):  # numpy or torch: a row at a time
+        array = np.asarray(value.cpu() if hasattr(value, "cpu") else value)
+        if array.ndim > 1:
+            stream_json(iter(array), write, digits)
+        else:
+            write(json.dumps(json_floats(array, digits)))
+    else:
+        write(json.dumps(value, ensure_ascii=False))
+
+
+def json_text(value: object) -> str:
+    """stream_json into one string (a page's download: the same fields and digits as the CLI writes)."""
+    out = io.StringIO()
+    stream_json(value, out.write)
+    return out.getvalue()
 
 
 def image_export_status() -> tuple[bool, str]:

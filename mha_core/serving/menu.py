@@ -7,21 +7,22 @@ that hold a supported family with safetensors weights and a fast tokenizer. Mode
 from __future__ import annotations
 
 import functools
-import json
 import os
-import struct
+import time
 from dataclasses import dataclass
-from math import prod
 from pathlib import Path
 
 from mha_core.engine import bundled
+from mha_core.engine.folder import parameter_count, read_config, read_revision, weight_headers
 from mha_core.engine.model import MODEL_DIR_ENV, ModelLoadError, bundled_dirs, check_model_dir, resolve_model_dir
+from mha_core.i18n import N_, Worded
 
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
 HF_CACHE_ENV = "MHA_HF_CACHE"  # "0": leave the Hugging Face cache out of the list
 MAX_PARAMS_ENV = "MHA_MAX_PARAMS"
 DEFAULT_MAX_PARAMS = 1_500_000_000
 BUNDLED, MODELS_DIR, HF_CACHE = "bundled", "models_dir", "hf_cache"
+LISTING_SECONDS = 2.0  # the hub cache's folders read per listing; any left are named, unread (a slow disk)
 
 
 @dataclass(frozen=True)
@@ -33,21 +34,30 @@ class ModelChoice:
     source: str = MODELS_DIR  # BUNDLED, MODELS_DIR or HF_CACHE
     family: str | None = None  # config.json's model_type, where it was read
     parameters: int | None = None  # counted from the safetensors headers, where read
-    refused: str | None = None  # why it is listed but cannot be chosen (over the size limit)
+    refused: str | None = None  # why it is listed but cannot be chosen (a Worded sentence: over the size limit, …)
 
     @property
     def label(self) -> str:
-        """How the list shows it: a refused model with its size."""
+        """How the list shows it: a refused model with why, in a word."""
         if self.refused is None:
             return self.name
-        return f"{self.name} ({self.parameters / 1e9:.1f} B parameters: too large)"
+        if self.parameters and self.parameters > max_parameters():
+            return f"{self.name} ({self.parameters / 1e9:.1f} B parameters: too large)"
+        return f"{self.name} (cannot be used)"
 
     def as_json(self) -> dict:
-        """The CLI's `models` entry; a folder not read for the list (bundled, $MHA_MODELS_DIR) is read here."""
-        family, parameters = self.family, self.parameters
-        if family is None and (self.path / "config.json").is_file():
-            family, parameters = read_config(self.path).get("model_type"), safetensors_parameters(self.path)
-        return {"name": self.name, "family": family, "source": self.source, "parameters": parameters}
+        """The CLI's `models` entry; a folder not read for the list (bundled, $MHA_MODELS_DIR) is read here. Plain
+        JSON whatever the folder holds: "usable" and, when it is not, "reason"."""
+        family, parameters, reason = self.family, self.parameters, self.refused
+        if family is None and reason is None:
+            try:
+                family = read_config(self.path).get("model_type")
+                parameters = parameter_count(weight_headers(self.path))
+            except ModelLoadError as err:
+                family, reason = None, str(err)
+        family = family if isinstance(family, str) else None
+        return {"name": self.name, "family": family, "source": self.source, "parameters": parameters,
+                "usable": reason is None, "reason": None if reason is None else str(reason)}
 
 
 def max_parameters() -> int:
@@ -65,37 +75,6 @@ def hub_cache_root() -> Path:
     return Path(home).expanduser() / "hub" if home else Path.home() / ".cache" / "huggingface" / "hub"
 
 
-def safetensors_parameters(folder: Path) -> int:
-    """Parameters in a folder's safetensors files, from their headers (8 bytes of length, then JSON): no tensor read.
-    A tied head stored once counts once, as the model's own parameters() do."""
-    total = 0
-    for path in folder.glob("*.safetensors"):
-        with path.open("rb") as file:
-            (length,) = struct.unpack("<Q", file.read(8))
-            header = json.loads(file.read(min(length, 100_000_000)))
-        total += sum(prod(entry["shape"]) for key, entry in header.items()  # integer buffers (position ids) are
-                     if key != "__metadata__" and entry["dtype"].startswith(("F", "BF")))  # not parameters
-    return total
-
-
-def read_config(folder: Path) -> dict:
-    """A folder's config.json, or {} when it cannot be read as a JSON object."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
-def family_of(folder: Path) -> str | None:
-    """The model_type of a folder the loader would accept (a supported family, safetensors, a tokenizer, no custom
-    code: model.check_model_dir's own checks), else None."""
-    try:
-        return check_model_dir(folder).get("model_type")
-    except ModelLoadError:
-        return None
-
-
 def hub_cache_models() -> tuple[ModelChoice, ...]:
     """The usable models of the hub cache as "org/name", at the revision refs/main names, sized by their headers;
     scanned again only when the cache's folder changes (every page asks for the list on every rerun)."""
@@ -111,24 +90,41 @@ def hub_cache_models() -> tuple[ModelChoice, ...]:
 
 @functools.lru_cache(maxsize=4)
 def scanned_cache(root: Path, stamp: int, limit: int) -> tuple[ModelChoice, ...]:
+    """Every model repository of the cache, usable or named with why not; read once per change of the cache's
+    folder (a listing can take seconds on a slow disk), and for at most LISTING_SECONDS."""
     try:
         repos = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("models--"))
     except OSError:
         return ()
+    deadline = time.monotonic() + LISTING_SECONDS
     found = []
     for repo in repos:
-        try:
-            snapshot = repo / "snapshots" / (repo / "refs" / "main").read_text(encoding="utf-8").strip()
-            family = family_of(snapshot) if snapshot.is_dir() else None
-            parameters = safetensors_parameters(snapshot) if family else 0
-        except (OSError, ValueError, struct.error, KeyError, TypeError):
+        name = repo.name.removeprefix("models--").replace("--", "/", 1)
+        if time.monotonic() > deadline:
+            late = Worded(N_("{name} was not read: listing the cache took over {seconds:.0f} s"), name=name,
+                          seconds=LISTING_SECONDS)
+            found.append(ModelChoice(name, repo, HF_CACHE, refused=late))
             continue
-        if family:
-            name = repo.name.removeprefix("models--").replace("--", "/", 1)
-            refused = (f"{name} has {parameters / 1e9:.1f} billion parameters, over this server's limit of "
-                       f"{limit / 1e9:.1f} billion ({MAX_PARAMS_ENV})") if parameters > limit else None
-            found.append(ModelChoice(name, snapshot, HF_CACHE, family, parameters, refused))
+        found.append(cache_choice(repo, name, limit))
     return tuple(found)
+
+
+def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
+    """One cache repository at the revision refs/main names: usable, or refused with one sentence (a folder that is
+    not a model, an unsupported family, a broken file, sizes the weights do not hold, over the size limit)."""
+    try:
+        snapshot = read_revision(repo)
+        family = check_model_dir(snapshot).get("model_type")
+        parameters = parameter_count(weight_headers(snapshot))
+    except ModelLoadError as err:
+        return ModelChoice(name, repo, HF_CACHE, refused=Worded(N_("{name} cannot be used: {reason}"), name=name,
+                                                               reason=err.said))
+    refused = None
+    if parameters > limit:
+        refused = Worded(N_("{name} has {billions:.1f} billion parameters, over this server's limit of {limit:.1f} "
+                            "billion ({env})"), name=name, billions=parameters / 1e9, limit=limit / 1e9,
+                         env=MAX_PARAMS_ENV)
+    return ModelChoice(name, snapshot, HF_CACHE, family, parameters, refused)
 
 
 def available_models() -> tuple[ModelChoice, ...]:
@@ -151,6 +147,16 @@ def available_models() -> tuple[ModelChoice, ...]:
     for choice in choices:
         unique.setdefault(choice.name, choice)
     return tuple(unique.values())
+
+
+def listed_model_bytes() -> list[int]:
+    """The float32 size of each usable listed model (its parameters from its safetensors headers)."""
+    sizes = []
+    for choice in available_models():
+        entry = choice.as_json()
+        if entry["usable"] and entry["parameters"]:
+            sizes.append(4 * entry["parameters"])
+    return sizes
 
 
 def default_choice(choices: tuple[ModelChoice, ...], language: str) -> ModelChoice:
