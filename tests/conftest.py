@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if {"decoder", "gemma"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    """One `streamlit run` per test process, shared by the browser tests (each opens its own sessions; a test of a
+    fresh server's first request starts its own)."""
+    from tests.browser import streamlit_server
+
+    with streamlit_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -7,23 +7,23 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, wait_idle
 
 pytestmark = pytest.mark.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
-def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(gemma):
+def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(gemma, app_url):
     """No lang= in the address: the browser's zh-CN locale picks Chinese, which opens on Gemma with a Chinese
     sentence; the token labels on the head map are Chinese characters and the page text is Chinese."""
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, sync_playwright() as p:
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(locale="zh-CN", viewport={"width": 1400, "height": 1800})
-            page.goto(url)
+            page.goto(app_url)
             page.get_by_text("注意力头").first.wait_for(timeout=120_000)
             head_map = page.locator(".st-key-head_map .js-plotly-plot")
             head_map.wait_for(timeout=120_000)

@@ -7,16 +7,16 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from mha_core.figures.charts import TILE_SPOTS
-from tests.browser import ARTIFACTS, choose_option, chromium_page, open_with_sentence, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, choose_option, chromium_page, open_with_sentence, wait_idle
 from tests.conftest import ANIMAL_WIDE
 
 pytestmark = pytest.mark.browser
 
 
-def test_heads_page_minimal_pair_open_head_change_token():
+def test_heads_page_minimal_pair_open_head_change_token(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, chromium_page() as page:
-        open_with_sentence(page, url, ANIMAL_WIDE)
+    with chromium_page() as page:
+        open_with_sentence(page, app_url, ANIMAL_WIDE)
         # the overview is drawn for the new sentence (its head map axis carries "wide")
         overview = page.locator(".st-key-overview .js-plotly-plot")
         overview.wait_for(timeout=60_000)
@@ -39,10 +39,10 @@ def test_heads_page_minimal_pair_open_head_change_token():
     assert state["query"] == ["2"]  # [CLS] the animal
 
 
-def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(decoder):
+def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(decoder, app_url):
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, chromium_page() as page:
-        page.goto(f"{url}/?model=SmolLM2-135M-Instruct&layer=5&head=2")
+    with chromium_page() as page:
+        page.goto(f"{app_url}/?model=SmolLM2-135M-Instruct&layer=5&head=2")
         page.get_by_label("Sentence").wait_for(timeout=120_000)
         page.get_by_text("Layer 5, head 2: attention weights").wait_for(timeout=120_000)
         wait_idle(page, timeout=120_000)

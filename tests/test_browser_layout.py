@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium_page, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, chromium_page, wait_idle
 
 pytestmark = pytest.mark.browser
 DECODER = "SmolLM2-135M-Instruct"
 
 
-def test_decoder_walkthrough_picks_it_and_reads_pieces_as_the_charts_do():
+def test_decoder_walkthrough_picks_it_and_reads_pieces_as_the_charts_do(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, chromium_page(height=4400) as page:
-        page.goto(f"{url}/walkthrough?model={DECODER}")
+    with chromium_page(height=4400) as page:
+        page.goto(f"{app_url}/walkthrough?model={DECODER}")
         page.get_by_role("heading", name="Parity").wait_for(timeout=180_000)
         wait_idle(page, timeout=120_000)
         query = page.get_by_role("combobox", name="Query token").input_value()
@@ -29,10 +29,10 @@ def test_decoder_walkthrough_picks_it_and_reads_pieces_as_the_charts_do():
     assert "1/√64 = 0.1250" in body  # SmolLM2's own scale
 
 
-def test_a_phone_reaches_the_sentence_box_and_reads_the_grids():
+def test_a_phone_reaches_the_sentence_box_and_reads_the_grids(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, chromium_page(width=390, height=2400, phone=True) as page:
-        page.goto(f"{url}/?model={DECODER}")
+    with chromium_page(width=390, height=2400, phone=True) as page:
+        page.goto(f"{app_url}/?model={DECODER}")
         box = page.locator('[data-testid="stMain"]').get_by_label("Sentence")  # on the page, not behind »
         box.wait_for(timeout=180_000)
         wait_idle(page, timeout=120_000)

@@ -23,12 +23,12 @@ def test_fresh_server_deep_link_to_parameters_calculator():
     assert "state" not in nav.lower()  # no legacy pages/ listing of helper modules
 
 
-def test_walkthrough_four_steps_in_the_browser():
+def test_walkthrough_four_steps_in_the_browser(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
     steps = ["1. Linear projections", "2. Scaled dot-product attention", "3. Concatenate the heads",
              "4. Output projection W_O", "Parity"]
-    with streamlit_server() as url, chromium_page(height=4400) as page:  # Streamlit scrolls inside: a tall window
-        page.goto(f"{url}/walkthrough")
+    with chromium_page(height=4400) as page:  # Streamlit scrolls inside: a tall window
+        page.goto(f"{app_url}/walkthrough")
         for step in steps:
             heading = page.get_by_role("heading", name=step)
             heading.wait_for(timeout=90_000)
@@ -57,10 +57,10 @@ def assert_nothing_live(page: object) -> None:
     assert page.evaluate("window.__pwned") is None
 
 
-def test_typed_markup_stays_text_on_heads_and_coreference():
+def test_typed_markup_stays_text_on_heads_and_coreference(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, chromium_page() as page:
-        open_with_sentence(page, url, HOSTILE)
+    with chromium_page() as page:
+        open_with_sentence(page, app_url, HOSTILE)
         page.get_by_role("tab", name="One token").click()
         wait_idle(page)
         assert_nothing_live(page)
@@ -78,10 +78,10 @@ def test_typed_markup_stays_text_on_heads_and_coreference():
     assert "Changed: 'www.example.org' → 'www.example.net'" in body.replace("\u200b", "")  # shown, as text
 
 
-def test_selecting_a_point_of_the_query_key_view_lists_its_top_keys():
+def test_selecting_a_point_of_the_query_key_view_lists_its_top_keys(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, chromium_page(height=2400) as page:
-        page.goto(f"{url}/corpus?g_view=Query%E2%80%93key+view+of+one+head&g_layer=1&g_head=3")
+    with chromium_page(height=2400) as page:
+        page.goto(f"{app_url}/corpus?g_view=Query%E2%80%93key+view+of+one+head&g_layer=1&g_head=3")
         plot = page.locator(".js-plotly-plot").first
         plot.wait_for(timeout=120_000)
         wait_idle(page, 120_000)

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser import ARTIFACTS, choose_option, chromium_page, commit_text, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, choose_option, chromium_page, commit_text, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -31,11 +31,11 @@ def assert_no_error(page: object) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0, page.locator("body").inner_text()[:2000]
 
 
-def test_chinese_stays_chinese_across_pages_and_tabs():
+def test_chinese_stays_chinese_across_pages_and_tabs(app_url):
     """A Chinese visit on its default model (Gemma 3): every page by the navigation, a tab clicked on each."""
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, chromium_page() as page:
-        page.goto(f"{url}/?lang=zh")
+    with chromium_page() as page:
+        page.goto(f"{app_url}/?lang=zh")
         page.get_by_role("heading", name="注意力头").wait_for(timeout=240_000)
         wait_idle(page, timeout=240_000)
         model = page.get_by_role("combobox", name="模型").input_value()
@@ -52,9 +52,9 @@ def test_chinese_stays_chinese_across_pages_and_tabs():
         page.screenshot(path=str(ARTIFACTS / "visit_chinese_lessons.png"), full_page=True)
 
 
-def test_choosing_a_token_then_changing_the_sentence_is_no_traceback():
-    with streamlit_server() as url, chromium_page() as page:
-        page.goto(f"{url}/?view=One+token")
+def test_choosing_a_token_then_changing_the_sentence_is_no_traceback(app_url):
+    with chromium_page() as page:
+        page.goto(f"{app_url}/?view=One+token")
         page.get_by_role("combobox", name="Query token").wait_for(timeout=90_000)
         wait_idle(page)
         choose_option(page, "Query token", ": cross")
@@ -71,9 +71,9 @@ def test_choosing_a_token_then_changing_the_sentence_is_no_traceback():
         page.screenshot(path=str(ARTIFACTS / "visit_token_then_sentence.png"), full_page=True)
 
 
-def test_a_shared_link_keeps_its_model_through_a_refresh_and_a_language_switch():
-    with streamlit_server() as url, chromium_page() as page:
-        page.goto(f"{url}/predictions?lang=en&model=SmolLM2-135M-Instruct&p_tab=Logit+lens")
+def test_a_shared_link_keeps_its_model_through_a_refresh_and_a_language_switch(app_url):
+    with chromium_page() as page:
+        page.goto(f"{app_url}/predictions?lang=en&model=SmolLM2-135M-Instruct&p_tab=Logit+lens")
         page.get_by_role("heading", name="What the model predicts").wait_for(timeout=180_000)
         wait_idle(page, timeout=180_000)
         assert address(page)["model"] == "SmolLM2-135M-Instruct" and address(page)["p_tab"] == "Logit lens"

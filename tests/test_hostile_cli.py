@@ -21,7 +21,8 @@ def test_a_text_file_is_read_up_to_the_page_limit_and_without_its_bom(tmp_path, 
     assert time.monotonic() - started < 10
     marked = tmp_path / "bom.txt"
     marked.write_bytes("\ufeffThe cat sat.".encode())
-    tokens = json.loads(cli("attention", "--text-file", str(marked), "--model-dir", str(tiny_dir), "--json", "-").stdout)
+    model = ["--model-dir", str(tiny_dir), "--json", "-"]
+    tokens = json.loads(cli("attention", "--text-file", str(marked), *model).stdout)
     assert tokens["tokens"][:3] == ["[CLS]", "the", "cat"]  # no "ï", "»", "¿"
 
 
@@ -43,8 +44,8 @@ def test_repeated_heads_are_written_once_and_too_many_weights_are_refused_before
     import mha_core.analysis.long_text as long_text
     import mha_core.cli
 
-    once = json.loads(cli("attention", "the cat sat", "--heads", ",".join(["1:2"] * 10_000), "--model-dir", str(tiny_dir),
-                          "--json", "-").stdout)
+    model = ["--model-dir", str(tiny_dir), "--json", "-"]
+    once = json.loads(cli("attention", "the cat sat", "--heads", ",".join(["1:2"] * 10_000), *model).stdout)
     assert once["heads"] == [[1, 2]] and len(once["attention"]) == 1
     monkeypatch.setattr(mha_core.cli, "MAX_WRITTEN", 40)
     monkeypatch.setattr(long_text, "run_long", lambda *a, **k: pytest.fail("the forward ran"))

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from mha_core.engine.bundled import BUNDLES, ENCODER_NAME
+from mha_core.engine.bundled import ENCODER_NAME, GEMMA_NAME
 from tests.conftest import SHARED_DATA, corpus_uploader, open_app
 from tests.tiny_models import CONFIGS
 
-BUNDLED = (ENCODER_NAME, *(bundle.name for bundle in BUNDLES))
+# Gemma 3 (18 layers x 4 heads) is the bundled shape furthest from MiniLM's 6 x 12: a page that assumed one shape
+# names a layer or head the other lacks. SmolLM2's pages are walked by test_visit_machine and test_i18n.
+BUNDLED = (ENCODER_NAME, GEMMA_NAME)
 
 PAGES = ["views/heads.py", "views/roles.py", "views/coreference.py", "views/parameters.py", "views/walkthrough.py",
          "views/contributions.py", "views/corpus.py", "views/predictions.py"]

@@ -30,12 +30,12 @@ from mha_core.analysis.predict import Stream, residual_stream
 from mha_core.analysis.roles import head_label
 from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
-from mha_core.engine.budget import element_size, layer_work_bytes, planned_bytes, release_freed_memory
+from mha_core.engine.budget import check_budget, element_size, layer_work_bytes, release_freed_memory, rows_within
 from mha_core.engine.forward import EditOf, Join, final_norm, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_, tr
+from mha_core.i18n import N_, Worded, tr
 
 HEADS, RESIDUAL, HEAD = N_("heads"), N_("residual"), N_("head")
 WHAT = (HEADS, RESIDUAL, HEAD)
@@ -186,10 +186,21 @@ def pair_streams(model: LoadedModel, clean: str, corrupted: str) -> tuple[Stream
     return first, second
 
 
-def chunk_rows(model: LoadedModel, tokens: int) -> int:
-    """Variants run together within the memory budget (each holds its stream and one layer's work)."""
+def chunk_rows(model: LoadedModel, tokens: int, reserved: int = 0) -> int:
+    """Variants run together within the memory budget (each holds its stream and one layer's work), after
+    `reserved` bytes (the two texts' streams); a budget too small for one row is refused before any work."""
     per_row = layer_work_bytes(model, 1, tokens) + 2 * tokens * model.d_model * element_size(model)
-    return max(1, planned_bytes() // max(per_row, 1))
+    rows = rows_within(per_row, reserved)
+    if rows < 1:
+        check_budget(reserved + per_row, Worded(N_("Patching {tokens:,} pieces"), tokens=tokens),
+                     Worded(N_("use shorter texts")))
+    return max(1, rows)
+
+
+def stream_bytes(stream: Stream) -> int:
+    """What one text's residual stream keeps (every layer's input, heads' outputs, attention output, last maps)."""
+    tensors = [*stream.inputs, *stream.contexts, *stream.attn_out, stream.last_maps]
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def head_edit(clean: Stream, layer: int, rows: Tensor, heads: Tensor) -> ContextEdit:
@@ -294,7 +305,7 @@ def patch_grid(
     metric = metric_for(model, first, answer, wrong, coref)
     _, bias, rope = prepare(model, second.batch)
     variants, join, edit_of = planned_variants(model, first, second, what, head)
-    rows, effects = chunk_rows(model, len(second.tokens)), []
+    rows, effects = chunk_rows(model, len(second.tokens), stream_bytes(first) + stream_bytes(second)), []
     for start in range(0, len(variants), rows):
         check = (lambda done=start: progress(done, len(variants))) if progress else None  # cancel within a layer
         x, attn = variant_outputs(model, variants[start : start + rows], bias, rope, join, edit_of, check)

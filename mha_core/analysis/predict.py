@@ -22,6 +22,7 @@ from torch import Tensor
 from mha_core.analysis.inspector import Word, with_probe
 from mha_core.analysis.lm_head import answer_slot, check_lm_head, chosen_position, lm_head, read_at, token_id
 from mha_core.engine.attention import EXPLICIT
+from mha_core.engine.budget import planned_bytes
 from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
@@ -136,20 +137,27 @@ class LogitLens:
                 "top_prob": json_floats(self.top_probs), "final_prob": json_floats(self.final_probs)}
 
 
-LENS_BLOCK_ELEMENTS = 2**25  # logits computed at once (128 MB in float32): layers in blocks, never (L,T,V)
+LENS_BLOCK_ELEMENTS = 2**25  # logits computed at once at most (128 MB in float32): layers in blocks, never (L,T,V)
+LOGIT_COPIES = 4  # a block's logits, their exp inside logsumexp, the soft-cap's and the max's temporaries
+
+
+def lens_block_elements() -> int:
+    """Logits made at once: LENS_BLOCK_ELEMENTS, fewer where the memory budget is smaller."""
+    return max(1, min(LENS_BLOCK_ELEMENTS, planned_bytes() // (4 * LOGIT_COPIES)))
 
 
 @torch.inference_mode()
 def logit_lens(model: LoadedModel, text: str) -> LogitLens:
     """Every layer's output through the final norm and the unembedding, in blocks of layers and positions of at most
-    LENS_BLOCK_ELEMENTS logits (a vocabulary of 262,144 makes one layer of 1,024 positions a GB); each cell keeps
+    lens_block_elements() logits (a vocabulary of 262,144 makes one layer of 1,024 positions a GB); each cell keeps
     its top piece, that piece's probability and the final answer's, from the logits and their log-sum-exp."""
     head = check_lm_head(model)
     stream = residual_stream(model, text)
     states = final_norm(model, torch.stack(stream.inputs[1:]))  # (L,T,D)
     n_layers, n = states.shape[:2]
-    positions = max(1, min(n, LENS_BLOCK_ELEMENTS // head.w_u.shape[0]))  # per block, with `layers` layers
-    layers = max(1, LENS_BLOCK_ELEMENTS // (positions * head.w_u.shape[0]))
+    block = lens_block_elements()
+    positions = max(1, min(n, block // head.w_u.shape[0]))  # per block, with `layers` layers
+    layers = max(1, block // (positions * head.w_u.shape[0]))
     top, lse = torch.empty(n_layers, n), torch.empty(n_layers, n)
     ids, picked = torch.empty(n_layers, n, dtype=torch.long), torch.empty(n_layers, n)
     answer = torch.empty(n, dtype=torch.long)  # the last layer's top piece: every layer is read at it
