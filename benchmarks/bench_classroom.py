@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.serving import ServerGroup, app_server, proxy_group  # noqa: E402
-from benchmarks.st_client import Interaction, Session  # noqa: E402
+from deploy.st_client import Interaction, Session  # noqa: E402
 
 PAGES = {"heads": "", "coreference": "coreference", "walkthrough": "walkthrough"}
 CPU_CLICKS = 12

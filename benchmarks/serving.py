@@ -13,10 +13,11 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from deploy.warm import wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -55,19 +56,6 @@ class ServerGroup:
         return total
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
-                return
-        if proc.poll() is not None:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-            raise RuntimeError(f"the server exited: {out[-2000:]}")
-        time.sleep(0.3)
-    raise RuntimeError(f"{url} did not become healthy in {timeout:.0f} s")
-
-
 def stop(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
@@ -89,7 +77,7 @@ def app_server(script: str = "app.py", timeout: float = 120, env: dict[str, str]
                             env={**os.environ, **SERVER_ENV, **(env or {})})
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, proc, timeout)
+        wait_healthy(url, timeout, proc)
         yield ServerGroup(url, (proc.pid,), (url,))
     finally:
         stop(proc)
@@ -114,8 +102,8 @@ def proxy_group(workers: int, timeout: float = 180) -> Iterator[ServerGroup]:
         first = int(env["FIRST_WORKER_PORT"])
         workers_at = tuple(f"http://127.0.0.1:{first + i}" for i in range(1, workers + 1))
         for worker in workers_at:
-            wait_healthy(worker, proc, timeout)
-        wait_healthy(url, proc, timeout)
+            wait_healthy(worker, timeout, proc)
+        wait_healthy(url, timeout, proc)
         time.sleep(2.5)  # HAProxy's first health checks (inter 2s) mark every process up
         yield ServerGroup(url, app_children(proc.pid), workers_at)
     finally:

@@ -11,16 +11,30 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_PUBLIC = {
-    "mha_core.analysis.coref": ("CorefResult", "analyse_coref"),
-    "mha_core.analysis.params": ("count_parameters",),
-    "mha_core.analysis.roles": ("HeadRoles", "head_roles"),
+_PUBLIC = {  # the public API (README: Python API): every analysis the app and the CLI have, and their results
+    "mha_core.analysis.ablation": ("AblationGrid", "ablate_heads", "ablation_grid"),
+    "mha_core.analysis.contrib": ("ValueWeighted", "rollout_of", "value_weighted"),
+    "mha_core.analysis.coref_gap": ("CorefResult", "analyse_coref"),
+    "mha_core.analysis.corpora": ("bundled_corpus", "read_conllu", "read_gap"),
+    "mha_core.analysis.corpus_pass": ("CorpusPass", "corpus_pass"),
+    "mha_core.analysis.display": ("AttentionView", "attention_view"),
+    "mha_core.analysis.generate": ("Generation", "generate"),
+    "mha_core.analysis.induction": ("InductionScores", "induction_scores"),
+    "mha_core.analysis.coref_sentence": ("AntecedentScores", "antecedent_scores", "sentence_words"),
+    "mha_core.analysis.long_roles": ("needle_probe", "sink_growth"),
+    "mha_core.analysis.long_text": ("head_summaries", "run_long"),
+    "mha_core.analysis.params": ("count_parameters", "model_breakdown"),
+    "mha_core.analysis.patching": ("PatchGrid", "patch_grid"),
+    "mha_core.analysis.predict": ("Attribution", "LogitLens", "Prediction", "attribute", "logit_lens", "predict",
+                                  "probe_answers"),
+    "mha_core.analysis.roles": ("HeadRoles", "head_roles", "ranked_heads"),
     "mha_core.analysis.syntax": ("SyntaxResult", "analyse_corpus", "analyse_syntax"),
     "mha_core.engine.attention": ("AUTO", "EXPLICIT", "FUSED", "PATHS", "ProjectionWeights", "multi_head_attention"),
     "mha_core.engine.forward": ("run",),
     "mha_core.engine.model": ("LoadedModel", "ModelLoadError", "bundled_dirs", "bundled_model_dir", "load_model"),
     "mha_core.engine.result": ("AttentionResult",),
     "mha_core.engine.tokens": ("InputError",),
+    "mha_core.teaching.walkthrough": ("walkthrough",),
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
 __all__ = sorted(_MODULE_OF)

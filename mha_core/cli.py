@@ -14,14 +14,10 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 from mha_core.analysis.shapes import ShapeError
 from mha_core.engine.attention import AUTO, PATHS
 from mha_core.engine.model import ModelLoadError, for_long_texts
-from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
 
 if TYPE_CHECKING:
     from mha_core.engine.model import LoadedModel
-
-if TYPE_CHECKING:
-    from mha_core.analysis.syntax import SyntaxResult
 
 T = TypeVar("T")
 
@@ -371,27 +367,11 @@ def cmd_roles(args: argparse.Namespace) -> None:
     bar, update = progress_bar("syntactic heads")
     result = analyse_syntax(model, sentences, progress=update)
     bar.close()
-    write_json(syntax_json(result), args.json)
-
-
-def syntax_json(result: SyntaxResult) -> dict:
-    from mha_core.analysis.syntax import DIRECTIONS
-
-    relations = {}
-    for rel, score in result.relations.items():
-        direction, layer, head, accuracy = score.best()
-        relations[rel] = {
-            "count": score.count, "best_layer": layer, "best_head": head,
-            "best_direction": DIRECTIONS[direction], "best_accuracy": accuracy,
-            "baseline_offset": score.baseline_offset, "baseline_accuracy": score.baseline_accuracy,
-            "syntactic": score.syntactic, "accuracy": json_floats(score.accuracy),
-            "clark_bert_base": score.clark_reference,
-        }
-    return {"sentences": result.sentences, "skipped": result.skipped, "relations": relations}
+    write_json(result.as_json(), args.json)
 
 
 def cmd_coref(args: argparse.Namespace) -> None:
-    from mha_core.analysis.coref import CLARK_COREF, analyse_coref
+    from mha_core.analysis.coref_gap import analyse_coref
     from mha_core.analysis.corpora import read_gap
 
     rows = read_corpus(read_gap, args.gap, args.limit)
@@ -399,13 +379,7 @@ def cmd_coref(args: argparse.Namespace) -> None:
     bar, update = progress_bar("coreference heads")
     result = analyse_coref(model, rows.examples, progress=update)
     bar.close()
-    layer, head, accuracy = result.best()
-    write_json({
-        "examples": result.examples, "skipped": result.skipped + rows.skipped, "best_layer": layer, "best_head": head,
-        "best_accuracy": accuracy, "baseline_always_a": result.always_a, "baseline_always_b": result.always_b,
-        "baseline_nearest": result.nearest, "accuracy": json_floats(result.accuracy),
-        "clark_bert_base": {"best_accuracy": CLARK_COREF[0], "baseline_nearest": CLARK_COREF[1]},
-    }, args.json)
+    write_json(result.counting(rows).as_json(), args.json)
 
 
 def cmd_head_distances(args: argparse.Namespace) -> None:

@@ -18,16 +18,16 @@ import gettext
 import io
 from pathlib import Path
 
+from mha_core.messages import N_, Explained, Worded
+
+__all__ = ["N_", "Explained", "Worded", "catalogue", "current", "has_translation", "language_of", "quoted", "tr",
+           "use", "worded"]
+
 LOCALES = Path(__file__).parent / "locales"
 DOMAIN = "messages"
 LANGUAGES = {"en": "English", "zh": "简体中文"}  # code -> the language's own name (the picker shows it)
 DEFAULT = "en"
 _current: contextvars.ContextVar[str] = contextvars.ContextVar("language", default=DEFAULT)
-
-
-def N_(message: str) -> str:  # noqa: N802 - gettext's conventional name for "mark, translate later"
-    """Marks `message` for the catalogue without translating it (module constants, error templates)."""
-    return message
 
 
 def language_of(locale: str | None) -> str:
@@ -78,46 +78,6 @@ def quoted(text: str) -> str:
 def has_translation(message: str, language: str) -> bool:
     """`message` has an entry in `language`'s catalogue (some, like "QK-norm", are the same in both languages)."""
     return message in getattr(catalogue(language), "_catalog", {})
-
-
-class Worded(str):
-    """A sentence kept in results (a path's reason): the English text itself (JSON, the CLI, comparisons), plus its
-    template and values, so a page can word it in its own language (worded())."""
-
-    template: str
-    values: dict
-
-    def __new__(cls, template: str, /, **values: object) -> Worded:
-        text = super().__new__(cls, template.format(**values) if values else template)
-        text.template, text.values = template, values
-        return text
-
-    def worded(self) -> str:
-        """In this context's language; a value that is itself Worded (a budget error's "what") is worded too."""
-        values = {name: value.worded() if isinstance(value, Worded) else value
-                  for name, value in getattr(self, "values", {}).items()}
-        return tr(getattr(self, "template", str(self)), **values)
-
-
-class Explained(ValueError):
-    """An error a person reads: a code, and its sentence as a Worded (an English template, marked for the catalogue,
-    and the values that fill it). str() is the English sentence (the CLI, logs); worded() is the sentence in the
-    running context's language (a page), so the page words an error without parsing it."""
-
-    def __init__(self, code: str, template: str, /, **values: object) -> None:
-        self.code, self.said = code, Worded(template, **values)
-        super().__init__(str(self.said))
-
-    @property
-    def template(self) -> str:
-        return self.said.template
-
-    @property
-    def values(self) -> dict:
-        return self.said.values
-
-    def worded(self) -> str:
-        return self.said.worded()
 
 
 def worded(said: BaseException | str) -> str:

@@ -100,7 +100,7 @@ def test_cli_ablate_writes_the_grid_and_refuses_bad_input(tmp_path):
 
 def test_the_coref_measure_reads_the_inspectors_margin_in_the_best_last_layer_head(bundled):
     from mha_core import run
-    from mha_core.analysis.inspector import antecedent_scores, sentence_words
+    from mha_core.analysis.coref_sentence import antecedent_scores, sentence_words
     from tests.conftest import ANIMAL_TIRED
 
     grid = ablation_grid(bundled, ANIMAL_TIRED, measure="coref")

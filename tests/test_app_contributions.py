@@ -92,12 +92,12 @@ def test_a_new_target_gives_the_joint_ablation_its_own_top_heads(decoder):  # is
 
 def test_shared_results_are_bounded_by_bytes():  # issue 18, finding 3: value-weighted maps filled the store
     from mha_core.serving.memory import STORES
-    from views._state import shared, small_store
+    from views._state import server
 
     SMALL_MB = STORES["small"][1]
 
-    store = small_store()
+    store = server().stores["small"]
     for i in range(4):
-        shared(("test-bytes", i), lambda: np.zeros(SMALL_MB * 2**20 // 3, dtype=np.uint8))
+        server().kept("small", ("test-bytes", i), lambda: np.zeros(SMALL_MB * 2**20 // 3, dtype=np.uint8))
     assert store.total_bytes <= SMALL_MB * 2**20
     store.clear()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mha_core import run
-from mha_core.analysis.inspector import antecedent_scores, human_flips, sentence_words
+from mha_core.analysis.coref_sentence import antecedent_scores, human_flips, sentence_words
 from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE, chart_json, decode, open_app
 
 

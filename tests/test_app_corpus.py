@@ -93,7 +93,7 @@ def test_an_empty_text_file_is_one_message():
 
 @pytest.mark.slow  # a pass over the whole bundled corpus
 def test_gap_heads_scored_on_the_roles_page_colour_the_map(bundled, bundled_corpus):
-    from mha_core.analysis.coref import CorefResult
+    from mha_core.analysis.coref_gap import CorefResult
 
     layer, head = (int(i) for i in np.argwhere(bundled_corpus.roles.labels() == "other")[0])  # no positional label
     correct = np.zeros((bundled.n_layers, bundled.n_heads), dtype=np.int64)

@@ -120,6 +120,21 @@ def test_export_renders_a_png_with_system_chromium():
     assert "Download PNG" in {b.label for b in at.get("download_button")}
 
 
+def test_a_bug_in_a_figure_is_a_bug_not_a_rendering_failure(monkeypatch):
+    """Issue 34: the export caught every Exception around the figure's builder too, so a bug in a figure showed as
+    "could not be rendered"; only the rendering (kaleido, Chromium) is a message now."""
+    from mha_core.figures import charts
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug in the figure")
+
+    at = start(view="Export")
+    monkeypatch.setattr(charts, "overview_figure", broken)
+    at.button(key="export_render").click().run()
+    assert any("a bug in the figure" in str(e.value) for e in at.exception)
+    assert not any("could not be rendered" in e.value for e in at.error)
+
+
 def test_long_text_line_view_uses_a_window():
     at = start(view="One layer")
     at.text_area(key="text").input("word " * 120).run()
@@ -182,12 +197,12 @@ def test_stale_or_bad_url_parameters_fall_back_to_defaults(query):
 
 
 def test_a_second_session_reuses_the_first_sessions_results_and_figures():
-    from views._state import figure_store, result_store
+    from views._state import server
 
     text = "The lighthouse keeper counted eleven ships before the storm reached the harbour."
     first = open_app(text=text)
     assert not first.exception
-    figures, results = figure_store(), result_store()
+    figures, results = server().stores["figures"], server().stores["results"]
     built, computed = figures.computed, results.computed
     second = open_app(text=text)  # another student, same sentence
     assert not second.exception

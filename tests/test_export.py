@@ -22,9 +22,25 @@ def test_csv_and_json_hold_the_view(bundled):
     assert len(rows) == n * n
     assert rows[1]["query"] == view.labels[0] and rows[1]["key"] == view.labels[1]
     assert np.isclose(float(rows[1]["weight"]), view.maps[2, 5, 0, 1], atol=1e-6)
-    data = json.loads(attention_json(view, range(6), range(12), {"text": "It was too tired."}))
-    assert data["tokens"] == list(view.labels) and data["hidden_special"] is True and len(data["maps"]) == 72
-    assert np.allclose(np.array(data["maps"][29]["weights"]), view.maps[2, 5], atol=1e-6)
+    data = json.loads(attention_json(view, None, {"text": "It was too tired."}))
+    assert data["tokens"] == list(view.labels) and data["hidden_special"] is True
+    assert np.array(data["attention"]).shape == view.maps.shape
+    assert np.abs(np.array(data["attention"]) - view.maps).max() <= 5e-8  # JSON_DIGITS (7), as the CLI writes
+    one = json.loads(attention_json(view, [(2, 5)], {}))
+    assert one["heads"] == [[2, 5]] and np.array_equal(np.array(one["attention"][0]), np.array(data["attention"])[2, 5])
+
+
+def test_the_page_and_the_cli_write_the_same_attention_json(bundled):
+    """Issue 34: the page wrote 6 digits and a list of {layer, head, weights}; the CLI 7 digits and one array."""
+    from mha_core.serving.export import stream_json
+
+    text = "It was too tired."
+    view = attention_view(run(bundled, text), 0, hide_special=False)
+    page = json.loads(attention_json(view, None, {}))
+    out = io.StringIO()
+    result = run(bundled, text)
+    stream_json({"attention": (result.text_layer_maps(0, layer) for layer in range(bundled.n_layers))}, out.write)
+    assert page["attention"] == json.loads(out.getvalue())["attention"]
 
 
 @pytest.mark.slow

@@ -240,3 +240,59 @@ def test_a_running_job_without_steps_says_how_long_it_has_run():  # issue 19: lo
     assert JobState(place=2, slots=2).describe("Projecting").startswith("Projecting: waiting, number 2 in the queue")
     assert duration_note(TSNE, 8000) == "about 44 s on one free core"
     assert "compiles" in duration_note(UMAP, 8000)
+
+
+def test_a_value_evicted_while_a_visitor_joins_is_never_none(tmp_path, monkeypatch):
+    """Issue 34: heavy work checked `key in store`, then read the value: an eviction in between gave None (a blank
+    tab). Here another job's value lands just after the visitor's first look, and is evicted right after `in` says it
+    is there."""
+    work, store = HeavyWork(HeavyQueue(tmp_path, 1), poll_s=0.02), SharedStore(8)
+    real_lookup, real_contains, looks = SharedStore.lookup, SharedStore.__contains__, []
+
+    def lookup(self, key):
+        looks.append(key)
+        if len(looks) == 1:  # the first look misses; then the other job's value lands
+            self.put(key, "grid")
+            return False, None
+        return real_lookup(self, key)
+
+    def contains_then_evicted(self, key) -> bool:
+        found = real_contains(self, key)
+        self.clear()
+        return found
+
+    monkeypatch.setattr(SharedStore, "lookup", lookup)
+    monkeypatch.setattr(SharedStore, "__contains__", contains_then_evicted)
+    assert work.result(store, "k", lambda progress: "grid", lambda state: None) == "grid"
+
+
+def test_a_job_counts_its_waiters_under_its_lock(tmp_path):
+    """Issue 34: Job.check read `waiters` and `left_at` without the lock that guards their changes: many visitors
+    joining and leaving at once, with the job checking meanwhile, never cancel a job someone waits for."""
+    from mha_core.serving.heavy import Job
+
+    job, barrier, cancelled = Job(1, grace_s=0.0), threading.Barrier(9), []
+    job.join()  # one visitor stays throughout
+
+    def visitor() -> None:
+        barrier.wait()
+        for _ in range(2000):
+            job.join()
+            job.leave()
+
+    def checker() -> None:
+        barrier.wait()
+        for _ in range(4000):
+            try:
+                job.check()
+            except Cancelled:
+                cancelled.append(1)
+                return
+
+    threads = [threading.Thread(target=visitor) for _ in range(8)] + [threading.Thread(target=checker)]
+    barrier = threading.Barrier(len(threads))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not cancelled

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.serving import app_server
-from benchmarks.st_client import Interaction, Session
+from deploy.st_client import Interaction, Session
 
 pytestmark = pytest.mark.serve
 

@@ -113,7 +113,7 @@ def test_visitors_cannot_probe_server_paths():  # rows: path spellings, /root/.s
 
 
 def test_a_huge_second_sentence_is_a_message_and_nothing_runs(monkeypatch):  # row: 1.1 M characters
-    import mha_core.analysis.inspector as inspector
+    import mha_core.analysis.coref_sentence as inspector
 
     at = open_app("views/coreference.py")
     parsed = []
@@ -159,7 +159,7 @@ def test_uploads_are_capped_and_say_so(monkeypatch):  # rows: a 17 MB CoNLL-U, a
     at = upload_roles("big.conllu", "\n\n".join(sentences) + "\n")
     assert not at.exception
     assert any("12 sentence(s) analysed" in c.value for c in at.caption)
-    assert any("first 12 sentences; the rest of the file is skipped" in c.value for c in at.caption)
+    assert any("Only the first 12 sentences are read; the rest of the file is skipped" in c.value for c in at.caption)
     lines = (SHARED_DATA / "gap" / "gap-validation.tsv").read_text(encoding="utf-8").splitlines()
     gap = lines[:1] + lines[200:240]  # rows no other test uploads (analyses are shared per file content)
     corpus_uploader(at, 1).set_value(("big.tsv", "\n".join(gap).encode(), "text/plain")).run()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mha_core import i18n
-from mha_core.analysis.inspector import PROBE
+from mha_core.analysis.coref_sentence import PROBE
 from mha_core.engine.bundled import ENCODER_NAME, GEMMA_NAME
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import word_units
@@ -99,7 +99,7 @@ def test_chinese_pieces_merge_into_jiebas_words_never_into_clauses():
 
 
 def test_chinese_words_pronouns_and_the_probe():
-    from mha_core.analysis.inspector import candidates_before, default_pronoun, sentence_words, with_probe
+    from mha_core.analysis.coref_sentence import candidates_before, default_pronoun, sentence_words, with_probe
 
     words = sentence_words("玛丽把书给了约翰，因为她已经读过了。")
     pronoun = default_pronoun(words)
@@ -124,7 +124,7 @@ def test_the_chinese_examples_show_what_they_say_on_gemma(gemma):
     """Each Chinese example's claims, recomputed: its heads are among the three that give the antecedent the most
     weight, the model answers the antecedent over the other noun, and a pair has the same number of pieces."""
     import mha_core
-    from mha_core.analysis.inspector import antecedent_scores, default_pronoun, sentence_words
+    from mha_core.analysis.coref_sentence import antecedent_scores, default_pronoun, sentence_words
     from mha_core.analysis.predict import probe_answers
     from mha_core.teaching.examples import EXAMPLES, example_of
 
@@ -244,14 +244,21 @@ def test_every_page_and_tab_in_chinese_on_the_decoders_has_no_english_left(page,
 
 
 def test_byte_fragments_of_chinese_characters_get_a_warning():
-    from mha_core.engine.pieces import fragments_note
+    from mha_core.engine.pieces import fragmented_chars
 
     text = "动物。"
     split = [(0, 1), (0, 1), (1, 2), (1, 2), (2, 3)]  # SmolLM2: 动¹/₂ 动²/₂ 物¹/₂ 物²/₂ 。
-    note = fragments_note(text, split, "gemma-3-270m")
+    assert fragmented_chars(text, split) == {"动", "物"}
+    assert not fragmented_chars(text, [(0, 2), (2, 3)])  # Gemma: 动物 。
+    assert not fragmented_chars("The cat", [(0, 3), (0, 3), (4, 7)])  # spaced text: never
+
+
+def test_the_fragments_note_names_the_count_and_a_model_that_reads_chinese(decoder):
+    from mha_core import run
+    from mha_core.analysis.display import fragments_note
+
+    note = fragments_note(run(decoder, "动物。"), 0, "gemma-3-270m")
     assert note is not None and "2 of the text's 3" in note and "gemma-3-270m" in note
-    assert fragments_note(text, [(0, 2), (2, 3)], "gemma-3-270m") is None  # Gemma: 动物 。
-    assert fragments_note("The cat", [(0, 3), (0, 3), (4, 7)], "x") is None  # spaced text: never
 
 
 def test_switching_to_chinese_moves_an_untouched_model_and_sentence_to_the_chinese_defaults():
@@ -316,3 +323,14 @@ def test_a_budget_error_is_worded_whole_in_chinese(tiny, monkeypatch, chinese):
     said = i18n.worded(err)
     assert said.startswith("在 explicit 路径上重算 64 段") and "请用更短的文本或融合路径" in said
     assert english_left(said, []) == "", said
+
+
+def test_an_upload_cap_note_is_one_whole_sentence_in_chinese(chinese, monkeypatch):
+    """Issue 34: the pages took the progress bar's " (…)" note apart with .strip(" ()").capitalize(), which left the
+    Chinese full-width brackets in place."""
+    import views._uploads as uploads
+
+    monkeypatch.setattr(uploads, "UPLOAD_MAX_SENTENCES", 12)
+    note = uploads.cap_note(30)
+    assert note.startswith("只") and note.endswith("。") and not set("()（）") & set(note), note
+    assert uploads.cap_note(12) == "" and uploads.progress_note(note).endswith(note)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mha_core import run
-from mha_core.analysis.inspector import (
+from mha_core.analysis.coref_sentence import (
     InspectorError,
     align_pair,
     antecedent_scores,
@@ -132,7 +132,7 @@ def test_lessons_adapt_to_another_model_or_say_they_do_not_apply(tiny, decoder):
 def test_a_word_without_pieces_says_why_with_the_models_own_length(tiny):  # the tiny BERT reads 64 pieces
     from dataclasses import replace as replace_batch
 
-    from mha_core.analysis.inspector import InspectorError, antecedent_scores
+    from mha_core.analysis.coref_sentence import InspectorError, antecedent_scores
 
     text = "The animal was tired. " * 13 + "Then it slept."  # the pronoun comes after piece 64
     words = sentence_words(text)

@@ -66,7 +66,7 @@ def test_the_predictions_page_fills_the_mask_of_a_masked_lm(mlm_dirs, monkeypatc
 
 
 def test_the_coreference_page_asks_a_masked_lm_at_its_mask(mlm_dirs, monkeypatch):
-    from mha_core.analysis.inspector import sentence_words
+    from mha_core.analysis.coref_sentence import sentence_words
     from mha_core.analysis.predict import probe_answers
     from mha_core.engine.model import MODEL_DIR_ENV
     from tests.conftest import ANIMAL_TIRED, chart_json, open_app

@@ -24,7 +24,10 @@ def test_logits_equal_transformers_language_model(lm_dirs, name):
         theirs = reference(lm_dirs[name])(prompt_ids(model, TEXT)).logits[0, 5]
     spread = float(theirs.max() - theirs.min())
     assert np.abs(ours.logits - theirs.numpy()).max() <= 1e-4 * spread
-    assert ours.top_ids[0] == int(theirs.argmax()) and abs(sum(ours.top_probs) - 1) < 1  # the top k of a softmax
+    assert ours.top_ids[0] == int(theirs.argmax())
+    expected = torch.softmax(theirs.double(), -1)[list(ours.top_ids)].numpy()  # the top k of the softmax
+    np.testing.assert_allclose(ours.top_probs, expected, atol=1e-5)
+    assert sum(ours.top_probs) <= 1 + 1e-6 and list(ours.top_probs) == sorted(ours.top_probs, reverse=True)
     rank, prob = ours.rank_of(ours.top_ids[1])
     assert rank == 2 and prob == pytest.approx(ours.top_probs[1], abs=1e-6)
 
@@ -221,7 +224,7 @@ def test_the_continue_tab_grows_the_sentence_of_every_page(decoder):
 
 
 def test_the_coreference_page_asks_the_decoder_and_shows_its_answer(decoder):
-    from mha_core.analysis.inspector import sentence_words
+    from mha_core.analysis.coref_sentence import sentence_words
     from mha_core.analysis.predict import probe_answers
     from tests.conftest import open_app
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mha_core import run
-from mha_core.analysis.coref import candidate_scores, span_pieces
+from mha_core.analysis.coref_gap import candidate_scores, span_pieces
 from mha_core.analysis.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap, spacy_parse
 from mha_core.analysis.roles import RoleAccumulator, first_token_label, head_label, is_punctuation
 from mha_core.analysis.syntax import SyntaxAccumulator, predict_heads
@@ -225,7 +225,7 @@ def test_cli_malformed_files_exit_2_with_the_line(tmp_path):
 
 
 def test_coref_batches_are_capped_by_map_memory_and_change_no_score(tiny, monkeypatch):
-    import mha_core.analysis.coref as coref
+    import mha_core.analysis.coref_gap as coref
     import mha_core.engine.batching as batching
 
     examples = read_gap(GAP_VALIDATION, limit=12).examples

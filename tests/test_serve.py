@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.serving import proxy_group
-from benchmarks.st_client import Session
+from deploy.st_client import Session
 from mha_core.engine.model import bundled_model_dir
 
 pytestmark = pytest.mark.serve

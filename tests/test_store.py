@@ -58,8 +58,6 @@ def test_bytes_bound_evicts_and_keeps_the_newest():
         store.get(k, lambda: np.zeros(1000, dtype=np.float32))  # 4,000 bytes each
     assert len(store) == 2 and 4 in store and 3 in store
     assert store.total_bytes == 8000
-    store.get("big", lambda: np.zeros(10_000, dtype=np.float32))  # alone over the bound: kept, others dropped
-    assert len(store) == 1 and "big" in store
 
 
 def test_a_failed_computation_stores_nothing():
@@ -85,3 +83,49 @@ def test_nbytes_counts_tensors_arrays_and_dataclass_fields():
     shared = torch.zeros(10)
     value = Holder(torch.zeros(4, 4), (np.zeros(3, dtype=np.float64), shared, shared, "abc"))
     assert nbytes(value) == 64 + 24 + 40 + 3  # the shared tensor counts once
+
+
+def test_after_a_failed_compute_the_callers_that_waited_and_a_newcomer_compute_one_at_a_time():
+    """Issue 34: the first caller's compute raises while a second waits on the key; a third arrives after the
+    failure. Before, the failure dropped the key's lock, so the second (holding the old lock) and the third (a new
+    one) computed at once."""
+    store, running, overlap = SharedStore(max_entries=4), [], []
+    first_started, second_waits = threading.Event(), threading.Event()
+
+    def failing() -> str:
+        first_started.set()
+        second_waits.wait(5)
+        time.sleep(0.1)  # the second caller is blocked on the key by now
+        raise ValueError("first fails")
+
+    def slow() -> str:
+        running.append(1)
+        overlap.append(len(running))
+        time.sleep(0.3)
+        running.pop()
+        return "value"
+
+    def first() -> None:
+        with pytest.raises(ValueError):
+            store.get("k", failing)
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    first_started.wait(5)
+    threads.append(threading.Thread(target=lambda: store.get("k", slow)))
+    threads[1].start()
+    second_waits.set()
+    time.sleep(0.15)  # the first has failed; the second computes
+    threads.append(threading.Thread(target=lambda: store.get("k", slow)))
+    threads[2].start()
+    for t in threads:
+        t.join()
+    assert max(overlap) == 1 and store.computed == 1, overlap
+
+
+def test_a_value_larger_than_the_whole_budget_is_not_kept_and_evicts_nothing():
+    """Issue 34: before, one entry over max_bytes emptied the store for every visitor."""
+    store = SharedStore(max_entries=8, max_bytes=1000)
+    store.get("small", lambda: np.zeros(100, dtype=np.uint8))
+    huge = store.get("huge", lambda: np.zeros(5000, dtype=np.uint8))
+    assert huge.nbytes == 5000 and "small" in store and "huge" not in store and store.too_large == 1

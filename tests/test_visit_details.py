@@ -81,7 +81,7 @@ def test_the_predictions_question_follows_the_sentence(lm_dirs):
 
 
 def test_model_text_with_blank_lines_stays_bold_and_literal():
-    from views._state import emphasised
+    from views._text import emphasised
 
     said = emphasised("First line\n\nSecond *line*")
     assert said.split("  \n") == ["**First line**", "", "**Second \\*line\\***"]  # no mark spans a blank line

@@ -127,19 +127,19 @@ CHINESE = "动物没有过马路，因为它太累了。"
 
 def test_text_the_encoder_cannot_read_is_named_and_never_hidden(bundled):  # issue 19: [UNK]
     from mha_core import run
-    from mha_core.analysis.display import attention_view
+    from mha_core.analysis.display import attention_view, unknown_note
 
     result = run(bundled, CHINESE)
-    note = result.unknown_note(0)
+    note = unknown_note(result, 0)
     assert note is not None and "cannot read 11 of the text's 15 characters" in note and "动" in note
     merged = attention_view(result, 0, False, True).labels
     assert merged.count("[UNK]") == 11 and "有" in merged  # the merged view shows what the model saw
-    assert run(bundled, "The cat sat.").unknown_note(0) is None
+    assert unknown_note(run(bundled, "The cat sat."), 0) is None
 
 
 def test_byte_level_pieces_read_as_characters(decoder):  # issue 19: byte fragments
     from mha_core import run
-    from mha_core.analysis.display import attention_view
+    from mha_core.analysis.display import attention_view, unknown_note
 
     result = run(decoder, CHINESE)
     labels = result.labels[0]
@@ -147,7 +147,7 @@ def test_byte_level_pieces_read_as_characters(decoder):  # issue 19: byte fragme
     merged = attention_view(result, 0, False, True).labels
     # jieba's words (issue 23), never clause-long "words": the fragments of 动 and 物 join into 动物
     assert merged[1:] == ("动物", "没有", "过", "马路", "，", "因为", "它", "太", "累", "了", "。")
-    assert result.unknown_note(0) is None
+    assert unknown_note(result, 0) is None
 
 
 def test_byte_fallback_pieces_spell_their_character():

@@ -10,14 +10,8 @@ from mha_core.analysis.corpora import CorpusFormatError, decode_text
 from mha_core.i18n import tr, worded
 from mha_core.serving.menu import model_notice
 from mha_core.teaching.examples import example_of, examples_for
-from views._state import (
-    MAX_INPUT_CHARS,
-    chosen_model_name,
-    current_model,
-    literal,
-    load_listed_model,
-    model_choices,
-)
+from views._state import MAX_INPUT_CHARS, chosen_model_name, current_model, load_listed_model, model_choices
+from views._text import literal
 from views._visit import choose, widget
 
 

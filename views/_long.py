@@ -6,89 +6,52 @@ long_roles; this module only draws."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, InputError, LoadedModel
 from mha_core.analysis import long_roles
+from mha_core.analysis.display import uniform_piece_weight
 from mha_core.analysis.long_text import (
     MAX_CELLS,
     SUMMARIES,
     TOP_KEYS,
     ZOOM_MAX,
     HeadSummaries,
+    block_side,
     chosen_rows,
-    count_long_pieces,
     downsampled_map,
-    head_summaries,
     kept_bytes,
     map_block,
     query_row,
-    run_long,
     top_row_keys,
     zoom_ranges,
 )
-from mha_core.analysis.roles import head_label
-from mha_core.engine.arch import MAX_PIECES
-from mha_core.engine.budget import megabytes
+from mha_core.analysis.roles import head_label, ranked_heads
 from mha_core.figures import long as figures
 from mha_core.figures.charts import layer_head_grid
 from mha_core.i18n import N_, tr, worded
+from mha_core.serving import computed_corpus
 from mha_core.serving.export import json_text
-from views._state import (
-    chart,
-    get_model,
-    heavy,
-    literal,
-    narrow_screen,
-    path_caption,
-    reading_notes,
-    shared,
-    shared_store,
-)
+from mha_core.serving.limits import MAX_PIECES, megabytes
+from views._state import chart, narrow_screen, path_caption, reading_notes, server, waiting
+from views._text import literal
 from views._visit import stop, tabs, widget
 
 PHONE_HEIGHT = 440  # a square map on a phone's width
 
 
-@dataclass(frozen=True)
-class LongText:
-    result: AttentionResult  # q, k and the log-sum-exp of every layer, the last hidden states
-    summaries: HeadSummaries  # every head's summaries
-
-
-def pieces_of(model_dir: str, text: str) -> int:
-    """How many pieces the model reads of `text`, up to its long limit (shared: a long text's count costs ~0.1 s);
-    0 for a text it cannot read (the page's usual run says why)."""
-    def count() -> int:
-        try:
-            return count_long_pieces(get_model(model_dir), text)
-        except InputError:
-            return 0
-
-    return shared(("long pieces", model_dir, text), count)
-
-
-def long_text_of(model_dir: str, text: str) -> LongText:
-    def compute(progress: Callable[[int, int], None]) -> LongText:
-        model = get_model(model_dir)
-        total = 2 * model.n_layers  # the forward's layers, then the summaries' layers
-        result = run_long(model, text, lambda done, _: progress(done, total))
-        summaries = head_summaries(result, progress=lambda done, _: progress(model.n_layers + done, total))
-        return LongText(result, summaries)
-
-    store = shared_store("long")
-    return heavy(("long", model_dir, text), N_("Reading the long text layer by layer, then summarising every head"),
-                 compute, store=store)
+def pieces_of(model: LoadedModel, text: str) -> int:
+    """How many pieces the model reads of `text`, up to its long limit (0: it cannot read it)."""
+    return computed_corpus.long_pieces_of(server(), model, text)
 
 
 def show_long_heads(model: LoadedModel, text: str, pick_head: Callable[[int, int], tuple[int, int]]) -> None:
     """The whole Heads page for a long text."""
     try:
-        long = long_text_of(str(model.model_dir), text)
+        with waiting() as wait:
+            long = computed_corpus.long_text_of(server(), model, text, wait)
     except InputError as err:
         st.info(worded(err))
         stop()
@@ -124,7 +87,7 @@ def show_downsampled(result: AttentionResult, layer: int, head: int, base: tuple
     n = result.lengths[0]
     how = widget(st.radio, "pool", "max", tr("Each cell shows"), options=["max", "mean"], horizontal=True,
                  format_func=lambda h: tr("block maximum") if h == "max" else tr("block mean"))
-    side = -(-n // MAX_CELLS)
+    side = block_side(n)
     st.caption(tr("The map pooled into blocks of {side} × {side} pieces (at most {cells:,} a side): the maximum shows "
                   "where any single weight is strong, the mean where weight is spread. Zoom with the chart's own "
                   "tools; the exact cells of a region are below.", side=side, cells=MAX_CELLS))
@@ -177,10 +140,9 @@ def show_row(result: AttentionResult, layer: int, head: int, base: tuple) -> Non
     top = top_row_keys(row)
     st.dataframe(pd.DataFrame({tr("key position"): [j for j, _ in top], tr("piece"): [labels[j] for j, _ in top],
                                tr("weight"): [round(w, 4) for _, w in top]}), hide_index=True)
-    window = result.window(layer)
-    seen = n if not result.causal else min(query + 1, window or query + 1)
+    uniform = uniform_piece_weight(n, query, result.causal, result.window(layer))
     st.caption(tr("The {k} keys with the most weight; uniform over the keys this query sees would be {uniform:.5f}.",
-                  k=TOP_KEYS, uniform=1 / seen))
+                  k=TOP_KEYS, uniform=uniform))
 
 
 def show_summaries(summaries: HeadSummaries, base: tuple) -> None:
@@ -227,16 +189,16 @@ def show_long_roles(model: LoadedModel) -> None:
                   "as the text grows. Each line is the mean over a layer's heads of the weight on the first token, "
                   "on the bundled corpus's text cut to {lengths} pieces.",
                   lengths=", ".join(f"{n:,}" for n in lengths)))
-    growth = heavy(("sinks", str(model.model_dir), lengths), N_("Reading the text at each length"),
-                   lambda progress: long_roles.sink_growth(model, lengths, progress))
+    with waiting() as wait:
+        growth = computed_corpus.sink_growth_of(server(), model, lengths, wait)
     base = ("long roles", str(model.model_dir))
     chart((*base, "sinks", lengths), lambda: figures.sink_growth_figure(growth.lengths, growth.first),
           key="sink_growth")
     last = growth.first[-1]
-    order = np.argsort(-last, axis=None, kind="stable")[:10]
-    st.dataframe(pd.DataFrame([{tr("head"): head_label(*divmod(int(i), last.shape[1])),
-                                **{tr("{n:,} pieces", n=n): round(float(growth.first[k].flat[i]), 3)
-                                   for k, n in enumerate(growth.lengths)}} for i in order]), hide_index=True)
+    st.dataframe(pd.DataFrame([{tr("head"): head_label(*lh),
+                                **{tr("{n:,} pieces", n=n): round(float(growth.first[k][lh]), 3)
+                                   for k, n in enumerate(growth.lengths)}} for lh in ranked_heads(last, 10)]),
+                 hide_index=True)
     show_needle(model, base)
 
 
@@ -254,8 +216,8 @@ def show_needle(model: LoadedModel, base: tuple) -> None:
     depth = widget(c2.slider, "needle_depth", long_roles.NEEDLE_DEPTH, tr("Needle depth (share of the text before it)"),
                    0.0, 1.0, step=0.1, fits=lambda d: 0.0 <= d <= 1.0)
     try:
-        probe = heavy(("needle", str(model.model_dir), n, depth), N_("Running the needle probe"),
-                      lambda progress: long_roles.needle_probe(model, n, depth, progress))
+        with waiting() as wait:
+            probe = computed_corpus.needle_of(server(), model, n, depth, wait)
     except InputError as err:
         st.info(worded(err))
         return

@@ -3,20 +3,21 @@ the strongest heads and the JSON (computed in mha_core.analysis.patching)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.inspector import Word
-from mha_core.analysis.patching import HEAD, HEADS, RESIDUAL, WHAT, PatchGrid, patch_grid
+from mha_core.analysis.coref_sentence import Word
+from mha_core.analysis.patching import HEAD, HEADS, RESIDUAL, WHAT, PatchGrid
 from mha_core.analysis.roles import head_label, ranked_heads
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
-from views._state import chart, literal, small_store
-from views._uploads import cached_analysis
+from mha_core.serving import computed
+from mha_core.serving.export import json_text
+from views._state import chart, queued
+from views._text import literal
 from views._visit import widget
 
 PUT_BACK = {HEADS: N_("one head's output"), RESIDUAL: N_("the stream at one layer and position"),
@@ -29,19 +30,14 @@ CAPTION = N_("Activation patching (Meng et al. 2022; Wang et al. 2022; Heimershe
 
 def json_button(result: object, model: LoadedModel, label: str, file_name: str, key: str, where: object = st) -> None:
     """Download `result` as the CLI's JSON (its as_json: the same fields on the page and on the command line)."""
-    where.download_button(label, lambda: json.dumps(result.as_json(model.name)), file_name, "application/json",
+    where.download_button(label, lambda: json_text(result.as_json(model.name)), file_name, "application/json",
                           key=key)
 
 
 def computed_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | None, wrong: str | None,
                   what: str, head: tuple[int, int] | None = None, coref: Sequence[Word] | None = None
                   ) -> PatchGrid | None:
-    key = ("patch", str(model.model_dir), clean, corrupted, answer, wrong, what, head,
-           tuple((w.text, w.start) for w in coref or ()))
-    label = {HEADS: tr("Patching the {n_heads} heads of each layer", n_heads=model.n_heads),
-             RESIDUAL: tr("Patching every layer's stream"), HEAD: tr("Patching one head, position by position")}[what]
-    return cached_analysis(key, label, lambda progress: patch_grid(
-        model, clean, corrupted, answer, wrong, what, head, coref, progress), small_store())
+    return queued(computed.patch_grid_of, model, clean, corrupted, answer, wrong, what, head, coref)
 
 
 def chosen_head(model: LoadedModel, heads_grid: PatchGrid, prefix: str) -> tuple[int, int]:
@@ -76,7 +72,7 @@ def patching_view(model: LoadedModel, clean: str, corrupted: str, answer: str | 
     )
     values = grid.shown[None] if what == HEAD else grid.shown
     chart(
-        (prefix, what, head, grid.clean, grid.corrupted, clean, corrupted),
+        (prefix, str(model.model_dir), what, head, clean, corrupted, answer, wrong, coref is not None),
         lambda: charts.layer_head_grid(
             values,
             title,

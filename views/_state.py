@@ -1,40 +1,39 @@
-"""The one place with Streamlit caches, the chosen model, and the messages every page shows about its input.
-
-Pages call mha_core only through the cached wrappers here; what the visitor chose lives in views/_visit.py.
+"""What every page needs from Streamlit: the chosen model (loaded once per process), this process's Server (every
+shared store and the queue: mha_core.serving.server), how a page shows a wait, shared figures, and the messages every
+page shows about its input. Pages ask mha_core.serving.computed for values by name; what the visitor chose lives in
+views/_visit.py; how user and model text is shown, in views/_text.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
-import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 import torch
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
-from mha_core.analysis.display import AttentionView, attention_view
-from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
-from mha_core.engine.batching import Progress
-from mha_core.engine.tokens import MAX_INPUT_CHARS
+from mha_core.analysis.display import fragments_note, unknown_note
 from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
 from mha_core.i18n import N_, tr, worded
-from mha_core.serving.heavy import HeavyQueue, HeavyWork, JobState
-from mha_core.serving.memory import COMPUTE_SLOTS, MODELS_KEPT, STORES
+from mha_core.serving import computed
+from mha_core.serving.heavy import JobState
+from mha_core.serving.limits import MAX_INPUT_CHARS
+from mha_core.serving.memory import MODELS_KEPT
 from mha_core.serving.menu import ModelChoice, available_models, default_choice
-from mha_core.serving.store import SharedStore
-from mha_core.teaching.walkthrough import Parity, PathTimings, backend_words, parity, path_words, time_paths
+from mha_core.serving.server import Server, Wait
+from mha_core.teaching.walkthrough import backend_words, path_words
+from views._text import literal
 from views._visit import chosen, stop
 
-MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:<>&")
-# GFM autolinks bare addresses even when their punctuation is escaped: a zero-width space breaks each
-# pattern (www., scheme://, the @ of an e-mail address) without changing what a reader sees.
-AUTOLINK_BREAKS = (("www.", "ww\u200bw."), ("WWW.", "WW\u200bW."), ("://", ":\u200b//"), ("@", "\u200b@"))
+T = TypeVar("T")
+
 # Every session's script runs in its own thread of one process: one torch thread each. Two intra-op
 # threads per forward made forwards 3-4x slower (and spun idle cores) as soon as two sessions ran at once.
 torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
@@ -60,14 +59,6 @@ def listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
     gc.collect()
     gc.freeze()
     return model
-
-
-def get_model(model_dir: str) -> LoadedModel:
-    """A model already chosen from the list (its folder is the key of every shared result)."""
-    loaded = load_listed_model(model_dir)
-    if isinstance(loaded, ModelLoadError):
-        raise loaded
-    return loaded
 
 
 def model_choices() -> dict[str, ModelChoice]:
@@ -97,51 +88,52 @@ def current_model() -> LoadedModel:
 
 
 @st.cache_resource(show_spinner=False)
-def shared_store(name: str) -> SharedStore:
-    """One compute-once LRU store per name for the whole server (every session reads the same one), bounded as
-    mha_core.serving.memory.STORES says."""
-    entries, megabytes = STORES[name]
-    return SharedStore(entries, megabytes * 2**20)
+def server() -> Server:
+    """This process's shared side (mha_core.serving.server): every store, the compute slots, the heavy-work queue.
+    Pages ask mha_core.serving.computed's named functions for values, handing it this."""
+    return Server()
 
 
-def result_store() -> SharedStore:
-    return shared_store("results")
+@contextlib.contextmanager
+def waiting(note: str = "") -> Iterator[Wait]:
+    """How this page shows a wait for queued work: a progress bar with the work's label (in the page's language),
+    its place in the queue, then its progress; `note` says what was left out. The bar goes once the work is done."""
+    bar = None
+
+    def show(label: str, state: JobState) -> None:
+        nonlocal bar
+        text = state.describe(label) + note
+        if bar is None:
+            bar = st.progress(state.fraction(), text=text)
+        else:
+            bar.progress(state.fraction(), text=text)
+
+    try:
+        yield show
+    finally:
+        if bar is not None:
+            bar.empty()
 
 
-def view_store() -> SharedStore:
-    return shared_store("views")
+def queued(compute: Callable[..., T], *args: object, note: str = "") -> T | None:
+    """compute(server, *args, wait) — a queued function of mha_core.serving.computed(_corpus) — with this page's
+    progress bar; None, with the reason shown, for input it cannot use or work over the budget."""
+    with waiting(note) as wait:
+        try:
+            return compute(server(), *args, wait)
+        except InputError as err:
+            st.warning(literal(worded(err)))
+            return None
 
 
-def figure_store() -> SharedStore:
-    return shared_store("figures")
-
-
-@st.cache_resource(show_spinner=False)
-def compute_slots() -> threading.BoundedSemaphore:
-    """At most COMPUTE_SLOTS forward passes or view builds at once in this process: a class pasting long
-    texts together queues instead of holding every text's intermediate maps in memory at the same time."""
-    return threading.BoundedSemaphore(COMPUTE_SLOTS)
-
-
-# Results and views are frozen and never mutated by pages, so every session reads the same object (no
-# pickled copy per read). Bounded by estimated bytes: a 512-piece view holds 75 MB of maps.
-def run_texts(model_dir: str, texts: tuple[str, ...], path: str) -> AttentionResult:
-    def compute() -> AttentionResult:
-        model = get_model(model_dir)
-        with compute_slots():
-            return mha_core.run(model, list(texts), path=path)
-
-    return result_store().get((model_dir, texts, path), compute)
-
-
-def view_of(model_dir: str, text: str, path: str, hide_special: bool, merge_words: bool,
-            average_heads: bool = False) -> AttentionView:
-    def compute() -> AttentionView:
-        result = run_texts(model_dir, (text,), path)  # outside the slot: it takes one of its own
-        with compute_slots():
-            return attention_view(result, 0, hide_special, merge_words, average_heads)
-
-    return view_store().get((model_dir, text, path, hide_special, merge_words, average_heads), compute)
+def answered(compute: Callable[..., T], *args: object) -> T | None:
+    """compute(server, *args) — a function of mha_core.serving.computed(_corpus) that runs at once — or None, with
+    the reason shown, for input it cannot use."""
+    try:
+        return compute(server(), *args)
+    except InputError as err:
+        st.warning(literal(worded(err)))
+        return None
 
 
 class SharedFigure(go.Figure):
@@ -177,71 +169,14 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
         return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
 
     cache_key = (*cache_key, i18n.current())  # titles, axes and hover texts are in the page's language
-    shell, _ = figure_store().get((*cache_key, "narrow") if narrow else cache_key, shared_figure)
+    shell, _ = server().kept("figures", (*cache_key, "narrow") if narrow else cache_key, shared_figure)
     if narrow:
         plotly_chart_args.setdefault("config", {"displayModeBar": False})
     return st.plotly_chart(shell, **plotly_chart_args)
 
 
-def small_store() -> SharedStore:
-    return shared_store("small")
-
-
-def shared(key: tuple, compute: Callable[[], object]) -> object:
-    """A computation shared by every session (a sentence's parse, a walkthrough's tensors, an ablation grid, the
-    value-weighted maps of a text), kept within the "small" store's bytes (serving.memory.STORES). A value holding
-    text a person reads (a table's headers, hover texts) puts the page's language in its key; numbers need not."""
-    return small_store().get(key, compute)
-
-
-@st.cache_resource(show_spinner=False)
-def heavy_work() -> HeavyWork:
-    """This process's side of the server-wide queue for heavy analyses (mha_core.serving.heavy)."""
-    return HeavyWork(HeavyQueue.from_env())
-
-
-def heavy(key: tuple, label: str, compute: Callable[[Progress], object], store: SharedStore | None = None,
-          note: str = "") -> object:
-    """compute(progress) once per key for the whole server, through its heavy-work queue, with a bar that shows
-    the visitor's place in the queue, then the progress (`note`: what was left out). A visitor who leaves stops
-    waiting (the bar's update raises in a stopped session); the work stops once nobody waits for it."""
-    store = store or small_store()
-    found, value = store.lookup(key)
-    if found:
-        return value
-    bar = st.progress(0.0, text=tr(label) + note)
-
-    def show(state: JobState) -> None:
-        bar.progress(state.fraction(), text=state.describe(label) + note)
-
-    try:
-        return heavy_work().result(store, key, compute, show)
-    finally:
-        bar.empty()
-
-
-@st.cache_resource(show_spinner=False)
-def model_breakdown_of(model_dir: str) -> ModelBreakdown:
-    return model_breakdown(get_model(model_dir))
-
-
-@st.cache_resource(show_spinner=False)
-def weight_norms_of(model_dir: str) -> tuple[np.ndarray, np.ndarray]:
-    qk, ov = head_weight_norms(get_model(model_dir))
-    return qk.numpy(), ov.numpy()
-
-
-def parity_of(model_dir: str, text: str) -> Parity:
-    return shared(("parity", model_dir, text), lambda: parity(get_model(model_dir), text,
-                                                            run_texts(model_dir, (text,), "explicit")))
-
-
-def timings_of(model_dir: str, text: str) -> PathTimings:
-    return shared(("timings", model_dir, text), lambda: time_paths(get_model(model_dir), text))
-
-
 def run_one(text: str, path: str = "auto") -> AttentionResult:
-    return run_texts(str(current_model().model_dir), (text,), path)
+    return computed.result_of(server(), current_model(), (text,), path)
 
 
 def checked_run(text: str, path: str = "auto") -> AttentionResult:
@@ -262,10 +197,10 @@ def checked_run(text: str, path: str = "auto") -> AttentionResult:
 
 def reading_notes(result: AttentionResult) -> None:
     """What the model cannot read of the text: characters it reads as unknown, Chinese read as byte fragments."""
-    unknown = result.unknown_note(0)
+    unknown = unknown_note(result, 0)
     if unknown:
         st.warning(literal(unknown))
-    fragments = result.fragments_note(0, default_choice(tuple(model_choices().values()), "zh").name)
+    fragments = fragments_note(result, 0, default_choice(tuple(model_choices().values()), "zh").name)
     if fragments:
         st.warning(literal(fragments))
 
@@ -278,25 +213,6 @@ def long_limit_note(model: LoadedModel) -> str:
     return " " + tr("This page stops at {limit:,} pieces because it keeps every head's whole map (or more); the "
                     "Heads page reads up to {long_limit:,}, rebuilding each map from the queries and keys.",
                     limit=model.max_length, long_limit=long_limit)
-
-
-def literal(text: str) -> str:
-    """User text (a sentence, a token, a file name, a message quoting them) for any element that renders
-    markdown: emphasis, links, HTML, LaTeX and Streamlit's colour and icon directives stay literal, and
-    bare web and e-mail addresses are not turned into links."""
-    for pattern, broken in AUTOLINK_BREAKS:
-        text = text.replace(pattern, broken)
-    return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)
-
-
-def literal_lines(text: str) -> str:
-    """User or model text of several lines for markdown: each line literal, its line breaks kept."""
-    return "  \n".join(literal(line) for line in text.split("\n"))
-
-
-def emphasised(text: str) -> str:
-    """Model text in bold, line by line (bold marks cannot span a blank line: they would show as **)."""
-    return "  \n".join(f"**{literal(line.strip())}**" if line.strip() else "" for line in text.split("\n"))
 
 
 def check_length(text: str, box: str = N_("The text")) -> None:

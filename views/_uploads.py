@@ -9,62 +9,27 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import streamlit as st
 
-from mha_core import InputError, LoadedModel
-from mha_core.analysis.coref import CorefResult, analyse_coref
-from mha_core.analysis.corpora import BUNDLED_CORPUS as CORPUS
-from mha_core.analysis.corpora import (
-    CorpusFormatError,
-    ParsedSentence,
-    bundled_corpus,
-    decode_text,
-    read_gap,
-    spacy_parse,
-)
-from mha_core.engine.batching import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, Progress
+from mha_core import LoadedModel
+from mha_core.analysis.coref_gap import CorefResult
+from mha_core.analysis.corpora import CorpusFormatError, ParsedSentence, decode_text, read_gap
 from mha_core.i18n import N_, tr, worded
-from mha_core.serving.store import SharedStore
-from views._state import compute_slots, heavy, literal, shared_store
+from mha_core.serving import computed_corpus
+from mha_core.serving.limits import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES
+from views._state import queued
+from views._text import literal
 from views._visit import widget
 
 UPLOAD_MAX_SENTENCES = 5_000  # sentences (CoNLL-U) or examples (GAP) analysed per upload: ~1 min on 2 cores
 SHARED_GAP = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
 
 
-def corpus_store() -> SharedStore:
-    return shared_store("corpus analyses")
-
-
-def sentence_store() -> SharedStore:
-    return shared_store("sentence analyses")
-
-
-def cached_analysis(key: tuple, label: str, compute: Callable[[Progress], object], store: SharedStore | None = None,
-                    note: str = "", light: bool = False) -> object | None:
-    """compute(progress) once per key for the whole server, through the heavy-work queue with a progress bar
-    (`note` says what was left out), or at once when `light` (one sentence: never queued behind a corpus); None,
-    with the reason shown, when the input has nothing the analysis can use or is over a limit."""
-    store = store or corpus_store()
-    try:
-        if light:  # in a compute slot, as a forward: at most COMPUTE_SLOTS at once however many click
-            def in_slot() -> object:
-                with compute_slots():
-                    return compute(lambda done, total: None)
-
-            return store.get(key, in_slot)
-        return heavy(key, label, compute, store, note)
-    except InputError as err:
-        st.warning(literal(worded(err)))
-        return None
-
-
-def parsed_corpus() -> list[ParsedSentence]:
-    return cached_analysis(("spacy", str(CORPUS)), N_("Parsing the corpus with spaCy"),
-                           lambda progress: spacy_parse(bundled_corpus()))
+def parsed_corpus() -> list[ParsedSentence] | None:
+    """The bundled corpus parsed by spaCy (once per server, with a progress bar)."""
+    return queued(computed_corpus.parsed_corpus_of)
 
 
 def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str] | None:
@@ -123,12 +88,18 @@ def capped_upload(
 
 
 def cap_note(count: int, unit: str = N_("sentences")) -> str:
-    """The progress bar's note when a file had more than the cap (it is read with limit cap + 1)."""
+    """The sentence a page shows when a file had more than the cap (it is read with limit cap + 1); "" otherwise.
+    The progress bar shows the same sentence (progress_note)."""
     cap = UPLOAD_MAX_SENTENCES
     if count <= cap:
         return ""
-    return tr(" (the first {cap:,} {unit}; the rest of the file is skipped: uploads are capped)", cap=cap,
+    return tr("Only the first {cap:,} {unit} are read; the rest of the file is skipped: uploads are capped.", cap=cap,
               unit=tr(unit))
+
+
+def progress_note(note: str) -> str:
+    """A cap note as it follows a progress bar's label."""
+    return f" · {note}" if note else ""
 
 
 def gap_source() -> tuple[str, str, str] | None:
@@ -164,12 +135,8 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
     if rows is None:
         return None
     examples = rows.examples[:UPLOAD_MAX_SENTENCES]
-    result = cached_analysis(
-        (str(model.model_dir), key),
-        N_("Scoring GAP examples"),
-        lambda progress: analyse_coref(model, examples, progress),
-        note=cap_note(len(rows.examples), unit=N_("examples")),
-    )
+    result = queued(computed_corpus.gap_analysis_of, model, key, examples,
+                    note=progress_note(cap_note(len(rows.examples), unit=N_("examples"))))
     if result is None:
         return None
     if rows.misaligned:
@@ -179,6 +146,6 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
                 misaligned=rows.misaligned,
             )
         )
-    result = replace(result, skipped=result.skipped + rows.skipped)
+    result = result.counting(rows)
     st.session_state.setdefault("gap_results", {})[str(model.model_dir)] = result
     return result

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.ablation import MEASURE_HELP, MODES, ablate_heads, ablation_grid, default_measure, measures_for
-from mha_core.analysis.contrib import rollout_of, value_weighted, value_weighted_summary
+from mha_core.analysis.ablation import MEASURE_HELP, MODES, default_measure, measures_for
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
-from mha_core.serving.export import matrix_csv
+from mha_core.serving import computed
+from mha_core.serving.export import json_text, matrix_csv
 from views._inputs import sentence_box
-from views._state import chart, checked_run, current_model, literal, run_one, shared, small_store
-from views._uploads import cached_analysis
+from views._state import chart, checked_run, current_model, queued, run_one, server
+from views._text import literal
 from views._visit import tabs, widget
 
 
@@ -33,13 +31,11 @@ def show_value_weighted(model: LoadedModel, text: str, labels: tuple[str, ...]) 
                   "transformed vector is tiny moves almost nothing; ‖α_ij f(x_j)‖ shows what is really moved."))
     key = ("value-weighted", str(model.model_dir), text)
     result = run_one(text)  # main() ran checked_run: bad input stopped there, its notes shown once
-    summary = cached_analysis((*key, N_("summary")), N_("Value-weighted maps, layer by layer"),
-                              lambda progress: value_weighted_summary(model, result, progress=progress),
-                              store=small_store())
+    summary = queued(computed.value_weighted_summary_of, model, text)
     if summary is None:
         return
     layer, head = pickers(model)
-    vw = shared((*key, layer), lambda: value_weighted(model, result, layer))
+    vw = computed.value_weighted_of(server(), model, text, layer)
     left, right = st.columns(2)
     with left:  # α rebuilt only when this figure is not already built (the fused path keeps no maps)
         chart(
@@ -123,14 +119,8 @@ def show_rollout(model: LoadedModel, text: str, labels: tuple[str, ...]) -> None
             "the rollout to layer l is Â_l ··· Â_0: how much each input token reaches each position."
         )
     )
-    result = run_one(text)  # as in show_value_weighted
     key = ("rollout", str(model.model_dir), text)
-    rolled = cached_analysis(
-        key,
-        N_("Rolling attention out, layer by layer"),
-        lambda progress: rollout_of(model, result, progress=progress),
-        store=small_store(),
-    )
+    rolled = queued(computed.rollout_result_of, model, text)
     if rolled is None:
         return
     last_layer = model.n_layers - 1
@@ -188,7 +178,7 @@ def show_ablation(model: LoadedModel, text: str) -> None:
                       value=None, like=0, step=1, disabled=measure != "target", context=(str(model.model_dir), text))
     target, position = (target, position) if measure == "target" else (None, None)
     key = ("ablation", str(model.model_dir), text, mode, measure, target, position)
-    grid = ablation_with_progress(model, key, text, mode, measure, target, position)
+    grid = queued(computed.ablation_of, model, text, mode, measure, target, position)
     if grid is None:
         return
     if len(grid.target_pieces) > 1:
@@ -227,9 +217,7 @@ def show_ablation(model: LoadedModel, text: str) -> None:
     chosen = widget(st.multiselect, "c_joint", top[:3], tr("Ablate these heads together"), context=key, options=top,
                     format_func=lambda lh: head_label(*lh))  # a new grid: its own top heads
     if chosen:
-        joint = shared(
-            (*key, "joint", tuple(chosen)), lambda: ablate_heads(model, text, chosen, mode, measure, target, position)
-        )
+        joint = computed.joint_ablation_of(server(), model, text, chosen, mode, measure, target, position)
         st.metric(
             tr("Joint effect of {chosen} heads", chosen=len(chosen)),
             f"{joint:.5f}",
@@ -237,23 +225,9 @@ def show_ablation(model: LoadedModel, text: str) -> None:
         )
     data = grid.as_json(model.name)  # the same fields as the CLI's ablate --json
     c1, c2 = st.columns(2)
-    c1.download_button(tr("JSON: the grid"), lambda: json.dumps(data), "ablation.json", "application/json")
+    c1.download_button(tr("JSON: the grid"), lambda: json_text(data), "ablation.json", "application/json")
     c2.download_button(
         tr("CSV: the grid"), lambda: pd.DataFrame(grid.effects).to_csv(index_label="layer"), "ablation.csv", "text/csv"
-    )
-
-
-def ablation_with_progress(
-    model: LoadedModel, key: tuple, text: str, mode: str, measure: str, target: str | None, position: int | None
-) -> object | None:
-    """The grid, computed once per server through the heavy-work queue, in chunks within the memory budget, with
-    a progress bar; None, with the reason shown, for input it cannot use. Stops once no visitor waits for it."""
-    total = model.n_layers * model.n_heads
-    return cached_analysis(
-        key,
-        tr("Ablating each of the {total} heads", total=total),
-        lambda progress: ablation_grid(model, text, mode, measure, target, position, progress),
-        store=small_store(),
     )
 
 

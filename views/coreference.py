@@ -8,30 +8,31 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, CorefResult, LoadedModel
-from mha_core.analysis.inspector import (
+from mha_core.analysis.coref_sentence import (
+    TABLE_HEADS,
     AntecedentScores,
     InspectorError,
     PairComparison,
     Word,
     align_pair,
-    antecedent_scores,
     blind_to_change,
     candidates_before,
     compare_pair,
     default_pronoun,
-    sentence_words,
     with_probe,
 )
 from mha_core.analysis.lm_head import has_lm_head
-from mha_core.analysis.predict import asked, first_piece, probe_answers
+from mha_core.analysis.predict import asked, first_piece
 from mha_core.analysis.roles import head_label
 from mha_core.figures import charts
 from mha_core.i18n import N_, quoted, tr, worded
+from mha_core.serving import computed
 from mha_core.teaching.examples import focus
 from views._inputs import sentence_box
 from views._patching import CAPTION as PATCH_CAPTION
 from views._patching import patching_view
-from views._state import chart, check_length, checked_run, current_model, literal, shared
+from views._state import chart, check_length, checked_run, current_model, server
+from views._text import literal
 from views._uploads import gap_analysis
 from views._visit import stop, widget
 
@@ -42,15 +43,16 @@ CAPTION = N_("Attention is evidence about what a head reads, not proof of what t
 
 def words_of(text: str) -> list[Word]:
     """spaCy's words of a sentence, parsed once per server."""
-    return shared(("words", text), lambda: sentence_words(text))
+    return computed.words_of(server(), text)
 
 
 def scores_of(text: str, words: list[Word], pronoun: int, candidates: list[int],
               result: AttentionResult | None = None) -> AntecedentScores:
-    """The candidates' scores in every head, computed once per server for this text and choice."""
-    model_dir = str(current_model().model_dir)
-    return shared(("antecedents", model_dir, text, pronoun, tuple(candidates)), lambda: antecedent_scores(
-        result if result is not None else checked_run(text), 0, words, pronoun, candidates))
+    """The candidates' scores in every head, computed once per server for this text and choice (`result`: the text's
+    run, already checked; else it is checked here, bad input stopping the page with its message)."""
+    if result is None:
+        checked_run(text)
+    return computed.antecedents_of(server(), current_model(), text, "auto", words, pronoun, candidates)
 
 
 def pick_words(words: list[Word], context: tuple) -> tuple[int, list[int]]:
@@ -73,7 +75,7 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
     margin, preferred = scores.top_two_margin(), scores.preferred()
     gap_rank = {(layer, head): (rank, acc) for rank, (layer, head, acc) in enumerate(gap.ranking()[:10])} if gap else {}
     rows = []
-    for layer, head in scores.ranked_heads()[:12]:
+    for layer, head in scores.ranked_heads()[:TABLE_HEADS]:
         row = {tr("head"): head_label(layer, head), tr("prefers"): names[preferred[layer, head]],
                tr("margin"): round(float(margin[layer, head]), 3)}
         row.update({f"→ {n}": round(float(scores.scores[c, layer, head]), 3) for c, n in enumerate(names)})
@@ -174,8 +176,7 @@ def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pr
 def show_probe_answers(model: LoadedModel, text: str, words: list[Word], pronoun: int, candidates: list[int]
                        ) -> None:
     """What the model itself answers when asked, beside where its heads look (the Predictions page has more)."""
-    answer = shared(("probe answers", str(model.model_dir), text, pronoun, tuple(candidates)),
-                    lambda: probe_answers(model, text, words[pronoun], [words[i] for i in candidates]))
+    answer = computed.probe_answers_of(server(), model, text, words, pronoun, candidates)
     st.subheader(tr("What the model answers"))
     st.caption(literal(tr("Asked: {probe} … The probability of each candidate as the next piece (a word of several "
                           "pieces by its first piece). Attention is where heads look; this is what the model says.",

@@ -8,25 +8,20 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, i18n
-from mha_core.analysis.corpora import bundled_corpus, read_conllu, read_text_lines
-from mha_core.analysis.corpus_pass import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, corpus_pass
+from mha_core.analysis.corpora import BUNDLED_CORPUS, bundled_corpus, read_conllu, read_text_lines
+from mha_core.analysis.corpus_pass import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass
 from mha_core.analysis.head_distances import closest_pairs
-from mha_core.analysis.induction import induction_scores
 from mha_core.analysis.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
-from mha_core.analysis.qk_view import BY_POS, COLOUR_BY, PCA, PROJECTIONS, QKView, qk_view, strongest_keys, token_pos
+from mha_core.analysis.qk_view import BY_POS, COLOUR_BY, PROJECTIONS, QKView, strongest_keys
 from mha_core.analysis.roles import head_label, role_labels
-from mha_core.analysis.syntax import analyse_corpus
-from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure, qk_hover
+from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure
 from mha_core.i18n import N_, tr
+from mha_core.serving import computed, computed_corpus
 from mha_core.serving.export import distance_csv, qk_points_csv
 from views._inputs import model_card
-from views._state import chart, current_model, literal, shared, shared_store, small_store
-from views._uploads import (
-    CORPUS,
-    cached_analysis,
-    capped_upload,
-    parsed_corpus,
-)
+from views._state import chart, current_model, queued, server
+from views._text import literal
+from views._uploads import capped_upload, parsed_corpus, progress_note
 from views._visit import choose, stop, widget
 
 BUNDLED, CONLLU, TEXT_FILE = N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Uploaded text file")
@@ -34,15 +29,11 @@ SOURCES = (BUNDLED, CONLLU, TEXT_FILE)
 VIEWS = (N_("Head-similarity map"), N_("Query–key view of one head"))
 
 
-def pass_store() -> object:
-    return shared_store("corpus passes")
-
-
 def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None:
     """(cache key, sentences as typed, parsed trees or None, what was left out); None when an upload is missing
     or unusable (the reason is shown)."""
     if source == BUNDLED:
-        return f"corpus:{CORPUS}", bundled_corpus(), None, ""
+        return f"corpus:{BUNDLED_CORPUS}", bundled_corpus(), None, ""
     conllu = source == CONLLU
     label = tr("CoNLL-U file (each sentence's # text line)") if conllu else tr("Text file, one sentence per line")
     chosen = capped_upload(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text",
@@ -60,7 +51,7 @@ def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: 
     """The Roles page's labels for these heads: head metrics over this corpus, the induction probe, (on request,
     for sources with trees) the syntactic heads of the same analysis the Roles page runs, and the coreference
     heads of a GAP file scored on the Roles page in this session."""
-    scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
+    scores = computed.induction_of(server(), model)
     analysis = None
     label = tr("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)")
     if widget(st.toggle, "g_syntax", False, label,
@@ -71,8 +62,7 @@ def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: 
             st.caption(tr("A plain-text file has no trees: syntactic labels need the bundled corpus or a CoNLL-U file."
                 ))
         else:
-            analysis = cached_analysis((str(model.model_dir), key), N_("Running the model over the sentences"),
-                                       lambda progress: analyse_corpus(model, sentences, progress))
+            analysis = queued(computed_corpus.corpus_analysis_of, model, key, sentences, False)
     gap = st.session_state.get("gap_results", {}).get(str(model.model_dir))  # if the Roles page scored GAP
     return role_labels(corpus.roles, model.causal, (analysis.syntax if analysis else None, gap), probed=scores)
 
@@ -81,7 +71,7 @@ def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list 
     labels = corpus_role_labels(model, corpus, key, trees, source)  # (L,H)
     base = (str(model.model_dir), key)
     with st.spinner(tr("Placing the heads (MDS)…")):
-        head_map = shared(("head map", *base), corpus.head_map)
+        head_map = computed_corpus.head_map_of(server(), model, key, corpus)
     left, right = st.columns(2)
     with left:
         chart(("head map", *base, tuple(labels.ravel())), lambda: head_map_figure(head_map, labels, corpus.distance),
@@ -93,8 +83,7 @@ def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list 
                   "nats (0 = identical; at most ln 2 ≈ 0.693). Metric MDS (scikit-learn, fixed seed) places every head "
                   "so that distances on the plane follow these; colour: the head's role label as on the Roles page; "
                   "symbol: its layer.", rows=corpus.rows, texts=len(corpus.texts)))
-    closest = shared(("closest pairs", *base, i18n.current()), lambda: closest_table(corpus))  # its headers
-    st.dataframe(closest, hide_index=True, key="closest")
+    st.dataframe(closest_table(corpus), hide_index=True, key="closest")
     st.caption(tr("The most alike pairs of heads in different layers."))
     st.download_button(tr("CSV: the distance matrix"), lambda: distance_csv(corpus.distance, corpus.heads),
                        "head_distances.csv", "text/csv", key="distance_csv")
@@ -136,22 +125,11 @@ def show_qk_view(model: LoadedModel, corpus: CorpusPass, key: str) -> None:
     n_points = 2 * len(corpus.labels)  # every token's query and key
     layer, head, colour, method = qk_controls(model, n_points)
     base = (str(model.model_dir), key)
-    view_key = ("qk view", *base, layer, head, method)
-    if method == PCA:
-        view = shared(view_key, lambda: qk_view(corpus, layer, head, method))
-    else:  # seconds to minutes: queued, in a child process that is killed when nobody waits for it
-        label = tr("Projecting {n:,} points with {method} ({duration})", n=n_points, method=method,
-                   duration=duration_note(method, n_points))
-        view = cached_analysis(
-            view_key,
-            label,
-            lambda progress: qk_view(corpus, layer, head, method, check=lambda: progress(0, 0)),
-            store=small_store(),
-        )
+    view = queued(computed_corpus.qk_view_of, model, key, corpus, layer, head, method)
     if view is None:
         return
-    pos = shared(("qk pos", *base), lambda: token_pos(corpus)) if colour == BY_POS else None
-    hover = shared(("qk hover", *base, i18n.current()), lambda: qk_hover(corpus))  # its words translated
+    pos = computed_corpus.token_pos_of(server(), model, key, corpus) if colour == BY_POS else None
+    hover = computed_corpus.qk_hover_of(server(), model, key, corpus, i18n.current())  # its words translated
     chart(
         ("qk figure", *base, layer, head, method, colour),
         lambda: qk_figure(view, corpus, colour, hover, pos),
@@ -244,17 +222,11 @@ def main() -> None:
     if chosen is None:
         stop()
     key, texts, trees, note = chosen
-    corpus = cached_analysis(
-        (str(model.model_dir), "pass", key),
-        N_("Running the model over the corpus"),
-        lambda progress: corpus_pass(model, texts, progress),
-        store=pass_store(),
-        note=note,
-    )
+    corpus = queued(computed_corpus.corpus_pass_of, model, key, texts, note=progress_note(note))
     if corpus is None:
         stop()
     if note:
-        st.caption(literal(note.strip(" ()").capitalize() + "."))
+        st.caption(literal(note))
     if corpus.selection is not None and corpus.selection.note("line" if source == TEXT_FILE else "sentence"):
         st.caption(literal(corpus.selection.note("line" if source == TEXT_FILE else "sentence")))
     view = widget(st.segmented_control, "g_view", VIEWS[0], tr("View"), options=VIEWS, format_func=tr) or VIEWS[0]

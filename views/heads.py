@@ -9,8 +9,10 @@ import streamlit as st
 from mha_core import AttentionResult
 from mha_core.analysis.display import AttentionView, score_map, top_keys, uniform_weight, words_by_default
 from mha_core.analysis.long_text import is_long
+from mha_core.analysis.roles import ranked_heads
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
+from mha_core.serving import computed
 from mha_core.serving.export import (
     attention_csv,
     attention_json,
@@ -23,7 +25,8 @@ from mha_core.teaching.examples import focus_words
 from mha_core.teaching.walkthrough import PATH_HELP
 from views._inputs import sentence_box
 from views._long import pieces_of, show_long_heads
-from views._state import chart, check_length, checked_run, current_model, literal, narrow_screen, path_caption, view_of
+from views._state import chart, check_length, checked_run, current_model, narrow_screen, path_caption, server
+from views._text import literal
 from views._visit import choose, chosen, tabs, widget
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
@@ -145,8 +148,8 @@ def show_one_token(view: AttentionView, result: AttentionResult, base: tuple, me
     grid = view.maps[:, :, query, key]  # (L,H)
     chart((*base, "token", query, key), lambda: charts.layer_head_grid(
         grid, pair_title(labels[query], labels[key])), key="token_grid")
-    best = np.unravel_index(int(grid.argmax()), grid.shape)
-    uniform = uniform_weight(view, query, result.causal, result.window(int(best[0])))
+    best = ranked_heads(grid, 1)[0]
+    uniform = uniform_weight(view, query, result.causal, result.window(best[0]))
     st.markdown(tr("Strongest: layer {layer}, head {head} gives **{weight:.2f}** of the attention from '{query}' to "
                    "'{key}' (uniform would be {uniform:.3g}).", layer=best[0], head=best[1], weight=grid[best],
                    query=literal(labels[query]), key=literal(labels[key]), uniform=uniform))
@@ -202,7 +205,6 @@ def export_meta(view: AttentionView, result: AttentionResult) -> dict:
 
 def show_export(view: AttentionView, result: AttentionResult, layer: int, head: int, avg: bool, base: tuple) -> None:
     """Downloads are built only when clicked (callables), so big texts cost nothing until then."""
-    n_layers, n_heads = view.maps.shape[:2]
     meta = export_meta(view, result)
     query, key = chosen_pair(view, result, base[1:5])
     c1, c2, c3 = st.columns(3)
@@ -211,13 +213,13 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
     )
     c2.download_button(
         tr("JSON: this head"),
-        lambda: attention_json(view, [layer], [head], meta),
+        lambda: attention_json(view, [(layer, head)], meta),
         "attention_head.json",
         "application/json",
     )
     c3.download_button(
         tr("JSON: all heads"),
-        lambda: attention_json(view, range(n_layers), range(n_heads), meta),
+        lambda: attention_json(view, None, meta),
         "attention_all.json",
         "application/json",
     )
@@ -239,9 +241,10 @@ def show_export(view: AttentionView, result: AttentionResult, layer: int, head: 
                   format_func=tr)
     fmt = widget(st.radio, "export_fmt", "png", tr("Format"), options=["png", "svg"], horizontal=True, format_func=tr)
     if st.button(tr("Render image"), key="export_render"):
+        figure = builders[name]()  # outside the try: a bug in a figure is a bug, not a rendering failure
         try:
             with st.spinner(tr("Rendering with Chromium…")):
-                data = figure_image(builders[name](), fmt)
+                data = figure_image(figure, fmt)
         except Exception as err:  # noqa: BLE001 - kaleido/Chromium failures are a message, not a crash
             st.error(
                 tr(
@@ -262,13 +265,13 @@ def main() -> None:
                   "the overview at the bottom, to see one head large; One token shows a pair of words in every head."))
     text = sentence_box()
     check_length(text)
-    if is_long(pieces_of(str(model.model_dir), text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
+    if is_long(pieces_of(model, text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
         show_long_heads(model, text, head_pickers)
         return
     hide, merge, avg = options_sidebar(text)
     result = checked_run(text)
     st.caption(path_caption(result), help=tr(PATH_HELP))
-    view = view_of(str(model.model_dir), text, "auto", hide, merge, avg)
+    view = computed.view_of(server(), model, text, "auto", hide, merge, avg)
     base = ("heads", str(model.model_dir), text, hide, merge, avg)  # what every figure below depends on
     n_layers, n_heads = view.maps.shape[:2]
     layer, head = head_pickers(n_layers, n_heads)

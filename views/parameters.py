@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.analysis.params import ModelBreakdown, biased_projections, calculator_check, head_slices
+from mha_core.analysis.roles import ranked_heads
 from mha_core.analysis.shapes import (
     MAX_DIM,
     AttentionShape,
@@ -20,14 +22,16 @@ from mha_core.analysis.shapes import (
 from mha_core.figures import charts
 from mha_core.figures import params as param_figures
 from mha_core.i18n import N_, tr, worded
+from mha_core.serving import computed
 from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card
-from views._state import current_model, literal, model_breakdown_of, weight_norms_of
+from views._state import current_model, server
+from views._text import literal
 from views._visit import tabs, widget
 
 
 def show_model(model: LoadedModel) -> None:
-    b = model_breakdown_of(str(model.model_dir))
+    b = computed.breakdown_of(server(), model)
     c1, c2, c3 = st.columns(3)
     c1.metric(tr("Parameters"), f"{b.total:,}")
     c2.metric(tr("In attention (W_Q, W_K, W_V, W_O + biases)"), f"{b.attention_total:,}")
@@ -183,7 +187,7 @@ def show_costs(shape: AttentionShape, n_layers: int) -> None:
 
 
 def show_norms(model: LoadedModel) -> None:
-    qk, ov = weight_norms_of(str(model.model_dir))
+    qk, ov = computed.weight_norms_of(server(), model)
     left, right = st.columns(2)
     left.plotly_chart(
         charts.layer_head_grid(qk, N_("‖W_Q W_Kᵀ‖ (Frobenius) per head: how sharply it can match"), N_("norm")),
@@ -199,7 +203,7 @@ def show_norms(model: LoadedModel) -> None:
             "it adds to the residual stream per unit of attention. Both use the head's own slices."
         )
     )
-    layer, head = divmod(int(ov.argmax()), ov.shape[1])
+    layer, head = ranked_heads(np.asarray(ov), 1)[0]
     st.page_link(
         "views/heads.py",
         label=tr("Open layer {layer}, head {head} (largest ‖W_V W_O‖) on the heads page", layer=layer, head=head),

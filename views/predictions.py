@@ -7,29 +7,18 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from mha_core import LoadedModel
-from mha_core.analysis.generate import MAX_NEW, generate, has_chat_template
+from mha_core import InputError, LoadedModel
+from mha_core.analysis.generate import MAX_NEW, has_chat_template
 from mha_core.analysis.lm_head import answer_slot, lm_head, read_at, token_id
-from mha_core.analysis.predict import attribute, logit_lens, predict
-from mha_core.engine.tokens import InputError
 from mha_core.figures import charts
 from mha_core.figures.predict import LENS_MAX_COLUMNS, LENS_PHONE_COLUMNS, lens_figure
 from mha_core.i18n import N_, quoted, tr, worded
-from mha_core.teaching.examples import Question, default_question
+from mha_core.serving import computed
+from mha_core.teaching.examples import Question
 from views._inputs import sentence_box, set_sentence
 from views._patching import CAPTION, json_button, patching_view
-from views._state import (
-    chart,
-    check_length,
-    current_model,
-    emphasised,
-    literal,
-    literal_lines,
-    narrow_screen,
-    shared,
-    small_store,
-)
-from views._uploads import cached_analysis
+from views._state import answered, chart, check_length, current_model, narrow_screen, queued, server
+from views._text import emphasised, literal, literal_lines
 from views._visit import stop, tabs, widget
 
 PIECE_HELP = N_("one piece; in spaced text with its leading space")
@@ -44,7 +33,7 @@ def left_out_note(result: object) -> None:
 
 def question(model: LoadedModel, sentence: str) -> Question:
     """The page's default question about the sentence (mha_core.teaching.examples.default_question)."""
-    return shared(("question", str(model.model_dir), sentence), lambda: default_question(model, sentence))
+    return computed.question_of(server(), model, sentence)
 
 
 def asked_box(draw: object, name: str, default: str, label: str, context: tuple, **kwargs: object) -> str:
@@ -67,8 +56,8 @@ def show_prediction(model: LoadedModel, text: str, masked: bool, asked: Question
     position = widget(c1.number_input, "p_position", None, where, min_value=0, value=None, like=0, step=1,
                       context=context)
     typed = asked_box(c2.text_input, "p_piece", asked.answer, tr("Rank of a piece"), context, help=tr(PIECE_HELP))
-    key = ("predict", str(model.model_dir), text, position)
-    pred = cached_analysis(key, N_("Predicting"), lambda _: predict(model, text, position), small_store(), light=True)
+    key = ("predict", str(model.model_dir), text, position)  # its chart's
+    pred = answered(computed.prediction_of, model, text, position)
     if pred is None:
         return
     left_out_note(pred)
@@ -88,9 +77,8 @@ def show_lens(model: LoadedModel, text: str, masked: bool) -> None:
                   "language-model head, as if the model stopped there. Each cell names the layer's most likely {what} "
                   "{preposition} that position; the colour is its probability. Where the answer settles shows which "
                   "layers decide it.", what=what, preposition=preposition))
-    key = ("lens", str(model.model_dir), text)
-    lens = cached_analysis(key, N_("Reading every layer through the unembedding"),
-                           lambda _: logit_lens(model, text), small_store())
+    key = ("lens", str(model.model_dir), text)  # its chart's
+    lens = queued(computed.lens_of, model, text)
     if lens is None:
         return
     left_out_note(lens)
@@ -116,9 +104,8 @@ def show_attribution(model: LoadedModel, text: str, asked: Question, context: tu
                   "value on the whole stream, and the unembedding). The shares add up to the model's logit difference; "
                   "a head that works through later layers shows here only as far as it writes directly."))
     answer, wrong = answer_pair("a", asked, context)
-    key = ("attribute", str(model.model_dir), text, answer, wrong)
-    result = cached_analysis(key, N_("Attributing"), lambda _: attribute(model, text, answer, wrong), small_store(),
-                             light=True)
+    key = ("attribute", str(model.model_dir), text, answer, wrong)  # its charts'
+    result = answered(computed.attribution_of, model, text, answer, wrong)
     if result is None:
         return
     left_out_note(result)
@@ -191,14 +178,7 @@ def show_generation(model: LoadedModel, text: str) -> None:
                    step=1, disabled=temperature == 0, fits=lambda k: k >= 1)
     seed = widget(c4.number_input, "g_seed", 0, tr("Seed"), min_value=0, step=1, disabled=temperature == 0,
                   fits=lambda v: v >= 0)
-    key = ("generate", str(model.model_dir), text, new, temperature, top_k, seed, chat)
-    result = cached_analysis(
-        key,
-        N_("Generating"),
-        lambda _: generate(model, text, new, temperature, top_k, int(seed), chat=chat),
-        small_store(),
-        light=True,
-    )
+    result = answered(computed.generation_of, model, text, new, temperature, top_k, int(seed), chat)
     if result is None:
         return
     left_out_note(result)

@@ -7,34 +7,28 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import CorefResult, LoadedModel, SyntaxResult
-from mha_core.analysis.coref import CLARK_COREF, COREF_GAIN, COREF_TOP
-from mha_core.analysis.corpora import ParsedSentence, read_conllu, spacy_parse
-from mha_core.analysis.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores, induction_scores
+from mha_core.analysis.coref_gap import CLARK_COREF, COREF_GAIN, COREF_TOP
+from mha_core.analysis.corpora import BUNDLED_CORPUS, ParsedSentence, read_conllu, spacy_parse
+from mha_core.analysis.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores
 from mha_core.analysis.roles import (
     BROAD_MIN,
     PATTERN_RULES,
     POSITIONAL_MIN,
     SPECIAL_MIN,
     head_label,
-    head_roles,
     role_labels,
 )
-from mha_core.analysis.syntax import DIRECTIONS, MIN_DEPENDENTS, MIN_GAIN, analyse_corpus
-from mha_core.engine.tokens import without_spaces
+from mha_core.analysis.syntax import MIN_DEPENDENTS, MIN_GAIN
 from mha_core.figures import charts
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
+from mha_core.serving import computed, computed_corpus
+from mha_core.serving.limits import without_spaces
 from views._inputs import sentence_box
 from views._long import show_long_roles
-from views._state import chart, checked_run, current_model, literal, shared
-from views._uploads import (
-    CORPUS,
-    cached_analysis,
-    capped_upload,
-    gap_analysis,
-    parsed_corpus,
-    sentence_store,
-)
+from views._state import chart, checked_run, current_model, queued, server
+from views._text import literal
+from views._uploads import capped_upload, gap_analysis, parsed_corpus, progress_note
 from views._visit import stop, widget
 
 SOURCES = (N_("This sentence"), N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Long texts"))
@@ -46,22 +40,23 @@ def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence],
     if source == SOURCES[0]:
         return f"sentence:{text}", spacy_parse([text]), ""
     if source == SOURCES[1]:
-        return f"corpus:{CORPUS}", parsed_corpus(), ""
+        parsed = parsed_corpus()
+        return None if parsed is None else (f"corpus:{BUNDLED_CORPUS}", parsed, "")
     return capped_upload(N_("CoNLL-U file (gold trees)"), ["conllu", "txt"], "conllu_upload", read_conllu,
                          N_("Upload a CoNLL-U file (for example a Universal Dependencies treebank split)."))
 
 
 def relation_table(syntax: SyntaxResult) -> pd.DataFrame:
     rows = []
-    for rel, score in syntax.relations.items():
-        direction, layer, head, acc = score.best()
-        clark = score.clark_reference
+    for row in syntax.relation_rows():
+        clark = row["clark_bert_base"]
         rows.append({
-            tr("relation"): rel, tr("count"): score.count, tr("best head"): head_label(layer, head),
-            tr("direction"): DIRECTIONS[direction], tr("accuracy %"): round(100 * acc, 1),
-            tr("baseline offset"): f"{score.baseline_offset:+d}",
-            tr("baseline %"): round(100 * score.baseline_accuracy, 1),
-            tr("syntactic head"): tr("yes") if score.syntactic else "",
+            tr("relation"): row["relation"], tr("count"): row["count"],
+            tr("best head"): head_label(row["best_layer"], row["best_head"]), tr("direction"): row["best_direction"],
+            tr("accuracy %"): round(100 * row["best_accuracy"], 1),
+            tr("baseline offset"): f"{row['baseline_offset']:+d}",
+            tr("baseline %"): round(100 * row["baseline_accuracy"], 1),
+            tr("syntactic head"): tr("yes") if row["syntactic"] else "",
             tr("Clark BERT-base % (baseline)"): f"{clark[0]} ({clark[1]})" if clark else "",
         })
     return pd.DataFrame(rows)
@@ -118,7 +113,7 @@ def show_induction(model: LoadedModel) -> InductionScores:
     """Induction and duplicate-token scores of every head (computed once per model and server)."""
     st.subheader(tr("Induction and duplicate-token heads"))
     with st.spinner(tr("Running repeated random sequences…")):
-        scores = shared(("induction", str(model.model_dir)), lambda: induction_scores(model))
+        scores = computed.induction_of(server(), model)
     left, right = st.columns(2)
     with left:
         chart(
@@ -188,22 +183,16 @@ def main() -> None:
     if chosen is None:
         stop()
     key, sentences, note = chosen
-    analysis = cached_analysis(
-        (str(model.model_dir), key),
-        N_("Running the model over the sentences"),
-        lambda progress: analyse_corpus(model, sentences, progress),
-        store=sentence_store() if source == SOURCES[0] else None,
-        note=note,
-        light=source == SOURCES[0],
-    )
+    analysis = queued(computed_corpus.corpus_analysis_of, model, key, sentences, source == SOURCES[0],
+                      note=progress_note(note))
     if analysis is None:
         stop()
     if note:
-        st.caption(literal(note.strip(" ()").capitalize() + "."))
+        st.caption(literal(note))
     roles = (
         analysis.roles
         if sentence_result is None
-        else shared(("head roles", str(model.model_dir), text), lambda: head_roles(sentence_result))
+        else computed.head_roles_of(server(), model, text)
     )
     st.caption(
         tr(

@@ -9,9 +9,9 @@ import streamlit as st
 
 from mha_core import AttentionResult, LoadedModel, i18n
 from mha_core.analysis.lm_head import has_lm_head, lm_head, read_at
-from mha_core.analysis.predict import layer_effect
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
+from mha_core.serving import computed
 from mha_core.teaching.examples import focus_words
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.walkthrough import (
@@ -21,10 +21,10 @@ from mha_core.teaching.walkthrough import (
     design_notes,
     row_entropy,
     softmax_at_scale,
-    walkthrough,
 )
 from views._inputs import sentence_box, set_sentence
-from views._state import chart, check_length, checked_run, current_model, literal, parity_of, shared, timings_of
+from views._state import chart, check_length, checked_run, current_model, server
+from views._text import literal
 from views._visit import tabs, widget
 
 
@@ -131,9 +131,9 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
                 "Grouped-query attention: head {head} uses the keys and values of key/value head {head2}, shared "
                 "with query heads {head3}–{head4}.",
                 head=w.head,
-                head2=w.head // w.group,
-                head3=w.head // w.group * w.group,
-                head4=w.head // w.group * w.group + w.group - 1,
+                head2=w.kv_head,
+                head3=w.sharing[0],
+                head4=w.sharing[-1],
             )
         )
     left, right = st.columns(2)
@@ -229,9 +229,7 @@ def step_prediction(model: LoadedModel, text: str, layer: int, query: int) -> No
             )
         )
         return
-    effect = shared(
-        ("layer effect", str(model.model_dir), text, layer, query), lambda: layer_effect(model, text, layer, query)
-    )
+    effect = computed.layer_effect_of(server(), model, text, layer, query)
     preposition, _, several = read_at(lm_head(model).masked)
     st.markdown(
         literal(
@@ -273,7 +271,7 @@ def step_prediction(model: LoadedModel, text: str, layer: int, query: int) -> No
 
 
 def parity_badge(model: LoadedModel, text: str) -> None:
-    p = parity_of(str(model.model_dir), text)
+    p = computed.parity_of(server(), model, text)
     st.header(tr("Parity"))
     (st.success if p.ok else st.error)(
         tr(
@@ -287,7 +285,7 @@ def parity_badge(model: LoadedModel, text: str) -> None:
     )
     if not widget(st.toggle, "wt_timing", False, tr("Time the three paths on this sentence")):
         return
-    times = timings_of(str(model.model_dir), text)
+    times = computed.timings_of(server(), model, text)
     st.caption(
         tr("Fastest of {repeats} runs after a warm-up, on this server, for this sentence.", repeats=times.repeats)
     )
@@ -357,7 +355,7 @@ def main() -> None:
         tokens = list(result.labels[0])
         layer, head, query = pickers(model, result)
         base = ("walkthrough", str(model.model_dir), text, layer, head)
-        w = shared(base, lambda: walkthrough(model, result, layer, head))
+        w = computed.walkthrough_of(server(), model, text, layer, head)
         step_projections(w, model, len(tokens), base)
         step_attention(w, len(tokens), query, base)
         step_concat_and_output(w, model, len(tokens), base)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha_core.analysis.inspector import Word
+from mha_core.analysis.coref_sentence import Word
 from mha_core.analysis.lm_head import check_next_piece_head, lm_logits, predicts_next
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.attention import ContextEdit
@@ -42,6 +42,7 @@ from mha_core.engine.budget import (
     release_freed_memory,
     rows_within,
 )
+from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import final_norm, last_output, layer_outputs, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
@@ -54,7 +55,7 @@ STRONGEST_SHOWN = 8  # heads listed under the grid
 
 
 @dataclass(frozen=True)
-class AblationGrid:
+class AblationGrid(Drawable):
     measure: str
     mode: str
     effects: np.ndarray  # (L,H) the measure's change when that head alone is ablated
@@ -173,8 +174,8 @@ class CorefProbe:
 def coref_probe(batch: TokenBatch, last_maps: Tensor, chosen: Sequence[Word] | None = None) -> CorefProbe:
     """Where the margin is read: `chosen` (pronoun, candidate a, candidate b), else the first pronoun with two nouns
     before it (spaCy), as the Coreference page picks them; the head is the last-layer head of the largest margin."""
-    from mha_core.analysis.coref import candidate_scores, span_pieces
-    from mha_core.analysis.inspector import candidates_before, default_pronoun, sentence_words
+    from mha_core.analysis.coref_gap import candidate_scores, span_pieces
+    from mha_core.analysis.coref_sentence import candidates_before, default_pronoun, sentence_words
 
     if chosen is None:
         words = sentence_words(batch.texts[0])

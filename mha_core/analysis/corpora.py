@@ -231,6 +231,7 @@ def check_tree(rows: Sequence[ConlluRow]) -> None:
 
 
 def read_conllu(source: str | Path, limit: int | None = None) -> list[ParsedSentence]:
+    """The sentences of a CoNLL-U file (or its text), each with its words, heads and relations; at most `limit`."""
     return parse_conllu(lines_of(source), limit)
 
 

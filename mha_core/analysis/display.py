@@ -12,9 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from mha_core.analysis.roles import top_indices
+from mha_core.engine.pieces import is_wide
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import without_spaces
 from mha_core.engine.words import drop_and_renormalise, merge_pieces, text_units
+from mha_core.i18n import tr
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,14 @@ def uniform_weight(view: AttentionView, query: int, causal: bool, window: int | 
     return 1 / max(1, sum(any(first <= p <= last for p in group) for group in groups))
 
 
+def uniform_piece_weight(n: int, query: int, causal: bool, window: int | None = None) -> float:
+    """uniform_weight over a text's n pieces, none merged or hidden (the long-text views): 1/n in an encoder; for
+    query piece i of a decoder 1/(i + 1), or 1/window where the layer has a shorter window."""
+    if not causal:
+        return 1 / n
+    return 1 / min(query + 1, window or query + 1)
+
+
 def score_map(result: AttentionResult, b: int, layer: int, head: int, hide_special: bool) -> np.ndarray:
     """Text b's pre-softmax scores of one head over pieces, (T,T) or (K,K) without the specials."""
     n = result.lengths[b]
@@ -103,3 +113,32 @@ def top_keys(view: AttentionView, query: int, k: int = 3) -> list[tuple[int, int
             best = top_indices(weights, k)
             rows.append((layer, head, [(view.labels[j], float(weights[j])) for j in best]))
     return rows
+
+
+SHOWN_UNKNOWN = 8  # unreadable parts named by unknown_note
+
+
+def unknown_note(result: AttentionResult, b: int = 0) -> str | None:
+    """One line naming what the model reads as unknown in text b (None when it reads everything)."""
+    spans = result.unknown_spans(b)
+    if not spans:
+        return None
+    text, unk = result.batch.texts[b], result.unknown_piece(b)
+    shown = ", ".join(spans[:SHOWN_UNKNOWN]) + (", …" if len(spans) > SHOWN_UNKNOWN else "")
+    return tr("The model cannot read {chars} of the text's {readable} characters ({shown}): it sees one {unk} piece "
+              "in their place, whatever they say. The charts label those pieces {unk}.",
+              chars=sum(len(span) for span in spans), readable=sum(1 for c in text if not c.isspace()), shown=shown,
+              unk=unk)
+
+
+def fragments_note(result: AttentionResult, b: int, suggested: str) -> str | None:
+    """One line when the model reads text b's Chinese (or other wide) characters as byte fragments; `suggested`: a
+    model that reads them whole. None when every wide character is whole."""
+    cut = result.fragmented_chars(b)
+    if not cut:
+        return None
+    text = result.batch.texts[b]
+    return tr("The model reads {cut} of the text's {wide} different Chinese characters as byte fragments (动¹/₂ "
+              "动²/₂), not as words: its attention to them is split over pieces of one character. For Chinese, "
+              "choose a model that reads it, such as {suggested}.", cut=len(cut),
+              wide=len({c for c in text if is_wide(c)}), suggested=suggested)

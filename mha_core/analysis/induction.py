@@ -73,6 +73,8 @@ def repeated_sequences(model: LoadedModel, n: int, seed: int) -> tuple[list[list
 
 @torch.inference_mode()
 def induction_scores(model: LoadedModel, n: int = INDUCTION_SEQUENCES, seed: int = INDUCTION_SEED) -> InductionScores:
+    """Olsson et al.'s induction probe: `n` random sequences repeated once (seeded); each head's mean weight from a
+    second-half token to the token after its earlier occurrence (induction) and to that occurrence (duplicate)."""
     ids, special, lengths = repeated_sequences(model, n, seed)
     result = forward(model, ids_batch(model.tokenizer, ids, special), path="explicit")
     lead = int(special[0][0])  # 1 when a first special token leads every sequence

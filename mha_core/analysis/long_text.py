@@ -18,7 +18,15 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.arch import MAX_PIECES
-from mha_core.engine.attention import EXPLICIT, FUSED, blocked_keys, rebuild_log_probs, rebuild_probs, scores_bias
+from mha_core.engine.attention import (
+    EXPLICIT,
+    FUSED,
+    blocked_keys,
+    kv_head,
+    rebuild_log_probs,
+    rebuild_probs,
+    scores_bias,
+)
 from mha_core.engine.forward import Progress, check_forward_budget, forward, fused_kernel_causal
 from mha_core.engine.model import LoadedModel, for_long_texts
 from mha_core.engine.result import AttentionResult
@@ -120,8 +128,7 @@ def map_block(result: AttentionResult, b: int, layer: int, heads: slice, rows: r
 def block_inputs(result: AttentionResult, b: int, layer: int, heads: slice, r: slice, c: slice
                  ) -> tuple[Tensor, Tensor, Tensor]:
     """(q (h,R,Dh), k (h,C,Dh), lse (h,R)) of these heads: each query head with its key/value head's keys."""
-    group = result.n_heads // result.layer_k[layer].shape[1]  # query heads per key/value head
-    kv = [h // group for h in range(result.n_heads)[heads]]
+    kv = [kv_head(h, result.n_heads, result.layer_k[layer].shape[1]) for h in range(result.n_heads)[heads]]
     return result.layer_q[layer][b, heads, r], result.layer_k[layer][b, kv, c], result.layer_lse[layer][b, heads, r]
 
 
@@ -214,6 +221,11 @@ def visible_keys(result: AttentionResult, layer: int, rows: range, n: int) -> ra
     return range(start, rows.stop if result.causal else n)
 
 
+def block_side(n: int, max_cells: int = MAX_CELLS) -> int:
+    """The side, in pieces, of the blocks a map of n pieces is pooled into (at most max_cells blocks a side)."""
+    return max(1, math.ceil(n / max_cells))
+
+
 def row_blocks(n: int, size: int = BLOCK_ROWS) -> list[range]:
     return [range(start, min(start + size, n)) for start in range(0, n, size)]
 
@@ -283,7 +295,7 @@ def downsampled_map(result: AttentionResult, b: int, layer: int, head: int, how:
     """((M,M) cells, side): one head's map of text b pooled into side × side blocks (side = ⌈T / max_cells⌉), each
     cell the block's maximum or mean weight; rows rebuilt a band of blocks at a time."""
     n = result.lengths[b]
-    side = max(1, math.ceil(n / max_cells))
+    side = block_side(n, max_cells)
     m = math.ceil(n / side)
     out = np.zeros((m, m), dtype=np.float32)
     band = side * max(1, block // side)  # whole cells of rows per band

@@ -37,7 +37,6 @@ EMBEDDING_NAMES = {"word_embeddings": WORD, "embed_tokens": WORD, "wte": WORD, "
                    "position_embeddings": POSITION, "wpe": POSITION, "embed_positions": POSITION,
                    "token_type_embeddings": N_("token type embeddings")}
 LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
-ATTENTION_PARTS = ("W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O", "W_QKV", "b_QKV")
 
 
 @dataclass(frozen=True)
@@ -113,6 +112,7 @@ def outside_layers(name: str) -> tuple[str, str, str]:
 
 
 def model_breakdown(loaded: LoadedModel) -> ModelBreakdown:
+    """Every parameter of the model by group (embeddings, each layer's attention and MLP, norms) and part (W_Q, …)."""
     rows = []
     for name, p in loaded.model.named_parameters():
         group, part, kind = classify(name)

@@ -24,13 +24,14 @@ import torch
 from torch import Tensor
 
 from mha_core.analysis.ablation import CorefProbe, coref_margins, coref_probe
-from mha_core.analysis.inspector import Word
+from mha_core.analysis.coref_sentence import Word
 from mha_core.analysis.lm_head import check_lm_head, chosen_position, has_lm_head, token_id
 from mha_core.analysis.predict import Stream, residual_stream
 from mha_core.analysis.roles import head_label
 from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
 from mha_core.engine.budget import check_budget, element_size, layer_work_bytes, release_freed_memory, rows_within
+from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import EditOf, Join, final_norm, prepare, variant_outputs
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
@@ -58,7 +59,7 @@ class Metric:
 
 
 @dataclass(frozen=True)
-class PatchGrid:
+class PatchGrid(Drawable):
     what: str  # heads: (L,H); residual: (L,T); head: (T,)
     metric: str  # LOGIT_DIFF or COREF_MARGIN
     answer: str  # the answer piece, or the candidate the pronoun should mean in the clean text

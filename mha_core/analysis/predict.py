@@ -19,10 +19,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.analysis.inspector import Word, with_probe
+from mha_core.analysis.coref_sentence import Word, with_probe
 from mha_core.analysis.lm_head import answer_slot, check_lm_head, chosen_position, lm_head, read_at, token_id
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.budget import planned_bytes
+from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import final_norm, layer_outputs, prepare
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
@@ -74,7 +75,7 @@ def residual_stream(model: LoadedModel, text: str) -> Stream:
 
 
 @dataclass(frozen=True)
-class Prediction:
+class Prediction(Drawable):
     tokens: tuple[str, ...]  # T pieces of the text
     position: int  # the piece whose next piece is predicted
     top_ids: tuple[int, ...]  # K
@@ -122,7 +123,7 @@ def predict(model: LoadedModel, text: str, position: int | None = None, k: int =
 
 
 @dataclass(frozen=True)
-class LogitLens:
+class LogitLens(Drawable):
     tokens: tuple[str, ...]  # T
     top_ids: np.ndarray  # (L,T) each layer's most likely next piece at each position
     top_probs: np.ndarray  # (L,T)
@@ -211,7 +212,7 @@ def layer_effect(model: LoadedModel, text: str, layer: int, position: int | None
 
 
 @dataclass(frozen=True)
-class Attribution:
+class Attribution(Drawable):
     position: int
     answer: str
     wrong: str | None

@@ -22,7 +22,7 @@ from mha_core.analysis import projection
 from mha_core.analysis.corpus_pass import CorpusPass
 from mha_core.analysis.projection import PCA, PROJECTIONS, SEED, nonlinear, pca
 from mha_core.analysis.roles import head_label, top_indices
-from mha_core.engine.attention import causal_bias
+from mha_core.engine.attention import causal_bias, kv_head
 from mha_core.engine.children import ChildPool
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
@@ -87,7 +87,7 @@ class QKView:
 
 
 def kv_head_of(corpus: CorpusPass, head: int) -> int:
-    return head // (corpus.n_heads // corpus.n_kv_heads)
+    return kv_head(head, corpus.n_heads, corpus.n_kv_heads)
 
 
 def check_head(corpus: CorpusPass, layer: int, head: int) -> None:

@@ -14,9 +14,9 @@ from typing import Protocol
 
 import numpy as np
 
+from mha_core.engine.drawable import Drawable
 from mha_core.i18n import N_
 
-METRICS = ("cls", "sep", "punct", "prev", "self", "next", "local", "entropy", "confidence")
 METRIC_TITLES = {  # marked for the catalogue: pages show them translated (metric_title)
     "cls": N_("to [CLS]"), "sep": N_("to [SEP]"), "punct": N_("to punctuation"),
     "prev": N_("to previous token"), "self": N_("to itself"), "next": N_("to next token"),
@@ -121,7 +121,7 @@ class RoleAccumulator:
 
 
 @dataclass(frozen=True)
-class HeadRoles:
+class HeadRoles(Drawable):
     metrics: dict[str, np.ndarray]  # metric -> (L,H) mean over query rows
     baselines: dict[str, float]  # metric -> the same mean under uniform attention
     rows: int  # query rows averaged over

@@ -16,8 +16,10 @@ from torch import Tensor
 from mha_core.analysis.corpora import ParsedSentence
 from mha_core.analysis.roles import HeadRoles, RoleAccumulator
 from mha_core.engine.batching import Progress, map_batches
+from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import merge_pieces, word_groups
 from mha_core.i18n import N_
@@ -67,7 +69,7 @@ class RelationScore:
 
 
 @dataclass(frozen=True)
-class SyntaxResult:
+class SyntaxResult(Drawable):
     sentences: int  # scored
     skipped: int  # longer than the model's maximum length
     relations: dict[str, RelationScore]  # by relation, plus "all"; sorted by count
@@ -81,6 +83,24 @@ class SyntaxResult:
                 _, layer, head, _ = score.best()
                 labels.setdefault((layer, head), f"syntactic ({rel})")
         return labels
+
+    def relation_rows(self) -> list[dict[str, object]]:
+        """One row per relation (its count, best head and direction, accuracy, the best fixed offset, Voita's verdict,
+        Clark et al.'s BERT-base figure): the rows the CLI writes and the Roles page's table shows."""
+        rows = []
+        for rel, score in self.relations.items():
+            direction, layer, head, accuracy = score.best()
+            rows.append({"relation": rel, "count": score.count, "best_layer": layer, "best_head": head,
+                         "best_direction": DIRECTIONS[direction], "best_accuracy": accuracy,
+                         "baseline_offset": score.baseline_offset, "baseline_accuracy": score.baseline_accuracy,
+                         "syntactic": score.syntactic, "accuracy": score.accuracy,  # (2,L,H)
+                         "clark_bert_base": score.clark_reference})
+        return rows
+
+    def as_json(self) -> dict:
+        relations = {row.pop("relation"): {**row, "accuracy": json_floats(row["accuracy"])}
+                     for row in self.relation_rows()}
+        return {"sentences": self.sentences, "skipped": self.skipped, "relations": relations}
 
 
 def predict_heads(words_map: Tensor) -> Tensor:

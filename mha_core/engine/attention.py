@@ -97,6 +97,18 @@ def merge_heads(x: Tensor) -> Tensor:
     return x.transpose(1, 2).reshape(b, t, h * dh)
 
 
+def kv_head(head: int, n_heads: int, n_kv_heads: int) -> int:
+    """The key/value head that query head `head` reads (grouped-query attention; itself when n_kv_heads == n_heads):
+    the one rule repeat_kv applies to tensors and every page and analysis names."""
+    return head // (n_heads // n_kv_heads)
+
+
+def heads_sharing(kv: int, n_heads: int, n_kv_heads: int) -> range:
+    """The query heads that key/value head `kv` serves."""
+    group = n_heads // n_kv_heads
+    return range(kv * group, (kv + 1) * group)
+
+
 def repeat_kv(x: Tensor, n_heads: int) -> Tensor:
     """(B,G,S,Dh) -> (B,H,S,Dh): key/value head g serves query heads g*H/G ... (g+1)*H/G - 1."""
     groups = x.shape[1]

@@ -19,7 +19,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 if TYPE_CHECKING:
     from mha_core.engine.model import LoadedModel

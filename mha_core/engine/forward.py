@@ -34,7 +34,7 @@ from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError, TextsLike, TokenBatch, tokenize
 from mha_core.engine.weights import EmbeddingWeights, LayerWeights
-from mha_core.i18n import N_, Worded
+from mha_core.messages import N_, Worded
 
 # Below this many tokens the explicit path is as fast and gives the maps for free.
 AUTO_FUSED_MIN_TOKENS = 256

@@ -18,7 +18,7 @@ from mha_core.engine import bundled
 from mha_core.engine.arch import DECODERS, ENCODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
 from mha_core.engine.folder import ModelLoadError, check_sizes, read_config, weight_headers
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -115,8 +115,11 @@ def shown(path: str | Path) -> str:
 
 
 def resolve_model_dir(model_dir: str | Path | None) -> Path:
-    """Explicit argument, else $MHA_MODEL_DIR, else the bundled model."""
+    """Explicit argument (a folder, or a bundled model's name such as "SmolLM2-135M-Instruct"), else $MHA_MODEL_DIR,
+    else the bundled encoder."""
     chosen = model_dir or os.environ.get(MODEL_DIR_ENV) or bundled_model_dir()
+    if isinstance(chosen, str) and chosen in bundled_dirs() and not Path(chosen).exists():
+        return bundled_dirs()[chosen]
     try:
         return Path(chosen).expanduser()
     except RuntimeError:

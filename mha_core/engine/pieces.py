@@ -12,8 +12,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mha_core.i18n import tr
-
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -21,7 +19,6 @@ VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 SUBSCRIPT = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 BYTE_FALLBACK = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte pieces (Llama, Gemma)
-SHOWN_UNKNOWN = 8  # characters listed by unknown_note
 
 
 def byte_level_alphabet() -> dict[str, int]:
@@ -117,18 +114,9 @@ def unknown_flags(tokenizer: PreTrainedTokenizerBase, tokens: Sequence[str]) -> 
     return tuple(unk is not None and token == unk for token in tokens)
 
 
-def unknown_note(text: str, unknown: Sequence[bool], offsets: Sequence[tuple[int, int]], unk: str = "[UNK]"
-                 ) -> str | None:
-    """One line naming what the model reads as unknown (None when it reads everything)."""
-    spans = [text[start:end] for flag, (start, end) in zip(unknown, offsets, strict=False) if flag and end > start]
-    if not spans:
-        return None
-    chars = sum(len(span) for span in spans)
-    readable = sum(1 for c in text if not c.isspace())
-    shown = ", ".join(spans[:SHOWN_UNKNOWN]) + (", …" if len(spans) > SHOWN_UNKNOWN else "")
-    return tr("The model cannot read {chars} of the text's {readable} characters ({shown}): it sees one {unk} piece "
-              "in their place, whatever they say. The charts label those pieces {unk}.", chars=chars,
-              readable=readable, shown=shown, unk=unk)
+def unknown_spans(text: str, unknown: Sequence[bool], offsets: Sequence[tuple[int, int]]) -> list[str]:
+    """The parts of `text` the model reads as its unknown piece (analysis.display.unknown_note words them)."""
+    return [text[start:end] for flag, (start, end) in zip(unknown, offsets, strict=False) if flag and end > start]
 
 
 def is_wide(char: str) -> bool:
@@ -136,15 +124,9 @@ def is_wide(char: str) -> bool:
     return unicodedata.east_asian_width(char) in ("W", "F")
 
 
-def fragments_note(text: str, offsets: Sequence[tuple[int, int]], suggested: str) -> str | None:
-    """One line when a byte-level tokenizer cuts Chinese (or other wide) characters into fragments: several pieces
-    covering the same character (SmolLM2 reads 动 as 动¹/₂ 动²/₂). None when every wide character is whole."""
+def fragmented_chars(text: str, offsets: Sequence[tuple[int, int]]) -> set[str]:
+    """The wide characters a byte-level tokenizer cuts into several pieces covering the same character (SmolLM2 reads
+    动 as 动¹/₂ 动²/₂); empty when every wide character is whole (analysis.display.fragments_note words them)."""
     pieces_of = Counter((start, end) for start, end in offsets if end > start)
-    cut = {text[start:end] for (start, end), count in pieces_of.items()
-           if count > 1 and any(is_wide(c) for c in text[start:end])}
-    if not cut:
-        return None
-    return tr("The model reads {cut} of the text's {wide} different Chinese characters as byte fragments (动¹/₂ "
-              "动²/₂), not as words: its attention to them is split over pieces of one character. For Chinese, "
-              "choose a model that reads it, such as {suggested}.", cut=len(cut),
-              wide=len({c for c in text if is_wide(c)}), suggested=suggested)
+    return {text[start:end] for (start, end), count in pieces_of.items()
+            if count > 1 and any(is_wide(c) for c in text[start:end])}

@@ -15,12 +15,13 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.attention import FUSED, rebuild_probs, repeat_kv, scores_bias
-from mha_core.engine.pieces import fragments_note, unknown_note
+from mha_core.engine.drawable import Drawable
+from mha_core.engine.pieces import fragmented_chars, unknown_spans
 from mha_core.engine.tokens import TokenBatch, word_pieces
 
 
 @dataclass(frozen=True)
-class AttentionResult:
+class AttentionResult(Drawable):
     batch: TokenBatch  # tokens, word ids, offsets, mask, pre-truncation counts
     layer_q: tuple[Tensor, ...]  # L x (B,H,T,Dh)
     layer_k: tuple[Tensor, ...]  # L x (B,G,T,Dh)  one per key/value head (G = H unless grouped-query)
@@ -60,15 +61,19 @@ class AttentionResult:
     def word_ids(self) -> tuple[tuple[int | None, ...], ...]:
         return self.batch.word_ids
 
-    def unknown_note(self, b: int = 0) -> str | None:
-        """One line naming the characters of text b the model reads as unknown ([UNK]); None if there are none."""
+    def unknown_piece(self, b: int = 0) -> str:
+        """The piece text b's unknown characters became (the tokenizer's own, such as [UNK])."""
         unknown = self.batch.unknown[b] if self.batch.unknown else ()
-        unk = next((t for t, u in zip(self.tokens[b], unknown, strict=False) if u), "[UNK]")
-        return unknown_note(self.batch.texts[b], unknown, self.batch.offsets[b], unk)
+        return next((t for t, u in zip(self.tokens[b], unknown, strict=False) if u), "[UNK]")
 
-    def fragments_note(self, b: int, suggested: str) -> str | None:
-        """One line when the model reads text b's Chinese characters as byte fragments (pieces.fragments_note)."""
-        return fragments_note(self.batch.texts[b], self.batch.offsets[b][:self.lengths[b]], suggested)
+    def unknown_spans(self, b: int = 0) -> list[str]:
+        """The parts of text b the model reads as its unknown piece."""
+        return unknown_spans(self.batch.texts[b], self.batch.unknown[b] if self.batch.unknown else (),
+                             self.batch.offsets[b])
+
+    def fragmented_chars(self, b: int = 0) -> set[str]:
+        """Text b's wide characters that the model reads as byte fragments (pieces.fragmented_chars)."""
+        return fragmented_chars(self.batch.texts[b], self.batch.offsets[b][:self.lengths[b]])
 
     def word_pieces(self, b: int, word: str) -> tuple[int, ...]:
         """The pieces of text b that spell `word` (tokens.word_pieces: one rule for every page and lesson)."""

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.pieces import is_wide, readable_pieces, unknown_flags
-from mha_core.i18n import N_, Explained
+from mha_core.messages import N_, Explained
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

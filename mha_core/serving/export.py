@@ -62,19 +62,20 @@ def token_pair_csv(view: AttentionView, query: int, key: int) -> str:
 
 
 def token_pair_json(view: AttentionView, query: int, key: int, meta: dict) -> str:
-    """{"query_index", "query", "key_index", "key", "weights": [L][H], "tokens", ...meta}."""
-    return json.dumps({"query_index": query, "query": view.labels[query], "key_index": key, "key": view.labels[key],
-                       "weights": json_floats(view.maps[:, :, query, key]), "tokens": list(view.labels),
-                       "hidden_special": view.hidden_special, "merged_words": view.merged_words, **meta},
-                      ensure_ascii=False)
+    """{"query_index", "query", "key_index", "key", "weights": [L][H], "tokens", ...meta}, JSON_DIGITS digits."""
+    return json_text({"query_index": query, "query": view.labels[query], "key_index": key, "key": view.labels[key],
+                      "weights": view.maps[:, :, query, key], "tokens": list(view.labels),
+                      "hidden_special": view.hidden_special, "merged_words": view.merged_words, **meta})
 
 
-def attention_json(view: AttentionView, layers: Sequence[int], heads: Sequence[int], meta: dict) -> str:
-    """{"tokens", "hidden_special", "merged_words", "maps": [{"layer", "head", "weights": [N][N]}], **meta}."""
-    maps = [{"layer": layer, "head": head, "weights": json_floats(view.maps[layer, head])}
-            for layer in layers for head in heads]
-    return json.dumps({"tokens": list(view.labels), "hidden_special": view.hidden_special,
-                       "merged_words": view.merged_words, "maps": maps, **meta}, ensure_ascii=False)
+def attention_json(view: AttentionView, heads: Sequence[tuple[int, int]] | None, meta: dict) -> str:
+    """What `python -m mha_core attention` writes, for the page's view (its tokens are the view's units): every head
+    as "attention": [L][H][N][N] when `heads` is None, else "heads": [[layer, head], …] and "attention": one (N,N)
+    map per head, as --heads writes them; the same digits (JSON_DIGITS)."""
+    chosen = {} if heads is None else {"heads": [list(h) for h in heads]}
+    maps = view.maps if heads is None else (view.maps[layer, head] for layer, head in heads)
+    return json_text({"tokens": list(view.labels), **chosen, "attention": maps, "hidden_special": view.hidden_special,
+                      "merged_words": view.merged_words, **meta})
 
 
 JSON_DIGITS = 7  # digits of every weight the CLI writes (float32 holds about seven)

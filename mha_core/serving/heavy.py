@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mha_core.i18n import tr
+from mha_core.i18n import tr, worded
 from mha_core.serving.store import SharedStore
 
 if TYPE_CHECKING:
@@ -140,8 +140,8 @@ class JobState:
         return self.done / self.total if self.total else 0.0
 
     def describe(self, label: str) -> str:
-        """The progress bar's text, in the page's language (`label` is translated here too)."""
-        label = tr(label)
+        """The progress bar's text, in the page's language (`label`, marked or Worded, is worded here too)."""
+        label = worded(label)
         if self.place is not None:
             return tr("{label}: waiting, number {place} in the queue (this server runs {slots} heavy analyses at "
                       "once)", label=label, place=self.place, slots=self.slots)
@@ -153,20 +153,34 @@ class JobState:
 
 
 class Job:
+    """One heavy computation and the visitors waiting for it (each page run that asked joins, and leaves when its
+    wait ends); the computation checks, between steps, whether anyone still waits."""
+
     def __init__(self, slots: int, grace_s: float) -> None:
         self.state = JobState(slots=slots)
         self.finished = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
-        self.waiters, self.left_at, self.cancelled = 0, time.monotonic(), False
-        self._grace_s = grace_s
+        self.cancelled = False
+        self._waiters, self._left_at, self._grace_s = 0, time.monotonic(), grace_s
+        self._lock = threading.Lock()  # waiters and left_at change in the visitors' threads, are read in the job's
+
+    def join(self) -> None:
+        with self._lock:
+            self._waiters += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._waiters -= 1
+            self._left_at = time.monotonic()
 
     def check(self) -> None:
         """Raise Cancelled once nobody has waited for this job for the grace period."""
-        if self.waiters == 0 and time.monotonic() - self.left_at > self._grace_s:
-            self.cancelled = True
-        if self.cancelled:
-            raise Cancelled
+        with self._lock:
+            if self._waiters == 0 and time.monotonic() - self._left_at > self._grace_s:
+                self.cancelled = True
+            if self.cancelled:
+                raise Cancelled
 
     def queued(self, place: int) -> None:
         self.check()
@@ -195,34 +209,35 @@ class HeavyWork:
                show: Callable[[JobState], None]) -> Any:
         """The stored value for key, or wait (show(state) every poll_s; it may raise, which leaves) for the job
         that computes it. The job's own error is raised here."""
-        found, value = store.lookup(key)
+        found, value, job = self._join(store, key, compute)
         if found:
             return value
-        job = self._join(store, key, compute)
-        if job is None:
-            return store.lookup(key)[1]
         try:
             while not job.finished.wait(self.poll_s):
                 show(job.state)
         finally:
-            with self._lock:
-                job.waiters -= 1
-                job.left_at = time.monotonic()
+            job.leave()
         if job.error is not None:
             raise job.error
         return job.result
 
-    def _join(self, store: SharedStore, key: Hashable, compute: Callable[[Progress], Any]) -> Job | None:
+    def _join(self, store: SharedStore, key: Hashable,
+              compute: Callable[[Progress], Any]) -> tuple[bool, Any, Job | None]:
+        """(True, the stored value, None), or (False, None, the job to wait for): the value is read under the same
+        lock that decides, so an eviction in between cannot hand a waiter nothing."""
         with self._lock:
-            if key in store:
-                return None
+            found, value = store.lookup(key)
+            if found:
+                return True, value, None
             job = self._jobs.get(key)
-            if job is None or job.cancelled:
+            started = job is not None and not job.cancelled
+            if not started:
                 job = self._jobs[key] = Job(self.queue.slots, self.grace_s)
+            job.join()  # before the job's first check
+            if not started:
                 threading.Thread(target=self._work, args=(job, store, key, compute), daemon=True,
                                  name=f"heavy {key!r}"[:60]).start()
-            job.waiters += 1
-            return job
+            return False, None, job
 
     def _work(self, job: Job, store: SharedStore, key: Hashable, compute: Callable[[Progress], Any]) -> None:
         lower_priority()

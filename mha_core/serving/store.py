@@ -52,8 +52,9 @@ class SharedStore:
         self.max_entries, self.max_bytes, self._weigh = max_entries, max_bytes, weigh
         self._lock = threading.Lock()
         self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, bytes)
-        self._computing: dict[Hashable, threading.Lock] = {}
+        self._computing: dict[Hashable, tuple[threading.Lock, int]] = {}  # key -> (its lock, callers)
         self.computed = 0  # how many computations ran (for tests and the benchmark)
+        self.too_large = 0  # values not kept: each alone over max_bytes
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
@@ -77,32 +78,41 @@ class SharedStore:
 
     def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The stored value, or compute() once (other callers of the same key wait for it). A compute that
-        raises stores nothing; the next caller tries again."""
+        raises stores nothing; the next caller tries again, one at a time (the key's lock lives while anyone holds
+        or waits for it)."""
         found, value = self.lookup(key)
         if found:
             return value
         with self._lock:
-            key_lock = self._computing.setdefault(key, threading.Lock())
-        with key_lock:
-            found, value = self.lookup(key)
-            if found:
-                return value
-            try:
-                value = compute()
-                self.put(key, value)
-            finally:
-                with self._lock:
-                    self._computing.pop(key, None)
+            key_lock, users = self._computing.get(key, (threading.Lock(), 0))
+            self._computing[key] = (key_lock, users + 1)
+        try:
+            with key_lock:
+                found, value = self.lookup(key)
+                if not found:
+                    value = compute()
+                    self.put(key, value)
+        finally:
+            with self._lock:
+                key_lock, users = self._computing[key]
+                if users == 1:
+                    del self._computing[key]
+                else:
+                    self._computing[key] = (key_lock, users - 1)
         return value
 
     def put(self, key: Hashable, value: Any) -> None:
+        """Keep value under key, dropping the least recently used entries beyond the limits. A value larger than the
+        whole byte budget is not kept (it would push out every other visitor's entries); its caller still has it."""
         size = self._weigh(value) if self.max_bytes is not None else 0
         with self._lock:
             self.computed += 1
+            if self.max_bytes is not None and size > self.max_bytes:
+                self.too_large += 1
+                return
             self._values[key] = (value, size)
             total = sum(s for _, s in self._values.values())
-            while len(self._values) > 1 and (
-                    len(self._values) > self.max_entries or (self.max_bytes is not None and total > self.max_bytes)):
+            while len(self._values) > self.max_entries or (self.max_bytes is not None and total > self.max_bytes):
                 _, (_, dropped) = self._values.popitem(last=False)
                 total -= dropped
 

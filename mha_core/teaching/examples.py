@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha_core.analysis.inspector import Word, candidates_before, default_pronoun, probe_for, sentence_words
+from mha_core.analysis.coref_sentence import Word, candidates_before, default_pronoun, probe_for, sentence_words
 from mha_core.analysis.predict import first_piece, first_piece_id
 from mha_core.engine.model import LoadedModel
 

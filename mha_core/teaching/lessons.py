@@ -153,7 +153,7 @@ def reveal_scaling(model: LoadedModel, lesson: Lesson) -> Reveal:
 
 
 def reveal_pair_shift(model: LoadedModel, lesson: Lesson) -> Reveal:
-    from mha_core.analysis.inspector import antecedent_scores, sentence_words
+    from mha_core.analysis.coref_sentence import antecedent_scores, sentence_words
 
     c = lesson.check
     margins = []

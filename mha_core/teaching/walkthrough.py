@@ -19,7 +19,15 @@ import torch.nn.functional as F
 
 from mha_core.analysis.roles import top_indices
 from mha_core.engine import attention
-from mha_core.engine.attention import EXPLICIT, attention_bias, merge_heads, multi_head_attention, split_heads
+from mha_core.engine.attention import (
+    EXPLICIT,
+    attention_bias,
+    heads_sharing,
+    kv_head,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
 from mha_core.engine.forward import position_ids, run, scores_bias
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -74,6 +82,16 @@ class Walkthrough:
     def group(self) -> int:
         """Query heads served by each key/value head (1 for MHA)."""
         return self.q.shape[0] // self.k.shape[0]
+
+    @property
+    def kv_head(self) -> int:
+        """The key/value head the chosen head reads."""
+        return kv_head(self.head, self.q.shape[0], self.k.shape[0])
+
+    @property
+    def sharing(self) -> range:
+        """The query heads that share the chosen head's keys and values (itself included)."""
+        return heads_sharing(self.kv_head, self.q.shape[0], self.k.shape[0])
 
 
 @torch.inference_mode()

@@ -1,4 +1,5 @@
-"""Coreference heads on GAP: does a head's attention from the pronoun prefer the right name?
+"""Coreference heads on a GAP corpus (the Roles page; coref_sentence reads one sentence): does a head's attention from
+the pronoun prefer the right name?
 
 Shapes: L layers, H heads, T word pieces. A span's pieces are the tokens whose character offsets
 overlap it; score(C) = mean over the pronoun's pieces p of the sum over C's pieces q of A[p, q].
@@ -7,16 +8,18 @@ overlap it; score(C) = mean over the pronoun's pieces p of the sum over C's piec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from torch import Tensor
 
-from mha_core.analysis.corpora import GapExample
+from mha_core.analysis.corpora import GapExample, GapRows
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.batching import Progress, map_batches, piece_lengths
+from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
 
@@ -26,7 +29,7 @@ CLARK_COREF = (65.0, 27.0)  # Clark et al. 2019, BERT-base on CoNLL-2012: best h
 
 
 @dataclass(frozen=True)
-class CorefResult:
+class CorefResult(Drawable):
     examples: int  # scored
     skipped: int  # a span fell outside the model's maximum length (or had no pieces)
     correct: np.ndarray  # (L,H) int
@@ -45,6 +48,18 @@ class CorefResult:
 
     def best(self) -> tuple[int, int, float]:
         return self.ranking()[0]
+
+    def counting(self, rows: GapRows) -> CorefResult:
+        """This result with the rows the file's reader left out counted among the skipped (the one count the CLI
+        writes and the pages show)."""
+        return replace(self, skipped=self.skipped + rows.skipped)
+
+    def as_json(self) -> dict:
+        layer, head, accuracy = self.best()
+        return {"examples": self.examples, "skipped": self.skipped, "best_layer": layer, "best_head": head,
+                "best_accuracy": accuracy, "baseline_always_a": self.always_a, "baseline_always_b": self.always_b,
+                "baseline_nearest": self.nearest, "accuracy": json_floats(self.accuracy),
+                "clark_bert_base": {"best_accuracy": CLARK_COREF[0], "baseline_nearest": CLARK_COREF[1]}}
 
     def head_labels(self) -> dict[tuple[int, int], str]:
         """(layer, head) -> "coreference" for the top COREF_TOP heads that beat the nearest-candidate baseline by
@@ -71,6 +86,8 @@ def nearest_is_a(ex: GapExample) -> bool:
 
 def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: Progress | None = None
                   ) -> CorefResult:
+    """Clark et al.'s coreference heads on GAP examples: for each head, how often the pronoun's attention goes more to
+    its true antecedent than to the other candidate, with the always-A, always-B and nearest-candidate baselines."""
     correct = np.zeros((model.n_layers, model.n_heads), dtype=np.int64)
     scored = a_right = near_right = 0
     lengths = piece_lengths(model, [ex.text for ex in examples])

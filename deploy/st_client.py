@@ -4,7 +4,7 @@ The client does what the browser does: it opens `/_stcore/stream` (subprotocols 
 sends `BackMsg.rerun_script` with a `ClientState` (query string, page, later the page's script hash and
 the widget states) and reads `ForwardMsg`s until `script_finished`. Widgets are found by their labels
 in the elements the server sent, so a text change is sent exactly as a browser sends it.
-Used by benchmarks/bench_classroom.py and the proxy test; nothing here imports the app.
+Used by deploy/warm.py, benchmarks/bench_classroom.py and the serving tests; nothing here imports the app.
 """
 
 from __future__ import annotations

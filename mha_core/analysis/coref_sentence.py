@@ -1,6 +1,6 @@
-"""The coreference inspector: which heads link a pronoun to which earlier noun, and how a minimal
-pair of sentences changes that. Word level as in GAP scoring: mean over the pronoun's pieces of
-the sum over the candidate's pieces.
+"""Coreference in one sentence (the Coreference page; coref_gap scores a GAP corpus): which heads link a pronoun to
+which earlier noun, and how a minimal pair of sentences changes that. Word level as in GAP scoring: mean over the
+pronoun's pieces of the sum over the candidate's pieces.
 
 Shapes: L layers, H heads, C candidates.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core.analysis.coref import candidate_scores, span_pieces
+from mha_core.analysis.coref_gap import candidate_scores, span_pieces
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import without_spaces

@@ -1,0 +1,87 @@
+"""Each result's figure and table in a notebook (engine.drawable.Drawable calls these): the figures the app's pages
+draw, from the same builders, as plotly Figures that Jupyter shows inline; tables as HTML where a result has one.
+The titles are in the running language (English unless mha_core.i18n.use("zh") was called)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from mha_core.analysis.ablation import AblationGrid
+from mha_core.analysis.coref_gap import CorefResult
+from mha_core.analysis.patching import HEAD, HEADS, PatchGrid
+from mha_core.analysis.predict import Attribution, LogitLens, Prediction
+from mha_core.analysis.roles import HeadRoles, head_label, role_labels
+from mha_core.analysis.syntax import SyntaxResult
+from mha_core.engine.result import AttentionResult
+from mha_core.figures import charts
+from mha_core.figures.predict import lens_figure
+from mha_core.figures.roles import role_grid_figure
+from mha_core.i18n import N_, tr
+
+
+def attention_figure(result: AttentionResult, layer: int | None = None, head: int | None = None,
+                     text: int = 0) -> dict:
+    """One head's map (layer and head given) or every head at a glance (the Heads page's overview)."""
+    n = result.lengths[text]
+    labels = result.labels[text]
+    if layer is None or head is None:
+        maps = np.stack([result.text_layer_maps(text, lay).numpy() for lay in range(result.n_layers)])
+        return charts.overview_figure(maps[:, :, :n, :n], title=N_("Every head at a glance"))
+    z = result.text_layer_maps(text, layer)[head, :n, :n].numpy()
+    return charts.head_figure(z, labels, tr("Layer {layer}, head {head}", layer=layer, head=head))
+
+
+def patch_figure(grid: PatchGrid) -> dict:
+    shown = tr(grid.shown_label)
+    values = grid.shown[None] if grid.what == HEAD else grid.shown
+    return charts.layer_head_grid(values, shown[:1].upper() + shown[1:], shown.split()[0], zmid=0, colorscale="RdBu",
+                                  columns=None if grid.what == HEADS else list(grid.tokens),
+                                  rows=[head_label(*grid.head)] if grid.what == HEAD else None)
+
+
+FIGURES: dict[type, Callable[..., dict]] = {
+    AttentionResult: attention_figure,
+    Prediction: lambda p: charts.token_bar_figure(list(p.top_pieces), np.array(p.top_probs), p.title),
+    LogitLens: lens_figure,
+    Attribution: lambda a: charts.layer_head_grid(a.heads, N_("Each head's direct share"), "logit", zmid=0,
+                                                  colorscale="RdBu"),
+    PatchGrid: patch_figure,
+    AblationGrid: lambda g: charts.layer_head_grid(g.effects, N_("Change when the head is ablated"), g.measure,
+                                                   zmid=0, colorscale="RdBu"),
+    HeadRoles: lambda r, causal=False: role_grid_figure(role_labels(r, causal), r, causal),
+    CorefResult: lambda c: charts.layer_head_grid(c.accuracy, N_("Accuracy on GAP: the head's favourite candidate"),
+                                                  N_("accuracy"), zrange=(0.0, 1.0)),
+    SyntaxResult: lambda s, relation="all": charts.layer_head_grid(
+        s.relations[relation].accuracy.max(axis=0), tr("Accuracy on {relation} (the better direction)",
+                                                       relation=relation), N_("accuracy"), zrange=(0.0, 1.0)),
+}
+
+
+def figure_of(result: Any, **options: Any) -> go.Figure:
+    """The app's figure of `result` (a result of mha_core: AttentionResult, Prediction, LogitLens, ...)."""
+    build = next((build for kind, build in FIGURES.items() if isinstance(result, kind)), None)
+    if build is None:
+        raise TypeError(f"{type(result).__name__} has no figure; these have: "
+                        + ", ".join(kind.__name__ for kind in FIGURES))
+    return go.Figure(build(result, **options))
+
+
+TABLES: dict[type, Callable[[Any], pd.DataFrame]] = {
+    Prediction: lambda p: pd.DataFrame({"piece": p.top_pieces, "probability": p.top_probs}),
+    SyntaxResult: lambda s: pd.DataFrame(s.relation_rows()).drop(columns=["accuracy"]),
+    CorefResult: lambda c: pd.DataFrame([{"head": head_label(lay, h), "accuracy": acc}
+                                         for lay, h, acc in c.ranking()[:10]]),
+    AblationGrid: lambda g: pd.DataFrame([{"head": head_label(*lh), "effect": float(g.effects[lh])}
+                                          for lh in g.strongest()]),
+}
+
+
+def table_html(result: Any) -> str | None:
+    """A notebook's HTML for a result with a table (None: Jupyter shows its repr)."""
+    build = next((build for kind, build in TABLES.items() if isinstance(result, kind)), None)
+    return None if build is None else build(result).to_html(index=False)

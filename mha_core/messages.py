@@ -1,0 +1,53 @@
+"""Messages as data: what mha_core says to a person, kept as an English template marked for the catalogue and the values
+that fill it, so that the layer that shows it (a page, in its language; the CLI, in English) words it. The engine
+uses these and nothing of mha_core.i18n, which translates.
+"""
+
+from __future__ import annotations
+
+
+def N_(message: str) -> str:  # noqa: N802 - gettext's conventional name for "mark, translate later"
+    """Marks `message` for the catalogue without translating it (module constants, error templates)."""
+    return message
+
+
+class Worded(str):
+    """A sentence kept in results (a path's reason): the English text itself (JSON, the CLI, comparisons), plus its
+    template and values, so a page can word it in its own language (worded())."""
+
+    template: str
+    values: dict
+
+    def __new__(cls, template: str, /, **values: object) -> Worded:
+        text = super().__new__(cls, template.format(**values) if values else template)
+        text.template, text.values = template, values
+        return text
+
+    def worded(self) -> str:
+        """In this context's language; a value that is itself Worded (a budget error's "what") is worded too."""
+        from mha_core.i18n import tr  # the translation is the interface's; a message only carries its parts
+
+        values = {name: value.worded() if isinstance(value, Worded) else value
+                  for name, value in getattr(self, "values", {}).items()}
+        return tr(getattr(self, "template", str(self)), **values)
+
+
+class Explained(ValueError):
+    """An error a person reads: a code, and its sentence as a Worded (an English template, marked for the catalogue,
+    and the values that fill it). str() is the English sentence (the CLI, logs); worded() is the sentence in the
+    running context's language (a page), so the page words an error without parsing it."""
+
+    def __init__(self, code: str, template: str, /, **values: object) -> None:
+        self.code, self.said = code, Worded(template, **values)
+        super().__init__(str(self.said))
+
+    @property
+    def template(self) -> str:
+        return self.said.template
+
+    @property
+    def values(self) -> dict:
+        return self.said.values
+
+    def worded(self) -> str:
+        return self.said.worded()

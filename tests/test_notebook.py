@@ -1,0 +1,49 @@
+"""Issue 34: the public API as a notebook user meets it. examples/tour.ipynb runs top to bottom in a fresh kernel
+(nbclient; a cell that raises fails the test), and its results draw themselves as the app's plotly figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_the_tour_notebook_runs_and_every_result_draws_itself():
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(ROOT / "examples" / "tour.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
+    assert not [output for output in outputs if output.output_type == "error"]
+    figures = [output for output in outputs if "application/vnd.plotly.v1+json" in output.get("data", {})]
+    tables = [output for output in outputs if "text/html" in output.get("data", {})]
+    assert len(figures) == 4 and tables  # a head, the lens, the attribution, the grid; the prediction's table
+
+
+def test_every_public_name_is_there_and_documented():
+    import mha_core
+
+    for name in mha_core.__all__:
+        value = getattr(mha_core, name)
+        assert isinstance(value, str | tuple) or (value.__doc__ or "").strip(), name
+
+
+def test_a_result_draws_the_pages_figure_and_says_which_results_do(tiny):
+    import plotly.graph_objects as go
+
+    import mha_core
+    from mha_core.figures import charts
+
+    result = mha_core.run(tiny, "The cat sat on the mat.", path="explicit")
+    drawn = result.figure(layer=1, head=2)
+    expected = charts.head_figure(result.text_layer_maps(0, 1)[2].numpy(), result.labels[0], "Layer 1, head 2")
+    assert isinstance(drawn, go.Figure) and drawn.to_json() == go.Figure(expected).to_json()
+    assert result.figure().layout.title.text  # every head at a glance
+    from mha_core.figures.notebook import figure_of
+
+    with pytest.raises(TypeError, match="has no figure; these have: AttentionResult"):
+        figure_of(object())
