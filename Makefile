@@ -53,9 +53,10 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-# -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch thread.
+# -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch thread, and puts the long tests
+# first so that, with work stealing, no process waits at the end on one long test.
 test: install chromium haproxy lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The fast tier while you work (under a minute on 2 cores): no browser, no proxy, no CLI processes.
 check: install lint

@@ -384,7 +384,7 @@ def cmd_coref(args: argparse.Namespace) -> None:
 
 def cmd_head_distances(args: argparse.Namespace) -> None:
     from mha_core.analysis.corpora import read_conllu, read_text_lines
-    from mha_core.analysis.corpus_pass import corpus_pass
+    from mha_core.analysis.corpus_pass import corpus_pass, selection_note
 
     if args.conllu is not None:  # each sentence as typed: its `# text` line
         texts = [sentence.text for sentence in read_corpus(read_conllu, args.conllu, args.limit)]
@@ -395,8 +395,8 @@ def cmd_head_distances(args: argparse.Namespace) -> None:
     result = corpus_pass(model, texts, update, keep_vectors=False, with_roles=False)
     bar.close()
     selection = result.selection
-    if selection.note():
-        print(selection.note("line" if args.text_file else "sentence"), file=sys.stderr)
+    if selection.left_out:
+        print(selection_note(selection, "line" if args.text_file else "sentence"), file=sys.stderr)
     write_json({"sentences": len(result.texts), "heads": [list(h) for h in result.heads],
                 "left_out": {"unreadable": list(selection.unreadable), "too_long": list(selection.too_long),
                              "beyond_cap": selection.beyond_cap},

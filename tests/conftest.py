@@ -64,10 +64,13 @@ def cli(*args: str) -> CliRun:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests on the bundled decoders (30-layer SmolLM2, Gemma 3) belong to make test, not to the fast tier (make
-    check)."""
+    check); slow, browser and serving tests run first."""
     for item in items:
         if {"decoder", "gemma"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    # The long tests first (the same order in every process, as pytest-xdist requires): the test processes take the
+    # short ones from each other at the end instead of waiting on one long test started last.
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("slow", "browser", "serve")))
 
 
 @pytest.fixture(scope="session")

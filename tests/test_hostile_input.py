@@ -227,25 +227,25 @@ def test_an_endless_file_is_refused_at_the_byte_cap():  # finding 8: --text-file
 
 
 def test_unreadable_lines_are_left_out_with_their_line_numbers(tiny):  # finding 8
-    from mha_core.analysis.corpus_pass import corpus_pass
+    from mha_core.analysis.corpus_pass import corpus_pass, selection_note
 
     corpus = corpus_pass(tiny, ["A first sentence.", "", "\x00\x07", "Another one here.", "\x1b"])
     assert corpus.texts == ("A first sentence.", "Another one here.")
     assert corpus.selection.unreadable == (3, 5)
-    assert corpus.selection.note() == "Left out: 2 line(s) with nothing the model can read (3, 5)."
+    assert selection_note(corpus.selection) == "Left out: 2 line(s) with nothing the model can read (3, 5)."
     with pytest.raises(InputError, match="nothing the model can read"):
         corpus_pass(tiny, ["\x07"])
 
 
 def test_a_corpus_is_capped_in_pieces_per_text_and_in_all(tiny):  # finding 4
-    from mha_core.analysis.corpus_pass import corpus_pass
+    from mha_core.analysis.corpus_pass import corpus_pass, selection_note
     from mha_core.engine.batching import select_texts
 
     chosen = select_texts([10, 300, 2, 50, 60, 5], empty_length=2, max_text=256, max_total=70)
     assert (chosen.keep, chosen.too_long, chosen.unreadable, chosen.beyond_cap) == ((0, 3), (2,), (3,), 2)
     corpus = corpus_pass(tiny, ["one two three four five six"] * 10, max_pieces=30)
     assert len(corpus.texts) == 3 and corpus.selection.beyond_cap == 7
-    assert "past the cap of 30 word pieces per corpus" in corpus.selection.note()
+    assert "past the cap of 30 word pieces per corpus" in selection_note(corpus.selection)
 
 
 def test_a_line_too_long_to_read_is_left_out_without_tokenizing_it(tiny, monkeypatch):  # finding 4

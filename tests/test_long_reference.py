@@ -5,6 +5,7 @@ the layer's self_attn), and a long forward in a process of its own stays within 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +46,10 @@ def eager_rows(reference: torch.nn.Module, ids: torch.Tensor, layer: int, rows: 
 
 @pytest.mark.slow
 def test_rows_at_8192_pieces_equal_transformers_eager_weights(decoder):
-    result = run_long(decoder, long_text(9000))
+    """Our side runs the decoder's first LAYER + 1 layers only (the same weights: a layer's maps depend on no later
+    layer), as the reference stops there too."""
+    first_layers = replace(decoder, layers=decoder.layers[: LAYER + 1])
+    result = run_long(first_layers, long_text(9000))
     n = result.lengths[0]
     assert n == 8192 and result.path == "fused"
     reference = decoder.model.__class__.from_pretrained(decoder.model_dir, attn_implementation="eager",

@@ -29,7 +29,7 @@ def test_a_computation_grows_by_at_most_its_budget(case, tmp_path):
     for k in (1, 4):
         args = command(k)
         if "LONG" in args:  # one head's whole map over a long text, written as it is made
-            (tmp_path / "long.txt").write_text(words(500 * k), encoding="utf-8")
+            (tmp_path / "long.txt").write_text(words(300 * k), encoding="utf-8")
             args = [str(tmp_path / "long.txt") if a == "LONG" else a for a in args]
         peaks.append(peak_rss_mb([*args, "--model", model, "--json", str(tmp_path / "out.json")], budget_mb=budget))
     assert peaks[1] - peaks[0] <= budget, (case, peaks)

@@ -156,4 +156,4 @@ def test_visitors_never_see_a_crash_a_lost_choice_or_a_stale_one(small_models, p
 
 @pytest.mark.slow
 def test_visitors_on_every_bundled_model():
-    walk(visitor_machine((ENCODER_NAME, DECODER_NAME, GEMMA_NAME), walk_seed=100), runs=1, steps=30)
+    walk(visitor_machine((ENCODER_NAME, DECODER_NAME, GEMMA_NAME), walk_seed=100), runs=1, steps=20)

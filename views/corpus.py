@@ -9,7 +9,7 @@ import streamlit as st
 
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.corpora import BUNDLED_CORPUS, bundled_corpus, read_conllu, read_text_lines
-from mha_core.analysis.corpus_pass import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass
+from mha_core.analysis.corpus_pass import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, selection_note
 from mha_core.analysis.head_distances import closest_pairs
 from mha_core.analysis.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
 from mha_core.analysis.qk_view import BY_POS, COLOUR_BY, PROJECTIONS, QKView, strongest_keys
@@ -227,8 +227,8 @@ def main() -> None:
         stop()
     if note:
         st.caption(literal(note))
-    if corpus.selection is not None and corpus.selection.note("line" if source == TEXT_FILE else "sentence"):
-        st.caption(literal(corpus.selection.note("line" if source == TEXT_FILE else "sentence")))
+    if corpus.selection is not None and corpus.selection.left_out:
+        st.caption(literal(selection_note(corpus.selection, "line" if source == TEXT_FILE else "sentence")))
     view = widget(st.segmented_control, "g_view", VIEWS[0], tr("View"), options=VIEWS, format_func=tr) or VIEWS[0]
     if view == VIEWS[0]:
         show_head_map(model, corpus, key, trees, source)

@@ -33,7 +33,7 @@ from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.i18n import N_, tr
 
 QK_MAX_MB = 512  # query and key vectors kept for the query-key view (float32, every layer)
 QK_MAX_TOKENS = 20_000  # and at most this many tokens (each is two points in the browser)
@@ -98,7 +98,7 @@ def corpus_pass(model: LoadedModel, texts: Sequence[str], progress: Progress | N
                              max_pieces, blank=[not t.strip() for t in texts])
     if not selection.keep:
         raise InputError("corpus_empty", N_("No sentences to analyse: the corpus is empty. {left_out}"),
-                         left_out=selection.note())
+                         left_out=selection_note(selection))
     lengths = [all_lengths[i] for i in selection.keep]  # each within CORPUS_TEXT_MAX_PIECES (select_texts)
     texts = [texts[i] for i in selection.keep]
     kept = qk_budget(model, lengths) if keep_vectors else 0
@@ -156,3 +156,32 @@ def assemble(model: LoadedModel, texts: Sequence[str], distance: Tensor, rows: i
         layer_q=tuple(torch.cat([v[3][layer] for v in kept]) if kept else empty_q for layer in layers),
         layer_k=tuple(torch.cat([v[4][layer] for v in kept]) if kept else empty_k for layer in layers),
     )
+
+
+UNITS = {"line": (N_("{n:,} line(s) with nothing the model can read ({which})"),
+                  N_("{n:,} line(s) over {max_text:,} word pieces ({which})"),
+                  N_("the last {n:,} line(s), past the cap of {max_total:,} word pieces per corpus")),
+         "sentence": (N_("{n:,} sentence(s) with nothing the model can read ({which})"),
+                      N_("{n:,} sentence(s) over {max_text:,} word pieces ({which})"),
+                      N_("the last {n:,} sentence(s), past the cap of {max_total:,} word pieces per corpus"))}
+
+
+def numbers(items: Sequence[int], shown: int = 10) -> str:
+    """The first `shown` numbers, then how many more."""
+    text = ", ".join(f"{n:,}" for n in items[:shown])
+    return text + (tr(" and {n:,} more", n=len(items) - shown) if len(items) > shown else "")
+
+
+def selection_note(selection: CorpusSelection, unit: str = "line") -> str:
+    """One sentence, in the running language, on what a corpus pass left out ("" when nothing was); `unit`: "line"
+    (a text file) or "sentence"."""
+    unreadable, too_long, beyond = UNITS[unit]
+    parts = []
+    if selection.unreadable:
+        parts.append(tr(unreadable, n=len(selection.unreadable), which=numbers(selection.unreadable)))
+    if selection.too_long:
+        parts.append(tr(too_long, n=len(selection.too_long), max_text=selection.max_text,
+                        which=numbers(selection.too_long)))
+    if selection.beyond_cap:
+        parts.append(tr(beyond, n=selection.beyond_cap, max_total=selection.max_total))
+    return tr("Left out: {parts}.", parts=tr("; ").join(parts)) if parts else ""

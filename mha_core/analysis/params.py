@@ -12,7 +12,7 @@ import torch
 
 from mha_core.analysis.shapes import AttentionShape, count_shape, make_shape
 from mha_core.engine.model import LoadedModel
-from mha_core.i18n import N_
+from mha_core.i18n import N_, tr
 
 # What each family calls its modules (transformers' names) -> the part they hold. GPT-2's c_attn, GPT-NeoX's and
 # BLOOM's query_key_value and Phi-3's qkv_proj hold W_Q, W_K and W_V at once; the other families store them apart.
@@ -36,6 +36,10 @@ MLP_NAMES = {  # the parts are marked for the catalogue: the Parameters page sho
 EMBEDDING_NAMES = {"word_embeddings": WORD, "embed_tokens": WORD, "wte": WORD, "embed_in": WORD,
                    "position_embeddings": POSITION, "wpe": POSITION, "embed_positions": POSITION,
                    "token_type_embeddings": N_("token type embeddings")}
+OWNERS = {  # (W_O: columns rather than rows, shared by a key/value group) -> which head owns the slice
+    (False, False): N_("rows {span} (head h)"), (False, True): N_("rows {span} (key/value head g)"),
+    (True, False): N_("columns {span} (head h)"), (True, True): N_("columns {span} (key/value head g)"),
+}
 LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
 
 
@@ -140,10 +144,10 @@ class HeadSlice:
 
     @property
     def owner(self) -> str:
-        unit = "columns" if self.matrix == "W_O" else "rows"
-        who = "key/value head g" if self.serves > 1 else "head h"
         letter = "g" if self.serves > 1 else "h"
-        return f"{unit} {letter}·{self.first} … {letter}·{self.first}+{self.first - 1} ({who})"
+        span = f"{letter}·{self.first} … {letter}·{self.first}+{self.first - 1}"
+        template = OWNERS[(self.matrix == "W_O", self.serves > 1)]
+        return tr(template, span=span)
 
 
 def biased_projections(loaded: LoadedModel, layer: int) -> set[str]:

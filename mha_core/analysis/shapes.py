@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from mha_core.i18n import N_, Explained, tr
+from mha_core.i18n import N_, Explained, Worded, tr
 
 MAX_DIM = 1 << 17  # 131,072: larger than any released model, small enough to stay meaningful
 
@@ -43,7 +43,7 @@ def make_shape(d_model: int, n_heads: int, d_k: int | None = None, d_v: int | No
                n_kv_heads: int | None = None, bias: bool = True, kdim: int | None = None,
                vdim: int | None = None) -> AttentionShape:
     """Validate and fill defaults (d_k = d_v = d_model / h, g = h, kdim = vdim = d_model)."""
-    for name, value in (("d_model", d_model), ("number of heads", n_heads)):
+    for name, value in (("d_model", d_model), (Worded(N_("number of heads")), n_heads)):
         if not isinstance(value, int) or value < 1:
             raise ShapeError(
                 "must_be_positive_whole",
@@ -70,7 +70,8 @@ def make_shape(d_model: int, n_heads: int, d_k: int | None = None, d_v: int | No
     d_v = d_model // n_heads if d_v is None else d_v
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     kdim, vdim = kdim or d_model, vdim or d_model
-    checks = (("d_k", d_k), ("d_v", d_v), ("number of key/value heads", n_kv_heads), ("kdim", kdim), ("vdim", vdim))
+    checks = (("d_k", d_k), ("d_v", d_v), (Worded(N_("number of key/value heads")), n_kv_heads), ("kdim", kdim),
+              ("vdim", vdim))
     for name, value in checks:
         if not isinstance(value, int) or value < 1 or value > MAX_DIM:
             raise ShapeError(

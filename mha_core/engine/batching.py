@@ -77,24 +77,9 @@ class CorpusSelection:
     max_text: int
     max_total: int
 
-    def note(self, unit: str = "line") -> str:
-        """One sentence on what was left out ("" when nothing was)."""
-        parts = []
-        if self.unreadable:
-            parts.append(f"{len(self.unreadable):,} {unit}(s) with nothing the model can read "
-                         f"({numbers(self.unreadable)})")
-        if self.too_long:
-            parts.append(f"{len(self.too_long):,} {unit}(s) over {self.max_text:,} word pieces "
-                         f"({numbers(self.too_long)})")
-        if self.beyond_cap:
-            parts.append(f"the last {self.beyond_cap:,} {unit}(s), past the cap of {self.max_total:,} word pieces "
-                         "per corpus")
-        return ("Left out: " + "; ".join(parts) + ".") if parts else ""
-
-
-def numbers(items: Sequence[int], shown: int = 10) -> str:
-    text = ", ".join(f"{n:,}" for n in items[:shown])
-    return text + (f" and {len(items) - shown:,} more" if len(items) > shown else "")
+    @property
+    def left_out(self) -> bool:
+        return bool(self.unreadable or self.too_long or self.beyond_cap)
 
 
 def select_texts(lengths: Sequence[int], empty_length: int, max_text: int = CORPUS_TEXT_MAX_PIECES,

@@ -63,7 +63,7 @@ def parse_json(raw: bytes | str, what: str) -> object:
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as err:
-        reason = "nested too deeply" if isinstance(err, RecursionError) else err.__class__.__name__
+        reason = Worded(N_("nested too deeply")) if isinstance(err, RecursionError) else err.__class__.__name__
         raise refused("json_invalid", N_("{what} is not valid JSON ({reason})."), what=what, reason=reason) from None
 
 

@@ -18,7 +18,7 @@ from mha_core.engine import bundled
 from mha_core.engine.arch import DECODERS, ENCODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
 from mha_core.engine.folder import ModelLoadError, check_sizes, read_config, weight_headers
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
-from mha_core.messages import N_
+from mha_core.messages import N_, Worded
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedTokenizerBase
@@ -178,10 +178,9 @@ def check_regular_files(model_dir: Path) -> None:
             )
 
 
-FAMILIES_SENTENCE = (
-    f"supported are the encoders {', '.join(ENCODERS)} and the decoders {', '.join(DECODERS)} "
-    "(weights in safetensors, no custom code)"
-)
+FAMILIES_SENTENCE = Worded(N_("supported are the encoders {encoders} and the decoders {decoders} (weights in "
+                                 "safetensors, no custom code)"), encoders=", ".join(ENCODERS),
+                              decoders=", ".join(DECODERS))
 
 
 def check_config(config: dict, model_dir: Path) -> None:

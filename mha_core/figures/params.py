@@ -18,15 +18,16 @@ from mha_core.analysis.shapes import (
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import N_, tr
 
+FUSED_QKV = N_("W_Q, W_K, W_V fused (GPT-2)")
 PART_GROUPS = {  # stacked-bar segments: display part names -> segment
     "W_Q": "W_Q + b_Q", "b_Q": "W_Q + b_Q", "W_K": "W_K + b_K", "b_K": "W_K + b_K",
     "W_V": "W_V + b_V", "b_V": "W_V + b_V", "W_O": "W_O + b_O", "b_O": "W_O + b_O",
-    "W_QKV": "W_Q, W_K, W_V fused (GPT-2)", "b_QKV": "W_Q, W_K, W_V fused (GPT-2)",
+    "W_QKV": FUSED_QKV, "b_QKV": FUSED_QKV,
 }
 
 
 SEGMENT_COLORS = {  # one colour per meaning, the same in the stacked bars and the sunburst
-    "W_Q + b_Q": "#1f77b4", "W_K + b_K": "#ff7f0e", "W_V + b_V": "#2ca02c", "W_Q, W_K, W_V fused (GPT-2)": "#17becf",
+    "W_Q + b_Q": "#1f77b4", "W_K + b_K": "#ff7f0e", "W_V + b_V": "#2ca02c", FUSED_QKV: "#17becf",
     "W_O + b_O": "#d62728", "LayerNorms": "#9467bd", "feed-forward": "#8c564b",
 }
 KIND_COLORS = {"attention": "#f4b6b6", "layernorm": "#9467bd", "feed-forward": "#8c564b", "embedding": "#7f7f7f",
@@ -60,8 +61,7 @@ KIND_LABELS = (N_("attention"), N_("layernorm"), N_("feed-forward"), N_("embeddi
 def layer_stack_figure(b: ModelBreakdown) -> FigureDict:
     """One stacked bar per layer: Q, K, V, O projections, norms, feed-forward."""
     groups = [g for g in dict.fromkeys(r.group for r in b.rows) if g.startswith("layer")]
-    segments = ["W_Q + b_Q", "W_K + b_K", "W_V + b_V", "W_Q, W_K, W_V fused (GPT-2)", "W_O + b_O", "LayerNorms",
-                "feed-forward"]
+    segments = ["W_Q + b_Q", "W_K + b_K", "W_V + b_V", FUSED_QKV, "W_O + b_O", "LayerNorms", "feed-forward"]
     fig = go.Figure()
     for seg in segments:
         counts = [sum(r.count for r in b.rows if r.group == g and segment(r.part, r.kind) == seg) for g in groups]

@@ -15,6 +15,7 @@ from mha_core.analysis.display import AttentionView
 from mha_core.analysis.roles import head_label
 from mha_core.engine.result import json_floats
 from mha_core.figures.spec import FigureDict
+from mha_core.i18n import tr
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 
@@ -120,11 +121,11 @@ def image_export_status() -> tuple[bool, str]:
     try:
         import kaleido  # noqa: F401
     except ImportError:
-        return False, "Static image export needs the kaleido package (pip install kaleido)."
+        return False, tr("Static image export needs the kaleido package (pip install kaleido).")
     if not any(shutil.which(name) for name in CHROMIUM_NAMES):
-        return False, ("Static image export needs Chromium (Debian: apt-get install chromium); "
-                       "the camera icon on each chart still downloads a PNG.")
-    return True, "kaleido with the system Chromium"
+        return False, tr("Static image export needs Chromium (Debian: apt-get install chromium); the camera icon on "
+                         "each chart still downloads a PNG.")
+    return True, tr("kaleido with the system Chromium")
 
 
 def figure_image(spec: FigureDict, fmt: str, width: int = 1100) -> bytes:

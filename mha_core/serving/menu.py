@@ -15,7 +15,7 @@ from pathlib import Path
 from mha_core.engine import bundled
 from mha_core.engine.folder import parameter_count, read_config, read_revision, weight_headers
 from mha_core.engine.model import MODEL_DIR_ENV, ModelLoadError, bundled_dirs, check_model_dir, resolve_model_dir
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import N_, Worded, tr
 
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
 HF_CACHE_ENV = "MHA_HF_CACHE"  # "0": leave the Hugging Face cache out of the list
@@ -42,8 +42,9 @@ class ModelChoice:
         if self.refused is None:
             return self.name
         if self.parameters and self.parameters > max_parameters():
-            return f"{self.name} ({self.parameters / 1e9:.1f} B parameters: too large)"
-        return f"{self.name} (cannot be used)"
+            return tr("{name} ({billions:.1f} B parameters: too large)", name=self.name,
+                      billions=self.parameters / 1e9)
+        return tr("{name} (cannot be used)", name=self.name)
 
     def as_json(self) -> dict:
         """The CLI's `models` entry; a folder not read for the list (bundled, $MHA_MODELS_DIR) is read here. Plain
