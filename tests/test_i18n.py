@@ -231,9 +231,9 @@ def test_every_page_in_chinese_on_minilm_has_no_english_left(page):
     assert_all_chinese(page, ENCODER_NAME)
 
 
-# Every page and tab on Gemma (it reads Chinese); on SmolLM2 (it does not: English examples in a Chinese page) the
-# pages whose text depends on that, not Contributions and Across a corpus, whose words are Gemma's.
-GEMMA_ONLY = ("views/contributions.py", "views/corpus.py")
+# Every page and tab on Gemma (it reads Chinese); on SmolLM2 (it does not: English examples and byte fragments in a
+# Chinese page) the pages whose text depends on that.
+GEMMA_ONLY = ("views/contributions.py", "views/corpus.py", "views/roles.py", "views/parameters.py")
 DECODER_PAGES = [(page, GEMMA_NAME) for page in PAGES_AND_TABS] + [
     (page, "SmolLM2-135M-Instruct") for page in PAGES_AND_TABS if page not in GEMMA_ONLY]
 

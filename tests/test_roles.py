@@ -185,11 +185,11 @@ def test_spacy_parses_typed_text():
 @pytest.mark.slow
 def test_cli_roles_on_ud_ewt_dev(tmp_path):
     out = tmp_path / "roles.json"
-    proc = cli("roles", "--conllu", str(UD_DEV), "--json", str(out))
+    proc = cli("roles", "--conllu", str(UD_DEV), "--limit", "600", "--json", str(out))  # of 2,001: a third
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "syntactic heads" in proc.stderr and "2001/2001" in proc.stderr  # the progress bar
+    assert "syntactic heads" in proc.stderr and "600/600" in proc.stderr  # the progress bar
     data = json.loads(out.read_text())
-    assert data["sentences"] + data["skipped"] == 2001
+    assert data["sentences"] + data["skipped"] == 600
     rel = data["relations"]
     assert "root" not in rel and "punct" not in rel and "nmod:poss" in rel
     assert len(rel["det"]["accuracy"]) == 2 and len(rel["det"]["accuracy"][0]) == 6
@@ -206,10 +206,10 @@ def test_cli_roles_on_ud_ewt_dev(tmp_path):
 @pytest.mark.slow
 def test_cli_coref_on_gap_validation(tmp_path):
     out = tmp_path / "coref.json"
-    proc = cli("coref", "--gap", str(GAP_VALIDATION), "--json", str(out))
+    proc = cli("coref", "--gap", str(GAP_VALIDATION), "--limit", "250", "--json", str(out))  # of 454 rows
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(out.read_text())
-    assert data["examples"] > 350 and len(data["accuracy"]) == 6
+    assert data["examples"] > 190 and len(data["accuracy"]) == 6
     assert data["baseline_always_a"] + data["baseline_always_b"] == pytest.approx(1.0)
     assert data["best_accuracy"] > max(data["baseline_always_a"], data["baseline_always_b"], data["baseline_nearest"])
 
