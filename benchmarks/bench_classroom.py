@@ -210,13 +210,13 @@ def heavy_comparison(kind: str, students: int, timeout: float, stagger: float) -
         cpu_before = group.cpu_seconds()
         steps, wall, finished = asyncio.run(class_beside_heavy(group, kind, heavy_text, class_texts(students, 22),
                                                                timeout, stagger))
-        beside = summarise(f"heads, {students} + 1 {kind}", steps, group.cpu_seconds() - cpu_before, wall,
-                           group.peak_rss())
+        peak = group.peak_rss()  # while the server still runs
+        beside = summarise(f"heads, {students} + 1 {kind}", steps, group.cpu_seconds() - cpu_before, wall, peak)
     if finished is not None:
         print(f"note: the {kind} finished in {finished:.1f} s, before the class did")
     print(f"p95 with one {kind} / alone: {beside['p95'] / alone['p95']:.2f} (target <= 1.5)")
     plan = memory_plan(listed_model_bytes(), default_slots())
-    print(f"server peak RSS {group.peak_rss() / 2**30:.2f} GB; its plan: {plan.said()} (target: within it)")
+    print(f"server peak RSS {peak / 2**30:.2f} GB; its plan: {plan.said()} (target: within it)")
 
 
 def cold_and_warm(students: int, timeout: float) -> None:
