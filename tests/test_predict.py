@@ -9,7 +9,7 @@ import torch
 
 from mha_core import load_model
 from mha_core.analysis.lm_head import token_id
-from mha_core.analysis.patching import COREF_MARGIN, patch_grid
+from mha_core.analysis.patching import COREF_MARGIN
 from mha_core.analysis.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
 from tests.conftest import cli
@@ -136,7 +136,14 @@ def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decode
     lens = chart_json(shown["Logit lens"], "p_lens")["data"][0]
     assert decode(lens["z"]).shape == (30, len(top.tokens))
     patched = decode(chart_json(shown["Patching"], "p_patch_grid")["data"][0]["z"])
-    grid = patch_grid(decoder, text, CORRUPTED_SENTENCE + " The word 'it' refers to the", " animal", " street")
+    from mha_core.serving import computed
+    from mha_core.serving.server import no_wait
+    from views._state import server
+
+    # Asked of the server by its key: the page's own grid when the page asked for exactly this (the same model, texts
+    # and pieces), else computed here: a page that passed anything else draws a grid that differs.
+    grid = computed.patch_grid_of(server(), decoder, text, CORRUPTED_SENTENCE + " The word 'it' refers to the",
+                                  " animal", " street", "heads", None, None, no_wait)
     assert patched.shape == (30, 9) and np.allclose(patched, grid.shown, atol=1e-4)
 
 
