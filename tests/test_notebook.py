@@ -47,3 +47,15 @@ def test_a_result_draws_the_pages_figure_and_says_which_results_do(tiny):
 
     with pytest.raises(TypeError, match="has no figure; these have: AttentionResult"):
         figure_of(object())
+
+
+def test_results_with_a_table_show_it_in_a_notebook(lm_dirs):
+    import mha_core
+
+    model = mha_core.load_model(lm_dirs["llama-tied"])
+    prediction = mha_core.predict(model, "the animal did not cross the")
+    html = prediction._repr_html_()
+    assert "<table" in html and html.count("<tr>") == len(prediction.top_pieces)  # a row per piece (and a header)
+    generation = mha_core.generate(model, "the animal did not cross the", 3)
+    assert generation._repr_html_().count("<tr>") == 3  # a row per new piece
+    assert mha_core.run(model, "the animal")._repr_html_() is None  # no table: Jupyter shows its figure on request

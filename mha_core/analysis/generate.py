@@ -14,6 +14,7 @@ from torch import Tensor
 from mha_core.analysis.lm_head import check_next_piece_head, lm_logits
 from mha_core.analysis.predict import pieces_of
 from mha_core.engine.attention import EXPLICIT
+from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import embed, final_norm, layer_outputs, per_layer, position_ids, prepare, scores_bias
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize_ending
@@ -33,7 +34,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Generation:
+class Generation(Drawable):
     prompt: str
     text: str  # the prompt and its continuation
     tokens: tuple[str, ...]  # every piece of the grown text (the decoder's first piece included)

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from mha_core.analysis.ablation import AblationGrid
 from mha_core.analysis.coref_gap import CorefResult
+from mha_core.analysis.generate import Generation
 from mha_core.analysis.patching import HEAD, HEADS, PatchGrid
 from mha_core.analysis.predict import Attribution, LogitLens, Prediction
 from mha_core.analysis.roles import HeadRoles, head_label, role_labels
@@ -78,6 +79,9 @@ TABLES: dict[type, Callable[[Any], pd.DataFrame]] = {
                                          for lay, h, acc in c.ranking()[:10]]),
     AblationGrid: lambda g: pd.DataFrame([{"head": head_label(*lh), "effect": float(g.effects[lh])}
                                           for lh in g.strongest()]),
+    Generation: lambda g: pd.DataFrame([{"piece": s.piece, "probability": s.prob,
+                                         "next most likely": ", ".join(p for p, _ in s.alternatives[:3])}
+                                        for s in g.steps]),
 }
 
 
