@@ -205,9 +205,9 @@ EXAMPLE_TEXTS = [example.text for example in EXAMPLES] + [PROBE.format(pronoun=p
 def chinese_runs(page: str, model: str) -> list:
     """The page in Chinese on `model`, once per tab (tabs bound to the URL open by their Chinese label)."""
     key, tabs = PAGES_AND_TABS[page]
-    runs = [open_app(page, lang="zh", model=model)]
+    runs = [open_app(page, lang="zh", model=model)]  # its first tab open
     shown = {tab.label for tab in runs[0].tabs}
-    for label in (i18n.catalogue("zh").gettext(t) for t in tabs):
+    for label in (i18n.catalogue("zh").gettext(t) for t in tabs[1:]):
         if label in shown:
             runs.append(open_app(page, lang="zh", model=model, **{key: label}))
     return runs

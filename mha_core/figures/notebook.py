@@ -80,7 +80,7 @@ TABLES: dict[type, Callable[[Any], pd.DataFrame]] = {
     AblationGrid: lambda g: pd.DataFrame([{"head": head_label(*lh), "effect": float(g.effects[lh])}
                                           for lh in g.strongest()]),
     Generation: lambda g: pd.DataFrame([{"piece": s.piece, "probability": s.prob,
-                                         "next most likely": ", ".join(p for p, _ in s.alternatives[:3])}
+                                         "alternatives": ", ".join(p for p, _ in s.alternatives[:3])}
                                         for s in g.steps]),
 }
 
