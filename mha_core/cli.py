@@ -83,6 +83,9 @@ def cmd_attention(args: argparse.Namespace) -> None:
     from mha_core import run
 
     model = load_chosen_model(args)
+    if args.pair is not None:
+        write_json(pair_attention(model, args), args.json)
+        return
     text = attention_text(args)
     if args.heads is None:
         if args.rows is not None:
@@ -100,6 +103,22 @@ def cmd_attention(args: argparse.Namespace) -> None:
         }, args.json)
         return
     write_json(chosen_attention(model, text, args), args.json)
+
+
+def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
+    """`attention --pair A B`: the usual output of the pair, with each piece's token type and segment (0: A, 1: B,
+    null: a special piece)."""
+    from mha_core import run
+
+    if args.text is not None or args.text_file is not None or args.heads is not None or args.rows is not None:
+        raise CliError("--pair A B takes the two texts itself, every head: no text, --text-file, --heads or --rows")
+    result = run(model, args.pair[0], path=args.path, pairs=[args.pair[1]])
+    n = result.lengths[0]
+    return {"tokens": list(result.tokens[0]), "token_type_ids": result.batch.token_type_ids[0, :n].tolist(),
+            "segments": list(result.batch.segments[0]),
+            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),
+            "path": result.path, "backend": result.backend, "truncated": result.truncated[0],
+            "n_tokens": result.n_tokens[0], "model": model.name}
 
 
 def attention_text(args: argparse.Namespace) -> str:
@@ -170,6 +189,7 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
                                          "rows of a long text (up to 8,192 pieces)")
     p.add_argument("text", nargs="?", help="the text (or --text-file)")
     p.add_argument("--text-file", help="read the text from this UTF-8 file")
+    p.add_argument("--pair", nargs=2, metavar=("A", "B"), help="a sentence pair (an encoder: segments A and B)")
     p.add_argument("--heads", type=layer_heads, help="only these heads, L:H[,L:H...] (0-based): needed over 1,024 "
                                                       "pieces")
     p.add_argument("--rows", help="only these query rows, A:B (0-based, B exclusive; with --heads)")

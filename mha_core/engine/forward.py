@@ -75,14 +75,15 @@ def position_ids(mask: Tensor, arch: Architecture) -> Tensor:
     return torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
 
 
-def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor) -> Tensor:
-    """Word embeddings (times Gemma's √d_model), plus learned positions and token type 0 where the model has them,
-    then its embedding norm where it has one: (B,T) -> (B,T,D)."""
+def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor, token_types: Tensor | None = None) -> Tensor:
+    """Word embeddings (times Gemma's √d_model), plus learned positions and token types (all 0 unless `token_types`,
+    (B,T), says which text of a pair each piece is) where the model has them, then its embedding norm where it has
+    one: (B,T) -> (B,T,D)."""
     x = w.word[input_ids]  # (B,T,D)
     if w.scale != 1.0:
         x = x * torch.tensor(w.scale, dtype=x.dtype)
     if w.token_type is not None:
-        x = x + w.token_type[0]
+        x = x + (w.token_type[0] if token_types is None else w.token_type[token_types])
     if w.position is not None:
         x = x + w.position[positions]  # (B,T,D)
     return w.norm(x) if w.norm is not None else x
@@ -183,14 +184,19 @@ def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, st
 
 
 @torch.inference_mode()
-def run(model: LoadedModel, texts: TextsLike, path: str = AUTO) -> AttentionResult:
+def run(model: LoadedModel, texts: TextsLike, path: str = AUTO, pairs: Sequence[str] | None = None) -> AttentionResult:
     """Recompute every layer and head for `texts` (a str, a list of str, or pre-split word lists).
 
     Several texts are padded into one batch; padded keys get weight 0, so each text's maps and
     hidden states equal those of the text alone. Texts over the model's maximum are cut.
     Runs in the precision the model was loaded in (`load_model(dtype=...)`).
+    `pairs`: a second text for each text, read as BERT reads a sentence pair (segments A and B; an encoder with
+    token types: result.batch.token_type_ids and .segments say which piece is whose).
     """
-    return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id), path)
+    if pairs is not None and model.arch.causal:
+        raise InputError("pairs_need_an_encoder", N_("Sentence pairs are read by encoders; {model} is a decoder: join "
+                                                     "the two texts instead."), model=model.name)
+    return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id, pairs=pairs), path)
 
 
 def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tuple[Tensor, object, object]:
@@ -200,7 +206,8 @@ def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tu
     arch = model.arch
     mask = batch.attention_mask.to(model.device)
     positions = position_ids(mask, arch)  # (B,T)
-    x = embed(model.embeddings, batch.input_ids.to(model.device), positions)  # (B,T,D)
+    types = None if batch.token_type_ids is None else batch.token_type_ids.to(model.device)
+    x = embed(model.embeddings, batch.input_ids.to(model.device), positions, types)  # (B,T,D)
     bias = per_layer(arch.windows, lambda window: scores_bias(model, mask, x.dtype, window)) if with_bias else None
     rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
     return x, bias, rope

@@ -36,6 +36,8 @@ class TokenBatch:
     n_tokens: tuple[int, ...]  # B pieces before truncation (specials included)
     unknown: tuple[tuple[bool, ...], ...] = ()  # B x T_b the tokenizer's unknown piece ([UNK]): it read nothing there
     left_out: tuple[int, ...] = ()  # B pieces left out after the leading specials (tokenize_ending), none when ()
+    token_type_ids: Tensor | None = None  # (B,T) sentence pairs: the tokenizer's token types (BERT: 0 A, 1 B)
+    segments: tuple[tuple[int | None, ...], ...] = ()  # B x T_b sentence pairs: 0, 1, or None for a special piece
 
 
 MAX_INPUT_CHARS = 200_000  # the longest text a page or command takes (far above any model's pieces): absurd pastes
@@ -63,10 +65,13 @@ def as_text_list(texts: TextsLike) -> tuple[list[str] | list[list[str]], bool]:
 
 
 def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: int, bos: int | None = None,
-             keep_mask: bool = False) -> TokenBatch:
+             keep_mask: bool = False, pairs: Sequence[str] | None = None) -> TokenBatch:
     """Tokenize and pad on the right; texts longer than `max_length` pieces are cut (never refused). `bos`: a
     token id put first in every text (decoders whose tokenizer adds no special token), as a special piece.
-    A typed special token ("[SEP]") is text, except the mask token where `keep_mask` (a masked-LM head fills it)."""
+    A typed special token ("[SEP]") is text, except the mask token where `keep_mask` (a masked-LM head fills it).
+    `pairs`: a second text for each text (sentence pairs, segments A and B: tokenize_pairs)."""
+    if pairs is not None:
+        return tokenize_pairs(tokenizer, texts, pairs, max_length)
     items, pre_split = as_text_list(texts)
     keep = keep_mask and tokenizer.mask_token is not None and any(tokenizer.mask_token in str(t) for t in items)
     enc = tokenizer(
@@ -107,6 +112,41 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: i
         ),
         unknown=tuple(unknown_flags(tokenizer, t) for t in tokens),
     )
+
+
+def tokenize_pairs(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, pairs: Sequence[str], max_length: int
+                   ) -> TokenBatch:
+    """Sentence pairs as the tokenizer joins them (BERT: "[CLS] A [SEP] B [SEP]", token types 0 and 1; RoBERTa: "<s> A
+    </s></s> B </s>", no token types), the longer text cut first where the pair is over `max_length`. Each pair's
+    text is "A B": the second text's offsets and word numbers follow the first's, so that words, unknown characters
+    and merged pieces read the pair as one text; `segments` says which text each piece is of."""
+    items, pre_split = as_text_list(texts)
+    seconds, _ = as_text_list(list(pairs))
+    if pre_split or len(seconds) != len(items):
+        raise InputError("pairs_one_second_text", N_("Give one second text for each text, as plain text."))
+    enc = tokenizer(items, seconds, truncation="longest_first", max_length=max_length, split_special_tokens=True,
+                    padding=True, return_tensors="pt", return_offsets_mapping=True)
+    ids, mask = enc["input_ids"], enc["attention_mask"]  # (B,T)
+    tokens, labels, word_ids, offsets, segments = [], [], [], [], []
+    for b, n in enumerate(mask.sum(dim=1).tolist()):
+        shift, words = len(items[b]) + 1, 1 + max((w for w, s in zip(enc.word_ids(b), enc.sequence_ids(b), strict=True)
+                                                    if s == 0 and w is not None), default=-1)
+        segment = enc.sequence_ids(b)[:n]
+        tokens.append(tuple(tokenizer.convert_ids_to_tokens(ids[b, :n].tolist())))
+        labels.append(readable_pieces(tokenizer, ids[b, :n].tolist(), tokens[-1]))
+        word_ids.append(tuple(w if s != 1 or w is None else w + words for w, s in zip(enc.word_ids(b)[:n], segment,
+                                                                                          strict=True)))
+        offsets.append(tuple((a + shift, e + shift) if s == 1 else (a, e)
+                             for (a, e), s in zip(enc["offset_mapping"][b, :n].tolist(), segment, strict=True)))
+        segments.append(tuple(segment))
+    # (B,T) the token types the tokenizer gives (BERT: 0 then 1); a model whose tokenizer gives none reads zeros
+    types = enc["token_type_ids"] * mask if "token_type_ids" in enc else torch.zeros_like(ids)
+    return TokenBatch(texts=tuple(f"{a} {b}" for a, b in zip(items, seconds, strict=True)), input_ids=ids,
+                      attention_mask=mask, tokens=tuple(tokens), labels=tuple(labels), word_ids=tuple(word_ids),
+                      offsets=tuple(offsets), n_tokens=tuple(len(tokenizer(a, b)["input_ids"])
+                                                             for a, b in zip(items, seconds, strict=True)),
+                      unknown=tuple(unknown_flags(tokenizer, t) for t in tokens), token_type_ids=types,
+                      segments=tuple(segments))
 
 
 def tokenize_ending(tokenizer: PreTrainedTokenizerBase, text: str, max_length: int, bos: int | None = None,

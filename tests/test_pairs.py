@@ -1,0 +1,85 @@
+"""Issue 35 (first part): sentence pairs on encoders, as BERT, BertViz and Clark et al. read them — segments A and B
+with the tokenizer's token types; every map and the hidden states equal transformers' eager forward given the same
+pair, padded batches included, on both paths."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mha_core import InputError, load_model, run
+
+PAIRS = [("The animal didn't cross the street.", "It was too tired."),
+         ("The keys are on the table.", "They were left there by the cleaner this morning after work.")]
+ENCODERS = ["bert", "roberta", "xlm-roberta", "distilbert"]
+
+
+def reference(model_dir, pairs):
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    enc = tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=True, return_tensors="pt")
+    ref = AutoModel.from_pretrained(model_dir, local_files_only=True, attn_implementation="eager").eval()
+    with torch.no_grad():
+        return enc, ref(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")},
+                        output_attentions=True)
+
+
+@pytest.mark.parametrize("path", ["explicit", "fused"])
+@pytest.mark.parametrize("family", ENCODERS)
+def test_a_sentence_pair_equals_transformers_with_its_token_types(family_dirs, family, path):
+    model = load_model(family_dirs[family])
+    result = run(model, [a for a, _ in PAIRS], path=path, pairs=[b for _, b in PAIRS])
+    enc, out = reference(family_dirs[family], PAIRS)
+    assert torch.equal(result.batch.input_ids, enc["input_ids"])
+    if "token_type_ids" in enc:
+        assert torch.equal(result.batch.token_type_ids, enc["token_type_ids"])
+    mask = result.batch.attention_mask.bool()
+    rows = mask[:, None, :, None] & mask[:, None, None, :]
+    for layer in range(model.n_layers):
+        assert ((result.layer_maps(layer) - out.attentions[layer]).abs() * rows).max().item() <= 1e-5, (family, layer)
+    assert (result.last_hidden_state - out.last_hidden_state).abs()[mask].max().item() <= 1e-4
+
+
+def test_the_second_text_is_segment_b_and_its_words_are_found(family_dirs):
+    model = load_model(family_dirs["bert"])
+    first, second = PAIRS[0]
+    result = run(model, first, pairs=[second])
+    batch = result.batch
+    segments = batch.segments[0]
+    assert segments[0] is None and segments[-1] is None and 0 in segments and 1 in segments
+    types = batch.token_type_ids[0].tolist()
+    assert all(types[i] == (1 if s == 1 else 0) for i, s in enumerate(segments) if s is not None)  # B's [SEP]: 1
+    tired = result.word_pieces(0, "tired")
+    animal = result.word_pieces(0, "animal")
+    assert tired and all(segments[i] == 1 for i in tired) and all(segments[i] == 0 for i in animal)
+    words = [w for w in batch.word_ids[0] if w is not None]
+    assert words == sorted(words)  # the second text's words follow the first's
+
+
+def test_a_pair_on_a_decoder_or_an_unmatched_pair_is_one_sentence(family_dirs):
+    with pytest.raises(InputError, match="Sentence pairs are read by encoders"):
+        run(load_model(family_dirs["gpt2"]), "The cat sat.", pairs=["It was warm."])
+    with pytest.raises(InputError, match="one second text for each text"):
+        run(load_model(family_dirs["bert"]), ["The cat sat.", "A dog ran."], pairs=["It was warm."])
+
+
+def test_the_cli_writes_a_pairs_maps_with_its_token_types(tiny_dir, family_dirs):
+    import json
+
+    import numpy as np
+
+    from tests.conftest import cli
+
+    first, second = PAIRS[0]
+    data = json.loads(cli("attention", "--pair", first, second, "--model-dir", str(tiny_dir), "--json", "-").stdout)
+    result = run(load_model(tiny_dir), first, pairs=[second])
+    n = result.lengths[0]
+    assert data["tokens"] == list(result.tokens[0])
+    assert data["token_type_ids"] == result.batch.token_type_ids[0].tolist()
+    assert data["segments"][0] is None and set(data["segments"][1:-1]) >= {0, 1}
+    assert np.array(data["attention"]).shape == (2, 4, n, n)
+    refused = cli("attention", "--pair", first, second, "--model-dir", str(family_dirs["gpt2"]), "--json", "-")
+    assert refused.returncode == 2 and "Sentence pairs are read by encoders" in refused.stderr
+    both = cli("attention", "The cat.", "--pair", first, second, "--model-dir", str(tiny_dir), "--json", "-")
+    assert both.returncode == 2 and "--pair A B takes the two texts itself" in both.stderr
