@@ -1,4 +1,4 @@
-"""`python -m mha_core`: see mha_core/cli.py."""
+"""`python -m mha_core`: see mha_core/cli/."""
 
 import sys
 

@@ -42,12 +42,12 @@ def test_a_seed_out_of_range_is_one_sentence(lm_dirs, seed):
 
 def test_repeated_heads_are_written_once_and_too_many_weights_are_refused_before_any_work(tiny_dir, monkeypatch):
     import mha_core.analysis.long_text as long_text
-    import mha_core.cli
+    import mha_core.cli.attention
 
     model = ["--model-dir", str(tiny_dir), "--json", "-"]
     once = json.loads(cli("attention", "the cat sat", "--heads", ",".join(["1:2"] * 10_000), *model).stdout)
     assert once["heads"] == [[1, 2]] and len(once["attention"]) == 1
-    monkeypatch.setattr(mha_core.cli, "MAX_WRITTEN", 40)
+    monkeypatch.setattr(mha_core.cli.attention, "MAX_WRITTEN", 40)
     monkeypatch.setattr(long_text, "run_long", lambda *a, **k: pytest.fail("the forward ran"))
     big = cli("attention", "the cat sat", "--heads", "0:0,1:1", "--model-dir", str(tiny_dir))
     assert big.returncode == 2 and "choose fewer heads or rows" in big.stderr

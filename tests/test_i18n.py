@@ -339,7 +339,7 @@ def test_an_upload_cap_note_is_one_whole_sentence_in_chinese(chinese, monkeypatc
 
 # Issue 34: every string of mha_core a person reads is marked for the catalogue. What may stay unmarked, and why:
 UNMARKED_FILES = {
-    "mha_core/cli.py": "the command line speaks English (its help, its one-line errors)",
+    "mha_core/cli/": "the command line speaks English (its help, its one-line errors)",
     "mha_core/engine/bundled.py": "the server owner's installation and conversion messages, and a converted model's "
                                   "README (English, as the CLI)",
     "mha_core/serving/memory.py": "the memory plan printed in the server's log when it starts",
@@ -364,7 +364,7 @@ def unmarked_strings() -> list[str]:
     found = []
     for path in sorted((root / "mha_core").rglob("*.py")):
         name = str(path.relative_to(root))
-        if name in UNMARKED_FILES:
+        if any(name.startswith(unmarked) for unmarked in UNMARKED_FILES):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}

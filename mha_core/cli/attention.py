@@ -1,0 +1,130 @@
+"""`python -m mha_core attention`: every map of a text or a sentence pair, or chosen heads and rows of a long text."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mha_core.cli.common import CliError, add_model_arguments, layer_head, load_chosen_model, write_json
+from mha_core.engine.attention import AUTO, PATHS
+from mha_core.engine.model import LoadedModel, for_long_texts
+
+
+def cmd_attention(args: argparse.Namespace) -> None:
+    from mha_core import run
+
+    model = load_chosen_model(args)
+    if args.pair is not None:
+        write_json(pair_attention(model, args), args.json)
+        return
+    text = attention_text(args)
+    if args.heads is None:
+        if args.rows is not None:
+            raise CliError("--rows takes query rows of the heads chosen with --heads L:H[,L:H...]")
+        check_full_output(model, text)
+        result = run(model, text, path=args.path)
+        write_json({
+            "tokens": list(result.tokens[0]),
+            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),  # written as made
+            "path": result.path,
+            "backend": result.backend,
+            "truncated": result.truncated[0],
+            "n_tokens": result.n_tokens[0],
+            "model": model.name,
+        }, args.json)
+        return
+    write_json(chosen_attention(model, text, args), args.json)
+
+
+def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
+    """`attention --pair A B`: the usual output of the pair, with each piece's token type and segment (0: A, 1: B,
+    null: a special piece)."""
+    from mha_core import run
+
+    if args.text is not None or args.text_file is not None or args.heads is not None or args.rows is not None:
+        raise CliError("--pair A B takes the two texts itself, every head: no text, --text-file, --heads or --rows")
+    result = run(model, args.pair[0], path=args.path, pairs=[args.pair[1]])
+    n = result.lengths[0]
+    return {"tokens": list(result.tokens[0]), "token_type_ids": result.batch.token_type_ids[0, :n].tolist(),
+            "segments": list(result.batch.segments[0]),
+            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),
+            "path": result.path, "backend": result.backend, "truncated": result.truncated[0],
+            "n_tokens": result.n_tokens[0], "model": model.name}
+
+
+def attention_text(args: argparse.Namespace) -> str:
+    """The text given as an argument or in --text-file (exactly one of them)."""
+    if (args.text is None) == (args.text_file is None):
+        raise CliError("give the text either as an argument or with --text-file FILE, not both or neither")
+    if args.text is not None:
+        return args.text
+    from mha_core.analysis.corpora import CorpusFormatError, read_text
+
+    try:
+        return read_text(Path(args.text_file))  # as the page's .txt upload: a BOM dropped, at most 200,000 characters
+    except CorpusFormatError as err:
+        raise CliError(f"{args.text_file}: {err}") from None
+
+
+def check_full_output(model: LoadedModel, text: str) -> None:
+    """Every map of a text over arch.MAX_PIECES pieces is too much to write: exit 2 with its size."""
+    from mha_core.analysis.long_text import count_long_pieces, is_long
+
+    n = count_long_pieces(model, text)
+    if is_long(n):
+        numbers = model.n_layers * model.n_heads * n * n
+        raise CliError(f"the text has {n:,} pieces: every map would be {numbers:,} numbers (about "
+                       f"{numbers * 10 / 2**30:,.0f} GB of JSON); choose heads with --heads L:H[,L:H...] (and "
+                       f"query rows with --rows A:B)")
+
+
+MAX_WRITTEN = 120_000_000  # weights one output may hold (about a GB of JSON): one head's whole map at 8,192 pieces
+
+
+def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) -> dict:
+    """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text). Every
+    argument is checked before any work: the heads (each once), the rows against the text's pieces, the size."""
+    from mha_core import run
+    from mha_core.analysis.long_text import chosen_rows, count_long_pieces, run_long
+    from mha_core.analysis.patching import check_head
+
+    heads = list(dict.fromkeys(check_head(model, head) for head in args.heads))  # each head once, range-checked
+    n = count_long_pieces(model, text)
+    start, stop = parse_rows(args.rows, n)
+    weights = len(heads) * (stop - start) * n
+    if weights > MAX_WRITTEN:
+        raise CliError(f"{len(heads):,} head(s) × {stop - start:,} rows × {n:,} keys is {weights:,} weights, over the "
+                       f"{MAX_WRITTEN:,} one output may hold: choose fewer heads or rows")
+    # auto: q, k and the log-sum-exp kept (no map); a path asked for keeps what that path keeps
+    result = run_long(model, text) if args.path == AUTO else run(for_long_texts(model), text, path=args.path)
+    return {"model": model.name, **chosen_rows(result, heads, range(start, stop))}
+
+
+def layer_heads(value: str) -> list[tuple[int, int]]:
+    """argparse type: "3:1,0:5" -> [(3, 1), (0, 5)], each part read by layer_head."""
+    return [layer_head(part.strip()) for part in value.split(",")]
+
+
+def parse_rows(spec: str | None, n: int) -> tuple[int, int]:
+    """"A:B" -> (A, B), 0-based, B exclusive, within the text's n pieces; None: every row."""
+    if spec is None:
+        return 0, n
+    start, _, stop = spec.partition(":")
+    if not (start.isdigit() and stop.isdigit()) or not int(start) < int(stop) <= n:
+        raise CliError(f"--rows takes A:B with 0 <= A < B <= {n:,} (the text's pieces), not {spec!r}")
+    return int(start), int(stop)
+
+
+def add_attention_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("attention", help="every layer's and head's attention map for one text, or chosen heads and "
+                                         "rows of a long text (up to 8,192 pieces)")
+    p.add_argument("text", nargs="?", help="the text (or --text-file)")
+    p.add_argument("--text-file", help="read the text from this UTF-8 file")
+    p.add_argument("--pair", nargs=2, metavar=("A", "B"), help="a sentence pair (an encoder: segments A and B)")
+    p.add_argument("--heads", type=layer_heads, help="only these heads, L:H[,L:H...] (0-based): needed over 1,024 "
+                                                      "pieces")
+    p.add_argument("--rows", help="only these query rows, A:B (0-based, B exclusive; with --heads)")
+    add_model_arguments(p)
+    p.add_argument("--path", choices=PATHS, default=AUTO)
+    p.add_argument("--json", default="-", help="output file, '-' for stdout")
+    p.set_defaults(func=cmd_attention)
