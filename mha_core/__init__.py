@@ -23,6 +23,7 @@ _PUBLIC = {  # the public API (README: Python API): every analysis the app and t
     "mha_core.analysis.coref_sentence": ("AntecedentScores", "antecedent_scores", "sentence_words"),
     "mha_core.analysis.long_roles": ("needle_probe", "sink_growth"),
     "mha_core.analysis.long_text": ("head_summaries", "run_long"),
+    "mha_core.analysis.pairs": ("PairShares", "pair_shares"),
     "mha_core.analysis.params": ("count_parameters", "model_breakdown"),
     "mha_core.analysis.patching": ("PatchGrid", "patch_grid"),
     "mha_core.analysis.predict": ("Attribution", "LogitLens", "Prediction", "attribute", "logit_lens", "predict",

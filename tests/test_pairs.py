@@ -83,3 +83,25 @@ def test_the_cli_writes_a_pairs_maps_with_its_token_types(tiny_dir, family_dirs)
     assert refused.returncode == 2 and "Sentence pairs are read by encoders" in refused.stderr
     both = cli("attention", "The cat.", "--pair", first, second, "--model-dir", str(tiny_dir), "--json", "-")
     assert both.returncode == 2 and "--pair A B takes the two texts itself" in both.stderr
+
+
+def test_each_heads_share_crossing_between_the_texts_follows_its_definition(family_dirs):
+    """The mean over A's pieces of the weight each puts on B's pieces (and back), against a plain loop over the maps;
+    the three shares and A's weight on A make each row's sum."""
+    from mha_core import pair_shares
+
+    model = load_model(family_dirs["bert"])
+    result = run(model, PAIRS[1][0], path="explicit", pairs=[PAIRS[1][1]])
+    shares = pair_shares(result)
+    segments = result.batch.segments[0]
+    maps = torch.stack(result.layer_probs)[:, 0]  # (L,H,T,T)
+    for layer in range(model.n_layers):
+        for head in range(model.n_heads):
+            a_rows = [sum(maps[layer, head, i, j].item() for j, s in enumerate(segments) if s == 1)
+                      for i, t in enumerate(segments) if t == 0]
+            assert shares.a_to_b[layer, head] == pytest.approx(sum(a_rows) / len(a_rows), abs=1e-6)
+    assert shares.pieces == (segments.count(0), segments.count(1))
+    assert ((shares.a_to_b > 0) & (shares.a_to_b < 1)).all() and ((shares.b_to_a > 0) & (shares.b_to_a < 1)).all()
+    assert shares.figure().data and not run(model, "One text.").batch.segments  # a single text has no segments
+    with pytest.raises(InputError, match="not a sentence pair"):
+        pair_shares(run(model, "One text."))

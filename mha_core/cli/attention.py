@@ -38,15 +38,18 @@ def cmd_attention(args: argparse.Namespace) -> None:
 
 def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """`attention --pair A B`: the usual output of the pair, with each piece's token type and segment (0: A, 1: B,
-    null: a special piece)."""
+    null: a special piece) and each head's share of attention crossing between the texts (analysis.pairs)."""
     from mha_core import run
+    from mha_core.analysis.pairs import pair_shares
 
     if args.text is not None or args.text_file is not None or args.heads is not None or args.rows is not None:
         raise CliError("--pair A B takes the two texts itself, every head: no text, --text-file, --heads or --rows")
     result = run(model, args.pair[0], path=args.path, pairs=[args.pair[1]])
     n = result.lengths[0]
+    shares = pair_shares(result).as_json(model.name)
     return {"tokens": list(result.tokens[0]), "token_type_ids": result.batch.token_type_ids[0, :n].tolist(),
             "segments": list(result.batch.segments[0]),
+            "pair_shares": {name: shares[name] for name in ("a_to_b", "b_to_a", "to_specials")},
             "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),
             "path": result.path, "backend": result.backend, "truncated": result.truncated[0],
             "n_tokens": result.n_tokens[0], "model": model.name}

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from mha_core.analysis.ablation import AblationGrid
 from mha_core.analysis.coref_gap import CorefResult
 from mha_core.analysis.generate import Generation
+from mha_core.analysis.pairs import PairShares
 from mha_core.analysis.patching import HEAD, HEADS, PatchGrid
 from mha_core.analysis.predict import Attribution, LogitLens, Prediction
 from mha_core.analysis.roles import HeadRoles, head_label, role_labels
@@ -55,6 +56,8 @@ FIGURES: dict[type, Callable[..., dict]] = {
     AblationGrid: lambda g: charts.layer_head_grid(g.effects, N_("Change when the head is ablated"), g.measure,
                                                    zmid=0, colorscale="RdBu"),
     HeadRoles: lambda r, causal=False: role_grid_figure(role_labels(r, causal), r, causal),
+    PairShares: lambda p: charts.layer_head_grid(p.a_to_b, N_("Share of attention from segment A to segment B"),
+                                                 N_("share"), zrange=(0.0, 1.0)),
     CorefResult: lambda c: charts.layer_head_grid(c.accuracy, N_("Accuracy on GAP: the head's favourite candidate"),
                                                   N_("accuracy"), zrange=(0.0, 1.0)),
     SyntaxResult: lambda s, relation="all": charts.layer_head_grid(
