@@ -172,7 +172,7 @@ def test_models_come_from_the_servers_list_and_a_bad_folder_says_why_once(tiny_d
     assert len(at.error) == 1 and "broken cannot be used" in at.error[0].value
     assert "not a JSON object" in at.error[0].value
     assert any("6 layers × 12 heads" in c.value for c in at.caption)
-    assert not at.text_input  # no free-text server path for visitors
+    assert [w.key for w in at.text_input] == ["segment_b"]  # no free-text server path for visitors (a sentence)
 
 
 def test_an_unknown_model_in_the_url_falls_back_to_the_default():

@@ -110,7 +110,7 @@ def test_visitors_cannot_probe_server_paths():  # rows: path spellings, /root/.s
         assert not any("/" in t for t in texts_of(at) if "model" in t.lower())
         shown.append(texts_of(at))
     assert all(s == shown[0] for s in shown)  # no answer depends on what exists on the server
-    assert not at.text_input  # no free-text model box
+    assert [w.key for w in at.text_input] == ["segment_b"]  # no free-text model box (a second sentence only)
 
 
 def test_a_huge_second_sentence_is_a_message_and_nothing_runs(monkeypatch):  # row: 1.1 M characters

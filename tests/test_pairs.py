@@ -105,3 +105,24 @@ def test_each_heads_share_crossing_between_the_texts_follows_its_definition(fami
     assert shares.figure().data and not run(model, "One text.").batch.segments  # a single text has no segments
     with pytest.raises(InputError, match="not a sentence pair"):
         pair_shares(run(model, "One text."))
+
+
+def test_the_heads_page_reads_a_sentence_pair_and_marks_where_b_begins(bundled):
+    """The bundled encoder (MiniLM) on the Heads page: a second sentence makes a pair; the head's map is the pair's,
+    as run(model, first, pairs=[second]) computes it, with dashed lines at B's first piece."""
+    import numpy as np
+
+    from tests.conftest import chart_json, decode, open_app
+
+    first, second = PAIRS[0]
+    at = open_app(text=first, layer="2", head="5")
+    at.text_input(key="segment_b").input(second).run()
+    assert not at.exception and not at.error
+    spec = chart_json(at, "head_map")
+    expected = run(bundled, first, pairs=[second]).text_layer_maps(0, 2)[5].numpy()
+    assert np.allclose(decode(spec["data"][0]["z"]), expected, atol=1e-6)
+    start = run(bundled, first, pairs=[second]).batch.segments[0].index(1)
+    lines = [s for s in spec["layout"]["shapes"] if s.get("line", {}).get("dash") == "dash"]
+    assert len(lines) == 2 and lines[0]["x0"] == start - 0.5
+    assert any("segment B" in c.value for c in at.caption)
+    assert at.query_params.get("segment_b") == second  # a shared link keeps the pair

@@ -175,15 +175,15 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
     return st.plotly_chart(shell, **plotly_chart_args)
 
 
-def run_one(text: str, path: str = "auto") -> AttentionResult:
-    return computed.result_of(server(), current_model(), (text,), path)
+def run_one(text: str, path: str = "auto", pair: str | None = None) -> AttentionResult:
+    return computed.result_of(server(), current_model(), (text,), path, None if pair is None else (pair,))
 
 
-def checked_run(text: str, path: str = "auto") -> AttentionResult:
+def checked_run(text: str, path: str = "auto", pair: str | None = None) -> AttentionResult:
     """run_one, with bad input shown as a message and the page stopped (the typed text stays)."""
     check_length(text)
     try:
-        result = run_one(text, path)
+        result = run_one(text, path, pair)
     except InputError as err:
         st.info(worded(err) + " " + tr("Type a sentence in the sentence box or pick an example."))
         stop()

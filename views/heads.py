@@ -6,8 +6,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_core import AttentionResult
-from mha_core.analysis.display import AttentionView, score_map, top_keys, uniform_weight, words_by_default
+from mha_core import AttentionResult, LoadedModel
+from mha_core.analysis.display import (
+    AttentionView,
+    score_map,
+    segment_b_start,
+    top_keys,
+    uniform_weight,
+    words_by_default,
+)
 from mha_core.analysis.long_text import is_long
 from mha_core.analysis.roles import ranked_heads
 from mha_core.figures import charts
@@ -85,12 +92,17 @@ def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head
     numbers = widget(right.toggle, "numbers", n <= NUMBERS_MAX_UNITS and not narrow, tr("Numbers in cells"),
                      disabled=n > 40 or narrow)
     scores, numbers = scores and can_score, numbers and n <= 40
+    start = segment_b_start(view, result)
     chart((*base, "head", layer, head, scores, numbers),
-          lambda: head_map_figure(result, view, layer, head, avg, scores, numbers), key="head_map")
+          lambda: head_map_figure(result, view, layer, head, avg, scores, numbers, start), key="head_map")
+    if start is not None:
+        st.caption(tr("A sentence pair: the dashed lines mark where the second sentence (segment B) begins, at "
+                      "{label}. Top left: the first sentence reading itself; top right: its words reading the second "
+                      "sentence; bottom left: the second reading the first.", label=literal(view.labels[start])))
 
 
 def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool,
-                    scores: bool, numbers: bool) -> dict:
+                    scores: bool, numbers: bool, segment_b: int | None = None) -> dict:
     if scores:
         z = score_map(result, 0, layer, head, view.hidden_special)
         title = tr("Layer {layer}, head {head}: scaled scores before softmax", layer=layer, head=head)
@@ -98,7 +110,20 @@ def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, he
         z = view.maps[layer, head]
         which = tr("mean of heads") if avg else tr("head {head}", head=head)
         title = tr("Layer {layer}, {which}: attention weights", layer=layer, which=which)
-    return charts.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
+    figure = charts.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
+    return figure if segment_b is None else charts.with_segment_lines(figure, segment_b, len(view.labels))
+
+
+def pair_box(model: LoadedModel) -> str | None:
+    """On an encoder: an optional second sentence, read with the first as a pair (segment B); None when empty."""
+    if model.causal:
+        return None
+    pair = widget(st.text_input, "segment_b", "", tr("Second sentence (segment B, optional)"),
+                  help=tr("An encoder reads two sentences as one pair, as BERT was trained to: [CLS] A [SEP] B [SEP], "
+                          "the second sentence's pieces with token type 1. Leave it empty for one sentence."))
+    if pair.strip():
+        check_length(pair, N_("The second sentence"))
+    return pair.strip() or None
 
 
 def show_line_view(view: AttentionView, layer: int, head: int, base: tuple) -> None:
@@ -264,15 +289,16 @@ def main() -> None:
                   "(query, a row) takes from every other (key, a column): pick a layer and a head, or click a tile of "
                   "the overview at the bottom, to see one head large; One token shows a pair of words in every head."))
     text = sentence_box()
+    pair = pair_box(model)
     check_length(text)
-    if is_long(pieces_of(model, text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
+    if pair is None and is_long(pieces_of(model, text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
         show_long_heads(model, text, head_pickers)
         return
     hide, merge, avg = options_sidebar(text)
-    result = checked_run(text)
+    result = checked_run(text, pair=pair)
     st.caption(path_caption(result), help=tr(PATH_HELP))
-    view = computed.view_of(server(), model, text, "auto", hide, merge, avg)
-    base = ("heads", str(model.model_dir), text, hide, merge, avg)  # what every figure below depends on
+    view = computed.view_of(server(), model, text, "auto", hide, merge, avg, pair)
+    base = ("heads", str(model.model_dir), text, hide, merge, avg, pair)  # what every figure below depends on
     n_layers, n_heads = view.maps.shape[:2]
     layer, head = head_pickers(n_layers, n_heads)
     # Tabs bound to the URL run lazily: only the open tab's figures are built and sent. They come before the

@@ -38,6 +38,16 @@ class AttentionView:
         return max(0, min(fallback, len(self.labels) - 1))
 
 
+def segment_b_start(view: AttentionView, result: AttentionResult, b: int = 0) -> int | None:
+    """The first shown unit of a sentence pair's second text (segment B); None for a single text."""
+    segments = result.batch.segments[b] if result.batch.segments else ()
+    if 1 not in segments:
+        return None
+    first = segments.index(1)
+    groups = view.pieces or tuple((u,) for u in range(len(view.labels)))
+    return next((unit for unit, pieces in enumerate(groups) if any(p >= first for p in pieces)), None)
+
+
 def attention_view(result: AttentionResult, b: int = 0, hide_special: bool = False,
                    merge_words: bool = False, average_heads: bool = False) -> AttentionView:
     """Text b's maps (L,H,N,N) with specials hidden (rows renormalised) and/or pieces merged;

@@ -305,3 +305,15 @@ def for_narrow_screen(spec: dict) -> FigureDict:
         if "height" in layout:
             layout["height"] = layout["height"] + 18 * (len(lines) - 1)
     return {**spec, "data": data, "layout": layout}
+
+
+def with_segment_lines(figure: FigureDict, start: int, n: int) -> FigureDict:
+    """A (N,N) map's figure with dashed lines where a sentence pair's second text begins (unit `start`): the blocks
+    above and left of them are the first text's own, the top-right block its queries reading the second's keys."""
+    edge = start - 0.5
+    lines = [{"type": "line", "x0": edge, "x1": edge, "y0": -0.5, "y1": n - 0.5},
+             {"type": "line", "x0": -0.5, "x1": n - 0.5, "y0": edge, "y1": edge}]
+    shapes = [{**line, "xref": "x", "yref": "y", "line": {"color": "#111111", "width": 2, "dash": "dash"}}
+              for line in lines]
+    layout = {**figure.get("layout", {}), "shapes": [*figure.get("layout", {}).get("shapes", []), *shapes]}
+    return {**figure, "layout": layout}

@@ -56,21 +56,27 @@ def of(model: LoadedModel) -> str:
 # The forward and what the pages draw from it
 
 
-def result_of(server: Server, model: LoadedModel, texts: Sequence[str], path: str = "auto") -> AttentionResult:
-    """mha_core.run, once per model, texts and path (frozen: every session reads the same object)."""
-    texts = tuple(texts)
-    return server.in_slot("results", ("result", of(model), texts, path), lambda: run(model, list(texts), path=path))
+def result_of(server: Server, model: LoadedModel, texts: Sequence[str], path: str = "auto",
+              pairs: Sequence[str] | None = None) -> AttentionResult:
+    """mha_core.run, once per model, texts, path and second texts of sentence pairs (frozen: every session reads the
+    same object)."""
+    texts, pairs = tuple(texts), None if pairs is None else tuple(pairs)
+    return server.in_slot("results", ("result", of(model), texts, path, pairs),
+                          lambda: run(model, list(texts), path=path, pairs=None if pairs is None else list(pairs)))
 
 
 def view_of(server: Server, model: LoadedModel, text: str, path: str, hide_special: bool, merge_words: bool,
-            average_heads: bool = False) -> AttentionView:
-    """The maps of one text as the Heads page shows them (specials hidden, words merged, heads averaged)."""
+            average_heads: bool = False, pair: str | None = None) -> AttentionView:
+    """The maps of one text (or of a sentence pair, `pair` its second text) as the Heads page shows them (specials
+    hidden, words merged, heads averaged)."""
     def compute() -> AttentionView:
-        result = result_of(server, model, (text,), path)  # outside the slot: it takes one of its own
+        pairs = None if pair is None else (pair,)
+        result = result_of(server, model, (text,), path, pairs)  # outside the slot: it takes one of its own
         with server.slots:
             return attention_view(result, 0, hide_special, merge_words, average_heads)
 
-    return server.kept("views", ("view", of(model), text, path, hide_special, merge_words, average_heads), compute)
+    key = ("view", of(model), text, path, hide_special, merge_words, average_heads, pair)
+    return server.kept("views", key, compute)
 
 
 def parity_of(server: Server, model: LoadedModel, text: str) -> Parity:
