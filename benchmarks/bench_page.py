@@ -35,7 +35,7 @@ FINGERPRINT_JS = """() => {
 def submit_and_wait(page, text: str) -> float:
     """Seconds from Ctrl+Enter until the page's first plotly figure holds new data and the run ended."""
     before = page.evaluate(FINGERPRINT_JS)
-    box = page.get_by_label("Sentence")
+    box = page.get_by_label("Sentence", exact=True)
     box.fill(text)
     start = time.perf_counter()
     box.press("Control+Enter")
@@ -54,8 +54,8 @@ def measure(repeats: int) -> dict[str, list[float]]:
             chromium_pages(2) as (app, base):
         app.goto(app_url)
         base.goto(base_url)
-        app.get_by_label("Sentence").wait_for(timeout=120_000)
-        base.get_by_label("Sentence").wait_for(timeout=120_000)
+        app.get_by_label("Sentence", exact=True).wait_for(timeout=120_000)
+        base.get_by_label("Sentence", exact=True).wait_for(timeout=120_000)
         for i in range(repeats + 1):  # round 0 warms caches and the browser, not counted
             marker = f"run {i}"  # a new text each round, so nothing is served from a cache
             runs = {

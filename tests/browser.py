@@ -49,7 +49,7 @@ def chromium_page(width: int = 1400, height: int = 1800, phone: bool = False) ->
 
 def commit_text(page: object, label: str, text: str) -> None:
     """Type into a Streamlit text area and submit it (Ctrl+Enter), as a user would."""
-    box = page.get_by_label(label)
+    box = page.get_by_label(label, exact=True)
     box.fill(text)
     box.press("Control+Enter")
 
@@ -57,7 +57,7 @@ def commit_text(page: object, label: str, text: str) -> None:
 def open_with_sentence(page: object, url: str, text: str) -> None:
     """Open the app's first page, type `text` into the sentence box and wait for the run."""
     page.goto(url)
-    page.get_by_label("Sentence").wait_for(timeout=90_000)
+    page.get_by_label("Sentence", exact=True).wait_for(timeout=90_000)
     commit_text(page, "Sentence", text)
     wait_idle(page)
 

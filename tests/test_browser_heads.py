@@ -43,7 +43,7 @@ def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(decoder, 
     ARTIFACTS.mkdir(exist_ok=True)
     with chromium_page() as page:
         page.goto(f"{app_url}/?model=SmolLM2-135M-Instruct&layer=5&head=2")
-        page.get_by_label("Sentence").wait_for(timeout=120_000)
+        page.get_by_label("Sentence", exact=True).wait_for(timeout=120_000)
         page.get_by_text("Layer 5, head 2: attention weights").wait_for(timeout=120_000)
         wait_idle(page, timeout=120_000)
         head_map = page.locator(".st-key-head_map .js-plotly-plot")

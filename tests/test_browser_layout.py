@@ -33,7 +33,7 @@ def test_a_phone_reaches_the_sentence_box_and_reads_the_grids(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
     with chromium_page(width=390, height=2400, phone=True) as page:
         page.goto(f"{app_url}/?model={DECODER}")
-        box = page.locator('[data-testid="stMain"]').get_by_label("Sentence")  # on the page, not behind »
+        box = page.locator('[data-testid="stMain"]').get_by_label("Sentence", exact=True)  # on the page, not behind »
         box.wait_for(timeout=180_000)
         wait_idle(page, timeout=120_000)
         assert box.is_visible()
