@@ -330,11 +330,12 @@ def test_an_upload_cap_note_is_one_whole_sentence_in_chinese(chinese, monkeypatc
     """Issue 34: the pages took the progress bar's " (…)" note apart with .strip(" ()").capitalize(), which left the
     Chinese full-width brackets in place."""
     import views._uploads as uploads
+    from views._state import progress_note
 
     monkeypatch.setattr(uploads, "UPLOAD_MAX_SENTENCES", 12)
     note = uploads.cap_note(30)
     assert note.startswith("只") and note.endswith("。") and not set("()（）") & set(note), note
-    assert uploads.cap_note(12) == "" and uploads.progress_note(note).endswith(note)
+    assert uploads.cap_note(12) == "" and progress_note(note).endswith(note)
 
 
 # Issue 34: every string of mha_core a person reads is marked for the catalogue. What may stay unmarked, and why:

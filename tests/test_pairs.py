@@ -126,3 +126,13 @@ def test_the_heads_page_reads_a_sentence_pair_and_marks_where_b_begins(bundled):
     assert len(lines) == 2 and lines[0]["x0"] == start - 0.5
     assert any("segment B" in c.value for c in at.caption)
     assert at.query_params.get("segment_b") == second  # a shared link keeps the pair
+
+
+def test_a_pair_over_the_models_limit_is_cut_and_says_how_long_it_was(tiny_dir):
+    """The tiny BERT reads 64 positions: a longer pair is cut (the longer text first) and keeps its whole count."""
+    model = load_model(tiny_dir)
+    first, second = "The cat sat.", " ".join(["the dog ran across the yard"] * 20)
+    result = run(model, first, pairs=[second])
+    whole = len(model.tokenizer(first, second, split_special_tokens=True)["input_ids"])
+    assert result.lengths[0] == 64 and result.truncated[0] and result.n_tokens[0] == whole > 64
+    assert run(model, first, pairs=["A dog ran."]).truncated == (False,)

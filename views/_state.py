@@ -94,6 +94,11 @@ def server() -> Server:
     return Server()
 
 
+def progress_note(note: str) -> str:
+    """What was left out, as it follows a progress bar's label."""
+    return f" · {note}" if note else ""
+
+
 @contextlib.contextmanager
 def waiting(note: str = "") -> Iterator[Wait]:
     """How this page shows a wait for queued work: a progress bar with the work's label (in the page's language),
@@ -102,7 +107,7 @@ def waiting(note: str = "") -> Iterator[Wait]:
 
     def show(label: str, state: JobState) -> None:
         nonlocal bar
-        text = state.describe(label) + note
+        text = state.describe(label) + progress_note(note)
         if bar is None:
             bar = st.progress(state.fraction(), text=text)
         else:
@@ -119,11 +124,7 @@ def queued(compute: Callable[..., T], *args: object, note: str = "") -> T | None
     """compute(server, *args, wait) — a queued function of mha_core.serving.computed(_corpus) — with this page's
     progress bar; None, with the reason shown, for input it cannot use or work over the budget."""
     with waiting(note) as wait:
-        try:
-            return compute(server(), *args, wait)
-        except InputError as err:
-            st.warning(literal(worded(err)))
-            return None
+        return answered(compute, *args, wait)
 
 
 def answered(compute: Callable[..., T], *args: object) -> T | None:

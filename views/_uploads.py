@@ -89,17 +89,12 @@ def capped_upload(
 
 def cap_note(count: int, unit: str = N_("sentences")) -> str:
     """The sentence a page shows when a file had more than the cap (it is read with limit cap + 1); "" otherwise.
-    The progress bar shows the same sentence (progress_note)."""
+    The progress bar shows the same sentence (views._state.progress_note)."""
     cap = UPLOAD_MAX_SENTENCES
     if count <= cap:
         return ""
     return tr("Only the first {cap:,} {unit} are read; the rest of the file is skipped: uploads are capped.", cap=cap,
               unit=tr(unit))
-
-
-def progress_note(note: str) -> str:
-    """A cap note as it follows a progress bar's label."""
-    return f" · {note}" if note else ""
 
 
 def gap_source() -> tuple[str, str, str] | None:
@@ -136,7 +131,7 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
         return None
     examples = rows.examples[:UPLOAD_MAX_SENTENCES]
     result = queued(computed_corpus.gap_analysis_of, model, key, examples,
-                    note=progress_note(cap_note(len(rows.examples), unit=N_("examples"))))
+                    note=cap_note(len(rows.examples), unit=N_("examples")))
     if result is None:
         return None
     if rows.misaligned:

@@ -21,7 +21,7 @@ from mha_core.serving.export import distance_csv, qk_points_csv
 from views._inputs import model_card
 from views._state import chart, current_model, queued, server
 from views._text import literal
-from views._uploads import capped_upload, parsed_corpus, progress_note
+from views._uploads import capped_upload, parsed_corpus
 from views._visit import choose, stop, widget
 
 BUNDLED, CONLLU, TEXT_FILE = N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Uploaded text file")
@@ -222,7 +222,7 @@ def main() -> None:
     if chosen is None:
         stop()
     key, texts, trees, note = chosen
-    corpus = queued(computed_corpus.corpus_pass_of, model, key, texts, note=progress_note(note))
+    corpus = queued(computed_corpus.corpus_pass_of, model, key, texts, note=note)
     if corpus is None:
         stop()
     if note:

@@ -28,7 +28,7 @@ from views._inputs import sentence_box
 from views._long import show_long_roles
 from views._state import chart, checked_run, current_model, queued, server
 from views._text import literal
-from views._uploads import capped_upload, gap_analysis, parsed_corpus, progress_note
+from views._uploads import capped_upload, gap_analysis, parsed_corpus
 from views._visit import stop, widget
 
 SOURCES = (N_("This sentence"), N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Long texts"))
@@ -184,7 +184,7 @@ def main() -> None:
         stop()
     key, sentences, note = chosen
     analysis = queued(computed_corpus.corpus_analysis_of, model, key, sentences, source == SOURCES[0],
-                      note=progress_note(note))
+                      note=note)
     if analysis is None:
         stop()
     if note:

@@ -8,6 +8,7 @@ from pathlib import Path
 from mha_core.cli.common import CliError, add_model_arguments, layer_head, load_chosen_model, write_json
 from mha_core.engine.attention import AUTO, PATHS
 from mha_core.engine.model import LoadedModel, for_long_texts
+from mha_core.engine.result import AttentionResult
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -22,18 +23,18 @@ def cmd_attention(args: argparse.Namespace) -> None:
         if args.rows is not None:
             raise CliError("--rows takes query rows of the heads chosen with --heads L:H[,L:H...]")
         check_full_output(model, text)
-        result = run(model, text, path=args.path)
-        write_json({
-            "tokens": list(result.tokens[0]),
-            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),  # written as made
-            "path": result.path,
-            "backend": result.backend,
-            "truncated": result.truncated[0],
-            "n_tokens": result.n_tokens[0],
-            "model": model.name,
-        }, args.json)
+        write_json(every_map(model, run(model, text, path=args.path)), args.json)
         return
     write_json(chosen_attention(model, text, args), args.json)
+
+
+def every_map(model: LoadedModel, result: AttentionResult, **extra: object) -> dict:
+    """The output for every head of text 0: its pieces, `extra`, every layer's maps (written as made), how they were
+    computed."""
+    return {"tokens": list(result.tokens[0]), **extra,
+            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),
+            "path": result.path, "backend": result.backend, "truncated": result.truncated[0],
+            "n_tokens": result.n_tokens[0], "model": model.name}
 
 
 def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
@@ -47,12 +48,9 @@ def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     result = run(model, args.pair[0], path=args.path, pairs=[args.pair[1]])
     n = result.lengths[0]
     shares = pair_shares(result).as_json(model.name)
-    return {"tokens": list(result.tokens[0]), "token_type_ids": result.batch.token_type_ids[0, :n].tolist(),
-            "segments": list(result.batch.segments[0]),
-            "pair_shares": {name: shares[name] for name in ("a_to_b", "b_to_a", "to_specials")},
-            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),
-            "path": result.path, "backend": result.backend, "truncated": result.truncated[0],
-            "n_tokens": result.n_tokens[0], "model": model.name}
+    return every_map(model, result, token_type_ids=result.batch.token_type_ids[0, :n].tolist(),
+                     segments=list(result.batch.segments[0]),
+                     pair_shares={name: shares[name] for name in ("a_to_b", "b_to_a", "to_specials")})
 
 
 def attention_text(args: argparse.Namespace) -> str:

@@ -127,8 +127,9 @@ def tokenize_pairs(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, pairs: 
     enc = tokenizer(items, seconds, truncation="longest_first", max_length=max_length, split_special_tokens=True,
                     padding=True, return_tensors="pt", return_offsets_mapping=True)
     ids, mask = enc["input_ids"], enc["attention_mask"]  # (B,T)
+    lengths = mask.sum(dim=1).tolist()
     tokens, labels, word_ids, offsets, segments = [], [], [], [], []
-    for b, n in enumerate(mask.sum(dim=1).tolist()):
+    for b, n in enumerate(lengths):
         shift, words = len(items[b]) + 1, 1 + max((w for w, s in zip(enc.word_ids(b), enc.sequence_ids(b), strict=True)
                                                     if s == 0 and w is not None), default=-1)
         segment = enc.sequence_ids(b)[:n]
@@ -143,8 +144,8 @@ def tokenize_pairs(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, pairs: 
     types = enc["token_type_ids"] * mask if "token_type_ids" in enc else torch.zeros_like(ids)
     return TokenBatch(texts=tuple(f"{a} {b}" for a, b in zip(items, seconds, strict=True)), input_ids=ids,
                       attention_mask=mask, tokens=tuple(tokens), labels=tuple(labels), word_ids=tuple(word_ids),
-                      offsets=tuple(offsets), n_tokens=tuple(len(tokenizer(a, b)["input_ids"])
-                                                             for a, b in zip(items, seconds, strict=True)),
+                      offsets=tuple(offsets),
+                      n_tokens=untruncated_lengths(tokenizer, items, False, lengths, max_length, seconds),
                       unknown=tuple(unknown_flags(tokenizer, t) for t in tokens), token_type_ids=types,
                       segments=tuple(segments))
 
@@ -208,15 +209,16 @@ def ids_batch(
 
 
 def untruncated_lengths(
-    tokenizer: PreTrainedTokenizerBase, items: list, pre_split: bool, lengths: list[int], max_length: int
+    tokenizer: PreTrainedTokenizerBase, items: list, pre_split: bool, lengths: list[int], max_length: int,
+    pairs: Sequence[str] | None = None,
 ) -> tuple[int, ...]:
-    """Piece counts before truncation; re-tokenizes only the texts that hit the limit."""
+    """Piece counts before truncation (of each text, or of each pair with its second text in `pairs`); re-tokenizes
+    only the texts that hit the limit."""
     counts = list(lengths)
     for b, n in enumerate(lengths):
         if n >= max_length:
-            full = tokenizer(
-                items[b], is_split_into_words=pre_split, truncation=False, verbose=False, split_special_tokens=True
-            )
+            full = tokenizer(items[b], text_pair=None if pairs is None else pairs[b], is_split_into_words=pre_split,
+                             truncation=False, verbose=False, split_special_tokens=True)
             counts[b] = len(full["input_ids"])
     return tuple(counts)
 

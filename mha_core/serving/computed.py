@@ -25,7 +25,7 @@ from mha_core.analysis.display import AttentionView, attention_view
 from mha_core.analysis.generate import Generation, generate
 from mha_core.analysis.induction import InductionScores, induction_scores
 from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
-from mha_core.analysis.patching import PatchGrid, patch_grid
+from mha_core.analysis.patching import HEAD, HEADS, RESIDUAL, PatchGrid, patch_grid
 from mha_core.analysis.predict import (
     Attribution,
     LayerEffect,
@@ -62,7 +62,7 @@ def result_of(server: Server, model: LoadedModel, texts: Sequence[str], path: st
     same object)."""
     texts, pairs = tuple(texts), None if pairs is None else tuple(pairs)
     return server.in_slot("results", ("result", of(model), texts, path, pairs),
-                          lambda: run(model, list(texts), path=path, pairs=None if pairs is None else list(pairs)))
+                          lambda: run(model, list(texts), path=path, pairs=pairs))
 
 
 def view_of(server: Server, model: LoadedModel, text: str, path: str, hide_special: bool, merge_words: bool,
@@ -186,9 +186,8 @@ def lens_of(server: Server, model: LoadedModel, text: str, wait: Wait) -> LogitL
                          lambda _: logit_lens(model, text), wait)
 
 
-PATCH_LABELS = {"heads": N_("Patching the {n_heads} heads of each layer"),
-                "residual": N_("Patching every layer's stream"),
-                "head": N_("Patching one head, position by position")}
+PATCH_LABELS = {HEADS: N_("Patching the {n_heads} heads of each layer"), RESIDUAL: N_("Patching every layer's stream"),
+                HEAD: N_("Patching one head, position by position")}
 
 
 def patch_grid_of(server: Server, model: LoadedModel, clean: str, corrupted: str, answer: str | None,

@@ -51,6 +51,3 @@ class Server:
         """compute(progress) once per key through the heavy-work queue, in the background at low priority; wait(label,
         state) while it is queued or running (it may raise: the visitor left, and the work stops once nobody waits)."""
         return self.heavy.result(self.stores[store], key, compute, lambda state: wait(label, state))
-
-    def has(self, store: str, key: Hashable) -> bool:
-        return key in self.stores[store]
