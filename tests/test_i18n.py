@@ -343,6 +343,7 @@ UNMARKED_FILES = {
     "mha_core/cli/": "the command line speaks English (its help, its one-line errors)",
     "mha_core/engine/bundled.py": "the server owner's installation and conversion messages, and a converted model's "
                                   "README (English, as the CLI)",
+    "mha_core/engine/bundled_whisper.py": "the converted Whisper's NOTICE file (English, as its licence)",
     "mha_core/serving/memory.py": "the memory plan printed in the server's log when it starts",
 }
 UNMARKED_TEXTS = {

@@ -47,8 +47,9 @@ def test_missing_directory(tmp_path):
 
 
 def test_unsupported_architecture(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
-    with pytest.raises(ModelLoadError, match="Unsupported architecture 't5'.*bert, roberta.*gpt2, opt.*gemma3_text"):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "pegasus"}))
+    with pytest.raises(ModelLoadError, match="Unsupported architecture 'pegasus'.*bert, roberta.*gpt2, opt.*gemma3_text"
+                                             ".*t5, mt5.*whisper"):
         load_model(tmp_path)
 
 

@@ -68,3 +68,40 @@ def make_tiny(family: str, path: Path, **overrides: object) -> Path:
     model.save_pretrained(path, safe_serialization=True)
     AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True).save_pretrained(path)
     return path
+
+
+SEQ2SEQ_IDS = dict(pad_token_id=0, decoder_start_token_id=101, bos_token_id=101, eos_token_id=102)  # word pieces'
+T5_SIZES = dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, relative_attention_num_buckets=8,
+                relative_attention_max_distance=20)
+BART_SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                  encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+SEQ2SEQ_CONFIGS = {  # T5 with a decoder deeper than its encoder: each stack's layers are read apart
+    "t5": ("T5Config", dict(T5_SIZES, num_decoder_layers=3)),
+    "mt5": ("MT5Config", T5_SIZES),
+    "umt5": ("UMT5Config", T5_SIZES),
+    "bart": ("BartConfig", BART_SIZES),
+    "mbart": ("MBartConfig", BART_SIZES),
+    "marian": ("MarianConfig", dict(BART_SIZES, scale_embedding=True)),
+    "m2m_100": ("M2M100Config", dict(BART_SIZES, scale_embedding=True)),
+    "whisper": ("WhisperConfig", dict(BART_SIZES, max_source_positions=50, max_target_positions=32, num_mel_bins=8)),
+}
+
+
+def make_tiny_seq2seq(family: str, path: Path) -> Path:
+    """A random encoder–decoder of `family` (with its output layer) saved as safetensors, with the bundled
+    word-piece tokenizer (Whisper's source is audio: 8 mel bins, 100 frames)."""
+    import transformers
+    from transformers import AutoTokenizer
+
+    name, sizes = SEQ2SEQ_CONFIGS[family]
+    config = getattr(transformers, name)(**SIZES, **SEQ2SEQ_IDS, **sizes)
+    torch.manual_seed(0)
+    auto = transformers.AutoModelForSpeechSeq2Seq if family == "whisper" else transformers.AutoModelForSeq2SeqLM
+    model = auto.from_config(config, attn_implementation="eager")
+    with torch.no_grad():  # random norms and biases, so a wrong placement or a dropped bias shows
+        for name_, p in model.named_parameters():
+            if p.ndim == 1 and "logits" not in name_:
+                p.copy_(torch.randn_like(p) * 0.2 + (1.0 if "norm" in name_.lower() and "weight" in name_ else 0.0))
+    model.save_pretrained(path, safe_serialization=True)
+    AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True).save_pretrained(path)
+    return path

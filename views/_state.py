@@ -26,7 +26,7 @@ from mha_core.serving import computed
 from mha_core.serving.heavy import JobState
 from mha_core.serving.limits import MAX_INPUT_CHARS
 from mha_core.serving.memory import MODELS_KEPT
-from mha_core.serving.menu import ModelChoice, available_models, default_choice
+from mha_core.serving.menu import ModelChoice, available_models, check_pages_read, default_choice
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.walkthrough import backend_words, path_words
 from views._text import literal
@@ -54,6 +54,7 @@ def listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
     garbage collector's generations (gc.freeze), so later collections only walk new objects."""
     try:
         model = mha_core.load_model(model_dir, device=os.environ.get("MHA_DEVICE", "cpu"))
+        check_pages_read(model)
     except ModelLoadError as err:
         return err
     gc.collect()

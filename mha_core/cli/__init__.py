@@ -21,6 +21,7 @@ from mha_core.cli.common import (
     positive_int,
     write_json,
 )
+from mha_core.cli.seq2seq import add_transcribe_parser
 from mha_core.engine.model import ModelLoadError
 from mha_core.engine.tokens import InputError
 
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_prediction_parsers(sub)
     add_params_parser(sub)
     add_corpus_parsers(sub)
+    add_transcribe_parser(sub)
     models = sub.add_parser("models", help="the models this machine lists: bundled, $MHA_MODELS_DIR, HF cache")
     models.add_argument("--json", default="-", help="output file, '-' for stdout")
     models.set_defaults(func=cmd_models)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from mha_core.cli.common import CliError, add_model_arguments, layer_head, load_chosen_model, write_json
+from mha_core.cli.seq2seq import add_seq2seq_arguments
 from mha_core.engine.attention import AUTO, PATHS
 from mha_core.engine.model import LoadedModel, for_long_texts
 from mha_core.engine.result import AttentionResult
@@ -15,6 +16,14 @@ def cmd_attention(args: argparse.Namespace) -> None:
     from mha_core import run
 
     model = load_chosen_model(args)
+    if model.encoder_decoder:
+        from mha_core.cli.seq2seq import seq2seq_attention
+
+        write_json(seq2seq_attention(model, args), args.json)
+        return
+    if args.target is not None or args.audio is not None:
+        raise CliError(f"--target and --audio are for encoder–decoders (T5, BART, Marian, Whisper); {model.name} is "
+                       f"{'a decoder' if model.causal else 'an encoder'}")
     if args.pair is not None:
         write_json(pair_attention(model, args), args.json)
         return
@@ -125,6 +134,7 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--heads", type=layer_heads, help="only these heads, L:H[,L:H...] (0-based): needed over 1,024 "
                                                       "pieces")
     p.add_argument("--rows", help="only these query rows, A:B (0-based, B exclusive; with --heads)")
+    add_seq2seq_arguments(p)
     add_model_arguments(p)
     p.add_argument("--path", choices=PATHS, default=AUTO)
     p.add_argument("--json", default="-", help="output file, '-' for stdout")

@@ -18,6 +18,20 @@ only this description; nothing else in the recompute branches on the family's na
 | gemma3_text   | rms (1+w) | pre and post         | RoPE, local base       | MQA, local/global, QK-norm     | GeGLU   |
 * gate and up fused in one matrix. All decoders are causal. The encoders read a token-type embedding
 (segment 0) where they have one.
+
+Encoder–decoders (describe_stacks: one description per stack; the decoder's layers add cross-attention, Q from
+the decoder, K and V from the encoder's output):
+
+| family            | norm  | placement | positions                                  | MLP              |
+|-------------------|-------|-----------|--------------------------------------------|------------------|
+| t5, mt5           | rms   | pre       | relative bias in buckets (first layer's)   | ReLU / gated GELU|
+| umt5              | rms   | pre       | relative bias in buckets (each layer's own)| gated GELU       |
+| bart              | layer | post      | learned from 2, norm after the embeddings  | plain            |
+| mbart             | layer | pre       | learned from 2, norm after the embeddings  | plain            |
+| marian            | layer | post      | sinusoidal, embeddings × √d_model          | plain            |
+| m2m_100 (NLLB)    | layer | pre       | sinusoidal from pad + 1, × √d_model        | plain            |
+| whisper           | layer | pre       | encoder: 2 convolutions on log-mels, sinusoidal; decoder: learned | plain |
+T5's scores are not scaled by 1/√d_k (its initialisation absorbs it).
 """
 
 from __future__ import annotations
@@ -30,7 +44,11 @@ if TYPE_CHECKING:
 
 ENCODERS = ("bert", "roberta", "xlm-roberta", "distilbert")
 DECODERS = ("gpt2", "opt", "bloom", "gpt_neox", "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text")
-SUPPORTED_MODEL_TYPES = ENCODERS + DECODERS
+T5_LIKE = ("t5", "mt5", "umt5")
+BART_LIKE = ("bart", "mbart", "marian", "m2m_100", "whisper")  # one layer layout (self_attn, encoder_attn, fc1/2)
+ENCODER_DECODERS = T5_LIKE + BART_LIKE
+SUPPORTED_MODEL_TYPES = ENCODERS + DECODERS + ENCODER_DECODERS
+PRE_NORM_SEQ2SEQ = ("t5", "mt5", "umt5", "mbart", "m2m_100", "whisper")
 GEMMA = ("gemma2", "gemma3_text")
 ROTARY = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox", *GEMMA)
 RMS_NORM = ("llama", "mistral", "qwen2", "qwen3", "phi3", *GEMMA)
@@ -69,6 +87,9 @@ class Architecture:
     attn_softcap: float | None = None  # Gemma 2: scores -> tanh(s / c) · c; no fused kernel does it
     final_softcap: float | None = None  # Gemma 2: logits -> tanh(l / c) · c
     alibi: bool = False  # BLOOM: a linear bias per head on the keys' positions, no position embedding
+    cross: bool = False  # an encoder–decoder's decoder: each layer attends to the encoder's output too
+    relative_bias: bool = False  # T5: a learned bias per head on the keys' relative positions, in buckets
+    audio: bool = False  # Whisper's encoder: frames of a log-mel spectrogram in, through two convolutions
 
     @property
     def grouped(self) -> bool:
@@ -147,3 +168,39 @@ def activation_of(config: PretrainedConfig) -> str:
     if config.model_type == "bloom":
         return "gelu_new"
     return str(first(config, "hidden_activation", "hidden_act", "activation_function", "activation", default="gelu"))
+
+
+def describe_stacks(config: PretrainedConfig) -> tuple[Architecture, Architecture]:
+    """An encoder–decoder's two stacks: (encoder, decoder). The decoder is causal and cross-attends."""
+    family = config.model_type
+    t5 = family in T5_LIKE
+    d_model = int(config.d_model)
+    pad = int(config.pad_token_id) if config.pad_token_id is not None else 0
+    offset = 2 if family in ("bart", "mbart") else pad + 1 if family == "m2m_100" else 0
+    scale = 1.0 if t5 else None
+
+    def stack(decoder: bool) -> Architecture:
+        side = "decoder" if decoder else "encoder"
+        n_layers = int(first(config, f"{side}_layers", *(("num_decoder_layers",) if decoder else ()), "num_layers"))
+        n_heads = int(first(config, f"{side}_attention_heads", "num_heads"))
+        positions = int(first(config, "max_target_positions" if decoder else "max_source_positions",
+                              "max_position_embeddings", "n_positions", default=512))
+        max_length = min(positions, MAX_PIECES) if not (family == "whisper" and not decoder) else positions
+        return Architecture(
+            family=family, causal=decoder, norm="rms" if t5 else "layer", pre_norm=family in PRE_NORM_SEQ2SEQ,
+            rotary=False, position_offset=offset, token_types=False,
+            gated_mlp=t5 and bool(getattr(config, "is_gated_act", False)), activation=seq2seq_activation(config),
+            n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_heads, d_model=d_model,
+            head_dim=int(first(config, "d_kv", default=d_model // n_heads)),
+            max_length=max_length, long_max_length=min(positions, LONG_MAX_PIECES),
+            norm_eps=float(first(config, "layer_norm_epsilon", default=1e-5)), windows=(None,) * n_layers,
+            rope_kinds=(None,) * n_layers, scale=scale, cross=decoder, relative_bias=t5,
+            audio=family == "whisper" and not decoder,
+        )
+
+    return stack(False), stack(True)
+
+
+def seq2seq_activation(config: PretrainedConfig) -> str:
+    """The MLP's activation: T5's dense_act_fn (relu, or gelu_new in the gated v1.1 and mT5), else the config's."""
+    return str(first(config, "dense_act_fn", "activation_function", default="gelu"))

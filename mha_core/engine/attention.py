@@ -59,6 +59,7 @@ class AttentionOutput:
     probs: Tensor | None  # (B,H,T,S)
     lse: Tensor | None  # (B,H,T)
     backend: str
+    cross: AttentionOutput | None = None  # an encoder–decoder's decoder layer: its cross-attention (S: source)
 
 
 def from_torch_mha(mha: torch.nn.MultiheadAttention) -> ProjectionWeights:
@@ -248,21 +249,26 @@ def rebuild_log_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, sc
 def multi_head_attention(
     x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None,
     rope: tuple[Tensor, Tensor] | None = None, kernel_causal: bool = False, edit: ContextEdit | None = None,
-    past: tuple[Tensor, Tensor] | None = None,
+    past: tuple[Tensor, Tensor] | None = None, given_kv: tuple[Tensor, Tensor] | None = None,
 ) -> AttentionOutput:
     """The four steps of multi-head attention on x (B,T,D); keys/values from `kv` (B,S,D) if given; `rope`
     (cos, sin), each (B,T,Dh), rotates queries and keys by position before the scores. `kernel_causal`: the
     fused kernel applies the causal mask itself (`bias` then holds nothing else). `edit` replaces the heads'
     outputs (B,H,T,Dh) before W_O (head ablation). `past` (k, v), each (B,G,P,Dh): the earlier positions' keys
-    (after RoPE) and values, kept from the previous steps of a generation (the key/value cache)."""
+    (after RoPE) and values, kept from the previous steps of a generation (the key/value cache). `given_kv` (k, v),
+    each (B,G,S,Dh): keys and values already projected (cross-attention's, computed once from the encoder's
+    output)."""
     kv = x if kv is None else kv
     # 1. project, 2. split into heads
     q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
-    k = split_heads(F.linear(kv, w.w_k, w.b_k), w.n_kv_heads)  # (B,G,S,Dh)
-    v = split_heads(F.linear(kv, w.w_v, w.b_v), w.n_kv_heads)  # (B,G,S,Dh)
+    if given_kv is not None:
+        k, v = given_kv  # (B,G,S,Dh) each
+    else:
+        k = split_heads(F.linear(kv, w.w_k, w.b_k), w.n_kv_heads)  # (B,G,S,Dh)
+        v = split_heads(F.linear(kv, w.w_v, w.b_v), w.n_kv_heads)  # (B,G,S,Dh)
     # 2a. QK-norm (Qwen3, Gemma 3): each head's query and key vectors normed over their Dh features
     if w.q_norm is not None:
-        q, k = w.q_norm(q), w.k_norm(k)  # (B,H,T,Dh), (B,G,S,Dh)
+        q, k = w.q_norm(q), k if given_kv is not None else w.k_norm(k)  # (B,H,T,Dh), (B,G,S,Dh)
     # 2b. rotary position embedding (RoPE models): rotate q and k by each token's position
     if rope is not None:
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B,H,T,Dh), (B,G,S,Dh)

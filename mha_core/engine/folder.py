@@ -168,3 +168,12 @@ def check_sizes(config: dict, tensors: dict[str, dict]) -> None:
             embedding["shape"][1] != width):
         raise refused("config_width_mismatch", SIZES_DIFFER, asked=Worded(N_("width {n:,}"), n=width),
                       held=Worded(N_("embeddings {n:,} wide"), n=embedding["shape"][1]))
+
+
+SHOWN_PATH_CHARS = 80  # long paths are cut in messages
+
+
+def shown(path: str | Path) -> str:
+    """A path for a message, cut to SHOWN_PATH_CHARS characters."""
+    text = str(path)
+    return text if len(text) <= SHOWN_PATH_CHARS else text[: SHOWN_PATH_CHARS - 1] + "…"

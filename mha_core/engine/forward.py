@@ -13,7 +13,7 @@ A layer's attention bias (padding, causal mask, its sliding window, ALiBi) and R
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -30,7 +30,9 @@ from mha_core.engine.attention import (
     multi_head_attention,
 )
 from mha_core.engine.budget import check_budget, forward_bytes, release_freed_memory
+from mha_core.engine.cross import cross_of
 from mha_core.engine.model import LoadedModel
+from mha_core.engine.per_layer import PerLayer, at_layer, per_layer  # noqa: F401 -- PerLayer: re-exported
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError, TextsLike, TokenBatch, tokenize
 from mha_core.engine.weights import EmbeddingWeights, LayerWeights
@@ -38,28 +40,6 @@ from mha_core.messages import N_, Worded
 
 # Below this many tokens the explicit path is as fast and gives the maps for free.
 AUTO_FUSED_MIN_TOKENS = 256
-
-
-@dataclass(frozen=True)
-class PerLayer:
-    """A value that differs by layer: values[kinds[layer]] (a windowed layer's mask, a local layer's RoPE table)."""
-
-    values: dict
-    kinds: tuple
-
-    def at(self, layer: int) -> object:
-        return self.values[self.kinds[layer]]
-
-
-def at_layer(value: object, layer: int) -> object:
-    """`value` itself, or its entry for `layer` when it differs by layer."""
-    return value.at(layer) if isinstance(value, PerLayer) else value
-
-
-def per_layer(kinds: Sequence, make: Callable[[object], object]) -> object:
-    """make(kind) for every distinct kind: the one value when all layers share it, else a PerLayer."""
-    values = {kind: make(kind) for kind in dict.fromkeys(kinds)}
-    return next(iter(values.values())) if len(values) == 1 else PerLayer(values, tuple(kinds))
 
 
 def scores_bias(model: LoadedModel, mask: Tensor, dtype: torch.dtype, window: int | None) -> Tensor | None:
@@ -89,22 +69,48 @@ def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor, token_types
     return w.norm(x) if w.norm is not None else x
 
 
+@dataclass(frozen=True)
+class Memory:
+    """What a decoder layer's cross-attention reads: the encoder's output and the source's padding."""
+
+    states: Tensor | None  # (B,S,D) the encoder's output after its final norm (None when `kv` holds all it gives)
+    bias: Tensor | None  # (B,1,1,S) the source's padding bias, or None
+    kv: Sequence[tuple[Tensor, Tensor]] | None = None  # per layer, cross-attention's keys and values (B,H,S,Dh),
+    #                                                    computed once from `states` (a generation's steps reuse them)
+
+
+def cross_attend(h: Tensor, w: LayerWeights, memory: Memory, layer: int, path: str) -> AttentionOutput:
+    """A decoder layer's cross-attention on its (normed) states h (B,T,D): Q from h, K and V from the encoder."""
+    given = None if memory.kv is None else memory.kv[layer]
+    return multi_head_attention(h, w.cross_attention, memory.bias, path, kv=memory.states, given_kv=given)
+
+
 def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor | None, path: str,
                   rope: tuple[Tensor, Tensor] | None, kernel_causal: bool = False,
-                  edit: ContextEdit | None = None, past: tuple[Tensor, Tensor] | None = None
-                  ) -> tuple[Tensor, AttentionOutput]:
+                  edit: ContextEdit | None = None, past: tuple[Tensor, Tensor] | None = None,
+                  memory: Memory | None = None, layer: int = 0) -> tuple[Tensor, AttentionOutput]:
     """One layer, (B,T,D) -> (B,T,D), plus the attention internals; norm placement from the architecture.
-    `edit` changes the heads' outputs before W_O (head ablation); `past` is the layer's key/value cache."""
+    `edit` changes the heads' outputs before W_O (head ablation); `past` is the layer's key/value cache;
+    `memory`: an encoder–decoder's decoder layer cross-attends to it after its self-attention (attn.cross)."""
     options = {"rope": rope, "kernel_causal": kernel_causal, "edit": edit, "past": past}
+    cross = None
     if arch.pre_norm:
         attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, **options)
         a = attn.output if w.post_attn_norm is None else w.post_attn_norm(attn.output)  # (B,T,D)
         h = x + a
+        if memory is not None:
+            cross = cross_attend(w.cross_norm(h), w, memory, layer, path)
+            h = h + cross.output  # (B,T,D)
         m = w.mlp(w.mlp_norm(x if arch.parallel else h))  # (B,T,D)
-        return h + (m if w.post_mlp_norm is None else w.post_mlp_norm(m)), attn
-    attn = multi_head_attention(x, w.attention, bias, path, **options)
-    h = w.attn_norm(attn.output + x)  # (B,T,D)
-    return w.mlp_norm(w.mlp(h) + h), attn
+        out = h + (m if w.post_mlp_norm is None else w.post_mlp_norm(m))
+    else:
+        attn = multi_head_attention(x, w.attention, bias, path, **options)
+        h = w.attn_norm(attn.output + x)  # (B,T,D)
+        if memory is not None:
+            cross = cross_attend(h, w, memory, layer, path)
+            h = w.cross_norm(cross.output + h)  # (B,T,D)
+        out = w.mlp_norm(w.mlp(h) + h)
+    return out, attn if cross is None else replace(attn, cross=cross)
 
 
 LayerEntry = Callable[[int, Tensor], tuple[Tensor, ContextEdit | None]]
@@ -112,15 +118,17 @@ LayerEntry = Callable[[int, Tensor], tuple[Tensor, ContextEdit | None]]
 
 def layer_outputs(model: LoadedModel, x: Tensor, bias: Tensor | None, rope: tuple[Tensor, Tensor] | None,
                   path: str = EXPLICIT, kernel_causal: bool = False, enter: LayerEntry | None = None,
-                  first: int = 0, past: Sequence[tuple[Tensor, Tensor]] | None = None
-                  ) -> Iterator[tuple[Tensor, AttentionOutput]]:
+                  first: int = 0, past: Sequence[tuple[Tensor, Tensor]] | None = None,
+                  memory: Memory | None = None) -> Iterator[tuple[Tensor, AttentionOutput]]:
     """The one layer loop of every family: layers `first`.. from x (B,T,D), yielding each layer's output (B,T,D)
     and its attention internals. `enter(layer, x)` may change a layer's input (ablated variants joining a batch)
-    and gives the edit of its heads' outputs (head ablation); `past` holds each layer's key/value cache."""
+    and gives the edit of its heads' outputs (head ablation); `past` holds each layer's key/value cache; `memory`:
+    the encoder's output, which an encoder–decoder's decoder layers cross-attend to."""
     for layer in range(first, model.n_layers):
         x, edit = enter(layer, x) if enter is not None else (x, None)
         x, attn = layer_forward(x, model.layers[layer], model.arch, at_layer(bias, layer), path,
-                                at_layer(rope, layer), kernel_causal, edit, None if past is None else past[layer])
+                                at_layer(rope, layer), kernel_causal, edit, None if past is None else past[layer],
+                                memory, layer)
         yield x, attn
 
 
@@ -200,27 +208,60 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO, pairs: Sequence[
 
 
 def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tuple[Tensor, object, object]:
-    """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal, window, ALiBi; None
-    without `with_bias`: the kernel's own causal mode) and RoPE's (cos, sin), each (B,T,R); either may be a
-    PerLayer where layers differ."""
+    """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal, window, ALiBi, T5's
+    relative positions; None without `with_bias`: the kernel's own causal mode) and RoPE's (cos, sin), each
+    (B,T,R); either may be a PerLayer where layers differ."""
     arch = model.arch
     mask = batch.attention_mask.to(model.device)
     positions = position_ids(mask, arch)  # (B,T)
-    types = None if batch.token_type_ids is None else batch.token_type_ids.to(model.device)
-    x = embed(model.embeddings, batch.input_ids.to(model.device), positions, types)  # (B,T,D)
-    bias = per_layer(arch.windows, lambda window: scores_bias(model, mask, x.dtype, window)) if with_bias else None
+    if arch.audio:
+        x = embed_frames(model.embeddings, batch.features.to(model.device, model.embeddings.word.dtype))
+    else:
+        types = None if batch.token_type_ids is None else batch.token_type_ids.to(model.device)
+        x = embed(model.embeddings, batch.input_ids.to(model.device), positions, types)  # (B,T,D)
+    bias = layer_biases(model, mask, x.dtype) if with_bias else None
     rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
     return x, bias, rope
+
+
+def layer_biases(model: LoadedModel, mask: Tensor, dtype: torch.dtype, past: int = 0) -> object:
+    """Per layer, what it adds to its scores (scores_bias), plus T5's relative-position bias (B|1,H,T,S) where the
+    model has one: a layer without its own table uses the first layer's, as transformers passes it on. `past`:
+    earlier positions already in the cache (the queries are the last mask.shape[1] - past)."""
+    arch = model.arch
+    if not arch.relative_bias:
+        return per_layer(arch.windows, lambda window: scores_bias(model, mask, dtype, window))
+    padding = attention.scores_bias(mask, dtype, arch.causal)  # (B,1,T|1,S) or None
+    padding = padding if padding is None or not past else padding[:, :, past:]
+    n_queries, n_keys = mask.shape[1] - past, mask.shape[1]
+    owners = [layer if w.position_bias is not None else 0 for layer, w in enumerate(model.layers)]
+
+    def biased(owner: int) -> Tensor:
+        table = model.layers[owner].position_bias(n_queries, n_keys, mask.device, past).to(dtype)  # (1,H,T,S)
+        return table if padding is None else (table + padding).clamp_min(torch.finfo(dtype).min)
+
+    return per_layer(owners, biased)
+
+
+def embed_frames(w: EmbeddingWeights, features: Tensor) -> Tensor:
+    """Whisper's encoder input: (B,C,F) log-mel frames -> two convolutions with GELU (the second halves the frames)
+    -> (B,F/2,D), plus the sinusoidal positions."""
+    (w1, b1), (w2, b2) = w.convs
+    x = torch.nn.functional.gelu(torch.nn.functional.conv1d(features, w1, b1, padding=1))  # (B,D,F)
+    x = torch.nn.functional.gelu(torch.nn.functional.conv1d(x, w2, b2, stride=2, padding=1))  # (B,D,F/2)
+    x = x.transpose(1, 2)  # (B,F/2,D)
+    return x + w.position[: x.shape[1]]
 
 
 Progress = Callable[[int, int], None]  # (layers done, layers)
 
 
 def fused_kernel_causal(model: LoadedModel, padded: bool, path: str) -> bool:
-    """A decoder's unpadded batch on the fused path, no window nor ALiBi: the kernel's own causal mode skips the
-    masked half, and no (T,T) bias is built."""
+    """A decoder's unpadded batch on the fused path, no window, ALiBi nor relative bias: the kernel's own causal
+    mode skips the masked half, and no (T,T) bias is built."""
     arch = model.arch
-    return path == FUSED and arch.causal and arch.sliding_window is None and not arch.alibi and not padded
+    plain = arch.sliding_window is None and not arch.alibi and not arch.relative_bias
+    return path == FUSED and arch.causal and plain and not padded
 
 
 def check_forward_budget(model: LoadedModel, rows: int, tokens: int, path: str, keep_hidden: bool,
@@ -238,11 +279,20 @@ def check_forward_budget(model: LoadedModel, rows: int, tokens: int, path: str, 
     check_budget(needed, what, advice)
 
 
+def kept_parts(attn: AttentionOutput, path: str) -> tuple:
+    """What a result keeps of a layer's attention: q, k, and the log-sum-exp (fused) or the probabilities and the
+    heads' outputs (explicit); nothing else."""
+    return attn.q, attn.k, attn.lse if path == FUSED else (attn.probs, attn.context)
+
+
 @torch.inference_mode()
 def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden: bool = True,
-            progress: Progress | None = None) -> AttentionResult:
+            progress: Progress | None = None, memory: Memory | None = None,
+            source_mask: Tensor | None = None) -> AttentionResult:
     """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`). `keep_hidden=False`
-    (a long text's result): keep each layer's q, k and log-sum-exp, and of the hidden states only the last."""
+    (a long text's result): keep each layer's q, k and log-sum-exp, and of the hidden states only the last.
+    `memory` (an encoder–decoder's decoder): the encoder's output, cross-attended in every layer; the result's
+    `cross` then holds those maps over the source (`source_mask` (B,S) its padding)."""
     arch = model.arch
     tokens = batch.input_ids.shape[1]
     chosen, reason = choose_path(path, tokens, model.device)
@@ -255,19 +305,20 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
     kernel_causal = fused_kernel_causal(model, not bool(batch.attention_mask.all()), chosen)
     check_forward_budget(model, *batch.input_ids.shape, chosen, keep_hidden, kernel_causal)
     x, bias, rope = prepare(model, batch, with_bias=not kernel_causal)
-    hidden, kept, backend = [x] if keep_hidden else [], [], ""
-    for layer, (output, attn) in enumerate(layer_outputs(model, x, bias, rope, chosen, kernel_causal)):
-        if keep_hidden:
-            hidden.append(output)
-        else:
-            hidden = [output]  # the last layer's output only
-        kept.append((attn.q, attn.k, attn.lse if chosen == FUSED else (attn.probs, attn.context)))  # nothing else
+    hidden, kept, crossed, backend = [x] if keep_hidden else [], [], [], ""
+    for layer, (output, attn) in enumerate(layer_outputs(model, x, bias, rope, chosen, kernel_causal,
+                                                         memory=memory)):
+        hidden = [*hidden, output] if keep_hidden else [output]  # a long text's: the last layer's output only
+        kept.append(kept_parts(attn, chosen))
+        if attn.cross is not None:
+            crossed.append(attn.cross)
         backend = attn.backend
         del attn, output
         if tokens > MAX_PIECES:
             release_freed_memory()  # the layer's work back to the system, not kept by the allocator
         if progress is not None:
             progress(layer + 1, model.n_layers)
+    cross = None if not crossed else cross_of(crossed, source_mask, batch.attention_mask, chosen, arch.scale)
     return AttentionResult(
         batch=batch,
         layer_q=tuple(q for q, _, _ in kept),
@@ -284,4 +335,6 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
         windows=arch.windows,
         score_scale=arch.scale,
         alibi=arch.alibi,
+        layer_bias=bias if arch.relative_bias else None,
+        cross=cross,
     )

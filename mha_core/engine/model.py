@@ -15,8 +15,18 @@ import torch
 from torch import Tensor
 
 from mha_core.engine import bundled
-from mha_core.engine.arch import DECODERS, ENCODERS, SUPPORTED_MODEL_TYPES, Architecture, describe
-from mha_core.engine.folder import ModelLoadError, check_sizes, read_config, weight_headers
+from mha_core.engine.arch import (
+    DECODERS,
+    ENCODER_DECODERS,
+    ENCODERS,
+    SUPPORTED_MODEL_TYPES,
+    Architecture,
+    describe,
+    describe_stacks,
+)
+from mha_core.engine.folder import ModelLoadError, check_sizes, read_config, shown, weight_headers
+from mha_core.engine.load_checks import check_loaded_weights, check_tokenizer, load_failure
+from mha_core.engine.seq2seq_weights import read_stacks
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
 from mha_core.messages import N_, Worded
 
@@ -26,8 +36,6 @@ if TYPE_CHECKING:
 MODEL_DIR_ENV = "MHA_MODEL_DIR"  # the default model of the CLI and API (and listed first in the app)
 # A fast tokenizer, BERT's word pieces, GPT-2's byte-level BPE, or a SentencePiece model.
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model", "sentencepiece.bpe.model")
-SHOWN_PATH_CHARS = 80  # long paths are cut in messages
-PROBE_TEXT = "The cat sat on the mat."  # a tokenizer that maps this to unknown tokens is unusable
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,12 @@ class LoadedModel:
     name: str
     rotary_embedding: torch.nn.Module | None = None  # transformers' own RoPE module (inv_freq and its scaling)
     bos_id: int | None = None  # put before every text (decoders whose tokenizer adds no first token)
+    decoder: LoadedModel | None = None  # an encoder–decoder: this is its encoder stack, `decoder` the other one
+    #                                     (same model, tokenizer and config; its layers cross-attend)
+
+    @property
+    def encoder_decoder(self) -> bool:
+        return self.decoder is not None
 
     @property
     def n_layers(self) -> int:
@@ -108,12 +122,6 @@ def bundled_dirs() -> dict[str, Path]:
     return dirs
 
 
-def shown(path: str | Path) -> str:
-    """A path for a message, cut to SHOWN_PATH_CHARS characters."""
-    text = str(path)
-    return text if len(text) <= SHOWN_PATH_CHARS else text[: SHOWN_PATH_CHARS - 1] + "…"
-
-
 def resolve_model_dir(model_dir: str | Path | None) -> Path:
     """Explicit argument (a folder, or a bundled model's name such as "SmolLM2-135M-Instruct"), else $MHA_MODEL_DIR,
     else the bundled encoder."""
@@ -178,9 +186,10 @@ def check_regular_files(model_dir: Path) -> None:
             )
 
 
-FAMILIES_SENTENCE = Worded(N_("supported are the encoders {encoders} and the decoders {decoders} (weights in "
-                                 "safetensors, no custom code)"), encoders=", ".join(ENCODERS),
-                              decoders=", ".join(DECODERS))
+FAMILIES_SENTENCE = Worded(N_("supported are the encoders {encoders}, the decoders {decoders} and the "
+                                 "encoder–decoders {encoder_decoders} (weights in safetensors, no custom code)"),
+                              encoders=", ".join(ENCODERS), decoders=", ".join(DECODERS),
+                              encoder_decoders=", ".join(ENCODER_DECODERS))
 
 
 def check_config(config: dict, model_dir: Path) -> None:
@@ -226,7 +235,7 @@ def load_model(
 
     `dtype` (e.g. torch.bfloat16 with device="cuda") keeps the weights, and so every recompute, in
     that precision; maps rebuilt from the LSE are always computed in float32."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # a CLI's stderr carries one line on error, not bars or load reports
@@ -242,7 +251,7 @@ def load_model(
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
-        model, loading = AutoModel.from_pretrained(
+        model, loading = model_class(config).from_pretrained(
             path, local_files_only=True, use_safetensors=True, attn_implementation="eager", output_loading_info=True
         )
     except Exception as err:  # noqa: BLE001 - any failure of a model folder is one sentence for the user
@@ -250,6 +259,8 @@ def load_model(
     check_loaded_weights(model, loading, path)
     check_tokenizer(tokenizer, path)
     model.eval().to(device=device, dtype=dtype)
+    if config.model_type in ENCODER_DECODERS:
+        return encoder_decoder(model, tokenizer, config, path)
     arch = describe(config)
     embeddings, layers = read_weights(model, arch)
     if len(tokenizer) > embeddings.word.shape[0]:
@@ -274,6 +285,30 @@ def load_model(
     )
 
 
+def model_class(config: PretrainedConfig) -> type:
+    """The transformers class a folder is loaded with: the base model (AutoModel), or for an encoder–decoder the
+    one with its output layer (the decoder's next piece: translation, transcription)."""
+    from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
+
+    if config.model_type == "whisper":
+        return AutoModelForSpeechSeq2Seq
+    return AutoModelForSeq2SeqLM if config.model_type in ENCODER_DECODERS else AutoModel
+
+
+def encoder_decoder(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, config: PretrainedConfig,
+                    path: Path) -> LoadedModel:
+    """An encoder–decoder as its encoder stack, whose `decoder` is the decoder stack (each described and read
+    apart: seq2seq_weights.py)."""
+    encoder_arch, decoder_arch = describe_stacks(config)
+    (enc_embeddings, enc_layers), (dec_embeddings, dec_layers) = read_stacks(model, encoder_arch, decoder_arch)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    encoder = LoadedModel(model=model, tokenizer=tokenizer, config=config, arch=encoder_arch,
+                          embeddings=enc_embeddings, layers=enc_layers, model_dir=path, name=model_name(path, config))
+    return replace(encoder, decoder=replace(encoder, arch=decoder_arch, embeddings=dec_embeddings, layers=dec_layers))
+
+
 def prepare_decoder_tokenizer(tokenizer: PreTrainedTokenizerBase) -> int | None:
     """Right padding with a pad token (GPT-2 has none); the id to put first when the tokenizer adds no first
     token itself (the first position is then the same beginning-of-text token for every text)."""
@@ -283,86 +318,6 @@ def prepare_decoder_tokenizer(tokenizer: PreTrainedTokenizerBase) -> int | None:
     first = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     adds_first = tokenizer("a")["input_ids"][:1] == [first]
     return None if adds_first or first is None else int(first)
-
-
-def load_failure(path: Path, err: Exception) -> ModelLoadError:
-    """One sentence for a model folder transformers could not load."""
-    text = str(err)
-    if "mismatch" in text:
-        return ModelLoadError(
-            "weights_size_mismatch",
-            N_("The weights in {path} do not match the sizes in its config.json."),
-            path=shown(path),
-        )
-    if err.__class__.__name__ == "SafetensorError" or "safetensors" in text.lower():
-        return ModelLoadError(
-            "safetensors_unreadable",
-            N_("The safetensors weights in {path} cannot be read ({reason})."),
-            path=shown(path),
-            reason=text.splitlines()[0][:120],
-        )
-    first = text.splitlines()[0][:160] if text else err.__class__.__name__
-    return ModelLoadError(
-        "load_failed", N_("Could not load the model in {path}: {reason}"), path=shown(path), reason=first
-    )
-
-
-UNUSED_WEIGHTS = ("pooler.",)  # tensors the recompute never reads: left random when absent, harmlessly
-MIN_POSITIONS = 8  # a model that reads fewer pieces has no room for a sentence
-
-
-def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> None:
-    """Every tensor the config asks for is in the files (transformers would fill a missing one with random
-    numbers), every value is finite, and the model has layers and room for a sentence."""
-    missing = [k for k in loading.get("missing_keys", ()) if not k.startswith(UNUSED_WEIGHTS)]
-    if missing:
-        raise ModelLoadError(
-            "weights_lack_tensor_s",
-            N_("The weights in {path} lack {missing:,} tensor(s) its config.json asks for (first: {missing2})."),
-            path=shown(path),
-            missing=len(missing),
-            missing2=missing[0][:80],
-        )
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-            raise ModelLoadError(
-                "weights_hold_nan_infinite",
-                N_("The weights in {path} hold NaN or infinite values ({name})."),
-                path=shown(path),
-                name=name[:80],
-            )
-    config = model.config
-    if not getattr(config, "num_hidden_layers", getattr(config, "n_layer", 1)):
-        raise ModelLoadError("model_has_no_layers", N_("The model in {path} has no layers."), path=shown(path))
-    positions = getattr(config, "max_position_embeddings", getattr(config, "n_positions", MIN_POSITIONS))
-    if positions is not None and positions < MIN_POSITIONS:
-        raise ModelLoadError(
-            "model_reads_at_most",
-            N_(
-                "The model in {path} reads at most {positions} positions; at least {min_positions} are needed for a "
-                "sentence."
-            ),
-            path=shown(path),
-            positions=positions,
-            min_positions=MIN_POSITIONS,
-        )
-
-
-def check_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
-    """A fast tokenizer that reads ordinary English as more than unknown tokens."""
-    if not getattr(tokenizer, "is_fast", False):
-        raise ModelLoadError(
-            "needs_fast_tokenizer_tokenizer",
-            N_("{path} needs a fast tokenizer (tokenizer.json) for word alignment."),
-            path=shown(path),
-        )
-    ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
-    if not ids or all(i == tokenizer.unk_token_id for i in ids):
-        raise ModelLoadError(
-            "tokenizer_reads_every_word",
-            N_("The tokenizer in {path} reads every word as an unknown token."),
-            path=shown(path),
-        )
 
 
 def model_name(path: Path, config: PretrainedConfig) -> str:

@@ -15,7 +15,9 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.attention import FUSED, rebuild_probs, repeat_kv, scores_bias
+from mha_core.engine.cross import CrossAttention
 from mha_core.engine.drawable import Drawable
+from mha_core.engine.per_layer import at_layer
 from mha_core.engine.pieces import fragmented_chars, unknown_spans
 from mha_core.engine.tokens import TokenBatch, word_pieces
 
@@ -38,6 +40,9 @@ class AttentionResult(Drawable):
     windows: tuple[int | None, ...] = ()  # per layer: keys this far back or further are not seen (None: all are)
     score_scale: float | None = None  # the scores' factor; None: 1/√Dh (Gemma: 1/√query_pre_attn_scalar)
     alibi: bool = False  # BLOOM: a linear bias per head on the keys' positions
+    layer_bias: object = None  # T5: what each layer added to its scores (padding, causal, relative positions;
+    #                            (B|1,H,T,T), or a PerLayer of them), used to rebuild a fused map; else rebuilt
+    cross: CrossAttention | None = None  # an encoder–decoder's decoder: its cross-attention over the source
 
     # -- shapes and text-level facts ------------------------------------------------------------
     @property
@@ -122,7 +127,8 @@ class AttentionResult(Drawable):
         return repeat_kv(self.layer_k[layer][texts], self.n_heads)
 
     def _bias_for(self, layer: int, texts: slice, heads: slice = slice(None)) -> Tensor | None:
-        bias = self._key_biases[self.window(layer)]
+        own = at_layer(self.layer_bias, layer)  # T5's, with its relative positions
+        bias = self._key_biases[self.window(layer)] if own is None else own.float()
         if bias is None:
             return None
         bias = bias if bias.shape[0] == 1 else bias[texts]  # a causal-only bias is shared

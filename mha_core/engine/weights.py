@@ -7,6 +7,7 @@ weights (in, out) are transposed views. Nothing is copied.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -74,6 +75,9 @@ class HeadWeights:
     b_o: Tensor  # (D,)
 
 
+PositionBias = Callable[..., Tensor]  # (T, S, device, past) -> (1,H,T,S) a bias per head on relative positions
+
+
 @dataclass(frozen=True)
 class LayerWeights:
     """One layer: attention with its norm, MLP with its norm (placement per the Architecture)."""
@@ -84,6 +88,10 @@ class LayerWeights:
     mlp_norm: Norm
     post_attn_norm: Norm | None = None  # Gemma's sandwich: attention's output normed before the residual
     post_mlp_norm: Norm | None = None  # ... and the MLP's
+    cross_attention: ProjectionWeights | None = None  # an encoder–decoder's decoder: Q from here, K, V from the
+    cross_norm: Norm | None = None  # encoder's output; its norm (before it, or after its residual when post-norm)
+    position_bias: PositionBias | None = None  # T5: this layer's own relative-position table (transformers'
+    #                                            compute_bias(T, S, device, past)), else None
 
     def head_weights(self) -> HeadWeights:
         """This layer's projections cut into heads (views, no copies)."""
@@ -105,6 +113,8 @@ class EmbeddingWeights:
     norm: Norm | None  # BERT-style norm right after the embeddings (BLOOM too)
     final_norm: Norm | None  # pre-norm decoders: the norm after the last layer
     scale: float = 1.0  # the word embeddings times this (Gemma: √d_model, in the weights' dtype)
+    convs: tuple[tuple[Tensor, Tensor], ...] = ()  # Whisper's encoder: two Conv1d (weight (D,C,3), bias (D,)), GELU
+    #                                               after each, the second with stride 2: (B,mels,F) -> (B,F/2,D)
 
 
 def norm_of(module: torch.nn.Module, rms: bool, offset: float = 0.0) -> Norm:

@@ -19,10 +19,13 @@ from mha_core.analysis.patching import HEAD, HEADS, PatchGrid
 from mha_core.analysis.predict import Attribution, LogitLens, Prediction
 from mha_core.analysis.roles import HeadRoles, head_label, role_labels
 from mha_core.analysis.syntax import SyntaxResult
+from mha_core.analysis.transcribe import Transcript
 from mha_core.engine.result import AttentionResult
+from mha_core.engine.seq2seq import Seq2SeqResult
 from mha_core.figures import charts
 from mha_core.figures.predict import lens_figure
 from mha_core.figures.roles import role_grid_figure
+from mha_core.figures.seq2seq import seq2seq_figure, transcript_figure
 from mha_core.i18n import N_, tr
 
 
@@ -60,6 +63,8 @@ FIGURES: dict[type, Callable[..., dict]] = {
                                                  N_("share"), zrange=(0.0, 1.0)),
     CorefResult: lambda c: charts.layer_head_grid(c.accuracy, N_("Accuracy on GAP: the head's favourite candidate"),
                                                   N_("accuracy"), zrange=(0.0, 1.0)),
+    Seq2SeqResult: seq2seq_figure,
+    Transcript: transcript_figure,
     SyntaxResult: lambda s, relation="all": charts.layer_head_grid(
         s.relations[relation].accuracy.max(axis=0), tr("Accuracy on {relation} (the better direction)",
                                                        relation=relation), N_("accuracy"), zrange=(0.0, 1.0)),
@@ -82,6 +87,7 @@ TABLES: dict[type, Callable[[Any], pd.DataFrame]] = {
                                          for lay, h, acc in c.ranking()[:10]]),
     AblationGrid: lambda g: pd.DataFrame([{"head": head_label(*lh), "effect": float(g.effects[lh])}
                                           for lh in g.strongest()]),
+    Transcript: lambda t: pd.DataFrame([{"word": w.word, "start": w.start, "end": w.end} for w in t.words]),
     Generation: lambda g: pd.DataFrame([{"piece": s.piece, "probability": s.prob,
                                          "alternatives": ", ".join(p for p, _ in s.alternatives[:3])}
                                         for s in g.steps]),

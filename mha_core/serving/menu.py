@@ -14,7 +14,14 @@ from pathlib import Path
 
 from mha_core.engine import bundled
 from mha_core.engine.folder import parameter_count, read_config, read_revision, weight_headers
-from mha_core.engine.model import MODEL_DIR_ENV, ModelLoadError, bundled_dirs, check_model_dir, resolve_model_dir
+from mha_core.engine.model import (
+    MODEL_DIR_ENV,
+    LoadedModel,
+    ModelLoadError,
+    bundled_dirs,
+    check_model_dir,
+    resolve_model_dir,
+)
 from mha_core.i18n import N_, Worded, tr
 
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
@@ -126,6 +133,16 @@ def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
                             "billion ({env})"), name=name, billions=parameters / 1e9, limit=limit / 1e9,
                          env=MAX_PARAMS_ENV)
     return ModelChoice(name, snapshot, HF_CACHE, family, parameters, refused)
+
+
+def check_pages_read(model: LoadedModel) -> None:
+    """Refuse, in one sentence, a model the pages do not read yet: an encoder–decoder (the command line and the
+    public API read every kind of its attention: attention, transcribe, mha_core.run_seq2seq)."""
+    if model.encoder_decoder:
+        raise ModelLoadError("pages_read_no_encoder_decoder",
+                             N_("{name} is an encoder–decoder: its encoder, decoder and cross-attention are read by "
+                                "the command line (attention, transcribe) and the public API; these pages read "
+                                "encoders and decoders."), name=model.name)
 
 
 def available_models() -> tuple[ModelChoice, ...]:

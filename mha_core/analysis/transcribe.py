@@ -1,0 +1,132 @@
+"""Whisper hears a clip: its language (the most likely language piece after the start of transcript, unless given),
+its transcript (greedy, with the caches), every map of the clip and transcript, the alignment heads found from
+those maps, and each word's start and end.
+
+Shapes: L decoder layers, H heads, P prompt pieces, T written pieces, S encoder positions (20 ms each).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_core.analysis.alignment import (
+    POSITION_SECONDS,
+    HeadScores,
+    Word,
+    loud_positions,
+    score_heads,
+    word_timestamps,
+)
+from mha_core.analysis.seq2seq_decode import Decoded, decode, first_pass, output_logits
+from mha_core.engine.audio import RATE, Clip, log_mel
+from mha_core.engine.drawable import Drawable
+from mha_core.engine.forward import Memory, final_norm
+from mha_core.engine.frames import frames_batch
+from mha_core.engine.model import LoadedModel
+from mha_core.engine.seq2seq import Seq2SeqResult, decoder_prefix, encode, forward_seq2seq, languages, target_batch
+from mha_core.engine.tokens import InputError
+from mha_core.i18n import N_
+
+UNSPACED = ("zh", "ja", "th", "lo", "my", "yue")  # written without spaces: every character a word
+MAX_WRITTEN = 224
+
+
+@dataclass(frozen=True)
+class Transcript(Drawable):
+    text: str
+    language: str
+    decoded: Decoded  # the decoder's input pieces (prompt, text, end) and each step's choice
+    prompt_length: int  # P: the prompt's pieces (start of transcript, language, task, no timestamps)
+    result: Seq2SeqResult  # every map of the clip (encoder), the transcript (decoder) and between them (cross)
+    heads: HeadScores  # every cross-attention head scored; the alignment heads found, and the published ones
+    words: tuple[Word, ...]  # empty without timestamps
+    seconds: float  # the clip's length (speech; the window after it is silence)
+
+    @property
+    def speech_positions(self) -> int:
+        """The encoder positions that hold the clip (the rest of the 30-second window is padding silence)."""
+        return min(math.ceil(self.seconds / POSITION_SECONDS), self.result.encoder.lengths[0])
+
+    def as_json(self, model_name: str) -> dict:
+        return {"model": model_name, "text": self.text, "language": self.language,
+                "words": [{"word": w.word, "start": w.start, "end": w.end} for w in self.words],
+                "alignment_heads": [list(h) for h in self.heads.found],
+                "published_alignment_heads": [list(h) for h in self.heads.published]}
+
+
+def published_heads(model: LoadedModel) -> tuple[tuple[int, int], ...]:
+    """The alignment heads the model's package lists (alignment_heads.json, or its generation config)."""
+    listed = model.model_dir / "alignment_heads.json"
+    heads = json.loads(listed.read_text(encoding="utf-8")) if listed.is_file() else getattr(
+        getattr(model.model, "generation_config", None), "alignment_heads", None) or []
+    return tuple((int(layer), int(head)) for layer, head in heads)
+
+
+def detect_language(model: LoadedModel, memory: Memory) -> str:
+    """The language whose piece is most likely right after the start of transcript."""
+    codes = languages(model)
+    if not codes:
+        return "en"
+    last, _ = first_pass(model, [int(model.config.decoder_start_token_id)], memory)
+    logits = output_logits(model, final_norm(model.decoder, last))[0]  # (V,)
+    ids = torch.tensor(list(codes.values()))
+    return list(codes)[int(logits[ids].argmax())]
+
+
+def timing_heads(heads: HeadScores, model: LoadedModel) -> tuple[tuple[int, int], ...]:
+    """The heads word times are read from: the published alignment heads where the model has them (as
+    openai-whisper reads them: one clip's found heads can be few), else those found, else the last layer's."""
+    last = model.decoder.n_layers - 1
+    return heads.published or heads.found or tuple((last, h) for h in range(model.decoder.n_heads))
+
+
+def unicode_units(tokenizer: object, ids: list[int]) -> list[tuple[str, tuple[int, ...]]]:
+    """The written pieces as whole characters: a piece holding part of a character's bytes joins the next ones
+    until the text decodes (openai-whisper's split_tokens_on_unicode)."""
+    units, pending = [], []
+    for i in range(len(ids)):
+        pending.append(i)
+        text = tokenizer.decode([ids[j] for j in pending])
+        if "\ufffd" not in text or i == len(ids) - 1:
+            units.append((text, tuple(pending)))
+            pending = []
+    return units
+
+
+@torch.inference_mode()
+def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, timestamps: bool = True,
+               path: str = "auto") -> Transcript:
+    """Transcribe `clip` (its language detected unless given), with every map and, with `timestamps`, each word's
+    times from the alignment heads found in those maps."""
+    if model.arch.family != "whisper":
+        raise InputError("transcribe_needs_whisper", N_("{model} does not hear audio: choose a Whisper model."),
+                         model=model.name)
+    source = frames_batch(log_mel(model.model_dir, clip))
+    if language is None:
+        language = detect_language(model, encode(model, source)[1])
+    prompt = decoder_prefix(model, language)
+    decoded = decode(model, source, new=MAX_WRITTEN, prefix=prompt)
+    result = forward_seq2seq(model, source, target_batch(model, [list(decoded.ids)]), path)
+    written = list(decoded.ids[len(prompt):])
+    written = written[:-1] if written and written[-1] == model.config.eos_token_id else written
+    n = min(math.ceil(clip.seconds / POSITION_SECONDS), result.encoder.lengths[0])
+    rows = result.text_maps("cross", 0).numpy()[:, :, len(prompt) - 1: len(prompt) + len(written), :n]
+    heads = score_heads(rows, published_heads(model))
+    words = ()
+    if timestamps and written:
+        chosen = timing_heads(heads, model)
+        units = unicode_units(model.tokenizer, written)
+        loud = loud_positions(clip.samples, RATE, rows.shape[-1])
+        words = word_timestamps(rows, chosen, units, language not in UNSPACED, loud)
+    return Transcript(decoded.text, language, decoded, len(prompt), result, heads, words, clip.seconds)
+
+
+def speech_rows(transcript: Transcript) -> np.ndarray:
+    """(L,H,T+1,S_speech) the cross-attention rows that write the transcript, over the speech's positions."""
+    p = transcript.prompt_length
+    return transcript.result.text_maps("cross", 0).numpy()[:, :, p - 1:, : transcript.speech_positions]

@@ -1,0 +1,131 @@
+"""Audio in, for Whisper: a file or the browser's recording read through libsndfile (WAV, FLAC, OGG, MP3), mixed to
+mono, resampled to 16 kHz and cut to Whisper's 30-second window; or a typed sentence spoken offline by espeak-ng.
+Every bad input is refused in one sentence before any model work.
+
+Shapes: N samples at 16 kHz, C mel bins, F = 3,000 spectrogram frames (10 ms each) per 30-second window.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import shutil
+import subprocess
+from dataclasses import dataclass
+from math import gcd
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mha_core.engine.tokens import InputError
+from mha_core.messages import N_
+
+RATE = 16_000  # Whisper hears 16 kHz
+WINDOW_SECONDS = 30.0  # one encoder window: longer audio is cut, with a note
+MAX_AUDIO_BYTES = 64 * 2**20  # a larger upload is refused before it is read
+MAX_CHANNELS = 2  # stereo is mixed to mono; more channels are refused
+MIN_SECONDS = 0.1
+SILENT_PEAK = 1e-4  # a clip whose loudest sample is below this is silence
+MAX_SPOKEN_CHARS = 400
+VOICES = {"en": "en-us", "zh": "cmn-latn-pinyin"}  # espeak-ng's voices for the interface's languages
+
+
+@dataclass(frozen=True)
+class Clip:
+    samples: np.ndarray  # (N,) float32 mono at RATE
+    seconds: float  # what was kept (at most WINDOW_SECONDS)
+    source_seconds: float  # the whole file's length
+    source_rate: int
+    channels: int
+
+    @property
+    def cut(self) -> bool:
+        return self.source_seconds > self.seconds + 1e-6
+
+
+def audio_error(key: str, message: str, **values: object) -> InputError:
+    return InputError(key, message, **values)
+
+
+def read_audio(data: bytes | Path) -> Clip:
+    """A file's first WINDOW_SECONDS as 16 kHz mono float32; only that much is decoded, however long the file."""
+    import soundfile
+
+    size = data.stat().st_size if isinstance(data, Path) else len(data)
+    if size > MAX_AUDIO_BYTES:
+        raise audio_error("audio_too_large", N_("The audio file is {mb:,.0f} MB; at most {limit:,.0f} MB is read."),
+                          mb=size / 2**20, limit=MAX_AUDIO_BYTES / 2**20)
+    if size == 0:
+        raise audio_error("audio_empty", N_("The audio file is empty."))
+    readable = data if isinstance(data, Path) else io.BytesIO(data)
+    try:
+        with soundfile.SoundFile(readable) as f:
+            rate, channels, frames = f.samplerate, f.channels, f.frames
+            if rate > 0 and channels <= MAX_CHANNELS:  # else refused below, nothing decoded
+                samples = f.read(frames=int(min(frames, rate * WINDOW_SECONDS)), dtype="float32", always_2d=True)
+    except (RuntimeError, soundfile.LibsndfileError, TypeError, ValueError):
+        raise audio_error("not_audio", N_("This is not audio that can be read (WAV, FLAC, OGG or MP3).")) from None
+    check_format(rate, channels)
+    return clip_of(samples, rate, channels, frames / rate)
+
+
+def check_format(rate: int, channels: int) -> None:
+    if rate <= 0:
+        raise audio_error("audio_no_rate", N_("The audio file says it has {rate} samples a second."), rate=rate)
+    if channels > MAX_CHANNELS:
+        raise audio_error("audio_channels", N_("The audio has {channels} channels; give mono or stereo."),
+                          channels=channels)
+
+
+def clip_of(samples: np.ndarray, rate: int, channels: int, source_seconds: float) -> Clip:
+    """(N,C) samples at `rate` -> a checked 16 kHz mono Clip."""
+    if not np.isfinite(samples).all():
+        raise audio_error("audio_not_finite", N_("The audio holds samples that are not numbers (NaN or infinite)."))
+    mono = samples.mean(axis=1) if samples.ndim == 2 else samples
+    if len(mono) < MIN_SECONDS * rate:
+        raise audio_error("audio_too_short", N_("The audio is shorter than {seconds} s."), seconds=MIN_SECONDS)
+    if float(np.abs(mono).max()) < SILENT_PEAK:
+        raise audio_error("audio_silent", N_("The audio is silent."))
+    return Clip(resample(mono, rate), len(mono) / rate, source_seconds, rate, channels)
+
+
+def resample(samples: np.ndarray, rate: int) -> np.ndarray:
+    """To RATE by polyphase filtering (scipy), float32."""
+    if rate == RATE:
+        return samples.astype(np.float32)
+    from scipy.signal import resample_poly
+
+    g = gcd(rate, RATE)
+    return resample_poly(samples, RATE // g, rate // g).astype(np.float32)
+
+
+def speak(text: str, language: str = "en") -> bytes:
+    """`text` spoken by espeak-ng (offline) in the interface's language, as WAV bytes."""
+    text = " ".join(text.split())
+    if not text:
+        raise audio_error("nothing_to_speak", N_("There is no text to speak."))
+    if len(text) > MAX_SPOKEN_CHARS:
+        raise audio_error("speak_too_long", N_("Speak at most {n} characters at a time."), n=MAX_SPOKEN_CHARS)
+    program = shutil.which("espeak-ng")
+    if program is None:
+        raise audio_error("no_espeak", N_("espeak-ng is not installed, so no sentence can be spoken here (make "
+                                          "install puts it in; or upload a recording)."))
+    done = subprocess.run([program, "-v", VOICES.get(language, "en-us"), "--stdout", text], capture_output=True,
+                          timeout=60, check=False)
+    if done.returncode != 0 or not done.stdout:
+        raise audio_error("espeak_failed", N_("espeak-ng could not speak this text."))
+    return done.stdout
+
+
+@functools.cache
+def feature_extractor(model_dir: str) -> object:
+    from transformers import WhisperFeatureExtractor
+
+    return WhisperFeatureExtractor.from_pretrained(model_dir, local_files_only=True)
+
+
+def log_mel(model_dir: Path, clip: Clip) -> torch.Tensor:
+    """(1,C,F) Whisper's log-mel spectrogram of the clip, padded with silence to the 30-second window."""
+    extractor = feature_extractor(str(model_dir))
+    return extractor(clip.samples, sampling_rate=RATE, return_tensors="pt").input_features

@@ -1,0 +1,130 @@
+"""The bundled Whisper base (converted once from the CTranslate2 packages): it hears the class's sentence, spoken
+offline by espeak-ng, word for word, as transformers' generate does; the alignment heads found from its maps; word
+timestamps that follow the speech; the CLI's transcribe and attention --audio; hostile audio refused in one
+sentence."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from mha_core import load_model
+from mha_core.analysis.transcribe import transcribe
+from mha_core.cli import main
+from mha_core.engine.audio import RATE, read_audio, speak
+from mha_core.engine.bundled import WHISPER_NAME
+from mha_core.engine.tokens import InputError
+
+SENTENCE = "The animal didn't cross the street because it was too tired."
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    return load_model(WHISPER_NAME)
+
+
+@pytest.fixture(scope="module")
+def spoken(whisper):
+    clip = read_audio(speak(SENTENCE))
+    return clip, transcribe(whisper, clip, timestamps=True)
+
+
+def wav(samples: np.ndarray, rate: int = RATE, subtype: str = "PCM_16") -> bytes:
+    out = io.BytesIO()
+    soundfile.write(out, samples, rate, format="WAV", subtype=subtype)
+    return out.getvalue()
+
+
+def test_the_spoken_sentence_is_heard_word_for_word_as_transformers_generate_hears_it(whisper, spoken):
+    clip, heard = spoken
+    assert heard.text == SENTENCE and heard.language == "en"  # the language detected, not given
+    features = heard.result.encoder.batch.features
+    with torch.inference_mode():
+        theirs = whisper.model.generate(features, language="en", task="transcribe")[0].tolist()
+    assert list(heard.decoded.ids[heard.prompt_length:-1]) == theirs
+    assert heard.result.cross.n_layers == 6 and heard.result.encoder.lengths[0] == 1500
+
+
+def test_alignment_heads_found_from_the_maps_agree_with_the_published_ones(spoken):
+    _, heard = spoken
+    scores = heard.heads
+    assert len(scores.published) == 8 and scores.found
+    assert len(scores.agreeing) >= 3  # found from the data, not copied: most also on the package's list
+    for layer, head in scores.found:
+        assert scores.monotonic[layer, head] >= 0.85 and scores.sharp[layer, head] >= 0.12
+    assert not set(scores.found) <= {(0, h) for h in range(8)}  # the first layer does not align
+
+
+def test_word_timestamps_follow_the_speech_and_a_pause(whisper):
+    said = ("The animal didn't cross", "because it was too tired.")
+    first, second = (read_audio(speak(text)).samples for text in said)
+    pause = 1.5
+    clip = read_audio(wav(np.concatenate([first, np.zeros(int(pause * RATE), np.float32), second])))
+    heard = transcribe(whisper, clip, language="en")
+    words = heard.words
+    assert [w.word.strip(".,").lower() for w in words] == ["the", "animal", "didn't", "cross", "because", "it", "was",
+                                                         "too", "tired"]
+    starts = [w.start for w in words]
+    assert starts == sorted(starts) and all(0 <= w.start <= w.end <= clip.seconds + 0.1 for w in words)
+    gap_start = len(first) / RATE
+    assert words[3].end <= gap_start + 0.4  # "cross" ends before the pause ends
+    assert words[4].start >= gap_start + pause - 0.4  # "because" (after the pause) starts after it
+
+
+def test_cli_transcribe_and_attention_of_audio(tmp_path, whisper):
+    audio = tmp_path / "spoken.wav"
+    audio.write_bytes(speak(SENTENCE))
+    out = tmp_path / "t.json"
+    assert main(["transcribe", "--audio", str(audio), "--timestamps", "--model", WHISPER_NAME, "--json",
+                 str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["text"] == SENTENCE and data["language"] == "en" and len(data["words"]) == 11
+    assert data["alignment_heads"] and all(0 <= layer < 6 and 0 <= head < 8 for layer, head in data["alignment_heads"])
+    out = tmp_path / "a.json"
+    assert main(["attention", "--audio", str(audio), "--target", "The animal.", "--model", WHISPER_NAME, "--json",
+                 str(out)]) == 0
+    data = json.loads(out.read_text())
+    s, t = data["encoder_positions"], len(data["target_ids"])
+    assert data["target_tokens"][0] == "<|startoftranscript|>" and data["target_tokens"][-1] == "."
+    assert np.array(data["encoder"]).shape == (6, 8, s, s) and np.array(data["decoder"]).shape == (6, 8, t, t)
+    cross = np.array(data["cross"])
+    assert cross.shape == (6, 8, t, 1500) and np.allclose(cross.sum(-1), 1, atol=1e-4)
+
+
+HOSTILE = {
+    "not audio": (b"<html>not a sound</html>" * 10, "not audio"),
+    "empty": (b"", "empty"),
+    "silent": (wav(np.zeros(RATE, np.float32)), "silent"),
+    "eight channels": (wav(np.random.default_rng(0).normal(0, 0.1, (RATE, 8)).astype(np.float32)), "8 channels"),
+    "NaN samples": (wav(np.full(RATE, np.nan, np.float32), subtype="FLOAT"), "not numbers"),
+    "too short": (wav(np.full(100, 0.5, np.float32)), "shorter"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_audio_is_refused_in_one_sentence(name):
+    data, said = HOSTILE[name]
+    with pytest.raises(InputError, match=said) as caught:
+        read_audio(data)
+    assert "\n" not in str(caught.value)
+
+
+def test_zero_hertz_a_huge_upload_and_a_two_hour_file(tmp_path):
+    header = bytearray(wav(np.full(RATE, 0.5, np.float32)))
+    header[24:28] = (0).to_bytes(4, "little")  # the sample rate field
+    with pytest.raises(InputError, match="samples a second|not audio"):
+        read_audio(bytes(header))
+    huge = tmp_path / "huge.wav"
+    with huge.open("wb") as f:
+        f.truncate(2 * 2**30)  # a 2 GB file, sparse: refused by its size, never read
+    with pytest.raises(InputError, match="at most 64 MB"):
+        read_audio(huge)
+    long = tmp_path / "long.wav"
+    soundfile.write(long, np.tile(np.array([0, 60, 0, -60], np.int16), 2 * 3600 * 2000), 8000, subtype="PCM_U8")
+    clip = read_audio(long)  # two hours at 8 kHz: only Whisper's 30-second window is read
+    assert clip.cut and clip.seconds == 30.0 and round(clip.source_seconds) == 7200 and len(clip.samples) == 30 * RATE
