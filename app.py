@@ -12,6 +12,7 @@ import contextlib
 import streamlit as st
 
 from mha_core.i18n import tr
+from views._state import PAGE
 from views._visit import PageStopped, begin_run, end_run
 
 begin_run()
@@ -25,8 +26,10 @@ pages = [
     st.Page("views/corpus.py", title=tr("Across a corpus"), icon=":material/scatter_plot:"),
     st.Page("views/parameters.py", title=tr("Parameters"), icon=":material/calculate:"),
     st.Page("views/walkthrough.py", title=tr("Walkthrough"), icon=":material/school:"),
+    st.Page("views/seq2seq.py", title=tr("Encoder–decoder"), icon=":material/translate:"),
 ]
 page = st.navigation(pages)
+st.session_state[PAGE] = page.url_path  # which models this page reads (views/_state.current_model)
 with contextlib.suppress(PageStopped):  # the page said why it stops
     page.run()
 end_run()

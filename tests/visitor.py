@@ -27,6 +27,7 @@ TITLES = {  # page: its title as written (the catalogue gives the Chinese)
     "views/corpus.py": "Heads across a corpus",
     "views/parameters.py": "Parameters and compute",
     "views/walkthrough.py": "Multi-head attention, step by step",
+    "views/seq2seq.py": "Encoder–decoder: cross-attention",
 }
 PAGES = tuple(TITLES)
 TOKEN_PICKERS = ("query", "key", "pronoun", "wt_query")  # the choices that name a piece or word of the sentence

@@ -10,7 +10,7 @@ from mha_core.analysis.corpora import CorpusFormatError, decode_text
 from mha_core.i18n import tr, worded
 from mha_core.serving.menu import model_notice
 from mha_core.teaching.examples import example_of, examples_for
-from views._state import MAX_INPUT_CHARS, chosen_model_name, current_model, load_listed_model, model_choices
+from views._state import MAX_INPUT_CHARS, chosen_model_name, current_model, loaded_here, model_choices
 from views._text import literal
 from views._visit import choose, widget
 
@@ -64,7 +64,7 @@ def model_card() -> None:
                       help=tr("The bundled models, the folders in the server's $MHA_MODELS_DIR and the models already "
                               "in its Hugging Face cache. Nothing is downloaded."))
         refused = choices[name].refused
-        loaded = refused or load_listed_model(str(choices[name].path))
+        loaded = refused or loaded_here(str(choices[name].path))
         if isinstance(loaded, ModelLoadError):
             st.error(literal(tr("{name} cannot be used: {reason} Showing {shown}.", name=name, reason=worded(loaded),
                                 shown=current_model().name)))

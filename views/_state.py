@@ -26,7 +26,7 @@ from mha_core.serving import computed
 from mha_core.serving.heavy import JobState
 from mha_core.serving.limits import MAX_INPUT_CHARS
 from mha_core.serving.memory import MODELS_KEPT
-from mha_core.serving.menu import ModelChoice, available_models, check_pages_read, default_choice
+from mha_core.serving.menu import ModelChoice, available_models, check_page_reads, default_choice
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.walkthrough import backend_words, path_words
 from views._text import literal
@@ -54,7 +54,6 @@ def listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
     garbage collector's generations (gc.freeze), so later collections only walk new objects."""
     try:
         model = mha_core.load_model(model_dir, device=os.environ.get("MHA_DEVICE", "cpu"))
-        check_pages_read(model)
     except ModelLoadError as err:
         return err
     gc.collect()
@@ -70,15 +69,31 @@ def chosen_model_name() -> str:
     """The visitor's model (sidebar, address), else the default for the page's language
     (mha_core.serving.menu.default_choice)."""
     choices = model_choices()
-    return chosen("model", default_choice(tuple(choices.values()), i18n.current()).name, options=list(choices))
+    default = default_choice(tuple(choices.values()), i18n.current(), st.session_state.get(PAGE))
+    return chosen("model", default.name, options=list(choices))
+
+
+PAGE = "_page"  # the url path of the page this run shows (set by the router)
+
+
+def loaded_here(path: str) -> LoadedModel | ModelLoadError:
+    """A listed model, or why this page cannot read it (an encoder–decoder outside the Encoder–decoder page)."""
+    loaded = load_listed_model(path)
+    if isinstance(loaded, LoadedModel):
+        try:
+            check_page_reads(loaded, st.session_state.get(PAGE))
+        except ModelLoadError as err:
+            return err
+    return loaded
 
 
 def current_model() -> LoadedModel:
-    """The chosen model; one that cannot be used (or is over the server's size limit) falls back to the first on the
-    list (model_card says why, once per page); if that fails too, the page says so and stops."""
+    """The chosen model; one that cannot be used (or is over the server's size limit, or an encoder–decoder on a page
+    that reads one text) falls back to the first on the list (model_card says why, once per page); if that fails
+    too, the page says so and stops."""
     choices = model_choices()
     chosen = choices[chosen_model_name()]
-    loaded = chosen.refused or load_listed_model(str(chosen.path))
+    loaded = chosen.refused or loaded_here(str(chosen.path))
     if isinstance(loaded, LoadedModel):
         return loaded
     default = load_listed_model(str(next(iter(choices.values())).path))

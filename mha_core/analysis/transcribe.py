@@ -23,7 +23,7 @@ from mha_core.analysis.alignment import (
     word_timestamps,
 )
 from mha_core.analysis.seq2seq_decode import Decoded, decode, first_pass, output_logits
-from mha_core.engine.audio import RATE, Clip, log_mel
+from mha_core.engine.audio import RATE, Clip, model_log_mel
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import Memory, final_norm
 from mha_core.engine.frames import frames_batch
@@ -106,7 +106,7 @@ def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, time
     if model.arch.family != "whisper":
         raise InputError("transcribe_needs_whisper", N_("{model} does not hear audio: choose a Whisper model."),
                          model=model.name)
-    source = frames_batch(log_mel(model.model_dir, clip))
+    source = frames_batch(model_log_mel(model, clip))
     if language is None:
         language = detect_language(model, encode(model, source)[1])
     prompt = decoder_prefix(model, language)

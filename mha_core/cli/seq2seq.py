@@ -51,13 +51,13 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
 
 def audio_source(model: LoadedModel, args: argparse.Namespace) -> tuple[object, object]:
     """Whisper's source: the --audio file's clip and its frames batch."""
-    from mha_core.engine.audio import log_mel, read_audio
+    from mha_core.engine.audio import model_log_mel, read_audio
     from mha_core.engine.frames import frames_batch
 
     if args.audio is None or args.text is not None:
         raise CliError(f"{model.name} hears audio: give --audio FILE (WAV, FLAC, OGG or MP3), not a text")
     clip = read_audio(Path(args.audio))
-    return clip, frames_batch(log_mel(model.model_dir, clip))
+    return clip, frames_batch(model_log_mel(model, clip))
 
 
 def cmd_transcribe(args: argparse.Namespace) -> None:

@@ -185,11 +185,11 @@ def explicit_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale:
                     softcap: float | None = None) -> tuple[Tensor, Tensor]:
     """softmax(q k^T * scale + bias) v, written out; returns (context (B,H,T,Dh), probs (B,H,T,S)). `softcap`
     c: the scores pass through tanh(s / c) · c before the bias (Gemma 2's attention-logit soft-capping)."""
-    scores = torch.matmul(q, k.transpose(2, 3)) * scale  # (B,H,T,S)
+    scores = torch.matmul(q, k.transpose(2, 3)).mul_(scale)  # (B,H,T,S), fresh: scaled in place
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
-        scores = scores + bias
+        scores = scores.add_(bias) if bias.dtype == scores.dtype else scores + bias
     probs = torch.softmax(scores, dim=-1)  # (B,H,T,S)
     return torch.matmul(probs, v), probs  # (B,H,T,Dh)
 

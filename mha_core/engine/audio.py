@@ -119,13 +119,23 @@ def speak(text: str, language: str = "en") -> bytes:
 
 
 @functools.cache
-def feature_extractor(model_dir: str) -> object:
+def feature_extractor(model_dir: str, mel_bins: int, positions: int) -> object:
+    """The folder's Whisper feature extractor, or one built from the model's shape where the folder has none: mel
+    bins, and a window of `positions` encoder positions (two 10 ms frames each)."""
     from transformers import WhisperFeatureExtractor
 
-    return WhisperFeatureExtractor.from_pretrained(model_dir, local_files_only=True)
+    if (Path(model_dir) / "preprocessor_config.json").is_file():
+        return WhisperFeatureExtractor.from_pretrained(model_dir, local_files_only=True)
+    return WhisperFeatureExtractor(feature_size=mel_bins, chunk_length=positions * 2 * 160 // RATE or 1)
 
 
-def log_mel(model_dir: Path, clip: Clip) -> torch.Tensor:
-    """(1,C,F) Whisper's log-mel spectrogram of the clip, padded with silence to the 30-second window."""
-    extractor = feature_extractor(str(model_dir))
+def log_mel(model_dir: Path, clip: Clip, mel_bins: int = 80, positions: int = 1500) -> torch.Tensor:
+    """(1,C,F) Whisper's log-mel spectrogram of the clip, padded with silence to the model's window."""
+    extractor = feature_extractor(str(model_dir), mel_bins, positions)
     return extractor(clip.samples, sampling_rate=RATE, return_tensors="pt").input_features
+
+
+def model_log_mel(model: object, clip: Clip) -> torch.Tensor:
+    """log_mel with the model's own mel bins and window (a LoadedModel of Whisper)."""
+    config = model.config
+    return log_mel(model.model_dir, clip, int(config.num_mel_bins), int(config.max_source_positions))

@@ -34,6 +34,7 @@ def seq2seq_figure(result: Seq2SeqResult, kind: str = "cross", layer: int | None
     layer = maps.shape[0] - 1 if layer is None else layer
     z = maps[layer, head].numpy()
     title = tr("{kind}: layer {layer}, head {head}", kind=tr(KIND_NAMES[kind]), layer=layer, head=head)
+    title = title[:1].upper() + title[1:]
     source = list(result.encoder.labels[text][: z.shape[-1]])
     if kind == "encoder":
         return head_figure(z, source, title)
@@ -59,3 +60,74 @@ def transcript_figure(transcript: Transcript) -> FigureDict:
                                                                                              "width": 2}}
                                 for w in transcript.words]
     return spec
+
+
+def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | None) -> FigureDict:
+    """The clip's log-mel spectrogram (mel bins up, seconds across) above one head's cross-attention (`head` None:
+    the layer's heads averaged) from each written piece over the same seconds; each word's span outlined on the
+    spectrogram."""
+    n = transcript.speech_positions
+    mel = transcript.result.encoder.batch.features[0, :, : 2 * n].numpy()  # (C,2n) 10 ms frames
+    rows = speech_rows(transcript)[layer]  # (H,T+1,S)
+    z = rows.mean(0) if head is None else rows[head]
+    p = transcript.prompt_length
+    labels = indexed_labels(list(transcript.result.decoder.labels[0][p - 1: p - 1 + z.shape[0]]))
+    frames = [round(i * POSITION_SECONDS / 2, 3) for i in range(mel.shape[1])]
+    positions = [round((i + 0.5) * POSITION_SECONDS, 3) for i in range(n)]
+    which = tr("heads averaged") if head is None else tr("head {head}", head=head)
+    spec = {"data": [
+        {"type": "heatmap", "z": mel.astype(np.float32), "x": frames, "colorscale": get_colorscale("Viridis"),
+         "showscale": False, "yaxis": "y", "hovertemplate": tr("{seconds} %{{x:.2f}} s<extra></extra>",
+                                                               seconds=tr("seconds"))},
+        {"type": "heatmap", "z": z.astype(np.float32), "x": positions, "y": labels, "yaxis": "y2",
+         "colorscale": get_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(z.max(), 1e-9)),
+         "colorbar": {"title": {"text": tr("weight")}, "y": 0.28, "len": 0.55},
+         "hovertemplate": tr("query %{{y}}<br>%{{x:.2f}} s<br>weight %{{z:.4f}}<extra></extra>")}],
+        "layout": {
+            "title": {"text": safe_label(tr("Cross-attention, layer {layer}, {which}, under the spectrogram",
+                                            layer=layer, which=which))},
+            "xaxis": {"title": {"text": tr("seconds")}, "range": [0, n * POSITION_SECONDS], "anchor": "y2"},
+            "yaxis": {"domain": [0.62, 1.0], "title": {"text": tr("mel bin")}},
+            "yaxis2": {"domain": [0.0, 0.56], "autorange": "reversed", "type": "category",
+                       "title": {"text": tr("query")}},
+            "height": 420 + 18 * len(labels), "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+            "shapes": [{"type": "rect", "xref": "x", "yref": "y domain", "x0": w.start, "x1": w.end, "y0": 0,
+                        "y1": 1, "line": {"color": "white", "width": 1}} for w in transcript.words]}}
+    return spec
+
+
+def head_scores_figure(transcript: Transcript) -> FigureDict:
+    """Every cross-attention head's alignment score (forward share × sharpness), the heads found marked ✓ and the
+    published ones ●."""
+    from mha_core.figures.charts import head_tick, layer_head_grid, layer_tick
+
+    scores = transcript.heads
+    grid = layer_head_grid(scores.monotonic * scores.sharp, tr("How each head follows the audio"),
+                           tr("forward × sharpness"), zrange=(0.0, float(max((scores.monotonic * scores.sharp).max(),
+                                                                             1e-9))))
+    found, published = set(scores.found), set(scores.published)
+    grid["layout"]["annotations"] = [
+        {"x": head_tick(h), "y": layer_tick(layer), "xref": "x", "yref": "y", "showarrow": False, "yshift": 14,
+         "font": {"size": 11},
+         "text": ("✓" if (layer, h) in found else "") + ("●" if (layer, h) in published else "")}
+        for layer, h in sorted(found | published)]
+    return grid
+
+
+FRAME_CELLS = 300  # an encoder map over frames is pooled to at most this many cells a side
+
+
+def encoder_frames_figure(transcript: Transcript, layer: int, head: int, height: int = 720) -> FigureDict:
+    """One encoder head's self-attention over the clip's positions (the window's silence left out), rebuilt from
+    the log-sum-exp and pooled to at most FRAME_CELLS cells a side (each a block's largest weight)."""
+    from mha_core.figures.long import downsampled_figure
+
+    n = transcript.speech_positions
+    z = transcript.result.encoder.head_map(layer, head)[0, :n, :n].numpy()  # (n,n)
+    side = max(1, -(-n // FRAME_CELLS))
+    m = -(-n // side)
+    padded = np.zeros((m * side, m * side), dtype=np.float32)
+    padded[:n, :n] = z
+    cells = padded.reshape(m, side, m, side).max(axis=(1, 3))  # (m,m)
+    title = tr("Encoder layer {layer}, head {head}: every 20 ms frame over the others", layer=layer, head=head)
+    return downsampled_figure(cells, side, n, title, "max", height=height)

@@ -135,14 +135,18 @@ def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
     return ModelChoice(name, snapshot, HF_CACHE, family, parameters, refused)
 
 
-def check_pages_read(model: LoadedModel) -> None:
-    """Refuse, in one sentence, a model the pages do not read yet: an encoder–decoder (the command line and the
-    public API read every kind of its attention: attention, transcribe, mha_core.run_seq2seq)."""
-    if model.encoder_decoder:
-        raise ModelLoadError("pages_read_no_encoder_decoder",
-                             N_("{name} is an encoder–decoder: its encoder, decoder and cross-attention are read by "
-                                "the command line (attention, transcribe) and the public API; these pages read "
-                                "encoders and decoders."), name=model.name)
+ENCODER_DECODER_PAGE = "seq2seq"  # the page that reads encoder–decoders (views/seq2seq.py)
+
+
+def check_page_reads(model: LoadedModel, page: str | None) -> None:
+    """Refuse, in one sentence, an encoder–decoder on a page that reads one text at a time (every page but the
+    Encoder–decoder page, which reads its encoder, decoder and cross-attention)."""
+    if model.encoder_decoder and page != ENCODER_DECODER_PAGE:
+        raise ModelLoadError("page_reads_no_encoder_decoder",
+                             N_("this page reads one stack of layers, and {name} is an encoder–decoder: the "
+                                "Encoder–decoder page reads its encoder, decoder and cross-attention (as does the "
+                                "command line: attention, transcribe)."),
+                             name=model.name)
 
 
 def available_models() -> tuple[ModelChoice, ...]:
@@ -177,13 +181,16 @@ def listed_model_bytes() -> list[int]:
     return sizes
 
 
-def default_choice(choices: tuple[ModelChoice, ...], language: str) -> ModelChoice:
-    """The model a page opens with: the first listed, except that Chinese opens with the first bundled model that
-    reads Chinese as words (Gemma 3), where one is listed: the others read most Chinese characters as [UNK] or as
-    byte fragments."""
+def default_choice(choices: tuple[ModelChoice, ...], language: str, page: str | None = None) -> ModelChoice:
+    """The model a page opens with: the first listed, except that the Encoder–decoder page opens with the bundled
+    Whisper, and Chinese opens with the first bundled model that reads Chinese as words (Gemma 3), where one is
+    listed: the others read most Chinese characters as [UNK] or as byte fragments."""
+    bundles = {choice.name: bundled.bundle_at(Path(choice.path)) for choice in choices if choice.source == BUNDLED}
+    if page == ENCODER_DECODER_PAGE:
+        return next((choice for choice in choices if bundles.get(choice.name) is bundled.WHISPER), choices[0])
     if language == "zh":
         for choice in choices:
-            bundle = bundled.bundle_at(Path(choice.path)) if choice.source == BUNDLED else None
+            bundle = bundles.get(choice.name)
             if bundle is not None and bundle.reads_chinese:
                 return choice
     return choices[0]

@@ -20,6 +20,8 @@ from mha_core.engine.model import LoadedModel
 
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
 DEFAULT_LANGUAGE = "en"
+SPOKEN = {"en": "The animal didn't cross the street because it was too tired.",  # what espeak-ng says for Whisper
+          "zh": "动物没有过马路，因为它太累了。"}
 
 
 @dataclass(frozen=True)

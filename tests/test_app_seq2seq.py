@@ -1,0 +1,81 @@
+"""AppTest for the Encoder–decoder page: the bundled Whisper hears the spoken sentence and every tab draws (in
+English and Chinese); tiny text encoder–decoders (T5, BART) show the three kinds of maps and the word alignment; a
+tiny Whisper without a feature extractor's settings runs; the other pages refuse an encoder–decoder in one sentence
+and show the first listed model."""
+
+from __future__ import annotations
+
+import pytest
+
+from mha_core.engine.bundled import ENCODER_NAME, WHISPER_NAME
+from mha_core.i18n import catalogue
+from mha_core.teaching.examples import SPOKEN
+from tests.conftest import open_app
+from tests.i18n_check import untranslated
+from tests.tiny_models import make_tiny_seq2seq
+
+PAGE = "views/seq2seq.py"
+TABS = ("Cross-attention", "Every head", "Word timestamps", "Encoder over time")
+
+
+@pytest.fixture(scope="module")
+def tiny_seq2seq(tmp_path_factory):
+    root = tmp_path_factory.mktemp("seq2seq_models")
+    for family in ("t5", "bart", "whisper"):
+        make_tiny_seq2seq(family, root / family)
+    return root
+
+
+def test_whisper_hears_the_spoken_sentence_and_every_tab_draws():
+    at = open_app(PAGE)  # the page opens on the bundled Whisper, the sentence spoken by espeak-ng
+    assert not at.exception and not at.error and at.query_params.get("model") is None
+    assert any(SPOKEN["en"].rstrip(".") in m.value.replace("\\", "") for m in at.markdown)
+    for tab in TABS:
+        at = open_app(PAGE, x_tab=tab)
+        assert not at.exception and not at.error, tab
+        assert at.get("plotly_chart"), tab
+    assert len(at.dataframe) == 0
+    words = open_app(PAGE, x_tab="Word timestamps")
+    assert len(words.dataframe[0].value) == 11  # a row per word, its start and end
+
+
+def test_whisper_page_in_chinese_has_no_english_left():
+    from mha_core.serving.menu import available_models
+
+    zh, names = catalogue("zh").gettext, [choice.name for choice in available_models()]
+    for tab in TABS:
+        at = open_app(PAGE, lang="zh", x_tab=zh(tab))
+        assert not at.exception, tab
+        heard = [m.value for m in at.markdown]
+        spoken = [box.value for box in at.text_input]
+        left = untranslated(at, [*names, *spoken, *heard, "L", "H", "espeak-ng", "Whisper", "WAV", "FLAC", "OGG",
+                                 "MP3", "openai-whisper"])
+        assert not left, (tab, list(left.items())[:5])
+
+
+@pytest.mark.parametrize("family", ["t5", "bart"])
+def test_text_encoder_decoders_show_three_kinds_and_the_alignment(family, tiny_seq2seq, monkeypatch):
+    monkeypatch.setenv("MHA_MODELS_DIR", str(tiny_seq2seq))
+    for kind in ("encoder", "decoder", "cross"):
+        at = open_app(PAGE, model=family, kind=kind, target="Das Tier ging nicht.")
+        assert not at.exception and not at.error, (family, kind)
+        assert len(at.get("plotly_chart")) == 1
+        assert (len(at.dataframe) == 1) == (kind == "cross")  # the word alignment under the cross-attention
+    own = open_app(PAGE, model=family)  # no target: the model writes its own
+    assert not own.exception and any("Target" in m.value for m in own.markdown)
+
+
+def test_a_tiny_whisper_without_a_preprocessor_config_runs(tiny_seq2seq, monkeypatch):
+    monkeypatch.setenv("MHA_MODELS_DIR", str(tiny_seq2seq))
+    at = open_app(PAGE, model="whisper")
+    assert not at.exception and not at.error and at.get("plotly_chart")
+
+
+def test_other_pages_refuse_an_encoder_decoder_and_this_page_offers_whisper():
+    at = open_app("views/heads.py", model=WHISPER_NAME)
+    assert not at.exception and "encoder–decoder" in at.error[0].value and ENCODER_NAME.replace("-", "\\-") in (
+        at.error[0].value)
+    at = open_app(PAGE, model=ENCODER_NAME)
+    assert not at.exception and "encoder–decoders" in at.info[0].value
+    at.button[0].click().run()
+    assert not at.exception and at.query_params["model"] == WHISPER_NAME and at.get("plotly_chart")

@@ -1,0 +1,210 @@
+"""Encoder–decoder: the original Transformer's three kinds of attention. The encoder reads the source (a sentence, or
+Whisper's spectrogram), the decoder writes the target one piece at a time, and each decoder layer's cross-attention
+takes Q from the decoder and K, V from the encoder's output: where the decoder listens as it writes each piece."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from mha_core import LoadedModel, i18n
+from mha_core.analysis.transcribe import Transcript
+from mha_core.figures import seq2seq as figures
+from mha_core.i18n import N_, tr
+from mha_core.serving import computed_seq2seq as computed
+from mha_core.serving.computed_seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
+from mha_core.teaching.examples import SPOKEN
+from views._inputs import model_card, sentence_box
+from views._state import answered, chart, current_model, model_choices, narrow_screen
+from views._text import literal
+from views._visit import choose, stop, tabs, widget
+
+SOURCES = (N_("Speak a sentence"), N_("Upload a recording"), N_("Record with the microphone"))
+LANGUAGES = {"auto": N_("detect it"), "en": N_("English"), "zh": N_("Chinese"), "de": N_("German"), "fr": N_("French"),
+             "es": N_("Spanish"), "ja": N_("Japanese")}  # Whisper's codes for the languages offered
+TABS = (N_("Cross-attention"), N_("Every head"), N_("Word timestamps"), N_("Encoder over time"))
+ALL_HEADS = -1
+
+
+def head_pickers(model: LoadedModel, context: tuple, averaged: bool = True) -> tuple[int, int | None]:
+    """A decoder layer (the last by default) and one of its heads, or all averaged."""
+    left, right = st.columns(2)
+    decoder = model.decoder
+    layer = widget(left.selectbox, "x_layer", decoder.n_layers - 1, tr("Decoder layer"), context=context,
+                   options=list(range(decoder.n_layers)))
+    heads = ([ALL_HEADS] if averaged else []) + list(range(decoder.n_heads))
+    head = widget(right.selectbox, "x_head", heads[0], tr("Head"), context=context, options=heads,
+                  format_func=lambda h: tr("all heads averaged") if h == ALL_HEADS else tr("head {head}", head=h))
+    return layer, None if head == ALL_HEADS else head
+
+
+def clip_bytes(model: LoadedModel) -> bytes | None:
+    """The audio the visitor chose: a typed sentence spoken by espeak-ng, an upload, or a recording."""
+    source = widget(st.radio, "audio_from", SOURCES[0], tr("Audio"), options=list(SOURCES), format_func=tr,
+                    horizontal=True)
+    if source == SOURCES[0]:
+        language = st.session_state.get("heard_lang")
+        spoken = "zh" if language == "zh" or (language in (None, "auto") and i18n.current() == "zh") else "en"
+        text = widget(st.text_input, "spoken", SPOKEN[spoken], tr("Sentence to speak (espeak-ng, offline)"),
+                      context=(spoken,))
+        return answered(computed.spoken_of, text, spoken)
+    if source == SOURCES[1]:
+        upload = st.file_uploader(tr("WAV, FLAC, OGG or MP3 (the first 30 s are heard)"),
+                                  type=["wav", "flac", "ogg", "mp3"], key="audio_upload")
+        return None if upload is None else upload.getvalue()
+    recorded = st.audio_input(tr("Record (your browser asks to use the microphone)"), key="audio_record")
+    if recorded is None:
+        st.caption(tr("Nothing recorded yet. If the browser was refused the microphone, allow it in the address bar, "
+                      "or speak a typed sentence or upload a recording instead."))
+    return None if recorded is None else recorded.getvalue()
+
+
+def whisper_page(model: LoadedModel) -> None:
+    audio = clip_bytes(model)
+    language = widget(st.selectbox, "heard_lang", "zh" if i18n.current() == "zh" else "auto", tr("Language"),
+                      context=(i18n.current(),), options=list(LANGUAGES),
+                      format_func=lambda code: tr(LANGUAGES[code]))
+    if audio is None:
+        stop()
+    clip = answered(computed.clip_of, audio)
+    if clip is None:
+        stop()
+    st.audio(audio)
+    with st.spinner(tr("Listening…")):
+        heard = answered(computed.transcript_of, model, audio, None if language == "auto" else language)
+    if heard is None:
+        stop()
+    language_name = tr(LANGUAGES[heard.language]) if heard.language in LANGUAGES else heard.language
+    st.markdown(tr("**Heard** ({language}, {seconds:.1f} s): {text}", language=language_name, seconds=clip.seconds,
+                   text=literal(heard.text)))
+    if clip.cut:
+        st.caption(tr("The file is {whole:.0f} s long: Whisper hears {window:.0f} s at a time, so only the first "
+                      "{window:.0f} s are read.", whole=clip.source_seconds, window=clip.seconds))
+    key = (str(model.model_dir), computed.digest(audio), heard.language)
+    for tab, tab_id in zip(tabs("x_tab", TABS), TABS, strict=True):
+        if tab.open:
+            with tab:
+                TAB_VIEWS[tab_id](model, heard, audio, key)
+
+
+def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -> None:
+    layer, head = head_pickers(model, key[:1])
+    chart(("x_spectrogram", *key, layer, head), lambda: figures.spectrogram_cross_figure(heard, layer, head),
+          width="stretch")
+    st.caption(tr("Top: the clip's log-mel spectrogram (time across, pitch up), each word's span outlined. Bottom: "
+                  "each row is the decoder reading one piece and writing the next; its colour shows where in the audio "
+                  "its cross-attention listens (Q from the decoder, K and V from the encoder's frames)."))
+
+
+def heads_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -> None:
+    scores = heard.heads
+    chart(("x_heads", *key), lambda: figures.head_scores_figure(heard), width="stretch")
+    st.markdown(tr("**Alignment heads found** (✓): {found}. **Published with the model** (●): {published}. "
+                   "{agree} of the {n} found are on the published list.",
+                   found=", ".join(f"L{lay}H{h}" for lay, h in scores.found) or tr("none"),
+                   published=", ".join(f"L{lay}H{h}" for lay, h in scores.published) or tr("none"),
+                   agree=len(scores.agreeing), n=len(scores.found)))
+    st.caption(tr("A head counts as an alignment head when, piece after piece, its most-attended frame moves forward "
+                  "(at least 85% of steps), sharply (that frame's weight at least 0.12 on average) and across at "
+                  "least 40% of the speech. Found from this clip's maps, not copied from the list."))
+
+
+def words_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -> None:
+    if not heard.words:
+        st.info(tr("No words were heard."))
+        return
+    table = pd.DataFrame([{tr("word"): w.word, tr("start (s)"): w.start, tr("end (s)"): w.end} for w in heard.words])
+    st.dataframe(table, hide_index=True)
+    named = [f"{w.word} ({w.start:.2f}–{w.end:.2f} s)" for w in heard.words]
+    chosen = widget(st.selectbox, "x_word", 0, tr("Play one word"), context=key[1:2], options=list(range(len(named))),
+                    format_func=named.__getitem__)
+    word = heard.words[chosen]
+    st.audio(audio, start_time=word.start, end_time=max(word.end, word.start + 0.05))
+    chart(("x_words", *key), lambda: figures.transcript_figure(heard), width="stretch")
+    st.caption(tr("Times come from the alignment heads, as openai-whisper reads them: their cross-attention, "
+                  "normalised and smoothed, averaged; dynamic time warping finds the cheapest path through it, piece "
+                  "by piece, and each word spans its pieces' part of the path (trimmed of silence)."))
+
+
+def encoder_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -> None:
+    left, right = st.columns(2)
+    layer = widget(left.selectbox, "x_enc_layer", 0, tr("Encoder layer"), options=list(range(model.n_layers)))
+    head = widget(right.selectbox, "x_enc_head", 0, tr("Head"), options=list(range(model.n_heads)),
+                  format_func=lambda h: tr("head {head}", head=h))
+    n = heard.speech_positions
+    height = 420 if narrow_screen() else 720
+    build = lambda: figures.encoder_frames_figure(heard, layer, head, height)  # noqa: E731
+    chart(("x_encoder", *key, layer, head), build, width="stretch")
+    st.caption(tr("The encoder's self-attention over the clip's {n:,} positions (20 ms each; the silence that pads "
+                  "Whisper's 30-second window is left out), each cell a block's largest weight.", n=n))
+
+
+TAB_VIEWS = {TABS[0]: cross_tab, TABS[1]: heads_tab, TABS[2]: words_tab, TABS[3]: encoder_tab}
+
+
+def text_page(model: LoadedModel) -> None:
+    source = sentence_box()
+    target = widget(st.text_input, "target", "", tr("Target (empty: the model writes its own)"))
+    result = answered(computed.seq2seq_of, model, source, target.strip() or None)
+    if result is None:
+        stop()
+    written = model.tokenizer.decode(result.target_ids(0), skip_special_tokens=True)
+    st.markdown(f"**{tr('Target')}:** {literal(written)}")
+    kind = widget(st.radio, "kind", "cross", tr("Which attention"), options=list(KINDS),
+                  format_func=lambda k: tr(KIND_NAMES[k]), horizontal=True)
+    stack = model if kind == "encoder" else model.decoder
+    left, right = st.columns(2)
+    layer = widget(left.selectbox, "x_layer", stack.n_layers - 1, tr("Layer"), context=(kind,),
+                   options=list(range(stack.n_layers)))
+    head = widget(right.selectbox, "x_head", 0, tr("Head"), context=(kind,), options=list(range(stack.n_heads)),
+                  format_func=lambda h: tr("head {head}", head=h))
+    key = (str(model.model_dir), source, target, kind, layer, head)
+    chart(("x_map", *key), lambda: figures.seq2seq_figure(result, kind, layer, head), width="stretch")
+    st.caption(tr(CAPTIONS[kind]))
+    if kind == "cross":
+        alignment_table(model, source, target.strip() or None, layer, head)
+
+
+CAPTIONS = {
+    "encoder": N_("The encoder's self-attention: every source piece over every other (S × S), no mask."),
+    "decoder": N_("The decoder's self-attention: each target piece over itself and the pieces before it (T × T, "
+                  "causal: it cannot see what it has not written)."),
+    "cross": N_("Cross-attention: each target piece (Q from the decoder) over the source (K and V from the encoder's "
+                "output), T × S. Row t reads piece t and writes piece t + 1."),
+}
+
+
+def alignment_table(model: LoadedModel, source: str, target: str | None, layer: int, head: int) -> None:
+    aligned = answered(computed.alignment_of, model, source, target, layer, head)
+    if aligned is None or not aligned.argmax:
+        return
+    pairs = set(aligned.symmetric)
+    rows = [{tr("target piece"): piece, tr("most-attended source word"): aligned.source_words[w],
+             tr("weight"): round(float(aligned.weights[t, w]), 3), tr("both ways"): "✓" if (t, w) in pairs else ""}
+            for t, (piece, w) in enumerate(zip(aligned.target, aligned.argmax, strict=True))]
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    st.caption(tr("The word alignment this head implies: each written piece's most-attended source word; ✓ where "
+                  "that word's most-attending piece is this one too (the symmetric alignment)."))
+
+
+def not_encoder_decoder(model: LoadedModel) -> None:
+    st.info(tr("{name} has one stack of layers. This page reads encoder–decoders, where a decoder writes while its "
+               "cross-attention reads an encoder's output: Whisper (bundled), or a T5, BART, Marian or NLLB model "
+               "from the server's folder or Hugging Face cache.", name=model.name))
+    if WHISPER_NAME in model_choices():
+        st.button(tr("Open Whisper base"), on_click=choose, args=("model", WHISPER_NAME))
+    stop()
+
+
+st.title(tr("Encoder–decoder: cross-attention"))
+st.caption(tr("The decoder writes one piece at a time; in every decoder layer, cross-attention takes Q from what it "
+              "has written and K, V from the encoder's reading of the source. The maps show where it looks."))
+model = current_model()
+if model.arch.family == "whisper":
+    model_card()
+    whisper_page(model)
+elif model.encoder_decoder:
+    text_page(model)
+else:
+    model_card()
+    not_encoder_decoder(model)
