@@ -170,7 +170,7 @@ def bad_model_dirs(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> 
         folders[name] = path
 
     for name, config in (("config-list", "[1, 2]"), ("config-null", "null"), ("config-string", '"bert"'),
-                         ("config-broken", "{not json"), ("unknown-type", '{"model_type": "t5"}'),
+                         ("config-broken", "{not json"), ("unknown-type", '{"model_type": "pegasus"}'),
                          ("custom-code", '{"model_type": "llama", "auto_map": {"AutoModel": "modeling_x.M"}}')):
         folder(name, config)
     folder("garbage-weights", weights=b"\xff" * 64)

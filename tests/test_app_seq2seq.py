@@ -60,7 +60,7 @@ def test_text_encoder_decoders_show_three_kinds_and_the_alignment(family, tiny_s
         at = open_app(PAGE, model=family, kind=kind, target="Das Tier ging nicht.")
         assert not at.exception and not at.error, (family, kind)
         assert len(at.get("plotly_chart")) == 1
-        assert (len(at.dataframe) == 1) == (kind == "cross")  # the word alignment under the cross-attention
+        assert len(at.dataframe) == (2 if kind == "cross" else 0)  # cross: the word alignment, the steps
     own = open_app(PAGE, model=family)  # no target: the model writes its own
     assert not own.exception and any("Target" in m.value for m in own.markdown)
 
@@ -79,3 +79,20 @@ def test_other_pages_refuse_an_encoder_decoder_and_this_page_offers_whisper():
     assert not at.exception and "encoder–decoders" in at.info[0].value
     at.button[0].click().run()
     assert not at.exception and at.query_params["model"] == WHISPER_NAME and at.get("plotly_chart")
+
+
+def test_one_cross_attention_head_step_by_step_matches_the_run(tiny_seq2seq, monkeypatch):
+    monkeypatch.setenv("MHA_MODELS_DIR", str(tiny_seq2seq))
+    at = open_app(PAGE, model="t5", kind="cross", x_layer="2", x_head="1", target="Das Tier ging nicht.")
+    assert not at.exception and len(at.dataframe) == 2  # the alignment, then the steps
+    from mha_core import load_model, run_seq2seq
+
+    model = load_model(tiny_seq2seq / "t5")
+    result = run_seq2seq(model, [at.text_area(key="text").value], ["Das Tier ging nicht."])
+    t, s = result.decoder.lengths[0], result.encoder.lengths[0]
+    steps = at.dataframe[1].value
+    assert list(steps.iloc[:, 2])[-3:] == [f"{t} × {s}", f"{t} × {s}", f"{t} × 8"]  # scores, weights; context
+    import re
+
+    said = [re.search(r"at most (\d\.\de[+-]\d\d)", c.value) for c in at.caption]
+    assert [float(m.group(1)) for m in said if m] and all(float(m.group(1)) <= 1e-5 for m in said if m)

@@ -15,18 +15,18 @@ from tests.tiny_models import make_tiny
 
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
-    """A hub cache with a tiny Llama at refs/main (an older revision beside it), a T5 (unsupported), a repo without
+    """A hub cache with a tiny Llama at refs/main (an older revision beside it), a Pegasus (unsupported), a repo without
     refs/main and a dataset."""
     root = tmp_path / "hub"
     repo = root / "models--org--tiny-llama"
     make_tiny("llama", repo / "snapshots" / "new")
     shutil.copytree(repo / "snapshots" / "new", repo / "snapshots" / "old")
-    (repo / "snapshots" / "old" / "config.json").write_text('{"model_type": "t5"}')
+    (repo / "snapshots" / "old" / "config.json").write_text('{"model_type": "pegasus"}')
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("new\n")
     t5 = root / "models--org--t5" / "snapshots" / "a"
     t5.mkdir(parents=True)
-    (t5 / "config.json").write_text('{"model_type": "t5"}')
+    (t5 / "config.json").write_text('{"model_type": "pegasus"}')
     (root / "models--org--t5" / "refs").mkdir()
     (root / "models--org--t5" / "refs" / "main").write_text("a")
     (root / "models--org--no-ref" / "snapshots" / "x").mkdir(parents=True)
@@ -43,7 +43,7 @@ def test_the_cache_lists_its_usable_models_at_refs_main(hub, monkeypatch):
     listed = [c for c in cached if c.refused is None]
     assert [(c.name, c.family, c.path) for c in listed] == [("org/tiny-llama", "llama", hub)]
     refused = {c.name: str(c.refused) for c in cached if c.refused is not None}  # named, each with why
-    assert "Unsupported architecture 't5'" in refused["org/t5"] and "refs/main" in refused["org/no-ref"]
+    assert "Unsupported architecture 'pegasus'" in refused["org/t5"] and "refs/main" in refused["org/no-ref"]
     model = load_model(hub)
     assert listed[0].parameters == sum(p.numel() for p in model.model.parameters())
     monkeypatch.setenv("MHA_HF_CACHE", "0")

@@ -22,7 +22,7 @@ from tests.conftest import CliRun, cli
 GAP_HEADER = "ID\tText\tPronoun\tPronoun-offset\tA\tA-offset\tA-coref\tB\tB-offset\tB-coref\tURL\n"
 BAD_FOLDER_MESSAGES = {
     "config-list": "not a JSON object", "config-null": "not a JSON object", "config-string": "not a JSON object",
-    "config-broken": "not valid JSON", "unknown-type": "Unsupported architecture 't5'",
+    "config-broken": "not valid JSON", "unknown-type": "Unsupported architecture 'pegasus'",
     "garbage-weights": "safetensors weights", "sizes-mismatch": "do not match the sizes",
     "no-tokenizer": "No tokenizer", "custom-code": "needs its own code .trust_remote_code., which is never run",
 }

@@ -14,7 +14,7 @@ from mha_core.analysis.long_roles import NEEDLE, QUESTION
 from mha_core.engine.bundled import ENCODER_NAME, GEMMA_NAME
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import word_units
-from mha_core.teaching.examples import EXAMPLES
+from mha_core.teaching.examples import EXAMPLES, SPOKEN
 from tests.conftest import ROOT, open_app
 from tests.i18n_check import english_left, untranslated
 
@@ -351,6 +351,7 @@ UNMARKED_TEXTS = {
     NEEDLE: "text the model reads (the needle)",
     QUESTION: "text the model reads (the needle's question)",
     "The cat sat on the mat.": "text the model reads (checking a loaded model)",
+    SPOKEN["en"]: "text espeak-ng speaks for Whisper to hear (the Chinese interface speaks SPOKEN['zh'])",
     "explicit (matmul + softmax)": "a backend's name in results and JSON (teaching.walkthrough.backend_words words it)",
     "query \\ key": "a CSV file's corner header",
     "<from the address>": "an internal context marker, never shown",

@@ -77,6 +77,8 @@ def test_word_timestamps_follow_the_speech_and_a_pause(whisper):
 
 
 def test_cli_transcribe_and_attention_of_audio(tmp_path, whisper):
+    from tests.tiny_models import make_tiny_seq2seq
+
     audio = tmp_path / "spoken.wav"
     audio.write_bytes(speak(SENTENCE))
     out = tmp_path / "t.json"
@@ -85,15 +87,15 @@ def test_cli_transcribe_and_attention_of_audio(tmp_path, whisper):
     data = json.loads(out.read_text())
     assert data["text"] == SENTENCE and data["language"] == "en" and len(data["words"]) == 11
     assert data["alignment_heads"] and all(0 <= layer < 6 and 0 <= head < 8 for layer, head in data["alignment_heads"])
-    out = tmp_path / "a.json"
-    assert main(["attention", "--audio", str(audio), "--target", "The animal.", "--model", WHISPER_NAME, "--json",
+    out, tiny = tmp_path / "a.json", make_tiny_seq2seq("whisper", tmp_path / "tiny-whisper")  # 2 + 2 layers, 4 heads
+    assert main(["attention", "--audio", str(audio), "--target", "The animal.", "--model-dir", str(tiny), "--json",
                  str(out)]) == 0
     data = json.loads(out.read_text())
     s, t = data["encoder_positions"], len(data["target_ids"])
-    assert data["target_tokens"][0] == "<|startoftranscript|>" and data["target_tokens"][-1] == "."
-    assert np.array(data["encoder"]).shape == (6, 8, s, s) and np.array(data["decoder"]).shape == (6, 8, t, t)
+    assert s == 50 and data["target_tokens"][0] == "[CLS]" and data["source_tokens"][1] == "0.02 s"  # a 1 s window
+    assert np.array(data["encoder"]).shape == (2, 4, s, s) and np.array(data["decoder"]).shape == (2, 4, t, t)
     cross = np.array(data["cross"])
-    assert cross.shape == (6, 8, t, 1500) and np.allclose(cross.sum(-1), 1, atol=1e-4)
+    assert cross.shape == (2, 4, t, 50) and np.allclose(cross.sum(-1), 1, atol=1e-4)
 
 
 HOSTILE = {

@@ -91,6 +91,8 @@ def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -
     layer, head = head_pickers(model, key[:1])
     chart(("x_spectrogram", *key, layer, head), lambda: figures.spectrogram_cross_figure(heard, layer, head),
           width="stretch")
+    if head is not None:
+        show_steps(computed.heard_steps_of, model, audio, heard.language, layer, head)
     st.caption(tr("Top: the clip's log-mel spectrogram (time across, pitch up), each word's span outlined. Bottom: "
                   "each row is the decoder reading one piece and writing the next; its colour shows where in the audio "
                   "its cross-attention listens (Q from the decoder, K and V from the encoder's frames)."))
@@ -148,8 +150,12 @@ def text_page(model: LoadedModel) -> None:
     result = answered(computed.seq2seq_of, model, source, target.strip() or None)
     if result is None:
         stop()
+    if result.encoder.truncated[0]:
+        n, kept = result.encoder.n_tokens[0], result.encoder.lengths[0]
+        st.warning(tr("The source was cut to the encoder's {kept} pieces: {n:,} of {n2:,} pieces at the end are not "
+                      "read.", kept=kept, n=n - kept, n2=n))
     written = model.tokenizer.decode(result.target_ids(0), skip_special_tokens=True)
-    st.markdown(f"**{tr('Target')}:** {literal(written)}")
+    st.markdown(tr("**Target:** {text}", text=literal(written)))
     kind = widget(st.radio, "kind", "cross", tr("Which attention"), options=list(KINDS),
                   format_func=lambda k: tr(KIND_NAMES[k]), horizontal=True)
     stack = model if kind == "encoder" else model.decoder
@@ -163,6 +169,7 @@ def text_page(model: LoadedModel) -> None:
     st.caption(tr(CAPTIONS[kind]))
     if kind == "cross":
         alignment_table(model, source, target.strip() or None, layer, head)
+        show_steps(computed.text_steps_of, model, source, target.strip() or None, layer, head)
 
 
 CAPTIONS = {
@@ -185,6 +192,19 @@ def alignment_table(model: LoadedModel, source: str, target: str | None, layer: 
     st.dataframe(pd.DataFrame(rows), hide_index=True)
     st.caption(tr("The word alignment this head implies: each written piece's most-attended source word; ✓ where "
                   "that word's most-attending piece is this one too (the symmetric alignment)."))
+
+
+def show_steps(steps_of: object, *args: object) -> None:
+    """One cross-attention head, step by step: each step's formula and shape, and the check against the run."""
+    steps = answered(steps_of, *args)
+    if steps is None:
+        return
+    with st.expander(tr("Step by step: layer {layer}, head {head}", layer=steps.layer, head=steps.head)):
+        st.dataframe(pd.DataFrame([{tr("step"): tr(step), tr("formula"): formula, tr("shape"): shape}
+                                   for step, formula, shape in steps.rows()]), hide_index=True)
+        st.caption(tr("Q comes from the decoder's states (what has been written); K and V are projected from the "
+                      "encoder's output, once per source. Recomputed here, the weights differ from the map the run "
+                      "kept by at most {difference:.1e}.", difference=steps.kept_difference))
 
 
 def not_encoder_decoder(model: LoadedModel) -> None:

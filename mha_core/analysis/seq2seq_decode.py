@@ -19,7 +19,7 @@ from mha_core.engine.attention import EXPLICIT, split_heads
 from mha_core.engine.forward import Memory, embed, final_norm, layer_biases, layer_outputs, position_ids, prepare
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.seq2seq import check_encoder_decoder, decoder_prefix, encode, target_batch
-from mha_core.engine.tokens import InputError, TokenBatch
+from mha_core.engine.tokens import InputError, TokenBatch, tokenize
 from mha_core.i18n import N_
 
 MAX_NEW = 224  # Whisper writes at most half its 448 positions per window
@@ -87,12 +87,14 @@ def suppressed(model: LoadedModel, first: bool) -> list[int]:
 
 
 @torch.inference_mode()
-def decode(model: LoadedModel, source: TokenBatch, new: int = 32, temperature: float = 0.0,
+def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperature: float = 0.0,
            top_k: int | None = None, seed: int = 0, prefix: list[int] | None = None) -> Decoded:
-    """The model's output for the first text of `source`: greedy at temperature 0, else sampled (the same seed, the
-    same output); stops at the end piece, after `new` pieces, or at the decoder's limit. `prefix`: the decoder's
-    first pieces (default: decoder_prefix, Whisper's task prompt or the start piece)."""
+    """The model's output for `source` (a text, or the first text of a batch: Whisper's frames_batch): greedy at
+    temperature 0, else sampled (the same seed, the same output); stops at the end piece, after `new` pieces, or at
+    the decoder's limit. `prefix`: the decoder's first pieces (default: decoder_prefix, Whisper's task prompt or
+    the start piece)."""
     check_encoder_decoder(model)
+    source = tokenize(model.tokenizer, source, model.max_length) if isinstance(source, str) else source
     check_settings(1, temperature, top_k, seed)
     if not 1 <= new <= MAX_NEW:
         raise InputError("decode_from_new_pieces", N_("Write from 1 to {max_new} pieces, not {new}."), max_new=MAX_NEW,

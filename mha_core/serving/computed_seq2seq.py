@@ -16,10 +16,11 @@ from mha_core.engine.seq2seq import KIND_NAMES, KINDS, Seq2SeqResult, forward_se
 from mha_core.engine.tokens import tokenize
 from mha_core.serving.computed import of
 from mha_core.serving.server import Server
+from mha_core.teaching.cross_steps import CrossSteps, cross_steps
 
 OWN_NEW = 64  # pieces of the model's own output, at most
-__all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "alignment_of", "clip_of", "digest", "seq2seq_of", "spoken_of",
-           "transcript_of"]
+__all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "alignment_of", "clip_of", "digest", "heard_steps_of", "seq2seq_of",
+           "spoken_of", "text_steps_of", "transcript_of"]
 
 
 def seq2seq_of(server: Server, model: LoadedModel, source: str, target: str | None, path: str = "auto"
@@ -58,3 +59,19 @@ def transcript_of(server: Server, model: LoadedModel, audio: bytes, language: st
 def spoken_of(server: Server, text: str, language: str) -> bytes:
     """`text` spoken by espeak-ng, once per server."""
     return server.kept("small", ("spoken", text, language), lambda: speak(text, language))
+
+
+def text_steps_of(server: Server, model: LoadedModel, source: str, target: str | None, layer: int, head: int
+                  ) -> CrossSteps:
+    """One cross-attention head of a text encoder–decoder, step by step."""
+    key = ("cross steps", of(model), source, target, layer, head)
+    return server.kept("small", key, lambda: cross_steps(model, seq2seq_of(server, model, source, target), layer,
+                                                         head))
+
+
+def heard_steps_of(server: Server, model: LoadedModel, audio: bytes, language: str | None, layer: int, head: int
+                   ) -> CrossSteps:
+    """One of Whisper's cross-attention heads over a clip, step by step."""
+    key = ("heard steps", of(model), digest(audio), language, layer, head)
+    return server.kept("small", key, lambda: cross_steps(model, transcript_of(server, model, audio, language).result,
+                                                         layer, head))
