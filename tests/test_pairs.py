@@ -136,3 +136,35 @@ def test_a_pair_over_the_models_limit_is_cut_and_says_how_long_it_was(tiny_dir):
     whole = len(model.tokenizer(first, second, split_special_tokens=True)["input_ids"])
     assert result.lengths[0] == 64 and result.truncated[0] and result.n_tokens[0] == whole > 64
     assert run(model, first, pairs=["A dog ran."]).truncated == (False,)
+
+
+def test_cross_sentence_heads_are_those_crossing_both_ways_on_average():
+    import numpy as np
+
+    from mha_core.analysis.pairs import CROSS_MIN, PairShares
+
+    a_to_b = np.array([[0.9, 0.1], [CROSS_MIN, 0.2]])
+    b_to_a = np.array([[0.0, 0.1], [CROSS_MIN, 0.9]])
+    shares = PairShares(a_to_b, b_to_a, np.zeros((2, 2)), (3, 4))
+    assert shares.head_labels() == {(0, 0): "cross-sentence", (1, 0): "cross-sentence", (1, 1): "cross-sentence"}
+
+
+def test_the_roles_page_reads_a_pair_and_names_its_sep_and_cross_sentence_heads():
+    import json
+
+    from tests.conftest import open_app
+
+    at = open_app("views/roles.py", segment_b="It was too tired.")
+    assert not at.exception and at.text_input(key="segment_b").value == "It was too tired."
+    said = [c.value for c in at.caption if "cross-sentence heads" in c.value]
+    assert said and "Most crossing: L" in said[0]
+    grid = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "role_grid" in c.proto.id)
+    shown = {(layer, head) for layer, row in enumerate(grid["data"][0]["text"]) for head, label in enumerate(row)
+             if label == "cross-sentence"}
+    from mha_core import load_model, run
+    from mha_core.analysis.pairs import pair_shares
+
+    crossing = pair_shares(run(load_model(), at.text_area(key="text").value, pairs=["It was too tired."]))
+    assert shown and shown <= set(crossing.head_labels())  # measured on the pair; a positional rule may win
+    single = open_app("views/roles.py")
+    assert not [c.value for c in single.caption if "cross-sentence heads" in c.value]

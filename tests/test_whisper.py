@@ -40,21 +40,16 @@ def wav(samples: np.ndarray, rate: int = RATE, subtype: str = "PCM_16") -> bytes
     return out.getvalue()
 
 
-def test_the_spoken_sentence_is_heard_word_for_word_as_transformers_generate_hears_it(whisper, spoken):
+def test_the_spoken_sentence_is_heard_word_for_word_and_its_alignment_heads_found(whisper, spoken):
     clip, heard = spoken
     assert heard.text == SENTENCE and heard.language == "en"  # the language detected, not given
     features = heard.result.encoder.batch.features
     with torch.inference_mode():
         theirs = whisper.model.generate(features, language="en", task="transcribe")[0].tolist()
-    assert list(heard.decoded.ids[heard.prompt_length:-1]) == theirs
+    assert list(heard.decoded.ids[heard.prompt_length:-1]) == theirs  # as transformers' generate hears it
     assert heard.result.cross.n_layers == 6 and heard.result.encoder.lengths[0] == 1500
-
-
-def test_alignment_heads_found_from_the_maps_agree_with_the_published_ones(spoken):
-    _, heard = spoken
-    scores = heard.heads
-    assert len(scores.published) == 8 and scores.found
-    assert len(scores.agreeing) >= 3  # found from the data, not copied: most also on the package's list
+    scores = heard.heads  # found from the data, not copied: most also on the package's list
+    assert len(scores.published) == 8 and scores.found and len(scores.agreeing) >= 3
     for layer, head in scores.found:
         assert scores.monotonic[layer, head] >= 0.85 and scores.sharp[layer, head] >= 0.12
     assert not set(scores.found) <= {(0, h) for h in range(8)}  # the first layer does not align

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_core import ModelLoadError, i18n
+from mha_core import LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.corpora import CorpusFormatError, decode_text
-from mha_core.i18n import tr, worded
+from mha_core.i18n import N_, tr, worded
 from mha_core.serving.menu import model_notice
 from mha_core.teaching.examples import example_of, examples_for
-from views._state import MAX_INPUT_CHARS, chosen_model_name, current_model, loaded_here, model_choices
+from views._state import MAX_INPUT_CHARS, check_length, chosen_model_name, current_model, loaded_here, model_choices
 from views._text import literal
 from views._visit import choose, widget
 
@@ -102,3 +102,15 @@ def sentence_box() -> str:
     if example is not None and model.name in example.shows:
         st.caption(literal(example.shows[model.name]))
     return text
+
+
+def pair_box(model: LoadedModel) -> str | None:
+    """On an encoder: an optional second sentence, read with the first as a pair (segment B); None when empty."""
+    if model.causal:
+        return None
+    pair = widget(st.text_input, "segment_b", "", tr("Second sentence (segment B, optional)"),
+                  help=tr("An encoder reads two sentences as one pair, as BERT was trained to: [CLS] A [SEP] B [SEP], "
+                          "the second sentence's pieces with token type 1. Leave it empty for one sentence."))
+    if pair.strip():
+        check_length(pair, N_("The second sentence"))
+    return pair.strip() or None

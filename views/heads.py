@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_core import AttentionResult, LoadedModel
+from mha_core import AttentionResult
 from mha_core.analysis.display import (
     AttentionView,
     score_map,
@@ -30,7 +30,7 @@ from mha_core.serving.export import (
 )
 from mha_core.teaching.examples import focus_words
 from mha_core.teaching.walkthrough import PATH_HELP
-from views._inputs import sentence_box
+from views._inputs import pair_box, sentence_box
 from views._long import pieces_of, show_long_heads
 from views._state import chart, check_length, checked_run, current_model, narrow_screen, path_caption, server
 from views._text import literal
@@ -112,18 +112,6 @@ def head_map_figure(result: AttentionResult, view: AttentionView, layer: int, he
         title = tr("Layer {layer}, {which}: attention weights", layer=layer, which=which)
     figure = charts.head_figure(z, view.labels, title, numbers=numbers, scores=scores)
     return figure if segment_b is None else charts.with_segment_lines(figure, segment_b, len(view.labels))
-
-
-def pair_box(model: LoadedModel) -> str | None:
-    """On an encoder: an optional second sentence, read with the first as a pair (segment B); None when empty."""
-    if model.causal:
-        return None
-    pair = widget(st.text_input, "segment_b", "", tr("Second sentence (segment B, optional)"),
-                  help=tr("An encoder reads two sentences as one pair, as BERT was trained to: [CLS] A [SEP] B [SEP], "
-                          "the second sentence's pieces with token type 1. Leave it empty for one sentence."))
-    if pair.strip():
-        check_length(pair, N_("The second sentence"))
-    return pair.strip() or None
 
 
 def show_line_view(view: AttentionView, layer: int, head: int, base: tuple) -> None:

@@ -10,12 +10,14 @@ from mha_core import CorefResult, LoadedModel, SyntaxResult
 from mha_core.analysis.coref_gap import CLARK_COREF, COREF_GAIN, COREF_TOP
 from mha_core.analysis.corpora import BUNDLED_CORPUS, ParsedSentence, read_conllu, spacy_parse
 from mha_core.analysis.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores
+from mha_core.analysis.pairs import CROSS_MIN, PairShares
 from mha_core.analysis.roles import (
     BROAD_MIN,
     PATTERN_RULES,
     POSITIONAL_MIN,
     SPECIAL_MIN,
     head_label,
+    ranked_heads,
     role_labels,
 )
 from mha_core.analysis.syntax import MIN_DEPENDENTS, MIN_GAIN
@@ -24,7 +26,7 @@ from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
 from mha_core.serving import computed, computed_corpus
 from mha_core.serving.limits import without_spaces
-from views._inputs import sentence_box
+from views._inputs import pair_box, sentence_box
 from views._long import show_long_roles
 from views._state import chart, checked_run, current_model, queued, server
 from views._text import literal
@@ -170,6 +172,18 @@ def show_relations(syntax: SyntaxResult, causal: bool) -> None:
         )
 
 
+def show_pair_heads(labels: object, shares: PairShares) -> None:
+    """What a sentence pair adds: the [SEP] heads and the cross-sentence heads, counted and ranked."""
+    crossing = [(layer, head) for layer, head in ranked_heads(shares.crossing, 5)]
+    st.caption(tr("A sentence pair: [SEP] heads put at least {sep:.0%} of their weight on the separators; "
+                  "cross-sentence heads send at least {cross:.0%} of it to the other sentence, on average both ways "
+                  "({n_sep} [SEP] and {n_cross} cross-sentence heads here). Most crossing: {top}.",
+                  sep=SPECIAL_MIN, cross=CROSS_MIN, n_sep=int((labels == "[SEP]").sum()),
+                  n_cross=int((labels == "cross-sentence").sum()),
+                  top=", ".join(f"{head_label(layer, head)} ({shares.crossing[layer, head]:.2f})"
+                                for layer, head in crossing)))
+
+
 def main() -> None:
     model = current_model()
     st.title(tr("Head roles"))
@@ -178,7 +192,8 @@ def main() -> None:
     if source == SOURCES[3]:  # sinks as a text grows, retrieval heads: texts of thousands of pieces
         show_long_roles(model)
         stop()
-    sentence_result = checked_run(text) if source == SOURCES[0] else None  # stops on bad input
+    pair = pair_box(model) if source == SOURCES[0] else None
+    sentence_result = checked_run(text, pair=pair) if source == SOURCES[0] else None  # stops on bad input
     chosen = source_sentences(source, text)
     if chosen is None:
         stop()
@@ -189,10 +204,10 @@ def main() -> None:
         stop()
     if note:
         st.caption(literal(note))
-    roles = (
-        analysis.roles
-        if sentence_result is None
-        else computed.head_roles_of(server(), model, text)
+    roles, shares = (
+        (analysis.roles, None) if sentence_result is None
+        else computed.pair_roles_of(server(), model, text, pair) if pair is not None
+        else (computed.head_roles_of(server(), model, text), None)
     )
     st.caption(
         tr(
@@ -221,8 +236,10 @@ def main() -> None:
     induction = show_induction(model)
     with grid:
         st.subheader(tr("Every head's role"))
-        labels = role_labels(roles, model.causal, (analysis.syntax, coref), probed=induction)
+        labels = role_labels(roles, model.causal, (analysis.syntax, coref, shares), probed=induction)
         st.plotly_chart(role_grid_figure(labels, roles, model.causal), key="role_grid")
+        if shares is not None:
+            show_pair_heads(labels, shares)
         if model.causal:
             st.caption(
                 tr(

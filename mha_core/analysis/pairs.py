@@ -15,6 +15,8 @@ from mha_core.engine.result import AttentionResult, json_floats
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
 
+CROSS_MIN = 0.4  # a head whose queries put this much of their weight on the other text, on average both ways
+
 
 @dataclass(frozen=True)
 class PairShares(Drawable):
@@ -22,6 +24,16 @@ class PairShares(Drawable):
     b_to_a: np.ndarray  # (L,H) mean over B's pieces of the weight on A's pieces
     to_specials: np.ndarray  # (L,H) mean over every real piece of the weight on the special pieces ([CLS], [SEP])
     pieces: tuple[int, int]  # A's and B's pieces
+
+    @property
+    def crossing(self) -> np.ndarray:
+        """(L,H) the share crossing to the other text, averaged over both directions."""
+        return (self.a_to_b + self.b_to_a) / 2
+
+    def head_labels(self) -> dict[tuple[int, int], str]:
+        """The cross-sentence heads (crossing ≥ CROSS_MIN), for the Roles page's grid (analysis.roles.role_labels)."""
+        layers, heads = np.nonzero(self.crossing >= CROSS_MIN)
+        return {(int(layer), int(head)): "cross-sentence" for layer, head in zip(layers, heads, strict=True)}
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "pieces": list(self.pieces), "a_to_b": json_floats(self.a_to_b),

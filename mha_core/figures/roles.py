@@ -13,7 +13,7 @@ from mha_core.i18n import N_, tr
 ROLE_COLORS = {  # role categories, marked: cells show them translated
     N_("previous"): "#1f77b4", N_("self"): "#aec7e8", N_("next"): "#17becf", "[CLS]": "#d62728", "[SEP]": "#ff9896",
     N_("first token"): "#d62728", N_("punctuation"): "#e377c2", N_("broad"): "#bcbd22", N_("syntactic"): "#2ca02c",
-    N_("coreference"): "#9467bd", N_("induction"): "#ff7f0e", N_("other"): "#e5e5e5",
+    N_("coreference"): "#9467bd", N_("induction"): "#ff7f0e", N_("cross-sentence"): "#8c564b", N_("other"): "#e5e5e5",
 }
 
 

@@ -24,6 +24,7 @@ from mha_core.analysis.coref_sentence import AntecedentScores, Word, antecedent_
 from mha_core.analysis.display import AttentionView, attention_view
 from mha_core.analysis.generate import Generation, generate
 from mha_core.analysis.induction import InductionScores, induction_scores
+from mha_core.analysis.pairs import PairShares, pair_shares
 from mha_core.analysis.params import ModelBreakdown, head_weight_norms, model_breakdown
 from mha_core.analysis.patching import HEAD, HEADS, RESIDUAL, PatchGrid, patch_grid
 from mha_core.analysis.predict import (
@@ -115,6 +116,16 @@ def layer_effect_of(server: Server, model: LoadedModel, text: str, layer: int, q
 def head_roles_of(server: Server, model: LoadedModel, text: str) -> HeadRoles:
     return server.kept("small", ("head roles", of(model), text),
                        lambda: head_roles(result_of(server, model, (text,))))
+
+
+def pair_roles_of(server: Server, model: LoadedModel, text: str, pair: str) -> tuple[HeadRoles, PairShares]:
+    """A sentence pair's head roles ([SEP] heads among them) and each head's share of attention crossing between
+    the two texts (its cross-sentence heads)."""
+    def compute() -> tuple[HeadRoles, PairShares]:
+        result = result_of(server, model, (text,), "auto", (pair,))
+        return head_roles(result), pair_shares(result)
+
+    return server.kept("small", ("pair roles", of(model), text, pair), compute)
 
 
 def induction_of(server: Server, model: LoadedModel) -> InductionScores:
