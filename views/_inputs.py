@@ -72,11 +72,18 @@ def model_card() -> None:
             st.error(literal(tr("{refused}. Showing {name}.", refused=worded(refused), name=current_model().name)))
         model = current_model()
         long_limit = model.arch.long_max_length
-        st.caption(tr("{n_layers} layers × {n_heads} heads · d_model {d_model} · head dim {head_dim} · max "
-                      "{max_length} word pieces", n_layers=model.n_layers, n_heads=model.n_heads,
-                      d_model=model.d_model, head_dim=model.head_dim, max_length=model.max_length)
-                   + (tr(" ({long_limit:,} on the Heads page)", long_limit=long_limit)
-                      if long_limit > model.max_length else ""))
+        if model.encoder_decoder:
+            st.caption(tr("encoder {n_layers} layers, decoder {n_decoder} layers × {n_heads} heads · d_model "
+                          "{d_model} · source up to {max_length:,} {unit} · target up to {max_target} pieces",
+                          n_layers=model.n_layers, n_decoder=model.decoder.n_layers, n_heads=model.n_heads,
+                          d_model=model.d_model, max_length=model.max_length, max_target=model.decoder.max_length,
+                          unit=tr("positions (20 ms each)") if model.arch.audio else tr("pieces")))
+        else:
+            st.caption(tr("{n_layers} layers × {n_heads} heads · d_model {d_model} · head dim {head_dim} · max "
+                          "{max_length} word pieces", n_layers=model.n_layers, n_heads=model.n_heads,
+                          d_model=model.d_model, head_dim=model.head_dim, max_length=model.max_length)
+                       + (tr(" ({long_limit:,} on the Heads page)", long_limit=long_limit)
+                          if long_limit > model.max_length else ""))
         notice = model_notice(model.model_dir)
         if notice:
             st.caption(literal(tr(notice)) + ".")
