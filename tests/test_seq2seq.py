@@ -132,3 +132,11 @@ def test_cli_attention_writes_the_three_kinds_of_maps(tmp_path_factory, tmp_path
     assert main(["attention", SOURCES[1], "--new", "5", "--model-dir", str(folder), "--json", str(out)]) == 0
     assert len(json.loads(out.read_text())["target_ids"]) <= 6  # its own greedy output: start + up to 5 pieces
     assert main(["attention", "--pair", "a", "b", "--model-dir", str(folder), "--json", str(out)]) == 2
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_refused(tmp_path):
+    from mha_core.engine.folder import ModelLoadError
+
+    folder = make_tiny_seq2seq("bart", tmp_path / "small-vocabulary", vocab_size=30000)
+    with pytest.raises(ModelLoadError, match="30,522 tokens but the model embeds only 30,000"):
+        load_model(folder)

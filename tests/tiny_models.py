@@ -87,14 +87,14 @@ SEQ2SEQ_CONFIGS = {  # T5 with a decoder deeper than its encoder: each stack's l
 }
 
 
-def make_tiny_seq2seq(family: str, path: Path) -> Path:
+def make_tiny_seq2seq(family: str, path: Path, **overrides: object) -> Path:
     """A random encoder–decoder of `family` (with its output layer) saved as safetensors, with the bundled
-    word-piece tokenizer (Whisper's source is audio: 8 mel bins, 100 frames)."""
+    word-piece tokenizer (Whisper's source is audio: 8 mel bins, 100 frames); `overrides` change its config."""
     import transformers
     from transformers import AutoTokenizer
 
     name, sizes = SEQ2SEQ_CONFIGS[family]
-    config = getattr(transformers, name)(**SIZES, **SEQ2SEQ_IDS, **sizes)
+    config = getattr(transformers, name)(**{**SIZES, **SEQ2SEQ_IDS, **sizes, **overrides})
     torch.manual_seed(0)
     auto = transformers.AutoModelForSpeechSeq2Seq if family == "whisper" else transformers.AutoModelForSeq2SeqLM
     model = auto.from_config(config, attn_implementation="eager")

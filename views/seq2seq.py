@@ -17,7 +17,7 @@ from mha_core.teaching.examples import SPOKEN
 from views._inputs import model_card, sentence_box
 from views._state import answered, chart, current_model, model_choices, narrow_screen
 from views._text import literal
-from views._visit import choose, stop, tabs, widget
+from views._visit import choose, chosen, stop, tabs, widget
 
 SOURCES = (N_("Speak a sentence"), N_("Upload a recording"), N_("Record with the microphone"))
 LANGUAGES = {"auto": N_("detect it"), "en": N_("English"), "zh": N_("Chinese"), "de": N_("German"), "fr": N_("French"),
@@ -43,8 +43,8 @@ def clip_bytes(model: LoadedModel) -> bytes | None:
     source = widget(st.radio, "audio_from", SOURCES[0], tr("Audio"), options=list(SOURCES), format_func=tr,
                     horizontal=True)
     if source == SOURCES[0]:
-        language = st.session_state.get("heard_lang")
-        spoken = "zh" if language == "zh" or (language in (None, "auto") and i18n.current() == "zh") else "en"
+        language = chosen("heard_lang", default_language(), (i18n.current(),), list(LANGUAGES))
+        spoken = "zh" if language == "zh" or (language == "auto" and i18n.current() == "zh") else "en"
         text = widget(st.text_input, "spoken", SPOKEN[spoken], tr("Sentence to speak (espeak-ng, offline)"),
                       context=(spoken,))
         return answered(computed.spoken_of, text, spoken)
@@ -59,9 +59,15 @@ def clip_bytes(model: LoadedModel) -> bytes | None:
     return None if recorded is None else recorded.getvalue()
 
 
+def default_language() -> str:
+    """What Whisper is told it hears unless the visitor says: Chinese in the Chinese interface (espeak-ng's Mandarin
+    is heard as another language if left to detect), else detected."""
+    return "zh" if i18n.current() == "zh" else "auto"
+
+
 def whisper_page(model: LoadedModel) -> None:
     audio = clip_bytes(model)
-    language = widget(st.selectbox, "heard_lang", "zh" if i18n.current() == "zh" else "auto", tr("Language"),
+    language = widget(st.selectbox, "heard_lang", default_language(), tr("Language"),
                       context=(i18n.current(),), options=list(LANGUAGES),
                       format_func=lambda code: tr(LANGUAGES[code]))
     if audio is None:

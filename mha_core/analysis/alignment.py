@@ -16,12 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mha_core.engine.frames import POSITION_SECONDS
+
 MONOTONIC = 0.85  # this share of steps at least: the most-attended frame stays or moves forward (1 back allowed)
 BACK = 1  # positions (20 ms) a step may move back and still count as forward
 SHARP = 0.12  # the most-attended frame's mean weight at least this
 SPAN = 0.4  # the most-attended frames cover at least this share of the speech
 MEDIAN_WIDTH = 7  # openai-whisper's median filter over frames
-POSITION_SECONDS = 0.02
 QUIET = 0.05  # a position this much quieter than the clip's loud level is silence (word spans are trimmed of it)
 APPENDED = "\"'.。,，!！?？:：”)]}、"  # punctuation that belongs to the word before it
 

@@ -56,12 +56,13 @@ MIN_TEMPERATURE = 1e-4  # below this, sampling is the most likely piece (its lim
 SEEDS = range(2**64)  # what torch's generator takes
 
 
-def check_settings(new: int, temperature: float, top_k: int | None, seed: int = 0) -> None:
-    if not 1 <= new <= MAX_NEW:
+def check_settings(new: int, temperature: float, top_k: int | None, seed: int = 0, max_new: int = MAX_NEW) -> None:
+    """Refuse, in one sentence, a length (1 .. `max_new` new pieces), temperature, top-k or seed out of range."""
+    if not 1 <= new <= max_new:
         raise InputError(
             "generate_from_new_pieces",
             N_("Generate from 1 to {max_new} new pieces, not {new}."),
-            max_new=MAX_NEW,
+            max_new=max_new,
             new=new,
         )
     if not 0 <= temperature <= 10:
@@ -87,6 +88,14 @@ def choose(logits: Tensor, temperature: float, top_k: int | None, generator: tor
         cut = scaled.topk(min(top_k, len(scaled))).values[-1]
         scaled = scaled.masked_fill(scaled < cut, float("-inf"))
     return int(torch.multinomial(scaled.softmax(-1), 1, generator=generator))
+
+
+def step_of(model: LoadedModel, logits: Tensor, token: int) -> Step:
+    """The chosen piece with its probability and the ALTERNATIVES most likely ones, from the step's logits (V,)."""
+    probs = logits.float().softmax(-1)
+    top = probs.topk(ALTERNATIVES)
+    return Step(pieces_of(model, [token])[0], token, float(probs[token]),
+                tuple(zip(pieces_of(model, top.indices.tolist()), top.values.tolist(), strict=True)))
 
 
 def first_pass(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, Cache]:
@@ -190,17 +199,8 @@ def generate(
     last, cache = first_pass(model, batch)
     for _ in range(new):
         logits = lm_logits(model, final_norm(model, last))[0]  # (V,)
-        probs = logits.float().softmax(-1)
         token = choose(logits, temperature, top_k, generator)
-        top = probs.topk(ALTERNATIVES)
-        steps.append(
-            Step(
-                pieces_of(model, [token])[0],
-                token,
-                float(probs[token]),
-                tuple(zip(pieces_of(model, top.indices.tolist()), top.values.tolist(), strict=True)),
-            )
-        )
+        steps.append(step_of(model, logits, token))
         ids.append(token)
         special.append(False)
         if token == model.tokenizer.eos_token_id:

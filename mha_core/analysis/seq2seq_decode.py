@@ -13,13 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha_core.analysis.generate import ALTERNATIVES, Step, check_settings, choose
-from mha_core.analysis.predict import pieces_of
-from mha_core.engine.attention import EXPLICIT, split_heads
+from mha_core.analysis.generate import Step, check_settings, choose, step_of
+from mha_core.engine.attention import EXPLICIT, keys_values
 from mha_core.engine.forward import Memory, embed, final_norm, layer_biases, layer_outputs, position_ids, prepare
 from mha_core.engine.model import LoadedModel
-from mha_core.engine.seq2seq import check_encoder_decoder, decoder_prefix, encode, target_batch
-from mha_core.engine.tokens import InputError, TokenBatch, tokenize
+from mha_core.engine.seq2seq import Encoded, check_encoder_decoder, decoder_prefix, encode, target_batch
+from mha_core.engine.tokens import TokenBatch, tokenize
 from mha_core.i18n import N_
 
 MAX_NEW = 224  # Whisper writes at most half its 448 positions per window
@@ -47,12 +46,7 @@ def output_logits(model: LoadedModel, states: Tensor) -> Tensor:
 
 def cross_keys_values(model: LoadedModel, memory: Memory) -> list[tuple[Tensor, Tensor]]:
     """Per decoder layer, its cross-attention's keys and values (B,H,S,Dh) of the encoder's output, projected once."""
-    kv = []
-    for w in model.decoder.layers:
-        a = w.cross_attention
-        kv.append((split_heads(F.linear(memory.states, a.w_k, a.b_k), a.n_kv_heads),
-                   split_heads(F.linear(memory.states, a.w_v, a.b_v), a.n_kv_heads)))
-    return kv
+    return [keys_values(w.cross_attention, memory.states) for w in model.decoder.layers]
 
 
 def first_pass(model: LoadedModel, prefix: list[int], memory: Memory) -> tuple[Tensor, Cache]:
@@ -88,20 +82,18 @@ def suppressed(model: LoadedModel, first: bool) -> list[int]:
 
 @torch.inference_mode()
 def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperature: float = 0.0,
-           top_k: int | None = None, seed: int = 0, prefix: list[int] | None = None) -> Decoded:
+           top_k: int | None = None, seed: int = 0, prefix: list[int] | None = None,
+           encoded: Encoded | None = None) -> Decoded:
     """The model's output for `source` (a text, or the first text of a batch: Whisper's frames_batch): greedy at
     temperature 0, else sampled (the same seed, the same output); stops at the end piece, after `new` pieces, or at
     the decoder's limit. `prefix`: the decoder's first pieces (default: decoder_prefix, Whisper's task prompt or
-    the start piece)."""
+    the start piece). `encoded`: the source already encoded (engine.seq2seq.encode), reused."""
     check_encoder_decoder(model)
     source = tokenize(model.tokenizer, source, model.max_length) if isinstance(source, str) else source
-    check_settings(1, temperature, top_k, seed)
-    if not 1 <= new <= MAX_NEW:
-        raise InputError("decode_from_new_pieces", N_("Write from 1 to {max_new} pieces, not {new}."), max_new=MAX_NEW,
-                         new=new)
-    _, memory = encode(model, source)
-    memory = Memory(memory.states[:1], None if memory.bias is None else memory.bias[:1])
-    memory = Memory(None, memory.bias, cross_keys_values(model, memory))
+    check_settings(new, temperature, top_k, seed, max_new=MAX_NEW)
+    _, memory = encoded if encoded is not None else encode(model, source)
+    first = Memory(memory.states[:1], None if memory.bias is None else memory.bias[:1])  # the first text's
+    memory = Memory(None, first.bias, cross_keys_values(model, first))
     ids = list(prefix or decoder_prefix(model))
     generator, steps, stopped = torch.Generator().manual_seed(seed), [], N_("length")
     last, cache = first_pass(model, ids, memory)
@@ -110,10 +102,7 @@ def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperat
         logits = output_logits(model, final_norm(model.decoder, last))[0].float()  # (V,)
         logits[suppressed(model, step == 0)] = float("-inf")
         token = choose(logits, temperature, top_k, generator)
-        probs = logits.softmax(-1)
-        top = probs.topk(ALTERNATIVES)
-        steps.append(Step(pieces_of(model, [token])[0], token, float(probs[token]),
-                          tuple(zip(pieces_of(model, top.indices.tolist()), top.values.tolist(), strict=True))))
+        steps.append(step_of(model, logits, token))
         ids.append(token)
         if token == end:
             stopped = N_("end of text")

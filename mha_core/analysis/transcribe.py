@@ -8,14 +8,12 @@ Shapes: L decoder layers, H heads, P prompt pieces, T written pieces, S encoder 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from mha_core.analysis.alignment import (
-    POSITION_SECONDS,
     HeadScores,
     Word,
     loud_positions,
@@ -26,7 +24,7 @@ from mha_core.analysis.seq2seq_decode import Decoded, decode, first_pass, output
 from mha_core.engine.audio import RATE, Clip, model_log_mel
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import Memory, final_norm
-from mha_core.engine.frames import frames_batch
+from mha_core.engine.frames import clip_positions, frames_batch
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.seq2seq import Seq2SeqResult, decoder_prefix, encode, forward_seq2seq, languages, target_batch
 from mha_core.engine.tokens import InputError
@@ -50,7 +48,7 @@ class Transcript(Drawable):
     @property
     def speech_positions(self) -> int:
         """The encoder positions that hold the clip (the rest of the 30-second window is padding silence)."""
-        return min(math.ceil(self.seconds / POSITION_SECONDS), self.result.encoder.lengths[0])
+        return clip_positions(self.seconds, self.result.encoder.lengths[0])
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "text": self.text, "language": self.language,
@@ -107,14 +105,15 @@ def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, time
         raise InputError("transcribe_needs_whisper", N_("{model} does not hear audio: choose a Whisper model."),
                          model=model.name)
     source = frames_batch(model_log_mel(model, clip))
+    encoded = encode(model, source, path)  # once: the language, the transcript and the maps all read it
     if language is None:
-        language = detect_language(model, encode(model, source)[1])
+        language = detect_language(model, encoded[1])
     prompt = decoder_prefix(model, language)
-    decoded = decode(model, source, new=MAX_WRITTEN, prefix=prompt)
-    result = forward_seq2seq(model, source, target_batch(model, [list(decoded.ids)]), path)
+    decoded = decode(model, source, new=MAX_WRITTEN, prefix=prompt, encoded=encoded)
+    result = forward_seq2seq(model, source, target_batch(model, [list(decoded.ids)]), path, encoded)
     written = list(decoded.ids[len(prompt):])
     written = written[:-1] if written and written[-1] == model.config.eos_token_id else written
-    n = min(math.ceil(clip.seconds / POSITION_SECONDS), result.encoder.lengths[0])
+    n = clip_positions(clip.seconds, result.encoder.lengths[0])
     rows = result.text_maps("cross", 0).numpy()[:, :, len(prompt) - 1: len(prompt) + len(written), :n]
     heads = score_heads(rows, published_heads(model))
     words = ()

@@ -20,7 +20,8 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     decoder's input pieces (its start piece first; without --target, the model's own greedy output), and every
     layer's encoder, decoder and cross-attention maps."""
     from mha_core.analysis.seq2seq_decode import decode
-    from mha_core.engine.seq2seq import forward_seq2seq, target_batch, target_ids
+    from mha_core.engine.frames import clip_positions
+    from mha_core.engine.seq2seq import encode, forward_seq2seq, target_batch, target_ids
     from mha_core.engine.tokens import tokenize
 
     if args.heads is not None or args.rows is not None or args.pair is not None:
@@ -30,12 +31,13 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
         from mha_core.cli.attention import attention_text
 
         source = tokenize(model.tokenizer, attention_text(args), model.max_length)
+    encoded = encode(model, source, args.path)
     if args.target is not None:
         ids = target_ids(model, args.target, args.language or "en")
     else:
-        ids = list(decode(model, source, new=args.new).ids)
-    result = forward_seq2seq(model, source, target_batch(model, [ids]), args.path)
-    s = result.encoder.lengths[0] if clip is None else min(result.encoder.lengths[0], round(clip.seconds / 0.02))
+        ids = list(decode(model, source, new=args.new, encoded=encoded).ids)
+    result = forward_seq2seq(model, source, target_batch(model, [ids]), args.path, encoded)
+    s = result.encoder.lengths[0] if clip is None else clip_positions(clip.seconds, result.encoder.lengths[0])
     t = result.decoder.lengths[0]
     return {"model": model.name, "source_tokens": list(result.source_tokens[0][:s]),
             "target_tokens": list(result.target_tokens[0]), "target_ids": result.target_ids(0),

@@ -246,6 +246,13 @@ def rebuild_log_probs(q: Tensor, k: Tensor, lse: Tensor, bias: Tensor | None, sc
     return scores.sub_(lse.float().unsqueeze(-1))  # (...,T,S)
 
 
+def keys_values(w: ProjectionWeights, kv: Tensor) -> tuple[Tensor, Tensor]:
+    """Steps 1 and 2 for keys and values: (B,S,D) -> k, v, each (B,G,S,Dh) (before QK-norm and RoPE)."""
+    k = split_heads(F.linear(kv, w.w_k, w.b_k), w.n_kv_heads)  # (B,G,S,Dh)
+    v = split_heads(F.linear(kv, w.w_v, w.b_v), w.n_kv_heads)  # (B,G,S,Dh)
+    return k, v
+
+
 def multi_head_attention(
     x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None,
     rope: tuple[Tensor, Tensor] | None = None, kernel_causal: bool = False, edit: ContextEdit | None = None,
@@ -261,11 +268,7 @@ def multi_head_attention(
     kv = x if kv is None else kv
     # 1. project, 2. split into heads
     q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
-    if given_kv is not None:
-        k, v = given_kv  # (B,G,S,Dh) each
-    else:
-        k = split_heads(F.linear(kv, w.w_k, w.b_k), w.n_kv_heads)  # (B,G,S,Dh)
-        v = split_heads(F.linear(kv, w.w_v, w.b_v), w.n_kv_heads)  # (B,G,S,Dh)
+    k, v = given_kv if given_kv is not None else keys_values(w, kv)  # (B,G,S,Dh) each
     # 2a. QK-norm (Qwen3, Gemma 3): each head's query and key vectors normed over their Dh features
     if w.q_norm is not None:
         q, k = w.q_norm(q), k if given_kv is not None else w.k_norm(k)  # (B,H,T,Dh), (B,G,S,Dh)

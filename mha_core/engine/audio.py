@@ -44,20 +44,16 @@ class Clip:
         return self.source_seconds > self.seconds + 1e-6
 
 
-def audio_error(key: str, message: str, **values: object) -> InputError:
-    return InputError(key, message, **values)
-
-
 def read_audio(data: bytes | Path) -> Clip:
     """A file's first WINDOW_SECONDS as 16 kHz mono float32; only that much is decoded, however long the file."""
     import soundfile
 
     size = data.stat().st_size if isinstance(data, Path) else len(data)
     if size > MAX_AUDIO_BYTES:
-        raise audio_error("audio_too_large", N_("The audio file is {mb:,.0f} MB; at most {limit:,.0f} MB is read."),
+        raise InputError("audio_too_large", N_("The audio file is {mb:,.0f} MB; at most {limit:,.0f} MB is read."),
                           mb=size / 2**20, limit=MAX_AUDIO_BYTES / 2**20)
     if size == 0:
-        raise audio_error("audio_empty", N_("The audio file is empty."))
+        raise InputError("audio_empty", N_("The audio file is empty."))
     readable = data if isinstance(data, Path) else io.BytesIO(data)
     try:
         with soundfile.SoundFile(readable) as f:
@@ -65,28 +61,28 @@ def read_audio(data: bytes | Path) -> Clip:
             if rate > 0 and channels <= MAX_CHANNELS:  # else refused below, nothing decoded
                 samples = f.read(frames=int(min(frames, rate * WINDOW_SECONDS)), dtype="float32", always_2d=True)
     except (RuntimeError, soundfile.LibsndfileError, TypeError, ValueError):
-        raise audio_error("not_audio", N_("This is not audio that can be read (WAV, FLAC, OGG or MP3).")) from None
+        raise InputError("not_audio", N_("This is not audio that can be read (WAV, FLAC, OGG or MP3).")) from None
     check_format(rate, channels)
     return clip_of(samples, rate, channels, frames / rate)
 
 
 def check_format(rate: int, channels: int) -> None:
     if rate <= 0:
-        raise audio_error("audio_no_rate", N_("The audio file says it has {rate} samples a second."), rate=rate)
+        raise InputError("audio_no_rate", N_("The audio file says it has {rate} samples a second."), rate=rate)
     if channels > MAX_CHANNELS:
-        raise audio_error("audio_channels", N_("The audio has {channels} channels; give mono or stereo."),
+        raise InputError("audio_channels", N_("The audio has {channels} channels; give mono or stereo."),
                           channels=channels)
 
 
 def clip_of(samples: np.ndarray, rate: int, channels: int, source_seconds: float) -> Clip:
     """(N,C) samples at `rate` -> a checked 16 kHz mono Clip."""
     if not np.isfinite(samples).all():
-        raise audio_error("audio_not_finite", N_("The audio holds samples that are not numbers (NaN or infinite)."))
+        raise InputError("audio_not_finite", N_("The audio holds samples that are not numbers (NaN or infinite)."))
     mono = samples.mean(axis=1) if samples.ndim == 2 else samples
     if len(mono) < MIN_SECONDS * rate:
-        raise audio_error("audio_too_short", N_("The audio is shorter than {seconds} s."), seconds=MIN_SECONDS)
+        raise InputError("audio_too_short", N_("The audio is shorter than {seconds} s."), seconds=MIN_SECONDS)
     if float(np.abs(mono).max()) < SILENT_PEAK:
-        raise audio_error("audio_silent", N_("The audio is silent."))
+        raise InputError("audio_silent", N_("The audio is silent."))
     return Clip(resample(mono, rate), len(mono) / rate, source_seconds, rate, channels)
 
 
@@ -104,17 +100,17 @@ def speak(text: str, language: str = "en") -> bytes:
     """`text` spoken by espeak-ng (offline) in the interface's language, as WAV bytes."""
     text = " ".join(text.split())
     if not text:
-        raise audio_error("nothing_to_speak", N_("There is no text to speak."))
+        raise InputError("nothing_to_speak", N_("There is no text to speak."))
     if len(text) > MAX_SPOKEN_CHARS:
-        raise audio_error("speak_too_long", N_("Speak at most {n} characters at a time."), n=MAX_SPOKEN_CHARS)
+        raise InputError("speak_too_long", N_("Speak at most {n} characters at a time."), n=MAX_SPOKEN_CHARS)
     program = shutil.which("espeak-ng")
     if program is None:
-        raise audio_error("no_espeak", N_("espeak-ng is not installed, so no sentence can be spoken here (make "
+        raise InputError("no_espeak", N_("espeak-ng is not installed, so no sentence can be spoken here (make "
                                           "install puts it in; or upload a recording)."))
     done = subprocess.run([program, "-v", VOICES.get(language, "en-us"), "--stdout", text], capture_output=True,
                           timeout=60, check=False)
     if done.returncode != 0 or not done.stdout:
-        raise audio_error("espeak_failed", N_("espeak-ng could not speak this text."))
+        raise InputError("espeak_failed", N_("espeak-ng could not speak this text."))
     return done.stdout
 
 

@@ -14,10 +14,11 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.attention import FUSED, padding_bias, rebuild_probs
+from mha_core.engine.per_layer import LayerQueries
 
 
 @dataclass(frozen=True)
-class CrossAttention:
+class CrossAttention(LayerQueries):
     layer_q: tuple[Tensor, ...]  # L x (B,H,T,Dh)  the decoder's queries
     layer_k: tuple[Tensor, ...]  # L x (B,H,S,Dh)  keys from the encoder's output
     layer_probs: tuple[Tensor, ...] | None  # L x (B,H,T,S)  explicit path only
@@ -26,18 +27,6 @@ class CrossAttention:
     target_mask: Tensor  # (B,T) 1 real target piece, 0 padding
     path: str
     score_scale: float | None = None  # None: 1/√Dh (T5: 1)
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.layer_q)
-
-    @property
-    def n_heads(self) -> int:
-        return self.layer_q[0].shape[1]
-
-    @property
-    def scale(self) -> float:
-        return self.score_scale if self.score_scale is not None else self.layer_q[0].shape[-1] ** -0.5
 
     def source_length(self, b: int) -> int:
         return int(self.source_mask[b].sum())

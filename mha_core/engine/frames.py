@@ -7,6 +7,8 @@ in seconds.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -14,6 +16,12 @@ from mha_core.engine.tokens import TokenBatch, pad_mask
 
 FRAME_SECONDS = 0.01  # one spectrogram frame (Whisper: hop 160 at 16 kHz)
 POSITION_SECONDS = 2 * FRAME_SECONDS  # one encoder position
+
+
+def clip_positions(seconds: float, positions: int) -> int:
+    """The encoder positions a clip of `seconds` covers (its last one partly), of the window's `positions`: the rest
+    is the silence Whisper pads its window with."""
+    return min(math.ceil(seconds / POSITION_SECONDS), positions)
 
 
 def position_label(position: int) -> str:

@@ -259,18 +259,26 @@ def load_model(
     check_loaded_weights(model, loading, path)
     check_tokenizer(tokenizer, path)
     model.eval().to(device=device, dtype=dtype)
-    if config.model_type in ENCODER_DECODERS:
-        return encoder_decoder(model, tokenizer, config, path)
-    arch = describe(config)
-    embeddings, layers = read_weights(model, arch)
-    if len(tokenizer) > embeddings.word.shape[0]:
+    loaded = one_stack(model, tokenizer, config, path) if config.model_type not in ENCODER_DECODERS else (
+        encoder_decoder(model, tokenizer, config, path))
+    stacks = (loaded,) if loaded.decoder is None else (loaded, loaded.decoder)
+    vocabulary = min(stack.embeddings.word.shape[0] for stack in stacks)  # every piece is embedded by each stack
+    if len(tokenizer) > vocabulary:
         raise ModelLoadError(
             "tokenizer_has_tokens_but",
             N_("The tokenizer in {path} has {tokenizer:,} tokens but the model embeds only {shape:,}."),
             path=shown(path),
             tokenizer=len(tokenizer),
-            shape=embeddings.word.shape[0],
+            shape=vocabulary,
         )
+    return loaded
+
+
+def one_stack(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, config: PretrainedConfig,
+              path: Path) -> LoadedModel:
+    """An encoder or a decoder: its description, its weights read into plain tensors."""
+    arch = describe(config)
+    embeddings, layers = read_weights(model, arch)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -301,20 +309,23 @@ def encoder_decoder(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, 
     apart: seq2seq_weights.py)."""
     encoder_arch, decoder_arch = describe_stacks(config)
     (enc_embeddings, enc_layers), (dec_embeddings, dec_layers) = read_stacks(model, encoder_arch, decoder_arch)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "right"
+    pad_on_the_right(tokenizer)
     encoder = LoadedModel(model=model, tokenizer=tokenizer, config=config, arch=encoder_arch,
                           embeddings=enc_embeddings, layers=enc_layers, model_dir=path, name=model_name(path, config))
     return replace(encoder, decoder=replace(encoder, arch=decoder_arch, embeddings=dec_embeddings, layers=dec_layers))
 
 
-def prepare_decoder_tokenizer(tokenizer: PreTrainedTokenizerBase) -> int | None:
-    """Right padding with a pad token (GPT-2 has none); the id to put first when the tokenizer adds no first
-    token itself (the first position is then the same beginning-of-text token for every text)."""
+def pad_on_the_right(tokenizer: PreTrainedTokenizerBase) -> None:
+    """Right padding, with the end-of-text piece as the pad where the tokenizer has none (GPT-2)."""
     tokenizer.padding_side = "right"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+
+
+def prepare_decoder_tokenizer(tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """Right padding with a pad token (GPT-2 has none); the id to put first when the tokenizer adds no first
+    token itself (the first position is then the same beginning-of-text token for every text)."""
+    pad_on_the_right(tokenizer)
     first = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     adds_first = tokenizer("a")["input_ids"][:1] == [first]
     return None if adds_first or first is None else int(first)

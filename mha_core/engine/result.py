@@ -17,13 +17,13 @@ from torch import Tensor
 from mha_core.engine.attention import FUSED, rebuild_probs, repeat_kv, scores_bias
 from mha_core.engine.cross import CrossAttention
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.per_layer import at_layer
+from mha_core.engine.per_layer import LayerQueries, at_layer
 from mha_core.engine.pieces import fragmented_chars, unknown_spans
 from mha_core.engine.tokens import TokenBatch, word_pieces
 
 
 @dataclass(frozen=True)
-class AttentionResult(Drawable):
+class AttentionResult(Drawable, LayerQueries):
     batch: TokenBatch  # tokens, word ids, offsets, mask, pre-truncation counts
     layer_q: tuple[Tensor, ...]  # L x (B,H,T,Dh)
     layer_k: tuple[Tensor, ...]  # L x (B,G,T,Dh)  one per key/value head (G = H unless grouped-query)
@@ -45,14 +45,6 @@ class AttentionResult(Drawable):
     cross: CrossAttention | None = None  # an encoder–decoder's decoder: its cross-attention over the source
 
     # -- shapes and text-level facts ------------------------------------------------------------
-    @property
-    def n_layers(self) -> int:
-        return len(self.layer_q)
-
-    @property
-    def n_heads(self) -> int:
-        return self.layer_q[0].shape[1]
-
     @property
     def tokens(self) -> tuple[tuple[str, ...], ...]:
         return self.batch.tokens
@@ -100,10 +92,6 @@ class AttentionResult(Drawable):
     @property
     def last_hidden_state(self) -> Tensor:
         return self.hidden_states[-1]  # (B,T,D)
-
-    @property
-    def scale(self) -> float:
-        return self.score_scale if self.score_scale is not None else self.layer_q[0].shape[-1] ** -0.5
 
     def window(self, layer: int) -> int | None:
         return self.windows[layer] if self.windows else None

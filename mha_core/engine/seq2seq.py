@@ -106,7 +106,10 @@ def target_batch(model: LoadedModel, sequences: Sequence[Sequence[int]]) -> Toke
     return replace(batch, labels=labels)
 
 
-def encode(model: LoadedModel, source: TokenBatch, path: str = AUTO) -> tuple[AttentionResult, Memory]:
+Encoded = tuple[AttentionResult, Memory]  # the encoder's result, and its output as the decoder reads it
+
+
+def encode(model: LoadedModel, source: TokenBatch, path: str = AUTO) -> Encoded:
     """The encoder over the source; its output (after its final norm) as what the decoder cross-attends to."""
     encoded = forward(model, source, path)
     mask = source.attention_mask.to(model.device)
@@ -115,12 +118,14 @@ def encode(model: LoadedModel, source: TokenBatch, path: str = AUTO) -> tuple[At
 
 
 @torch.inference_mode()
-def forward_seq2seq(model: LoadedModel, source: TokenBatch, target: TokenBatch, path: str = AUTO) -> Seq2SeqResult:
-    """Encoder and decoder on tokenized batches (row b of `target` is text b's decoder input)."""
+def forward_seq2seq(model: LoadedModel, source: TokenBatch, target: TokenBatch, path: str = AUTO,
+                    encoded: Encoded | None = None) -> Seq2SeqResult:
+    """Encoder and decoder on tokenized batches (row b of `target` is text b's decoder input); `encoded`: the
+    source already encoded (encode(model, source, path)), reused rather than run again."""
     check_encoder_decoder(model)
-    encoded, memory = encode(model, source, path)
+    result, memory = encoded if encoded is not None else encode(model, source, path)
     decoded = forward(model.decoder, target, path, memory=memory, source_mask=source.attention_mask)
-    return Seq2SeqResult(encoded, decoded)
+    return Seq2SeqResult(result, decoded)
 
 
 def run_seq2seq(model: LoadedModel, sources: TextsLike, targets: Sequence[str], path: str = AUTO) -> Seq2SeqResult:

@@ -12,7 +12,15 @@ from mha_core.analysis.word_alignment import WordAlignment, word_alignment
 from mha_core.engine.audio import Clip, read_audio, speak
 from mha_core.engine.bundled import WHISPER_NAME
 from mha_core.engine.model import LoadedModel
-from mha_core.engine.seq2seq import KIND_NAMES, KINDS, Seq2SeqResult, forward_seq2seq, target_batch, target_ids
+from mha_core.engine.seq2seq import (
+    KIND_NAMES,
+    KINDS,
+    Seq2SeqResult,
+    encode,
+    forward_seq2seq,
+    target_batch,
+    target_ids,
+)
 from mha_core.engine.tokens import tokenize
 from mha_core.serving.computed import of
 from mha_core.serving.server import Server
@@ -28,8 +36,9 @@ def seq2seq_of(server: Server, model: LoadedModel, source: str, target: str | No
     """Every map of `source` and `target` (None: the model's own greedy output), once per server."""
     def compute() -> Seq2SeqResult:
         batch = tokenize(model.tokenizer, source, model.max_length)
-        ids = list(decode(model, batch, new=OWN_NEW).ids) if target is None else target_ids(model, target)
-        return forward_seq2seq(model, batch, target_batch(model, [ids]), path)
+        encoded = encode(model, batch, path)
+        ids = list(decode(model, batch, OWN_NEW, encoded=encoded).ids) if target is None else target_ids(model, target)
+        return forward_seq2seq(model, batch, target_batch(model, [ids]), path, encoded)
 
     return server.in_slot("results", ("seq2seq", of(model), source, target, path), compute)
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from mha_core.engine.attention import split_heads
+from mha_core.engine.attention import keys_values
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.seq2seq import Seq2SeqResult
 from mha_core.i18n import N_
@@ -49,13 +48,12 @@ class CrossSteps:
 def cross_steps(model: LoadedModel, result: Seq2SeqResult, layer: int, head: int, b: int = 0) -> CrossSteps:
     """One cross-attention head recomputed in the open from the run's decoder queries and the encoder's output."""
     s, t = result.encoder.lengths[b], result.decoder.lengths[b]
-    memory = result.encoder.last_hidden_state[b:b + 1, :s].float()  # (1,S,D)
-    w = model.decoder.layers[layer].cross_attention
-    k = split_heads(F.linear(memory, w.w_k.float(), w.b_k.float()), w.n_kv_heads)[0, head]  # (S,Dh)
-    v = split_heads(F.linear(memory, w.w_v.float(), w.b_v.float()), w.n_kv_heads)[0, head]  # (S,Dh)
-    q = result.cross.layer_q[layer][b, head, :t].float()  # (T,Dh)
+    memory = result.encoder.last_hidden_state[b:b + 1, :s]  # (1,S,D) in the model's precision
+    keys, values = keys_values(model.decoder.layers[layer].cross_attention, memory)  # (1,G,S,Dh)
+    k, v = keys[0, head].float().cpu(), values[0, head].float().cpu()  # (S,Dh) the head's (G = H here)
+    q = result.cross.layer_q[layer][b, head, :t].float().cpu()  # (T,Dh)
     scale = result.cross.scale
     probs = torch.softmax(q @ k.T * scale, dim=-1)  # (T,S)
-    kept = result.cross.text_maps(b)[layer, head]  # (T,S)
-    return CrossSteps(layer, head, memory[0].numpy(), q.numpy(), k.numpy(), v.numpy(), scale, probs.numpy(),
-                      (probs @ v).numpy(), float((probs - kept).abs().max()))
+    kept = result.cross.text_maps(b)[layer, head].cpu()  # (T,S)
+    return CrossSteps(layer, head, memory[0].float().cpu().numpy(), q.numpy(), k.numpy(), v.numpy(), scale,
+                      probs.numpy(), (probs @ v).numpy(), float((probs - kept).abs().max()))
