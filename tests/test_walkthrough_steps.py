@@ -41,9 +41,9 @@ def check_steps(model, layer: int, head: int) -> None:
     assert np.allclose(w.context[head], w.probs @ w.v[head // group], atol=1e-5)  # probs @ V
     assert np.allclose(w.concat.reshape(n, model.n_heads, -1).transpose(1, 0, 2), w.context)  # concatenation
     assert np.allclose(w.output, model_output_projection(model, result, layer), atol=1e-4)  # W_O, by transformers
-    for query in range(n):  # the page's softmax at the model's scale is the model's row (soft-cap, ALiBi included)
-        alibi = None if w.alibi is None else w.alibi[query]
-        row = softmax_at_scale(w.raw_scores[query], w.scale, w.visible[query], alibi, w.softcap)
+    for query in range(n):  # the page's softmax at the model's scale is the model's row (soft-cap, ALiBi, T5's bias)
+        bias = None if w.position_bias is None else w.position_bias[query]
+        row = softmax_at_scale(w.raw_scores[query], w.scale, w.visible[query], bias, w.softcap)
         assert np.allclose(row, w.probs[query], atol=1e-5), query
 
 

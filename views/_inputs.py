@@ -89,6 +89,20 @@ def model_card() -> None:
             st.caption(literal(tr(notice)) + ".")
 
 
+def sampling_settings(max_new: int) -> tuple[int, float, int | None, int]:
+    """How a model writes (the Predictions page's Continue, an encoder–decoder's output): new pieces, temperature,
+    top-k (None: all) and seed, one widget each in a row."""
+    c1, c2, c3, c4 = st.columns(4)
+    new = widget(c1.slider, "g_new", 20, tr("New pieces"), 1, max_new, fits=lambda n: 1 <= n <= max_new)
+    temperature = widget(c2.slider, "g_temperature", 0.0, tr("Temperature"), 0.0, 2.0, step=0.1,
+                         fits=lambda t: 0.0 <= t <= 2.0)
+    top_k = widget(c3.number_input, "g_top_k", None, tr("Top-k (empty: all)"), min_value=1, value=None, like=0,
+                   step=1, disabled=temperature == 0, fits=lambda k: k >= 1)
+    seed = widget(c4.number_input, "g_seed", 0, tr("Seed"), min_value=0, step=1, disabled=temperature == 0,
+                  fits=lambda v: v >= 0)
+    return new, temperature, top_k, int(seed)
+
+
 def sentence_box() -> str:
     """The shared sentence box, at the top of the page (the model card stays in the sidebar); its value survives page
     switches and lives in the URL. Its examples are those offered in the page's language on this model

@@ -23,10 +23,11 @@ from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving import computed
+from mha_core.serving.computed_seq2seq import KINDS
 from mha_core.serving.heavy import JobState
 from mha_core.serving.limits import MAX_INPUT_CHARS
 from mha_core.serving.memory import MODELS_KEPT
-from mha_core.serving.menu import ModelChoice, available_models, check_page_reads, default_choice
+from mha_core.serving.menu import ModelChoice, available_models, default_choice, default_kind, page_model
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.walkthrough import backend_words, path_words
 from views._text import literal
@@ -76,15 +77,32 @@ def chosen_model_name() -> str:
 PAGE = "_page"  # the url path of the page this run shows (set by the router)
 
 
+STACK_KIND = "stack_kind"  # which attention of an encoder–decoder a page reads (views/_stacks.attention_kind)
+
+
+def stack_kind(model: LoadedModel) -> str:
+    """The visitor's choice of an encoder–decoder's kinds of attention (encoder, decoder, cross)."""
+    return chosen(STACK_KIND, default_kind(model), (model.arch.audio,), KINDS)
+
+
 def loaded_here(path: str) -> LoadedModel | ModelLoadError:
-    """A listed model, or why this page cannot read it (an encoder–decoder outside the Encoder–decoder page)."""
+    """A listed model as this page reads it (menu.page_model: a text encoder–decoder's encoder alone where the page
+    reads it as an encoder), or why this page cannot read it (Whisper's encoder hears audio)."""
     loaded = load_listed_model(path)
     if isinstance(loaded, LoadedModel):
+        kind = stack_kind(loaded) if loaded.encoder_decoder else None
         try:
-            check_page_reads(loaded, st.session_state.get(PAGE))
+            return page_model(loaded, st.session_state.get(PAGE), kind)
         except ModelLoadError as err:
             return err
     return loaded
+
+
+def chosen_whole_model() -> LoadedModel | None:
+    """The chosen model whole (an encoder–decoder with its decoder), None when it cannot be used."""
+    choice = model_choices()[chosen_model_name()]
+    loaded = choice.refused or load_listed_model(str(choice.path))
+    return loaded if isinstance(loaded, LoadedModel) else None
 
 
 def current_model() -> LoadedModel:

@@ -32,6 +32,7 @@ from mha_core.teaching.examples import focus_words
 from mha_core.teaching.walkthrough import PATH_HELP
 from views._inputs import pair_box, sentence_box
 from views._long import pieces_of, show_long_heads
+from views._stacks import attention_kind, show_kind_heads
 from views._state import chart, check_length, checked_run, current_model, narrow_screen, path_caption, server
 from views._text import literal
 from views._visit import choose, chosen, tabs, widget
@@ -277,8 +278,12 @@ def main() -> None:
                   "(query, a row) takes from every other (key, a column): pick a layer and a head, or click a tile of "
                   "the overview at the bottom, to see one head large; One token shows a pair of words in every head."))
     text = sentence_box()
-    pair = pair_box(model)
+    kind = attention_kind()
     check_length(text)
+    if model.encoder_decoder:  # its decoder's or cross-attention (a text model's encoder is read below, alone)
+        show_kind_heads(model, text, kind)
+        return
+    pair = pair_box(model)
     if pair is None and is_long(pieces_of(model, text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
         show_long_heads(model, text, head_pickers)
         return

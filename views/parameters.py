@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.params import ModelBreakdown, biased_projections, calculator_check, head_slices
+from mha_core.analysis.params import ModelBreakdown, biased_projections, calculator_check, head_slices, layer_group
 from mha_core.analysis.roles import ranked_heads
 from mha_core.analysis.shapes import (
     MAX_DIM,
@@ -39,6 +39,8 @@ def show_model(model: LoadedModel) -> None:
     st.caption(tr("Counted with numel() from the loaded modules; the total equals sum(p.numel() for p in "
                   "model.parameters()) (tied embeddings counted once)."))
     check_against_calculator(model, b)
+    if model.encoder_decoder:
+        show_two_blocks(model, b)
     notes = design_notes(model, 0)
     if notes:
         with st.expander(tr("What {name}'s attention adds to the four steps (and where it shows in the table)",
@@ -56,6 +58,18 @@ def show_model(model: LoadedModel) -> None:
     st.dataframe(table, hide_index=True, key="param_table")
     st.download_button(tr("CSV of this table"), table.to_csv(index=False), "parameters.csv", "text/csv")
     show_head_slices(model)
+
+
+def show_two_blocks(model: LoadedModel, b: ModelBreakdown) -> None:
+    """An encoder–decoder's decoder layer holds two attention blocks; both counted from its modules."""
+    blocks = b.block_totals(layer_group(model, 0, "decoder"))
+    st.info(tr("An encoder–decoder: each of the {n_decoder} decoder layers holds two attention blocks. In decoder "
+               "layer 0, self-attention over what has been written: {self:,} parameters; cross-attention (W_Q reads "
+               "the decoder's states, W_K and W_V the encoder's output): {cross:,}. The {n_encoder} encoder layers "
+               "hold one each. Cross-attention in all: {total:,} of the {attention:,} attention parameters.",
+               n_decoder=model.decoder.n_layers, self=blocks.get("attention", 0),
+               cross=blocks.get("cross-attention", 0), n_encoder=model.n_layers, total=b.cross_attention_total,
+               attention=b.attention_total))
 
 
 def check_against_calculator(model: LoadedModel, b: ModelBreakdown) -> None:

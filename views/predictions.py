@@ -15,8 +15,9 @@ from mha_core.figures.predict import LENS_MAX_COLUMNS, LENS_PHONE_COLUMNS, lens_
 from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.serving import computed
 from mha_core.teaching.examples import Question
-from views._inputs import sentence_box, set_sentence
+from views._inputs import sampling_settings, sentence_box, set_sentence
 from views._patching import CAPTION, json_button, patching_view
+from views._stacks import show_written
 from views._state import answered, chart, check_length, current_model, narrow_screen, queued, server
 from views._text import emphasised, literal, literal_lines
 from views._visit import stop, tabs, widget
@@ -170,15 +171,8 @@ def show_generation(model: LoadedModel, text: str) -> None:
                 "writes the assistant's answer") if has_chat_template(model)
         else tr("{name}'s tokenizer has no chat template", name=model.name),
     )
-    c1, c2, c3, c4 = st.columns(4)
-    new = widget(c1.slider, "g_new", 20, tr("New pieces"), 1, MAX_NEW, fits=lambda n: 1 <= n <= MAX_NEW)
-    temperature = widget(c2.slider, "g_temperature", 0.0, tr("Temperature"), 0.0, 2.0, step=0.1,
-                         fits=lambda t: 0.0 <= t <= 2.0)
-    top_k = widget(c3.number_input, "g_top_k", None, tr("Top-k (empty: all)"), min_value=1, value=None, like=0,
-                   step=1, disabled=temperature == 0, fits=lambda k: k >= 1)
-    seed = widget(c4.number_input, "g_seed", 0, tr("Seed"), min_value=0, step=1, disabled=temperature == 0,
-                  fits=lambda v: v >= 0)
-    result = answered(computed.generation_of, model, text, new, temperature, top_k, int(seed), chat)
+    new, temperature, top_k, seed = sampling_settings(MAX_NEW)
+    result = answered(computed.generation_of, model, text, new, temperature, top_k, seed, chat)
     if result is None:
         return
     left_out_note(result)
@@ -224,6 +218,9 @@ def main() -> None:
     st.title(tr("What the model predicts"))
     sentence = sentence_box()
     check_length(sentence)
+    if model.encoder_decoder:
+        show_written(model, sentence)
+        return
     head = lm_head(model)
     if head is None:
         st.info(

@@ -28,7 +28,8 @@ from mha_core.serving import computed, computed_corpus
 from mha_core.serving.limits import without_spaces
 from views._inputs import pair_box, sentence_box
 from views._long import show_long_roles
-from views._state import chart, checked_run, current_model, queued, server
+from views._stacks import attention_kind, show_kind_roles
+from views._state import chart, check_length, checked_run, current_model, queued, server
 from views._text import literal
 from views._uploads import capped_upload, gap_analysis, parsed_corpus
 from views._visit import stop, widget
@@ -188,6 +189,11 @@ def main() -> None:
     model = current_model()
     st.title(tr("Head roles"))
     text = sentence_box()
+    kind = attention_kind()
+    if model.encoder_decoder:  # its decoder's or cross-attention (a text model's encoder is read below, alone)
+        check_length(text)
+        show_kind_roles(model, text, kind)
+        stop()
     source = widget(st.radio, "source", SOURCES[0], tr("Analyse"), options=SOURCES, horizontal=True, format_func=tr)
     if source == SOURCES[3]:  # sinks as a text grows, retrieval heads: texts of thousands of pieces
         show_long_roles(model)

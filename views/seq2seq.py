@@ -15,7 +15,8 @@ from mha_core.serving import computed_seq2seq as computed
 from mha_core.serving.computed_seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
 from mha_core.teaching.examples import SPOKEN
 from views._inputs import model_card, sentence_box
-from views._state import answered, chart, current_model, model_choices, narrow_screen
+from views._stacks import CAPTIONS, kind_pickers, show_frames, show_steps
+from views._state import answered, chart, current_model, model_choices
 from views._text import literal
 from views._visit import choose, chosen, stop, tabs, widget
 
@@ -86,7 +87,7 @@ def whisper_page(model: LoadedModel) -> None:
     if clip.cut:
         st.caption(tr("The file is {whole:.0f} s long: Whisper hears {window:.0f} s at a time, so only the first "
                       "{window:.0f} s are read.", whole=clip.source_seconds, window=clip.seconds))
-    key = (str(model.model_dir), computed.digest(audio), heard.language)
+    key = (str(model.model_dir), computed.digest(audio), None if language == "auto" else language)
     for tab, tab_id in zip(tabs("x_tab", TABS), TABS, strict=True):
         if tab.open:
             with tab:
@@ -106,7 +107,7 @@ def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -
 
 def heads_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -> None:
     scores = heard.heads
-    chart(("x_heads", *key), lambda: figures.head_scores_figure(heard), width="stretch")
+    chart(("x_heads", *key), lambda: figures.head_scores_figure(heard.heads), width="stretch")
     st.markdown(tr("**Alignment heads found** (✓): {found}. **Published with the model** (●): {published}. "
                    "{agree} of the {n} found are on the published list.",
                    found=", ".join(f"L{lay}H{h}" for lay, h in scores.found) or tr("none"),
@@ -139,12 +140,7 @@ def encoder_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple)
     layer = widget(left.selectbox, "x_enc_layer", 0, tr("Encoder layer"), options=list(range(model.n_layers)))
     head = widget(right.selectbox, "x_enc_head", 0, tr("Head"), options=list(range(model.n_heads)),
                   format_func=lambda h: tr("head {head}", head=h))
-    n = heard.speech_positions
-    height = 420 if narrow_screen() else 720
-    build = lambda: figures.encoder_frames_figure(heard, layer, head, height)  # noqa: E731
-    chart(("x_encoder", *key, layer, head), build, width="stretch")
-    st.caption(tr("The encoder's self-attention over the clip's {n:,} positions (20 ms each; the silence that pads "
-                  "Whisper's 30-second window is left out), each cell a block's largest weight.", n=n))
+    show_frames(model, heard, audio, key[2], layer, head)
 
 
 TAB_VIEWS = {TABS[0]: cross_tab, TABS[1]: heads_tab, TABS[2]: words_tab, TABS[3]: encoder_tab}
@@ -164,27 +160,13 @@ def text_page(model: LoadedModel) -> None:
     st.markdown(tr("**Target:** {text}", text=literal(written)))
     kind = widget(st.radio, "kind", "cross", tr("Which attention"), options=list(KINDS),
                   format_func=lambda k: tr(KIND_NAMES[k]), horizontal=True)
-    stack = model if kind == "encoder" else model.decoder
-    left, right = st.columns(2)
-    layer = widget(left.selectbox, "x_layer", stack.n_layers - 1, tr("Layer"), context=(kind,),
-                   options=list(range(stack.n_layers)))
-    head = widget(right.selectbox, "x_head", 0, tr("Head"), context=(kind,), options=list(range(stack.n_heads)),
-                  format_func=lambda h: tr("head {head}", head=h))
+    layer, head = kind_pickers(model, kind, "x")
     key = (str(model.model_dir), source, target, kind, layer, head)
     chart(("x_map", *key), lambda: figures.seq2seq_figure(result, kind, layer, head), width="stretch")
     st.caption(tr(CAPTIONS[kind]))
     if kind == "cross":
         alignment_table(model, source, target.strip() or None, layer, head)
         show_steps(computed.text_steps_of, model, source, target.strip() or None, layer, head)
-
-
-CAPTIONS = {
-    "encoder": N_("The encoder's self-attention: every source piece over every other (S × S), no mask."),
-    "decoder": N_("The decoder's self-attention: each target piece over itself and the pieces before it (T × T, "
-                  "causal: it cannot see what it has not written)."),
-    "cross": N_("Cross-attention: each target piece (Q from the decoder) over the source (K and V from the encoder's "
-                "output), T × S. Row t reads piece t and writes piece t + 1."),
-}
 
 
 def alignment_table(model: LoadedModel, source: str, target: str | None, layer: int, head: int) -> None:
@@ -198,19 +180,6 @@ def alignment_table(model: LoadedModel, source: str, target: str | None, layer: 
     st.dataframe(pd.DataFrame(rows), hide_index=True)
     st.caption(tr("The word alignment this head implies: each written piece's most-attended source word; ✓ where "
                   "that word's most-attending piece is this one too (the symmetric alignment)."))
-
-
-def show_steps(steps_of: object, *args: object) -> None:
-    """One cross-attention head, step by step: each step's formula and shape, and the check against the run."""
-    steps = answered(steps_of, *args)
-    if steps is None:
-        return
-    with st.expander(tr("Step by step: layer {layer}, head {head}", layer=steps.layer, head=steps.head)):
-        st.dataframe(pd.DataFrame([{tr("step"): tr(step), tr("formula"): formula, tr("shape"): shape}
-                                   for step, formula, shape in steps.rows()]), hide_index=True)
-        st.caption(tr("Q comes from the decoder's states (what has been written); K and V are projected from the "
-                      "encoder's output, once per source. Recomputed here, the weights differ from the map the run "
-                      "kept by at most {difference:.1e}.", difference=steps.kept_difference))
 
 
 def not_encoder_decoder(model: LoadedModel) -> None:

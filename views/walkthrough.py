@@ -23,6 +23,7 @@ from mha_core.teaching.walkthrough import (
     softmax_at_scale,
 )
 from views._inputs import sentence_box, set_sentence
+from views._stacks import attention_kind, show_kind_walkthrough
 from views._state import chart, check_length, checked_run, current_model, server
 from views._text import literal
 from views._visit import tabs, widget
@@ -112,17 +113,22 @@ def step_rope(w: Walkthrough, base: tuple) -> None:
                             N_("What the rotation changed (after − before)"))))
 
 
-def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
+def step_attention(w: Walkthrough, model: LoadedModel, t: int, query: int, base: tuple) -> None:
     dk = w.q.shape[-1]
     st.header(tr("2. Scaled dot-product attention (head {head})", head=w.head))
-    st.markdown(tr("Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {scale:.4f}, softmax over each row, then the "
-                   "weighted sum of the values.", t=t, dk=dk, scale=w.scale))
+    if abs(w.scale - dk ** -0.5) < 1e-9:
+        st.markdown(tr("Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {scale:.4f}, softmax over each row, then "
+                       "the weighted sum of the values.", t=t, dk=dk, scale=w.scale))
+    else:
+        st.markdown(tr("Scores QKᵀ ({t} × {t}), scaled by the model's {scale:.4f} (not 1/√d_k = 1/√{dk}), softmax over "
+                       "each row, then the weighted sum of the values.", t=t, dk=dk, scale=w.scale))
     if not w.visible.all():
         st.caption(tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
                       "number (the mask), so a token attends only to itself and the tokens before it."))
-    if w.alibi is not None:
-        title = tr("ALiBi's bias of head {head}, added to the scaled scores", head=w.head)
-        seen = np.where(w.visible, w.alibi, np.nan)  # the keys each query sees
+    if w.position_bias is not None:
+        title = tr("ALiBi's bias of head {head}, added to the scaled scores", head=w.head) if model.arch.alibi else tr(
+            "Head {head}'s relative-position bias (learned per bucket of distance), added to the scores", head=w.head)
+        seen = np.where(w.visible, w.position_bias, np.nan)  # the keys each query sees
         chart((*base, "alibi"), lambda: charts.matrix_spec(seen, list(w.tokens), title,
                                                       cols=charts.indexed_labels(w.tokens)), key="alibi")
     if w.group > 1:
@@ -156,7 +162,8 @@ def step_attention(w: Walkthrough, t: int, query: int, base: tuple) -> None:
                    tr("Scale applied before softmax (the model uses 1/√d_k)"), 0.01, 1.0, step=0.001,
                    context=(w.scale,), fits=lambda v: 0.01 <= v <= 1.0)
     row = softmax_at_scale(
-        w.raw_scores[query], scale, w.visible[query], None if w.alibi is None else w.alibi[query], w.softcap
+        w.raw_scores[query], scale, w.visible[query],
+        None if w.position_bias is None else w.position_bias[query], w.softcap
     )
     chart(
         (*base, "row", query, scale),
@@ -344,6 +351,11 @@ def main() -> None:
     model = current_model()
     st.title(tr("Multi-head attention, step by step"))
     text = sentence_box()
+    kind = attention_kind()
+    if model.encoder_decoder:  # its decoder's or cross-attention (a text model's encoder is read below, alone)
+        check_length(text)
+        show_kind_walkthrough(model, text, kind)
+        return
     walk, lessons = tabs("wt_tab", (N_("Walkthrough"), N_("Lessons")))
     if lessons.open:
         with lessons:
@@ -357,7 +369,7 @@ def main() -> None:
         base = ("walkthrough", str(model.model_dir), text, layer, head)
         w = computed.walkthrough_of(server(), model, text, layer, head)
         step_projections(w, model, len(tokens), base)
-        step_attention(w, len(tokens), query, base)
+        step_attention(w, model, len(tokens), query, base)
         step_concat_and_output(w, model, len(tokens), base)
         step_prediction(model, text, layer, query)
         parity_badge(model, text)

@@ -24,23 +24,35 @@ PROJECTIONS = {
     "attention.dense": "O", "self_attention.dense": "O", "self_attn.out_proj": "O",
     "attn.c_attn": "QKV", "attention.query_key_value": "QKV", "self_attention.query_key_value": "QKV",
     "self_attn.qkv_proj": "QKV",
+    "SelfAttention.q": "Q", "SelfAttention.k": "K", "SelfAttention.v": "V", "SelfAttention.o": "O",  # T5
 }
+# An encoder–decoder's decoder layer holds a second attention block over the encoder's output (BART's, Whisper's and
+# Marian's encoder_attn, T5's EncDecAttention): counted apart, as cross-attention.
+CROSS_PROJECTIONS = {"encoder_attn.q_proj": "Q", "encoder_attn.k_proj": "K", "encoder_attn.v_proj": "V",
+                     "encoder_attn.out_proj": "O", "EncDecAttention.q": "Q", "EncDecAttention.k": "K",
+                     "EncDecAttention.v": "V", "EncDecAttention.o": "O"}
+ATTENTION, CROSS_ATTENTION = N_("attention"), N_("cross-attention")
+RELATIVE_BIAS = "relative_attention_bias"  # T5's learned bias per relative-position bucket and head
+STACKS = ("encoder", "decoder")
+T5_SUBLAYER = re.compile(r"^layer\.\d+\.")  # T5 numbers a block's parts: layer.0 attention, layer.1 (cross-)…
 NORMS = ("LayerNorm", "layer_norm", "layernorm", "ln_1", "ln_2", "ln_f", "norm")
 FFN_IN, FFN_OUT, WORD, POSITION = N_("FFN in"), N_("FFN out"), N_("word embeddings"), N_("position embeddings")
 MLP_NAMES = {  # the parts are marked for the catalogue: the Parameters page shows them translated
     "intermediate.dense": FFN_IN, "output.dense": FFN_OUT, "ffn.lin1": FFN_IN, "ffn.lin2": FFN_OUT,
     "mlp.c_fc": FFN_IN, "mlp.c_proj": FFN_OUT, "mlp.up_proj": N_("MLP up"), "mlp.gate_proj": N_("MLP gate"),
     "mlp.down_proj": N_("MLP down"), "mlp.gate_up_proj": N_("MLP gate and up"), "mlp.dense_h_to_4h": FFN_IN,
-    "mlp.dense_4h_to_h": FFN_OUT, "fc1": FFN_IN, "fc2": FFN_OUT,
+    "mlp.dense_4h_to_h": FFN_OUT, "fc1": FFN_IN, "fc2": FFN_OUT, "DenseReluDense.wi": FFN_IN,
+    "DenseReluDense.wo": FFN_OUT, "DenseReluDense.wi_0": N_("MLP gate"), "DenseReluDense.wi_1": N_("MLP up"),
 }
-EMBEDDING_NAMES = {"word_embeddings": WORD, "embed_tokens": WORD, "wte": WORD, "embed_in": WORD,
+EMBEDDING_NAMES = {"word_embeddings": WORD, "embed_tokens": WORD, "shared": WORD, "conv1": N_("convolution"),
+                   "conv2": N_("convolution"), "wte": WORD, "embed_in": WORD,
                    "position_embeddings": POSITION, "wpe": POSITION, "embed_positions": POSITION,
                    "token_type_embeddings": N_("token type embeddings")}
 OWNERS = {  # (W_O: columns rather than rows, shared by a key/value group) -> which head owns the slice
     (False, False): N_("rows {span} (head h)"), (False, True): N_("rows {span} (key/value head g)"),
     (True, False): N_("columns {span} (head h)"), (True, True): N_("columns {span} (key/value head g)"),
 }
-LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
+LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h|block)\.(\d+)\.(.+)\.(weight|bias)$")
 
 
 @dataclass(frozen=True)
@@ -81,29 +93,61 @@ class ModelBreakdown:
 
     @property
     def attention_total(self) -> int:
-        return sum(r.count for r in self.rows if r.kind == "attention")
+        """Every attention block's parameters (an encoder–decoder's cross-attention included)."""
+        return sum(r.count for r in self.rows if r.kind in (ATTENTION, CROSS_ATTENTION))
+
+    @property
+    def cross_attention_total(self) -> int:
+        return sum(r.count for r in self.rows if r.kind == CROSS_ATTENTION)
 
     def group_total(self, group: str) -> int:
         return sum(r.count for r in self.rows if r.group == group)
 
+    def block_totals(self, group: str) -> dict[str, int]:
+        """One layer's attention blocks counted from its modules: {"attention": …, "cross-attention": …}."""
+        totals = {kind: sum(r.count for r in self.rows if r.group == group and r.kind == kind)
+                  for kind in (ATTENTION, CROSS_ATTENTION)}
+        return {kind: total for kind, total in totals.items() if total}
 
-def classify(name: str) -> tuple[str, str, str]:
-    """(group, part, kind) of a parameter of any supported family's base model, from its dotted name."""
+
+def layer_group(loaded: LoadedModel, layer: int, stack: str = "encoder") -> str:
+    """A layer's group in model_breakdown: "layer 3", or an encoder–decoder's "encoder layer 3" (`stack`)."""
+    return f"{stack} layer {layer}" if loaded.encoder_decoder else f"layer {layer}"
+
+
+def stack_of(name: str) -> str:
+    """An encoder–decoder's parameter's stack ("encoder", "decoder"), from its dotted name; "" for shared ones."""
+    return next((part for part in name.split(".") if part in STACKS), "")
+
+
+def classify(name: str, stacks: bool = False) -> tuple[str, str, str]:
+    """(group, part, kind) of a parameter of any supported family's base model, from its dotted name; with `stacks`
+    (an encoder–decoder) the groups name their stack: "encoder layer 0", "decoder layer 0", "decoder final norm"."""
+    stack = stack_of(name) if stacks else ""
+    group, part, kind = in_layer(name) or outside_layers(name)
+    return (f"{stack} {group}" if stack and group != "embeddings" else group), part, kind
+
+
+def in_layer(name: str) -> tuple[str, str, str] | None:
     match = LAYER_NAME.match(name)
     if match is None:
-        return outside_layers(name)
+        return None
     index, module, param = match.groups()
-    letter = PROJECTIONS.get(module)
-    if letter is not None:
-        return f"layer {index}", f"{'W' if param == 'weight' else 'b'}_{letter}", "attention"
+    module, group = T5_SUBLAYER.sub("", module), f"layer {index}"
+    for table, kind in ((PROJECTIONS, ATTENTION), (CROSS_PROJECTIONS, CROSS_ATTENTION)):
+        if module in table:
+            return group, f"{'W' if param == 'weight' else 'b'}_{table[module]}", kind
+    if module.endswith(RELATIVE_BIAS):
+        return group, N_("relative position bias"), ATTENTION
     if any(n in module.split(".")[-1] for n in NORMS):
-        return f"layer {index}", f"{module} {'γ' if param == 'weight' else 'β'}", "layernorm"
+        return group, f"{module} {'γ' if param == 'weight' else 'β'}", "layernorm"
     part = MLP_NAMES.get(module, module)
-    return f"layer {index}", f"{part} {'W' if param == 'weight' else 'b'}", "feed-forward"
+    return group, f"{part} {'W' if param == 'weight' else 'b'}", "feed-forward"
 
 
 def outside_layers(name: str) -> tuple[str, str, str]:
-    """Embeddings, the embedding norm, the final norm of pre-norm decoders, BERT's pooler."""
+    """Embeddings (Whisper's convolutions among them), the embedding norm, the final norm of pre-norm stacks, BERT's
+    pooler."""
     module, _, param = name.rpartition(".")
     leaf = module.split(".")[-1]
     if module.startswith("pooler"):
@@ -111,15 +155,15 @@ def outside_layers(name: str) -> tuple[str, str, str]:
     if leaf in EMBEDDING_NAMES:
         return "embeddings", EMBEDDING_NAMES[leaf], "embedding"
     part = f"{leaf} {'γ' if param == 'weight' else 'β'}"
-    return ("embeddings", f"embedding {part}", "layernorm") if "embeddings" in module else ("final norm", part,
-                                                                                           "layernorm")
+    return ("embeddings", f"embedding {part}", "layernorm") if "embedding" in module else ("final norm", part,
+                                                                                          "layernorm")
 
 
 def model_breakdown(loaded: LoadedModel) -> ModelBreakdown:
     """Every parameter of the model by group (embeddings, each layer's attention and MLP, norms) and part (W_Q, …)."""
     rows = []
     for name, p in loaded.model.named_parameters():
-        group, part, kind = classify(name)
+        group, part, kind = classify(name, stacks=loaded.encoder_decoder)
         rows.append(ModelRow(group, part, kind, tuple(p.shape), p.numel(), name))
     return ModelBreakdown(rows=tuple(rows), total=sum(r.count for r in rows))
 
@@ -152,7 +196,7 @@ class HeadSlice:
 
 def biased_projections(loaded: LoadedModel, layer: int) -> set[str]:
     """Which of Q, K, V, O have a bias in this layer's modules (GPT-2's fused c_attn bias counts for Q, K, V)."""
-    parts = {row.part for row in model_breakdown(loaded).rows if row.group == f"layer {layer}"}
+    parts = {row.part for row in model_breakdown(loaded).rows if row.group == layer_group(loaded, layer)}
     fused = "b_QKV" in parts
     return {letter for letter in "QKVO" if f"b_{letter}" in parts or (fused and letter != "O")}
 
@@ -222,5 +266,5 @@ def calculator_check(loaded: LoadedModel, breakdown: ModelBreakdown) -> Calculat
     shape = make_shape(loaded.d_model, loaded.n_heads, loaded.head_dim, loaded.head_dim, loaded.n_kv_heads,
                        bias=False)
     counted = sum(r.count for r in breakdown.rows
-                  if r.group == "layer 0" and r.kind == "attention" and r.part.startswith("W"))
+                  if r.group == layer_group(loaded, 0) and r.kind == "attention" and r.part.startswith("W"))
     return CalculatorCheck(shape, count_shape(shape).total, counted)

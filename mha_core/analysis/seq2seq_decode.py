@@ -32,6 +32,11 @@ class Decoded:
     text: str  # the generated pieces as text, specials left out
     stopped: str  # "end of text", "length" or "model's limit"
 
+    def as_json(self, model_name: str) -> dict:
+        """As generate's: what was written, the decoder's input pieces, and each step's choice and probability."""
+        return {"model": model_name, "text": self.text, "target_ids": list(self.ids), "stopped": self.stopped,
+                "generated": [{"token": s.piece, "id": s.id, "prob": round(s.prob, 6)} for s in self.steps]}
+
 
 def output_logits(model: LoadedModel, states: Tensor) -> Tensor:
     """(…,D) the decoder's final-normed states -> (…,V) logits: its output layer (T5 with tied embeddings scales

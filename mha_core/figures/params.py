@@ -26,16 +26,21 @@ PART_GROUPS = {  # stacked-bar segments: display part names -> segment
 }
 
 
+RELATIVE_BIAS = N_("relative position bias")  # T5's, a part of its own
 SEGMENT_COLORS = {  # one colour per meaning, the same in the stacked bars and the sunburst
     "W_Q + b_Q": "#1f77b4", "W_K + b_K": "#ff7f0e", "W_V + b_V": "#2ca02c", FUSED_QKV: "#17becf",
-    "W_O + b_O": "#d62728", "LayerNorms": "#9467bd", "feed-forward": "#8c564b",
+    "W_O + b_O": "#d62728", RELATIVE_BIAS: "#ffbb78", "cross-attention": "#e377c2", "LayerNorms": "#9467bd",
+    "feed-forward": "#8c564b",
 }
 KIND_COLORS = {"attention": "#f4b6b6", "layernorm": "#9467bd", "feed-forward": "#8c564b", "embedding": "#7f7f7f",
-               "embeddings": "#7f7f7f", "pooler": "#bcbd22", "final norm": "#9467bd"}
+               "embeddings": "#7f7f7f", "pooler": "#bcbd22", "final norm": "#9467bd",
+               "cross-attention": "#e377c2"}
 GROUP_COLOR = "#e8e8e8"  # the model and its layers: grey rings, so colour always means a kind of parameter
 
 
 def segment(part: str, kind: str) -> str:
+    if kind == "cross-attention":  # an encoder–decoder's decoder layer: its second attention block, one segment
+        return kind
     return PART_GROUPS.get(part, N_("LayerNorms") if kind == "layernorm" else N_("feed-forward")
                            if kind == "feed-forward" else part)
 
@@ -49,19 +54,27 @@ def part_label(part: str) -> str:
 
 
 def group_label(group: str) -> str:
-    """A parameter group ("layer 3", "embeddings") in the page's language."""
-    index = group.removeprefix("layer ")
-    return tr("layer {index}", index=index) if index.isdigit() else tr(group)
+    """A parameter group ("layer 3", "decoder layer 3", "embeddings") in the page's language."""
+    stack, _, index = group.rpartition("layer ")
+    if not index.isdigit():
+        return tr(group)
+    return tr(STACK_LAYERS[stack.strip()], index=index)
+
+
+STACK_LAYERS = {"": N_("layer {index}"), "encoder": N_("encoder layer {index}"),
+                "decoder": N_("decoder layer {index}")}
 
 
 KIND_LABELS = (N_("attention"), N_("layernorm"), N_("feed-forward"), N_("embedding"), N_("pooler"), N_("embeddings"),
-               N_("final norm"))  # ModelBreakdown's kinds and groups, marked: figures and tables translate them
+               N_("final norm"), N_("encoder final norm"), N_("decoder final norm"), N_("cross-attention"),
+               N_("convolution"))  # ModelBreakdown's kinds, groups and parts, marked
 
 
 def layer_stack_figure(b: ModelBreakdown) -> FigureDict:
     """One stacked bar per layer: Q, K, V, O projections, norms, feed-forward."""
-    groups = [g for g in dict.fromkeys(r.group for r in b.rows) if g.startswith("layer")]
-    segments = ["W_Q + b_Q", "W_K + b_K", "W_V + b_V", FUSED_QKV, "W_O + b_O", "LayerNorms", "feed-forward"]
+    groups = [g for g in dict.fromkeys(r.group for r in b.rows) if "layer " in g]
+    segments = ["W_Q + b_Q", "W_K + b_K", "W_V + b_V", FUSED_QKV, "W_O + b_O", RELATIVE_BIAS,
+                "cross-attention", "LayerNorms", "feed-forward"]
     fig = go.Figure()
     for seg in segments:
         counts = [sum(r.count for r in b.rows if r.group == g and segment(r.part, r.kind) == seg) for g in groups]

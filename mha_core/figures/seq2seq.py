@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from plotly.colors import get_colorscale
 
+from mha_core.analysis.alignment import HeadScores
 from mha_core.analysis.transcribe import Transcript, speech_rows
 from mha_core.engine.frames import POSITION_SECONDS
 from mha_core.engine.seq2seq import KIND_NAMES, Seq2SeqResult
@@ -96,12 +97,11 @@ def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | Non
     return spec
 
 
-def head_scores_figure(transcript: Transcript) -> FigureDict:
+def head_scores_figure(scores: HeadScores) -> FigureDict:
     """Every cross-attention head's alignment score (forward share × sharpness), the heads found marked ✓ and the
     published ones ●."""
     from mha_core.figures.charts import head_tick, layer_head_grid, layer_tick
 
-    scores = transcript.heads
     grid = layer_head_grid(scores.monotonic * scores.sharp, tr("How each head follows the audio"),
                            tr("forward × sharpness"), zrange=(0.0, float(max((scores.monotonic * scores.sharp).max(),
                                                                              1e-9))))
@@ -131,3 +131,22 @@ def encoder_frames_figure(transcript: Transcript, layer: int, head: int, height:
     cells = padded.reshape(m, side, m, side).max(axis=(1, 3))  # (m,m)
     title = tr("Encoder layer {layer}, head {head}: every 20 ms frame over the others", layer=layer, head=head)
     return downsampled_figure(cells, side, n, title, "max", height=height)
+
+
+
+def pooled_blocks(n: int, bins: int) -> list[list[int]]:
+    edges = np.linspace(0, n, min(n, bins) + 1).round().astype(int)
+    return [list(range(edges[i], edges[i + 1])) for i in range(len(edges) - 1)]
+
+
+def kind_overview_figure(maps: np.ndarray, kind: str, selected: tuple[int, int], bins: int = 24) -> FigureDict:
+    """Every head of one kind at a glance, maps (L,H,R,C): a cross-attention map's T × S pooled to at most `bins` a
+    side (source blocks summed, target blocks averaged: each row still sums to 1), then squared with empty cells."""
+    from mha_core.figures.charts import overview_figure
+
+    pooled = np.stack([maps[..., c].sum(-1) for c in pooled_blocks(maps.shape[-1], bins)], -1)  # (L,H,R,c)
+    pooled = np.stack([pooled[..., r, :].mean(-2) for r in pooled_blocks(maps.shape[-2], bins)], -2)  # (L,H,r,c)
+    side = max(pooled.shape[-2:])
+    square = np.full((*maps.shape[:2], side, side), np.nan, dtype=np.float32)  # (L,H,side,side)
+    square[..., : pooled.shape[-2], : pooled.shape[-1]] = pooled
+    return overview_figure(square, bins, selected, tr("Every head: {kind}", kind=tr(KIND_NAMES[kind])))

@@ -1,12 +1,16 @@
 """The computations the Encoder–decoder page asks for, each by name (as serving.computed): an encoder–decoder's
-three kinds of maps for a source and target, Whisper's transcript of a clip, and a typed sentence spoken.
+three kinds of maps for a source and target, Whisper's transcript of a clip, and a typed sentence spoken; and what
+the pages that read one sentence ask of an encoder–decoder (read_of: the sentence as its source, Whisper hearing it
+spoken; its cross-attention heads scored; what it writes, step by step).
 Stores (serving.memory.STORES): "results" forwards and transcripts, "small" spoken audio."""
 
 from __future__ import annotations
 
 import hashlib
 
-from mha_core.analysis.seq2seq_decode import decode
+from mha_core.analysis.alignment import HeadScores, score_heads
+from mha_core.analysis.long_text import HeadSummaries, head_summaries
+from mha_core.analysis.seq2seq_decode import Decoded, decode
 from mha_core.analysis.transcribe import Transcript, transcribe
 from mha_core.analysis.word_alignment import WordAlignment, word_alignment
 from mha_core.engine.audio import Clip, read_audio, speak
@@ -21,14 +25,16 @@ from mha_core.engine.seq2seq import (
     target_batch,
     target_ids,
 )
-from mha_core.engine.tokens import tokenize
+from mha_core.engine.tokens import tokenize, without_spaces
+from mha_core.i18n import N_
 from mha_core.serving.computed import of
-from mha_core.serving.server import Server
+from mha_core.serving.server import Server, Wait
 from mha_core.teaching.cross_steps import CrossSteps, cross_steps
 
 OWN_NEW = 64  # pieces of the model's own output, at most
-__all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "alignment_of", "clip_of", "digest", "heard_steps_of", "seq2seq_of",
-           "spoken_of", "text_steps_of", "transcript_of"]
+__all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "alignment_of", "clip_of", "cross_scores_of", "decoded_of", "digest",
+           "frame_summaries_of", "heard_of", "heard_steps_of", "read_of", "read_steps_of", "seq2seq_of", "spoken_of",
+           "text_steps_of", "transcript_of"]
 
 
 def seq2seq_of(server: Server, model: LoadedModel, source: str, target: str | None, path: str = "auto"
@@ -65,6 +71,17 @@ def transcript_of(server: Server, model: LoadedModel, audio: bytes, language: st
                           lambda: transcribe(model, clip, language=language))
 
 
+def frame_summaries_of(server: Server, model: LoadedModel, audio: bytes, language: str | None, wait: Wait
+                       ) -> HeadSummaries:
+    """Every one of Whisper's encoder heads summarised over its window's positions (1,500: the long-text machinery,
+    a band of rows at a time from q, k and the log-sum-exp), through the heavy-work queue with progress."""
+    def compute(progress: object) -> HeadSummaries:
+        return head_summaries(transcript_of(server, model, audio, language).result.encoder, progress=progress)
+
+    return server.queued("long", ("frame summaries", of(model), digest(audio), language),
+                         N_("Summarising every encoder head over the frames"), compute, wait)
+
+
 def spoken_of(server: Server, text: str, language: str) -> bytes:
     """`text` spoken by espeak-ng, once per server."""
     return server.kept("small", ("spoken", text, language), lambda: speak(text, language))
@@ -84,3 +101,53 @@ def heard_steps_of(server: Server, model: LoadedModel, audio: bytes, language: s
     key = ("heard steps", of(model), digest(audio), language, layer, head)
     return server.kept("small", key, lambda: cross_steps(model, transcript_of(server, model, audio, language).result,
                                                          layer, head))
+
+
+# An encoder–decoder on a page that reads one sentence: the sentence is its source (Whisper hears it spoken)
+
+
+def spoken_language(text: str) -> str:
+    """The espeak-ng voice, and the language Whisper is told it hears, for a typed sentence: Mandarin for text
+    written without spaces (Chinese), else English."""
+    return "zh" if without_spaces(text) else "en"
+
+
+def heard_of(server: Server, model: LoadedModel, text: str) -> Transcript:
+    """Whisper hearing `text` spoken by espeak-ng, once per server."""
+    language = spoken_language(text)
+    return transcript_of(server, model, spoken_of(server, text, language), language)
+
+
+def read_of(server: Server, model: LoadedModel, text: str) -> Seq2SeqResult:
+    """Every map of an encoder–decoder reading `text`: as a text model's source, its target the model's own output;
+    Whisper hears it spoken and writes what it hears."""
+    if model.arch.family == "whisper":
+        return heard_of(server, model, text).result
+    return seq2seq_of(server, model, text, None)
+
+
+def cross_scores_of(server: Server, model: LoadedModel, text: str) -> HeadScores:
+    """Every cross-attention head scored as an alignment head (analysis.alignment.score_heads) on `text`: Whisper's
+    over the speech's frames, a text model's over the source's pieces."""
+    if model.arch.family == "whisper":
+        return heard_of(server, model, text).heads
+    return server.kept("small", ("cross scores", of(model), text),
+                       lambda: score_heads(seq2seq_of(server, model, text, None).text_maps("cross").numpy()))
+
+
+def decoded_of(server: Server, model: LoadedModel, text: str, new: int, temperature: float, top_k: int | None,
+               seed: int) -> Decoded:
+    """What an encoder–decoder writes for `text`, piece by piece with each step's alternatives (Whisper: what it
+    writes on hearing it, greedy, as transcribed)."""
+    if model.arch.family == "whisper":
+        return heard_of(server, model, text).decoded
+    key = ("decoded", of(model), text, new, temperature, top_k, seed)
+    return server.in_slot("small", key, lambda: decode(model, text, new, temperature, top_k, seed))
+
+
+def read_steps_of(server: Server, model: LoadedModel, text: str, layer: int, head: int) -> CrossSteps:
+    """One cross-attention head step by step, on `text` read as read_of reads it."""
+    if model.arch.family == "whisper":
+        language = spoken_language(text)
+        return heard_steps_of(server, model, spoken_of(server, text, language), language, layer, head)
+    return text_steps_of(server, model, text, None, layer, head)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mha_core.engine import bundled
@@ -135,18 +135,34 @@ def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
     return ModelChoice(name, snapshot, HF_CACHE, family, parameters, refused)
 
 
-ENCODER_DECODER_PAGE = "seq2seq"  # the page that reads encoder–decoders (views/seq2seq.py)
+ENCODER_DECODER_PAGE = "seq2seq"  # the page that reads encoder–decoders whole (views/seq2seq.py)
+# Pages with a picker for an encoder–decoder's three kinds of attention (views/_stacks.py; "" is the default page's
+# path, Heads), and pages that read all of it (its parameters, what its decoder writes).
+STACK_PAGES = ("", "heads", "roles", "walkthrough")
+WHOLE_PAGES = (ENCODER_DECODER_PAGE, "parameters", "predictions")
 
 
-def check_page_reads(model: LoadedModel, page: str | None) -> None:
-    """Refuse, in one sentence, an encoder–decoder on a page that reads one text at a time (every page but the
-    Encoder–decoder page, which reads its encoder, decoder and cross-attention)."""
-    if model.encoder_decoder and page != ENCODER_DECODER_PAGE:
-        raise ModelLoadError("page_reads_no_encoder_decoder",
-                             N_("this page reads one stack of layers, and {name} is an encoder–decoder: the "
-                                "Encoder–decoder page reads its encoder, decoder and cross-attention (as does the "
-                                "command line: attention, transcribe)."),
+def default_kind(model: LoadedModel) -> str:
+    """Which attention of an encoder–decoder a page reads unless the visitor says: a text model's encoder (every
+    page's views apply), Whisper's cross-attention (its encoder hears frames of sound)."""
+    return "cross" if model.arch.audio else "encoder"
+
+
+def page_model(model: LoadedModel, page: str | None, kind: str | None = None) -> LoadedModel:
+    """The model as `page` reads it. An encoder–decoder is read whole by the pages that read all of it
+    (WHOLE_PAGES) and by the pages with a picker for its kinds of attention (STACK_PAGES) unless `kind` is a text
+    model's "encoder"; elsewhere, and for that kind, as its encoder alone (an encoder reading the sentence's pieces).
+    An encoder that hears audio (Whisper's) cannot be read alone: refused in one sentence."""
+    if not model.encoder_decoder or page in WHOLE_PAGES or (page in STACK_PAGES and (
+            kind != "encoder" or model.arch.audio)):
+        return model
+    if model.arch.audio:
+        raise ModelLoadError("page_reads_no_audio",
+                             N_("this page reads a sentence's pieces with one stack of layers, and {name}'s encoder "
+                                "hears audio: the Heads, Roles, Walkthrough, Predictions and Encoder–decoder pages "
+                                "read it (the sentence spoken)."),
                              name=model.name)
+    return replace(model, decoder=None)
 
 
 def available_models() -> tuple[ModelChoice, ...]:

@@ -28,8 +28,9 @@ from mha_core.engine.attention import (
     multi_head_attention,
     split_heads,
 )
-from mha_core.engine.forward import position_ids, run, scores_bias
+from mha_core.engine.forward import layer_biases, position_ids, run
 from mha_core.engine.model import LoadedModel
+from mha_core.engine.per_layer import at_layer
 from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, tr
 
@@ -67,8 +68,9 @@ class Walkthrough:
     raw_scores: np.ndarray  # (T,T) q k^T of the chosen head, before scaling (and before any mask)
     visible: np.ndarray  # (T,T) bool: keys each query may see (all; causal models: j <= i)
     scale: float  # 1 / sqrt(d_k) (Gemma: 1 / sqrt(query_pre_attn_scalar))
-    probs: np.ndarray  # (T,T) softmax(cap(raw_scores * scale) + alibi + mask) of the chosen head
-    alibi: np.ndarray | None  # (T,T) ALiBi's bias of the chosen head (BLOOM), else None
+    probs: np.ndarray  # (T,T) softmax(cap(raw_scores * scale) + position_bias + mask) of the chosen head
+    position_bias: np.ndarray | None  # (T,T) the chosen head's bias on its scores by position: ALiBi's (BLOOM) or
+    #                                   T5's relative-position buckets; else None
     softcap: float | None  # Gemma 2: scores -> tanh(s / c) · c before the bias
     context: np.ndarray  # (H,T,Dh) every head's probs @ v
     concat: np.ndarray  # (T,D) heads side by side
@@ -104,7 +106,7 @@ def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: i
     mask = torch.ones(1, n, dtype=torch.long)  # one text, no padding
     window = arch.windows[layer]
     masked = attention_bias(mask, x.dtype, arch.causal, window)  # (1,1,T,T) or None: the causal mask and window
-    bias = scores_bias(model, mask, x.dtype, window)  # with ALiBi's bias per head where the model has it
+    bias = at_layer(layer_biases(model, mask, x.dtype), layer)  # with ALiBi's or T5's bias per head where it has one
     rope = model.rotary(x, position_ids(mask, arch), arch.rope_kinds[layer]) if arch.rotary else None  # (1,T,R)
     out = multi_head_attention(x, lw.attention, bias, EXPLICIT, rope=rope)  # the model's own four steps
     unrotated = multi_head_attention(x, lw.attention, bias, EXPLICIT).q if rope is not None else None  # (1,H,T,Dh)
@@ -113,14 +115,15 @@ def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: i
     raw = q[0, head] @ k[0, head * k.shape[1] // q.shape[1]].T  # (T,T) the head's key/value head
     concat = merge_heads(out.context)  # (1,T,D)
     visible = np.ones((n, n), dtype=bool) if masked is None else np.broadcast_to((masked[0, 0] == 0).numpy(), (n, n))
-    alibi = (bias - (masked if masked is not None else 0))[0, head].expand(n, n).numpy() if arch.alibi else None
+    positional = arch.alibi or arch.relative_bias
+    position_bias = (bias - (masked if masked is not None else 0))[0, head].expand(n, n).numpy() if positional else None
     return Walkthrough(
         tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(),
         q_unrotated=None if unrotated is None else unrotated[0].numpy(),
         q_projected=split_heads(F.linear(x, lw.attention.w_q, lw.attention.b_q), model.n_heads)[0].numpy()
         if arch.qk_norm else None, k=k[0].numpy(), v=v[0].numpy(),
         raw_scores=raw.numpy(), visible=visible, scale=scale, probs=out.probs[0, head].numpy(),
-        alibi=alibi, softcap=arch.attn_softcap,
+        position_bias=position_bias, softcap=arch.attn_softcap,
         context=out.context[0].numpy(), concat=concat[0].numpy(), output=out.output[0].numpy(),
     )
 
@@ -192,9 +195,11 @@ def best_ms(fn: Callable[[], object], repeats: int = 3) -> float:
 
 
 def reference_forward(model: LoadedModel, result: AttentionResult) -> Callable[[], object]:
-    """The transformers model itself (eager, with attentions) on the same word pieces as `result`."""
+    """The transformers model itself (eager, with attentions) on the same word pieces as `result` (an
+    encoder–decoder read as its encoder: its encoder module)."""
     ids, mask = result.batch.input_ids.to(model.device), result.batch.attention_mask.to(model.device)
-    return lambda: model.model(input_ids=ids, attention_mask=mask, output_attentions=True)
+    module = model.model.get_encoder() if model.config.is_encoder_decoder else model.model
+    return lambda: module(input_ids=ids, attention_mask=mask, output_attentions=True)
 
 
 @torch.inference_mode()
@@ -252,11 +257,16 @@ def design_notes(model: LoadedModel, layer: int) -> tuple[str, ...]:
         arch.alibi and tr("ALiBi: no position embedding is added; each head adds slope × (key position) to its "
                           "scores, which within a query's row is −slope × distance plus a constant (the softmax "
                           "ignores it): far keys are penalised, by a slope that halves from head to head."),
+        arch.relative_bias and tr("Relative position bias (T5): no position embedding is added; each head adds a "
+                                  "learned number to its scores for each bucket of key − query distance (exact for "
+                                  "near keys, logarithmic buckets for far ones), and the scores are not scaled by "
+                                  "1/√d_k."),
         cap is not None and tr("Soft-capping: the scaled scores pass through {cap:g}·tanh(s / {cap:g}) before the "
                                "mask, so no score exceeds it; no fused kernel does this, so the explicit path runs.",
                                cap=cap),
-        arch.scale is not None and tr("The scores are scaled by {scale:.4f}, the model's 1/√query_pre_attn_scalar, "
-                                      "not 1/√d_k.", scale=arch.scale),
+        arch.scale is not None and not arch.relative_bias and tr(
+            "The scores are scaled by {scale:.4f}, the model's 1/√query_pre_attn_scalar, not 1/√d_k.",
+            scale=arch.scale),
         len(set(arch.rope_kinds)) > 1 and tr("Local and global layers rotate with different RoPE bases."),
         arch.parallel and tr("Parallel block: attention and the MLP both read the layer's input, out = x + "
                              "attn(ln₁ x) + mlp(ln₂ x), instead of the MLP reading attention's result."),

@@ -1,0 +1,218 @@
+"""An encoder–decoder on the pages that read one sentence (Heads, Roles, Walkthrough, Predictions): which of its three
+kinds of attention the page reads, and the views of those the one-stack machinery does not draw. The sentence is the
+source: a text model writes its own target; Whisper hears the sentence spoken (espeak-ng) and writes what it hears.
+A text model's encoder self-attention is read by the page itself, as an encoder's (encoder_alone)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from mha_core import LoadedModel, Seq2SeqResult
+from mha_core.analysis.seq2seq_decode import MAX_NEW
+from mha_core.analysis.transcribe import Transcript
+from mha_core.figures import seq2seq as figures
+from mha_core.i18n import N_, tr
+from mha_core.serving import computed_seq2seq as computed
+from mha_core.serving.computed_seq2seq import KIND_NAMES, KINDS
+from mha_core.serving.export import json_text
+from mha_core.serving.menu import default_kind
+from views._inputs import sampling_settings
+from views._long import show_row, show_summaries, show_zoom
+from views._state import STACK_KIND, answered, chart, chosen_whole_model, narrow_screen, server, waiting
+from views._text import literal
+from views._visit import stop, widget
+
+CAPTIONS = {
+    "encoder": N_("The encoder's self-attention: every source piece over every other (S × S), no mask."),
+    "decoder": N_("The decoder's self-attention: each target piece over itself and the pieces before it (T × T, "
+                  "causal: it cannot see what it has not written)."),
+    "cross": N_("Cross-attention: each target piece (Q from the decoder) over the source (K and V from the encoder's "
+                "output), T × S. Row t reads piece t and writes piece t + 1."),
+}
+MAX_WRITTEN_DEFAULT = 20
+OVERVIEW_MAX_POSITIONS = 600  # Whisper's encoder: every head's map at a glance only for a clip up to 12 s
+
+
+def attention_kind() -> str | None:
+    """None for a model with one stack; for an encoder–decoder, which attention the page reads (the sidebar's
+    picker; menu.default_kind: a text model's encoder, Whisper's cross-attention). The page's model follows it:
+    a text model's encoder is read alone (views._state.loaded_here)."""
+    model = chosen_whole_model()
+    if model is None or not model.encoder_decoder:
+        return None
+    with st.sidebar:
+        return widget(st.radio, STACK_KIND, default_kind(model), tr("Which attention"),
+                      context=(model.arch.audio,), options=list(KINDS), format_func=lambda k: tr(KIND_NAMES[k]),
+                      help=tr("An encoder–decoder has three: the encoder reading the source, the decoder reading what "
+                              "it has written, and cross-attention, where the decoder reads the encoder's output."))
+
+
+def read(model: LoadedModel, text: str) -> tuple[Seq2SeqResult, Transcript | None]:
+    """Every map of the model reading `text` (Whisper: hearing it spoken), and Whisper's transcript; the page stops
+    with one sentence on bad input."""
+    if model.arch.audio:
+        with st.spinner(tr("Listening…")):
+            heard = answered(computed.heard_of, model, text)
+        if heard is None:
+            stop()
+        st.markdown(tr("**Heard** (the sentence spoken by espeak-ng, {seconds:.1f} s): {text}", seconds=heard.seconds,
+                       text=literal(heard.text)))
+        return heard.result, heard
+    result = answered(computed.seq2seq_of, model, text, None)
+    if result is None:
+        stop()
+    written = model.tokenizer.decode(result.target_ids(0), skip_special_tokens=True)
+    st.markdown(tr("**Target** (the model's own output): {text}", text=literal(written)))
+    return result, None
+
+
+def kind_pickers(model: LoadedModel, kind: str, prefix: str = "k") -> tuple[int, int]:
+    """A layer of the stack that holds `kind` (the last by default) and one of its heads."""
+    stack = model if kind == "encoder" else model.decoder
+    left, right = st.columns(2)
+    layer = widget(left.selectbox, f"{prefix}_layer", stack.n_layers - 1, tr("Layer"), context=(kind,),
+                   options=list(range(stack.n_layers)))
+    head = widget(right.selectbox, f"{prefix}_head", 0, tr("Head"), context=(kind,),
+                  options=list(range(stack.n_heads)), format_func=lambda h: tr("head {head}", head=h))
+    return layer, head
+
+
+def kind_maps(result: Seq2SeqResult, heard: Transcript | None, kind: str) -> np.ndarray:
+    """(L,H,rows,columns) every head's map of one kind; over Whisper's frames, the speech's positions only."""
+    maps = result.text_maps(kind).numpy()
+    if heard is None:
+        return maps
+    n = heard.speech_positions
+    return maps[..., :n, :n] if kind == "encoder" else maps[..., :n]
+
+
+def show_kind_heads(model: LoadedModel, text: str, kind: str) -> None:
+    """The Heads page for an encoder–decoder's decoder or cross-attention (or Whisper's encoder): every head at a
+    glance, one head's map, and the maps as JSON."""
+    result, heard = read(model, text)
+    layer, head = kind_pickers(model, kind)
+    key = ("kind", str(model.model_dir), text, kind)
+    if heard is None or kind != "encoder" or heard.speech_positions <= OVERVIEW_MAX_POSITIONS:
+        chart((*key, "overview", layer, head),
+              lambda: figures.kind_overview_figure(kind_maps(result, heard, kind), kind, (layer, head)))
+    if heard is not None and kind == "encoder":
+        language = computed.spoken_language(text)
+        show_frames(model, heard, answered(computed.spoken_of, text, language), language, layer, head)
+    else:
+        chart((*key, "head", layer, head), lambda: kind_head_figure(result, heard, kind, layer, head),
+              width="stretch")
+        st.caption(tr(CAPTIONS[kind]))
+    st.download_button(tr("JSON: every head's map of this kind"), lambda: kind_json(model, result, heard, kind),
+                       f"{kind}.json", "application/json", key="kind_json")
+
+
+def kind_head_figure(result: Seq2SeqResult, heard: Transcript | None, kind: str, layer: int, head: int) -> dict:
+    if heard is not None and kind == "cross":
+        return figures.spectrogram_cross_figure(heard, layer, head)
+    return figures.seq2seq_figure(result, kind, layer, head)
+
+
+def show_frames(model: LoadedModel, heard: Transcript, audio: bytes | None, language: str | None, layer: int,
+                head: int) -> None:
+    """Whisper's encoder over a clip's 1,500 positions, through the long-text machinery (views/_long.py): one head
+    over the speech (pooled), the exact cells of a region, one position's row, and every head summarised (queued,
+    with progress); every weight rebuilt from q, k and the log-sum-exp."""
+    if audio is None:
+        stop()
+    encoder, n = heard.result.encoder, heard.speech_positions
+    base = ("frames", str(model.model_dir), computed.digest(audio), language)
+    chart((*base, "speech", layer, head), lambda: figures.encoder_frames_figure(
+        heard, layer, head, 420 if narrow_screen() else 720), width="stretch")
+    st.caption(tr("The encoder's self-attention over the clip's {n:,} positions (20 ms each; the silence that pads "
+                  "Whisper's 30-second window is left out), each cell a block's largest weight.", n=n))
+    show_zoom(encoder, layer, head, base)
+    show_row(encoder, layer, head, base)
+    with waiting() as wait:
+        summaries = computed.frame_summaries_of(server(), model, audio, language, wait)
+    show_summaries(summaries, base)
+    st.caption(tr("The region, the row and the summaries read the whole window of {n:,} positions, the padding "
+                  "silence included, as the encoder does.", n=encoder.lengths[0]))
+
+
+def kind_json(model: LoadedModel, result: Seq2SeqResult, heard: Transcript | None, kind: str) -> str:
+    """{"model", "kind", "rows", "columns", "maps": [L][H][rows][columns]} (Whisper's columns: 20 ms positions)."""
+    maps = kind_maps(result, heard, kind)
+    source = list(result.source_tokens[0]) if heard is None else [f"{i * 0.02:.2f}" for i in range(maps.shape[-1])]
+    target = list(result.target_tokens[0])
+    rows, columns = (source, source) if kind == "encoder" else (target, target) if kind == "decoder" else (
+        target, source)
+    return json_text({"model": model.name, "kind": kind, "rows": rows[: maps.shape[-2]],
+                      "columns": columns[: maps.shape[-1]], "maps": maps})
+
+
+def show_kind_roles(model: LoadedModel, text: str, kind: str) -> None:
+    """The Roles page for an encoder–decoder's cross-attention: each head scored as an alignment head."""
+    read(model, text)
+    if kind != "cross":
+        st.info(tr("Roles name heads by the pieces they read; this model's encoder reads 20 ms frames of sound, not "
+                   "pieces. Its maps over time are on the Heads page; choose cross-attention for its alignment "
+                   "heads.") if kind == "encoder" else tr("{kind} is read by the Heads page; the roles of an "
+                                                          "encoder–decoder's heads are its encoder's (choose encoder "
+                                                          "self-attention) and its cross-attention's alignment.",
+                                                          kind=tr(KIND_NAMES[kind])[:1].upper()
+                                                          + tr(KIND_NAMES[kind])[1:]))
+        return
+    scores = answered(computed.cross_scores_of, model, text)
+    if scores is None:
+        return
+    chart(("kind roles", str(model.model_dir), text), lambda: figures.head_scores_figure(scores), width="stretch")
+    st.markdown(tr("**Alignment heads found** (✓): {found}. **Published with the model** (●): {published}.",
+                   found=", ".join(f"L{lay}H{h}" for lay, h in scores.found) or tr("none"),
+                   published=", ".join(f"L{lay}H{h}" for lay, h in scores.published) or tr("none")))
+    st.caption(tr("An alignment head's most-attended source position moves forward as the decoder writes (at least "
+                  "85% of steps), sharply (that position's weight at least 0.12 on average) and across at least 40% "
+                  "of the source: the head that lines the output up with the input."))
+
+
+def show_kind_walkthrough(model: LoadedModel, text: str, kind: str) -> None:
+    """The Walkthrough for cross-attention: one head step by step (Q from the decoder, K and V from the encoder)."""
+    read(model, text)
+    if kind != "cross":
+        st.info(tr("The Walkthrough steps through one stack's attention over the sentence's pieces: choose encoder "
+                   "self-attention (a text model) or cross-attention."))
+        return
+    layer, head = kind_pickers(model, kind)
+    show_steps(computed.read_steps_of, model, text, layer, head)
+
+
+def show_steps(steps_of: object, *args: object) -> None:
+    """One cross-attention head, step by step: each step's formula and shape, and the check against the run."""
+    steps = answered(steps_of, *args)
+    if steps is None:
+        return
+    st.subheader(tr("Step by step: layer {layer}, head {head}", layer=steps.layer, head=steps.head))
+    st.dataframe(pd.DataFrame([{tr("step"): tr(step), tr("formula"): formula, tr("shape"): shape}
+                               for step, formula, shape in steps.rows()]), hide_index=True)
+    st.caption(tr("Q comes from the decoder's states (what has been written); K and V are projected from the "
+                  "encoder's output, once per source. Recomputed here, the weights differ from the map the run kept "
+                  "by at most {difference:.1e}.", difference=steps.kept_difference))
+
+
+def show_written(model: LoadedModel, text: str) -> None:
+    """The Predictions page for an encoder–decoder: what its decoder writes for the sentence, piece by piece, with
+    each step's probability and the alternatives it weighed (greedy, or sampled; Whisper: what it hears)."""
+    st.caption(tr("The encoder reads the sentence once; the decoder writes one piece at a time, each step reading its "
+                  "own earlier pieces from a cache and the encoder's output through cross-attention (its keys and "
+                  "values projected once)."))
+    settings = (MAX_WRITTEN_DEFAULT, 0.0, None, 0)
+    if model.arch.audio:
+        read(model, text)
+    else:
+        settings = sampling_settings(MAX_NEW)
+    decoded = answered(computed.decoded_of, model, text, *settings)
+    if decoded is None:
+        stop()
+    st.markdown(tr("**Written:** {text}", text=literal(decoded.text)))
+    st.caption(tr("Stopped: {stopped}.", stopped=tr(decoded.stopped)))
+    st.dataframe(pd.DataFrame([{tr("piece"): s.piece, tr("probability"): round(s.prob, 4),
+                                tr("alternatives"): ", ".join(f"{p} {q:.2f}" for p, q in s.alternatives)}
+                               for s in decoded.steps]), hide_index=True, key="g_steps")
+    st.download_button(tr("JSON: what it wrote"), json_text(decoded.as_json(model.name)),
+                       "written.json", "application/json", key="g_json")
