@@ -22,7 +22,7 @@ from views._inputs import sampling_settings
 from views._long import show_row, show_summaries, show_zoom
 from views._state import STACK_KIND, answered, chart, chosen_whole_model, narrow_screen, server, waiting
 from views._text import literal
-from views._visit import stop, widget
+from views._visit import choose, stop, widget
 
 CAPTIONS = {
     "encoder": N_("The encoder's self-attention: every source piece over every other (S × S), no mask."),
@@ -95,8 +95,10 @@ def show_kind_heads(model: LoadedModel, text: str, kind: str) -> None:
     layer, head = kind_pickers(model, kind)
     key = ("kind", str(model.model_dir), text, kind)
     if heard is None or kind != "encoder" or heard.speech_positions <= OVERVIEW_MAX_POSITIONS:
-        chart((*key, "overview", layer, head),
-              lambda: figures.kind_overview_figure(kind_maps(result, heard, kind), kind, (layer, head)))
+        chart((*key, "overview", layer, head, narrow_screen()),
+              lambda: figures.kind_overview_figure(kind_maps(result, heard, kind), kind, (layer, head),
+                                                   narrow=narrow_screen()),
+              key="kind_overview", on_select=lambda: pick_from_overview(kind), selection_mode="points")
     if heard is not None and kind == "encoder":
         language = computed.spoken_language(text)
         show_frames(model, heard, answered(computed.spoken_of, text, language), language, layer, head)
@@ -106,6 +108,15 @@ def show_kind_heads(model: LoadedModel, text: str, kind: str) -> None:
         st.caption(tr(CAPTIONS[kind]))
     st.download_button(tr("JSON: every head's map of this kind"), lambda: kind_json(model, result, heard, kind),
                        f"{kind}.json", "application/json", key="kind_json")
+
+
+def pick_from_overview(kind: str) -> None:
+    """A tile clicked: open that head in the pickers above."""
+    points = st.session_state["kind_overview"].selection.points
+    if points:
+        layer, head = points[0]["customdata"]
+        choose("k_layer", int(layer), (kind,))
+        choose("k_head", int(head), (kind,))
 
 
 def kind_head_figure(result: Seq2SeqResult, heard: Transcript | None, kind: str, layer: int, head: int) -> dict:

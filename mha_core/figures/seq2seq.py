@@ -139,14 +139,24 @@ def pooled_blocks(n: int, bins: int) -> list[list[int]]:
     return [list(range(edges[i], edges[i + 1])) for i in range(len(edges) - 1)]
 
 
-def kind_overview_figure(maps: np.ndarray, kind: str, selected: tuple[int, int], bins: int = 24) -> FigureDict:
+def kind_overview_figure(maps: np.ndarray, kind: str, selected: tuple[int, int], bins: int = 24,
+                         narrow: bool = False) -> FigureDict:
     """Every head of one kind at a glance, maps (L,H,R,C): a cross-attention map's T × S pooled to at most `bins` a
-    side (source blocks summed, target blocks averaged: each row still sums to 1), then squared with empty cells."""
-    from mha_core.figures.charts import overview_figure
+    side (source blocks summed, target blocks averaged: each row still sums to 1), then squared with empty cells.
+    `narrow` (a phone): the selected layer's heads, three to a row."""
+    from mha_core.figures.charts import layer_tiles_figure, overview_figure
 
+    square = squared(maps, bins)
+    if narrow:
+        return layer_tiles_figure(square[selected[0]], *selected, bins=bins)
+    return overview_figure(square, bins, selected, tr("Every head: {kind}", kind=tr(KIND_NAMES[kind])))
+
+
+def squared(maps: np.ndarray, bins: int) -> np.ndarray:
+    """(L,H,R,C) -> (L,H,n,n): pooled to at most `bins` a side, then squared with NaN cells."""
     pooled = np.stack([maps[..., c].sum(-1) for c in pooled_blocks(maps.shape[-1], bins)], -1)  # (L,H,R,c)
     pooled = np.stack([pooled[..., r, :].mean(-2) for r in pooled_blocks(maps.shape[-2], bins)], -2)  # (L,H,r,c)
     side = max(pooled.shape[-2:])
     square = np.full((*maps.shape[:2], side, side), np.nan, dtype=np.float32)  # (L,H,side,side)
     square[..., : pooled.shape[-2], : pooled.shape[-1]] = pooled
-    return overview_figure(square, bins, selected, tr("Every head: {kind}", kind=tr(KIND_NAMES[kind])))
+    return square
