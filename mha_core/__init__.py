@@ -37,6 +37,7 @@ _PUBLIC = {  # the public API (README: Python API): every analysis the app and t
     "mha_core.engine.seq2seq": ("Seq2SeqResult", "run_seq2seq"),
     "mha_core.engine.attention": ("AUTO", "EXPLICIT", "FUSED", "PATHS", "ProjectionWeights", "multi_head_attention"),
     "mha_core.engine.forward": ("run",),
+    "mha_core.engine.images": ("prepare_images", "read_image", "run_images"),
     "mha_core.engine.model": ("LoadedModel", "ModelLoadError", "bundled_dirs", "bundled_model_dir", "load_model"),
     "mha_core.engine.result": ("AttentionResult",),
     "mha_core.engine.tokens": ("InputError",),

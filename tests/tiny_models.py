@@ -105,3 +105,35 @@ def make_tiny_seq2seq(family: str, path: Path, **overrides: object) -> Path:
     model.save_pretrained(path, safe_serialization=True)
     AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True).save_pretrained(path)
     return path
+
+
+VISION_SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+                "image_size": 32, "patch_size": 8, "num_channels": 3}
+VISION_CONFIGS = {  # family -> (transformers config class, sizes); CLIP both as its vision tower and whole
+    "vit": ("ViTConfig", VISION_SIZES),
+    "deit": ("DeiTConfig", VISION_SIZES),
+    "dinov2": ("Dinov2Config", {**VISION_SIZES, "mlp_ratio": 2, "layerscale_value": 0.5}),
+    "dinov2_swiglu": ("Dinov2Config", {**VISION_SIZES, "mlp_ratio": 2, "use_swiglu_ffn": True}),
+    "dinov2_with_registers": ("Dinov2WithRegistersConfig", {**VISION_SIZES, "mlp_ratio": 2, "num_register_tokens": 4}),
+    "clip_vision_model": ("CLIPVisionConfig", VISION_SIZES),
+    "clip": ("CLIPConfig", {"vision_config": VISION_SIZES, "text_config": {
+        "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 64,
+        "vocab_size": 99}, "projection_dim": 16}),
+}
+
+
+def make_tiny_vision(family: str, path: Path) -> Path:
+    """A random Vision Transformer of `family` (32 px images in 8 px patches: 16 patches) saved as safetensors, no
+    image processor (images are prepared by mha_core's default); norms, biases and layer scales random."""
+    import transformers
+
+    name, sizes = VISION_CONFIGS[family]
+    config = getattr(transformers, name)(**sizes)
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager")
+    with torch.no_grad():
+        for name_, p in model.named_parameters():
+            if p.ndim == 1:
+                p.copy_(torch.randn_like(p) * 0.2 + (1.0 if "norm" in name_.lower() and "weight" in name_ else 0.0))
+    model.save_pretrained(path, safe_serialization=True)
+    return path

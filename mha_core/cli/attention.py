@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mha_core.cli.common import CliError, add_model_arguments, layer_head, load_chosen_model, write_json
 from mha_core.cli.seq2seq import add_seq2seq_arguments
+from mha_core.cli.vision import add_image_arguments
 from mha_core.engine.attention import AUTO, PATHS
 from mha_core.engine.model import LoadedModel, for_long_texts
 from mha_core.engine.result import AttentionResult
@@ -16,6 +17,13 @@ def cmd_attention(args: argparse.Namespace) -> None:
     from mha_core import run
 
     model = load_chosen_model(args)
+    if model.arch.image:
+        from mha_core.cli.vision import image_attention
+
+        write_json(image_attention(model, args), args.json)
+        return
+    if args.image is not None:
+        raise CliError(f"--image is for Vision Transformers (ViT, DeiT, DINOv2, CLIP); {model.name} reads text")
     if model.encoder_decoder:
         from mha_core.cli.seq2seq import seq2seq_attention
 
@@ -135,6 +143,7 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
                                                       "pieces")
     p.add_argument("--rows", help="only these query rows, A:B (0-based, B exclusive; with --heads)")
     add_seq2seq_arguments(p)
+    add_image_arguments(p)
     add_model_arguments(p)
     p.add_argument("--path", choices=PATHS, default=AUTO)
     p.add_argument("--json", default="-", help="output file, '-' for stdout")

@@ -97,11 +97,12 @@ def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor |
     if arch.pre_norm:
         attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, **options)
         a = attn.output if w.post_attn_norm is None else w.post_attn_norm(attn.output)  # (B,T,D)
-        h = x + a
+        h = x + (a if w.attn_scale is None else a * w.attn_scale)
         if memory is not None:
             cross = cross_attend(w.cross_norm(h), w, memory, layer, path)
             h = h + cross.output  # (B,T,D)
         m = w.mlp(w.mlp_norm(x if arch.parallel else h))  # (B,T,D)
+        m = m if w.mlp_scale is None else m * w.mlp_scale
         out = h + (m if w.post_mlp_norm is None else w.post_mlp_norm(m))
     else:
         attn = multi_head_attention(x, w.attention, bias, path, **options)
@@ -216,6 +217,8 @@ def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tu
     positions = position_ids(mask, arch)  # (B,T)
     if arch.audio:
         x = embed_frames(model.embeddings, batch.features.to(model.device, model.embeddings.word.dtype))
+    elif arch.image:
+        x = embed_patches(model.embeddings, batch.features.to(model.device, model.embeddings.word.dtype))
     else:
         types = None if batch.token_type_ids is None else batch.token_type_ids.to(model.device)
         x = embed(model.embeddings, batch.input_ids.to(model.device), positions, types)  # (B,T,D)
@@ -241,6 +244,13 @@ def layer_biases(model: LoadedModel, mask: Tensor, dtype: torch.dtype, past: int
         return table if padding is None else (table + padding).clamp_min(torch.finfo(dtype).min)
 
     return per_layer(owners, biased)
+
+
+def embed_patches(w: EmbeddingWeights, pixels: Tensor) -> Tensor:
+    """A Vision Transformer's input: pixels (B,C,Hpx,Wpx) -> (B,N,D) by transformers' embedding module (patches,
+    [CLS] and any other prefix, positions), then the norm after it where the model has one (CLIP)."""
+    x = w.patches(pixels)  # (B,N,D)
+    return w.norm(x) if w.norm is not None else x
 
 
 def embed_frames(w: EmbeddingWeights, features: Tensor) -> Tensor:

@@ -20,6 +20,7 @@ from mha_core.engine.arch import (
     ENCODER_DECODERS,
     ENCODERS,
     SUPPORTED_MODEL_TYPES,
+    VISION,
     Architecture,
     describe,
     describe_stacks,
@@ -27,6 +28,7 @@ from mha_core.engine.arch import (
 from mha_core.engine.folder import ModelLoadError, check_sizes, read_config, shown, weight_headers
 from mha_core.engine.load_checks import check_loaded_weights, check_tokenizer, load_failure
 from mha_core.engine.seq2seq_weights import read_stacks
+from mha_core.engine.vision import describe_vision, read_vision
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
 from mha_core.messages import N_, Worded
 
@@ -41,7 +43,7 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "tokenizer.model
 @dataclass(frozen=True)
 class LoadedModel:
     model: torch.nn.Module  # the transformers base model (AutoModel), eager attention: the reference
-    tokenizer: PreTrainedTokenizerBase  # a fast tokenizer (right padding)
+    tokenizer: PreTrainedTokenizerBase | None  # a fast tokenizer (right padding); None for an image model
     config: PretrainedConfig
     arch: Architecture  # what the layer loop needs to know about this family
     embeddings: EmbeddingWeights
@@ -165,7 +167,7 @@ def check_model_dir(model_dir: Path) -> dict:
             N_("No safetensors weights (*.safetensors) in {model_dir}; .bin files are not loaded."),
             model_dir=shown(model_dir),
         )
-    if not has_tokenizer:
+    if not has_tokenizer and config.get("model_type") not in VISION:  # an image's patches need no tokenizer
         raise ModelLoadError(
             "no_tokenizer_tokenizer_json",
             N_("No tokenizer in {model_dir} (tokenizer.json or vocab.txt): every word would become [UNK]."),
@@ -186,10 +188,11 @@ def check_regular_files(model_dir: Path) -> None:
             )
 
 
-FAMILIES_SENTENCE = Worded(N_("supported are the encoders {encoders}, the decoders {decoders} and the "
-                                 "encoder–decoders {encoder_decoders} (weights in safetensors, no custom code)"),
+FAMILIES_SENTENCE = Worded(N_("supported are the encoders {encoders}, the decoders {decoders}, the "
+                                 "encoder–decoders {encoder_decoders} and the vision encoders {vision} (weights in "
+                                 "safetensors, no custom code)"),
                               encoders=", ".join(ENCODERS), decoders=", ".join(DECODERS),
-                              encoder_decoders=", ".join(ENCODER_DECODERS))
+                              encoder_decoders=", ".join(ENCODER_DECODERS), vision=", ".join(VISION))
 
 
 def check_config(config: dict, model_dir: Path) -> None:
@@ -250,15 +253,18 @@ def load_model(
     check_model_dir(path)
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=True)
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
+        vision = config.model_type in VISION
+        tokenizer = None if vision else AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
         model, loading = model_class(config).from_pretrained(
             path, local_files_only=True, use_safetensors=True, attn_implementation="eager", output_loading_info=True
         )
     except Exception as err:  # noqa: BLE001 - any failure of a model folder is one sentence for the user
         raise load_failure(path, err) from None
     check_loaded_weights(model, loading, path)
-    check_tokenizer(tokenizer, path)
     model.eval().to(device=device, dtype=dtype)
+    if vision:
+        return vision_stack(model, config, path)
+    check_tokenizer(tokenizer, path)
     loaded = one_stack(model, tokenizer, config, path) if config.model_type not in ENCODER_DECODERS else (
         encoder_decoder(model, tokenizer, config, path))
     stacks = (loaded,) if loaded.decoder is None else (loaded, loaded.decoder)
@@ -291,6 +297,15 @@ def one_stack(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, config
         rotary_embedding=getattr(model, "rotary_emb", None),
         bos_id=prepare_decoder_tokenizer(tokenizer) if arch.family in DECODERS else None,
     )
+
+
+def vision_stack(model: torch.nn.Module, config: PretrainedConfig, path: Path) -> LoadedModel:
+    """A Vision Transformer (or a CLIP checkpoint's vision tower): no tokenizer; its image processor is read when an
+    image is prepared (engine/images.py)."""
+    arch = describe_vision(config)
+    embeddings, layers = read_vision(model, arch)
+    return LoadedModel(model=model, tokenizer=None, config=config, arch=arch, embeddings=embeddings, layers=layers,
+                       model_dir=path, name=model_name(path, config))
 
 
 def model_class(config: PretrainedConfig) -> type:

@@ -39,7 +39,9 @@ class TokenBatch:
     token_type_ids: Tensor | None = None  # (B,T) sentence pairs: the tokenizer's token types (BERT: 0 A, 1 B)
     segments: tuple[tuple[int | None, ...], ...] = ()  # B x T_b sentence pairs: 0, 1, or None for a special piece
     features: Tensor | None = None  # (B,C,F) Whisper's encoder: log-mel frames in (C mel bins, F frames); the
-    #                                 batch's "pieces" are then the encoder's positions (F/2, 20 ms each)
+    #                                 batch's "pieces" are then the encoder's positions (F/2, 20 ms each);
+    #                                 (B,C,Hpx,Wpx) a Vision Transformer's pixels: its "pieces" are [CLS] and patches
+    grid: tuple[int, int] | None = None  # images: (rows, columns) of patches
 
 
 MAX_INPUT_CHARS = 200_000  # the longest text a page or command takes (far above any model's pieces): absurd pastes

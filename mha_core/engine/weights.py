@@ -50,13 +50,14 @@ class MlpWeights:
     w_out: Tensor  # (D, F)
     b_out: Tensor | None  # (D,)
     activation: str  # a key of ACT2FN
+    b_gate: Tensor | None = None  # (F,) DINOv2's SwiGLU has a gate bias
 
     def __call__(self, h: Tensor) -> Tensor:
         """(B,T,D) -> (B,T,F) -> (B,T,D): out(act(in h)), or down(act(gate h) * up h) when gated."""
         act = ACT2FN[self.activation]
         inner = F.linear(h, self.w_in, self.b_in)  # (B,T,F)
         gated = self.w_gate is not None  # in place: one (B,T,F) buffer fewer per layer
-        inner = act(F.linear(h, self.w_gate)).mul_(inner) if gated else act(inner)  # (B,T,F)
+        inner = act(F.linear(h, self.w_gate, self.b_gate)).mul_(inner) if gated else act(inner)  # (B,T,F)
         return F.linear(inner, self.w_out, self.b_out)
 
 
@@ -92,6 +93,8 @@ class LayerWeights:
     cross_norm: Norm | None = None  # encoder's output; its norm (before it, or after its residual when post-norm)
     position_bias: PositionBias | None = None  # T5: this layer's own relative-position table (transformers'
     #                                            compute_bias(T, S, device, past)), else None
+    attn_scale: Tensor | None = None  # (D,) DINOv2's layer scale: attention's output times λ1 before the residual
+    mlp_scale: Tensor | None = None  # (D,) ... and the MLP's times λ2
 
     def head_weights(self) -> HeadWeights:
         """This layer's projections cut into heads (views, no copies)."""
@@ -115,6 +118,8 @@ class EmbeddingWeights:
     scale: float = 1.0  # the word embeddings times this (Gemma: √d_model, in the weights' dtype)
     convs: tuple[tuple[Tensor, Tensor], ...] = ()  # Whisper's encoder: two Conv1d (weight (D,C,3), bias (D,)), GELU
     #                                               after each, the second with stride 2: (B,mels,F) -> (B,F/2,D)
+    patches: Callable[[Tensor], Tensor] | None = None  # a Vision Transformer: pixels (B,C,Hpx,Wpx) -> (B,N,D), its
+    #                                                    transformers embedding module (patches, [CLS], positions)
 
 
 def norm_of(module: torch.nn.Module, rms: bool, offset: float = 0.0) -> Norm:

@@ -153,6 +153,10 @@ def page_model(model: LoadedModel, page: str | None, kind: str | None = None) ->
     (WHOLE_PAGES) and by the pages with a picker for its kinds of attention (STACK_PAGES) unless `kind` is a text
     model's "encoder"; elsewhere, and for that kind, as its encoder alone (an encoder reading the sentence's pieces).
     An encoder that hears audio (Whisper's) cannot be read alone: refused in one sentence."""
+    if model.arch.image:
+        raise ModelLoadError("page_reads_no_images",
+                             N_("the pages read text, and {name} reads images: the command line reads it "
+                                "(python -m mha_core attention --image FILE)."), name=model.name)
     if not model.encoder_decoder or page in WHOLE_PAGES or (page in STACK_PAGES and (
             kind != "encoder" or model.arch.audio)):
         return model

@@ -1,0 +1,123 @@
+"""Images in: a file or a picture prepared as the model folder's own image processor prepares it (else resized and
+normalised as ImageNet-trained Vision Transformers are), then every layer and head recomputed (`run_images`).
+
+Shapes: B images, C channels, S pixels a side (the images are squared: resized, as the processors do), N tokens.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from mha_core.engine.forward import forward
+from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import AttentionResult
+from mha_core.engine.tokens import InputError
+from mha_core.engine.vision import DEFAULT_SIDE, MAX_SIDE, image_batch, prefix_names, vision_config
+from mha_core.messages import N_
+
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+MAX_IMAGE_BYTES = 50 * 2**20  # a larger file is refused before it is decoded
+MAX_IMAGE_PIXELS = 50_000_000  # Pillow's decompression-bomb guard: a larger image is refused before it is decoded
+
+
+def check_side(model: LoadedModel, side: int | None) -> int:
+    """The side images are read at: `side` (a multiple of the patch, up to MAX_SIDE), else the model's own."""
+    patch = model.arch.patch_size
+    side = side or model.arch.image_size or DEFAULT_SIDE
+    if not patch <= side <= MAX_SIDE or side % patch:
+        raise InputError("image_side_out_of_range", N_("An image is read at {low} to {high} pixels a side, in steps of "
+                                                       "the model's patch of {patch}: {side} is not."),
+                         low=patch, high=MAX_SIDE, patch=patch, side=side)
+    return side
+
+
+def read_image(data: bytes | Path) -> object:
+    """A file's picture as RGB (Pillow), or one sentence: not an image, truncated, too large, animated."""
+    from PIL import Image, UnidentifiedImageError
+
+    raw = data.read_bytes() if isinstance(data, Path) else data
+    if len(raw) > MAX_IMAGE_BYTES:
+        raise InputError("image_too_large", N_("The file is {mb:.0f} MB; images of up to {limit:.0f} MB are read."),
+                         mb=len(raw) / 2**20, limit=MAX_IMAGE_BYTES / 2**20)
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            if getattr(image, "n_frames", 1) > 1:
+                raise InputError("image_animated", N_("An animated image has {n} frames; one picture is read: save "
+                                                      "the frame you want as PNG or JPEG."), n=image.n_frames)
+            image.load()
+            return as_rgb(upright(image))
+    except InputError:
+        raise
+    except Image.DecompressionBombError:
+        raise InputError("image_bomb", N_("The image has more than {limit:,} pixels: refused before it is decoded."),
+                         limit=MAX_IMAGE_PIXELS) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+        raise InputError("not_an_image", N_("The file is not an image Pillow can read (PNG, JPEG, WebP), or it is "
+                                            "cut short.")) from None
+
+
+def as_rgb(image: object) -> object:
+    """Any mode as 8-bit RGB: 16-bit and 32-bit greys scaled (not clipped) to 0..255, transparency laid on white,
+    CMYK and palettes converted."""
+    import numpy as np
+    from PIL import Image
+
+    if image.mode in ("I", "I;16", "I;16B", "I;16L", "F"):  # 16- or 32-bit grey: its own range to 0..255
+        values = np.asarray(image, dtype=np.float64)
+        top = 65535.0 if image.mode.startswith("I;16") or values.max() > 255 else 255.0
+        image = Image.fromarray(np.clip(values / top * 255.0, 0, 255).astype(np.uint8), "L")
+    if "A" in image.getbands() or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        image = Image.alpha_composite(white, rgba)
+    return image.convert("RGB")
+
+
+def upright(image: object) -> object:
+    """The picture as its camera meant it (EXIF orientation applied)."""
+    from PIL import ImageOps
+
+    return ImageOps.exif_transpose(image)
+
+
+def prepare_images(model: LoadedModel, images: Sequence[object], side: int | None = None) -> Tensor:
+    """Pictures (Pillow) -> pixel values (B,C,S,S): the folder's image processor where it has one (resized to
+    `side` when given), else resized to the side and normalised with ImageNet's mean and deviation."""
+    side = check_side(model, side)
+    processor = image_processor(model)
+    if processor is not None:
+        size = {"height": side, "width": side}
+        return processor(images=list(images), return_tensors="pt", size=size, crop_size=size,
+                         do_center_crop=False)["pixel_values"]
+    import numpy as np
+
+    arrays = [np.asarray(image.convert("RGB").resize((side, side), resample=3), dtype=np.float32) / 255.0
+              for image in images]  # (S,S,C) each, bicubic
+    pixels = torch.tensor(np.stack(arrays)).permute(0, 3, 1, 2)  # (B,C,S,S)
+    mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    return (pixels - mean) / std
+
+
+def image_processor(model: LoadedModel) -> object | None:
+    """The model folder's own image processor (preprocessor_config.json), else None."""
+    if not (model.model_dir / "preprocessor_config.json").is_file():
+        return None
+    from transformers import AutoImageProcessor
+
+    return AutoImageProcessor.from_pretrained(model.model_dir, local_files_only=True)
+
+
+def run_images(model: LoadedModel, pixels: Tensor, path: str = "auto", names: Sequence[str] = ()) -> AttentionResult:
+    """Every layer and head of a Vision Transformer on prepared images (B,C,S,S): the result's "pieces" are the
+    prefix tokens ([CLS], [DIST], registers) then the patches row by row; result.batch.grid is (rows, columns)."""
+    if not model.arch.image:
+        raise InputError("images_need_a_vision_model", N_("{model} reads text, not images: choose a Vision "
+                                                          "Transformer (ViT, DeiT, DINOv2, CLIP)."), model=model.name)
+    batch = image_batch(pixels, model.arch, prefix_names(vision_config(model.config)), tuple(names))
+    return forward(model, batch, path)

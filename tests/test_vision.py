@@ -1,0 +1,134 @@
+"""Vision Transformers (issue 36): every family's tiny random model equals transformers' eager forward, every map and
+hidden state, on both paths, for a batch of images at the trained size and at another (interpolated positions);
+the tokens are the prefix ([CLS], [DIST], registers) then the patches row by row."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mha_core import load_model
+from mha_core.engine.images import run_images
+from mha_core.engine.vision import vision_module
+from tests.tiny_models import VISION_CONFIGS, make_tiny_vision
+
+PREFIX = {"deit": 2, "dinov2_with_registers": 5}  # [CLS] [DIST]; [CLS] and 4 registers; else [CLS]
+
+
+@pytest.fixture(scope="module", params=list(VISION_CONFIGS))
+def vision(request, tmp_path_factory):
+    family = request.param
+    return family, load_model(make_tiny_vision(family, tmp_path_factory.mktemp("vision") / family))
+
+
+def reference(model, pixels):
+    """transformers' eager forward; positions interpolated to another size (DINOv2 always does)."""
+    resize = {} if model.arch.layer_scale else {"interpolate_pos_encoding": True}
+    with torch.inference_mode():
+        return vision_module(model.model)(pixel_values=pixels, output_attentions=True, output_hidden_states=True,
+                                          **resize)
+
+
+@pytest.mark.parametrize("side", [32, 48])
+@pytest.mark.parametrize("path", ["explicit", "fused"])
+def test_every_map_and_hidden_state_equals_transformers(vision, side, path):
+    family, model = vision
+    torch.manual_seed(1)
+    pixels = torch.randn(2, 3, side, side)
+    result = run_images(model, pixels, path=path)
+    ref = reference(model, pixels)
+    n = PREFIX.get(family, 1) + (side // 8) ** 2
+    assert result.batch.grid == (side // 8, side // 8) and result.lengths == (n, n)
+    last = side // 8 - 1
+    assert result.tokens[0][PREFIX.get(family, 1)] == "patch 0,0" and result.tokens[0][-1] == f"patch {last},{last}"
+    maps = result.attention()  # (B,L,H,N,N), rebuilt from the log-sum-exp on the fused path
+    assert (maps - torch.stack(ref.attentions, dim=1)).abs().max() <= 1e-5
+    assert len(result.hidden_states) == len(ref.hidden_states) == model.n_layers + 1
+    for ours, theirs in zip(result.hidden_states[:-1], ref.hidden_states[:-1], strict=True):  # the embeddings, layers
+        assert (ours - theirs).abs().max() <= 1e-4
+    assert (result.last_hidden_state - ref.last_hidden_state).abs().max() <= 1e-4  # the last, through the final norm
+
+
+def test_the_description_names_what_differs(vision):
+    family, model = vision
+    arch = model.arch
+    assert arch.image and not arch.causal and arch.patch_size == 8 and arch.n_prefix == PREFIX.get(family, 1)
+    assert arch.layer_scale == family.startswith("dinov2")
+    assert model.tokenizer is None and model.n_layers == 2 and model.n_heads == 4
+
+
+def picture(path, mode: str = "RGB", size: tuple[int, int] = (40, 30), **save: object) -> object:
+    """A small picture file: a red square on a blue field (to see where patches come from)."""
+    from PIL import Image
+
+    image = Image.new("RGB", size, (20, 40, 200))
+    image.paste((220, 20, 20), (4, 4, 20, 20))
+    image.convert(mode).save(path, **save)
+    return path
+
+
+def test_cli_attention_of_an_image_writes_every_map(vision, tmp_path):
+    import json
+
+    from tests.conftest import cli
+
+    family, model = vision
+    out = tmp_path / "a.json"
+    run = cli("attention", "--model-dir", str(model.model_dir), "--image", str(picture(tmp_path / "p.png")),
+              "--size", "48", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    data = json.loads(out.read_text())
+    n = PREFIX.get(family, 1) + 36
+    assert data["grid"] == [6, 6] and len(data["tokens"]) == n and data["tokens"][0] == "[CLS]"
+    maps = torch.tensor(data["attention"])  # (L,H,N,N)
+    assert maps.shape == (2, 4, n, n) and torch.allclose(maps.sum(-1), torch.ones(2, 4, n), atol=1e-4)
+    chosen = cli("attention", "--model-dir", str(model.model_dir), "--image", str(tmp_path / "p.png"), "--heads",
+                 "1:2", "--rows", "0:1", "--json", str(tmp_path / "b.json"))
+    assert chosen.returncode == 0, chosen.stderr
+    row = json.loads((tmp_path / "b.json").read_text())
+    assert row["grid"] == [4, 4] and row["heads"] == [[1, 2]] and row["rows"] == [0, 1]
+    assert len(row["attention"][0][0]) == PREFIX.get(family, 1) + 16  # [CLS]'s row over every token
+
+
+def test_image_files_are_read_upright_in_rgb_and_bad_ones_get_one_sentence(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from mha_core.engine.images import MAX_IMAGE_BYTES, read_image
+    from mha_core.engine.tokens import InputError
+
+    assert read_image(picture(tmp_path / "a.jpg", "CMYK")).mode == "RGB"  # CMYK
+    deep = Image.fromarray(np.full((8, 8), 60000, dtype=np.uint16))  # 16-bit grey: scaled, not clipped to white
+    deep.save(tmp_path / "deep.png")
+    assert read_image(tmp_path / "deep.png").getpixel((0, 0)) == (233, 233, 233)
+    clear = Image.new("RGBA", (8, 8), (0, 0, 0, 0))  # transparent: on white, not black
+    clear.save(tmp_path / "clear.png")
+    assert read_image(tmp_path / "clear.png").getpixel((0, 0)) == (255, 255, 255)
+    tall = Image.new("RGB", (40, 20))  # stored landscape, EXIF says: rotate 90° (orientation 6)
+    exif = tall.getexif()
+    exif[0x0112] = 6
+    tall.save(tmp_path / "rotated.jpg", exif=exif)
+    assert read_image(tmp_path / "rotated.jpg").size == (20, 40)
+    frames = [Image.new("RGB", (8, 8), c) for c in ((255, 0, 0), (0, 255, 0))]
+    frames[0].save(tmp_path / "moving.gif", save_all=True, append_images=frames[1:])
+    bomb = tmp_path / "bomb.png"  # a PNG header of 100,000 × 100,000 pixels: refused before decoding
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)
+    bomb.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+                     + chunk(b"IEND", b""))
+    (tmp_path / "cut.png").write_bytes((tmp_path / "clear.png").read_bytes()[:40])
+    (tmp_path / "text.png").write_text("not an image")
+    said = {}
+    for name in ("moving.gif", "bomb.png", "cut.png", "text.png"):
+        with pytest.raises(InputError) as err:
+            read_image(tmp_path / name)
+        said[name] = str(err.value)
+    with pytest.raises(InputError, match="MB"):
+        read_image(b"\0" * (MAX_IMAGE_BYTES + 1))
+    assert "2 frames" in said["moving.gif"] and "pixels" in said["bomb.png"]
+    assert "not an image" in said["cut.png"] and "not an image" in said["text.png"]
