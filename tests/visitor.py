@@ -28,6 +28,7 @@ TITLES = {  # page: its title as written (the catalogue gives the Chinese)
     "views/parameters.py": "Parameters and compute",
     "views/walkthrough.py": "Multi-head attention, step by step",
     "views/seq2seq.py": "Encoder–decoder: cross-attention",
+    "views/images.py": "Images: attention over patches",
 }
 PAGES = tuple(TITLES)
 TOKEN_PICKERS = ("query", "key", "pronoun", "wt_query")  # the choices that name a piece or word of the sentence

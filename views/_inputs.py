@@ -72,7 +72,11 @@ def model_card() -> None:
             st.error(literal(tr("{refused}. Showing {name}.", refused=worded(refused), name=current_model().name)))
         model = current_model()
         long_limit = model.arch.long_max_length
-        if model.encoder_decoder:
+        if model.arch.image:
+            st.caption(tr("{n_layers} layers × {n_heads} heads · d_model {d_model} · patches of {patch} px · trained "
+                          "at {side} px", n_layers=model.n_layers, n_heads=model.n_heads, d_model=model.d_model,
+                          patch=model.arch.patch_size, side=model.arch.image_size))
+        elif model.encoder_decoder:
             st.caption(tr("encoder {n_layers} layers, decoder {n_decoder} layers × {n_heads} heads · d_model "
                           "{d_model} · source up to {max_length:,} {unit} · target up to {max_target} pieces",
                           n_layers=model.n_layers, n_decoder=model.decoder.n_layers, n_heads=model.n_heads,

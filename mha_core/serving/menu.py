@@ -136,6 +136,7 @@ def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
 
 
 ENCODER_DECODER_PAGE = "seq2seq"  # the page that reads encoder–decoders whole (views/seq2seq.py)
+IMAGES_PAGE = "images"  # the page that reads Vision Transformers (views/images.py)
 # Pages with a picker for an encoder–decoder's three kinds of attention (views/_stacks.py; "" is the default page's
 # path, Heads), and pages that read all of it (its parameters, what its decoder writes).
 STACK_PAGES = ("", "heads", "roles", "walkthrough")
@@ -153,10 +154,12 @@ def page_model(model: LoadedModel, page: str | None, kind: str | None = None) ->
     (WHOLE_PAGES) and by the pages with a picker for its kinds of attention (STACK_PAGES) unless `kind` is a text
     model's "encoder"; elsewhere, and for that kind, as its encoder alone (an encoder reading the sentence's pieces).
     An encoder that hears audio (Whisper's) cannot be read alone: refused in one sentence."""
-    if model.arch.image:
+    if model.arch.image and page != IMAGES_PAGE:
         raise ModelLoadError("page_reads_no_images",
-                             N_("the pages read text, and {name} reads images: the command line reads it "
-                                "(python -m mha_core attention --image FILE)."), name=model.name)
+                             N_("this page reads text, and {name} reads images: the Images page reads it (as does "
+                                "python -m mha_core attention --image FILE)."), name=model.name)
+    if page == IMAGES_PAGE:
+        return model
     if not model.encoder_decoder or page in WHOLE_PAGES or (page in STACK_PAGES and (
             kind != "encoder" or model.arch.audio)):
         return model
@@ -203,11 +206,14 @@ def listed_model_bytes() -> list[int]:
 
 def default_choice(choices: tuple[ModelChoice, ...], language: str, page: str | None = None) -> ModelChoice:
     """The model a page opens with: the first listed, except that the Encoder–decoder page opens with the bundled
-    Whisper, and Chinese opens with the first bundled model that reads Chinese as words (Gemma 3), where one is
-    listed: the others read most Chinese characters as [UNK] or as byte fragments."""
+    Whisper and the Images page with the bundled DINOv2, and Chinese opens with the first bundled model that reads
+    Chinese as words (Gemma 3), where one is listed: the others read most Chinese characters as [UNK] or as byte
+    fragments."""
     bundles = {choice.name: bundled.bundle_at(Path(choice.path)) for choice in choices if choice.source == BUNDLED}
     if page == ENCODER_DECODER_PAGE:
         return next((choice for choice in choices if bundles.get(choice.name) is bundled.WHISPER), choices[0])
+    if page == IMAGES_PAGE:
+        return next((choice for choice in choices if bundles.get(choice.name) is bundled.DINOV2), choices[0])
     if language == "zh":
         for choice in choices:
             bundle = bundles.get(choice.name)

@@ -1,0 +1,111 @@
+"""An image's attention drawn over the image: a map over the patch grid shown as light on the photo (bright where the
+head looks, dim elsewhere), a mosaic of every head's overlay (layers down, heads across), one head large with its
+weights per patch, and each head's mean attention distance against depth (Dosovitskiy et al. 2020, Figure 7).
+
+Shapes: S pixels a side, R × C patches, L layers, H heads.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from mha_core.figures.charts import safe_label
+from mha_core.figures.spec import FigureDict
+from mha_core.i18n import tr
+
+DIM = 0.2  # how much of the photo shows where a head does not look
+GAP = 4  # pixels between the tiles of a mosaic
+LABEL = 22  # pixels of margin for the layer and head labels
+
+
+SHADE = [[0.0, "rgba(0,0,0,0.8)"], [1.0, "rgba(255,255,255,0)"]]  # dark where a head does not look, clear where it does
+
+
+def upsampled(patch_map: np.ndarray, side: int) -> np.ndarray:
+    """(R,C) weights -> (S,S) in 0..1: each patch a square, the square root of its weight over the map's largest."""
+    from PIL import Image
+
+    top = float(patch_map.max()) or 1.0
+    light = np.sqrt(np.clip(patch_map / top, 0, 1))  # the square root: weak attention still shows
+    image = Image.fromarray((light * 255).astype(np.uint8), "L").resize((side, side), Image.NEAREST)
+    return np.asarray(image, dtype=np.float32) / 255.0
+
+
+def overlay(photo: np.ndarray, patch_map: np.ndarray) -> np.ndarray:
+    """(S,S,3) uint8 photo, (R,C) weights -> (S,S,3) uint8: the photo lit where the weights are high."""
+    light = upsampled(patch_map, photo.shape[0])[..., None]  # (S,S,1)
+    return (photo * (DIM + (1 - DIM) * light)).astype(np.uint8)
+
+
+def thumbnail(photo: np.ndarray, side: int) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(photo).resize((side, side), Image.BILINEAR))
+
+
+def mosaic_png(photo: np.ndarray, maps: np.ndarray, tile: int = 96, first_layer: int = 0) -> bytes:
+    """(S,S,3) photo, (L,H,R,C) maps -> a PNG of every head's overlay, layers down and heads across, labelled L0…, H0…
+    (a PNG, not a chart: 72 overlays stay a few hundred kB)."""
+    from PIL import Image, ImageDraw
+
+    n_layers, n_heads = maps.shape[:2]
+    small = thumbnail(photo, tile)
+    canvas = Image.new("RGB", (LABEL + n_heads * (tile + GAP), LABEL + n_layers * (tile + GAP)), "white")
+    draw = ImageDraw.Draw(canvas)
+    for head in range(n_heads):
+        draw.text((LABEL + head * (tile + GAP) + tile // 2 - 8, 4), f"H{head}", fill="black")
+    for layer in range(n_layers):
+        y = LABEL + layer * (tile + GAP)
+        draw.text((1, y + tile // 2 - 6), f"L{first_layer + layer}", fill="black")
+        for head in range(n_heads):
+            canvas.paste(Image.fromarray(overlay(small, maps[layer, head])), (LABEL + head * (tile + GAP), y))
+    out = io.BytesIO()
+    canvas.save(out, format="PNG", optimize=True)
+    return out.getvalue()
+
+
+def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, query: tuple[int, int] | None = None,
+                        height: int = 520) -> FigureDict:
+    """The photo with one head's weights per patch over it (hover: the patch and its weight); `query`, a patch's
+    (row, column), is outlined."""
+    import base64
+
+    from PIL import Image
+
+    side = photo.shape[0]
+    rows, columns = patch_map.shape
+    step = side / columns
+    buffer = io.BytesIO()
+    Image.fromarray(photo).save(buffer, format="JPEG", quality=85)
+    source = "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+    centres = [(i + 0.5) * step for i in range(columns)]
+    heat = {"type": "heatmap", "z": np.sqrt(patch_map / (patch_map.max() or 1.0)).tolist(), "x": centres,
+            "y": centres[:rows], "customdata": patch_map.tolist(), "colorscale": SHADE, "zmin": 0, "zmax": 1,
+            "colorbar": {"title": {"text": tr("√ weight / largest")}},
+            "hovertemplate": tr("%{x:.0f}, %{y:.0f} px: weight %{customdata:.4f}") + "<extra></extra>"}
+    shapes = [] if query is None else [{"type": "rect", "x0": query[1] * step, "x1": (query[1] + 1) * step,
+                                        "y0": query[0] * step, "y1": (query[0] + 1) * step,
+                                        "line": {"color": "red", "width": 3}}]
+    layout = {"title": {"text": safe_label(title)}, "height": height, "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
+              "xaxis": {"range": [0, side], "showgrid": False, "visible": False, "constrain": "domain"},
+              "yaxis": {"range": [side, 0], "showgrid": False, "visible": False, "scaleanchor": "x"},
+              "images": [{"source": source, "xref": "x", "yref": "y", "x": 0, "y": 0, "sizex": side, "sizey": side,
+                          "sizing": "stretch", "layer": "below"}], "shapes": shapes}
+    return {"data": [heat], "layout": layout}
+
+
+def distance_figure(distances: np.ndarray, side_px: int) -> FigureDict:
+    """(L,H) mean attention distance in pixels: one point per head against its layer, as the ViT paper draws it."""
+    n_layers, n_heads = distances.shape
+    points = [(layer, float(distances[layer, head]), head) for layer in range(n_layers) for head in range(n_heads)]
+    marker = {"size": 9, "opacity": 0.8, "color": [p[2] for p in points], "colorscale": "Turbo"}  # a hue per head
+    scatter = {"type": "scatter", "mode": "markers", "x": [p[0] for p in points], "y": [p[1] for p in points],
+               "customdata": [[p[2]] for p in points], "marker": marker,
+               "hovertemplate": tr("layer %{x}, head %{customdata[0]}: %{y:.0f} px") + "<extra></extra>"}
+    layout = {"title": {"text": tr("Mean attention distance of every head, by depth")}, "height": 420,
+              "xaxis": {"title": {"text": tr("layer")}, "dtick": 1},
+              "yaxis": {"title": {"text": tr("mean attention distance (pixels)")}, "range": [0, side_px]},
+              "margin": {"l": 60, "r": 10, "t": 60, "b": 50}}
+    return {"data": [scatter], "layout": layout}

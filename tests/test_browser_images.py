@@ -1,0 +1,38 @@
+"""The Images page in a real browser (streamlit run + Debian's Chromium): an uploaded photo on a desktop, Chromium's
+fake camera at a phone's width in Chinese; every head's overlays and one head drawn. Screenshots go to
+test-artifacts/."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import ARTIFACTS, chromium_page, wait_idle
+
+pytestmark = pytest.mark.browser
+
+
+def test_an_upload_on_a_desktop_and_the_camera_on_a_phone(app_url, tmp_path):
+    from PIL import Image
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    photo = tmp_path / "red_square.png"
+    image = Image.new("RGB", (300, 200), (30, 60, 200))
+    image.paste((230, 30, 30), (40, 40, 140, 140))
+    image.save(photo)
+    with chromium_page() as page:
+        page.goto(f"{app_url}/images?img_from=Upload")
+        page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(photo))
+        page.get_by_text("16 × 16 patches of 14 px", exact=False).wait_for(timeout=180_000)
+        wait_idle(page, timeout=120_000)
+        page.locator('[data-testid="stImage"] img').first.wait_for(timeout=60_000)  # every head's overlay
+        page.get_by_role("tab", name="One head").click()
+        page.get_by_text("where [CLS] looks", exact=False).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "images_upload_desktop.png"), full_page=True)
+    with chromium_page(width=390, height=2400, phone=True, camera=True) as page:
+        page.goto(f"{app_url}/images?img_from=Camera&lang=zh")
+        page.get_by_role("button", name="Take Photo").or_(page.get_by_role("button", name="拍照")).first.click(
+            timeout=120_000)
+        page.get_by_text("16 × 16 个 14 像素的图块", exact=False).wait_for(timeout=180_000)
+        wait_idle(page, timeout=120_000)
+        page.locator('[data-testid="stImage"] img').first.wait_for(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "images_camera_phone_zh.png"), full_page=True)
