@@ -165,7 +165,7 @@ def test_models_come_from_the_servers_list_and_a_bad_folder_says_why_once(tiny_d
     at = start(model="tiny")  # the choice lives in the URL
     assert not at.exception
     assert at.selectbox(key="model").options == ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "gemma-3-270m",
-                                                 "whisper-base", "broken", "tiny"]
+                                                 "whisper-base", "dinov2-small-focus", "broken", "tiny"]
     assert any("2 layers × 4 heads" in c.value for c in at.caption)
     at.selectbox(key="model").select("broken").run()
     assert not at.exception

@@ -14,8 +14,8 @@ from tests.i18n_check import untranslated
 from tests.tiny_models import make_tiny_vision
 
 PAGE = "views/images.py"
-TABS = ("Every head", "One head", "Rollout", "Distance by depth", "Roles")
-CHARTS = {"Every head": 0, "One head": 1, "Rollout": 1, "Distance by depth": 1, "Roles": 2}  # + the mosaic image
+TABS = ("Every head", "One head", "Step by step", "Rollout", "Distance by depth", "Roles")
+CHARTS = {"Every head": 0, "One head": 1, "Step by step": 1, "Rollout": 1, "Distance by depth": 1, "Roles": 2}
 
 
 def test_every_tab_on_every_sample_photo():
@@ -30,6 +30,16 @@ def test_every_tab_on_every_sample_photo():
     roles = open_app(PAGE, img_tab="Roles")
     said = " ".join(m.value for m in roles.markdown)
     assert "Object heads" in said and "L11H" in said  # the cat: late heads find it
+    steps = open_app(PAGE, img_tab="Step by step", img_query="40")  # patch 2,7 of 16 × 16, layer 11, head 0
+    shapes = list(steps.dataframe[0].value.iloc[:, 2])
+    assert shapes[:3] == ["256 × 588", "256 × 384", "257 × 384"] and shapes[-2] == "1 × 257"
+    assert any("at most 0.0e+00" in c.value or "e-0" in c.value for c in steps.caption)
+
+
+def test_the_parameters_page_counts_the_patch_embedding():
+    at = open_app("views/parameters.py", model=VISION_NAME)
+    assert not at.exception and not at.error
+    assert "convolution of stride 14: 226,176 parameters" in at.info[0].value  # 384 × 3 × 14 × 14 + 384
 
 
 @pytest.mark.parametrize("tab", TABS)

@@ -350,6 +350,7 @@ UNMARKED_FILES = {
     "mha_core/engine/bundled.py": "the server owner's installation and conversion messages, and a converted model's "
                                   "README (English, as the CLI)",
     "mha_core/engine/bundled_whisper.py": "the converted Whisper's NOTICE file (English, as its licence)",
+    "mha_core/engine/bundled_vision.py": "the converted DINOv2's NOTICE file (English, as its licence)",
     "mha_core/serving/memory.py": "the memory plan printed in the server's log when it starts",
 }
 UNMARKED_TEXTS = {
@@ -361,6 +362,7 @@ UNMARKED_TEXTS = {
     "explicit (matmul + softmax)": "a backend's name in results and JSON (teaching.walkthrough.backend_words words it)",
     "query \\ key": "a CSV file's corner header",
     "<from the address>": "an internal context marker, never shown",
+    "Stéfan van der Walt": "a photographer's name (teaching.photos: the sample photos' credits)",
 }
 
 

@@ -68,3 +68,13 @@ def test_object_heads_need_a_real_foreground(tiny_vit):
     small[:2, :2] = True
     assert replace(heads, object_share=share, mask=small).object_heads == ((1, 2),)
     assert replace(heads, object_share=share, mask=~small).object_heads == ()  # 84% of the image: no object
+
+
+def test_the_steps_from_pixels_recompute_the_row_the_run_kept(tiny_vit):
+    from mha_core.teaching.image_steps import image_steps
+
+    model, result = tiny_vit
+    for query in (0, 3, 17):  # [CLS], a register, a patch
+        steps = image_steps(model, result, 1, 2, query)
+        assert steps.kept_difference <= 1e-6 and abs(steps.row.sum() - 1) <= 1e-6
+        assert [shape for *_, shape in steps.rows()][:3] == ["25 × 192", "25 × 32", "30 × 32"]  # 5 × 5 patches of 8

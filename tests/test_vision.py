@@ -132,3 +132,25 @@ def test_image_files_are_read_upright_in_rgb_and_bad_ones_get_one_sentence(tmp_p
         read_image(b"\0" * (MAX_IMAGE_BYTES + 1))
     assert "2 frames" in said["moving.gif"] and "pixels" in said["bomb.png"]
     assert "not an image" in said["cut.png"] and "not an image" in said["text.png"]
+
+
+def test_cli_roles_over_a_folder_of_images_names_the_unreadable(tmp_path):
+    import json
+
+    from tests.conftest import cli
+
+    model_dir = make_tiny_vision("vit", tmp_path / "vit")
+    images = tmp_path / "images"
+    images.mkdir()
+    picture(images / "a.png")
+    picture(images / "b.jpg", size=(50, 50))
+    (images / "c.png").write_text("not an image")
+    out = tmp_path / "roles.json"
+    run = cli("roles", "--images", str(images), "--model-dir", str(model_dir), "--size", "32", "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    data = json.loads(out.read_text())
+    assert [i["file"] for i in data["images"]] == ["a.png", "b.jpg"] and data["left_out"] == ["c.png"]
+    assert "c.png: The file is not an image" in run.stderr
+    assert len(data["mean_distance"]) == 2 and len(data["object_head_share"][0]) == 4
+    text = cli("roles", "--images", str(images), "--json", str(out))  # the bundled encoder reads text
+    assert text.returncode == 2 and "reads text" in text.stderr

@@ -8,7 +8,15 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.vision import HIGH_NORM, LOCAL_PIXELS, MASK_AREA, MASK_MASS, OBJECT_SHARE, ImageHeads
+from mha_core.analysis.vision import (
+    HIGH_NORM,
+    LOCAL_PIXELS,
+    MASK_AREA,
+    MASK_MASS,
+    OBJECT_SHARE,
+    SINK_SHARE,
+    ImageHeads,
+)
 from mha_core.figures import charts
 from mha_core.figures import vision as figures
 from mha_core.i18n import N_, tr
@@ -19,7 +27,7 @@ from views._uploads import media_bytes
 from views._visit import choose, stop, tabs, widget
 
 SOURCES = (N_("Sample photo"), N_("Upload"), N_("Camera"))
-TABS = (N_("Every head"), N_("One head"), N_("Rollout"), N_("Distance by depth"), N_("Roles"))
+TABS = (N_("Every head"), N_("One head"), N_("Step by step"), N_("Rollout"), N_("Distance by depth"), N_("Roles"))
 
 
 def picture_bytes() -> bytes | None:
@@ -33,7 +41,8 @@ def picture_bytes() -> bytes | None:
             return None
         key = widget(st.selectbox, "img_photo", next(iter(photos)), tr("Sample photo"), options=list(photos),
                      format_func=lambda k: tr(photos[k].title))
-        st.caption(tr("From scikit-image's sample data: {credit}.", credit=photos[key].credit))
+        st.caption(tr("From scikit-image's sample data: {licence}, {author}.", licence=tr(photos[key].licence),
+                      author=photos[key].author))
         return computed.photo_bytes(key)
     if source == SOURCES[1]:
         return media_bytes((tr("PNG, JPEG or WebP (up to 50 MB)"), ["png", "jpg", "jpeg", "webp"], "img_upload"), None)
@@ -61,6 +70,13 @@ def query_picker(heads: ImageHeads, key: str) -> int:
                   format_func=lambda i: token_name(heads, i), context=(heads.grid,))
 
 
+def pick_patch() -> None:
+    """A patch clicked on the map: follow its row."""
+    points = st.session_state["img_head_map"].selection.points
+    if points:
+        choose("img_query", int(points[0]["customdata"][0]))
+
+
 def token_name(heads: ImageHeads, position: int) -> str:
     prefix = len(heads.prefix)
     if position < prefix:
@@ -69,12 +85,17 @@ def token_name(heads: ImageHeads, position: int) -> str:
     return tr("patch {row},{column}", row=row, column=column)
 
 
-def one_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> None:
+def head_and_query(model: LoadedModel, heads: ImageHeads) -> tuple[int, int, int]:
+    """A layer (the last by default), one of its heads, and whose row: [CLS] or any other token."""
     left, middle = st.columns(2)
     layer = widget(left.selectbox, "img_layer", model.n_layers - 1, tr("Layer"), options=list(range(model.n_layers)))
     head = widget(middle.selectbox, "img_head", 0, tr("Head"), options=list(range(model.n_heads)),
                   format_func=lambda h: tr("head {head}", head=h))
-    query = query_picker(heads, "img_query")
+    return layer, head, query_picker(heads, "img_query")
+
+
+def one_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> None:
+    layer, head, query = head_and_query(model, heads)
     maps = answered(computed.query_maps_of, model, data, side, query)
     seen = answered(computed.result_of, model, data, side)
     if maps is None or seen is None:
@@ -85,9 +106,11 @@ def one_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) 
     title = tr("Layer {layer}, head {head}: where {query} looks", layer=layer, head=head, query=who)
     chart(("img_head", str(model.model_dir), computed.digest(data), side, layer, head, query),
           lambda: figures.head_overlay_figure(seen[1], maps[layer, head], title, outlined,
-                                              380 if narrow_screen() else 560), width="stretch")
-    st.caption(tr("Each patch's colour is the weight {query} gives it in this head (hover for the number); its row "
-                  "also gives {share:.0%} to the tokens before the patches.", query=token_name(heads, query),
+                                              380 if narrow_screen() else 560, prefix), width="stretch",
+          key="img_head_map", on_select=pick_patch, selection_mode="points")
+    st.caption(tr("Each patch's colour is the weight {query} gives it in this head (hover for the number; click a "
+                  "patch to follow its row); its row also gives {share:.0%} to the tokens before the patches.",
+                  query=token_name(heads, query),
                   share=1 - float(maps[layer, head].sum())))
 
 
@@ -130,6 +153,9 @@ def roles_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> 
     chart((*key, "prefix"), lambda: charts.layer_head_grid(heads.prefix_share, tr("Share of attention on {tokens}",
                                                                                   tokens=", ".join(heads.prefix)),
                                                            zrange=(0.0, 1.0)))
+    sinks = ", ".join(f"L{layer}H{head}" for layer, head in heads.sink_heads) or tr("none")
+    st.markdown(tr("**Sink heads** (at least {share:.0%} of every row's weight, on average, on {tokens}): {sinks}.",
+                   share=SINK_SHARE, tokens=", ".join(heads.prefix), sinks=sinks))
     local = ", ".join(f"L{layer}H{head}" for layer, head in heads.local_heads) or tr("none")
     st.markdown(tr("**Local heads** (mean attention distance under {share:.0%} of the image's side): {local}.",
                    share=LOCAL_PIXELS, local=local))
@@ -142,7 +168,27 @@ def roles_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> 
     st.dataframe(pd.DataFrame(by_layer), hide_index=True)
 
 
-TAB_VIEWS = dict(zip(TABS, (every_head_tab, one_head_tab, rollout_tab, distance_tab, roles_tab), strict=True))
+def steps_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> None:
+    layer, head, query = head_and_query(model, heads)
+    seen = answered(computed.result_of, model, data, side)
+    steps = answered(computed.steps_of, model, data, side, layer, head, query)
+    if seen is None or steps is None:
+        return
+    prefix = len(heads.prefix)
+    outlined = None if query < prefix else divmod(query - prefix, heads.grid[1])
+    chart(("img_grid", str(model.model_dir), computed.digest(data), side, query),
+          lambda: figures.patch_grid_figure(seen[1], heads.grid, outlined, 380 if narrow_screen() else 520),
+          width="stretch")
+    st.dataframe(pd.DataFrame([{tr("step"): tr(step), tr("formula"): formula, tr("shape"): shape}
+                               for step, formula, shape in steps.rows()]), hide_index=True)
+    st.caption(tr("Like 16×16 words: each patch's pixels become one token, [CLS] is put before them, and from then on "
+                  "a head treats them as a text's heads treat words. Recomputed here from the weights, the row of "
+                  "{query} differs from the map the run kept by at most {difference:.1e}.",
+                  query=token_name(heads, query), difference=steps.kept_difference))
+
+
+TAB_VIEWS = dict(zip(TABS, (every_head_tab, one_head_tab, steps_tab, rollout_tab, distance_tab, roles_tab),
+                     strict=True))
 
 
 def not_an_image_model(model: LoadedModel) -> None:

@@ -7,7 +7,15 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.params import ModelBreakdown, biased_projections, calculator_check, head_slices, layer_group
+from mha_core.analysis.params import (
+    PATCHES,
+    TOKEN_PARAMETERS,
+    ModelBreakdown,
+    biased_projections,
+    calculator_check,
+    head_slices,
+    layer_group,
+)
 from mha_core.analysis.roles import ranked_heads
 from mha_core.analysis.shapes import (
     MAX_DIM,
@@ -41,6 +49,8 @@ def show_model(model: LoadedModel) -> None:
     check_against_calculator(model, b)
     if model.encoder_decoder:
         show_two_blocks(model, b)
+    if model.arch.image:
+        show_patch_embedding(model, b)
     notes = design_notes(model, 0)
     if notes:
         with st.expander(tr("What {name}'s attention adds to the four steps (and where it shows in the table)",
@@ -58,6 +68,21 @@ def show_model(model: LoadedModel) -> None:
     st.dataframe(table, hide_index=True, key="param_table")
     st.download_button(tr("CSV of this table"), table.to_csv(index=False), "parameters.csv", "text/csv")
     show_head_slices(model)
+
+
+TOKEN_PARTS = tuple(part for key, part in TOKEN_PARAMETERS.items() if key != "position_embeddings")
+
+
+def show_patch_embedding(model: LoadedModel, b: ModelBreakdown) -> None:
+    """A Vision Transformer's first step, counted from its modules: the patch convolution, its tokens, positions."""
+    patch, d_model = model.arch.patch_size, model.d_model
+    st.info(tr("A Vision Transformer: each {patch} × {patch} patch of the image (× 3 colours = {inputs:,} numbers) "
+               "becomes a token of {d_model} through one convolution of stride {patch}: {convolution:,} parameters "
+               "(the weights {d_model} × 3 × {patch} × {patch}, and a bias); with its own tokens ({tokens}) and "
+               "position embeddings, {embeddings:,} parameters come before the first layer.", patch=patch,
+               inputs=3 * patch * patch, d_model=d_model, convolution=b.part_total(PATCHES),
+               tokens=", ".join(dict.fromkeys(r.part for r in b.rows if r.part in TOKEN_PARTS)) or "[CLS]",
+               embeddings=b.group_total("embeddings")))
 
 
 def show_two_blocks(model: LoadedModel, b: ModelBreakdown) -> None:

@@ -25,6 +25,7 @@ PROJECTIONS = {
     "attn.c_attn": "QKV", "attention.query_key_value": "QKV", "self_attention.query_key_value": "QKV",
     "self_attn.qkv_proj": "QKV",
     "SelfAttention.q": "Q", "SelfAttention.k": "K", "SelfAttention.v": "V", "SelfAttention.o": "O",  # T5
+    "attention.q_proj": "Q", "attention.k_proj": "K", "attention.v_proj": "V", "attention.o_proj": "O",  # ViT, DINOv2
 }
 # An encoder–decoder's decoder layer holds a second attention block over the encoder's output (BART's, Whisper's and
 # Marian's encoder_attn, T5's EncDecAttention): counted apart, as cross-attention.
@@ -43,16 +44,23 @@ MLP_NAMES = {  # the parts are marked for the catalogue: the Parameters page sho
     "mlp.down_proj": N_("MLP down"), "mlp.gate_up_proj": N_("MLP gate and up"), "mlp.dense_h_to_4h": FFN_IN,
     "mlp.dense_4h_to_h": FFN_OUT, "fc1": FFN_IN, "fc2": FFN_OUT, "DenseReluDense.wi": FFN_IN,
     "DenseReluDense.wo": FFN_OUT, "DenseReluDense.wi_0": N_("MLP gate"), "DenseReluDense.wi_1": N_("MLP up"),
+    "mlp.fc1": FFN_IN, "mlp.fc2": FFN_OUT,
 }
+PATCHES = N_("patch embedding (convolution)")
 EMBEDDING_NAMES = {"word_embeddings": WORD, "embed_tokens": WORD, "shared": WORD, "conv1": N_("convolution"),
-                   "conv2": N_("convolution"), "wte": WORD, "embed_in": WORD,
+                   "conv2": N_("convolution"), "projection": PATCHES, "patch_embedding": PATCHES,
+                   "position_embedding": POSITION, "wte": WORD, "embed_in": WORD,
                    "position_embeddings": POSITION, "wpe": POSITION, "embed_positions": POSITION,
                    "token_type_embeddings": N_("token type embeddings")}
 OWNERS = {  # (W_O: columns rather than rows, shared by a key/value group) -> which head owns the slice
     (False, False): N_("rows {span} (head h)"), (False, True): N_("rows {span} (key/value head g)"),
     (True, False): N_("columns {span} (head h)"), (True, True): N_("columns {span} (key/value head g)"),
 }
-LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h|block)\.(\d+)\.(.+)\.(weight|bias)$")
+LAYER_NAME = re.compile(r"^(?:[\w.]*?\.)?(?:layer|layers|h|block)\.(\d+)\.(.+)\.(weight|bias|lambda1)$")
+TOKEN_PARAMETERS = {  # a Vision Transformer's embeddings hold tokens of their own, and its positions, as parameters
+    "cls_token": N_("[CLS] token"), "class_embedding": N_("[CLS] token"), "distillation_token": N_("[DIST] token"),
+    "register_tokens": N_("register tokens"), "mask_token": N_("mask token"), "position_embeddings": POSITION}
+LAYER_SCALE = N_("layer scale")  # DINOv2: each sub-layer's output times λ
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,9 @@ class ModelBreakdown:
     def group_total(self, group: str) -> int:
         return sum(r.count for r in self.rows if r.group == group)
 
+    def part_total(self, part: str) -> int:
+        return sum(r.count for r in self.rows if r.part == part)
+
     def block_totals(self, group: str) -> dict[str, int]:
         """One layer's attention blocks counted from its modules: {"attention": …, "cross-attention": …}."""
         totals = {kind: sum(r.count for r in self.rows if r.group == group and r.kind == kind)
@@ -139,6 +150,8 @@ def in_layer(name: str) -> tuple[str, str, str] | None:
             return group, f"{'W' if param == 'weight' else 'b'}_{table[module]}", kind
     if module.endswith(RELATIVE_BIAS):
         return group, N_("relative position bias"), ATTENTION
+    if param == "lambda1":
+        return group, f"{module} λ", LAYER_SCALE
     if any(n in module.split(".")[-1] for n in NORMS):
         return group, f"{module} {'γ' if param == 'weight' else 'β'}", "layernorm"
     part = MLP_NAMES.get(module, module)
@@ -150,13 +163,15 @@ def outside_layers(name: str) -> tuple[str, str, str]:
     pooler."""
     module, _, param = name.rpartition(".")
     leaf = module.split(".")[-1]
+    if param in TOKEN_PARAMETERS:
+        return "embeddings", TOKEN_PARAMETERS[param], "embedding"
     if module.startswith("pooler"):
         return "pooler", name.removeprefix("pooler.dense."), "pooler"
     if leaf in EMBEDDING_NAMES:
         return "embeddings", EMBEDDING_NAMES[leaf], "embedding"
     part = f"{leaf} {'γ' if param == 'weight' else 'β'}"
-    return ("embeddings", f"embedding {part}", "layernorm") if "embedding" in module else ("final norm", part,
-                                                                                          "layernorm")
+    before = "embedding" in module or leaf.startswith("pre_lay")  # CLIP's pre_layrnorm: right after the embeddings
+    return ("embeddings", f"embedding {part}", "layernorm") if before else ("final norm", part, "layernorm")
 
 
 def model_breakdown(loaded: LoadedModel) -> ModelBreakdown:

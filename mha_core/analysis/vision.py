@@ -24,6 +24,7 @@ MASK_AREA = 0.5  # ... and a mask over more than this share of the patches separ
 OBJECT_SHARE = 0.6  # an object head puts at least this share of its [CLS] attention inside the mask
 LOCAL_PIXELS = 0.15  # a local head's mean attention distance is under this share of the image's side
 HIGH_NORM = 3.0  # a high-norm token's output norm is this many times the patches' median or more
+SINK_SHARE = 0.5  # a sink head puts at least half of every row's weight, on average, on [CLS] and registers
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,13 @@ class ImageHeads:
         return tuple((int(i // n_heads), int(i % n_heads)) for i in order if self.object_share.flat[i] >= OBJECT_SHARE)
 
     @property
+    def sink_heads(self) -> tuple[tuple[int, int], ...]:
+        return tuple((int(la), int(h)) for la, h in zip(*np.nonzero(self.prefix_share >= SINK_SHARE), strict=True))
+
+    @property
     def local_heads(self) -> tuple[tuple[int, int], ...]:
-        return tuple(zip(*np.nonzero(self.distances < LOCAL_PIXELS * self.side_px), strict=True))
+        return tuple((int(la), int(h)) for la, h in zip(*np.nonzero(self.distances < LOCAL_PIXELS * self.side_px),
+                                                        strict=True))
 
 
 def patch_rows(maps: np.ndarray, prefix: int, grid: tuple[int, int]) -> np.ndarray:

@@ -210,6 +210,11 @@ def cmd_roles(args: argparse.Namespace) -> None:
     from mha_core.analysis.corpora import read_conllu
     from mha_core.analysis.syntax import analyse_syntax
 
+    if args.images is not None:
+        from mha_core.cli.vision import image_roles
+
+        write_json(image_roles(load_chosen_model(args), args), args.json)
+        return
     sentences = read_corpus(read_conllu, args.conllu, args.limit)
     model = load_chosen_model(args)
     bar, update = progress_bar("syntactic heads")
@@ -253,8 +258,12 @@ def cmd_head_distances(args: argparse.Namespace) -> None:
 
 
 def add_corpus_parsers(sub: argparse._SubParsersAction) -> None:
-    roles = sub.add_parser("roles", help="Clark et al.'s syntactic-head analysis of a CoNLL-U file")
-    roles.add_argument("--conllu", required=True)
+    roles = sub.add_parser("roles", help="Clark et al.'s syntactic-head analysis of a CoNLL-U file, or a Vision "
+                           "Transformer's heads over a folder of images")
+    corpus = roles.add_mutually_exclusive_group(required=True)
+    corpus.add_argument("--conllu", help="a CoNLL-U file (a text model)")
+    corpus.add_argument("--images", help="a folder of PNG, JPEG or WebP images (a Vision Transformer)")
+    roles.add_argument("--size", type=int, default=None, help="with --images: pixels a side (default: 224)")
     coref = sub.add_parser("coref", help="coreference heads on a GAP TSV file")
     coref.add_argument("--gap", required=True)
     distances = sub.add_parser("head-distances", help="mean Jensen-Shannon divergence between every pair of heads "

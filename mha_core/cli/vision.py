@@ -38,6 +38,63 @@ def image_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     return {"model": model.name, "grid": grid, **chosen_rows(result, heads, range(start, stop))}
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp")
+MAX_IMAGES = 500  # images read from one folder at most
+
+
+def image_roles(model: LoadedModel, args: argparse.Namespace) -> dict:
+    """`roles --images DIR`: every image's object, local and sink heads and each head's mean attention distance
+    (analysis.vision), then each head's share of the images on which it is an object head, and its mean distance.
+    An image that cannot be read is named on stderr and left out."""
+    import numpy as np
+
+    if not model.arch.image:
+        raise CliError(f"--images is for Vision Transformers (ViT, DeiT, DINOv2, CLIP); {model.name} reads text")
+    folder = Path(args.images)
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir() else None
+    if not files:
+        raise CliError(f"{args.images}: not a folder of PNG, JPEG or WebP images")
+    side = args.size or 224
+    images, left_out = heads_of_images(model, files[:MAX_IMAGES], side)
+    if not images:
+        raise CliError(f"{args.images}: no image could be read")
+    objects = np.zeros((model.n_layers, model.n_heads))
+    for image in images:
+        for layer, head in image["object_heads"]:
+            objects[layer, head] += 1
+    return {"model": model.name, "size": side, "images": images, "left_out": left_out,
+            "object_head_share": objects / len(images),
+            "mean_distance": np.mean([image["mean_distance"] for image in images], axis=0)}
+
+
+def heads_of_images(model: LoadedModel, files: list[Path], side: int) -> tuple[list[dict], list[str]]:
+    """Each readable image's heads (a progress bar on stderr), and the names of those that could not be read."""
+    import sys
+
+    from mha_core.analysis.vision import image_heads
+    from mha_core.cli import progress_bar
+    from mha_core.engine.images import prepare_images, read_image, run_images
+    from mha_core.engine.tokens import InputError
+
+    images, left_out = [], []
+    bar, update = progress_bar("image heads")
+    for done, path in enumerate(files):
+        try:
+            result = run_images(model, prepare_images(model, [read_image(path)], side))
+        except InputError as err:
+            print(f"{path.name}: {err}", file=sys.stderr)
+            left_out.append(path.name)
+            continue
+        heads = image_heads(result, model.arch.patch_size)
+        images.append({"file": path.name, "grid": list(heads.grid),
+                       "object_heads": [list(h) for h in heads.object_heads],
+                       "local_heads": [list(h) for h in heads.local_heads],
+                       "sink_heads": [list(h) for h in heads.sink_heads], "mean_distance": heads.distances})
+        update(done + 1, len(files))
+    bar.close()
+    return images, left_out
+
+
 def add_image_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image", help="a Vision Transformer: the image file (PNG, JPEG, WebP)")
     p.add_argument("--size", type=int, default=None, help="pixels a side the image is read at (default: the model's)")

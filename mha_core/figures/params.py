@@ -34,7 +34,7 @@ SEGMENT_COLORS = {  # one colour per meaning, the same in the stacked bars and t
 }
 KIND_COLORS = {"attention": "#f4b6b6", "layernorm": "#9467bd", "feed-forward": "#8c564b", "embedding": "#7f7f7f",
                "embeddings": "#7f7f7f", "pooler": "#bcbd22", "final norm": "#9467bd",
-               "cross-attention": "#e377c2"}
+               "cross-attention": "#e377c2", "layer scale": "#17becf"}
 GROUP_COLOR = "#e8e8e8"  # the model and its layers: grey rings, so colour always means a kind of parameter
 
 
@@ -67,7 +67,7 @@ STACK_LAYERS = {"": N_("layer {index}"), "encoder": N_("encoder layer {index}"),
 
 KIND_LABELS = (N_("attention"), N_("layernorm"), N_("feed-forward"), N_("embedding"), N_("pooler"), N_("embeddings"),
                N_("final norm"), N_("encoder final norm"), N_("decoder final norm"), N_("cross-attention"),
-               N_("convolution"))  # ModelBreakdown's kinds, groups and parts, marked
+               N_("convolution"), N_("layer scale"))  # ModelBreakdown's kinds, groups and parts, marked
 
 
 def layer_stack_figure(b: ModelBreakdown) -> FigureDict:

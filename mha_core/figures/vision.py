@@ -67,9 +67,10 @@ def mosaic_png(photo: np.ndarray, maps: np.ndarray, tile: int = 96, first_layer:
 
 
 def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, query: tuple[int, int] | None = None,
-                        height: int = 520) -> FigureDict:
+                        height: int = 520, first_patch: int | None = None) -> FigureDict:
     """The photo with one head's weights per patch over it (hover: the patch and its weight); `query`, a patch's
-    (row, column), is outlined."""
+    (row, column), is outlined. `first_patch`: the patches' first token position, to make each patch a click target
+    whose point carries its token position (a click opens that patch's row)."""
     import base64
 
     from PIL import Image
@@ -93,7 +94,15 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
               "yaxis": {"range": [side, 0], "showgrid": False, "visible": False, "scaleanchor": "x"},
               "images": [{"source": source, "xref": "x", "yref": "y", "x": 0, "y": 0, "sizex": side, "sizey": side,
                           "sizing": "stretch", "layer": "below"}], "shapes": shapes}
-    return {"data": [heat], "layout": layout}
+    data = [heat]
+    if first_patch is not None:
+        data.append({"type": "scatter", "mode": "markers", "x": [centres[c] for r in range(rows) for c in
+                                                                 range(columns)],
+                     "y": [centres[r] for r in range(rows) for c in range(columns)],
+                     "customdata": [[first_patch + r * columns + c] for r in range(rows) for c in range(columns)],
+                     "marker": {"size": max(4, int(step)), "opacity": 0.01, "symbol": "square"},
+                     "hoverinfo": "skip", "showlegend": False})
+    return {"data": data, "layout": layout}
 
 
 def distance_figure(distances: np.ndarray, side_px: int) -> FigureDict:
@@ -109,3 +118,18 @@ def distance_figure(distances: np.ndarray, side_px: int) -> FigureDict:
               "yaxis": {"title": {"text": tr("mean attention distance (pixels)")}, "range": [0, side_px]},
               "margin": {"l": 60, "r": 10, "t": 60, "b": 50}}
     return {"data": [scatter], "layout": layout}
+
+
+def patch_grid_figure(photo: np.ndarray, grid: tuple[int, int], query: tuple[int, int] | None,
+                      height: int = 520) -> FigureDict:
+    """The photo as the model cuts it: the patch grid drawn over it, the chosen patch outlined."""
+    spec = head_overlay_figure(photo, np.ones(grid), tr("The photo cut into {rows} × {columns} patches",
+                                                        rows=grid[0], columns=grid[1]), query, height)
+    spec["data"][0].update({"opacity": 0, "showscale": False, "hoverinfo": "skip"})
+    side, step = photo.shape[0], photo.shape[0] / grid[1]
+    lines = [{"type": "line", "x0": i * step, "x1": i * step, "y0": 0, "y1": side,
+              "line": {"color": "white", "width": 1}} for i in range(1, grid[1])]
+    lines += [{"type": "line", "y0": i * step, "y1": i * step, "x0": 0, "x1": side,
+               "line": {"color": "white", "width": 1}} for i in range(1, grid[0])]
+    spec["layout"]["shapes"] = lines + spec["layout"]["shapes"]
+    return spec

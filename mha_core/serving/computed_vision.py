@@ -17,10 +17,11 @@ from mha_core.engine.vision import MAX_SIDE
 from mha_core.figures.vision import mosaic_png
 from mha_core.serving.computed import of
 from mha_core.serving.server import Server
+from mha_core.teaching.image_steps import ImageSteps, image_steps
 from mha_core.teaching.photos import PHOTOS, available_photos, photo_file
 
 __all__ = ["MAX_SIDE", "PHOTOS", "VISION_NAME", "available_photos", "digest", "heads_of", "image_of", "mosaic_of",
-           "photo_bytes", "query_maps_of", "result_of", "sides"]
+           "photo_bytes", "query_maps_of", "result_of", "sides", "steps_of"]
 
 SIDES = (224, 336, 448, 518)  # offered sizes (DINOv2's 14-pixel patches divide each)
 
@@ -76,3 +77,11 @@ def mosaic_of(server: Server, model: LoadedModel, data: bytes, side: int, query:
         return mosaic_png(seen, query_maps_of(server, model, data, side, query))
 
     return server.kept("small", ("image mosaic", of(model), digest(data), side, query), compute)
+
+
+def steps_of(server: Server, model: LoadedModel, data: bytes, side: int, layer: int, head: int, query: int
+             ) -> ImageSteps:
+    """One token's row in one head, step by step from the pixels (teaching.image_steps)."""
+    key = ("image steps", of(model), digest(data), side, layer, head, query)
+    return server.kept("small", key, lambda: image_steps(model, result_of(server, model, data, side)[0], layer, head,
+                                                         query))

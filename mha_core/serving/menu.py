@@ -137,6 +137,7 @@ def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
 
 ENCODER_DECODER_PAGE = "seq2seq"  # the page that reads encoder–decoders whole (views/seq2seq.py)
 IMAGES_PAGE = "images"  # the page that reads Vision Transformers (views/images.py)
+IMAGE_PAGES = (IMAGES_PAGE, "parameters")  # ... and the page that counts their parameters
 # Pages with a picker for an encoder–decoder's three kinds of attention (views/_stacks.py; "" is the default page's
 # path, Heads), and pages that read all of it (its parameters, what its decoder writes).
 STACK_PAGES = ("", "heads", "roles", "walkthrough")
@@ -154,11 +155,11 @@ def page_model(model: LoadedModel, page: str | None, kind: str | None = None) ->
     (WHOLE_PAGES) and by the pages with a picker for its kinds of attention (STACK_PAGES) unless `kind` is a text
     model's "encoder"; elsewhere, and for that kind, as its encoder alone (an encoder reading the sentence's pieces).
     An encoder that hears audio (Whisper's) cannot be read alone: refused in one sentence."""
-    if model.arch.image and page != IMAGES_PAGE:
+    if model.arch.image and page not in IMAGE_PAGES:
         raise ModelLoadError("page_reads_no_images",
-                             N_("this page reads text, and {name} reads images: the Images page reads it (as does "
-                                "python -m mha_core attention --image FILE)."), name=model.name)
-    if page == IMAGES_PAGE:
+                             N_("this page reads text, and {name} reads images: the Images and Parameters pages read "
+                                "it (as does python -m mha_core attention --image FILE)."), name=model.name)
+    if page in IMAGE_PAGES:
         return model
     if not model.encoder_decoder or page in WHOLE_PAGES or (page in STACK_PAGES and (
             kind != "encoder" or model.arch.audio)):

@@ -15,15 +15,17 @@ class Photo:
     key: str
     file: str  # under skimage/data/
     title: str  # marked for the catalogue
-    credit: str  # the licence and the photographer, as scikit-image gives them
+    licence: str  # as scikit-image gives it (marked)
+    author: str  # the photographer, or who released it
 
 
+PUBLIC_DOMAIN, CC0 = N_("public domain"), N_("CC0")
 PHOTOS = (
-    Photo("chelsea", "chelsea.png", N_("a cat (Chelsea)"), "CC0, Stéfan van der Walt"),
-    Photo("astronaut", "astronaut.png", N_("an astronaut (Eileen Collins)"), "public domain, NASA"),
-    Photo("coffee", "coffee.png", N_("a cup of coffee"), "CC0, Rachel Michetti"),
-    Photo("rocket", "rocket.jpg", N_("a rocket launch (DSCOVR on Falcon 9)"), "public domain, SpaceX"),
-    Photo("camera", "camera.png", N_("a photographer"), "CC0, Lav Varshney"),
+    Photo("chelsea", "chelsea.png", N_("a cat (Chelsea)"), CC0, "Stéfan van der Walt"),
+    Photo("astronaut", "astronaut.png", N_("an astronaut (Eileen Collins)"), PUBLIC_DOMAIN, "NASA"),
+    Photo("coffee", "coffee.png", N_("a cup of coffee"), CC0, "Rachel Michetti"),
+    Photo("rocket", "rocket.jpg", N_("a rocket launch (DSCOVR on Falcon 9)"), PUBLIC_DOMAIN, "SpaceX"),
+    Photo("camera", "camera.png", N_("a photographer"), CC0, "Lav Varshney"),
 )
 
 
