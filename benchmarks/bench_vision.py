@@ -49,7 +49,7 @@ def main() -> None:
             "ours explicit": lambda pixels=pixels: every_map(model, pixels, "explicit"),
             "ours fused": lambda pixels=pixels: every_map(model, pixels, "fused"),
             "transformers eager": lambda pixels=pixels: reference(model, pixels),
-        }, repeats=5, warmup=1)
+        }, repeats=9, warmup=2)
         ref = times["transformers eager"]
         for name in ("ours explicit", "ours fused"):
             print(f"(a) {side} px, every map, {name}: {times[name] * 1e3:.0f} ms / eager {ref * 1e3:.0f} ms = "

@@ -68,3 +68,10 @@ def test_a_tiny_vit_without_a_processor_and_a_text_model(tmp_path, monkeypatch):
     assert not text.exception and text.query_params["model"] == VISION_NAME and text.get("image")
     heads = open_app("views/heads.py", model=VISION_NAME)
     assert not heads.exception and len(heads.error) == 1 and "reads images" in heads.error[0].value
+
+
+def test_the_walkthrough_follows_a_patch_from_the_pixels():
+    for lang in ("en", "zh"):
+        at = open_app("views/walkthrough.py", model=VISION_NAME, lang=lang, img_query="20", img_head="3")
+        assert not at.exception and not at.error, lang
+        assert len(at.get("plotly_chart")) == 1 and list(at.dataframe[0].value.iloc[:, 2])[-2] == "1 × 257"

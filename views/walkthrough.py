@@ -22,7 +22,8 @@ from mha_core.teaching.walkthrough import (
     row_entropy,
     softmax_at_scale,
 )
-from views._inputs import sentence_box, set_sentence
+from views._images import chosen_image, show_steps
+from views._inputs import model_card, sentence_box, set_sentence
 from views._stacks import attention_kind, show_kind_walkthrough
 from views._state import chart, check_length, checked_run, current_model, server
 from views._text import literal
@@ -347,9 +348,22 @@ def show_lessons(model: LoadedModel) -> None:
                 st.markdown(result.explanation)
 
 
+def image_walkthrough(model: LoadedModel) -> None:
+    """A Vision Transformer: the photo cut into patches that become tokens, the patch embedding, then one chosen
+    token's row in one head (views/_images.py, as the Images page's Step by step)."""
+    model_card()
+    st.caption(tr("{name} reads images: an image is worth 16×16 words. Choose a photo, then a patch (or [CLS]) and a "
+                  "head: its row is followed from the pixels.", name=model.name))
+    data, side, heads = chosen_image(model)
+    show_steps(model, data, side, heads)
+
+
 def main() -> None:
     model = current_model()
     st.title(tr("Multi-head attention, step by step"))
+    if model.arch.image:
+        image_walkthrough(model)
+        return
     text = sentence_box()
     kind = attention_kind()
     if model.encoder_decoder:  # its decoder's or cross-attention (a text model's encoder is read below, alone)

@@ -137,7 +137,7 @@ def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
 
 ENCODER_DECODER_PAGE = "seq2seq"  # the page that reads encoder–decoders whole (views/seq2seq.py)
 IMAGES_PAGE = "images"  # the page that reads Vision Transformers (views/images.py)
-IMAGE_PAGES = (IMAGES_PAGE, "parameters")  # ... and the page that counts their parameters
+IMAGE_PAGES = (IMAGES_PAGE, "parameters", "walkthrough")  # ... and the pages that count and step through them
 # Pages with a picker for an encoder–decoder's three kinds of attention (views/_stacks.py; "" is the default page's
 # path, Heads), and pages that read all of it (its parameters, what its decoder writes).
 STACK_PAGES = ("", "heads", "roles", "walkthrough")
@@ -157,8 +157,9 @@ def page_model(model: LoadedModel, page: str | None, kind: str | None = None) ->
     An encoder that hears audio (Whisper's) cannot be read alone: refused in one sentence."""
     if model.arch.image and page not in IMAGE_PAGES:
         raise ModelLoadError("page_reads_no_images",
-                             N_("this page reads text, and {name} reads images: the Images and Parameters pages read "
-                                "it (as does python -m mha_core attention --image FILE)."), name=model.name)
+                             N_("this page reads text, and {name} reads images: the Images, Walkthrough and Parameters "
+                                "pages read it (as does python -m mha_core attention --image FILE)."),
+                             name=model.name)
     if page in IMAGE_PAGES:
         return model
     if not model.encoder_decoder or page in WHOLE_PAGES or (page in STACK_PAGES and (
