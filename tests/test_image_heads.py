@@ -78,3 +78,17 @@ def test_the_steps_from_pixels_recompute_the_row_the_run_kept(tiny_vit):
         steps = image_steps(model, result, 1, 2, query)
         assert steps.kept_difference <= 1e-6 and abs(steps.row.sum() - 1) <= 1e-6
         assert [shape for *_, shape in steps.rows()][:3] == ["25 × 192", "25 × 32", "30 × 32"]  # 5 × 5 patches of 8
+
+
+def test_a_head_that_looks_left_is_positional():
+    from mha_core.analysis.vision import fixed_offset
+
+    grid, prefix = (3, 4), 1
+    n = prefix + 12
+    left = np.full((n, n), 0.01)
+    for q in range(12):
+        row, column = divmod(q, 4)
+        key = q - 1 if column else q  # the patch to the left (the first column: itself)
+        left[prefix + q, prefix + key] = 0.8
+    assert fixed_offset(left, prefix, grid) == (0, -1)  # 9 of 12 patches look one column left
+    assert fixed_offset(np.full((n, n), 1 / n), prefix, grid) is None  # spread: no offset's weight reaches 0.3

@@ -14,6 +14,8 @@ from mha_core.analysis.vision import (
     MASK_AREA,
     MASK_MASS,
     OBJECT_SHARE,
+    POSITIONAL_SHARE,
+    POSITIONAL_WEIGHT,
     SINK_SHARE,
     ImageHeads,
 )
@@ -102,6 +104,11 @@ def roles_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> 
     sinks = ", ".join(f"L{layer}H{head}" for layer, head in heads.sink_heads) or tr("none")
     st.markdown(tr("**Sink heads** (at least {share:.0%} of every row's weight, on average, on {tokens}): {sinks}.",
                    share=SINK_SHARE, tokens=", ".join(heads.prefix), sinks=sinks))
+    positional = ", ".join(f"L{layer}H{head} ({rows:+d}, {columns:+d})" for (layer, head), (rows, columns)
+                           in heads.offsets.items()) or tr("none")
+    st.markdown(tr("**Positional heads** (for at least {share:.0%} of the patches the strongest key is the same "
+                   "offset, rows and columns, with a weight of at least {weight:.1f} there): {heads}.",
+                   share=POSITIONAL_SHARE, weight=POSITIONAL_WEIGHT, heads=positional))
     local = ", ".join(f"L{layer}H{head}" for layer, head in heads.local_heads) or tr("none")
     st.markdown(tr("**Local heads** (mean attention distance under {share:.0%} of the image's side): {local}.",
                    share=LOCAL_PIXELS, local=local))

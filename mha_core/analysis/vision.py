@@ -1,5 +1,7 @@
 """What a Vision Transformer's heads do with an image. Every rule and threshold the Images page shows lives here:
 - a query's attention as a map over the patch grid ([CLS]'s by default), and attention rollout's (Abnar & Zuidema);
+- positional heads: a patch's strongest key is one fixed offset from it (the patch to its left, above…) for most
+  patches;
 - each head's mean attention distance in pixels (Dosovitskiy et al. 2020, Figure 7): over every patch query, the
   weight-averaged distance between patch centres, its row renormalised over the patches;
 - the share of attention that lands on [CLS] and registers, and the high-norm tokens (Darcet et al. 2023);
@@ -25,6 +27,8 @@ OBJECT_SHARE = 0.6  # an object head puts at least this share of its [CLS] atten
 LOCAL_PIXELS = 0.15  # a local head's mean attention distance is under this share of the image's side
 HIGH_NORM = 3.0  # a high-norm token's output norm is this many times the patches' median or more
 SINK_SHARE = 0.5  # a sink head puts at least half of every row's weight, on average, on [CLS] and registers
+POSITIONAL_SHARE = 0.5  # a positional head's strongest key is one fixed offset (such as the patch to the left) for
+POSITIONAL_WEIGHT = 0.3  # at least this share of the patch queries, with at least this weight there on average
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class ImageHeads:
     mask: np.ndarray  # (R,C) bool: the foreground from the last layer's mean [CLS] attention
     object_share: np.ndarray  # (L,H) the share of each head's [CLS] attention (over patches) inside the mask
     high_norm: tuple[int, ...]  # token positions whose last output norm is HIGH_NORM × the patches' median or more
+    offsets: dict[tuple[int, int], tuple[int, int]]  # positional heads: (layer, head) -> (rows, columns) offset
 
     @property
     def side_px(self) -> int:
@@ -96,6 +101,22 @@ def mean_distance(layer_maps: np.ndarray, prefix: int, distances: np.ndarray) ->
     return (weights * distances).sum(-1).mean(-1)
 
 
+def fixed_offset(head_maps: np.ndarray, prefix: int, grid: tuple[int, int]) -> tuple[int, int] | None:
+    """(N,N) one head's map -> the (rows, columns) offset its patch queries' strongest keys share, when at least
+    POSITIONAL_SHARE of them do and their mean weight there is at least POSITIONAL_WEIGHT; else None."""
+    patches = head_maps[prefix:, prefix:]  # (RC,RC)
+    strongest = patches.argmax(-1)  # (RC,)
+    rows, columns = np.divmod(np.arange(len(strongest)), grid[1])
+    offsets = np.stack([strongest // grid[1] - rows, strongest % grid[1] - columns], -1)  # (RC,2)
+    kinds, counts = np.unique(offsets, axis=0, return_counts=True)
+    best = int(counts.argmax())
+    chosen = (offsets == kinds[best]).all(-1)
+    weight = patches[np.arange(len(strongest)), strongest][chosen].mean()
+    if counts[best] < POSITIONAL_SHARE * len(strongest) or weight < POSITIONAL_WEIGHT:
+        return None
+    return int(kinds[best][0]), int(kinds[best][1])
+
+
 def foreground(cls_mean: np.ndarray, mass: float = MASK_MASS) -> np.ndarray:
     """(R,C) bool: the fewest patches that hold `mass` of the (R,C) attention, largest first."""
     flat = cls_mean.ravel() / cls_mean.sum()
@@ -130,4 +151,6 @@ def image_heads(result: AttentionResult, patch_px: int, b: int = 0) -> ImageHead
         distances=np.stack([mean_distance(m, prefix, distances) for m in layers]),
         prefix_share=np.stack([m[:, :, :prefix].sum(-1).mean(-1) for m in layers]),
         rollout_map=patch_rows(rolled, prefix, grid), mask=mask, object_share=shares,
-        high_norm=high_norm_tokens(result, prefix, b))
+        high_norm=high_norm_tokens(result, prefix, b),
+        offsets={(layer, head): offset for layer, m in enumerate(layers) for head in range(m.shape[0])
+                 for offset in [fixed_offset(m[head], prefix, grid)] if offset is not None})
