@@ -18,8 +18,8 @@ TABS = ("Every head", "One head", "Step by step", "Rollout", "Distance by depth"
 CHARTS = {"Every head": 0, "One head": 1, "Step by step": 1, "Rollout": 1, "Distance by depth": 1, "Roles": 2}
 
 
-def test_every_tab_on_every_sample_photo():
-    for photo in PHOTOS:
+def test_every_tab_on_the_sample_photos():
+    for photo in (PHOTOS[0], PHOTOS[3]):  # the cat and the rocket (every photo: bench_vision.py)
         at = open_app(PAGE, img_photo=photo.key)
         assert not at.exception and not at.error, photo.key
         assert at.selectbox(key="model").value == VISION_NAME and len(at.get("image")) == 1  # the mosaic
