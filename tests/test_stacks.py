@@ -122,3 +122,12 @@ def test_every_head_of_one_kind_at_a_glance_keeps_distributions(stacks):
             tile = canvas[r:r + side, c:c + side]
             assert np.allclose(tile[:t, :s].sum(-1), 1.0, atol=1e-5)  # pooled rows still sum to one
             assert np.isnan(tile[t:, :]).all() and np.isnan(tile[:, s:]).all()  # the square's empty cells
+
+
+def test_an_encoder_decoder_on_the_walkthrough_is_read_by_its_picker(stacks):
+    from mha_core.serving.menu import page_model
+
+    t5 = stacks["t5"]  # the Walkthrough also reads image models whole: a text encoder–decoder still follows its kind
+    assert page_model(t5, "walkthrough", "encoder").decoder is None
+    assert page_model(t5, "walkthrough", "cross").decoder is not None
+    assert page_model(t5, "parameters", "encoder").decoder is not None

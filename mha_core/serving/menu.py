@@ -160,7 +160,7 @@ def page_model(model: LoadedModel, page: str | None, kind: str | None = None) ->
                              N_("this page reads text, and {name} reads images: the Images, Walkthrough and Parameters "
                                 "pages read it (as does python -m mha_core attention --image FILE)."),
                              name=model.name)
-    if page in IMAGE_PAGES:
+    if model.arch.image:
         return model
     if not model.encoder_decoder or page in WHOLE_PAGES or (page in STACK_PAGES and (
             kind != "encoder" or model.arch.audio)):
