@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_core.analysis.contrib import rollout
+from mha_core.analysis.contrib import rollout_step
 from mha_core.engine.result import AttentionResult
 
 MASK_MASS = 0.6  # the foreground keeps the patches holding this share of the mean [CLS] attention (DINO)
@@ -78,12 +78,13 @@ def patch_rows(maps: np.ndarray, prefix: int, grid: tuple[int, int]) -> np.ndarr
 def query_maps(result: AttentionResult, query: int = 0, b: int = 0) -> np.ndarray:
     """(L,H,R,C) one query's attention over the patch grid (query 0: [CLS])."""
     maps = np.stack([result.text_layer_maps(b, layer)[:, query].numpy() for layer in range(result.n_layers)])
-    return patch_rows(maps, len(result.tokens[b]) - grid_size(result), result.batch.grid)
+    return patch_rows(maps, prefix_length(result, b), result.batch.grid)
 
 
-def grid_size(result: AttentionResult) -> int:
+def prefix_length(result: AttentionResult, b: int = 0) -> int:
+    """How many tokens come before the patches ([CLS], [DIST], registers)."""
     rows, columns = result.batch.grid
-    return rows * columns
+    return len(result.tokens[b]) - rows * columns
 
 
 def patch_distances(grid: tuple[int, int], patch_px: int) -> np.ndarray:
@@ -136,21 +137,26 @@ def high_norm_tokens(result: AttentionResult, prefix: int, b: int = 0) -> tuple[
 
 
 def image_heads(result: AttentionResult, patch_px: int, b: int = 0) -> ImageHeads:
-    """Every head of image b summarised (one layer's maps at a time)."""
-    grid = result.batch.grid
-    prefix = len(result.tokens[b]) - grid[0] * grid[1]
+    """Every head of image b summarised, one layer's maps at a time (at 518 px one layer's maps are 45 MB, all twelve
+    half a gigabyte): [CLS]'s rows, distances, prefix shares, offsets and the rollout so far are kept, not the maps."""
+    grid, prefix = result.batch.grid, prefix_length(result, b)
     distances = patch_distances(grid, patch_px)
-    layers = [result.text_layer_maps(b, layer).numpy() for layer in range(result.n_layers)]  # L x (H,N,N)
-    cls_maps = patch_rows(np.stack([m[:, 0] for m in layers]), prefix, grid)  # (L,H,R,C)
-    rolled = rollout(np.stack(layers))[-1, 0]  # (N,) [CLS]'s row after the last layer
+    cls_rows, mean_distances, prefix_shares, offsets = [], [], [], {}
+    flow = np.eye(result.lengths[b])  # (N,N) the rollout up to the layer read
+    for layer in range(result.n_layers):
+        maps = result.text_layer_maps(b, layer).numpy()  # (H,N,N)
+        cls_rows.append(maps[:, 0])
+        mean_distances.append(mean_distance(maps, prefix, distances))
+        prefix_shares.append(maps[:, :, :prefix].sum(-1).mean(-1))
+        flow = rollout_step(maps.mean(0), flow)
+        offsets.update({(layer, head): offset for head in range(maps.shape[0])
+                        for offset in [fixed_offset(maps[head], prefix, grid)] if offset is not None})
+    cls_maps = patch_rows(np.stack(cls_rows), prefix, grid)  # (L,H,R,C)
     mask = foreground(cls_maps[-1].mean(0))
     shares = cls_maps.reshape(*cls_maps.shape[:2], -1)
     shares = (shares * mask.ravel()).sum(-1) / np.maximum(shares.sum(-1), 1e-12)  # (L,H)
     return ImageHeads(
         grid=grid, patch_px=patch_px, prefix=tuple(result.tokens[b][:prefix]), cls_maps=cls_maps,
-        distances=np.stack([mean_distance(m, prefix, distances) for m in layers]),
-        prefix_share=np.stack([m[:, :, :prefix].sum(-1).mean(-1) for m in layers]),
-        rollout_map=patch_rows(rolled, prefix, grid), mask=mask, object_share=shares,
-        high_norm=high_norm_tokens(result, prefix, b),
-        offsets={(layer, head): offset for layer, m in enumerate(layers) for head in range(m.shape[0])
-                 for offset in [fixed_offset(m[head], prefix, grid)] if offset is not None})
+        distances=np.stack(mean_distances), prefix_share=np.stack(prefix_shares),
+        rollout_map=patch_rows(flow[0], prefix, grid), mask=mask, object_share=shares,
+        high_norm=high_norm_tokens(result, prefix, b), offsets=offsets)

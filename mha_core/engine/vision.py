@@ -19,7 +19,6 @@ tokens, D d_model.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -140,8 +139,3 @@ def image_batch(pixels: Tensor, arch: Architecture, prefix: tuple[str, ...], nam
         tokens=(labels,) * b, labels=(labels,) * b, word_ids=(tuple(range(n)),) * b, offsets=(((0, 0),) * n,) * b,
         n_tokens=(n,) * b, features=pixels, grid=(rows, columns),
     )
-
-
-def with_side(arch: Architecture, side: int) -> Architecture:
-    """The description for images read at `side` pixels a side."""
-    return replace(arch, image_size=side)

@@ -23,13 +23,16 @@ LABEL = 22  # pixels of margin for the layer and head labels
 SHADE = [[0.0, "rgba(0,0,0,0.8)"], [1.0, "rgba(255,255,255,0)"]]  # dark where a head does not look, clear where it does
 
 
+def lit(patch_map: np.ndarray) -> np.ndarray:
+    """(R,C) weights -> (R,C) in 0..1: the square root of each over the largest (weak attention still shows)."""
+    return np.sqrt(np.clip(patch_map / (float(patch_map.max()) or 1.0), 0, 1))
+
+
 def upsampled(patch_map: np.ndarray, side: int) -> np.ndarray:
-    """(R,C) weights -> (S,S) in 0..1: each patch a square, the square root of its weight over the map's largest."""
+    """(R,C) weights -> (S,S) in 0..1: each patch a square, lit()."""
     from PIL import Image
 
-    top = float(patch_map.max()) or 1.0
-    light = np.sqrt(np.clip(patch_map / top, 0, 1))  # the square root: weak attention still shows
-    image = Image.fromarray((light * 255).astype(np.uint8), "L").resize((side, side), Image.NEAREST)
+    image = Image.fromarray((lit(patch_map) * 255).astype(np.uint8), "L").resize((side, side), Image.NEAREST)
     return np.asarray(image, dtype=np.float32) / 255.0
 
 
@@ -82,7 +85,7 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
     Image.fromarray(photo).save(buffer, format="JPEG", quality=85)
     source = "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
     centres = [(i + 0.5) * step for i in range(columns)]
-    heat = {"type": "heatmap", "z": np.sqrt(patch_map / (patch_map.max() or 1.0)).tolist(), "x": centres,
+    heat = {"type": "heatmap", "z": lit(patch_map).tolist(), "x": centres,
             "y": centres[:rows], "customdata": patch_map.tolist(), "colorscale": SHADE, "zmin": 0, "zmax": 1,
             "colorbar": {"title": {"text": tr("√ weight / largest")}},
             "hovertemplate": tr("%{x:.0f}, %{y:.0f} px: weight %{customdata:.4f}") + "<extra></extra>"}

@@ -1,7 +1,7 @@
 """The computations the Encoder–decoder page asks for, each by name (as serving.computed): an encoder–decoder's
 three kinds of maps for a source and target, Whisper's transcript of a clip, and a typed sentence spoken; and what
-the pages that read one sentence ask of an encoder–decoder (read_of: the sentence as its source, Whisper hearing it
-spoken; its cross-attention heads scored; what it writes, step by step).
+the pages that read one sentence ask of an encoder–decoder (the sentence as its source, Whisper hearing it spoken:
+heard_of; its cross-attention heads scored; what it writes, step by step).
 Stores (serving.memory.STORES): "results" forwards and transcripts, "small" spoken audio."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from mha_core.teaching.cross_steps import CrossSteps, cross_steps
 
 OWN_NEW = 64  # pieces of the model's own output, at most
 __all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "alignment_of", "clip_of", "cross_scores_of", "decoded_of", "digest",
-           "frame_summaries_of", "heard_of", "heard_steps_of", "read_of", "read_steps_of", "seq2seq_of", "spoken_of",
+           "frame_summaries_of", "heard_of", "heard_steps_of", "read_steps_of", "seq2seq_of", "spoken_of",
            "text_steps_of", "transcript_of"]
 
 
@@ -118,14 +118,6 @@ def heard_of(server: Server, model: LoadedModel, text: str) -> Transcript:
     return transcript_of(server, model, spoken_of(server, text, language), language)
 
 
-def read_of(server: Server, model: LoadedModel, text: str) -> Seq2SeqResult:
-    """Every map of an encoder–decoder reading `text`: as a text model's source, its target the model's own output;
-    Whisper hears it spoken and writes what it hears."""
-    if model.arch.family == "whisper":
-        return heard_of(server, model, text).result
-    return seq2seq_of(server, model, text, None)
-
-
 def cross_scores_of(server: Server, model: LoadedModel, text: str) -> HeadScores:
     """Every cross-attention head scored as an alignment head (analysis.alignment.score_heads) on `text`: Whisper's
     over the speech's frames, a text model's over the source's pieces."""
@@ -146,7 +138,7 @@ def decoded_of(server: Server, model: LoadedModel, text: str, new: int, temperat
 
 
 def read_steps_of(server: Server, model: LoadedModel, text: str, layer: int, head: int) -> CrossSteps:
-    """One cross-attention head step by step, on `text` read as read_of reads it."""
+    """One cross-attention head step by step on `text`: a text model's source, or the sentence Whisper hears."""
     if model.arch.family == "whisper":
         language = spoken_language(text)
         return heard_steps_of(server, model, spoken_of(server, text, language), language, layer, head)
