@@ -30,9 +30,23 @@ def test_an_upload_on_a_desktop_and_the_camera_on_a_phone(app_url, tmp_path):
         page.screenshot(path=str(ARTIFACTS / "images_upload_desktop.png"), full_page=True)
     with chromium_page(width=390, height=2400, phone=True, camera=True) as page:
         page.goto(f"{app_url}/images?img_from=Camera&lang=zh")
-        page.get_by_role("button", name="Take Photo").or_(page.get_by_role("button", name="拍照")).first.click(
-            timeout=120_000)
-        page.get_by_text("16 × 16 个 14 像素的图块", exact=False).wait_for(timeout=180_000)
+        take_photo(page, "16 × 16 个 14 像素的图块")
         wait_idle(page, timeout=120_000)
         page.locator('[data-testid="stImage"] img').first.wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "images_camera_phone_zh.png"), full_page=True)
+
+
+def take_photo(page, analysed: str, tries: int = 3) -> None:
+    """Click Take Photo once the fake camera plays, until the page says it read the photo: on a loaded machine the
+    button can be clicked before the first frame, and the camera then hands Streamlit no picture (seen in CI)."""
+    button = page.get_by_role("button", name="Take Photo").or_(page.get_by_role("button", name="拍照")).first
+    for attempt in range(tries):
+        page.wait_for_function("() => [...document.querySelectorAll('video')].some(v => v.readyState >= 2)",
+                               timeout=120_000)
+        button.click(timeout=120_000)
+        try:
+            page.get_by_text(analysed, exact=False).wait_for(timeout=120_000)
+            return
+        except Exception:
+            if attempt == tries - 1 or not button.is_visible():
+                raise
