@@ -32,6 +32,7 @@ from mha_core.teaching.examples import focus_words
 from mha_core.teaching.walkthrough import PATH_HELP
 from views._inputs import pair_box, sentence_box
 from views._long import pieces_of, show_long_heads
+from views._search import show_search
 from views._stacks import attention_kind, show_kind_heads
 from views._state import chart, check_length, checked_run, current_model, narrow_screen, path_caption, server
 from views._text import literal
@@ -296,8 +297,8 @@ def main() -> None:
     layer, head = head_pickers(n_layers, n_heads)
     # Tabs bound to the URL run lazily: only the open tab's figures are built and sent. They come before the
     # overview, which for a 30-layer model is 2,000 px tall.
-    one_head, one_layer, one_token, export = tabs("view", (N_("One head"), N_("One layer"), N_("One token"),
-                                                          N_("Export")))
+    one_head, one_layer, one_token, search, export = tabs("view", (N_("One head"), N_("One layer"), N_("One token"),
+                                                                  N_("Search a corpus"), N_("Export")))
     if one_head.open:
         with one_head:
             show_one_head(result, view, layer, head, avg, base)
@@ -307,6 +308,9 @@ def main() -> None:
     if one_token.open:
         with one_token:
             show_one_token(view, result, base, export_meta(view, result))
+    if search.open:
+        with search:
+            show_search(model, text)
     if export.open:
         with export:
             show_export(view, result, layer, head, avg, base)

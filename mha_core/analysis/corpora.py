@@ -34,6 +34,8 @@ class ParsedSentence:
     heads: tuple[int, ...]  # W gold heads, 1-based word index, 0 for the root
     deprels: tuple[str, ...]  # W full relation labels, e.g. "nmod:poss"
     text: str = ""  # the sentence as typed (CoNLL-U's `# text` line, else the words rebuilt with SpaceAfter)
+    upos: tuple[str, ...] = ()  # W universal parts of speech (CoNLL-U's UPOS, spaCy's pos_), () when not known
+    starts: tuple[int, ...] = ()  # W each word's first character in `text`, () when not known (see word_spans)
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ class ConlluRow:
     head: int
     deprel: str
     space_after: bool = True  # MISC has no SpaceAfter=No
+    upos: str = "_"
 
 
 def conllu_row(line: str, number: int) -> list[ConlluRow]:
@@ -180,13 +183,14 @@ def conllu_row(line: str, number: int) -> list[ConlluRow]:
             cols=cols[0][:20],
             cols2=cols[6][:20],
         )
-    return [ConlluRow(number, int(cols[0]), cols[1], int(cols[6]), cols[7], "SpaceAfter=No" not in cols[9])]
+    return [ConlluRow(number, int(cols[0]), cols[1], int(cols[6]), cols[7], "SpaceAfter=No" not in cols[9], cols[3])]
 
 
 def sentence_from_rows(rows: Sequence[ConlluRow], text: str = "") -> ParsedSentence:
     check_tree(rows)
     text = text or "".join(r.form + (" " if r.space_after else "") for r in rows).strip()
-    return ParsedSentence(tuple(r.form for r in rows), tuple(r.head for r in rows), tuple(r.deprel for r in rows), text)
+    return ParsedSentence(tuple(r.form for r in rows), tuple(r.head for r in rows), tuple(r.deprel for r in rows), text,
+                          tuple(r.upos for r in rows))
 
 
 def check_tree(rows: Sequence[ConlluRow]) -> None:
@@ -357,5 +361,20 @@ def spacy_parse(texts: Sequence[str]) -> list[ParsedSentence]:
         index = {t.i: k for k, t in enumerate(tokens)}
         heads = tuple(0 if t.head.i == t.i else index.get(t.head.i, -1) + 1 for t in tokens)
         rels = tuple("root" if t.dep_ == "ROOT" else t.dep_ for t in tokens)
-        parsed.append(ParsedSentence(tuple(t.text for t in tokens), heads, rels, doc.text))
+        parsed.append(ParsedSentence(tuple(t.text for t in tokens), heads, rels, doc.text,
+                                     tuple(t.pos_ for t in tokens), tuple(t.idx for t in tokens)))
     return parsed
+
+
+def word_spans(sentence: ParsedSentence) -> tuple[tuple[int, int], ...]:
+    """W (start, end) character spans of the words in the sentence's text: spaCy's offsets, else each word found in
+    order (CoNLL-U's forms in its `# text`); a word not found there (a text that differs from its forms) gets the
+    empty span at the cursor, so that no piece is given to it."""
+    if sentence.starts:
+        return tuple((start, start + len(word)) for start, word in zip(sentence.starts, sentence.words, strict=True))
+    spans, cursor = [], 0
+    for word in sentence.words:
+        start = sentence.text.find(word, cursor)
+        spans.append((start, start + len(word)) if start >= 0 else (cursor, cursor))
+        cursor = spans[-1][1]
+    return tuple(spans)

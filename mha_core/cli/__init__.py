@@ -1,4 +1,4 @@
-"""The command line: `python -m mha_core attention|ablate|params|roles|coref|head-distances ... --json OUT`.
+"""The command line: `python -m mha_core attention|ablate|params|roles|coref|head-distances|index|search|… --json OUT`.
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -21,6 +21,7 @@ from mha_core.cli.common import (
     positive_int,
     write_json,
 )
+from mha_core.cli.index import add_index_parsers
 from mha_core.cli.seq2seq import add_transcribe_parser
 from mha_core.engine.model import ModelLoadError
 from mha_core.engine.tokens import InputError
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_params_parser(sub)
     add_corpus_parsers(sub)
     add_transcribe_parser(sub)
+    add_index_parsers(sub)
     models = sub.add_parser("models", help="the models this machine lists: bundled, $MHA_MODELS_DIR, HF cache")
     models.add_argument("--json", default="-", help="output file, '-' for stdout")
     models.set_defaults(func=cmd_models)

@@ -1,0 +1,173 @@
+"""Searching a corpus index (issue 37), exBERT's corpus search: a piece of your sentence, a layer, optionally some
+of that layer's heads; the corpus's pieces whose vectors are nearest by cosine similarity, each in its sentence, and
+what they are (words, parts of speech, relations).
+
+Scores: with no heads, the cosine of the two hidden states; with heads (exBERT's head mask), the mean over the
+chosen heads of the cosine of the two pieces' outputs of that head. An exact index scores every piece; a
+compressed one (IVF-PQ) finds RESCORE_FACTOR × top candidates and rescores them exactly from its float16 vectors.
+
+Shapes: W a kind's vector width (D, or H*Dh for the heads), H heads, Dh head dim, K candidates.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mha_core.analysis.index_pass import HEADS, HIDDEN, head_rows, unit_rows
+from mha_core.analysis.index_store import IndexFileError, OpenIndex, model_fingerprint
+from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import AttentionResult
+from mha_core.engine.tokens import InputError
+from mha_core.i18n import N_
+
+TOP = 50  # matches a page shows
+NPROBE = 48  # a compressed index's lists visited per query
+RESCORE_FACTOR = 10  # candidates a compressed index rescores exactly, per match asked for
+SUMMARY_TOP = 10  # bars of each summary
+SUMMARY_FIELDS = ("word", "pos", "deprel")
+
+
+@dataclass(frozen=True)
+class Match:
+    sentence: int  # the 0-based line (plain text) or CoNLL-U sentence
+    position: int  # the piece's position in its sentence, the model's special pieces counted
+    piece: str
+    word: str  # the corpus's word it is part of ("" where none)
+    score: float  # cosine similarity (the chosen heads' mean), best first
+    context: str  # its sentence
+    start: int  # the piece's characters in `context`: [start, end)
+    end: int
+    pos: str | None  # part of speech, where the corpus has them
+    deprel: str | None  # dependency relation, where the corpus has them
+
+    @property
+    def distance(self) -> float:
+        return 1.0 - self.score
+
+    def marked(self, before: str = "[", after: str = "]", around: int = 60) -> str:
+        """The sentence with the matched piece between `before` and `after`, cut to `around` characters each
+        side (… where cut)."""
+        left, right = self.context[:self.start], self.context[self.end:]
+        left = left if len(left) <= around else "…" + left[-around:]
+        right = right if len(right) <= around else right[:around] + "…"
+        return f"{left}{before}{self.context[self.start:self.end]}{after}{right}"
+
+    def as_json(self) -> dict:
+        return {"sentence": self.sentence, "position": self.position, "piece": self.piece, "word": self.word,
+                "score": round(self.score, 6), "context": self.context, "span": [self.start, self.end],
+                "pos": self.pos, "deprel": self.deprel}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    model: str
+    layer: int  # hidden_states[layer]; with heads, the heads of attention layer `layer`
+    heads: tuple[int, ...]  # the chosen heads of that layer (0-based), () for the hidden state
+    piece: str  # the query piece
+    position: int  # its position in the typed sentence, special pieces counted
+    matches: tuple[Match, ...]  # best first
+    corpus: str
+
+    def summary(self, field: str) -> list[tuple[str, int]]:
+        """The matches' most common values of `field` (word, pos, deprel), most common first; [] when the corpus has
+        none."""
+        values = [getattr(m, field) for m in self.matches]
+        counts = Counter(v.lower() if field == "word" else v for v in values if v)
+        return counts.most_common(SUMMARY_TOP)
+
+    def as_json(self) -> dict:
+        return {"model": self.model, "layer": self.layer, "heads": [[self.layer, h] for h in self.heads],
+                "corpus": self.corpus, "query": {"piece": self.piece, "position": self.position},
+                "matches": [m.as_json() for m in self.matches]}
+
+
+def check_query(index: OpenIndex, model: LoadedModel, layer: int, heads: tuple[int, ...]) -> str:
+    """The kind of vector to search, after checking that the index was built with this model and holds `layer`
+    (and heads there); one sentence naming both otherwise."""
+    manifest = index.manifest
+    layers = ", ".join(map(str, manifest.layers))
+    if manifest.model != model.name or manifest.data.get("fingerprint") != model_fingerprint(model):
+        raise IndexFileError("index_other_model", N_("{folder} was built with {built} (layers {layers}); the query "
+                                                     "runs {model}: search it with {built}, or build an index with "
+                                                     "{model}"),
+                             folder=index.folder.name, built=manifest.model, layers=layers, model=model.name)
+    if layer not in manifest.layers:
+        raise IndexFileError("index_other_layer", N_("{folder} holds layers {layers} of {built}; layer {layer} is not "
+                                                     "among them"), folder=index.folder.name, layers=layers,
+                             built=manifest.model, layer=layer)
+    if not heads:
+        return HIDDEN
+    if not manifest.has(layer, HEADS):
+        raise InputError("index_no_heads_here", N_("layer {layer} is the last layer's output: no head runs on it; "
+                                                   "choose heads of a layer from 0 to {last}"),
+                         layer=layer, last=model.n_layers - 1)
+    wrong = [h for h in heads if not 0 <= h < model.n_heads]
+    if wrong:
+        raise InputError("index_head_range", N_("{model} has heads 0 to {last} in each layer; {wrong} is not one"),
+                         model=model.name, last=model.n_heads - 1, wrong=", ".join(map(str, wrong)))
+    return HEADS
+
+
+def query_vector(result: AttentionResult, position: int, layer: int, heads: tuple[int, ...]) -> np.ndarray:
+    """(W,) the query piece's vector: its hidden state as a unit vector; with heads, each chosen head's output a unit
+    vector and the other heads' parts zero, so that its inner product with a stored piece is Σ_chosen cos_h / √H
+    (score_scale makes that the mean)."""
+    if not heads:
+        return unit_rows(result.hidden_states[layer][0, position][None])[0]  # (D,)
+    context = result.layer_context[layer][0, :, position][None]  # (1,H,Dh)
+    n_heads = context.shape[1]
+    rows = head_rows(context)[0].reshape(n_heads, -1) * n_heads**0.5  # (H,Dh) unit rows
+    mask = np.zeros(n_heads, dtype=np.float32)
+    mask[list(heads)] = 1.0
+    return (rows * mask[:, None]).reshape(-1)  # (H*Dh,) inner product with a stored piece = Σ cos_h / √H
+
+
+def score_scale(n_heads: int, heads: tuple[int, ...]) -> float:
+    """Σ_h∈chosen cos_h / √H (the inner product) times this is the chosen heads' mean cosine."""
+    return n_heads**0.5 / len(heads) if heads else 1.0
+
+
+def nearest(index: OpenIndex, layer: int, kind: str, query: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores, ids) of the `top` stored vectors with the largest inner product with `query`, best first."""
+    vectors = index.vectors(layer, kind)
+    top = min(top, vectors.ntotal)
+    if index.manifest.exact:
+        scores, ids = vectors.search(query[None].astype(np.float32), top)
+        return scores[0], ids[0]
+    vectors.nprobe = NPROBE
+    _, candidates = vectors.search(query[None].astype(np.float32), min(vectors.ntotal, top * RESCORE_FACTOR))
+    candidates = np.sort(candidates[0][candidates[0] >= 0])  # (K,) in file order: the rows are read in one sweep
+    exact = index.rows(layer, kind)[candidates].astype(np.float32) @ query  # (K,)
+    best = np.argsort(-exact, kind="stable")[:top]
+    return exact[best], candidates[best]
+
+
+def search(index: OpenIndex, model: LoadedModel, result: AttentionResult, position: int, layer: int,
+           heads: tuple[int, ...] = (), top: int = TOP) -> SearchResult:
+    """The `top` pieces of the index nearest to piece `position` of the sentence `result` ran (explicit path: the
+    heads' outputs are kept), at `layer`, by the hidden state or the chosen heads' outputs."""
+    heads = tuple(sorted(set(heads)))
+    kind = check_query(index, model, layer, heads)
+    length = result.lengths[0]
+    if not 0 <= position < length:
+        raise InputError("index_token_range", N_("the sentence has pieces 0 to {last} (special pieces counted); "
+                                                 "{position} is not one"), last=length - 1, position=position)
+    if heads and result.layer_context is None:
+        raise ValueError("search by heads needs the explicit path's heads' outputs")
+    scores, ids = nearest(index, layer, kind, query_vector(result, position, layer, heads), top)
+    scale = score_scale(model.n_heads, heads)
+    matches = tuple(matches_of(index, ids[ids >= 0], scores[ids >= 0] * scale))
+    return SearchResult(model.name, layer, heads, result.labels[0][position], position, matches,
+                        index.manifest.data["corpus"])
+
+
+def matches_of(index: OpenIndex, ids: np.ndarray, scores: np.ndarray) -> list[Match]:
+    rows: dict[str, list[Any]] = index.pieces.take(ids).to_pydict()
+    texts = index.sentence_text
+    return [Match(rows["sentence"][i], rows["position"][i], rows["piece"][i], rows["word"][i], float(scores[i]),
+                  texts[rows["sentence"][i]], rows["start"][i], rows["end"][i], rows["pos"][i], rows["deprel"][i])
+            for i in range(len(ids))]

@@ -1,0 +1,121 @@
+"""The corpus indexes a server offers and the searches a page asks for (issue 37).
+
+Each text model gets an index of the bundled corpus, built once at first use (or by `make index`) into the user's
+cache beside the converted models; a server lists more with $MHA_INDEX_DIR (folders, separated like PATH: each an
+index, or a folder of indexes). Indexes are opened once per process, memory-mapped read-only, and shared by every
+visitor; a search is kept by what it depends on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from mha_core.analysis.index_build import BUNDLED_SOURCE, build_index, bundled_sentences
+from mha_core.analysis.index_search import TOP, SearchResult, search
+from mha_core.analysis.index_store import MANIFEST, IndexFileError, OpenIndex, model_fingerprint, read_manifest
+from mha_core.engine.bundled import cache_root
+from mha_core.engine.model import LoadedModel
+from mha_core.i18n import N_, Worded
+from mha_core.serving.computed import of, result_of
+from mha_core.serving.server import Server, Wait
+
+INDEX_ENV = "MHA_INDEX_DIR"
+BUNDLED_LAYERS = 7  # layers of a bundled index, spread from the embeddings to the last layer's output
+
+
+@dataclass(frozen=True)
+class IndexChoice:
+    folder: str
+    corpus: str  # the corpus's name (its file, or "bundled corpus")
+    pieces: int
+    layers: tuple[int, ...]
+    bundled: bool  # the bundled corpus's index in the cache (built at first use)
+
+
+def spread_layers(n_layers: int, count: int = BUNDLED_LAYERS) -> tuple[int, ...]:
+    """`count` layers from 0 (the embeddings) to n_layers (the last output), evenly spread; every layer if fewer."""
+    return tuple(sorted({round(n_layers * i / (count - 1)) for i in range(count)}))
+
+
+def bundled_index_dir(model: LoadedModel) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name)
+    return cache_root() / "indexes" / f"{safe}-{model_fingerprint(model)}"
+
+
+def listed_folders() -> list[Path]:
+    """The index folders $MHA_INDEX_DIR names: each entry an index, or a folder whose sub-folders are indexes."""
+    found = []
+    for entry in filter(None, os.environ.get(INDEX_ENV, "").split(os.pathsep)):
+        folder = Path(entry)
+        if (folder / MANIFEST).is_file():
+            found.append(folder)
+        elif folder.is_dir():
+            found += sorted(sub for sub in folder.iterdir() if (sub / MANIFEST).is_file())
+    return found
+
+
+def index_choices(model: LoadedModel) -> list[IndexChoice]:
+    """The bundled corpus's index (built or not) and every listed index built with this model."""
+    bundled = bundled_index_dir(model)
+    choices = [IndexChoice(str(bundled), BUNDLED_SOURCE, 0, spread_layers(model.n_layers), bundled=True)]
+    for folder in listed_folders():
+        try:
+            manifest = read_manifest(folder)
+        except IndexFileError:
+            continue
+        if manifest.model == model.name and manifest.data.get("fingerprint") == model_fingerprint(model):
+            choices.append(IndexChoice(str(folder), manifest.data["corpus"], manifest.data["pieces"], manifest.layers,
+                                       bundled=False))
+    return choices
+
+
+@lru_cache(maxsize=16)
+def _opened(folder: str, stamp: int) -> OpenIndex:
+    return OpenIndex(folder)
+
+
+def open_index(folder: str) -> OpenIndex:
+    """An index opened once per process (again only when its index.json changes)."""
+    manifest = Path(folder) / MANIFEST
+    return _opened(folder, manifest.stat().st_mtime_ns if manifest.is_file() else 0)
+
+
+def build_bundled(model: LoadedModel, progress: object) -> str:
+    """The bundled corpus's index for `model`, built into a private folder then moved into place (processes
+    building it at once: the first move wins, the others' copies are dropped)."""
+    final = bundled_index_dir(model)
+    if (final / MANIFEST).is_file():
+        return str(final)
+    work = final.with_name(f"{final.name}.building-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    stages = {"shards": 0, "index": 1}
+    build_index(model, bundled_sentences(), spread_layers(model.n_layers), work,
+                progress=lambda stage, done, total: progress(stages[stage] * total + done, 2 * total))
+    try:
+        work.rename(final)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)  # another process moved its copy first
+    return str(final)
+
+
+def bundled_index_of(server: Server, model: LoadedModel, wait: Wait) -> str:
+    """The folder of the bundled corpus's index for `model`, built first if it is not in the cache yet."""
+    if (bundled_index_dir(model) / MANIFEST).is_file():
+        return str(bundled_index_dir(model))
+    label = Worded(N_("Indexing the bundled corpus with {model} (once for this model)"), model=model.name)
+    return server.queued("small", ("bundled index", of(model)), label,
+                         lambda progress: build_bundled(model, progress), wait)
+
+
+def search_of(server: Server, model: LoadedModel, folder: str, text: str, position: int, layer: int,
+              heads: tuple[int, ...], top: int = TOP) -> SearchResult:
+    """The corpus pieces nearest to piece `position` of `text` (see index_search.search)."""
+    def compute() -> SearchResult:
+        result = result_of(server, model, (text,), "explicit")
+        return search(open_index(folder), model, result, position, layer, heads, top)
+
+    return server.kept("small", ("search", of(model), folder, text, position, layer, heads, top), compute)
