@@ -3,6 +3,8 @@ nearest pieces of an indexed corpus in their sentences, and a summary of what th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -29,7 +31,8 @@ SEARCH_HELP = N_(
 def index_label(choice: computed_index.IndexChoice) -> str:
     if choice.bundled:
         return tr("The bundled corpus (English, parsed by spaCy)")
-    return tr("{corpus} · {pieces:,} pieces", corpus=choice.corpus, pieces=choice.pieces)
+    return tr("{corpus} · {pieces:,} pieces · {folder}", corpus=choice.corpus, pieces=choice.pieces,
+              folder=Path(choice.folder).name)
 
 
 def chosen_index(model: LoadedModel) -> str | None:

@@ -31,7 +31,8 @@ from mha_core.i18n import N_
 
 FORMAT, VERSION = "mha-corpus-index", 1
 MANIFEST = "index.json"
-TRAIN_SAMPLE = 65_536  # vectors the IVF-PQ's centroids and codebooks are trained on
+TRAIN_SAMPLE = 65_536  # vectors the IVF-PQ's centroids and codebooks are trained on (faiss asks 39 a list)
+TRAIN_ITERATIONS = 12  # k-means rounds (faiss's default 25 took twice as long for the same recall, bench_index.py)
 PQ_BITS = 8
 ADD_CHUNK = 131_072  # vectors added to a compressed index at a time (memory stays ~ a chunk)
 
@@ -52,21 +53,35 @@ def file_name(layer: int, kind: str, suffix: str = "faiss") -> str:
     return f"L{layer}.{kind}.{suffix}"
 
 
-def read_shards(folder: Path, n_shards: int) -> object:
-    """Every shard's rows in one Arrow table, ordered by sentence and position (whatever order workers finished)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def shard_files(folder: Path, n_shards: int) -> list[object]:
+    """The shards as memory-mapped Parquet files (a column is read only when asked for)."""
     import pyarrow.parquet as pq
 
-    table = pa.concat_tables([pq.read_table(shard_path(folder, s), memory_map=True) for s in range(n_shards)])
-    order = pc.sort_indices(table, sort_keys=[("sentence", "ascending"), ("position", "ascending")])
-    return table.take(order)
+    return [pq.ParquetFile(shard_path(folder, s), memory_map=True) for s in range(n_shards)]
 
 
-def vectors_of(table: object, column: str) -> np.ndarray:
-    """(n,W) a fixed-size list column as a numpy array."""
-    chunked = table.column(column).combine_chunks()
-    return chunked.values.to_numpy(zero_copy_only=False).reshape(len(chunked), chunked.type.list_size)
+def piece_order(shards: list[object]) -> object:
+    """The pieces' order in the index: by sentence, then position (whatever order the workers finished in)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = pa.concat_tables([shard.read(columns=["sentence", "position"]) for shard in shards])
+    return pc.sort_indices(keys, sort_keys=[("sentence", "ascending"), ("position", "ascending")])
+
+
+def column_of(shards: list[object], name: str, order: object) -> object:
+    """One column over every shard, in the index's order (one column in memory at a time: a 1,000,000-piece index's
+    columns together are gigabytes). Joined into one array before it is reordered: a chunked array's take() costs
+    seconds per shard."""
+    import pyarrow as pa
+
+    return pa.concat_arrays([chunk for shard in shards for chunk in shard.read(columns=[name]).column(name).chunks]
+                            ).take(order)
+
+
+def vectors_of(column: object) -> np.ndarray:
+    """(n,W) a fixed-size list array as a numpy array."""
+    return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), column.type.list_size)
 
 
 def exact_index(vectors: np.ndarray) -> object:
@@ -88,15 +103,16 @@ def pq_parts(width: int, n_heads: int, kind: str) -> int:
 
 
 def compressed_index(vectors: np.ndarray, n_heads: int, kind: str) -> object:
-    """IVF-PQ on the inner product: √n·4 lists (at least 16), codes of ~1 byte per 8 dimensions, trained on a
-    sample drawn with a fixed seed (the same corpus gives the same index)."""
+    """IVF-PQ on the inner product: 4·√n lists (at least 16, at most a list per 39 training vectors), codes of ~1
+    byte per 8 dimensions, trained on a sample drawn with a fixed seed (the same corpus gives the same index)."""
     import faiss
 
     n, width = vectors.shape
-    lists = max(16, min(int(4 * math.sqrt(n)), n // 39))
+    lists = max(16, min(int(4 * math.sqrt(n)), min(n, TRAIN_SAMPLE) // 39))
     quantizer = faiss.IndexFlatIP(width)
     index = faiss.IndexIVFPQ(quantizer, width, lists, pq_parts(width, n_heads, kind), PQ_BITS,
                              faiss.METRIC_INNER_PRODUCT)
+    index.cp.niter = index.pq.cp.niter = TRAIN_ITERATIONS
     sample = np.random.default_rng(0).choice(n, size=min(n, TRAIN_SAMPLE), replace=False)
     index.train(np.ascontiguousarray(vectors[np.sort(sample)], dtype=np.float32))
     for start in range(0, n, ADD_CHUNK):
@@ -104,10 +120,10 @@ def compressed_index(vectors: np.ndarray, n_heads: int, kind: str) -> object:
     return index
 
 
-def write_vectors(folder: Path, table: object, plan: CorpusPlan, model: LoadedModel, layer: int, kind: str) -> None:
+def write_vectors(folder: Path, vectors: np.ndarray, plan: CorpusPlan, model: LoadedModel, layer: int,
+                  kind: str) -> None:
     import faiss
 
-    vectors = vectors_of(table, f"{kind}_{layer}")
     if plan.exact:
         faiss.write_index(exact_index(vectors), str(folder / file_name(layer, kind)))
         return
@@ -127,16 +143,19 @@ def merge(folder: Path, plan: CorpusPlan, model: LoadedModel, built: dict,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = read_shards(folder, len(plan.shards))
-    pq.write_table(table.select(list(META_COLUMNS)), folder / "pieces.parquet")
+    shards = shard_files(folder, len(plan.shards))
+    order = piece_order(shards)
+    meta = pa.table({name: column_of(shards, name, order) for name in META_COLUMNS})
+    pq.write_table(meta, folder / "pieces.parquet")
     sentences = pa.table({"id": pa.array(plan.ids, pa.int32()), "text": [s.text for s in plan.sentences]})
     pq.write_table(sentences, folder / "sentences.parquet")
-    steps = [(layer, kind) for layer in plan.layers for kind in KINDS if f"{kind}_{layer}" in table.column_names]
+    names = set(shards[0].schema_arrow.names)
+    steps = [(layer, kind) for layer in plan.layers for kind in KINDS if f"{kind}_{layer}" in names]
     for done, (layer, kind) in enumerate(steps):
-        write_vectors(folder, table, plan, model, layer, kind)
+        write_vectors(folder, vectors_of(column_of(shards, f"{kind}_{layer}", order)), plan, model, layer, kind)
         if progress is not None:
             progress(done + 1, len(steps))
-    del table
+    del shards
     manifest = manifest_of(folder, plan, model, steps, built)
     shutil.rmtree(folder / "shards", ignore_errors=True)
     partial = folder / (MANIFEST + ".tmp")

@@ -1,0 +1,91 @@
+"""AppTest for the Heads page's corpus search (issue 37): the bundled corpus searched on every bundled text model (its
+index built at first use), the summary shifting with the layer, a head mask, an index the server lists, a damaged
+one said in one sentence, and the tab in Chinese."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from mha_core.analysis.index_build import build_index, conllu_corpus
+from mha_core.engine.bundled import DECODER_NAME, ENCODER_NAME, GEMMA_NAME
+from tests.conftest import SHARED_DATA, chart_json, open_app
+from tests.i18n_check import untranslated
+
+PAGE = "views/heads.py"
+TAB = "Search a corpus"
+
+
+def matches_table(at: object) -> object:
+    frames = [d.value for d in at.dataframe if "similarity" in d.value.columns or "相似度" in d.value.columns]
+    assert len(frames) == 1
+    return frames[0]
+
+
+def summary_words(at: object) -> list[str]:
+    figure = chart_json(at, "search_summary")
+    return list(figure["data"][0]["y"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [ENCODER_NAME, DECODER_NAME, GEMMA_NAME])
+def test_the_bundled_corpus_is_searched_on_every_bundled_model(model):
+    at = open_app(PAGE, model=model, view=TAB)
+    assert not at.exception and not at.error and not at.warning
+    table = matches_table(at)
+    assert len(table) == 50
+    assert table["similarity"].is_monotonic_decreasing and (table["similarity"] <= 1.0001).all()
+    assert all("【" in context and "】" in context for context in table["in its sentence"])
+    said = " ".join(m.value for m in at.markdown)
+    assert "The 50 pieces nearest to **" in said
+    layers = at.select_slider(key="search_layer").options
+    assert len(layers) >= 2 and layers[0] == "0"
+    first = summary_words(at)
+    at.select_slider(key="search_layer").set_value(int(layers[0])).run()
+    assert not at.exception
+    assert summary_words(at) != first  # the nearest pieces change with the layer
+    assert "part of speech" in matches_table(at).columns
+
+
+def test_a_head_mask_searches_by_those_heads(bundled):
+    at = open_app(PAGE, view=TAB, search_layer="3")
+    by_state = list(matches_table(at)["in its sentence"])
+    at.multiselect(key="search_heads").set_value([0, 5]).run()
+    assert not at.exception and not at.warning
+    said = " ".join(m.value for m in at.markdown)
+    assert ", by heads 0, 5" in said
+    assert list(matches_table(at)["in its sentence"]) != by_state
+    last = at.select_slider(key="search_layer").options[-1]
+    at.select_slider(key="search_layer").set_value(int(last)).run()
+    assert not at.exception and any("No head runs on the last layer" in c.value for c in at.caption)
+
+
+def test_an_index_the_server_lists_and_a_damaged_one(bundled, tmp_path, monkeypatch):
+    listed = tmp_path / "indexes"
+    build_index(bundled, conllu_corpus(SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu", 40), [0, 3], listed / "ewt")
+    monkeypatch.setenv("MHA_INDEX_DIR", str(listed))
+    at = open_app(PAGE, view=TAB, search_index=str(listed / "ewt"))
+    assert not at.exception and not at.warning
+    options = at.selectbox(key="search_index").options
+    assert len(options) == 2 and "en_ewt-ud-dev.conllu · " in options[1]
+    assert at.select_slider(key="search_layer").options == ["0", "3"]
+    assert set(matches_table(at)["sentence"]) <= set(range(40))
+    shutil.copytree(listed / "ewt", listed / "damaged")
+    faiss_file = listed / "damaged" / "L3.hidden.faiss"
+    data = bytearray(faiss_file.read_bytes())
+    data[len(data) // 3] ^= 0x55
+    faiss_file.write_bytes(bytes(data))
+    at = open_app(PAGE, view=TAB, search_index=str(listed / "damaged"), search_layer="3")
+    assert not at.exception
+    assert any("faiss is corrupted" in w.value for w in at.warning)  # (the page escapes the path's markdown)
+
+
+def test_the_tab_in_chinese_has_no_english_left(bundled):
+    from mha_core.serving.menu import available_models
+
+    at = open_app(PAGE, view=TAB, lang="zh")
+    assert not at.exception and not at.warning
+    names = [choice.name for choice in available_models()]
+    left = untranslated(at, [*names, "exBERT", "spaCy"])
+    assert not left, list(left.items())[:4]
