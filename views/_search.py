@@ -65,7 +65,7 @@ def query_pickers(model: LoadedModel, result: AttentionResult, layers: tuple[int
         return position, layer, ()
     heads = widget(right.multiselect, "search_heads", [], tr("Heads (none: the whole hidden state)"),
                    context=(model.name, folder, layer), options=list(range(model.n_heads)),
-                   format_func=lambda h: tr("head {head}", head=h))
+                   format_func=lambda h: tr("head {head}", head=h), placeholder=tr("Choose heads"))
     return position, layer, tuple(heads)
 
 
@@ -105,7 +105,8 @@ def show_search(model: LoadedModel, text: str) -> None:
     st.markdown(tr("The {n} pieces nearest to **{piece}** at layer {layer}", n=len(found.matches),
                    piece=literal(found.piece), layer=layer)
                 + (tr(", by heads {heads}", heads=", ".join(map(str, heads))) if heads else ""))
-    chart(("search", str(model.model_dir), folder, text, position, layer, heads), lambda: summary_figure(found),
-          key="search_summary", width="stretch")
+    stacked = narrow_screen()
+    chart(("search", str(model.model_dir), folder, text, position, layer, heads, stacked),
+          lambda: summary_figure(found, stacked), key="search_summary", width="stretch")
     show_matches(found)
     st.download_button(tr("JSON: the matches"), json_text(found.as_json()), "corpus_search.json", "application/json")

@@ -108,8 +108,13 @@ def build_index(model: LoadedModel, corpus: tuple[str, Sequence[ParsedSentence],
     if not plan.sentences:
         raise InputError("index_nothing", N_("the model reads none of the corpus's {n:,} sentences"), n=len(ids))
     claim_folder(folder, build_record(model, plan))
-    started, todo = time.perf_counter(), missing_shards(folder, plan)
-    report = (lambda done: progress("shards", done, len(todo))) if progress else (lambda done: None)
+    started, todo, first = time.perf_counter(), missing_shards(folder, plan), []
+
+    def report(done: int) -> None:
+        first.extend([] if first else [time.perf_counter() - started])  # the start's cost: Ray, the replicas
+        if progress:
+            progress("shards", done, len(todo))
+
     if ray is None:
         for done, shard in enumerate(todo):
             write_shard(folder, shard, shard_bytes(model, plan, shard))
@@ -120,8 +125,13 @@ def build_index(model: LoadedModel, corpus: tuple[str, Sequence[ParsedSentence],
 
         used = shards_on_ray(model, plan, folder, todo, ray, workers, report)
     passed = time.perf_counter() - started
+    whole = len(todo) == len(plan.shards) > 1
     built = {**used, "shards": len(plan.shards), "shards_computed": len(todo), "pass_seconds": round(passed, 2),
-             "pieces_per_second": round(plan.pieces / passed, 1) if len(todo) == len(plan.shards) else None}
+             "first_shard_seconds": round(first[0], 2) if first else None,
+             "pieces_per_second": round(plan.pieces / passed, 1) if whole else None,
+             # after the first shard (the start paid): the rate a longer build approaches
+             "steady_pieces_per_second": round(plan.pieces * (1 - 1 / len(todo)) / (passed - first[0]), 1)
+             if whole and passed > first[0] else None}
     manifest = merge(folder, plan, model, built, (lambda d, n: progress("index", d, n)) if progress else None)
     (folder / BUILD).unlink(missing_ok=True)
     return manifest

@@ -51,10 +51,11 @@ class Match:
     def marked(self, before: str = "[", after: str = "]", around: int = 60) -> str:
         """The sentence with the matched piece between `before` and `after`, cut to `around` characters each
         side (… where cut)."""
-        left, right = self.context[:self.start], self.context[self.end:]
+        start = self.start + len(self.context[self.start:self.end]) - len(self.context[self.start:self.end].lstrip())
+        left, right = self.context[:start], self.context[self.end:]  # a piece's leading space stays outside
         left = left if len(left) <= around else "…" + left[-around:]
         right = right if len(right) <= around else right[:around] + "…"
-        return f"{left}{before}{self.context[self.start:self.end]}{after}{right}"
+        return f"{left}{before}{self.context[start:self.end]}{after}{right}"
 
     def as_json(self) -> dict:
         return {"sentence": self.sentence, "position": self.position, "piece": self.piece, "word": self.word,

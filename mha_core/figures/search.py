@@ -13,18 +13,21 @@ from mha_core.i18n import N_, tr
 FIELD_TITLES = {"word": N_("Words"), "pos": N_("Parts of speech"), "deprel": N_("Relations")}
 
 
-def summary_figure(result: SearchResult) -> FigureDict:
+def summary_figure(result: SearchResult, stacked: bool = False) -> FigureDict:
     """One bar chart per summary the corpus has (its words always; parts of speech and relations where it is
-    tagged): how many of the matches have each value, most common on top."""
+    tagged): how many of the matches have each value, most common on top; side by side, or `stacked` one above
+    the other (a phone)."""
     fields = [field for field in SUMMARY_FIELDS if result.summary(field)]
-    figure = make_subplots(rows=1, cols=len(fields), subplot_titles=[tr(FIELD_TITLES[f]) for f in fields],
-                           horizontal_spacing=0.12)
-    for col, field in enumerate(fields, start=1):
+    titles = [tr(FIELD_TITLES[f]) for f in fields]
+    figure = (make_subplots(rows=len(fields), cols=1, subplot_titles=titles, vertical_spacing=0.2) if stacked else
+              make_subplots(rows=1, cols=len(fields), subplot_titles=titles, horizontal_spacing=0.12))
+    for n, field in enumerate(fields, start=1):
+        row, col = (n, 1) if stacked else (1, n)
         counts = result.summary(field)[::-1]  # plotly draws the first bar at the bottom
         figure.add_bar(x=[n for _, n in counts], y=[safe_label(value) for value, _ in counts], orientation="h",
-                       marker_color="#4c78a8", showlegend=False, row=1, col=col,
+                       marker_color="#4c78a8", showlegend=False, row=row, col=col,
                        hovertemplate="%{y}: %{x}<extra></extra>")
-        figure.update_xaxes(title_text=tr("matches"), row=1, col=col)
-    figure.update_layout(height=360, margin={"l": 10, "r": 10, "t": 60, "b": 40},
+        figure.update_xaxes(title_text=tr("matches"), row=row, col=col)
+    figure.update_layout(height=300 * len(fields) if stacked else 360, margin={"l": 10, "r": 10, "t": 60, "b": 40},
                          title=tr("What the {n} nearest pieces are", n=len(result.matches)))
     return finished(figure)
