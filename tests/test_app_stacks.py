@@ -76,7 +76,7 @@ def test_every_page_runs_on_a_tiny_text_encoder_decoder(family, lang, tiny_seq2s
         if page == "views/heads.py" and kind != "encoder":  # every head of the kind, then the chosen one
             assert len(at.get("plotly_chart")) == 2 and at.get("download_button"), kind
         if page == "views/heads.py" and kind == "encoder":  # the encoder read as an encoder: the page's own tabs
-            assert len(at.tabs) == 4
+            assert len(at.tabs) == 5
         if page == "views/walkthrough.py" and kind == "cross":  # Q from the decoder, K and V from the encoder
             shapes = [shape.split(" × ") for shape in at.dataframe[0].value.iloc[:, 2]]
             source = shapes[0][0]  # the encoder's output: S × D

@@ -20,7 +20,7 @@ from tests.conftest import ROOT, SHARED_DATA, cli
 pytestmark = pytest.mark.slow
 
 EWT = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
-ARGS = ("--conllu", str(EWT), "--limit", "120", "--layers", "0,3", "--shard-pieces", "128", "--model",
+ARGS = ("--conllu", str(EWT), "--limit", "60", "--layers", "0,3", "--shard-pieces", "64", "--model",
         "all-MiniLM-L6-v2")
 
 
