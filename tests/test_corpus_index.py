@@ -247,3 +247,13 @@ def test_cli_index_and_search(bundled, tmp_path):
         assert wrong.returncode == 2 and said in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
     missing = cli("search", "--index", str(tmp_path), "--text", "x", "--token", "1", "--layer", "0")
     assert missing.returncode == 2 and "has no index.json" in missing.stderr
+
+
+def test_the_notebook_api_searches_and_draws(bundled, ewt_index):
+    import mha_core
+
+    found = mha_core.search_text(str(ewt_index), bundled, ANIMAL_TIRED, 10, 3, heads=(1, 7), top=5)
+    assert isinstance(found, mha_core.SearchResult) and len(found.matches) == 5 and found.heads == (1, 7)
+    figure = found.figure()
+    assert [a.text for a in figure.layout.annotations] == ["Words", "Parts of speech", "Relations"]
+    assert "【" not in found._repr_html_() and "[" in found._repr_html_() and "<table" in found._repr_html_()

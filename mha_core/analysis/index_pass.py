@@ -32,8 +32,8 @@ from mha_core.engine.words import text_units
 HIDDEN, HEADS = "hidden", "heads"
 KINDS = (HIDDEN, HEADS)
 SHARD_PIECES = 2048  # pieces a shard holds at most: a unit of work (and of retry) for a worker
-EXACT_MAX_BYTES = 256 * 2**20  # a layer's vectors (float32) up to this size are searched exactly (benchmarks/
-#                                a flat search of 256 MB (174,762 pieces of 384) answers in 21 ms at p95 on one core)
+EXACT_MAX_BYTES = 256 * 2**20  # a layer's vectors (float32) up to this size are searched exactly: a flat search of
+#                                256 MB (174,762 pieces of 384) answers in 21 ms at p95 on one core
 META_COLUMNS = ("sentence", "position", "piece", "word", "word_index", "start", "end", "pos", "deprel", "head")
 
 

@@ -19,6 +19,8 @@ import numpy as np
 
 from mha_core.analysis.index_pass import HEADS, HIDDEN, head_rows, unit_rows
 from mha_core.analysis.index_store import IndexFileError, OpenIndex, model_fingerprint
+from mha_core.engine.drawable import Drawable
+from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
@@ -64,7 +66,7 @@ class Match:
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class SearchResult(Drawable):
     model: str
     layer: int  # hidden_states[layer]; with heads, the heads of attention layer `layer`
     heads: tuple[int, ...]  # the chosen heads of that layer (0-based), () for the hidden state
@@ -172,3 +174,11 @@ def matches_of(index: OpenIndex, ids: np.ndarray, scores: np.ndarray) -> list[Ma
     return [Match(rows["sentence"][i], rows["position"][i], rows["piece"][i], rows["word"][i], float(scores[i]),
                   texts[rows["sentence"][i]], rows["start"][i], rows["end"][i], rows["pos"][i], rows["deprel"][i])
             for i in range(len(ids))]
+
+
+def search_text(index: OpenIndex | str, model: LoadedModel, text: str, token: int, layer: int,
+                heads: tuple[int, ...] = (), top: int = TOP) -> SearchResult:
+    """search() for a typed sentence (a notebook's and the CLI's way in): `index` an OpenIndex or its folder, `token`
+    the piece's position with the model's special pieces counted."""
+    opened = index if isinstance(index, OpenIndex) else OpenIndex(index)
+    return search(opened, model, run(model, text, path="explicit"), token, layer, heads, top)

@@ -98,9 +98,8 @@ def cmd_index(args: argparse.Namespace) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> None:
-    from mha_core.analysis.index_search import search
+    from mha_core.analysis.index_search import search_text
     from mha_core.analysis.index_store import OpenIndex
-    from mha_core.engine.forward import run
 
     index = OpenIndex(args.index)
     heads = tuple(args.heads or ())
@@ -111,6 +110,5 @@ def cmd_search(args: argparse.Namespace) -> None:
     if args.model is None and args.model_dir is None:
         args.model = index.manifest.model  # the index's own model
     model = load_chosen_model(args)
-    result = run(model, args.text, path="explicit")
-    found = search(index, model, result, args.token, args.layer, tuple(h for _, h in heads), args.top)
+    found = search_text(index, model, args.text, args.token, args.layer, tuple(h for _, h in heads), args.top)
     write_json(found.as_json(), args.json)

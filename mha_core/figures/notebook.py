@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from mha_core.analysis.ablation import AblationGrid
 from mha_core.analysis.coref_gap import CorefResult
 from mha_core.analysis.generate import Generation
+from mha_core.analysis.index_search import SearchResult
 from mha_core.analysis.pairs import PairShares
 from mha_core.analysis.patching import HEAD, HEADS, PatchGrid
 from mha_core.analysis.predict import Attribution, LogitLens, Prediction
@@ -25,6 +26,7 @@ from mha_core.engine.seq2seq import Seq2SeqResult
 from mha_core.figures import charts
 from mha_core.figures.predict import lens_figure
 from mha_core.figures.roles import role_grid_figure
+from mha_core.figures.search import summary_figure
 from mha_core.figures.seq2seq import seq2seq_figure, transcript_figure
 from mha_core.i18n import N_, tr
 
@@ -64,6 +66,7 @@ FIGURES: dict[type, Callable[..., dict]] = {
     CorefResult: lambda c: charts.layer_head_grid(c.accuracy, N_("Accuracy on GAP: the head's favourite candidate"),
                                                   N_("accuracy"), zrange=(0.0, 1.0)),
     Seq2SeqResult: seq2seq_figure,
+    SearchResult: summary_figure,
     Transcript: transcript_figure,
     SyntaxResult: lambda s, relation="all": charts.layer_head_grid(
         s.relations[relation].accuracy.max(axis=0), tr("Accuracy on {relation} (the better direction)",
@@ -88,6 +91,9 @@ TABLES: dict[type, Callable[[Any], pd.DataFrame]] = {
     AblationGrid: lambda g: pd.DataFrame([{"head": head_label(*lh), "effect": float(g.effects[lh])}
                                           for lh in g.strongest()]),
     Transcript: lambda t: pd.DataFrame([{"word": w.word, "start": w.start, "end": w.end} for w in t.words]),
+    SearchResult: lambda r: pd.DataFrame([{"score": m.score, "in its sentence": m.marked(), "word": m.word,
+                                           "pos": m.pos, "relation": m.deprel, "sentence": m.sentence}
+                                          for m in r.matches]),
     Generation: lambda g: pd.DataFrame([{"piece": s.piece, "probability": s.prob,
                                          "alternatives": ", ".join(p for p, _ in s.alternatives[:3])}
                                         for s in g.steps]),
