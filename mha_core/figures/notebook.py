@@ -91,7 +91,7 @@ TABLES: dict[type, Callable[[Any], pd.DataFrame]] = {
     AblationGrid: lambda g: pd.DataFrame([{"head": head_label(*lh), "effect": float(g.effects[lh])}
                                           for lh in g.strongest()]),
     Transcript: lambda t: pd.DataFrame([{"word": w.word, "start": w.start, "end": w.end} for w in t.words]),
-    SearchResult: lambda r: pd.DataFrame([{"score": m.score, "in its sentence": m.marked(), "word": m.word,
+    SearchResult: lambda r: pd.DataFrame([{"score": m.score, "context": m.marked(), "word": m.word,
                                            "pos": m.pos, "relation": m.deprel, "sentence": m.sentence}
                                           for m in r.matches]),
     Generation: lambda g: pd.DataFrame([{"piece": s.piece, "probability": s.prob,
