@@ -115,11 +115,11 @@ def build_index(model: LoadedModel, corpus: tuple[str, Sequence[ParsedSentence],
         if progress:
             progress("shards", done, len(todo))
 
-    if ray is None:
+    if ray is None or not todo:  # (a resumed build with every shard written starts no Ray)
         for done, shard in enumerate(todo):
             write_shard(folder, shard, shard_bytes(model, plan, shard))
             report(done + 1)
-        used = {"ray": None, "workers": 1}
+        used = {"ray": ray, "workers": 1 if ray is None else 0}
     else:
         from mha_core.analysis.index_ray import shards_on_ray
 
