@@ -14,7 +14,6 @@ from mha_core.figures.search import summary_figure
 from mha_core.i18n import N_, tr
 from mha_core.serving import computed, computed_index
 from mha_core.serving.export import json_text
-from mha_core.teaching.examples import focus_words
 from views._state import answered, chart, narrow_screen, queued
 from views._text import literal
 from views._visit import widget
@@ -49,15 +48,13 @@ def chosen_index(model: LoadedModel) -> str | None:
 
 def query_pickers(model: LoadedModel, result: AttentionResult, layers: tuple[int, ...], text: str,
                   folder: str) -> tuple[int, int, tuple[int, ...]]:
-    labels, words = result.labels[0], result.word_ids[0]
+    labels = result.labels[0]
     positions = list(range(len(labels)))
-    pronoun = focus_words(text)[0]  # the sentence's pronoun, as the token views start from it
-    pieces = result.word_pieces(0, pronoun) if pronoun else ()
-    first = pieces[0] if pieces else next((t for t in positions if words[t] is not None), 0)
+    first, middle_layer = computed_index.default_query(result, layers)
     left, middle, right = st.columns([2, 2, 3])
     position = widget(left.selectbox, "search_token", first, tr("Piece of your sentence"), context=(model.name, text),
                       options=positions, format_func=lambda t: f"{t} · {labels[t]}")
-    layer = widget(middle.select_slider, "search_layer", layers[len(layers) // 2], tr("Layer"),
+    layer = widget(middle.select_slider, "search_layer", middle_layer, tr("Layer"),
                    context=(model.name, folder), options=list(layers),
                    help=tr("0: the embeddings; {last}: the last layer's output", last=model.n_layers))
     if layer >= model.n_layers:
@@ -95,7 +92,7 @@ def show_search(model: LoadedModel, text: str) -> None:
     folder = chosen_index(model)
     if folder is None:
         return
-    index = answered(lambda server: computed_index.open_index(folder))
+    index = answered(computed_index.index_of, folder)
     if index is None:
         return
     position, layer, heads = query_pickers(model, result, index.manifest.layers, text, folder)

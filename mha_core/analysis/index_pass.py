@@ -101,16 +101,15 @@ def piece_words(result: AttentionResult, b: int, sentence: ParsedSentence) -> li
 
 
 def unit_rows(x: torch.Tensor) -> np.ndarray:
-    """(n,W) rows made unit vectors (a zero row stays zero), float32."""
+    """(..., W) each last-axis row made a unit vector (a zero row stays zero), float32."""
     x = x.float()
     return (x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)).numpy()
 
 
 def head_rows(context: torch.Tensor) -> np.ndarray:
     """(n,H,Dh) the heads' outputs -> (n,H*Dh): each head a unit vector, joined, over √H (a unit vector)."""
-    n_heads = context.shape[1]
-    unit = context.float() / context.float().norm(dim=-1, keepdim=True).clamp_min(1e-12)
-    return (unit / n_heads**0.5).reshape(context.shape[0], -1).numpy()
+    n, n_heads = context.shape[:2]
+    return unit_rows(context).reshape(n, -1) / n_heads**0.5
 
 
 def shard_columns(model: LoadedModel, plan: CorpusPlan, shard: int) -> dict[str, object]:

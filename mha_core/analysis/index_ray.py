@@ -84,11 +84,10 @@ def shards_on_ray(model: LoadedModel, plan: CorpusPlan, folder: Path, todo: Sequ
     done = 0
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
-        items = ray.data.from_items([{"shard": s} for s in todo], override_num_blocks=max(1, len(todo)))
+        items = ray.data.from_items([{"shard": s} for s in todo], override_num_blocks=len(todo))
         computed = items.map_batches(ShardWorker, fn_constructor_kwargs={"model_dir": str(model.model_dir),
                                                                          "plan": plan},
-                                     batch_size=1, concurrency=min(replicas, max(1, len(todo))), num_cpus=1)
-        done = 0
+                                     batch_size=1, concurrency=min(replicas, len(todo)), num_cpus=1)
         for row in computed.iter_rows():
             write_shard(folder, int(row["shard"]), row["data"])
             done += 1

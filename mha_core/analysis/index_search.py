@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from mha_core.analysis.index_pass import HEADS, HIDDEN, head_rows, unit_rows
+from mha_core.analysis.index_pass import HEADS, HIDDEN, unit_rows
 from mha_core.analysis.index_store import IndexFileError, OpenIndex, model_fingerprint
+from mha_core.analysis.patching import check_head
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
@@ -27,7 +28,6 @@ from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
 
 TOP = 50  # matches a page shows
-NPROBE = 48  # a compressed index's lists visited per query
 RESCORE_FACTOR = 10  # candidates a compressed index rescores exactly, per match asked for
 SUMMARY_TOP = 10  # bars of each summary
 SUMMARY_FIELDS = ("word", "pos", "deprel")
@@ -108,10 +108,8 @@ def check_query(index: OpenIndex, model: LoadedModel, layer: int, heads: tuple[i
         raise InputError("index_no_heads_here", N_("layer {layer} is the last layer's output: no head runs on it; "
                                                    "choose heads of a layer from 0 to {last}"),
                          layer=layer, last=model.n_layers - 1)
-    wrong = [h for h in heads if not 0 <= h < model.n_heads]
-    if wrong:
-        raise InputError("index_head_range", N_("{model} has heads 0 to {last} in each layer; {wrong} is not one"),
-                         model=model.name, last=model.n_heads - 1, wrong=", ".join(map(str, wrong)))
+    for head in heads:
+        check_head(model, (layer, head))
     return HEADS
 
 
@@ -121,9 +119,8 @@ def query_vector(result: AttentionResult, position: int, layer: int, heads: tupl
     (score_scale makes that the mean)."""
     if not heads:
         return unit_rows(result.hidden_states[layer][0, position][None])[0]  # (D,)
-    context = result.layer_context[layer][0, :, position][None]  # (1,H,Dh)
-    n_heads = context.shape[1]
-    rows = head_rows(context)[0].reshape(n_heads, -1) * n_heads**0.5  # (H,Dh) unit rows
+    rows = unit_rows(result.layer_context[layer][0, :, position])  # (H,Dh) each head a unit vector
+    n_heads = rows.shape[0]
     mask = np.zeros(n_heads, dtype=np.float32)
     mask[list(heads)] = 1.0
     return (rows * mask[:, None]).reshape(-1)  # (H*Dh,) inner product with a stored piece = Σ cos_h / √H
@@ -141,7 +138,6 @@ def nearest(index: OpenIndex, layer: int, kind: str, query: np.ndarray, top: int
     if index.manifest.exact:
         scores, ids = vectors.search(query[None].astype(np.float32), top)
         return scores[0], ids[0]
-    vectors.nprobe = NPROBE
     _, candidates = vectors.search(query[None].astype(np.float32), min(vectors.ntotal, top * RESCORE_FACTOR))
     candidates = np.sort(candidates[0][candidates[0] >= 0])  # (K,) in file order: the rows are read in one sweep
     exact = index.rows(layer, kind)[candidates].astype(np.float32) @ query  # (K,)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from mha_core.analysis.index_pass import HEADS, KINDS, META_COLUMNS, CorpusPlan, shard_path, vector_width
+from mha_core.engine.bundled import file_sha256
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
@@ -34,6 +35,7 @@ MANIFEST = "index.json"
 TRAIN_SAMPLE = 65_536  # vectors the IVF-PQ's centroids and codebooks are trained on (faiss asks 39 a list)
 TRAIN_ITERATIONS = 12  # k-means rounds (faiss's default 25 took twice as long for the same recall, bench_index.py)
 PQ_BITS = 8
+NPROBE = 48  # a compressed index's lists visited per query (set once, when it is opened)
 ADD_CHUNK = 131_072  # vectors added to a compressed index at a time (memory stays ~ a chunk)
 
 
@@ -131,11 +133,6 @@ def write_vectors(folder: Path, vectors: np.ndarray, plan: CorpusPlan, model: Lo
     faiss.write_index(compressed_index(vectors, model.n_heads, kind), str(folder / file_name(layer, kind)))
 
 
-def sha256_of(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def merge(folder: Path, plan: CorpusPlan, model: LoadedModel, built: dict,
           progress: Callable[[int, int], None] | None = None) -> dict:
     """The shards as the index's files, then index.json (written last: a folder without it is no index). Returns
@@ -176,7 +173,7 @@ def manifest_of(folder: Path, plan: CorpusPlan, model: LoadedModel, steps: list,
         "search": "exact" if plan.exact else "ivfpq",
         "left_out": {"unreadable": list(plan.unreadable), "too_long": list(plan.too_long)},
         "bytes": sum(sizes.values()), "bytes_per_piece": round(sum(sizes.values()) / max(plan.pieces, 1), 1),
-        "files": {name: {"bytes": size, "sha256": sha256_of(folder / name)} for name, size in sizes.items()},
+        "files": {name: {"bytes": size, "sha256": file_sha256(folder / name)} for name, size in sizes.items()},
         "built": built,
     }
 
@@ -242,7 +239,7 @@ def check_files(manifest: Manifest) -> None:
                                  path=str(path), size=stat.st_size, expected=expected["bytes"])
         key = (str(path), stat.st_size, stat.st_mtime_ns)
         if key not in _checked:
-            if sha256_of(path) != expected["sha256"]:
+            if file_sha256(path) != expected["sha256"]:
                 raise IndexFileError("index_file_corrupted", N_("{path} is corrupted: its contents differ from what "
                                                                 "the index wrote"), path=str(path))
             _checked[key] = True
@@ -280,7 +277,10 @@ class OpenIndex:
             import faiss
 
             flags = faiss.IO_FLAG_READ_ONLY | (faiss.IO_FLAG_MMAP_IFC if self.manifest.exact else faiss.IO_FLAG_MMAP)
-            self._faiss[layer, kind] = faiss.read_index(str(self.folder / file_name(layer, kind)), flags)
+            opened = faiss.read_index(str(self.folder / file_name(layer, kind)), flags)
+            if not self.manifest.exact:
+                opened.nprobe = NPROBE
+            self._faiss[layer, kind] = opened
         return self._faiss[layer, kind]
 
     def rows(self, layer: int, kind: str) -> np.ndarray:

