@@ -71,3 +71,115 @@ def test_the_walkthrough_names_what_each_design_adds(family_dirs):
     assert "ALiBi" in notes["bloom"] and "Parallel block" in notes["gpt_neox"]
     assert "sliding window of 6" in notes["mistral"] and "global" not in notes["mistral"]
     assert "Layer 1 is a global layer" in " ".join(design_notes(load_model(family_dirs["gemma3_text"]), 1))
+
+
+def transformers_shapes(model, layer: int) -> tuple[int, int, float | None]:
+    """(D, H·d_k, scale) as transformers' own modules hold them: the W_O module's weight (nn.Linear stores (out, in),
+    GPT-2's Conv1D (in, out)) and the attention module's `scaling`, where it has one."""
+    suffixes = tuple(f".{layer}.{name}" for name in W_O_MODULES)
+    name, out = next((n, m) for n, m in model.model.named_modules() if n.endswith(suffixes))
+    rows, cols = out.weight.shape
+    d, width = (cols, rows) if hasattr(out, "nf") else (rows, cols)
+    owner = model.model.get_submodule(name.rsplit(".", 2)[0] if name.count(".") > 2 else name.rsplit(".", 1)[0])
+    scaling = next((m.scaling for m in (owner, *owner.children()) if hasattr(m, "scaling")), None)
+    return d, width, scaling
+
+
+def check_step_numbers(model, layer: int) -> None:
+    """Every shape and constant the Walkthrough writes at `layer` equals the model's modules, in both languages."""
+    from mha_core import i18n
+    from mha_core.teaching import step_shapes as words
+
+    t = run(model, TEXT, path="explicit").lengths[0]
+    s = words.step_shapes(model, layer, t)
+    d, width, scaling = transformers_shapes(model, layer)
+    config = model.config.get_text_config()
+    heads = config.num_attention_heads if hasattr(config, "num_attention_heads") else config.n_head
+    assert (s.d_model, s.heads_width, s.heads, s.d_k) == (d, width, heads, width // heads)
+    if scaling is not None:
+        assert s.scale == pytest.approx(scaling, rel=1e-6)
+    for language in ("en", "zh"):
+        i18n.use(language)
+        try:
+            assert f"(1, {t}, {d})" in words.projection_sentence(s, True) and f"{d} × {width}" in \
+                words.projection_sentence(s, True)
+            assert f"(1, {t}, {width})" in words.concat_sentence(s)
+            out = words.output_sentence(s)
+            assert f"(1, {t}, {width})" in out and f"({width} × {d})" in out and out.endswith(("heads.", "bias).",
+                                                                                              "。", "）。"))
+            assert f"{s.scale:.4f}" in words.scale_sentence(s) or s.scale_rule == words.UNSCALED
+            notes = " ".join(design_notes(model, layer))
+            assert (str(width) in notes) == (width != d)  # the width note, only where the heads are not d_model wide
+        finally:
+            i18n.use("en")
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_the_walkthrough_writes_each_family_s_own_shapes_and_scale(family_dirs, family):
+    check_step_numbers(load_model(family_dirs[family]), layer=1)
+
+
+@pytest.mark.parametrize(("family", "overrides"), [("gemma3_text", dict(head_dim=16, query_pre_attn_scalar=16)),
+                                                   ("qwen3", dict(head_dim=16)), ("llama", dict(head_dim=4))])
+def test_heads_wider_or_narrower_than_the_stream_are_written_as_they_are(tmp_path, family, overrides):
+    from tests.tiny_models import make_tiny
+
+    model = load_model(make_tiny(family, tmp_path / family, **overrides))
+    assert model.n_heads * model.head_dim != model.d_model
+    check_step_numbers(model, layer=1)
+
+
+def test_gemma_s_scale_is_named_by_its_own_rule(family_dirs, tmp_path):
+    from mha_core.teaching import step_shapes as words
+    from tests.tiny_models import make_tiny
+
+    s = words.step_shapes(load_model(family_dirs["gemma2"]), 0, 5)  # query_pre_attn_scalar 16, d_k 8
+    assert s.scale_rule == words.PRE_ATTN_SCALAR and s.scale == pytest.approx(0.25)
+    assert "1/√query_pre_attn_scalar = 1/√16 = 0.2500 (not 1/√d_k = 1/√8 = 0.3536)" in words.scale_sentence(s)
+    same = words.step_shapes(load_model(make_tiny("gemma3_text", tmp_path / "g", head_dim=16)), 0, 5)
+    assert "here equal to 1/√d_k = 1/√16" in words.scale_sentence(same)
+    assert "not 1/√d_k" not in " ".join(design_notes(load_model(tmp_path / "g"), 0))
+
+
+def test_t5_s_encoder_is_written_unscaled(tmp_path):
+    from mha_core.teaching import step_shapes as words
+    from tests.tiny_models import make_tiny_seq2seq
+
+    model = load_model(make_tiny_seq2seq("t5", tmp_path / "t5"))
+    s = words.step_shapes(model, 0, 5)  # an encoder–decoder's LoadedModel is its encoder stack
+    assert s.scale == 1.0 and s.scale_rule == words.UNSCALED and "not scaled" in words.scale_sentence(s)
+
+
+def test_the_bundled_models_walkthrough_numbers(bundled):
+    check_step_numbers(bundled, layer=3)
+
+
+@pytest.mark.slow
+def test_gemma_s_walkthrough_numbers(gemma):
+    from mha_core.teaching import step_shapes as words
+
+    check_step_numbers(gemma, layer=5)
+    s = words.step_shapes(gemma, 5, 14)
+    assert (s.d_model, s.heads, s.d_k, s.heads_width, s.kv_width) == (640, 4, 256, 1024, 256)
+    assert "(1, 14, 1024) × W_Oᵀ (1024 × 640)" in words.output_sentence(s)
+
+
+@pytest.mark.slow
+def test_the_bundled_decoder_s_walkthrough_numbers(decoder):
+    check_step_numbers(decoder, layer=15)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("language", ["zh", "en"])
+def test_the_page_writes_gemma_s_widths_in_both_languages(gemma, language):
+    """The Chinese default (Gemma 3 270M): every step's text names the widths transformers' modules hold."""
+    from tests.conftest import open_app
+
+    at = open_app("views/walkthrough.py", lang=language, model=gemma.name)
+    assert not at.exception
+    d, width, scaling = transformers_shapes(gemma, gemma.n_layers // 2)
+    t = len(at.selectbox(key="wt_query").options)
+    text = " ".join(m.value for m in at.markdown)
+    assert f"(1, {t}, {width}) × W_Oᵀ ({width} × {d})" in text and f"→ (1, {t}, {width})" in text
+    assert "W_Q" in text and f"{d} × {width}" in text and f"{scaling:.4f}" in text
+    assert "not 1/√d_k" not in text and "不是 1/√d_k" not in text

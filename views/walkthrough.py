@@ -14,6 +14,16 @@ from mha_core.i18n import N_, tr
 from mha_core.serving import computed
 from mha_core.teaching.examples import focus_words
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
+from mha_core.teaching.step_shapes import (
+    StepShapes,
+    concat_sentence,
+    output_sentence,
+    projection_sentence,
+    scale_name,
+    scale_sentence,
+    softmax_formula,
+    step_shapes,
+)
 from mha_core.teaching.walkthrough import (
     Walkthrough,
     backend_words,
@@ -55,19 +65,11 @@ def design_box(model: LoadedModel, layer: int) -> None:
             f"- {literal(note)}" for note in notes))
 
 
-def step_projections(w: Walkthrough, model: LoadedModel, t: int, base: tuple) -> None:
-    d, h, g, dk = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
+def step_projections(w: Walkthrough, model: LoadedModel, s: StepShapes, base: tuple) -> None:
+    t, d, dk = s.tokens, s.d_model, s.d_k
     design_box(model, w.layer)
     st.header(tr("1. Linear projections"))
-    reads = tr("after the layer's norm (a pre-norm model)") if model.arch.pre_norm else tr("the layer's input")
-    text = tr("X (batch, seq_len, d_model) = (1, {t}, {d}), {reads}, is multiplied by W_Q ({d} × {width_q}) and by "
-              "W_K, W_V ({d} × {width_kv} each): Q is reshaped to (batch, h, seq_len, d_k) = (1, {h}, {t}, {dk})",
-              t=t, d=d, reads=reads, width_q=h * dk, width_kv=g * dk, h=h, dk=dk)
-    shared = (tr("one key/value head serving all the query heads (multi-query attention)") if g == 1 else
-              tr("{g} key/value heads, each serving {group} query heads (grouped-query attention)", g=g, group=h // g))
-    text += (tr(", K and V to (1, {g}, {t}, {dk}): {shared}.", g=g, t=t, dk=dk, shared=shared) if g < h
-             else tr(", K and V likewise."))
-    st.markdown(text)
+    st.markdown(projection_sentence(s, model.arch.pre_norm))
     left, right = st.columns(2)
     with left:
         chart((*base, "x"), lambda: charts.matrix_spec(w.x[:, :48], list(w.tokens),
@@ -114,15 +116,10 @@ def step_rope(w: Walkthrough, base: tuple) -> None:
                             N_("What the rotation changed (after − before)"))))
 
 
-def step_attention(w: Walkthrough, model: LoadedModel, t: int, query: int, base: tuple) -> None:
-    dk = w.q.shape[-1]
+def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int, base: tuple) -> None:
+    dk = s.d_k
     st.header(tr("2. Scaled dot-product attention (head {head})", head=w.head))
-    if abs(w.scale - dk ** -0.5) < 1e-9:
-        st.markdown(tr("Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {scale:.4f}, softmax over each row, then "
-                       "the weighted sum of the values.", t=t, dk=dk, scale=w.scale))
-    else:
-        st.markdown(tr("Scores QKᵀ ({t} × {t}), scaled by the model's {scale:.4f} (not 1/√d_k = 1/√{dk}), softmax over "
-                       "each row, then the weighted sum of the values.", t=t, dk=dk, scale=w.scale))
+    st.markdown(scale_sentence(s))
     if not w.visible.all():
         st.caption(tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
                       "number (the mask), so a token attends only to itself and the tokens before it."))
@@ -155,12 +152,13 @@ def step_attention(w: Walkthrough, model: LoadedModel, t: int, query: int, base:
         chart(
             (*base, "probs"),
             lambda: charts.matrix_spec(
-                w.probs, list(w.tokens), "softmax(QKᵀ / √d_k)", cols=cols, colorscale="Blues", zmid=None
+                w.probs, list(w.tokens), softmax_formula(s), cols=cols, colorscale="Blues", zmid=None
             ),
             key="probs",
         )
-    scale = widget(st.slider, "wt_scale", float(round(w.scale, 3)),  # another model: its own 1/√d_k
-                   tr("Scale applied before softmax (the model uses 1/√d_k)"), 0.01, 1.0, step=0.001,
+    scale = widget(st.slider, "wt_scale", float(round(w.scale, 3)),  # another model: its own scale
+                   tr("Scale applied before softmax (the model uses {rule} = {scale:.4f})", rule=scale_name(s),
+                      scale=s.scale), 0.01, 1.0, step=0.001,
                    context=(w.scale,), fits=lambda v: 0.01 <= v <= 1.0)
     row = softmax_at_scale(
         w.raw_scores[query], scale, w.visible[query],
@@ -190,32 +188,20 @@ def step_attention(w: Walkthrough, model: LoadedModel, t: int, query: int, base:
     st.code(code_for_step(2), language="python")
 
 
-def step_concat_and_output(w: Walkthrough, model: LoadedModel, t: int, base: tuple) -> None:
-    d, h, dk = model.d_model, model.n_heads, model.head_dim
+def step_concat_and_output(w: Walkthrough, model: LoadedModel, s: StepShapes, base: tuple) -> None:
+    t, d, width = s.tokens, s.d_model, s.heads_width
     st.header(tr("3. Concatenate the heads"))
-    st.markdown(
-        tr(
-            "(1, {h}, {t}, {dk}) → transpose → (1, {t}, {h}, {dk}) → reshape → (1, {t}, {d}): head i fills "
-            "columns {dk}·i … {dk}·i + {dk2}.",
-            h=h,
-            t=t,
-            dk=dk,
-            d=d,
-            dk2=dk - 1,
-        )
-    )
+    st.markdown(concat_sentence(s))
     chart(
         (*base, "concat"),
         lambda: charts.with_column_separators(
-            charts.matrix_spec(w.concat, list(w.tokens), tr("Concatenated heads ({t} × {d})", t=t, d=d)), dk, h, t
-        ),
+            charts.matrix_spec(w.concat, list(w.tokens), tr("Concatenated heads ({t} × {width})", t=t, width=width)),
+            s.d_k, s.heads, t),
         key="concat",
     )
     st.code(code_for_step(3), language="python")
     st.header(tr("4. Output projection W_O"))
-    st.markdown(
-        tr("(1, {t}, {d}) × W_Oᵀ ({d} × {d}) + b_O → (1, {t}, {d}): back to d_model, mixing the heads.", t=t, d=d)
-    )
+    st.markdown(output_sentence(s))
     chart(
         (*base, "output"),
         lambda: charts.matrix_spec(
@@ -382,9 +368,10 @@ def main() -> None:
         layer, head, query = pickers(model, result)
         base = ("walkthrough", str(model.model_dir), text, layer, head)
         w = computed.walkthrough_of(server(), model, text, layer, head)
-        step_projections(w, model, len(tokens), base)
-        step_attention(w, model, len(tokens), query, base)
-        step_concat_and_output(w, model, len(tokens), base)
+        shapes = step_shapes(model, layer, len(tokens))
+        step_projections(w, model, shapes, base)
+        step_attention(w, model, shapes, query, base)
+        step_concat_and_output(w, model, shapes, base)
         step_prediction(model, text, layer, query)
         parity_badge(model, text)
 

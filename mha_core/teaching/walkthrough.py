@@ -33,6 +33,7 @@ from mha_core.engine.model import LoadedModel
 from mha_core.engine.per_layer import at_layer
 from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, tr
+from mha_core.teaching.step_shapes import scale_note, step_shapes, width_note
 
 PATH_HELP = N_("The path is how these maps were computed. explicit: softmax(QKᵀ/√d_k) written out step by step, every "
                "map kept. fused: PyTorch's scaled_dot_product_attention kernel (faster, keeps no maps), each map "
@@ -264,9 +265,8 @@ def design_notes(model: LoadedModel, layer: int) -> tuple[str, ...]:
         cap is not None and tr("Soft-capping: the scaled scores pass through {cap:g}·tanh(s / {cap:g}) before the "
                                "mask, so no score exceeds it; no fused kernel does this, so the explicit path runs.",
                                cap=cap),
-        arch.scale is not None and not arch.relative_bias and tr(
-            "The scores are scaled by {scale:.4f}, the model's 1/√query_pre_attn_scalar, not 1/√d_k.",
-            scale=arch.scale),
+        arch.scale is not None and not arch.relative_bias and scale_note(step_shapes(model, layer, 1)),
+        width_note(step_shapes(model, layer, 1)),
         len(set(arch.rope_kinds)) > 1 and tr("Local and global layers rotate with different RoPE bases."),
         arch.parallel and tr("Parallel block: attention and the MLP both read the layer's input, out = x + "
                              "attn(ln₁ x) + mlp(ln₂ x), instead of the MLP reading attention's result."),
@@ -276,3 +276,4 @@ def design_notes(model: LoadedModel, layer: int) -> tuple[str, ...]:
                                        "layer.", scale=arch.embed_scale),
     ]
     return tuple(note for note in notes if note)
+
