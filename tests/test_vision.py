@@ -154,3 +154,98 @@ def test_cli_roles_over_a_folder_of_images_names_the_unreadable(tmp_path):
     assert len(data["mean_distance"]) == 2 and len(data["object_head_share"][0]) == 4
     text = cli("roles", "--images", str(images), "--json", str(out))  # the bundled encoder reads text
     assert text.returncode == 2 and "reads text" in text.stderr
+
+
+def with_processor(tmp_path, processor_class: str, **settings: object):
+    """A tiny DINOv2 whose folder holds its own image processor (as a real DINOv2 does)."""
+    import transformers
+
+    folder = make_tiny_vision("dinov2", tmp_path / "dinov2")
+    getattr(transformers, processor_class)(**settings).save_pretrained(folder)
+    return load_model(folder)
+
+
+DINOV2_PROCESSOR = dict(size={"shortest_edge": 40}, crop_size={"height": 32, "width": 32}, do_center_crop=True)
+
+
+@pytest.mark.parametrize("path", ["explicit", "fused"])
+def test_by_default_an_image_is_prepared_exactly_as_the_folder_s_processor_prepares_it(tmp_path, path):
+    """Issue 42, item 2: before, the photo was squashed to a square (7.7e-3 from transformers on a tiny DINOv2)."""
+    from PIL import Image
+
+    from mha_core.engine.images import prepare_images, read_image
+
+    model = with_processor(tmp_path, "BitImageProcessor", **DINOV2_PROCESSOR)
+    photo = read_image(picture(tmp_path / "p.png", size=(64, 48)))
+    processor = transformers_processor(model.model_dir)
+    theirs = processor(images=[Image.open(tmp_path / "p.png").convert("RGB")], return_tensors="pt")["pixel_values"]
+    ours = prepare_images(model, [photo])
+    assert ours.shape == theirs.shape == (1, 3, 32, 32) and torch.allclose(ours, theirs, atol=1e-6)
+    result, ref = run_images(model, ours, path), reference(model, theirs)
+    assert torch.allclose(result.attention()[0], torch.stack(ref.attentions, 1)[0], atol=1e-5)
+    assert torch.allclose(result.last_hidden_state, ref.last_hidden_state, atol=1e-4)
+
+
+def transformers_processor(folder):
+    from transformers import AutoImageProcessor
+
+    return AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+
+
+def test_the_overlays_are_drawn_on_the_region_the_model_saw(tmp_path):
+    """The seen picture is the processor's resize and centre crop: a 64 × 48 picture, shortest edge to 40 (53 × 40),
+    centre crop 32 × 32, compared with Pillow doing those two steps by hand."""
+    import numpy as np
+    from PIL import Image
+
+    from mha_core.engine.images import read_image, seen_pictures
+
+    model = with_processor(tmp_path, "BitImageProcessor", **DINOV2_PROCESSOR)
+    photo = read_image(picture(tmp_path / "p.png", size=(64, 48)))
+    seen = seen_pictures(model, [photo])[0]
+    by_hand = np.asarray(photo.resize((53, 40), Image.BICUBIC), dtype=np.float64)[4:36, 10:42]
+    assert seen.shape == (32, 32, 3) and seen.dtype == np.uint8
+    assert np.abs(seen - by_hand).mean() < 2.0  # rounding of the resample only
+    squared = seen_pictures(model, [photo], side=48)[0]  # a chosen side: squared, the whole picture
+    assert squared.shape == (48, 48, 3)
+
+
+def test_a_processor_that_keeps_the_aspect_gives_a_rectangular_grid_and_figures(tmp_path):
+    import numpy as np
+
+    from mha_core.engine.images import prepare_images, read_image, seen_pictures
+    from mha_core.figures.vision import head_overlay_figure, overlay
+
+    model = with_processor(tmp_path, "BitImageProcessor", size={"shortest_edge": 32}, do_center_crop=False)
+    photo = read_image(picture(tmp_path / "p.png", size=(64, 32)))
+    result = run_images(model, prepare_images(model, [photo]))
+    seen = seen_pictures(model, [photo])[0]
+    assert result.batch.grid == (4, 8) and seen.shape == (32, 64, 3)
+    patch_map = np.random.default_rng(0).random((4, 8))
+    assert overlay(seen, patch_map).shape == (32, 64, 3)
+    layout = head_overlay_figure(seen, patch_map, "t", query=(1, 7))["layout"]
+    assert layout["xaxis"]["range"] == [0, 64] and layout["yaxis"]["range"] == [32, 0]
+    assert layout["shapes"][0]["x1"] == 64 and layout["shapes"][0]["y1"] == 16
+
+
+def test_the_page_opens_on_the_model_s_own_preparation(tmp_path):
+    from mha_core.engine.images import prepare_images, read_image
+    from mha_core.serving import computed_vision
+    from mha_core.serving.server import Server
+
+    model = with_processor(tmp_path, "BitImageProcessor", **DINOV2_PROCESSOR)
+    data = picture(tmp_path / "p.png", size=(64, 48)).read_bytes()
+    assert computed_vision.sides(model)[0] == computed_vision.OWN
+    result, seen = computed_vision.result_of(Server(), model, data, computed_vision.OWN)
+    expected = prepare_images(model, [read_image(data)])
+    assert torch.equal(result.batch.features, expected) and seen.shape == (32, 32, 3)
+
+
+def test_a_side_of_zero_or_less_is_refused_not_taken_for_the_default(vision, tmp_path):
+    from tests.conftest import cli
+
+    _, model = vision
+    for side in ("0", "-14", "x"):
+        run = cli("attention", "--model-dir", str(model.model_dir), "--image", str(picture(tmp_path / "p.png")),
+                  "--size", side, "--json", str(tmp_path / "a.json"))
+        assert run.returncode == 2 and "--size" in run.stderr and "Traceback" not in run.stderr, side

@@ -96,9 +96,12 @@ def chosen_image(model: LoadedModel) -> tuple[bytes, int, ImageHeads]:
     file, or while no photo is chosen)."""
     data = picture_bytes()
     sizes = computed.sides(model)
-    side = widget(st.select_slider, "img_side", sizes[0], tr("Pixels a side"), options=sizes,
-                  help=tr("At {side} px the photo is {n} × {n} patches of {patch} px.", side=sizes[0],
-                          n=sizes[0] // model.arch.patch_size, patch=model.arch.patch_size))
+    side = widget(st.select_slider, "img_side", computed.OWN, tr("Pixels a side"), options=sizes,
+                  format_func=lambda s: tr("as the model prepares it") if s == computed.OWN else f"{s} px",
+                  help=tr("By default the photo is prepared exactly as {name}'s image processor prepares it (resized "
+                          "and cropped as in training); a size squares it to that many pixels a side, which departs "
+                          "from the model's preparation. Patches are {patch} px.", name=model.name,
+                          patch=model.arch.patch_size))
     if data is None or answered(computed.image_of, data) is None:
         stop()
     heads = answered(computed.heads_of, model, data, side)
@@ -107,4 +110,7 @@ def chosen_image(model: LoadedModel) -> tuple[bytes, int, ImageHeads]:
     rows, columns = heads.grid
     st.caption(tr("{rows} × {columns} patches of {patch} px, after {prefix}: {n} tokens.", rows=rows, columns=columns,
                   patch=heads.patch_px, prefix=", ".join(heads.prefix), n=len(heads.prefix) + rows * columns))
+    if side != computed.OWN:
+        st.caption(tr("Squared to {side} × {side} px: this departs from how {name} prepares a photo, so its heads may "
+                      "differ from what the model does with it.", side=side, name=model.name))
     return data, side, heads

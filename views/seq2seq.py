@@ -126,7 +126,9 @@ def words_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -
     chosen = widget(st.selectbox, "x_word", 0, tr("Play one word"), context=key[1:2], options=list(range(len(named))),
                     format_func=named.__getitem__)
     word = heard.words[chosen]
-    st.audio(audio, start_time=word.start, end_time=max(word.end, word.start + 0.05))
+    clip = answered(computed.word_audio_of, audio, word.start, word.end)
+    if clip is not None:
+        st.audio(clip, format="audio/wav")
     chart(("x_words", *key), lambda: figures.transcript_figure(heard), width="stretch")
     st.caption(tr("Times come from the alignment heads, as openai-whisper reads them: their cross-attention, "
                   "normalised and smoothed, averaged; dynamic time warping finds the cheapest path through it, piece "

@@ -23,6 +23,7 @@ from mha_core.cli.common import (
 )
 from mha_core.cli.index import add_index_parsers
 from mha_core.cli.seq2seq import add_transcribe_parser
+from mha_core.cli.vision import positive_side
 from mha_core.engine.model import ModelLoadError
 from mha_core.engine.tokens import InputError
 
@@ -265,7 +266,9 @@ def add_corpus_parsers(sub: argparse._SubParsersAction) -> None:
     corpus = roles.add_mutually_exclusive_group(required=True)
     corpus.add_argument("--conllu", help="a CoNLL-U file (a text model)")
     corpus.add_argument("--images", help="a folder of PNG, JPEG or WebP images (a Vision Transformer)")
-    roles.add_argument("--size", type=int, default=None, help="with --images: pixels a side (default: 224)")
+    roles.add_argument("--size", type=positive_side, default=None,
+                       help="with --images: square each image to this many pixels a side (default: prepared as the "
+                            "model's image processor prepares it)")
     coref = sub.add_parser("coref", help="coreference heads on a GAP TSV file")
     coref.add_argument("--gap", required=True)
     distances = sub.add_parser("head-distances", help="mean Jensen-Shannon divergence between every pair of heads "

@@ -54,7 +54,7 @@ def image_roles(model: LoadedModel, args: argparse.Namespace) -> dict:
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir() else None
     if not files:
         raise CliError(f"{args.images}: not a folder of PNG, JPEG or WebP images")
-    side = args.size or 224
+    side = args.size  # None: each image prepared as the model folder's image processor prepares it
     images, left_out = heads_of_images(model, files[:MAX_IMAGES], side)
     if not images:
         raise CliError(f"{args.images}: no image could be read")
@@ -62,12 +62,13 @@ def image_roles(model: LoadedModel, args: argparse.Namespace) -> dict:
     for image in images:
         for layer, head in image["object_heads"]:
             objects[layer, head] += 1
-    return {"model": model.name, "size": side, "images": images, "left_out": left_out,
+    return {"model": model.name, "size": side, "prepared": "as the model's image processor" if side is None else
+            "squared to size × size", "images": images, "left_out": left_out,
             "object_head_share": objects / len(images),
             "mean_distance": np.mean([image["mean_distance"] for image in images], axis=0)}
 
 
-def heads_of_images(model: LoadedModel, files: list[Path], side: int) -> tuple[list[dict], list[str]]:
+def heads_of_images(model: LoadedModel, files: list[Path], side: int | None) -> tuple[list[dict], list[str]]:
     """Each readable image's heads (a progress bar on stderr), and the names of those that could not be read."""
     import sys
 
@@ -97,4 +98,18 @@ def heads_of_images(model: LoadedModel, files: list[Path], side: int) -> tuple[l
 
 def add_image_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image", help="a Vision Transformer: the image file (PNG, JPEG, WebP)")
-    p.add_argument("--size", type=int, default=None, help="pixels a side the image is read at (default: the model's)")
+    p.add_argument("--size", type=positive_side, default=None,
+                   help="square the image to this many pixels a side, departing from the model's own preparation "
+                        "(default: prepared exactly as the model folder's image processor prepares it)")
+
+
+def positive_side(value: str) -> int:
+    """--size: a whole number of pixels above 0 (0 is not a way to say 'the default': leave --size out)."""
+    try:
+        side = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of pixels") from None
+    if side <= 0:
+        raise argparse.ArgumentTypeError(f"{side} pixels: a side is at least one patch; leave --size out for the "
+                                         "model's own preparation")
+    return side

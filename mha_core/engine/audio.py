@@ -86,6 +86,22 @@ def clip_of(samples: np.ndarray, rate: int, channels: int, source_seconds: float
     return Clip(resample(mono, rate), len(mono) / rate, source_seconds, rate, channels)
 
 
+def span(clip: Clip, start: float, end: float) -> np.ndarray:
+    """The clip's samples from `start` to `end` seconds (Whisper's timeline, 16 kHz), exact to the sample:
+    samples round(start · RATE) up to round(end · RATE), at least one."""
+    first = min(max(round(start * RATE), 0), len(clip.samples) - 1)
+    return clip.samples[first:max(round(end * RATE), first + 1)]
+
+
+def wav_bytes(samples: np.ndarray, rate: int = RATE) -> bytes:
+    """Samples (N,) as a 16-bit PCM WAV file (what every browser, phones included, plays)."""
+    import soundfile
+
+    out = io.BytesIO()
+    soundfile.write(out, np.clip(samples, -1.0, 1.0), rate, subtype="PCM_16", format="WAV")
+    return out.getvalue()
+
+
 def resample(samples: np.ndarray, rate: int) -> np.ndarray:
     """To RATE by polyphase filtering (scipy), float32."""
     if rate == RATE:

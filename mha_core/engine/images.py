@@ -1,7 +1,8 @@
 """Images in: a file or a picture prepared as the model folder's own image processor prepares it (else resized and
 normalised as ImageNet-trained Vision Transformers are), then every layer and head recomputed (`run_images`).
 
-Shapes: B images, C channels, S pixels a side (the images are squared: resized, as the processors do), N tokens.
+Shapes: B images, C channels, S_h × S_w pixels (the processor's own: DINOv2's centre crop of 224 × 224; or S × S at a
+chosen side), N tokens.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -65,7 +67,6 @@ def read_image(data: bytes | Path) -> object:
 def as_rgb(image: object) -> object:
     """Any mode as 8-bit RGB: 16-bit and 32-bit greys scaled (not clipped) to 0..255, transparency laid on white,
     CMYK and palettes converted."""
-    import numpy as np
     from PIL import Image
 
     if image.mode in ("I", "I;16", "I;16B", "I;16L", "F"):  # 16- or 32-bit grey: its own range to 0..255
@@ -87,21 +88,37 @@ def upright(image: object) -> object:
 
 
 def prepare_images(model: LoadedModel, images: Sequence[object], side: int | None = None) -> Tensor:
-    """Pictures (Pillow) -> pixel values (B,C,S,S): the folder's image processor where it has one (resized to
-    `side` when given), else resized to the side and normalised with ImageNet's mean and deviation."""
-    side = check_side(model, side)
+    """Pictures (Pillow) -> pixel values (B,C,S_h,S_w), exactly as the model folder's own image processor prepares
+    them (DINOv2's: shortest edge 256, centre crop 224); with `side`, each picture resized to side × side instead,
+    which departs from the model's preparation. A folder with no processor: resized to the model's image size and
+    normalised with ImageNet's mean and deviation."""
+    return processed(model, images, side, normalise=True)
+
+
+def seen_pictures(model: LoadedModel, images: Sequence[object], side: int | None = None) -> list[np.ndarray]:
+    """What the model saw of each picture: the region `prepare_images` keeps (resized and cropped the same way),
+    before rescaling and normalising, as (S_h,S_w,3) uint8 to draw the overlays on."""
+    pixels = processed(model, images, side, normalise=False)  # (B,C,S_h,S_w) in 0..255
+    return [np.clip(np.rint(p.permute(1, 2, 0).numpy()), 0, 255).astype(np.uint8) for p in pixels]
+
+
+def processed(model: LoadedModel, images: Sequence[object], side: int | None, normalise: bool) -> Tensor:
+    """(B,C,S_h,S_w): the processor's own geometry (or side × side), normalised or in 0..255."""
+    side = check_side(model, side) if side is not None else None
     processor = image_processor(model)
     if processor is not None:
-        size = {"height": side, "width": side}
-        return processor(images=list(images), return_tensors="pt", size=size, crop_size=size,
-                         do_center_crop=False)["pixel_values"]
-    import numpy as np
-
-    arrays = [np.asarray(image.convert("RGB").resize((side, side), resample=3), dtype=np.float32) / 255.0
+        square = {} if side is None else dict(size={"height": side, "width": side}, do_center_crop=False)
+        flags = {} if normalise else dict(do_rescale=False, do_normalize=False)
+        pixels = processor(images=list(images), return_tensors="pt", **square, **flags)["pixel_values"]
+        return pixels.float()
+    side = check_side(model, side)
+    arrays = [np.asarray(image.convert("RGB").resize((side, side), resample=3), dtype=np.float32)
               for image in images]  # (S,S,C) each, bicubic
-    pixels = torch.tensor(np.stack(arrays)).permute(0, 3, 1, 2)  # (B,C,S,S)
+    pixels = torch.tensor(np.stack(arrays)).permute(0, 3, 1, 2)  # (B,C,S,S) in 0..255
+    if not normalise:
+        return pixels
     mean, std = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1), torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-    return (pixels - mean) / std
+    return (pixels / 255.0 - mean) / std
 
 
 def image_processor(model: LoadedModel) -> object | None:

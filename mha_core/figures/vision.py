@@ -28,17 +28,17 @@ def lit(patch_map: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(patch_map / (float(patch_map.max()) or 1.0), 0, 1))
 
 
-def upsampled(patch_map: np.ndarray, side: int) -> np.ndarray:
-    """(R,C) weights -> (S,S) in 0..1: each patch a square, lit()."""
+def upsampled(patch_map: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(R,C) weights -> (S_h,S_w) in 0..1 for size (S_h, S_w): each patch a rectangle, lit()."""
     from PIL import Image
 
-    image = Image.fromarray((lit(patch_map) * 255).astype(np.uint8), "L").resize((side, side), Image.NEAREST)
+    image = Image.fromarray((lit(patch_map) * 255).astype(np.uint8), "L").resize(size[::-1], Image.NEAREST)
     return np.asarray(image, dtype=np.float32) / 255.0
 
 
 def overlay(photo: np.ndarray, patch_map: np.ndarray) -> np.ndarray:
-    """(S,S,3) uint8 photo, (R,C) weights -> (S,S,3) uint8: the photo lit where the weights are high."""
-    light = upsampled(patch_map, photo.shape[0])[..., None]  # (S,S,1)
+    """(S_h,S_w,3) uint8 photo, (R,C) weights -> (S_h,S_w,3) uint8: the photo lit where the weights are high."""
+    light = upsampled(patch_map, photo.shape[:2])[..., None]  # (S_h,S_w,1)
     return (photo * (DIM + (1 - DIM) * light)).astype(np.uint8)
 
 
@@ -78,32 +78,33 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
 
     from PIL import Image
 
-    side = photo.shape[0]
+    height_px, width_px = photo.shape[:2]  # the region the model saw (square unless its processor keeps the aspect)
     rows, columns = patch_map.shape
-    step = side / columns
+    step_x, step_y = width_px / columns, height_px / rows
     buffer = io.BytesIO()
     Image.fromarray(photo).save(buffer, format="JPEG", quality=85)
     source = "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
-    centres = [(i + 0.5) * step for i in range(columns)]
-    heat = {"type": "heatmap", "z": lit(patch_map).tolist(), "x": centres,
-            "y": centres[:rows], "customdata": patch_map.tolist(), "colorscale": SHADE, "zmin": 0, "zmax": 1,
+    centres_x, centres_y = [(i + 0.5) * step_x for i in range(columns)], [(i + 0.5) * step_y for i in range(rows)]
+    heat = {"type": "heatmap", "z": lit(patch_map).tolist(), "x": centres_x,
+            "y": centres_y, "customdata": patch_map.tolist(), "colorscale": SHADE, "zmin": 0, "zmax": 1,
             "colorbar": {"title": {"text": tr("√ weight / largest")}},
             "hovertemplate": tr("%{x:.0f}, %{y:.0f} px: weight %{customdata:.4f}") + "<extra></extra>"}
-    shapes = [] if query is None else [{"type": "rect", "x0": query[1] * step, "x1": (query[1] + 1) * step,
-                                        "y0": query[0] * step, "y1": (query[0] + 1) * step,
+    shapes = [] if query is None else [{"type": "rect", "x0": query[1] * step_x, "x1": (query[1] + 1) * step_x,
+                                        "y0": query[0] * step_y, "y1": (query[0] + 1) * step_y,
                                         "line": {"color": "red", "width": 3}}]
     layout = {"title": {"text": safe_label(title)}, "height": height, "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
-              "xaxis": {"range": [0, side], "showgrid": False, "visible": False, "constrain": "domain"},
-              "yaxis": {"range": [side, 0], "showgrid": False, "visible": False, "scaleanchor": "x"},
-              "images": [{"source": source, "xref": "x", "yref": "y", "x": 0, "y": 0, "sizex": side, "sizey": side,
+              "xaxis": {"range": [0, width_px], "showgrid": False, "visible": False, "constrain": "domain"},
+              "yaxis": {"range": [height_px, 0], "showgrid": False, "visible": False, "scaleanchor": "x"},
+              "images": [{"source": source, "xref": "x", "yref": "y", "x": 0, "y": 0, "sizex": width_px,
+                          "sizey": height_px,
                           "sizing": "stretch", "layer": "below"}], "shapes": shapes}
     data = [heat]
     if first_patch is not None:
-        data.append({"type": "scatter", "mode": "markers", "x": [centres[c] for r in range(rows) for c in
+        data.append({"type": "scatter", "mode": "markers", "x": [centres_x[c] for r in range(rows) for c in
                                                                  range(columns)],
-                     "y": [centres[r] for r in range(rows) for c in range(columns)],
+                     "y": [centres_y[r] for r in range(rows) for c in range(columns)],
                      "customdata": [[first_patch + r * columns + c] for r in range(rows) for c in range(columns)],
-                     "marker": {"size": max(4, int(step)), "opacity": 0.01, "symbol": "square"},
+                     "marker": {"size": max(4, int(min(step_x, step_y))), "opacity": 0.01, "symbol": "square"},
                      "hoverinfo": "skip", "showlegend": False})
     return {"data": data, "layout": layout}
 
@@ -129,10 +130,11 @@ def patch_grid_figure(photo: np.ndarray, grid: tuple[int, int], query: tuple[int
     spec = head_overlay_figure(photo, np.ones(grid), tr("The photo cut into {rows} × {columns} patches",
                                                         rows=grid[0], columns=grid[1]), query, height)
     spec["data"][0].update({"opacity": 0, "showscale": False, "hoverinfo": "skip"})
-    side, step = photo.shape[0], photo.shape[0] / grid[1]
-    lines = [{"type": "line", "x0": i * step, "x1": i * step, "y0": 0, "y1": side,
+    (height_px, width_px), rows, columns = photo.shape[:2], *grid
+    step_x, step_y = width_px / columns, height_px / rows
+    lines = [{"type": "line", "x0": i * step_x, "x1": i * step_x, "y0": 0, "y1": height_px,
               "line": {"color": "white", "width": 1}} for i in range(1, grid[1])]
-    lines += [{"type": "line", "y0": i * step, "y1": i * step, "x0": 0, "x1": side,
+    lines += [{"type": "line", "y0": i * step_y, "y1": i * step_y, "x0": 0, "x1": width_px,
                "line": {"color": "white", "width": 1}} for i in range(1, grid[0])]
     spec["layout"]["shapes"] = lines + spec["layout"]["shapes"]
     return spec

@@ -13,7 +13,7 @@ from mha_core.analysis.long_text import HeadSummaries, head_summaries
 from mha_core.analysis.seq2seq_decode import Decoded, decode
 from mha_core.analysis.transcribe import Transcript, transcribe
 from mha_core.analysis.word_alignment import WordAlignment, word_alignment
-from mha_core.engine.audio import Clip, read_audio, speak
+from mha_core.engine.audio import Clip, read_audio, span, speak, wav_bytes
 from mha_core.engine.bundled import WHISPER_NAME
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.seq2seq import (
@@ -34,7 +34,7 @@ from mha_core.teaching.cross_steps import CrossSteps, cross_steps
 OWN_NEW = 64  # pieces of the model's own output, at most
 __all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "alignment_of", "clip_of", "cross_scores_of", "decoded_of", "digest",
            "frame_summaries_of", "heard_of", "heard_steps_of", "read_steps_of", "seq2seq_of", "spoken_of",
-           "text_steps_of", "transcript_of"]
+           "text_steps_of", "transcript_of", "word_audio_of"]
 
 
 def seq2seq_of(server: Server, model: LoadedModel, source: str, target: str | None, path: str = "auto"
@@ -62,6 +62,13 @@ def digest(audio: bytes) -> str:
 def clip_of(server: Server, audio: bytes) -> Clip:
     """The clip of an upload or recording, read once per server (bad audio raises InputError: one sentence)."""
     return server.kept("small", ("clip", digest(audio)), lambda: read_audio(audio))
+
+
+def word_audio_of(server: Server, audio: bytes, start: float, end: float) -> bytes:
+    """A word's own samples, from `start` to `end` seconds of the clip Whisper heard, as a short WAV (a player's
+    start and end times round to whole seconds: 1.34–1.62 s would play 1–3 s)."""
+    return server.kept("small", ("word audio", digest(audio), start, end),
+                       lambda: wav_bytes(span(clip_of(server, audio), start, end)))
 
 
 def transcript_of(server: Server, model: LoadedModel, audio: bytes, language: str | None) -> Transcript:

@@ -10,7 +10,7 @@ import numpy as np
 
 from mha_core.analysis.vision import ImageHeads, image_heads, query_maps
 from mha_core.engine.bundled import VISION_NAME
-from mha_core.engine.images import prepare_images, read_image, run_images
+from mha_core.engine.images import prepare_images, read_image, run_images, seen_pictures
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.vision import MAX_SIDE
@@ -20,10 +20,12 @@ from mha_core.serving.server import Server
 from mha_core.teaching.image_steps import ImageSteps, image_steps
 from mha_core.teaching.photos import PHOTOS, available_photos, photo_file
 
-__all__ = ["MAX_SIDE", "PHOTOS", "VISION_NAME", "available_photos", "digest", "heads_of", "image_of", "mosaic_of",
+__all__ = ["MAX_SIDE", "OWN", "PHOTOS", "VISION_NAME", "available_photos", "digest", "heads_of", "image_of",
+           "mosaic_of",
            "photo_bytes", "query_maps_of", "result_of", "sides", "steps_of"]
 
-SIDES = (224, 336, 448, 518)  # offered sizes (DINOv2's 14-pixel patches divide each)
+SIDES = (224, 336, 448, 518)  # sizes offered beside the model's own (DINOv2's 14-pixel patches divide each)
+OWN = 0  # a side of 0: the picture prepared exactly as the model folder's image processor prepares it
 
 
 def digest(data: bytes) -> str:
@@ -36,10 +38,10 @@ def photo_bytes(key: str) -> bytes:
 
 
 def sides(model: LoadedModel) -> list[int]:
-    """The sizes a model reads images at: those of SIDES its patch divides (224 first: the default), else its own."""
+    """The sizes offered: OWN first (the default: as the model prepares images), then those of SIDES its patch
+    divides (each picture squared to side × side, departing from the model's preparation)."""
     patch = model.arch.patch_size
-    fits = [s for s in SIDES if s % patch == 0]
-    return fits if fits else [model.arch.image_size]
+    return [OWN, *(s for s in SIDES if s % patch == 0)]
 
 
 def image_of(server: Server, data: bytes) -> object:
@@ -48,11 +50,12 @@ def image_of(server: Server, data: bytes) -> object:
 
 
 def result_of(server: Server, model: LoadedModel, data: bytes, side: int) -> tuple[AttentionResult, np.ndarray]:
-    """Every layer and head on the picture at `side` pixels, and the picture as the model saw it (S,S,3) uint8."""
+    """Every layer and head on the picture prepared as the model prepares it (side OWN) or squared to `side`
+    pixels, and the region the model saw (S_h,S_w,3) uint8 (after its resize and crop)."""
     def compute() -> tuple[AttentionResult, np.ndarray]:
-        picture = image_of(server, data)
-        seen = np.asarray(picture.convert("RGB").resize((side, side), 3))
-        return run_images(model, prepare_images(model, [picture], side)), seen
+        picture, chosen = image_of(server, data), side or None
+        seen = seen_pictures(model, [picture], chosen)[0]
+        return run_images(model, prepare_images(model, [picture], chosen)), seen
 
     return server.in_slot("results", ("image", of(model), digest(data), side), compute)
 
