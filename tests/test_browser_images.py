@@ -50,3 +50,42 @@ def take_photo(page, analysed: str, tries: int = 3) -> None:
         except Exception:
             if attempt == tries - 1 or not button.is_visible():
                 raise
+
+
+PLOT_POINT = """([x, y]) => { const gd = [...document.querySelectorAll('.js-plotly-plot')].pop();
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
+    return [r.left + xa._offset + xa.l2p(x), r.top + ya._offset + ya.l2p(y)]; }"""
+OUTLINE = """() => { const s = [...document.querySelectorAll('.js-plotly-plot')].pop().layout.shapes[0];
+    return s ? [s.x0, s.y0] : null; }"""
+
+
+def click_patch(page, row: int, column: int) -> None:
+    """Click the centre of patch (row, column), its pixel computed from Plotly's own axes (no guessed spots)."""
+    centres = page.evaluate("() => { const gd = [...document.querySelectorAll('.js-plotly-plot')].pop();"
+                            " return [gd.data[1].x, gd.data[1].y]; }")
+    columns = len(set(centres[0]))
+    index = row * columns + column
+    x, y = page.evaluate(PLOT_POINT, [centres[0][index], centres[1][index]])
+    page.mouse.click(x, y)
+
+
+def test_clicking_a_patch_follows_its_row_and_moves_the_outline(app_url):
+    """Issue 42, item 4: from [CLS], then from a patch, a click on a patch makes it the query."""
+    with chromium_page() as page:
+        page.goto(f"{app_url}/images?img_tab=One%20head")
+        page.get_by_text("where [CLS] looks", exact=False).first.wait_for(timeout=180_000)
+        wait_idle(page, timeout=120_000)
+        assert page.evaluate(OUTLINE) is None  # [CLS] is no patch: nothing outlined
+        click_patch(page, 2, 5)
+        page.get_by_text("where patch 2,5 looks", exact=False).first.wait_for(timeout=60_000)
+        wait_idle(page, timeout=60_000)
+        xs = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].pop().data[1].x")
+        step = xs[1] - xs[0]  # a patch's width in the figure's pixels
+        assert page.evaluate(OUTLINE) == [5 * step, 2 * step]
+        click_patch(page, 9, 1)
+        page.get_by_text("where patch 9,1 looks", exact=False).first.wait_for(timeout=60_000)
+        wait_idle(page, timeout=60_000)
+        assert page.evaluate(OUTLINE) == [1 * step, 9 * step]
+        position = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].pop().data[1]"
+                                 f".customdata[9 * {len(set(xs))} + 1][0]")
+        assert f"img_query={position}" in page.url  # "Whose attention" follows, in the shared address too

@@ -47,11 +47,12 @@ def query_picker(heads: ImageHeads, key: str) -> int:
                   format_func=lambda i: token_name(heads, i), context=(heads.grid,))
 
 
-def pick_patch() -> None:
-    """A patch clicked on the map: follow its row."""
+def pick_patch(grid: tuple[int, int]) -> None:
+    """A patch clicked on the map: follow its row (chosen in the query picker's own context, the grid: a choice
+    made in another context is dropped for the default, which is how a click was lost)."""
     points = st.session_state["img_head_map"].selection.points
     if points:
-        choose("img_query", int(points[0]["customdata"][0]))
+        choose("img_query", int(points[0]["customdata"][0]), (grid,))
 
 
 def token_name(heads: ImageHeads, position: int) -> str:

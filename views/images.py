@@ -4,6 +4,8 @@ attention over the photo, one head large, attention rollout, attention distance 
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -55,7 +57,7 @@ def one_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) 
     chart(("img_head", str(model.model_dir), computed.digest(data), side, layer, head, query),
           lambda: figures.head_overlay_figure(seen[1], maps[layer, head], title, outlined,
                                               380 if narrow_screen() else 560, prefix), width="stretch",
-          key="img_head_map", on_select=pick_patch, selection_mode="points")
+          key="img_head_map", on_select=functools.partial(pick_patch, heads.grid), selection_mode="points")
     st.caption(tr("Each patch's colour is the weight {query} gives it in this head (hover for the number; click a "
                   "patch to follow its row); its row also gives {share:.0%} to the tokens before the patches.",
                   query=token_name(heads, query),

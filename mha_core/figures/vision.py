@@ -103,9 +103,13 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
         data.append({"type": "scatter", "mode": "markers", "x": [centres_x[c] for r in range(rows) for c in
                                                                  range(columns)],
                      "y": [centres_y[r] for r in range(rows) for c in range(columns)],
-                     "customdata": [[first_patch + r * columns + c] for r in range(rows) for c in range(columns)],
+                     "customdata": [[first_patch + r * columns + c, float(patch_map[r, c])] for r in range(rows)
+                                    for c in range(columns)],
                      "marker": {"size": max(4, int(min(step_x, step_y))), "opacity": 0.01, "symbol": "square"},
-                     "hoverinfo": "skip", "showlegend": False})
+                     "hovertemplate": heat["hovertemplate"].replace("customdata", "customdata[1]"),
+                     "showlegend": False})  # on top of the heatmap: it answers the hover and the click (a trace
+        heat["hoverinfo"] = "skip"  # whose hoverinfo is "skip" sends Plotly no click, so a patch was never chosen)
+        layout.update(clickmode="event+select", dragmode=False, hovermode="closest")
     return {"data": data, "layout": layout}
 
 
