@@ -93,3 +93,40 @@ def test_one_cross_attention_head_step_by_step_matches_the_run(tiny_seq2seq, mon
 
     said = [re.search(r"at most (\d\.\de[+-]\d\d)", c.value) for c in at.caption]
     assert [float(m.group(1)) for m in said if m] and all(float(m.group(1)) <= 1e-5 for m in said if m)
+
+
+@pytest.mark.slow
+def test_the_encoder_over_time_opens_on_the_speech_and_names_its_times():
+    """Issue 42, item 7: a 3.5 s clip's region opened at rows 1,436–1,499 and its row at 29.98 s, in the padding."""
+    import math
+
+    from mha_core.engine.audio import read_audio
+    from mha_core.engine.frames import POSITION_SECONDS
+    from mha_core.serving import computed_seq2seq
+    from mha_core.serving.server import Server
+
+    at = open_app(PAGE, x_tab="Encoder over time")
+    assert not at.exception
+    clip = read_audio(computed_seq2seq.spoken_of(Server(), SPOKEN["en"], "en"))
+    speech = math.ceil(clip.seconds / POSITION_SECONDS)  # the positions holding the clip
+    region, query = at.number_input(key="zoom_query").value, at.number_input(key="long_query").value
+    assert 0 <= region < speech and speech - 2 <= query < speech, (region, query, speech)
+    table = at.dataframe[0].value
+    assert "time" in table.columns and "piece" not in table.columns
+    assert all(str(t).endswith(" s") for t in table["time"])
+
+
+@pytest.mark.slow
+def test_a_page_that_reads_another_model_than_the_page_before_says_so_with_a_way_back():
+    """Issue 42, item 8: the Encoder–decoder page showed Whisper; Heads then showed MiniLM without a word."""
+    at = open_app(PAGE)
+    assert not at.exception and not [i for i in at.info if "page before" in i.value]
+    at.switch_page("views/heads.py").run()
+    assert not at.exception
+    note = next(i.value for i in at.info if "page before" in i.value).replace("\\", "")
+    assert ENCODER_NAME in note and WHISPER_NAME in note
+    back = next(b for b in at.button if b.key == "read_previous_model")
+    back.click().run()
+    assert not at.exception and at.selectbox(key="model").value == WHISPER_NAME
+    at.switch_page("views/roles.py").run()  # a model the visitor chose: no note
+    assert not at.exception and not [i for i in at.info if "page before" in i.value]

@@ -8,11 +8,19 @@ import streamlit as st
 from mha_core import LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.corpora import CorpusFormatError, decode_text
 from mha_core.i18n import N_, tr, worded
-from mha_core.serving.menu import model_notice
+from mha_core.serving.menu import ENCODER_DECODER_PAGE, IMAGES_PAGE, model_notice
 from mha_core.teaching.examples import example_of, examples_for
-from views._state import MAX_INPUT_CHARS, check_length, chosen_model_name, current_model, loaded_here, model_choices
+from views._state import (
+    MAX_INPUT_CHARS,
+    PAGE,
+    check_length,
+    chosen_model_name,
+    current_model,
+    loaded_here,
+    model_choices,
+)
 from views._text import literal
-from views._visit import choose, widget
+from views._visit import choose, visit, widget
 
 
 def set_sentence(text: str) -> None:
@@ -91,6 +99,25 @@ def model_card() -> None:
         notice = model_notice(model.model_dir)
         if notice:
             st.caption(literal(tr(notice)) + ".")
+    switch_note(model)
+
+
+LAST_MODEL = "_last_model"  # the model the page before read
+MODALITY_PAGES = (ENCODER_DECODER_PAGE, IMAGES_PAGE)  # pages that read only audio, or only images
+
+
+def switch_note(model: LoadedModel) -> None:
+    """A page that reads another model than the page before, without the visitor choosing it (a page's own
+    default: the Encoder–decoder page opens on Whisper, Images on DINOv2), says so, with a way back where this page
+    can read the other model."""
+    previous, st.session_state[LAST_MODEL] = st.session_state.get(LAST_MODEL), model.name
+    if previous in (None, model.name) or visit().chosen.get("model") is not None:
+        return
+    st.info(literal(tr("This page reads {current}; the page before read {previous}. The Model list in the sidebar "
+                       "chooses one for every page.", current=model.name, previous=previous)))
+    if previous in model_choices() and st.session_state.get(PAGE) not in MODALITY_PAGES:
+        st.button(tr("Read {previous} here", previous=previous), on_click=choose, args=("model", previous),
+                  key="read_previous_model")
 
 
 def sampling_settings(max_new: int) -> tuple[int, float, int | None, int]:

@@ -101,14 +101,17 @@ def show_downsampled(result: AttentionResult, layer: int, head: int, base: tuple
     chart((*base, "downsampled", layer, head, how), build, key="long_map")
 
 
-def show_zoom(result: AttentionResult, layer: int, head: int, base: tuple) -> None:
+def show_zoom(result: AttentionResult, layer: int, head: int, base: tuple, end: int | None = None) -> None:
+    """An exact region; it opens on the last `end` positions (those holding the input: a clip's speech, not the
+    silence padding Whisper's window), by default the whole text's end."""
     n = result.lengths[0]
+    end = n if end is None else max(1, min(end, n))
     st.subheader(tr("Exact cells of a region"))
     c1, c2, c3 = st.columns(3)
     context = base[1:]  # the model and the text
     size = widget(c3.number_input, "zoom_size", 24 if narrow_screen() else 64, tr("Size (rows and columns)"), 8,
                   ZOOM_MAX, step=8, fits=lambda v: 8 <= v <= ZOOM_MAX)
-    q0 = widget(c1.number_input, "zoom_query", max(0, n - int(size)), tr("First query row"), 0, n - 1,
+    q0 = widget(c1.number_input, "zoom_query", max(0, end - int(size)), tr("First query row"), 0, n - 1,
                 context=context, fits=lambda v: 0 <= v < n)
     k0 = widget(c2.number_input, "zoom_key", 0, tr("First key column"), 0, n - 1, context=context,
                 fits=lambda v: 0 <= v < n)
@@ -127,9 +130,13 @@ def show_zoom(result: AttentionResult, layer: int, head: int, base: tuple) -> No
     chart((*base, "zoom", layer, head, rows.start, cols.start, len(rows)), build, key="long_zoom")
 
 
-def show_row(result: AttentionResult, layer: int, head: int, base: tuple) -> None:
+def show_row(result: AttentionResult, layer: int, head: int, base: tuple, end: int | None = None,
+             unit: str = N_("piece")) -> None:
+    """One query's row, opening on the last of the first `end` positions; `unit` names what a key is (a piece,
+    or a frame's time in seconds)."""
     n, labels = result.lengths[0], result.labels[0]
-    query = int(widget(st.number_input, "long_query", n - 1, tr("Query position"), 0, n - 1, context=base[1:],
+    end = n if end is None else max(1, min(end, n))
+    query = int(widget(st.number_input, "long_query", end - 1, tr("Query position"), 0, n - 1, context=base[1:],
                        fits=lambda v: 0 <= v < n))
     st.caption(tr("Query {query:,}: '{label}'. Its weights over all {n:,} keys in layer {layer}, head {head}.",
                   query=query, label=literal(labels[query]), n=n, layer=layer, head=head))
@@ -138,7 +145,7 @@ def show_row(result: AttentionResult, layer: int, head: int, base: tuple) -> Non
         row, labels, tr("Layer {layer}, head {head}: query {query:,}", layer=layer, head=head, query=query)),
         key="long_row")
     top = top_row_keys(row)
-    st.dataframe(pd.DataFrame({tr("key position"): [j for j, _ in top], tr("piece"): [labels[j] for j, _ in top],
+    st.dataframe(pd.DataFrame({tr("key position"): [j for j, _ in top], tr(unit): [labels[j] for j, _ in top],
                                tr("weight"): [round(w, 4) for _, w in top]}), hide_index=True)
     uniform = uniform_piece_weight(n, query, result.causal, result.window(layer))
     st.caption(tr("The {k} keys with the most weight; uniform over the keys this query sees would be {uniform:.5f}.",

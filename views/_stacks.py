@@ -138,8 +138,8 @@ def show_frames(model: LoadedModel, heard: Transcript, audio: bytes | None, lang
         heard, layer, head, 420 if narrow_screen() else 720), width="stretch")
     st.caption(tr("The encoder's self-attention over the clip's {n:,} positions (20 ms each; the silence that pads "
                   "Whisper's 30-second window is left out), each cell a block's largest weight.", n=n))
-    show_zoom(encoder, layer, head, base)
-    show_row(encoder, layer, head, base)
+    show_zoom(encoder, layer, head, base, end=n)  # open on the speech, not the padding after it
+    show_row(encoder, layer, head, base, end=n, unit=N_("time"))
     with waiting() as wait:
         summaries = computed.frame_summaries_of(server(), model, audio, language, wait)
     show_summaries(summaries, base)

@@ -97,6 +97,9 @@ def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | Non
     return spec
 
 
+MARK_SIZE, MARK_INK, MARK_BADGE = 15, "#111111", "rgba(255,255,255,0.9)"  # the found/published marks
+
+
 def head_scores_figure(scores: HeadScores) -> FigureDict:
     """Every cross-attention head's alignment score (forward share × sharpness), the heads found marked ✓ and the
     published ones ●."""
@@ -106,9 +109,10 @@ def head_scores_figure(scores: HeadScores) -> FigureDict:
                            tr("forward × sharpness"), zrange=(0.0, float(max((scores.monotonic * scores.sharp).max(),
                                                                              1e-9))))
     found, published = set(scores.found), set(scores.published)
-    grid["layout"]["annotations"] = [
-        {"x": head_tick(h), "y": layer_tick(layer), "xref": "x", "yref": "y", "showarrow": False, "yshift": 14,
-         "font": {"size": 11},
+    grid["layout"]["annotations"] = [  # a dark mark on a light badge: legible on the darkest and the palest cell
+        {"x": head_tick(h), "y": layer_tick(layer), "xref": "x", "yref": "y", "showarrow": False,
+         "font": {"size": MARK_SIZE, "color": MARK_INK}, "bgcolor": MARK_BADGE, "bordercolor": MARK_INK,
+         "borderwidth": 1, "borderpad": 1,
          "text": ("✓" if (layer, h) in found else "") + ("●" if (layer, h) in published else "")}
         for layer, h in sorted(found | published)]
     return grid
