@@ -118,6 +118,19 @@ def test_lessons_check_answers_live():
     assert any(w.value == "Not this time." for w in at.warning)
 
 
+def test_the_seeds_miscount_is_marked_wrong_with_its_reason():
+    """Issue 42, item 11: 1,049,600 (the seeds' 4·512² + 2·512) was marked wrong without a word of why."""
+    from mha_core.analysis.shapes import count_shape, make_shape
+
+    d = 512
+    miscount, right = 4 * d * d + 2 * d, count_shape(make_shape(d, 8)).total  # two biases, against all four
+    at = open_app("views/walkthrough.py", wt_tab="Lessons")
+    at.text_input(key="answer_eight-heads").input(f"{miscount:,}").run()
+    at.button(key="check_eight-heads").click().run()
+    why = next(w.value for w in at.warning).replace("\\", "")
+    assert f"{miscount:,}" in why and "two of the four bias vectors" in why and f"{right:,}" in why
+
+
 def test_lesson_sentence_goes_to_the_sentence_box():
     at = open_app("views/walkthrough.py", wt_tab="Lessons")
     at.button(key="load_previous-word").click().run()

@@ -227,3 +227,23 @@ def test_the_token_choice_follows_a_new_sentence():  # issue 19, item 2: no stal
     at.text_area(key="text").input("Yesterday my old friend said that it rained.").run()
     query = at.selectbox(key="query")
     assert not at.exception and query.format_func(query.value).endswith(": it")  # the new sentence's "it"
+
+
+def test_the_page_opens_on_the_pronoun_s_strongest_head(bundled):
+    """Issue 42, item 11: the page opened on layer 0, head 0; it opens on the head whose "it" row gives "animal"
+    the most weight, found here from transformers' own attentions."""
+    import torch
+
+    from tests.conftest import ANIMAL_TIRED
+
+    batch = bundled.tokenizer(ANIMAL_TIRED, return_tensors="pt")
+    pieces = bundled.tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
+    with torch.no_grad():
+        maps = torch.stack(bundled.model(**batch, output_attentions=True).attentions)[:, 0]  # (L,H,T,T)
+    weights = maps[:, :, pieces.index("it"), pieces.index("animal")]
+    layer, head = divmod(int(weights.argmax()), weights.shape[1])
+    at = start()
+    assert not at.exception
+    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (layer, head) != (0, 0)
+    other = start(text="The keys to the cabinet are on the table.")  # no pronoun: layer 0, head 0
+    assert (other.selectbox(key="layer").value, other.selectbox(key="head").value) == (0, 0)

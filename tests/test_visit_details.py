@@ -60,6 +60,12 @@ def test_encode_and_decode_are_inverse(value, like):
     ("The dog chased the cat because it was hungry.", "it", "dog", "cat",
      "The dog chased the cat because he was hungry."),
     ("The keys to the cabinet are on the table.", "", "", "", ""),
+    # issue 42, item 11: an edited sentence's pair swaps the word that decides the referent, not the pronoun
+    ("The dog didn't cross the road because it was too tired.", "it", "dog", "road",
+     "The dog didn't cross the road because it was too wide."),
+    ("The cat did not jump over the river because it was too Wide.", "it", "cat", "river",
+     "The cat did not jump over the river because it was too Tired."),
+    ("那只猫没有过马路，因为它太累了。", "它", "猫", "马路", "那只猫没有过马路，因为它太宽了。"),
     ("玛丽把书给了约翰，因为她已经读过了。", "她", "玛丽", "约翰", "玛丽把书给了约翰，因为他已经读过了。"),
 ])
 def test_every_sentence_gets_its_own_question_and_minimal_pair(text, pronoun, antecedent, other, pair):

@@ -77,15 +77,18 @@ def test_cli_transcribe_and_attention_of_audio(tmp_path, whisper):
     audio = tmp_path / "spoken.wav"
     audio.write_bytes(speak(SENTENCE))
     out = tmp_path / "t.json"
-    assert main(["transcribe", "--audio", str(audio), "--timestamps", "--model", WHISPER_NAME, "--json",
-                 str(out)]) == 0
-    data = json.loads(out.read_text())
+    assert main(["transcribe", "--audio", str(audio), "--timestamps", "--json", str(out)]) == 0  # the bundled
+    data = json.loads(out.read_text())  # model that hears by default (issue 42, item 11: it refused MiniLM)
+    assert data["model"] == WHISPER_NAME
     assert data["text"] == SENTENCE and data["language"] == "en" and len(data["words"]) == 11
     assert data["alignment_heads"] and all(0 <= layer < 6 and 0 <= head < 8 for layer, head in data["alignment_heads"])
     out, tiny = tmp_path / "a.json", make_tiny_seq2seq("whisper", tmp_path / "tiny-whisper")  # 2 + 2 layers, 4 heads
     assert main(["attention", "--audio", str(audio), "--target", "The animal.", "--model-dir", str(tiny), "--json",
                  str(out)]) == 0
     data = json.loads(out.read_text())
+    assert main(["transcribe", "--audio", str(audio), "--model-dir", str(tiny), "--json", str(tmp_path / "x.json")]
+                ) == 0  # --model-dir still wins over the default
+    assert json.loads((tmp_path / "x.json").read_text())["model"] != WHISPER_NAME
     s, t = data["encoder_positions"], len(data["target_ids"])
     assert s == 50 and data["target_tokens"][0] == "[CLS]" and data["source_tokens"][1] == "0.02 s"  # a 1 s window
     assert np.array(data["encoder"]).shape == (2, 4, s, s) and np.array(data["decoder"]).shape == (2, 4, t, t)
@@ -125,3 +128,27 @@ def test_zero_hertz_a_huge_upload_and_a_two_hour_file(tmp_path):
     soundfile.write(long, np.tile(np.array([0, 60, 0, -60], np.int16), 2 * 3600 * 2000), 8000, subtype="PCM_U8")
     clip = read_audio(long)  # two hours at 8 kHz: only Whisper's 30-second window is read
     assert clip.cut and clip.seconds == 30.0 and round(clip.source_seconds) == 7200 and len(clip.samples) == 30 * RATE
+
+
+def test_chinese_is_converted_to_simplified_characters_with_opencc():
+    from mha_core.analysis.transcribe import simplified
+
+    assert simplified("當路沒要過馬路,因爲太太了") == "当路没要过马路,因为太太了"
+    assert simplified("那只动物没有过马路") == "那只动物没有过马路"  # Simplified stays as it is
+
+
+def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
+    """Issue 42, item 5: the page showed 當路沒要過馬路,因爲… on a Simplified interface."""
+    import opencc
+
+    from mha_core.analysis.transcribe import simplified
+
+    traditional_of = opencc.OpenCC("s2t").convert
+    heard = transcribe(whisper, read_audio(speak("那只动物没有过马路，因为它太累了。", "zh")), "zh")
+    assert heard.text_as_written and heard.text == simplified(heard.text_as_written)
+    assert heard.text == simplified(heard.text) and heard.text_as_written == heard.decoded.text
+    changed = [ch for ch in heard.text if traditional_of(ch) != ch]  # characters that have a Traditional form
+    assert all(simplified(ch) == ch for ch in changed)
+    assert heard.words and all(simplified(w.word) == w.word for w in heard.words)  # the word table too
+    english = transcribe(whisper, read_audio(speak(SENTENCE)), "en", timestamps=False)
+    assert english.text == english.text_as_written == SENTENCE  # only Chinese is converted

@@ -61,10 +61,10 @@ def pick_head_from_overview() -> None:
         choose("head", int(head))
 
 
-def head_pickers(n_layers: int, n_heads: int) -> tuple[int, int]:
+def head_pickers(n_layers: int, n_heads: int, default: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     left, right = st.columns(2)
-    layer = widget(left.selectbox, "layer", 0, tr("Layer"), options=range(n_layers), format_func=tr)
-    head = widget(right.selectbox, "head", 0, tr("Head"), options=range(n_heads), disabled=n_heads == 1,
+    layer = widget(left.selectbox, "layer", default[0], tr("Layer"), options=range(n_layers), format_func=tr)
+    head = widget(right.selectbox, "head", default[1], tr("Head"), options=range(n_heads), disabled=n_heads == 1,
                   format_func=lambda h: tr("mean of heads") if n_heads == 1 else str(h))
     return layer, (0 if n_heads == 1 else head)
 
@@ -141,6 +141,15 @@ def default_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int
     last = len(view.labels) - 1
     return (view.unit_of(result.word_pieces(0, pronoun), last) if pronoun else last,
             view.unit_of(result.word_pieces(0, antecedent), 0) if antecedent else 0)
+
+
+def opening_head(view: AttentionView, result: AttentionResult) -> tuple[int, int]:
+    """The head the page opens on: the one whose pronoun row gives the word it names the most weight (layer 0, head
+    0 for a sentence without a pronoun)."""
+    pronoun, antecedent = focus_words(result.batch.texts[0])
+    if not (pronoun and antecedent):
+        return 0, 0
+    return view.strongest_head(*default_pair(view, result))
 
 
 def chosen_pair(view: AttentionView, result: AttentionResult, context: tuple) -> tuple[int, int]:
@@ -294,7 +303,7 @@ def main() -> None:
     view = computed.view_of(server(), model, text, "auto", hide, merge, avg, pair)
     base = ("heads", str(model.model_dir), text, hide, merge, avg, pair)  # what every figure below depends on
     n_layers, n_heads = view.maps.shape[:2]
-    layer, head = head_pickers(n_layers, n_heads)
+    layer, head = head_pickers(n_layers, n_heads, opening_head(view, result))
     # Tabs bound to the URL run lazily: only the open tab's figures are built and sent. They come before the
     # overview, which for a 30-layer model is 2,000 px tall.
     one_head, one_layer, one_token, search, export = tabs("view", (N_("One head"), N_("One layer"), N_("One token"),

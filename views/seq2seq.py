@@ -82,6 +82,9 @@ def whisper_page(model: LoadedModel) -> None:
     language_name = tr(LANGUAGES[heard.language]) if heard.language in LANGUAGES else heard.language
     st.markdown(tr("**Heard** ({language}, {seconds:.1f} s): {text}", language=language_name, seconds=clip.seconds,
                    text=literal(heard.text)))
+    if heard.text != heard.text_as_written:
+        st.caption(tr("Whisper wrote it in Traditional characters ({written}); shown in Simplified characters "
+                      "(OpenCC).", written=literal(heard.text_as_written)))
     if clip.cut:
         st.caption(tr("The file is {whole:.0f} s long: Whisper hears {window:.0f} s at a time, so only the first "
                       "{window:.0f} s are read.", whole=clip.source_seconds, window=clip.seconds))

@@ -328,8 +328,9 @@ def show_lessons(model: LoadedModel) -> None:
             if st.button(tr("Check"), key=f"check_{lesson.id}"):
                 result = reveal(model, lesson)
                 if answer.strip():
+                    why = result.why_wrong(answer)
                     (st.success if is_right(result, answer) else st.warning)(
-                        tr("Right.") if is_right(result, answer) else tr("Not this time.")
+                        tr("Right.") if is_right(result, answer) else why or tr("Not this time.")
                     )
                 st.markdown(result.explanation)
 

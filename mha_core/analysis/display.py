@@ -37,6 +37,13 @@ class AttentionView:
                 return unit
         return max(0, min(fallback, len(self.labels) - 1))
 
+    def strongest_head(self, query: int, key: int) -> tuple[int, int]:
+        """(layer, head) whose `query` row gives `key` the most weight (the Heads page opens on it for a sentence's
+        pronoun and the word it names, rather than on layer 0, head 0)."""
+        weights = self.maps[:, :, query, key]  # (L,H)
+        layer, head = np.unravel_index(int(np.argmax(weights)), weights.shape)
+        return int(layer), int(head)
+
 
 def segment_b_start(view: AttentionView, result: AttentionResult, b: int = 0) -> int | None:
     """The first shown unit of a sentence pair's second text (segment B); None for a single text."""

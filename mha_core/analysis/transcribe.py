@@ -7,8 +7,9 @@ Shapes: L decoder layers, H heads, P prompt pieces, T written pieces, S encoder 
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -31,19 +32,35 @@ from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
 
 UNSPACED = ("zh", "ja", "th", "lo", "my", "yue")  # written without spaces: every character a word
+SIMPLIFIED = ("zh",)  # shown in Simplified characters (Cantonese, yue, keeps Traditional ones)
 MAX_WRITTEN = 224
+
+
+@functools.cache
+def simplifier() -> object:
+    """OpenCC's Traditional → Simplified converter (its t2s dictionaries, phrases before characters)."""
+    import opencc
+
+    return opencc.OpenCC("t2s")
+
+
+def simplified(text: str) -> str:
+    """Chinese text in Simplified characters: Whisper writes Mandarin in Traditional characters as often as not (its
+    training transcripts mix both), on an interface and in lessons written in Simplified."""
+    return simplifier().convert(text)
 
 
 @dataclass(frozen=True)
 class Transcript(Drawable):
-    text: str
+    text: str  # Chinese in Simplified characters (text_as_written: as the decoder wrote it)
     language: str
     decoded: Decoded  # the decoder's input pieces (prompt, text, end) and each step's choice
     prompt_length: int  # P: the prompt's pieces (start of transcript, language, task, no timestamps)
     result: Seq2SeqResult  # every map of the clip (encoder), the transcript (decoder) and between them (cross)
     heads: HeadScores  # every cross-attention head scored; the alignment heads found, and the published ones
-    words: tuple[Word, ...]  # empty without timestamps
+    words: tuple[Word, ...]  # empty without timestamps (Chinese words in Simplified characters, as `text`)
     seconds: float  # the clip's length (speech; the window after it is silence)
+    text_as_written: str = ""  # the decoder's own characters (differs from `text` where it wrote Traditional ones)
 
     @property
     def speech_positions(self) -> int:
@@ -51,7 +68,8 @@ class Transcript(Drawable):
         return clip_positions(self.seconds, self.result.encoder.lengths[0])
 
     def as_json(self, model_name: str) -> dict:
-        return {"model": model_name, "text": self.text, "language": self.language,
+        return {"model": model_name, "text": self.text, "text_as_written": self.text_as_written,
+                "language": self.language,
                 "words": [{"word": w.word, "start": w.start, "end": w.end} for w in self.words],
                 "alignment_heads": [list(h) for h in self.heads.found],
                 "published_alignment_heads": [list(h) for h in self.heads.published]}
@@ -122,7 +140,10 @@ def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, time
         units = unicode_units(model.tokenizer, written)
         loud = loud_positions(clip.samples, RATE, rows.shape[-1])
         words = word_timestamps(rows, chosen, units, language not in UNSPACED, loud)
-    return Transcript(decoded.text, language, decoded, len(prompt), result, heads, words, clip.seconds)
+    if language in SIMPLIFIED:
+        words = tuple(replace(w, word=simplified(w.word)) for w in words)
+    text = simplified(decoded.text) if language in SIMPLIFIED else decoded.text
+    return Transcript(text, language, decoded, len(prompt), result, heads, words, clip.seconds, decoded.text)
 
 
 def speech_rows(transcript: Transcript) -> np.ndarray:

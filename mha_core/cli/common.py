@@ -23,12 +23,13 @@ def positive_int(value: str) -> int:
     return number
 
 
-def add_model_arguments(p: argparse.ArgumentParser) -> None:
+def add_model_arguments(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """--model or --model-dir; `default`: the listed model taken when neither is given (else the bundled encoder)."""
     from mha_core.engine.bundled import ENCODER_NAME
 
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--model", default=None, help=f"a listed model: bundled, in $MHA_MODELS_DIR or in the Hugging "
-                       f"Face cache (python -m mha_core models; default: {ENCODER_NAME})")
+    group.add_argument("--model", default=default, help=f"a listed model: bundled, in $MHA_MODELS_DIR or in the "
+                       f"Hugging Face cache (python -m mha_core models; default: {default or ENCODER_NAME})")
     group.add_argument("--model-dir", default=None, help="a local model directory (see README: supported families)")
 
 
@@ -36,7 +37,7 @@ def load_chosen_model(args: argparse.Namespace) -> LoadedModel:
     from mha_core import load_model
     from mha_core.serving.menu import available_models
 
-    if args.model is not None:
+    if args.model is not None and args.model_dir is None:  # --model, or the subcommand's default model
         choices = {choice.name: choice for choice in available_models()}
         if args.model not in choices:
             raise CliError(f"{args.model!r} is not a listed model: {', '.join(choices)} (python -m mha_core models)")

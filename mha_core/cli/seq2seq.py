@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from mha_core.cli.common import CliError, add_model_arguments, load_chosen_model, write_json
+from mha_core.engine.bundled import WHISPER_NAME
 from mha_core.engine.model import LoadedModel
 
 
@@ -91,6 +92,6 @@ def add_transcribe_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--audio", required=True, help="WAV, FLAC, OGG or MP3; the first 30 s are read")
     p.add_argument("--language", default=None, help="the spoken language's code (default: detected)")
     p.add_argument("--timestamps", action="store_true", help="each word's start and end, from the alignment heads")
-    add_model_arguments(p)
+    add_model_arguments(p, default=WHISPER_NAME)  # the bundled model that hears
     p.add_argument("--json", default="-", help="output file, '-' for stdout")
     p.set_defaults(func=cmd_transcribe)

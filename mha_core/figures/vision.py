@@ -17,7 +17,8 @@ from mha_core.i18n import tr
 
 DIM = 0.2  # how much of the photo shows where a head does not look
 GAP = 4  # pixels between the tiles of a mosaic
-LABEL = 22  # pixels of margin for the layer and head labels
+LABEL = 46  # pixels of margin for the layer and head labels
+LABEL_FONT_PX = 22  # the labels' size: legible when a phone shows the mosaic at a third of its width
 
 
 SHADE = [[0.0, "rgba(0,0,0,0.8)"], [1.0, "rgba(255,255,255,0)"]]  # dark where a head does not look, clear where it does
@@ -51,17 +52,18 @@ def thumbnail(photo: np.ndarray, side: int) -> np.ndarray:
 def mosaic_png(photo: np.ndarray, maps: np.ndarray, tile: int = 96, first_layer: int = 0) -> bytes:
     """(S,S,3) photo, (L,H,R,C) maps -> a PNG of every head's overlay, layers down and heads across, labelled L0…, H0…
     (a PNG, not a chart: 72 overlays stay a few hundred kB)."""
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFont
 
     n_layers, n_heads = maps.shape[:2]
     small = thumbnail(photo, tile)
     canvas = Image.new("RGB", (LABEL + n_heads * (tile + GAP), LABEL + n_layers * (tile + GAP)), "white")
-    draw = ImageDraw.Draw(canvas)
+    draw, font = ImageDraw.Draw(canvas), ImageFont.load_default(size=LABEL_FONT_PX)
     for head in range(n_heads):
-        draw.text((LABEL + head * (tile + GAP) + tile // 2 - 8, 4), f"H{head}", fill="black")
+        draw.text((LABEL + head * (tile + GAP) + tile // 2, LABEL // 2), f"H{head}", fill="black", font=font,
+                  anchor="mm")
     for layer in range(n_layers):
         y = LABEL + layer * (tile + GAP)
-        draw.text((1, y + tile // 2 - 6), f"L{first_layer + layer}", fill="black")
+        draw.text((LABEL // 2, y + tile // 2), f"L{first_layer + layer}", fill="black", font=font, anchor="mm")
         for head in range(n_heads):
             canvas.paste(Image.fromarray(overlay(small, maps[layer, head])), (LABEL + head * (tile + GAP), y))
     out = io.BytesIO()
@@ -113,19 +115,27 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
     return {"data": data, "layout": layout}
 
 
+HEAD_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
+                "#bcbd22", "#393b79", "#637939")  # strong hues a head each, cycled past twelve heads
+
+
 def distance_figure(distances: np.ndarray, side_px: int) -> FigureDict:
-    """(L,H) mean attention distance in pixels: one point per head against its layer, as the ViT paper draws it."""
+    """(L,H) mean attention distance in pixels: one point per head against its layer, as the ViT paper draws it; a
+    trace (and a legend entry) per head, in solid colours."""
     n_layers, n_heads = distances.shape
-    points = [(layer, float(distances[layer, head]), head) for layer in range(n_layers) for head in range(n_heads)]
-    marker = {"size": 9, "opacity": 0.8, "color": [p[2] for p in points], "colorscale": "Turbo"}  # a hue per head
-    scatter = {"type": "scatter", "mode": "markers", "x": [p[0] for p in points], "y": [p[1] for p in points],
-               "customdata": [[p[2]] for p in points], "marker": marker,
-               "hovertemplate": tr("layer %{x}, head %{customdata[0]}: %{y:.0f} px") + "<extra></extra>"}
+    traces = [{"type": "scatter", "mode": "markers", "name": tr("head {head}", head=head),
+               "x": list(range(n_layers)), "y": [float(d) for d in distances[:, head]],
+               "marker": {"size": 10, "opacity": 1.0, "color": HEAD_COLOURS[head % len(HEAD_COLOURS)],
+                          "symbol": ("circle", "square", "diamond", "triangle-up")[head // len(HEAD_COLOURS) % 4],
+                          "line": {"width": 1, "color": "white"}},
+               "hovertemplate": tr("layer %{x}, head {head}: %{y:.0f} px").replace("{head}", str(head))
+               + "<extra></extra>"}
+              for head in range(n_heads)]
     layout = {"title": {"text": tr("Mean attention distance of every head, by depth")}, "height": 420,
               "xaxis": {"title": {"text": tr("layer")}, "dtick": 1},
               "yaxis": {"title": {"text": tr("mean attention distance (pixels)")}, "range": [0, side_px]},
-              "margin": {"l": 60, "r": 10, "t": 60, "b": 50}}
-    return {"data": [scatter], "layout": layout}
+              "legend": {"title": {"text": tr("Head")}}, "margin": {"l": 60, "r": 10, "t": 60, "b": 50}}
+    return {"data": traces, "layout": layout}
 
 
 def patch_grid_figure(photo: np.ndarray, grid: tuple[int, int], query: tuple[int, int] | None,

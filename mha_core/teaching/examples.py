@@ -67,6 +67,12 @@ PRONOUN_SWAPS = {"he": "she", "she": "he", "him": "her", "her": "him", "his": "h
                  "its": "his", "himself": "herself", "herself": "himself", "itself": "himself", "they": "she",
                  "他": "她", "她": "他", "它": "他", "他们": "她们", "她们": "他们", "它们": "他们"}
 
+# What the pronoun's referent is said to be, for one referent and for the other ("because it was too tired": the
+# animal; "too wide": the street): swapping one for its partner is the minimal pair (Winograd schemas, the seeds' pair).
+ATTRIBUTE_SWAPS = {"tired": "wide", "wide": "tired", "exhausted": "busy", "busy": "exhausted", "scared": "dangerous",
+                   "dangerous": "scared", "sleepy": "long", "long": "sleepy", "累": "宽", "宽": "累", "困": "长",
+                   "长": "困"}
+
 
 @dataclass(frozen=True)
 class Focus:
@@ -99,15 +105,25 @@ def focus(text: str, model_name: str = "") -> Focus:
 
 
 def minimal_pair(text: str, pronoun: Word, example: Example | None, model_name: str) -> str:
-    """An example's own partner (on a model it is offered on), else the sentence with the pronoun swapped."""
+    """An example's own partner (on a model it is offered on); else the sentence with the word after the pronoun
+    that decides its referent swapped (tired → wide: the animal → the street, as the seeds' pair does); else with
+    the pronoun swapped (it → he)."""
     if example is not None and example.pair and (not model_name or example.offered(model_name)):
         return example.pair
+    deciding = next((w for w in sentence_words(text)[pronoun.index + 1:] if w.text.lower() in ATTRIBUTE_SWAPS), None)
+    if deciding is not None:
+        return replaced(text, deciding, ATTRIBUTE_SWAPS[deciding.text.lower()])
     swap = PRONOUN_SWAPS.get(pronoun.text.lower())
     if swap is None:
         return ""
-    if pronoun.text[:1].isupper():
-        swap = swap[:1].upper() + swap[1:]
-    return text[:pronoun.start] + swap + text[pronoun.start + len(pronoun.text):]
+    return replaced(text, pronoun, swap)
+
+
+def replaced(text: str, word: Word, by: str) -> str:
+    """`text` with `word` replaced by `by` (capitalised as the word was)."""
+    if word.text[:1].isupper():
+        by = by[:1].upper() + by[1:]
+    return text[:word.start] + by + text[word.start + len(word.text):]
 
 
 def focus_words(text: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from mha_core.analysis.display import attention_view, uniform_weight, unit_attention, words_by_default
 from mha_core.analysis.roles import head_label, head_roles, metric_title, ranked_heads
-from mha_core.analysis.shapes import count_shape, make_shape, single_head_equivalent
+from mha_core.analysis.shapes import count_shape, make_shape, single_head_equivalent, two_bias_miscount
 from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -40,6 +40,11 @@ class Lesson:
 class Reveal:
     accepted: tuple[str, ...]  # answers that count as right, normalised ("L3 H1", "1050624", "sharper")
     explanation: str  # markdown, with the live numbers
+    known_wrong: tuple[tuple[str, str], ...] = ()  # (normalised answer, why it is wrong): a miscount people make
+
+    def why_wrong(self, answer: str) -> str | None:
+        """Why `answer` is wrong, where it is a known mistake (the seeds' 1,049,600), else None."""
+        return dict(self.known_wrong).get(normalise_answer(answer))
 
 
 def load_lessons(path: Path = LESSONS_FILE, language: str = "en") -> list[Lesson]:
@@ -122,12 +127,17 @@ def reveal_params(model: LoadedModel, lesson: Lesson) -> Reveal:
     c = lesson.check
     multi = make_shape(c["d_model"], c["heads"])
     total, single = count_shape(multi).total, count_shape(single_head_equivalent(multi)).total
+    miscount = two_bias_miscount(multi)
     return Reveal(
         (str(total),),
         tr("Counted from real modules: {heads} heads → {total:,} parameters; one head of d_k = {d_model} → "
            "{single:,}. Each head uses a {d_model} × {d_k} slice of the same {d_model} × {d_model} projections: "
            "splitting re-uses, it does not add.", heads=c["heads"], total=total, d_model=c["d_model"], single=single,
            d_k=multi.d_k),
+        known_wrong=() if miscount is None else ((str(miscount), tr(
+            "{miscount:,} is 4·{d}² + 2·{d}: all four weight matrices but only two of the four bias vectors, as some "
+            "tutorials count. Each of W_Q, W_K, W_V and W_O has its own bias of {d}, so the layer has 4·{d}² + 4·{d} "
+            "= {total:,} (Parameters page, Any shape).", miscount=miscount, d=c["d_model"], total=total)),),
     )
 
 
