@@ -58,3 +58,31 @@ def test_malformed_upload_names_the_line():
     corpus_uploader(at, 0).set_value(("bad.conllu", b"# x\n1\tonly two\n", "text/plain")).run()
     assert not at.exception
     assert any("line 2" in e.value for e in at.error)
+
+
+@pytest.mark.slow  # Gemma 3 over 300 sentences
+def test_a_chinese_class_sees_gemma_s_syntactic_heads_on_the_bundled_treebank(gemma):
+    """Issue 42, item 12: a Chinese class's syntactic heads without an upload (UD Chinese GSDSimp, gold trees): a
+    Chinese sentence points to the bundled treebank; the relation counts are the file's own, counted here."""
+    from collections import Counter
+
+    from mha_core import i18n
+    from mha_core.analysis.corpora import CHINESE_TREEBANK
+
+    lines = CHINESE_TREEBANK.read_text(encoding="utf-8").splitlines()
+    sentences = sum(line.startswith("# text") for line in lines)
+    deprels = Counter(line.split("\t")[7] for line in lines if line and not line.startswith("#"))
+    at = open_app("views/roles.py", lang="zh", model=gemma.name)  # a Chinese sentence: spaCy cannot parse it
+    assert not at.exception
+    i18n.use("zh")  # AppTest formats the widgets' options in this thread, as the page's script did
+    try:
+        at.button(key="to_treebank").click().run()
+        assert not at.exception and not at.error and at.radio(key="source").value == "Chinese treebank"
+    finally:
+        i18n.use("en")
+    table = at.dataframe[0].value.set_index(at.dataframe[0].value.columns[0])
+    assert sentences == 300 and any(f"分析了 {sentences} 个句子" in c.value for c in at.caption)
+    for relation in ("nsubj", "obj", "nmod"):
+        assert table.loc[relation].iloc[0] == deprels[relation]  # the count column: every dependent of the relation
+    syntactic = table[table.iloc[:, 6] != ""]  # "syntactic head" column: yes in Chinese
+    assert len(syntactic) >= 3 and (syntactic.iloc[:, 3] > syntactic.iloc[:, 5]).all()  # accuracy above baseline

@@ -89,3 +89,26 @@ def test_the_tab_in_chinese_has_no_english_left(bundled):
     names = [choice.name for choice in available_models()]
     left = untranslated(at, [*names, "exBERT", "spaCy"])
     assert not left, list(left.items())[:4]
+
+
+@pytest.mark.slow
+def test_a_chinese_class_searches_the_bundled_chinese_treebank_on_gemma():
+    """Issue 42, item 12: the search had only English sentences; on Gemma in Chinese it opens on the bundled Chinese
+    treebank's index (built at first use), whose matches are the treebank's sentences and words."""
+    from mha_core import i18n
+    from mha_core.analysis.corpora import CHINESE_TREEBANK, read_conllu
+
+    trees = read_conllu(CHINESE_TREEBANK)
+    i18n.use("zh")
+    try:
+        at = open_app(PAGE, model=GEMMA_NAME, view=i18n.catalogue("zh").gettext(TAB), lang="zh")
+        assert not at.exception and not at.error
+        table = matches_table(at)
+    finally:
+        i18n.use("en")
+    assert len(table) == 50
+    for context, word, sentence in zip(table["所在句子"], table["词"], table["句子"], strict=True):
+        marked = context[context.index("【") + 1:context.index("】")]
+        parts = [p for p in context.replace("【", "").replace("】", "").split("…") if p]
+        assert all(p in trees[int(sentence)].text for p in parts)  # the treebank's own sentence, by its id
+        assert word in trees[int(sentence)].words and (marked in word or word in marked)  # a piece, its word

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from mha_core import AttentionResult, LoadedModel
+from mha_core import AttentionResult, LoadedModel, i18n
 from mha_core.analysis.index_search import SearchResult
 from mha_core.figures.search import summary_figure
 from mha_core.i18n import N_, tr
@@ -28,6 +28,8 @@ SEARCH_HELP = N_(
 
 
 def index_label(choice: computed_index.IndexChoice) -> str:
+    if choice.bundled and choice.corpus == computed_index.BUNDLED_CHINESE_SOURCE:
+        return tr("The bundled Chinese treebank (UD Chinese GSDSimp, 300 sentences parsed by hand)")
     if choice.bundled:
         return tr("The bundled corpus (English, parsed by spaCy)")
     return tr("{corpus} · {pieces:,} pieces · {folder}", corpus=choice.corpus, pieces=choice.pieces,
@@ -36,13 +38,14 @@ def index_label(choice: computed_index.IndexChoice) -> str:
 
 def chosen_index(model: LoadedModel) -> str | None:
     """The index folder to search: the bundled corpus's (built here the first time) or one the server lists."""
-    choices = {choice.folder: choice for choice in computed_index.index_choices(model)}
-    folder = next(iter(choices))
+    listed = computed_index.index_choices(model)
+    choices = {choice.folder: choice for choice in listed}
+    folder = computed_index.default_index(listed, i18n.current()).folder
     if len(choices) > 1:
         folder = widget(st.selectbox, "search_index", folder, tr("Corpus"), context=(model.name,),
                         options=list(choices), format_func=lambda f: index_label(choices[f]))
     if choices[folder].bundled:
-        return queued(computed_index.bundled_index_of, model)
+        return queued(computed_index.bundled_index_of, model, choices[folder].corpus)
     return folder
 
 

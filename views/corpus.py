@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, i18n
-from mha_core.analysis.corpora import BUNDLED_CORPUS, bundled_corpus, read_conllu, read_text_lines
+from mha_core.analysis.corpora import BUNDLED_CORPUS, CHINESE_TREEBANK, bundled_corpus, read_conllu, read_text_lines
 from mha_core.analysis.corpus_pass import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, selection_note
 from mha_core.analysis.head_distances import closest_pairs
 from mha_core.analysis.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
@@ -24,8 +24,9 @@ from views._text import literal
 from views._uploads import capped_upload, parsed_corpus
 from views._visit import choose, stop, widget
 
-BUNDLED, CONLLU, TEXT_FILE = N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Uploaded text file")
-SOURCES = (BUNDLED, CONLLU, TEXT_FILE)
+BUNDLED, TREEBANK = N_("Bundled corpus"), N_("Chinese treebank")
+CONLLU, TEXT_FILE = N_("Uploaded CoNLL-U"), N_("Uploaded text file")
+SOURCES = (BUNDLED, TREEBANK, CONLLU, TEXT_FILE)
 VIEWS = (N_("Head-similarity map"), N_("Query–key view of one head"))
 
 
@@ -34,6 +35,9 @@ def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None
     or unusable (the reason is shown)."""
     if source == BUNDLED:
         return f"corpus:{BUNDLED_CORPUS}", bundled_corpus(), None, ""
+    if source == TREEBANK:  # gold trees: syntactic labels without a parser
+        trees = computed_corpus.chinese_treebank_of(server())
+        return f"corpus:{CHINESE_TREEBANK}", [s.text for s in trees], trees, ""
     conllu = source == CONLLU
     label = tr("CoNLL-U file (each sentence's # text line)") if conllu else tr("Text file, one sentence per line")
     chosen = capped_upload(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text",

@@ -8,7 +8,7 @@ import streamlit as st
 
 from mha_core import CorefResult, LoadedModel, SyntaxResult
 from mha_core.analysis.coref_gap import CLARK_COREF, COREF_GAIN, COREF_TOP
-from mha_core.analysis.corpora import BUNDLED_CORPUS, ParsedSentence, read_conllu, spacy_parse
+from mha_core.analysis.corpora import BUNDLED_CORPUS, CHINESE_TREEBANK, ParsedSentence, read_conllu, spacy_parse
 from mha_core.analysis.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores
 from mha_core.analysis.pairs import CROSS_MIN, PairShares
 from mha_core.analysis.roles import (
@@ -32,19 +32,23 @@ from views._stacks import attention_kind, show_kind_roles
 from views._state import chart, check_length, checked_run, current_model, queued, server
 from views._text import literal
 from views._uploads import capped_upload, gap_analysis, parsed_corpus
-from views._visit import stop, widget
+from views._visit import choose, stop, widget
 
-SOURCES = (N_("This sentence"), N_("Bundled corpus"), N_("Uploaded CoNLL-U"), N_("Long texts"))
+SENTENCE, BUNDLED, TREEBANK, CONLLU, LONG = (N_("This sentence"), N_("Bundled corpus"), N_("Chinese treebank"),
+                                             N_("Uploaded CoNLL-U"), N_("Long texts"))
+SOURCES = (SENTENCE, BUNDLED, TREEBANK, CONLLU, LONG)
 
 
 def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence], str] | None:
     """(cache key, parsed sentences, what was left out) for the chosen source; None when an upload is still
     missing or unusable (the reason is shown)."""
-    if source == SOURCES[0]:
+    if source == SENTENCE:
         return f"sentence:{text}", spacy_parse([text]), ""
-    if source == SOURCES[1]:
+    if source == BUNDLED:
         parsed = parsed_corpus()
         return None if parsed is None else (f"corpus:{BUNDLED_CORPUS}", parsed, "")
+    if source == TREEBANK:
+        return f"corpus:{CHINESE_TREEBANK}", computed_corpus.chinese_treebank_of(server()), ""
     return capped_upload(N_("CoNLL-U file (gold trees)"), ["conllu", "txt"], "conllu_upload", read_conllu,
                          N_("Upload a CoNLL-U file (for example a Universal Dependencies treebank split)."))
 
@@ -194,17 +198,17 @@ def main() -> None:
         check_length(text)
         show_kind_roles(model, text, kind)
         stop()
-    source = widget(st.radio, "source", SOURCES[0], tr("Analyse"), options=SOURCES, horizontal=True, format_func=tr)
-    if source == SOURCES[3]:  # sinks as a text grows, retrieval heads: texts of thousands of pieces
+    source = widget(st.radio, "source", SENTENCE, tr("Analyse"), options=SOURCES, horizontal=True, format_func=tr)
+    if source == LONG:  # sinks as a text grows, retrieval heads: texts of thousands of pieces
         show_long_roles(model)
         stop()
-    pair = pair_box(model) if source == SOURCES[0] else None
-    sentence_result = checked_run(text, pair=pair) if source == SOURCES[0] else None  # stops on bad input
+    pair = pair_box(model) if source == SENTENCE else None
+    sentence_result = checked_run(text, pair=pair) if source == SENTENCE else None  # stops on bad input
     chosen = source_sentences(source, text)
     if chosen is None:
         stop()
     key, sentences, note = chosen
-    analysis = queued(computed_corpus.corpus_analysis_of, model, key, sentences, source == SOURCES[0],
+    analysis = queued(computed_corpus.corpus_analysis_of, model, key, sentences, source == SENTENCE,
                       note=note)
     if analysis is None:
         stop()
@@ -232,10 +236,11 @@ def main() -> None:
     grid = st.container()
     show_rules()
     st.subheader(tr("Syntactic relations"))
-    if source == SOURCES[0] and without_spaces(text):  # spaCy's English parser would invent a tree
+    if source == SENTENCE and without_spaces(text):  # spaCy's English parser would invent a tree
         st.info(tr("Syntactic relations need a parse, and the bundled parser (spaCy's English model) does not read "
-                   "Chinese: upload a Chinese CoNLL-U treebank (for example Universal Dependencies' Chinese GSD) "
-                   "to find the heads that follow syntax."))
+                   "Chinese: analyse the bundled Chinese treebank (300 sentences of Universal Dependencies' Chinese "
+                   "GSDSimp, parsed by hand) to find the heads that follow syntax, or upload a CoNLL-U file."))
+        st.button(tr("Analyse the Chinese treebank"), on_click=choose, args=("source", TREEBANK), key="to_treebank")
     else:
         show_relations(analysis.syntax, model.causal)
     coref = show_coref(model)

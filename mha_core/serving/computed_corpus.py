@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mha_core.analysis.coref_gap import CorefResult, analyse_coref
-from mha_core.analysis.corpora import GapExample, ParsedSentence, bundled_corpus, spacy_parse
+from mha_core.analysis.corpora import GapExample, ParsedSentence, bundled_corpus, chinese_treebank, spacy_parse
 from mha_core.analysis.corpus_pass import CorpusPass, corpus_pass
 from mha_core.analysis.head_distances import HeadMap
 from mha_core.analysis.long_roles import NeedleProbe, SinkGrowth, needle_probe, sink_growth
@@ -73,6 +73,11 @@ def parsed_corpus_of(server: Server, wait: Wait) -> list[ParsedSentence]:
     """The bundled corpus parsed by spaCy (no model)."""
     return server.queued("corpus analyses", ("spacy", "bundled corpus"), N_("Parsing the corpus with spaCy"),
                          lambda progress: spacy_parse(bundled_corpus()), wait)
+
+
+def chinese_treebank_of(server: Server) -> list[ParsedSentence]:
+    """The bundled Chinese treebank's gold trees (UD Chinese GSDSimp), read once per server."""
+    return server.kept("small", ("treebank", "zh"), chinese_treebank)
 
 
 def corpus_analysis_of(server: Server, model: LoadedModel, source: str, sentences: Sequence[ParsedSentence],

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from mha_core.analysis.index_build import BUNDLED_SOURCE, build_index, bundled_sentences
+from mha_core.analysis.index_build import BUNDLED_CHINESE_SOURCE, BUNDLED_SOURCE, build_index, bundled_sentences
 from mha_core.analysis.index_build import Progress as BuildProgress
 from mha_core.analysis.index_search import TOP, SearchResult, search
 from mha_core.analysis.index_store import MANIFEST, IndexFileError, OpenIndex, model_fingerprint, read_manifest
-from mha_core.engine.bundled import cache_root
+from mha_core.engine.bundled import bundle_at, cache_root
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, Worded
@@ -45,9 +45,17 @@ def spread_layers(n_layers: int, count: int = BUNDLED_LAYERS) -> tuple[int, ...]
     return tuple(sorted({round(n_layers * i / (count - 1)) for i in range(count)}))
 
 
-def bundled_index_dir(model: LoadedModel) -> Path:
+def bundled_index_dir(model: LoadedModel, source: str = BUNDLED_SOURCE) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name)
-    return cache_root() / "indexes" / f"{safe}-{model_fingerprint(model)}"
+    corpus = "" if source == BUNDLED_SOURCE else "-zh"
+    return cache_root() / "indexes" / f"{safe}-{model_fingerprint(model)}{corpus}"
+
+
+def bundled_sources(model: LoadedModel) -> tuple[str, ...]:
+    """The bundled corpora a model's index is offered for: the English corpus, and the Chinese treebank for a
+    bundled model that reads Chinese as words (Gemma 3; the others read it as [UNK] or byte fragments)."""
+    reads_chinese = getattr(bundle_at(model.model_dir), "reads_chinese", False)
+    return (BUNDLED_SOURCE, BUNDLED_CHINESE_SOURCE) if reads_chinese else (BUNDLED_SOURCE,)
 
 
 def listed_folders() -> list[Path]:
@@ -64,8 +72,8 @@ def listed_folders() -> list[Path]:
 
 def index_choices(model: LoadedModel) -> list[IndexChoice]:
     """The bundled corpus's index (built or not) and every listed index built with this model."""
-    bundled = bundled_index_dir(model)
-    choices = [IndexChoice(str(bundled), BUNDLED_SOURCE, 0, spread_layers(model.n_layers), bundled=True)]
+    choices = [IndexChoice(str(bundled_index_dir(model, source)), source, 0, spread_layers(model.n_layers),
+                           bundled=True) for source in bundled_sources(model)]
     for folder in listed_folders():
         try:
             manifest = read_manifest(folder)
@@ -75,6 +83,13 @@ def index_choices(model: LoadedModel) -> list[IndexChoice]:
             choices.append(IndexChoice(str(folder), manifest.data["corpus"], manifest.data["pieces"], manifest.layers,
                                        bundled=False))
     return choices
+
+
+def default_index(choices: list[IndexChoice], language: str) -> IndexChoice:
+    """The index the search opens on: the Chinese treebank's for the Chinese interface where the model has one,
+    else the first (the bundled English corpus's)."""
+    chinese = [c for c in choices if c.bundled and c.corpus == BUNDLED_CHINESE_SOURCE]
+    return chinese[0] if language == "zh" and chinese else choices[0]
 
 
 @lru_cache(maxsize=16)
@@ -88,17 +103,18 @@ def open_index(folder: str) -> OpenIndex:
     return _opened(folder, manifest.stat().st_mtime_ns if manifest.is_file() else 0)
 
 
-def build_bundled(model: LoadedModel, progress: BuildProgress | None = None) -> str:
+def build_bundled(model: LoadedModel, progress: BuildProgress | None = None, source: str = BUNDLED_SOURCE) -> str:
     """The bundled corpus's index for `model` (the app's, `make index`'s), built into a private folder then moved
     into place, as engine.bundled.ensure converts a model: processes building it at once — the first move wins, the
     others' copies are dropped — and a build stopped part-way leaves nothing behind."""
-    final = bundled_index_dir(model)
+    final = bundled_index_dir(model, source)
     if (final / MANIFEST).is_file():
         return str(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".building-", dir=final.parent))
     try:
-        build_index(model, bundled_sentences(), spread_layers(model.n_layers), work / "index", progress=progress)
+        build_index(model, bundled_sentences(source), spread_layers(model.n_layers), work / "index",
+                    progress=progress)
         os.replace(work / "index", final)
     except OSError:
         if not (final / MANIFEST).is_file():
@@ -108,14 +124,15 @@ def build_bundled(model: LoadedModel, progress: BuildProgress | None = None) -> 
     return str(final)
 
 
-def bundled_index_of(server: Server, model: LoadedModel, wait: Wait) -> str:
-    """The folder of the bundled corpus's index for `model`, built first if it is not in the cache yet."""
-    if (bundled_index_dir(model) / MANIFEST).is_file():
-        return str(bundled_index_dir(model))
-    label = Worded(N_("Indexing the bundled corpus with {model} (once for this model)"), model=model.name)
+def bundled_index_of(server: Server, model: LoadedModel, source: str, wait: Wait) -> str:
+    """The folder of a bundled corpus's index for `model`, built first if it is not in the cache yet."""
+    if (bundled_index_dir(model, source) / MANIFEST).is_file():
+        return str(bundled_index_dir(model, source))
+    label = Worded(N_("Indexing the bundled corpus with {model} (once for this model)") if source == BUNDLED_SOURCE
+                   else N_("Indexing the Chinese treebank with {model} (once for this model)"), model=model.name)
     stages = {"shards": 0, "index": 1}  # each stage half of the bar
-    return server.queued("small", ("bundled index", of(model)), label, lambda progress: build_bundled(
-        model, lambda stage, done, total: progress(stages[stage] * total + done, 2 * total)), wait)
+    return server.queued("small", ("bundled index", of(model), source), label, lambda progress: build_bundled(
+        model, lambda stage, done, total: progress(stages[stage] * total + done, 2 * total), source), wait)
 
 
 def index_of(server: Server, folder: str) -> OpenIndex:
