@@ -111,3 +111,54 @@ def test_whisper_on_the_heads_page_reads_each_kind_and_its_encoder_over_frames()
     roles = open_app("views/roles.py", model=WHISPER_NAME, lang="zh", stack_kind="cross")
     assert not roles.exception and any(zh("**Alignment heads found** (✓): {found}. **Published with the model** "
                                           "(●): {published}.").split("（")[0] in m.value for m in roles.markdown)
+
+
+def test_whisper_on_the_roles_page_names_its_decoder_and_encoder_heads():
+    """Issue 42, item 6: Roles said "choose encoder self-attention" on the decoder and "choose cross-attention" on
+    the encoder, a circle. The decoder's heads are named by the Roles page's rules, its previous-piece share equal
+    to a naive loop over the decoder's maps; the encoder's are summarised over the frames."""
+    import numpy as np
+
+    from mha_core import load_model
+    from mha_core.serving import computed_seq2seq
+    from mha_core.serving.server import Server
+    from tests.conftest import ANIMAL_TIRED
+
+    decoder = open_app("views/roles.py", model=WHISPER_NAME, stack_kind="decoder", text=ANIMAL_TIRED)
+    assert not decoder.exception and not decoder.error and not decoder.info
+    assert any("role_grid" in c.proto.id for c in decoder.get("plotly_chart"))
+    server, whisper = Server(), load_model(WHISPER_NAME)
+    roles = computed_seq2seq.decoder_roles_of(server, whisper, ANIMAL_TIRED)
+    maps = np.asarray(computed_seq2seq.heard_of(server, whisper, ANIMAL_TIRED).result.decoder.text_attention(0))
+    n = maps.shape[-1]  # every query row counts, the first (no previous piece) with 0
+    previous = np.array([[sum(maps[layer, head, i, i - 1] for i in range(1, n)) / n
+                          for head in range(maps.shape[1])] for layer in range(maps.shape[0])])
+    assert np.allclose(roles.metrics["prev"], previous, atol=1e-5)
+    encoder = open_app("views/roles.py", model=WHISPER_NAME, stack_kind="encoder", text=ANIMAL_TIRED)
+    assert not encoder.exception and not encoder.error and not encoder.info
+    assert len(encoder.get("plotly_chart")) == 2  # the summaries' grid and their profiles
+
+
+def test_whisper_s_walkthrough_draws_the_four_steps_of_a_cross_attention_head():
+    """Issue 42, item 6: the Walkthrough's cross-attention was a table of shapes; it draws Q and K, the scores, the
+    weights (and the share each row puts on the padding) and the context, each the size the table states."""
+
+    from tests.conftest import ANIMAL_TIRED, decode
+
+    at = open_app("views/walkthrough.py", model=WHISPER_NAME, stack_kind="cross", text=ANIMAL_TIRED)
+    assert not at.exception and not at.error
+    steps = [json_of(c) for c in at.get("plotly_chart")]
+    assert len(steps) == 5
+    q, k, scores, weights, context = (decode(s["data"][0]["z"]) for s in steps)
+    t, s = weights.shape
+    assert q.shape[0] == t == context.shape[0] and k.shape[0] == s == scores.shape[1] and q.shape[1] == k.shape[1]
+    outside = 1 - weights.sum(-1)  # the rest of each row is on the window's padding silence, and said so
+    assert (outside >= -1e-3).all() and f"{outside.mean():.0%}" in " ".join(c.value for c in at.caption)
+    table = at.dataframe[0].value.iloc[:, 2]
+    assert table.iloc[-1] == f"{t} × {q.shape[1]}"  # the context, as the table says
+
+
+def json_of(element) -> dict:
+    import json
+
+    return json.loads(element.proto.spec)

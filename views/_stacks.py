@@ -10,9 +10,12 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, Seq2SeqResult
+from mha_core.analysis.roles import role_labels
 from mha_core.analysis.seq2seq_decode import MAX_NEW
 from mha_core.analysis.transcribe import Transcript
+from mha_core.figures import charts
 from mha_core.figures import seq2seq as figures
+from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
 from mha_core.serving import computed_seq2seq as computed
 from mha_core.serving.computed_seq2seq import KIND_NAMES, KINDS
@@ -159,16 +162,20 @@ def kind_json(model: LoadedModel, result: Seq2SeqResult, heard: Transcript | Non
 
 
 def show_kind_roles(model: LoadedModel, text: str, kind: str) -> None:
-    """The Roles page for an encoder–decoder's cross-attention: each head scored as an alignment head."""
+    """The Roles page for an encoder–decoder: the decoder's heads by the patterns of their maps (previous piece,
+    start piece), Whisper's encoder heads summarised over the frames (local, positional heads), each
+    cross-attention head scored as an alignment head."""
     read(model, text)
-    if kind != "cross":
-        st.info(tr("Roles name heads by the pieces they read; this model's encoder reads 20 ms frames of sound, not "
-                   "pieces. Its maps over time are on the Heads page; choose cross-attention for its alignment "
-                   "heads.") if kind == "encoder" else tr("{kind} is read by the Heads page; the roles of an "
-                                                          "encoder–decoder's heads are its encoder's (choose encoder "
-                                                          "self-attention) and its cross-attention's alignment.",
-                                                          kind=tr(KIND_NAMES[kind])[:1].upper()
-                                                          + tr(KIND_NAMES[kind])[1:]))
+    if kind == "decoder":
+        show_decoder_roles(model, text)
+        return
+    if kind == "encoder":  # Whisper's: over 20 ms frames (a text model's encoder is read as a one-stack model)
+        with waiting() as wait:
+            summaries = computed.spoken_frame_summaries_of(server(), model, text, wait)
+        st.caption(tr("The encoder reads 20 ms frames of sound, not pieces: its heads are told apart by where their "
+                      "weight goes over time. A local (positional) head keeps it within a few frames of the query, "
+                      "as a text's previous-word heads do; a sink parks it on the first frames."))
+        show_summaries(summaries, ("kind roles", str(model.model_dir), text, "encoder"))
         return
     scores = answered(computed.cross_scores_of, model, text)
     if scores is None:
@@ -182,28 +189,65 @@ def show_kind_roles(model: LoadedModel, text: str, kind: str) -> None:
                   "of the source: the head that lines the output up with the input."))
 
 
+def show_decoder_roles(model: LoadedModel, text: str) -> None:
+    """The decoder's self-attention heads named by the pattern rules of the Roles page (over what it writes)."""
+    roles = answered(computed.decoder_roles_of, model, text)
+    if roles is None:
+        return
+    labels = role_labels(roles, True)
+    st.plotly_chart(role_grid_figure(labels, roles, True), key="role_grid")
+    st.caption(tr("The decoder's self-attention over the pieces it writes, each head named by the rules of the Roles "
+                  "page: a previous-piece head reads the piece just written, a first-piece head rests on the start "
+                  "of the output (the decoder's sink), over {rows:,} query rows.", rows=roles.rows))
+
+
 def show_kind_walkthrough(model: LoadedModel, text: str, kind: str) -> None:
     """The Walkthrough for cross-attention: one head step by step (Q from the decoder, K and V from the encoder)."""
-    read(model, text)
+    result, heard = read(model, text)
     if kind != "cross":
         st.info(tr("The Walkthrough steps through one stack's attention over the sentence's pieces: choose encoder "
                    "self-attention (a text model) or cross-attention."))
         return
     layer, head = kind_pickers(model, kind)
-    show_steps(computed.read_steps_of, model, text, layer, head)
+    steps = show_steps(computed.read_steps_of, model, text, layer, head)
+    if steps is not None:
+        show_step_maps(steps, result, heard, (str(model.model_dir), text, layer, head))
 
 
-def show_steps(steps_of: object, *args: object) -> None:
-    """One cross-attention head, step by step: each step's formula and shape, and the check against the run."""
+def show_step_maps(steps: object, result: Seq2SeqResult, heard: Transcript | None, base: tuple) -> None:
+    """The four steps of one cross-attention head drawn: Q from the decoder and K from the encoder, the scores, the
+    weights, the context (Whisper's source cut to the speech's positions)."""
+    s = heard.speech_positions if heard is not None else steps.k.shape[0]
+    targets, sources = list(result.target_tokens[0][: steps.q.shape[0]]), list(result.source_tokens[0][:s])
+    panels = ((N_("1. Q (from the decoder's states), {t} × {dk}"), steps.q, targets, None),
+              (N_("1. K (from the encoder's output), {s} × {dk}"), steps.k[:s], sources, None),
+              (N_("2. Scores Q·Kᵀ × scale, {t} × {s}"), steps.scores[:, :s], targets, sources),
+              (N_("3. Weights: softmax of each row, {t} × {s}"), steps.probs[:, :s], targets, sources),
+              (N_("4. Context: weights · V, {t} × {dk}"), steps.context, targets, None))
+    sizes = dict(t=len(targets), s=s, dk=steps.q.shape[1])
+    if s < steps.k.shape[0]:
+        st.caption(tr("The source is cut to the {s} positions that hold the speech; the rest of each row's weight, "
+                      "{share:.0%} on average, goes to the silence that pads Whisper's 30-second window.", s=s,
+                      share=steps.outside_share(s)))
+    for number, (title, matrix, rows, cols) in enumerate(panels):
+        colours = {"colorscale": "Blues", "zmid": None} if number == 3 else {}
+        chart((*base, "cross step", number), lambda matrix=matrix, rows=rows, cols=cols, title=title, colours=colours:
+              charts.matrix_spec(matrix, rows, tr(title, **sizes), cols=cols, **colours), width="stretch")
+
+
+def show_steps(steps_of: object, *args: object) -> object | None:
+    """One cross-attention head, step by step: each step's formula and shape, and the check against the run (the
+    steps, or None where they could not be computed)."""
     steps = answered(steps_of, *args)
     if steps is None:
-        return
+        return None
     st.subheader(tr("Step by step: layer {layer}, head {head}", layer=steps.layer, head=steps.head))
     st.dataframe(pd.DataFrame([{tr("step"): tr(step), tr("formula"): formula, tr("shape"): shape}
                                for step, formula, shape in steps.rows()]), hide_index=True)
     st.caption(tr("Q comes from the decoder's states (what has been written); K and V are projected from the "
                   "encoder's output, once per source. Recomputed here, the weights differ from the map the run kept "
                   "by at most {difference:.1e}.", difference=steps.kept_difference))
+    return steps
 
 
 def show_written(model: LoadedModel, text: str) -> None:

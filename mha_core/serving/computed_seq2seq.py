@@ -10,6 +10,7 @@ import hashlib
 
 from mha_core.analysis.alignment import HeadScores, score_heads
 from mha_core.analysis.long_text import HeadSummaries, head_summaries
+from mha_core.analysis.roles import HeadRoles, head_roles
 from mha_core.analysis.seq2seq_decode import Decoded, decode
 from mha_core.analysis.transcribe import Transcript, transcribe
 from mha_core.analysis.word_alignment import WordAlignment, word_alignment
@@ -34,7 +35,7 @@ from mha_core.teaching.cross_steps import CrossSteps, cross_steps
 OWN_NEW = 64  # pieces of the model's own output, at most
 __all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "alignment_of", "clip_of", "cross_scores_of", "decoded_of", "digest",
            "frame_summaries_of", "heard_of", "heard_steps_of", "read_steps_of", "seq2seq_of", "spoken_of",
-           "text_steps_of", "transcript_of", "word_audio_of"]
+           "text_steps_of", "transcript_of", "word_audio_of", "decoder_roles_of", "spoken_frame_summaries_of"]
 
 
 def seq2seq_of(server: Server, model: LoadedModel, source: str, target: str | None, path: str = "auto"
@@ -123,6 +124,22 @@ def heard_of(server: Server, model: LoadedModel, text: str) -> Transcript:
     """Whisper hearing `text` spoken by espeak-ng, once per server."""
     language = spoken_language(text)
     return transcript_of(server, model, spoken_of(server, text, language), language)
+
+
+def decoder_roles_of(server: Server, model: LoadedModel, text: str) -> HeadRoles:
+    """The roles of the decoder's self-attention heads over what it writes for `text` (Whisper: what it hears of
+    `text` spoken): previous-piece heads, heads resting on the start piece, and the other patterns."""
+    def compute() -> HeadRoles:
+        result = heard_of(server, model, text).result if model.arch.audio else seq2seq_of(server, model, text, None)
+        return head_roles(result.decoder)
+
+    return server.kept("small", ("decoder roles", of(model), text), compute)
+
+
+def spoken_frame_summaries_of(server: Server, model: LoadedModel, text: str, wait: Wait) -> HeadSummaries:
+    """Every encoder head summarised over the frames of `text` spoken (the Roles page's encoder view)."""
+    language = spoken_language(text)
+    return frame_summaries_of(server, model, spoken_of(server, text, language), language, wait)
 
 
 def cross_scores_of(server: Server, model: LoadedModel, text: str) -> HeadScores:

@@ -31,6 +31,15 @@ class CrossSteps:
     context: np.ndarray  # (T,Dh) probs @ v
     kept_difference: float  # the largest difference from the map the run kept (or rebuilt from its log-sum-exp)
 
+    @property
+    def scores(self) -> np.ndarray:
+        """(T,S) q kᵀ · scale: the scores before the softmax."""
+        return self.q @ self.k.T * self.scale
+
+    def outside_share(self, kept: int) -> float:
+        """The mean share of a row's weight on the source positions from `kept` on (Whisper's padding silence)."""
+        return float(self.probs[:, kept:].sum(-1).mean())
+
     def rows(self) -> list[tuple[str, str, str]]:
         """(step, formula, shape) for the page's table."""
         t, s, dh = self.q.shape[0], self.k.shape[0], self.q.shape[1]
