@@ -32,7 +32,7 @@ def test_decoder_walkthrough_picks_it_and_reads_pieces_as_the_charts_do(app_url)
 def test_a_phone_reaches_the_sentence_box_and_reads_the_grids(app_url):
     ARTIFACTS.mkdir(exist_ok=True)
     with chromium_page(width=390, height=2400, phone=True) as page:
-        page.goto(f"{app_url}/?model={DECODER}")
+        page.goto(f"{app_url}/?model={DECODER}&layer=0&head=0")  # (the page opens on the pronoun's strongest head)
         box = page.locator('[data-testid="stMain"]').get_by_label("Sentence", exact=True)  # on the page, not behind »
         box.wait_for(timeout=180_000)
         wait_idle(page, timeout=120_000)
@@ -46,3 +46,22 @@ def test_a_phone_reaches_the_sentence_box_and_reads_the_grids(app_url):
     figures = [json.loads(g) for g in grids]
     assert figures and all(t["text"] is None for f in figures for t in f["data"])  # no numbers in narrow cells
     assert not any(f["bar"] for f in figures)  # no toolbar over the titles
+
+
+def test_the_roles_grid_on_a_phone_has_its_whole_title_and_no_toolbar(app_url):
+    """Issue 42, item 10: the Roles chart's title was clipped and covered by Plotly's toolbar on a phone."""
+    with chromium_page(width=390, height=2400, phone=True) as page:
+        page.goto(f"{app_url}/roles")
+        page.locator(".js-plotly-plot .gtitle").first.wait_for(timeout=180_000)
+        wait_idle(page, timeout=120_000)
+        boxes = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(p => {"
+                              " const t = p.querySelector('.gtitle'), r = p.getBoundingClientRect();"
+                              " const b = t ? t.getBoundingClientRect() : null;"
+                              " return {bar: !!p.querySelector('.modebar-container .modebar'),"
+                              " title: b && [b.left - r.left, b.right - r.left, r.width]}; })")
+        page.screenshot(path=str(ARTIFACTS / "roles_phone.png"), full_page=True)
+    assert boxes and not any(b["bar"] for b in boxes)
+    for box in boxes:
+        if box["title"]:
+            left, right, width = box["title"]
+            assert left >= 0 and right <= width + 1, box  # the whole title inside the chart

@@ -23,7 +23,16 @@ from mha_core.serving.export import json_text
 from mha_core.serving.menu import default_kind
 from views._inputs import sampling_settings
 from views._long import show_row, show_summaries, show_zoom
-from views._state import STACK_KIND, answered, chart, chosen_whole_model, narrow_screen, server, waiting
+from views._state import (
+    STACK_KIND,
+    answered,
+    chart,
+    chosen_whole_model,
+    narrow_screen,
+    plain_chart,
+    server,
+    waiting,
+)
 from views._text import literal
 from views._visit import choose, stop, widget
 
@@ -195,7 +204,7 @@ def show_decoder_roles(model: LoadedModel, text: str) -> None:
     if roles is None:
         return
     labels = role_labels(roles, True)
-    st.plotly_chart(role_grid_figure(labels, roles, True), key="role_grid")
+    plain_chart(role_grid_figure(labels, roles, True), key="role_grid")
     st.caption(tr("The decoder's self-attention over the pieces it writes, each head named by the rules of the Roles "
                   "page: a previous-piece head reads the piece just written, a first-piece head rests on the start "
                   "of the output (the decoder's sink), over {rows:,} query rows.", rows=roles.rows))

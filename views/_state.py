@@ -210,6 +210,15 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
     return st.plotly_chart(shell, **plotly_chart_args)
 
 
+def plain_chart(figure: FigureDict, **plotly_chart_args: object) -> object:
+    """st.plotly_chart of a figure built for this run only (not shared), with chart()'s phone rules: the title
+    wrapped to fit, no numbers in narrow cells, no toolbar over the title."""
+    if narrow_screen():
+        figure = charts.for_narrow_screen(figure)
+        plotly_chart_args.setdefault("config", {"displayModeBar": False})
+    return st.plotly_chart(figure, **plotly_chart_args)
+
+
 def run_one(text: str, path: str = "auto", pair: str | None = None) -> AttentionResult:
     return computed.result_of(server(), current_model(), (text,), path, None if pair is None else (pair,))
 

@@ -33,7 +33,7 @@ from mha_core.i18n import N_, tr, worded
 from mha_core.serving import computed
 from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card
-from views._state import current_model, server
+from views._state import current_model, plain_chart, server
 from views._text import literal
 from views._visit import tabs, widget
 
@@ -222,7 +222,7 @@ def show_costs(shape: AttentionShape, n_layers: int) -> None:
     c1, c2 = st.columns(2)
     c1.plotly_chart(param_figures.flops_figure(shape, n_max), key="flops")
     c2.plotly_chart(param_figures.memory_figure(shape, n_max), key="memory")
-    st.plotly_chart(param_figures.kv_cache_figure(shape, n_layers, n_max), key="kv_cache")
+    plain_chart(param_figures.kv_cache_figure(shape, n_layers, n_max), key="kv_cache")
 
 
 def show_norms(model: LoadedModel) -> None:

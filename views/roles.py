@@ -29,7 +29,7 @@ from mha_core.serving.limits import without_spaces
 from views._inputs import pair_box, sentence_box
 from views._long import show_long_roles
 from views._stacks import attention_kind, show_kind_roles
-from views._state import chart, check_length, checked_run, current_model, queued, server
+from views._state import chart, check_length, checked_run, current_model, plain_chart, queued, server
 from views._text import literal
 from views._uploads import capped_upload, gap_analysis, parsed_corpus
 from views._visit import choose, stop, widget
@@ -248,7 +248,7 @@ def main() -> None:
     with grid:
         st.subheader(tr("Every head's role"))
         labels = role_labels(roles, model.causal, (analysis.syntax, coref, shares), probed=induction)
-        st.plotly_chart(role_grid_figure(labels, roles, model.causal), key="role_grid")
+        plain_chart(role_grid_figure(labels, roles, model.causal), key="role_grid")
         if shares is not None:
             show_pair_heads(labels, shares)
         if model.causal:

@@ -31,7 +31,7 @@ from mha_core.i18n import N_
 Progress = Callable[[str, int, int], None]  # (stage, done, total): stage "shards" then "index"
 BUILD = "build.json"
 BUNDLED_SOURCE = "bundled corpus"
-BUNDLED_CHINESE_SOURCE = "bundled Chinese treebank"  # UD Chinese GSDSimp (analysis.corpora.CHINESE_TREEBANK)
+BUNDLED_CHINESE_SOURCE = "Chinese treebank"  # the bundled one: UD Chinese GSDSimp (analysis.corpora.CHINESE_TREEBANK)
 
 
 def conllu_corpus(path: Path, limit: int | None = None) -> tuple[str, list[ParsedSentence], list[int]]:
