@@ -110,8 +110,9 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
                "marker": {"size": 26, "opacity": 0.01, "symbol": "square"},
                "hovertemplate": tr("layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>")}
     layout = {
-        "title": {"text": safe_label(tr(title))}, "showlegend": False, "plot_bgcolor": "white",
-        "height": 180 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 110, "b": 10},
+        "title": {"text": safe_label(tr(title)), "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 12}},
+        "showlegend": False, "plot_bgcolor": "white",  # the title at the very top: the head axis's own title
+        "height": 210 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 140, "b": 10},  # and ticks sit below it
         "xaxis": {"tickvals": [h * (n + 1) + tick for h in range(n_heads)],
                   "ticktext": [head_tick(h) for h in range(n_heads)], "showgrid": False, "zeroline": False,
                   "side": "top", "title": {"text": tr("head")}},
