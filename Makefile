@@ -98,6 +98,7 @@ bench: install chromium haproxy
 	$(BIN)/python benchmarks/bench_classroom.py --long 10
 	$(BIN)/python benchmarks/bench_classroom.py --proxy --pages heads
 	$(BIN)/python benchmarks/bench_index.py
+	$(BIN)/python benchmarks/bench_mandarin.py
 
 # The bundled corpus's index for each bundled text model, where the app looks for it (else built at first use, in
 # about 3 s for MiniLM, 11 s for SmolLM2, 18 s for Gemma 3 on 2 cores); an index already there is kept.

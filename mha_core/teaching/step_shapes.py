@@ -63,7 +63,7 @@ def scale_name(s: StepShapes) -> str:
 def softmax_formula(s: StepShapes) -> str:
     """The weights' formula with the model's own scale."""
     return {SQRT_DK: "softmax(QKᵀ/√d_k)", PRE_ATTN_SCALAR: "softmax(QKᵀ/√query_pre_attn_scalar)",
-            UNSCALED: "softmax(QKᵀ+bias)"}.get(s.scale_rule, f"softmax(QKᵀ·{s.scale:.4f})")
+            UNSCALED: "softmax(QKᵀ+B)"}.get(s.scale_rule, f"softmax(QKᵀ·{s.scale:.4f})")
 
 
 def projection_sentence(s: StepShapes, pre_norm: bool) -> str:
