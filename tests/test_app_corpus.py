@@ -106,3 +106,18 @@ def test_gap_heads_scored_on_the_roles_page_colour_the_map(bundled, bundled_corp
     assert not at.exception
     traces = {t["name"]: t["customdata"] for t in chart_json(at, "head_map")["data"]}
     assert traces["coreference"] == [[layer, head]]
+
+
+@pytest.mark.slow  # a pass over the Chinese treebank
+def test_the_chinese_treebank_is_a_corpus_with_its_own_trees(bundled):
+    """Issue 42, item 12: Across a corpus reads the bundled Chinese treebank (its texts as annotated) and labels the
+    heads from its gold trees, with no parser and no upload."""
+    at = open_app(PAGE, g_source="Chinese treebank", g_syntax="true")
+    assert not at.exception and not at.error
+    trees = corpora.chinese_treebank()
+    expected = corpus_pass(bundled, [t.text for t in trees])
+    heads = sorted(tuple(c) for trace in chart_json(at, "head_map")["data"] for c in trace["customdata"])
+    assert heads == sorted(expected.heads)
+    shown = decode(chart_json(at, "distances")["data"][0]["z"])
+    assert np.allclose(shown, expected.distance, atol=1e-9)  # the same pass as over the treebank's texts
+    assert any(f"of {len(trees)} sentences" in c.value for c in at.caption)
