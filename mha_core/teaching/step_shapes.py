@@ -30,6 +30,11 @@ class StepShapes:
     scale_rule: str  # SQRT_DK, PRE_ATTN_SCALAR, UNSCALED or CONSTANT
     scale_root: float | None  # the number under the root (d_k, query_pre_attn_scalar); None otherwise
 
+    @property
+    def scale_is_sqrt_dk(self) -> bool:
+        """The scale equals 1/√d_k, whatever rule the model names it by (Gemma 3 270M: 1/√256 both ways)."""
+        return abs(self.scale - self.d_k ** -0.5) < 1e-9
+
 
 SQRT_DK, PRE_ATTN_SCALAR, UNSCALED, CONSTANT = "1/sqrt(d_k)", "1/sqrt(query_pre_attn_scalar)", "1", "constant"
 
@@ -86,8 +91,7 @@ def scale_sentence(s: StepShapes) -> str:
         return tr("Scores QKᵀ ({t} × {t}), scaled by 1/√d_k = 1/√{dk} = {scale:.4f}, softmax over each row, then the "
                   "weighted sum of the values.", t=t, dk=dk, scale=s.scale)
     if s.scale_rule == PRE_ATTN_SCALAR:
-        same = abs(s.scale - dk ** -0.5) < 1e-9
-        relation = (tr("here equal to 1/√d_k = 1/√{dk}", dk=dk) if same
+        relation = (tr("here equal to 1/√d_k = 1/√{dk}", dk=dk) if s.scale_is_sqrt_dk
                     else tr("not 1/√d_k = 1/√{dk} = {value:.4f}", dk=dk, value=dk ** -0.5))
         return tr("Scores QKᵀ ({t} × {t}), scaled by the model's 1/√query_pre_attn_scalar = 1/√{root:g} = {scale:.4f} "
                   "({relation}), softmax over each row, then the weighted sum of the values.", t=t,
@@ -117,7 +121,7 @@ def output_sentence(s: StepShapes) -> str:
 
 def scale_note(s: StepShapes) -> str:
     """A model whose scale is a constant of its own (Gemma), named as such, and compared with 1/√d_k."""
-    if s.scale_rule == PRE_ATTN_SCALAR and abs(s.scale - s.d_k ** -0.5) < 1e-9:
+    if s.scale_rule == PRE_ATTN_SCALAR and s.scale_is_sqrt_dk:
         return tr("The scores are scaled by 1/√query_pre_attn_scalar = 1/√{root:g} = {scale:.4f}, a constant of the "
                   "model's configuration; here it equals 1/√d_k, since d_k = {dk}.", root=s.scale_root,
                   scale=s.scale, dk=s.d_k)

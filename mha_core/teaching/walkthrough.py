@@ -250,6 +250,7 @@ def design_notes(model: LoadedModel, layer: int) -> tuple[str, ...]:
     """What this model's attention does beyond the four steps of the paper, one sentence each, for this layer (in
     the running context's language)."""
     arch, cap = model.arch, model.arch.attn_softcap
+    shapes = step_shapes(model, layer, 1)  # the layer's widths and scale (the token count plays no part here)
     notes = [
         arch.qk_norm and tr("QK-norm: after the projections and before RoPE, each head's query and key vectors are "
                             "RMS-normalised over their d_k features (times a learned gain), which keeps the scores' "
@@ -265,8 +266,8 @@ def design_notes(model: LoadedModel, layer: int) -> tuple[str, ...]:
         cap is not None and tr("Soft-capping: the scaled scores pass through {cap:g}·tanh(s / {cap:g}) before the "
                                "mask, so no score exceeds it; no fused kernel does this, so the explicit path runs.",
                                cap=cap),
-        arch.scale is not None and not arch.relative_bias and scale_note(step_shapes(model, layer, 1)),
-        width_note(step_shapes(model, layer, 1)),
+        arch.scale is not None and not arch.relative_bias and scale_note(shapes),
+        width_note(shapes),
         len(set(arch.rope_kinds)) > 1 and tr("Local and global layers rotate with different RoPE bases."),
         arch.parallel and tr("Parallel block: attention and the MLP both read the layer's input, out = x + "
                              "attn(ln₁ x) + mlp(ln₂ x), instead of the MLP reading attention's result."),
