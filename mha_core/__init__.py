@@ -9,6 +9,7 @@ module of one layer (the heavy-work queue, say) can be imported without torch an
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 _PUBLIC = {  # the public API (README: Python API): every analysis the app and the CLI have, and their results
@@ -54,6 +55,10 @@ def __getattr__(name: str) -> Any:
     if name not in _MODULE_OF:
         raise AttributeError(f"module 'mha_core' has no attribute {name!r}")
     value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    if inspect.isfunction(value):  # every public function checks its arguments against its type hints
+        from mha_core.engine.arguments import checked
+
+        value = checked(value)
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -100,12 +100,12 @@ def test_metadata_is_the_corpus_own(bundled, ewt_index):
 
 
 def test_a_compressed_index_finds_what_exact_search_finds(bundled, tmp_path, monkeypatch):
-    from mha_core.analysis import index_pass, index_store
+    from mha_core.analysis import index_pass, index_write
 
     corpus = conllu_corpus(EWT, 300)
     exact = build_index(bundled, corpus, [3], tmp_path / "exact")
     monkeypatch.setattr(index_pass, "EXACT_MAX_BYTES", 0)
-    monkeypatch.setattr(index_store, "TRAIN_SAMPLE", 3000)  # faster training, lower recall: the test's margin
+    monkeypatch.setattr(index_write, "TRAIN_SAMPLE", 3000)  # faster training, lower recall: the test's margin
     compressed = build_index(bundled, corpus, [3], tmp_path / "ivfpq")
     assert (exact["search"], compressed["search"]) == ("exact", "ivfpq")
     assert compressed["bytes"] < exact["bytes"]

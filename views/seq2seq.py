@@ -159,6 +159,10 @@ def text_page(model: LoadedModel) -> None:
         n, kept = result.encoder.n_tokens[0], result.encoder.lengths[0]
         st.warning(tr("The source was cut to the encoder's {kept} pieces: {n:,} of {n2:,} pieces at the end are not "
                       "read.", kept=kept, n=n - kept, n2=n))
+    if result.decoder.truncated[0]:
+        n, kept = result.decoder.n_tokens[0], result.decoder.lengths[0]
+        st.warning(tr("The target was cut to the decoder's {kept} pieces: {n:,} of {n2:,} pieces at the end are not "
+                      "read.", kept=kept, n=n - kept, n2=n))
     written = model.tokenizer.decode(result.target_ids(0), skip_special_tokens=True)
     st.markdown(tr("**Target:** {text}", text=literal(written)))
     kind = widget(st.radio, "kind", "cross", tr("Which attention"), options=list(KINDS),

@@ -1,5 +1,5 @@
 """Building a corpus index (issue 37): the corpus read into sentences, the pass planned in shards, the shards
-computed in this process or on Ray (index_ray.py: the same shards, byte for byte), then merged (index_store.py).
+computed in this process or on Ray (index_ray.py: the same shards, byte for byte), then merged (index_write.py).
 
 A build writes into its folder as it goes: build.json (what is being built), shards/ (each shard whole or absent),
 then the index's files and index.json. A build that stopped — killed, out of power, a worker lost — is run again
@@ -23,7 +23,9 @@ from mha_core.analysis.corpora import (
     spacy_parse,
 )
 from mha_core.analysis.index_pass import SHARD_PIECES, CorpusPlan, missing_shards, plan_pass, shard_bytes, write_shard
-from mha_core.analysis.index_store import MANIFEST, IndexFileError, merge, model_fingerprint
+from mha_core.analysis.index_store import MANIFEST, IndexFileError, model_fingerprint
+from mha_core.analysis.index_write import merge
+from mha_core.engine.budget import release_freed_memory
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
@@ -127,6 +129,7 @@ def build_index(model: LoadedModel, corpus: tuple[str, Sequence[ParsedSentence],
     if ray is None or not todo:  # (a resumed build with every shard written starts no Ray)
         for done, shard in enumerate(todo):
             write_shard(folder, shard, shard_bytes(model, plan, shard))
+            release_freed_memory()  # each shard's forward is within the budget, and so is the build
             report(done + 1)
         used = {"ray": ray, "workers": 1 if ray is None else 0}
     else:

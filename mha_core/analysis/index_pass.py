@@ -24,6 +24,7 @@ import torch
 
 from mha_core.analysis.corpora import ParsedSentence, word_spans
 from mha_core.engine.batching import empty_length, length_batches, map_batches, piece_lengths, select_texts
+from mha_core.engine.budget import planned_bytes
 from mha_core.engine.forward import run
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -34,6 +35,7 @@ KINDS = (HIDDEN, HEADS)
 SHARD_PIECES = 2048  # pieces a shard holds at most: a unit of work (and of retry) for a worker
 EXACT_MAX_BYTES = 256 * 2**20  # a layer's vectors (float32) up to this size are searched exactly: a flat search of
 #                                256 MB (174,762 pieces of 384) answers in 21 ms at p95 on one core
+EXACT_BUDGET_SHARE = 3  # and up to this fraction of the planned memory budget (a flat index is built in one array)
 META_COLUMNS = ("sentence", "position", "piece", "word", "word_index", "start", "end", "pos", "deprel", "head")
 
 
@@ -76,7 +78,8 @@ def plan_pass(model: LoadedModel, source: str, sentences: Sequence[ParsedSentenc
     widest = max(vector_width(model, kind) for kind in KINDS)
     return CorpusPlan(source, tuple(sentences[i] for i in keep), tuple(ids[i] for i in keep), tuple(shards),
                       tuple(ids[n - 1] for n in chosen.unreadable), tuple(ids[n - 1] for n in chosen.too_long),
-                      pieces, tuple(layers), pieces * widest * 4 <= EXACT_MAX_BYTES)
+                      pieces, tuple(layers), pieces * widest * 4 <= min(EXACT_MAX_BYTES,
+                                                                        planned_bytes() // EXACT_BUDGET_SHARE))
 
 
 def piece_words(result: AttentionResult, b: int, sentence: ParsedSentence) -> list[tuple[str, int]]:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
-from mha_core.analysis.index_pass import HEADS, HIDDEN, unit_rows
-from mha_core.analysis.index_store import IndexFileError, OpenIndex, model_fingerprint
+from mha_core.analysis.index_pass import HEADS, HIDDEN, head_rows, unit_rows
+from mha_core.analysis.index_store import IndexFileError, OpenIndex, file_name, model_fingerprint
 from mha_core.analysis.patching import check_head
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import run
@@ -89,15 +91,25 @@ class SearchResult(Drawable):
 
 
 def check_query(index: OpenIndex, model: LoadedModel, layer: int, heads: tuple[int, ...]) -> str:
-    """The kind of vector to search, after checking that the index was built with this model and holds `layer`
-    (and heads there); one sentence naming both otherwise."""
+    """The kind of vector to search, after checking that the model reads text, that the index was built with this
+    model and holds `layer` (and heads there); one sentence naming both otherwise."""
     manifest = index.manifest
     layers = ", ".join(map(str, manifest.layers))
-    if manifest.model != model.name or manifest.data.get("fingerprint") != model_fingerprint(model):
+    if model.arch.image or model.arch.audio or model.encoder_decoder:
+        raise InputError("index_model_not_text", N_("{model} does not read a sentence alone (it reads images, hears "
+                                                     "audio or pairs a source with a target): a corpus index is "
+                                                     "searched with the text model it was built with, {built}"),
+                         model=model.name, built=manifest.model)
+    if manifest.model != model.name:
         raise IndexFileError("index_other_model", N_("{folder} was built with {built} (layers {layers}); the query "
                                                      "runs {model}: search it with {built}, or build an index with "
                                                      "{model}"),
                              folder=index.folder.name, built=manifest.model, layers=layers, model=model.name)
+    if manifest.data["fingerprint"] != model_fingerprint(model):
+        raise IndexFileError("index_other_checkpoint", N_("{folder} was built with another checkpoint of {model} (its "
+                                                          "configuration or weights differ from this one's): build "
+                                                          "the index again with this one"),
+                             folder=index.folder.name, model=model.name)
     if layer not in manifest.layers:
         raise IndexFileError("index_other_layer", N_("{folder} holds layers {layers} of {built}; layer {layer} is not "
                                                      "among them"), folder=index.folder.name, layers=layers,
@@ -111,6 +123,55 @@ def check_query(index: OpenIndex, model: LoadedModel, layer: int, heads: tuple[i
     for head in heads:
         check_head(model, (layer, head))
     return HEADS
+
+
+PROBE_AGREEMENT = 0.99  # the mean cosine of the stored and recomputed vectors of one sentence's pieces at least
+PROBE_TIE = 1e-9  # and no other layer's or kind's vectors agree better by more than this
+
+
+def check_stored_vectors(index: OpenIndex, model: LoadedModel, layer: int, kind: str) -> None:
+    """The stored vectors of `layer`'s `kind` are what the model computes there: one indexed sentence is run again,
+    and its stored vectors must agree with that layer's and kind's recomputed ones, and better than with any other
+    layer's or kind's of the same width (files swapped between layers or kinds, with the manifest's sizes and hashes
+    changed to match, pass every other check). Once per index, layer and kind."""
+    if (layer, kind) in index.verified:
+        return
+    sentence = index.pieces.column("sentence")[0].as_py()
+    rows = np.flatnonzero(np.asarray(index.pieces.column("sentence")) == sentence)[:64]  # (k,) its pieces' rows
+    positions = torch.as_tensor(np.asarray(index.pieces.column("position"))[rows])  # (k,)
+    result = run(model, index.sentence_text[sentence], path="explicit")
+    agreement = {}
+    if positions.max() < result.lengths[0]:
+        stored = stored_rows(index, layer, kind, rows)  # (k,W)
+        for (other_layer, other_kind), recomputed in recomputed_rows(model, result, positions).items():
+            if recomputed.shape == stored.shape:
+                agreement[other_layer, other_kind] = float(np.mean(np.sum(stored * recomputed, axis=1)))
+    mine = agreement.get((layer, kind), 0.0)
+    if not (mine >= PROBE_AGREEMENT and mine >= max(agreement.values()) - PROBE_TIE):
+        raise IndexFileError("index_vectors_not_layer", N_("{path} does not hold layer {layer}'s {kind} vectors of "
+                                                           "{model}: its file was replaced or swapped"),
+                             path=str(index.folder / file_name(layer, kind)), layer=layer, kind=kind,
+                             model=model.name)
+    index.verified.add((layer, kind))
+
+
+def recomputed_rows(model: LoadedModel, result: AttentionResult, positions: torch.Tensor
+                    ) -> dict[tuple[int, str], np.ndarray]:
+    """{(layer, kind): (k,W)} the vectors an index stores for these positions of text 0, at every layer and kind."""
+    first = torch.zeros_like(positions)
+    rows = {(layer, HIDDEN): unit_rows(hidden[first, positions])  # (k,D)
+            for layer, hidden in enumerate(result.hidden_states)}
+    rows.update({(layer, HEADS): head_rows(context[first, :, positions])  # (k,H*Dh)
+                 for layer, context in enumerate(result.layer_context[:model.n_layers])})
+    return rows
+
+
+def stored_rows(index: OpenIndex, layer: int, kind: str, rows: np.ndarray) -> np.ndarray:
+    """(k,W) float32 the stored vectors of these rows (a flat index's own, or a compressed index's float16 rows)."""
+    if index.manifest.exact:
+        vectors = index.vectors(layer, kind)
+        return np.stack([vectors.reconstruct(int(row)) for row in rows])
+    return np.asarray(index.rows(layer, kind)[rows], dtype=np.float32)
 
 
 def query_vector(result: AttentionResult, position: int, layer: int, heads: tuple[int, ...]) -> np.ndarray:
@@ -150,7 +211,10 @@ def search(index: OpenIndex, model: LoadedModel, result: AttentionResult, positi
     """The `top` pieces of the index nearest to piece `position` of the sentence `result` ran (explicit path: the
     heads' outputs are kept), at `layer`, by the hidden state or the chosen heads' outputs."""
     heads = tuple(sorted(set(heads)))
+    if top < 1:
+        raise InputError("index_top", N_("a search finds at least 1 match; {top} were asked for"), top=top)
     kind = check_query(index, model, layer, heads)
+    check_stored_vectors(index, model, layer, kind)
     length = result.lengths[0]
     if not 0 <= position < length:
         raise InputError("index_token_range", N_("the sentence has pieces 0 to {last} (special pieces counted); "
@@ -172,9 +236,10 @@ def matches_of(index: OpenIndex, ids: np.ndarray, scores: np.ndarray) -> list[Ma
             for i in range(len(ids))]
 
 
-def search_text(index: OpenIndex | str, model: LoadedModel, text: str, token: int, layer: int,
+def search_text(index: OpenIndex | str | Path, model: LoadedModel, text: str, token: int, layer: int,
                 heads: tuple[int, ...] = (), top: int = TOP) -> SearchResult:
     """search() for a typed sentence (a notebook's and the CLI's way in): `index` an OpenIndex or its folder, `token`
     the piece's position with the model's special pieces counted."""
     opened = index if isinstance(index, OpenIndex) else OpenIndex(index)
+    check_query(opened, model, layer, tuple(heads))  # before the model runs: one that reads no text is refused here
     return search(opened, model, run(model, text, path="explicit"), token, layer, heads, top)

@@ -24,8 +24,7 @@ from mha_core.cli.common import (
 from mha_core.cli.index import add_index_parsers
 from mha_core.cli.seq2seq import add_transcribe_parser
 from mha_core.cli.vision import positive_side
-from mha_core.engine.model import ModelLoadError
-from mha_core.engine.tokens import InputError
+from mha_core.messages import Explained
 
 T = TypeVar("T")
 
@@ -300,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except (CliError, InputError, ModelLoadError) as err:
+    except (CliError, Explained) as err:  # the project's errors: each one sentence
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

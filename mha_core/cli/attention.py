@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from mha_core.cli.common import CliError, add_model_arguments, layer_head, load_chosen_model, write_json
@@ -14,7 +15,7 @@ from mha_core.engine.result import AttentionResult
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
-    from mha_core import run
+    from mha_core.engine.forward import run
 
     model = load_chosen_model(args)
     if model.arch.image:
@@ -23,15 +24,16 @@ def cmd_attention(args: argparse.Namespace) -> None:
         write_json(image_attention(model, args), args.json)
         return
     if args.image is not None:
-        raise CliError(f"--image is for Vision Transformers (ViT, DeiT, DINOv2, CLIP); {model.name} reads text")
+        raise CliError(f"--image is for Vision Transformers (ViT, DeiT, DINOv2, CLIP); {model.name} {reads(model)}")
     if model.encoder_decoder:
         from mha_core.cli.seq2seq import seq2seq_attention
 
         write_json(seq2seq_attention(model, args), args.json)
         return
-    if args.target is not None or args.audio is not None:
-        raise CliError(f"--target and --audio are for encoder–decoders (T5, BART, Marian, Whisper); {model.name} is "
-                       f"{'a decoder' if model.causal else 'an encoder'}")
+    if args.target is not None or args.audio is not None or args.new is not None:
+        kind = "a decoder (to continue a text: generate --new N)" if model.causal else "an encoder"
+        raise CliError(f"--target, --audio and --new are for encoder–decoders (T5, BART, Marian, Whisper); "
+                       f"{model.name} is {kind}")
     if args.pair is not None:
         write_json(pair_attention(model, args), args.json)
         return
@@ -45,9 +47,17 @@ def cmd_attention(args: argparse.Namespace) -> None:
     write_json(chosen_attention(model, text, args), args.json)
 
 
+def reads(model: LoadedModel) -> str:
+    """What a model takes in, as the end of a sentence: "reads text", "hears audio", "reads images"."""
+    return "hears audio" if model.arch.audio else "reads images" if model.arch.image else "reads text"
+
+
 def every_map(model: LoadedModel, result: AttentionResult, **extra: object) -> dict:
     """The output for every head of text 0: its pieces, `extra`, every layer's maps (written as made), how they were
-    computed."""
+    computed. A text (or pair) cut to the model's window says so on stderr as well as in "truncated"."""
+    if result.truncated[0]:
+        print(f"note: the input has {result.n_tokens[0]:,} pieces; {model.name} reads the first {result.lengths[0]:,} "
+              f"(its window), and the maps cover those", file=sys.stderr)
     return {"tokens": list(result.tokens[0]), **extra,
             "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),
             "path": result.path, "backend": result.backend, "truncated": result.truncated[0],
@@ -57,8 +67,8 @@ def every_map(model: LoadedModel, result: AttentionResult, **extra: object) -> d
 def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """`attention --pair A B`: the usual output of the pair, with each piece's token type and segment (0: A, 1: B,
     null: a special piece) and each head's share of attention crossing between the texts (analysis.pairs)."""
-    from mha_core import run
     from mha_core.analysis.pairs import pair_shares
+    from mha_core.engine.forward import run
 
     if args.text is not None or args.text_file is not None or args.heads is not None or args.rows is not None:
         raise CliError("--pair A B takes the two texts itself, every head: no text, --text-file, --heads or --rows")
@@ -86,14 +96,20 @@ def attention_text(args: argparse.Namespace) -> str:
 
 def check_full_output(model: LoadedModel, text: str) -> None:
     """Every map of a text over arch.MAX_PIECES pieces is too much to write: exit 2 with its size."""
-    from mha_core.analysis.long_text import count_long_pieces, is_long
+    from mha_core.analysis.long_text import count_long_pieces
 
-    n = count_long_pieces(model, text)
+    check_every_map(model, count_long_pieces(model, text), "the text", "(and query rows with --rows A:B)")
+
+
+def check_every_map(model: LoadedModel, n: int, what: str, advice: str) -> None:
+    """Every map of `what`'s n pieces (tokens) is written only up to arch.MAX_PIECES: over it, exit 2 with its
+    size and what to choose instead."""
+    from mha_core.analysis.long_text import is_long
+
     if is_long(n):
         numbers = model.n_layers * model.n_heads * n * n
-        raise CliError(f"the text has {n:,} pieces: every map would be {numbers:,} numbers (about "
-                       f"{numbers * 10 / 2**30:,.0f} GB of JSON); choose heads with --heads L:H[,L:H...] (and "
-                       f"query rows with --rows A:B)")
+        raise CliError(f"{what} has {n:,} pieces: every map would be {numbers:,} numbers (about "
+                       f"{numbers * 10 / 2**30:,.0f} GB of JSON); choose heads with --heads L:H[,L:H...] {advice}")
 
 
 MAX_WRITTEN = 120_000_000  # weights one output may hold (about a GB of JSON): one head's whole map at 8,192 pieces
@@ -102,9 +118,9 @@ MAX_WRITTEN = 120_000_000  # weights one output may hold (about a GB of JSON): o
 def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) -> dict:
     """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text). Every
     argument is checked before any work: the heads (each once), the rows against the text's pieces, the size."""
-    from mha_core import run
     from mha_core.analysis.long_text import chosen_rows, count_long_pieces, run_long
     from mha_core.analysis.patching import check_head
+    from mha_core.engine.forward import run
 
     heads = list(dict.fromkeys(check_head(model, head) for head in args.heads))  # each head once, range-checked
     n = count_long_pieces(model, text)
@@ -138,7 +154,8 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
                                          "rows of a long text (up to 8,192 pieces)")
     p.add_argument("text", nargs="?", help="the text (or --text-file)")
     p.add_argument("--text-file", help="read the text from this UTF-8 file")
-    p.add_argument("--pair", nargs=2, metavar=("A", "B"), help="a sentence pair (an encoder: segments A and B)")
+    p.add_argument("--pair", nargs=2, metavar=("A", "B"), help="a sentence pair (an encoder: segments A and B), cut "
+                   "together to the model's window (at most 1,024 pieces; the output then says truncated)")
     p.add_argument("--heads", type=layer_heads, help="only these heads, L:H[,L:H...] (0-based): needed over 1,024 "
                                                       "pieces")
     p.add_argument("--rows", help="only these query rows, A:B (0-based, B exclusive; with --heads)")

@@ -34,7 +34,7 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str | None = None) 
 
 
 def load_chosen_model(args: argparse.Namespace) -> LoadedModel:
-    from mha_core import load_model
+    from mha_core.engine.model import load_model
     from mha_core.serving.menu import available_models
 
     if args.model is not None and args.model_dir is None:  # --model, or the subcommand's default model

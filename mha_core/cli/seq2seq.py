@@ -4,9 +4,10 @@ writes the three kinds of maps; `transcribe --audio FILE [--timestamps]` writes 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from mha_core.cli.common import CliError, add_model_arguments, load_chosen_model, write_json
+from mha_core.cli.common import CliError, add_model_arguments, load_chosen_model, positive_int, write_json
 from mha_core.engine.bundled import WHISPER_NAME
 from mha_core.engine.model import LoadedModel
 
@@ -22,7 +23,7 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     layer's encoder, decoder and cross-attention maps."""
     from mha_core.analysis.seq2seq_decode import decode
     from mha_core.engine.frames import clip_positions
-    from mha_core.engine.seq2seq import encode, forward_seq2seq, target_batch, target_ids
+    from mha_core.engine.seq2seq import encode, forward_seq2seq, target_batch, target_pieces
     from mha_core.engine.tokens import tokenize
 
     if args.heads is not None or args.rows is not None or args.pair is not None:
@@ -34,10 +35,14 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
         source = tokenize(model.tokenizer, attention_text(args), model.max_length)
     encoded = encode(model, source, args.path)
     if args.target is not None:
-        ids = target_ids(model, args.target, args.language or "en")
+        ids, whole = target_pieces(model, args.target, args.language or "en")
     else:
-        ids = list(decode(model, source, new=args.new, encoded=encoded).ids)
-    result = forward_seq2seq(model, source, target_batch(model, [ids]), args.path, encoded)
+        ids = list(decode(model, source, new=64 if args.new is None else args.new, encoded=encoded).ids)
+        whole = len(ids)
+    result = forward_seq2seq(model, source, target_batch(model, [ids], [whole]), args.path, encoded)
+    if whole > len(ids):
+        print(f"note: the target has {whole:,} pieces; the decoder reads its first {len(ids):,} (its window)",
+              file=sys.stderr)
     s = result.encoder.lengths[0] if clip is None else clip_positions(clip.seconds, result.encoder.lengths[0])
     t = result.decoder.lengths[0]
     return {"model": model.name, "source_tokens": list(result.source_tokens[0][:s]),
@@ -46,6 +51,7 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
             "decoder": map_lists(result.text_maps("decoder"), t, t),
             "cross": map_lists(result.text_maps("cross"), t, result.encoder.lengths[0]),
             "path": result.encoder.path, "backend": result.encoder.backend,
+            "target_truncated": whole > len(ids), "target_pieces": whole,
             **({} if clip is None else {"seconds": round(clip.seconds, 3), "encoder_positions": s,
                                         "note": "encoder maps cover the clip's positions (20 ms each), not the "
                                                 "silence that pads Whisper's 30-second window; cross-attention "
@@ -84,7 +90,8 @@ def add_seq2seq_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="an encoder–decoder's target text (default: the model's own greedy output)")
     p.add_argument("--audio", help="Whisper: the audio file (WAV, FLAC, OGG or MP3; the first 30 s are read)")
     p.add_argument("--language", help="Whisper: the spoken language's code, such as en or zh (default: detected)")
-    p.add_argument("--new", type=int, default=64, help="an encoder–decoder's own output: at most this many pieces")
+    p.add_argument("--new", type=positive_int, default=None, help="an encoder–decoder's own output: at most this "
+                   "many pieces (default 64)")
 
 
 def add_transcribe_parser(sub: argparse._SubParsersAction) -> None:

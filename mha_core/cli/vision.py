@@ -4,6 +4,7 @@ patches row by row), or chosen heads and rows; the image prepared by the model f
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from mha_core.cli.common import CliError
@@ -14,13 +15,14 @@ def image_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """{"model", "tokens", "grid": [rows, columns], "attention": [L][H][N][N]} (or, with --heads, the chosen
     heads' rows as for long texts)."""
     from mha_core.analysis.long_text import chosen_rows
-    from mha_core.cli.attention import every_map, parse_rows
+    from mha_core.cli.attention import check_every_map, every_map, parse_rows
     from mha_core.engine.images import prepare_images, read_image, run_images
     from mha_core.engine.tokens import InputError
 
     if args.image is None or any(v is not None for v in (args.text, args.text_file, args.pair, args.target,
-                                                         args.audio)):
-        raise CliError(f"{model.name} reads images: give one with --image FILE (no text, --pair, --target or --audio)")
+                                                         args.audio, args.new)):
+        raise CliError(f"{model.name} reads images: give one with --image FILE (no text, --pair, --target, --audio "
+                       f"or --new)")
     try:
         pixels = prepare_images(model, [read_image(Path(args.image))], args.size)
         result = run_images(model, pixels, args.path, names=(Path(args.image).name,))
@@ -30,6 +32,8 @@ def image_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     if args.heads is None:
         if args.rows is not None:
             raise CliError("--rows takes query rows of the heads chosen with --heads L:H[,L:H...]")
+        check_every_map(model, result.lengths[0], "the image", "(and query rows with --rows A:B), or a smaller "
+                        "--size")
         return every_map(model, result, grid=grid)
     from mha_core.analysis.patching import check_head
 
@@ -50,11 +54,11 @@ def image_roles(model: LoadedModel, args: argparse.Namespace) -> dict:
 
     if not model.arch.image:
         raise CliError(f"--images is for Vision Transformers (ViT, DeiT, DINOv2, CLIP); {model.name} reads text")
-    folder = Path(args.images)
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir() else None
-    if not files:
-        raise CliError(f"{args.images}: not a folder of PNG, JPEG or WebP images")
+    files, not_files = image_files(Path(args.images))
     side = args.size  # None: each image prepared as the model folder's image processor prepares it
+    if len(files) > MAX_IMAGES:
+        print(f"note: {args.images} has {len(files):,} images; the first {MAX_IMAGES:,} (by name) are read",
+              file=sys.stderr)
     images, left_out = heads_of_images(model, files[:MAX_IMAGES], side)
     if not images:
         raise CliError(f"{args.images}: no image could be read")
@@ -63,15 +67,30 @@ def image_roles(model: LoadedModel, args: argparse.Namespace) -> dict:
         for layer, head in image["object_heads"]:
             objects[layer, head] += 1
     return {"model": model.name, "size": side, "prepared": "as the model's image processor" if side is None else
-            "squared to size × size", "images": images, "left_out": left_out,
+            "squared to size × size", "images_in_folder": len(files), "read": min(len(files), MAX_IMAGES),
+            "beyond_cap": max(len(files) - MAX_IMAGES, 0), "images": images, "left_out": not_files + left_out,
             "object_head_share": objects / len(images),
             "mean_distance": np.mean([image["mean_distance"] for image in images], axis=0)}
 
 
+def image_files(folder: Path) -> tuple[list[Path], list[str]]:
+    """The folder's image files by name, and the names of entries with an image's suffix that are not files
+    (a folder named x.png), each named on stderr and left out."""
+    try:
+        entries = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir() else []
+    except OSError as err:
+        raise CliError(f"{folder}: cannot be read ({err.strerror})") from None
+    files = [p for p in entries if p.is_file()]
+    for entry in entries:
+        if not entry.is_file():
+            print(f"{entry.name}: not a file, left out", file=sys.stderr)
+    if not files:
+        raise CliError(f"{folder}: not a folder of PNG, JPEG or WebP images")
+    return files, [entry.name for entry in entries if not entry.is_file()]
+
+
 def heads_of_images(model: LoadedModel, files: list[Path], side: int | None) -> tuple[list[dict], list[str]]:
     """Each readable image's heads (a progress bar on stderr), and the names of those that could not be read."""
-    import sys
-
     from mha_core.analysis.vision import image_heads
     from mha_core.cli import progress_bar
     from mha_core.engine.images import prepare_images, read_image, run_images

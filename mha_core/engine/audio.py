@@ -27,6 +27,8 @@ MAX_AUDIO_BYTES = 64 * 2**20  # a larger upload is refused before it is read
 MAX_CHANNELS = 2  # stereo is mixed to mono; more channels are refused
 MIN_SECONDS = 0.1
 SILENT_PEAK = 1e-4  # a clip whose loudest sample is below this is silence
+LOUDEST_PEAK = 1e3  # audio samples lie within ±1 (float files may overshoot a little): far beyond is not audio levels
+MIN_RATE = 1_000  # samples a second at least (a telephone records 8,000): fewer cannot carry speech
 MAX_SPOKEN_CHARS = 400
 VOICES = {"en": "en-us", "zh": "cmn-latn-pinyin"}  # espeak-ng's voices for the interface's languages
 
@@ -48,7 +50,12 @@ def read_audio(data: bytes | Path) -> Clip:
     """A file's first WINDOW_SECONDS as 16 kHz mono float32; only that much is decoded, however long the file."""
     import soundfile
 
-    size = data.stat().st_size if isinstance(data, Path) else len(data)
+    data = Path(data) if isinstance(data, str) else data
+    try:
+        size = data.stat().st_size if isinstance(data, Path) else len(data)
+    except OSError as err:
+        raise InputError("audio_unreadable_file", N_("{path} cannot be read: {reason}."), path=str(data),
+                         reason=err.strerror or type(err).__name__) from None
     if size > MAX_AUDIO_BYTES:
         raise InputError("audio_too_large", N_("The audio file is {mb:,.0f} MB; at most {limit:,.0f} MB is read."),
                           mb=size / 2**20, limit=MAX_AUDIO_BYTES / 2**20)
@@ -58,7 +65,7 @@ def read_audio(data: bytes | Path) -> Clip:
     try:
         with soundfile.SoundFile(readable) as f:
             rate, channels, frames = f.samplerate, f.channels, f.frames
-            if rate > 0 and channels <= MAX_CHANNELS:  # else refused below, nothing decoded
+            if rate >= MIN_RATE and channels <= MAX_CHANNELS:  # else refused below, nothing decoded
                 samples = f.read(frames=int(min(frames, rate * WINDOW_SECONDS)), dtype="float32", always_2d=True)
     except (RuntimeError, soundfile.LibsndfileError, TypeError, ValueError):
         raise InputError("not_audio", N_("This is not audio that can be read (WAV, FLAC, OGG or MP3).")) from None
@@ -69,6 +76,9 @@ def read_audio(data: bytes | Path) -> Clip:
 def check_format(rate: int, channels: int) -> None:
     if rate <= 0:
         raise InputError("audio_no_rate", N_("The audio file says it has {rate} samples a second."), rate=rate)
+    if rate < MIN_RATE:
+        raise InputError("audio_rate_low", N_("The audio has {rate:,} samples a second; speech needs at least "
+                                              "{low:,} (a telephone records 8,000)."), rate=rate, low=MIN_RATE)
     if channels > MAX_CHANNELS:
         raise InputError("audio_channels", N_("The audio has {channels} channels; give mono or stereo."),
                           channels=channels)
@@ -81,8 +91,13 @@ def clip_of(samples: np.ndarray, rate: int, channels: int, source_seconds: float
     mono = samples.mean(axis=1) if samples.ndim == 2 else samples
     if len(mono) < MIN_SECONDS * rate:
         raise InputError("audio_too_short", N_("The audio is shorter than {seconds} s."), seconds=MIN_SECONDS)
-    if float(np.abs(mono).max()) < SILENT_PEAK:
+    peak = float(np.abs(mono).max())
+    if peak < SILENT_PEAK:
         raise InputError("audio_silent", N_("The audio is silent."))
+    if peak > LOUDEST_PEAK:
+        raise InputError("audio_out_of_range", N_("The audio's samples reach {peak:.3g}, where audio lies within -1 "
+                                                  "to 1: the file's values are not sound levels (save it as 16-bit "
+                                                  "PCM WAV)."), peak=peak)
     return Clip(resample(mono, rate), len(mono) / rate, source_seconds, rate, channels)
 
 

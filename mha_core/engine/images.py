@@ -8,6 +8,7 @@ chosen side), N tokens.
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,7 +25,8 @@ from mha_core.messages import N_
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 MAX_IMAGE_BYTES = 50 * 2**20  # a larger file is refused before it is decoded
-MAX_IMAGE_PIXELS = 50_000_000  # Pillow's decompression-bomb guard: a larger image is refused before it is decoded
+MAX_IMAGE_PIXELS = 50_000_000  # a larger image is refused from its header, before it is decoded (Pillow's own guard
+#                                 raises only above twice its MAX_IMAGE_PIXELS: ours is checked here)
 
 
 def check_side(model: LoadedModel, side: int | None) -> int:
@@ -42,13 +44,23 @@ def read_image(data: bytes | Path) -> object:
     """A file's picture as RGB (Pillow), or one sentence: not an image, truncated, too large, animated."""
     from PIL import Image, UnidentifiedImageError
 
-    raw = data.read_bytes() if isinstance(data, Path) else data
+    data = Path(data) if isinstance(data, str) else data
+    try:
+        raw = data.read_bytes() if isinstance(data, Path) else data
+    except OSError as err:
+        raise InputError("image_unreadable_file", N_("{path} cannot be read: {reason}."), path=str(data),
+                         reason=err.strerror or type(err).__name__) from None
     if len(raw) > MAX_IMAGE_BYTES:
         raise InputError("image_too_large", N_("The file is {mb:.0f} MB; images of up to {limit:.0f} MB are read."),
                          mb=len(raw) / 2**20, limit=MAX_IMAGE_BYTES / 2**20)
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
     try:
-        with Image.open(io.BytesIO(raw)) as image:
+        with warnings.catch_warnings():  # Pillow warns between its limit and twice it: refused below instead
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            opened = Image.open(io.BytesIO(raw))  # reads the header only
+        with opened as image:
+            if image.width * image.height > MAX_IMAGE_PIXELS:
+                raise Image.DecompressionBombError
             if getattr(image, "n_frames", 1) > 1:
                 raise InputError("image_animated", N_("An animated image has {n} frames; one picture is read: save "
                                                       "the frame you want as PNG or JPEG."), n=image.n_frames)
@@ -104,6 +116,7 @@ def seen_pictures(model: LoadedModel, images: Sequence[object], side: int | None
 
 def processed(model: LoadedModel, images: Sequence[object], side: int | None, normalise: bool) -> Tensor:
     """(B,C,S_h,S_w): the processor's own geometry (or side × side), normalised or in 0..255."""
+    check_images(model, images)
     side = check_side(model, side) if side is not None else None
     processor = image_processor(model)
     if processor is not None:
@@ -121,6 +134,22 @@ def processed(model: LoadedModel, images: Sequence[object], side: int | None, no
     return (pixels / 255.0 - mean) / std
 
 
+def check_vision_model(model: LoadedModel) -> None:
+    if not model.arch.image:
+        raise InputError("images_need_a_vision_model", N_("{model} reads text, not images: choose a Vision "
+                                                          "Transformer (ViT, DeiT, DINOv2, CLIP)."), model=model.name)
+
+
+def check_images(model: LoadedModel, images: Sequence[object]) -> None:
+    """A Vision Transformer, and at least one picture, each a Pillow image."""
+    from PIL import Image
+
+    check_vision_model(model)
+    if not images or not all(isinstance(image, Image.Image) for image in images):
+        raise InputError("images_not_pictures", N_("Images are prepared from one or more pictures read with "
+                                                   "read_image (Pillow images)."))
+
+
 def image_processor(model: LoadedModel) -> object | None:
     """The model folder's own image processor (preprocessor_config.json), else None."""
     if not (model.model_dir / "preprocessor_config.json").is_file():
@@ -133,8 +162,6 @@ def image_processor(model: LoadedModel) -> object | None:
 def run_images(model: LoadedModel, pixels: Tensor, path: str = "auto", names: Sequence[str] = ()) -> AttentionResult:
     """Every layer and head of a Vision Transformer on prepared images (B,C,S,S): the result's "pieces" are the
     prefix tokens ([CLS], [DIST], registers) then the patches row by row; result.batch.grid is (rows, columns)."""
-    if not model.arch.image:
-        raise InputError("images_need_a_vision_model", N_("{model} reads text, not images: choose a Vision "
-                                                          "Transformer (ViT, DeiT, DINOv2, CLIP)."), model=model.name)
+    check_vision_model(model)
     batch = image_batch(pixels, model.arch, prefix_names(vision_config(model.config)), tuple(names))
     return forward(model, batch, path)

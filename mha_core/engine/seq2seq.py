@@ -89,21 +89,30 @@ def decoder_prefix(model: LoadedModel, language: str | None = "en") -> list[int]
     return [start, *chosen, int(tasks["transcribe"]), int(generation.no_timestamps_token_id)]
 
 
-def target_ids(model: LoadedModel, text: str, language: str | None = "en") -> list[int]:
+def target_pieces(model: LoadedModel, text: str, language: str | None = "en") -> tuple[list[int], int]:
     """A target text as the decoder's input pieces: its prefix (start piece first), then the text's pieces (a
-    Whisper transcript's with the space it starts with)."""
+    Whisper transcript's with the space it starts with), cut to the decoder's window; and how many there were
+    before the cut."""
     text = " " + text.strip() if model.arch.family == "whisper" else text
-    pieces = model.tokenizer(text_target=text, add_special_tokens=False)["input_ids"]
-    return (decoder_prefix(model, language) + list(pieces))[: model.decoder.max_length]
+    pieces = decoder_prefix(model, language) + list(model.tokenizer(text_target=text,
+                                                                     add_special_tokens=False)["input_ids"])
+    return pieces[: model.decoder.max_length], len(pieces)
 
 
-def target_batch(model: LoadedModel, sequences: Sequence[Sequence[int]]) -> TokenBatch:
-    """Decoder input pieces (each its start piece first) as a padded batch; specials marked as no word."""
+def target_ids(model: LoadedModel, text: str, language: str | None = "en") -> list[int]:
+    """target_pieces' pieces, cut to the decoder's window."""
+    return target_pieces(model, text, language)[0]
+
+
+def target_batch(model: LoadedModel, sequences: Sequence[Sequence[int]], whole: Sequence[int] | None = None
+                 ) -> TokenBatch:
+    """Decoder input pieces (each its start piece first) as a padded batch; specials marked as no word; `whole`:
+    each target's pieces before it was cut to the window (the result's `truncated` then says so)."""
     specials = set(model.tokenizer.all_special_ids)
     batch = ids_batch(model.tokenizer, sequences, [[i in specials for i in ids] for ids in sequences])
     labels = tuple(readable_pieces(model.tokenizer, list(ids), tokens) for ids, tokens in zip(sequences, batch.tokens,
                                                                                              strict=True))
-    return replace(batch, labels=labels)
+    return replace(batch, labels=labels, n_tokens=tuple(whole) if whole is not None else batch.n_tokens)
 
 
 Encoded = tuple[AttentionResult, Memory]  # the encoder's result, and its output as the decoder reads it
@@ -136,4 +145,5 @@ def run_seq2seq(model: LoadedModel, sources: TextsLike, targets: Sequence[str], 
     if len(targets) != len(source.texts):
         raise InputError("one_target_per_source", N_("Give one target per source text ({n} sources, {m} targets)."),
                          n=len(source.texts), m=len(targets))
-    return forward_seq2seq(model, source, target_batch(model, [target_ids(model, t) for t in targets]), path)
+    cut = [target_pieces(model, t) for t in targets]
+    return forward_seq2seq(model, source, target_batch(model, [ids for ids, _ in cut], [n for _, n in cut]), path)

@@ -18,7 +18,14 @@ from pathlib import Path
 from mha_core.analysis.index_build import BUNDLED_CHINESE_SOURCE, BUNDLED_SOURCE, build_index, bundled_sentences
 from mha_core.analysis.index_build import Progress as BuildProgress
 from mha_core.analysis.index_search import TOP, SearchResult, search
-from mha_core.analysis.index_store import MANIFEST, IndexFileError, OpenIndex, model_fingerprint, read_manifest
+from mha_core.analysis.index_store import (
+    MANIFEST,
+    VERSION,
+    IndexFileError,
+    OpenIndex,
+    model_fingerprint,
+    read_manifest,
+)
 from mha_core.engine.bundled import bundle_at, cache_root
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -48,7 +55,7 @@ def spread_layers(n_layers: int, count: int = BUNDLED_LAYERS) -> tuple[int, ...]
 def bundled_index_dir(model: LoadedModel, source: str = BUNDLED_SOURCE) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name)
     corpus = "" if source == BUNDLED_SOURCE else "-zh"
-    return cache_root() / "indexes" / f"{safe}-{model_fingerprint(model)}{corpus}"
+    return cache_root() / "indexes" / f"{safe}-{model_fingerprint(model)}{corpus}-v{VERSION}"
 
 
 def bundled_sources(model: LoadedModel) -> tuple[str, ...]:
