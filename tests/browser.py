@@ -78,3 +78,16 @@ def choose_option(page: object, label: str, option_text: str) -> None:
     """Open a Streamlit selectbox by its label and click the option containing `option_text`."""
     page.get_by_role("combobox", name=label).click()
     page.get_by_role("option").filter(has_text=option_text).first.click()
+
+
+PLOT_POINT = """([which, x, y]) => { const plots = [...document.querySelectorAll('.js-plotly-plot')];
+    const gd = which < 0 ? plots[plots.length + which] : plots[which];
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
+    return [r.left + xa._offset + xa.l2p(x), r.top + ya._offset + ya.l2p(y)]; }"""
+
+
+def data_point_pixel(page: object, x: float, y: float, which: int = -1) -> tuple[float, float]:
+    """The page pixel of data point (x, y) on plot `which` (0: the first, -1: the last), from Plotly's own axes:
+    a click lands on a point, never a guessed spot."""
+    left, top = page.evaluate(PLOT_POINT, [which, x, y])
+    return left, top

@@ -18,6 +18,7 @@ TABS = ("Every head", "One head", "Step by step", "Rollout", "Distance by depth"
 CHARTS = {"Every head": 0, "One head": 1, "Step by step": 1, "Rollout": 1, "Distance by depth": 1, "Roles": 2}
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_every_tab_on_the_sample_photos():
     for photo in (PHOTOS[0], PHOTOS[3]):  # the cat and the rocket (every photo: bench_vision.py)
         at = open_app(PAGE, img_photo=photo.key)

@@ -81,6 +81,7 @@ def test_an_index_the_server_lists_and_a_damaged_one(bundled, tmp_path, monkeypa
     assert any("faiss is corrupted" in w.value for w in at.warning)  # (the page escapes the path's markdown)
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_the_tab_in_chinese_has_no_english_left(bundled):
     from mha_core.serving.menu import available_models
 

@@ -26,6 +26,7 @@ def tiny_seq2seq(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_whisper_hears_the_spoken_sentence_and_every_tab_draws():
     at = open_app(PAGE)  # the page opens on the bundled Whisper, the sentence spoken by espeak-ng
     assert not at.exception and not at.error and at.query_params.get("model") is None
@@ -39,6 +40,7 @@ def test_whisper_hears_the_spoken_sentence_and_every_tab_draws():
     assert len(words.dataframe[0].value) == 11  # a row per word, its start and end
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_whisper_page_in_chinese_has_no_english_left():
     from mha_core.serving.menu import available_models
 
@@ -71,6 +73,7 @@ def test_a_tiny_whisper_without_a_preprocessor_config_runs(tiny_seq2seq, monkeyp
     assert not at.exception and not at.error and at.get("plotly_chart")
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_this_page_offers_whisper_to_a_one_stack_model():
     at = open_app(PAGE, model=ENCODER_NAME)
     assert not at.exception and "encoder–decoders" in at.info[0].value

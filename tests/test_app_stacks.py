@@ -59,6 +59,7 @@ def written_pieces(path: object, sentence: str) -> list[str]:
     return [p.strip("#") for p in model.tokenizer.convert_ids_to_tokens(list(decode(model, sentence, 64).ids))]
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 @pytest.mark.parametrize("family", ["t5", "bart"])
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_page_runs_on_a_tiny_text_encoder_decoder(family, lang, tiny_seq2seq, monkeypatch):
@@ -83,6 +84,7 @@ def test_every_page_runs_on_a_tiny_text_encoder_decoder(family, lang, tiny_seq2s
             assert shapes[-2][1] == source and shapes[-2][0] != source  # the weights: T × S
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_every_page_runs_on_whisper_in_english_and_chinese():
     spoken = "The animal didn't cross the street because it was too tired."
     for lang in ("en", "zh"):
@@ -99,6 +101,7 @@ def test_every_page_runs_on_whisper_in_english_and_chinese():
             assert ("hears audio" in said) == (lang == "en") and ("音频" in said) == (lang == "zh")
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_whisper_on_the_heads_page_reads_each_kind_and_its_encoder_over_frames():
     zh = i18n.catalogue("zh").gettext
     for kind in KINDS:
@@ -113,6 +116,7 @@ def test_whisper_on_the_heads_page_reads_each_kind_and_its_encoder_over_frames()
                                           "(●): {published}.").split("（")[0] in m.value for m in roles.markdown)
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_whisper_on_the_roles_page_names_its_decoder_and_encoder_heads():
     """Issue 42, item 6: Roles said "choose encoder self-attention" on the decoder and "choose cross-attention" on
     the encoder, a circle. The decoder's heads are named by the Roles page's rules, its previous-piece share equal

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium_page, wait_idle
+from tests.browser import ARTIFACTS, chromium_page, data_point_pixel, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -52,9 +52,6 @@ def take_photo(page, analysed: str, tries: int = 3) -> None:
                 raise
 
 
-PLOT_POINT = """([x, y]) => { const gd = [...document.querySelectorAll('.js-plotly-plot')].pop();
-    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
-    return [r.left + xa._offset + xa.l2p(x), r.top + ya._offset + ya.l2p(y)]; }"""
 OUTLINE = """() => { const s = [...document.querySelectorAll('.js-plotly-plot')].pop().layout.shapes[0];
     return s ? [s.x0, s.y0] : null; }"""
 
@@ -65,8 +62,7 @@ def click_patch(page, row: int, column: int) -> None:
                             " return [gd.data[1].x, gd.data[1].y]; }")
     columns = len(set(centres[0]))
     index = row * columns + column
-    x, y = page.evaluate(PLOT_POINT, [centres[0][index], centres[1][index]])
-    page.mouse.click(x, y)
+    page.mouse.click(*data_point_pixel(page, centres[0][index], centres[1][index]))
 
 
 def test_clicking_a_patch_follows_its_row_and_moves_the_outline(app_url):

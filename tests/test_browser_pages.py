@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium_page, open_with_sentence, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, chromium_page, data_point_pixel, open_with_sentence, streamlit_server, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -85,14 +85,11 @@ def test_selecting_a_point_of_the_query_key_view_lists_its_top_keys(app_url):
         plot = page.locator(".js-plotly-plot").first
         plot.wait_for(timeout=120_000)
         wait_idle(page, 120_000)
-        spots = [(0.5, 0.5), (0.45, 0.55), (0.55, 0.45), (0.5, 0.6), (0.4, 0.5), (0.6, 0.5), (0.5, 0.4),
-                 (0.45, 0.45), (0.55, 0.55), (0.35, 0.6), (0.65, 0.4)]  # the cloud's middle, then around it
-        for dx, dy in spots:
-            box = plot.bounding_box()  # read again: a busy server may still be moving the page
-            page.mouse.click(box["x"] + box["width"] * dx, box["y"] + box["height"] * dy)
-            wait_idle(page)
-            if "g_sentence=" in page.url:  # the selection moved into the URL
-                break
+        # a query point's own pixel, from Plotly's axes (a guessed spot could miss every point on a slow machine)
+        x, y = page.evaluate("() => { const gd = document.querySelector('.js-plotly-plot');"
+                             " return [gd.data[0].x[0], gd.data[0].y[0]]; }")
+        page.mouse.click(*data_point_pixel(page, x, y, which=0))
+        page.wait_for_url("**g_sentence=**", timeout=60_000)  # the selection moved into the address
         # the top-keys table's note ("position" alone also names a colouring option, shown before the table is)
         page.get_by_text("recomputed from the kept query and key vectors", exact=False).first.wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "corpus_qk_selection.png"), full_page=True)

@@ -99,6 +99,7 @@ def test_metadata_is_the_corpus_own(bundled, ewt_index):
     assert not index.manifest.has(6, "heads") and index.manifest.has(3, "heads")
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_a_compressed_index_finds_what_exact_search_finds(bundled, tmp_path, monkeypatch):
     from mha_core.analysis import index_pass, index_write
 

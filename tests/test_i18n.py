@@ -158,6 +158,7 @@ def test_the_checker_flags_english_and_spares_names_numbers_and_user_text():
     assert english_left("句子：The cat sat", []) != ""
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_chinese_mode_opens_on_gemma_with_a_chinese_sentence_and_keeps_lang_in_the_url():
     at = open_app(lang="zh")
     assert not at.exception

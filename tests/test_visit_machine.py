@@ -149,6 +149,7 @@ def small_models(monkeypatch, tmp_path: Path, lm_dirs: dict[str, Path], tiny_dir
     return ENCODER_NAME, "tiny-llama", "tiny-bert", "tiny-t5"
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 @pytest.mark.parametrize("part", range(3))
 def test_visitors_never_see_a_crash_a_lost_choice_or_a_stale_one(small_models, part):
     """Nine seeded walks of 12 steps (108 steps per run: many short walks, since Hypothesis enables a random

@@ -71,6 +71,7 @@ def test_word_timestamps_follow_the_speech_and_a_pause(whisper):
     assert words[4].start >= gap_start + pause - 0.4  # "because" (after the pause) starts after it
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_cli_transcribe_and_attention_of_audio(tmp_path, whisper):
     from tests.tiny_models import make_tiny_seq2seq
 
@@ -137,6 +138,7 @@ def test_chinese_is_converted_to_simplified_characters_with_opencc():
     assert simplified("那只动物没有过马路") == "那只动物没有过马路"  # Simplified stays as it is
 
 
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
     """Issue 42, item 5: the page showed 當路沒要過馬路,因爲… on a Simplified interface."""
     import opencc

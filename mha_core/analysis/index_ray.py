@@ -19,6 +19,17 @@ from mha_core.engine.model import LoadedModel
 from mha_core.i18n import N_
 
 LOCAL = "local"
+FAULT_ENV = "MHA_INDEX_FAULT"  # "K:MARKER" (tests): a replica dies on its first attempt at shard K, MARKER then written
+
+
+def injected_fault(shard: int) -> None:
+    """The fault a test injects (FAULT_ENV): the replica's process ends at once, as a killed one does, the first time
+    it is handed shard K; Ray Data must restart it and retry the shard."""
+    spec = os.environ.get(FAULT_ENV, "")
+    target, _, marker = spec.partition(":")
+    if target.isdigit() and int(target) == shard and marker and not Path(marker).exists():
+        Path(marker).touch()
+        os._exit(1)
 
 
 class ShardWorker:
@@ -34,6 +45,8 @@ class ShardWorker:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         shards = [int(s) for s in batch["shard"]]
+        for shard in shards:
+            injected_fault(shard)
         data = [shard_bytes(self.model, self.plan, s) for s in shards]
         return {"shard": np.array(shards), "data": np.array(data, dtype=object)}
 
