@@ -131,3 +131,22 @@ def test_the_offered_measures_are_exactly_those_that_run(family_dirs, family):  
             with pytest.raises(InputError, match="no language-model head"):
                 ablation_grid(model, text, "zero", measure, target)
     assert ("loss" in offered) == (family == "gpt2")  # the tiny llama's head is not tied to its embeddings
+
+
+@pytest.mark.parametrize("family", ["gemma2", "gpt2", "bert"])
+@pytest.mark.parametrize("free_bytes", [4_000, 400_000, 2**30])
+def test_the_sliced_cross_entropy_equals_torch_s_on_the_whole_vocabulary(family_dirs, mlm_dirs, family, free_bytes):
+    """The loss measure's vocabulary in slices (rows × vocabulary pieces within free_bytes, the log-sum-exp carried
+    over them) equals torch's cross-entropy over the whole logits: Gemma 2's soft-cap, GPT-2's tied head, a
+    masked-LM head's transform and bias."""
+    import torch.nn.functional as F
+
+    from mha_core.analysis.lm_head import check_lm_head
+
+    model = load_model(mlm_dirs["bert"] if family == "bert" else family_dirs[family])
+    head = check_lm_head(model)
+    generator = torch.Generator().manual_seed(0)
+    states = torch.randn(23, model.d_model, generator=generator) * 3
+    targets = torch.randint(0, head.w_u.shape[0], (23,), generator=generator)
+    expected = F.cross_entropy(head(states).float(), targets, reduction="none")
+    torch.testing.assert_close(head.cross_entropy(states, targets, free_bytes), expected, atol=2e-5, rtol=1e-5)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha_core.analysis.coref_sentence import Word
-from mha_core.analysis.lm_head import check_next_piece_head, lm_logits, predicts_next
+from mha_core.analysis.lm_head import check_lm_head, check_next_piece_head, lm_logits, predicts_next
 from mha_core.analysis.roles import ranked_heads
 from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
@@ -251,16 +251,14 @@ class Scorer:
         )
 
     def next_token_loss(self, states: Tensor) -> Tensor:
-        """Mean next-token cross-entropy (n,), the vocabulary's logits made for a block of positions at a time."""
+        """Mean next-token cross-entropy (n,) over the text's positions (lm_head: the vocabulary in slices)."""
         n, t = states.shape[:2]
-        vocabulary = self.model.embeddings.word.shape[0]
-        block = max(1, self.free_bytes // max(4 * n * vocabulary * 4, 1))  # logits, log-softmax and their copies
-        total = torch.zeros(n)
-        for p0 in range(0, t - 1, block):
-            logits = lm_logits(self.model, states[:, p0 : min(p0 + block, t - 1)]).float()  # (n,b,V)
-            ids = self.ids[p0 + 1 : p0 + 1 + logits.shape[1]].expand(n, -1)  # (n,b) the next tokens
-            total += F.cross_entropy(logits.transpose(1, 2), ids, reduction="none").sum(-1)
-        return total / max(t - 1, 1)
+        if t < 2:
+            return torch.zeros(n)
+        targets = self.ids[1:t].repeat(n)  # (n(T-1),) the next tokens, variant after variant
+        rows = states[:, : t - 1].reshape(n * (t - 1), -1)  # (n(T-1),D)
+        losses = check_lm_head(self.model).cross_entropy(rows, targets, self.free_bytes)  # (n(T-1),)
+        return losses.view(n, t - 1).mean(-1)
 
 
 def check_choice(mode: str, measure: str, target: str | None, position: int | None) -> None:
