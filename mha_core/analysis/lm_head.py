@@ -51,6 +51,10 @@ def stored_tensors(model_dir: str, names: tuple[str, ...]) -> dict[str, Tensor]:
     return found
 
 
+SLICE_PIECES, SLICE_ROWS = 4096, 64  # the smallest slice of the loss's logits (3 MB): a budget that leaves less
+#                                      is exceeded by that much rather than the loss made in millions of tiny products
+
+
 @dataclass(frozen=True)
 class LmHead:
     """logits = W_U · transform(states) + bias; transform is the masked-LM head's LayerNorm(act(dense ·)), else
@@ -88,11 +92,12 @@ class LmHead:
         on one core; in slices, 3 s), and the log-sum-exp is carried over the slices."""
         vocabulary = self.w_u.shape[0]
         x = self.transform(states).float()  # (M,D)
-        rows = max(1, min(len(x), free_bytes // (3 * 4 * min(vocabulary, 4096))))
+        least = min(vocabulary, SLICE_PIECES)  # a slice's vocabulary pieces at least, however small the budget
+        rows = min(len(x), max(SLICE_ROWS, free_bytes // (3 * 4 * least)))
         out = torch.empty(len(x))
         for r0 in range(0, len(x), rows):
             part, wanted = x[r0:r0 + rows], targets[r0:r0 + rows]
-            width = max(1, min(vocabulary, free_bytes // (3 * 4 * len(part))))
+            width = min(vocabulary, max(least, free_bytes // (3 * 4 * len(part))))
             total = torch.full((len(part),), -torch.inf)
             chosen = torch.zeros(len(part))
             for v0 in range(0, vocabulary, width):
