@@ -110,8 +110,15 @@ def installed(bundle: GgufBundle) -> bool:
 
 
 def cache_root() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mha-explorer"
-    return Path(os.environ.get(CACHE_ENV) or default)
+    """$MHA_CACHE_DIR, else $XDG_CACHE_HOME/mha-explorer, else ~/.cache/mha-explorer (read at each call: a server's
+    or a test's setting holds; the paths made once per setting, as every click asks for them many times)."""
+    return cache_root_of(os.environ.get(CACHE_ENV), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def cache_root_of(chosen: str | None, xdg: str | None, home: str | None) -> Path:
+    default = Path(xdg) if xdg else (Path(home) if home else Path.home()) / ".cache"
+    return Path(chosen) if chosen else default / "mha-explorer"
 
 
 def bundle_dir(bundle: GgufBundle) -> Path:

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+NUMBERS = (int, float, bool)
+
 
 def nbytes(value: Any) -> int:
     """Estimated memory held by tensors and arrays reachable through tuples, lists, dicts and dataclass fields."""
@@ -35,6 +37,8 @@ def nbytes(value: Any) -> int:
         if isinstance(obj, dict):
             return sum(walk(v, depth + 1) for v in obj.values())
         if isinstance(obj, (tuple, list)):
+            if obj and type(obj[0]) in NUMBERS and type(obj[-1]) in NUMBERS:
+                return 0  # a figure's row of numbers holds no array: not walked number by number (8 ms a click)
             return sum(walk(v, depth + 1) for v in obj)
         fields = getattr(obj, "__dataclass_fields__", None)
         if fields:
