@@ -136,9 +136,11 @@ def check_stored_vectors(index: OpenIndex, model: LoadedModel, layer: int, kind:
     changed to match, pass every other check). Once per index, layer and kind."""
     if (layer, kind) in index.verified:
         return
-    sentence = index.pieces.column("sentence")[0].as_py()
-    rows = np.flatnonzero(np.asarray(index.pieces.column("sentence")) == sentence)[:64]  # (k,) its pieces' rows
-    positions = torch.as_tensor(np.asarray(index.pieces.column("position"))[rows])  # (k,)
+    first = index.pieces.slice(0, 64)  # a sentence's pieces are together (index_store): the first one's are first
+    sentences = np.asarray(first.column("sentence"))
+    sentence = int(sentences[0])
+    rows = np.flatnonzero(sentences == sentence)  # (k,) its pieces' rows
+    positions = torch.as_tensor(np.asarray(first.column("position"))[rows])  # (k,)
     result = run(model, index.sentence_text[sentence], path="explicit")
     agreement = {}
     if positions.max() < result.lengths[0]:
@@ -211,10 +213,23 @@ def search(index: OpenIndex, model: LoadedModel, result: AttentionResult, positi
     """The `top` pieces of the index nearest to piece `position` of the sentence `result` ran (explicit path: the
     heads' outputs are kept), at `layer`, by the hidden state or the chosen heads' outputs."""
     heads = tuple(sorted(set(heads)))
+    return nearest_pieces(index, model, result, position, layer, heads, top, checked_kind(index, model, layer,
+                                                                                          heads, top))
+
+
+def checked_kind(index: OpenIndex, model: LoadedModel, layer: int, heads: tuple[int, ...], top: int) -> str:
+    """What a search needs before the sentence's pieces are read: a top of at least 1, check_query's model and
+    layer, and the stored vectors the model's own (check_stored_vectors); the kind of vector to search."""
     if top < 1:
         raise InputError("index_top", N_("a search finds at least 1 match; {top} were asked for"), top=top)
     kind = check_query(index, model, layer, heads)
     check_stored_vectors(index, model, layer, kind)
+    return kind
+
+
+def nearest_pieces(index: OpenIndex, model: LoadedModel, result: AttentionResult, position: int, layer: int,
+                   heads: tuple[int, ...], top: int, kind: str) -> SearchResult:
+    """search() once checked_kind has passed."""
     length = result.lengths[0]
     if not 0 <= position < length:
         raise InputError("index_token_range", N_("the sentence has pieces 0 to {last} (special pieces counted); "
@@ -241,5 +256,6 @@ def search_text(index: OpenIndex | str | Path, model: LoadedModel, text: str, to
     """search() for a typed sentence (a notebook's and the CLI's way in): `index` an OpenIndex or its folder, `token`
     the piece's position with the model's special pieces counted."""
     opened = index if isinstance(index, OpenIndex) else OpenIndex(index)
-    check_query(opened, model, layer, tuple(heads))  # before the model runs: one that reads no text is refused here
-    return search(opened, model, run(model, text, path="explicit"), token, layer, heads, top)
+    heads = tuple(sorted(set(heads)))
+    kind = checked_kind(opened, model, layer, heads, top)  # before the model runs: one that reads no text is refused
+    return nearest_pieces(opened, model, run(model, text, path="explicit"), token, layer, heads, top, kind)

@@ -105,6 +105,7 @@ class OpenIndex:
         check_files(self.folder, self.manifest.data["files"])
         check_sentence_ids(self.pieces, self.sentences, self.folder / "pieces.parquet")
         self._faiss: dict[tuple[int, str], object] = {}
+        self._rows: dict[tuple[int, str], np.ndarray] = {}
         self.verified: set[tuple[int, str]] = set()  # (layer, kind) whose vectors were found to be the model's own
 
     @property
@@ -141,5 +142,8 @@ class OpenIndex:
 
     def rows(self, layer: int, kind: str) -> np.ndarray:
         """(n,W) float16, memory-mapped: a compressed index's vectors, for rescoring its candidates."""
-        entry = self.entry(layer, kind, "npy")
-        return read_rows(self.folder / file_name(layer, kind, "npy"), entry["vectors"], entry["width"])
+        if (layer, kind) not in self._rows:  # checked and mapped once, as the faiss file is
+            entry = self.entry(layer, kind, "npy")
+            self._rows[layer, kind] = read_rows(self.folder / file_name(layer, kind, "npy"), entry["vectors"],
+                                                entry["width"])
+        return self._rows[layer, kind]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from mha_core.analysis.index_checks import vector_files
-from mha_core.analysis.index_pass import HEADS, KINDS, META_COLUMNS, CorpusPlan, shard_path, vector_width
+from mha_core.analysis.index_pass import HEADS, KINDS, META_COLUMNS, CorpusPlan, kinds_at, shard_path, vector_width
 from mha_core.analysis.index_store import FORMAT, MANIFEST, VERSION, file_name, model_fingerprint
 from mha_core.engine.budget import planned_bytes, release_freed_memory
 from mha_core.engine.bundled import file_sha256
@@ -144,7 +144,7 @@ def merge(folder: Path, plan: CorpusPlan, model: LoadedModel, built: dict,
     write_pieces(folder, len(plan.shards))
     sentences = pa.table({"id": pa.array(plan.ids, pa.int32()), "text": [s.text for s in plan.sentences]})
     pq.write_table(sentences, folder / "sentences.parquet")
-    steps = [(layer, kind) for layer in plan.layers for kind in KINDS if kind != HEADS or layer < model.n_layers]
+    steps = [(layer, kind) for layer in plan.layers for kind in kinds_at(model, layer)]
     for done, (layer, kind) in enumerate(steps):
         write_vectors(folder, plan, model, layer, kind)
         release_freed_memory()

@@ -23,7 +23,7 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     layer's encoder, decoder and cross-attention maps."""
     from mha_core.analysis.seq2seq_decode import decode
     from mha_core.engine.frames import clip_positions
-    from mha_core.engine.seq2seq import encode, forward_seq2seq, target_batch, target_pieces
+    from mha_core.engine.seq2seq import encode, forward_seq2seq, target_batch, text_targets
     from mha_core.engine.tokens import tokenize
 
     if args.heads is not None or args.rows is not None or args.pair is not None:
@@ -35,23 +35,23 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
         source = tokenize(model.tokenizer, attention_text(args), model.max_length)
     encoded = encode(model, source, args.path)
     if args.target is not None:
-        ids, whole = target_pieces(model, args.target, args.language or "en")
+        targets = text_targets(model, [args.target], args.language or "en")
     else:
-        ids = list(decode(model, source, new=64 if args.new is None else args.new, encoded=encoded).ids)
-        whole = len(ids)
-    result = forward_seq2seq(model, source, target_batch(model, [ids], [whole]), args.path, encoded)
-    if whole > len(ids):
-        print(f"note: the target has {whole:,} pieces; the decoder reads its first {len(ids):,} (its window)",
-              file=sys.stderr)
+        targets = target_batch(model, [list(decode(model, source, new=64 if args.new is None else args.new,
+                                                   encoded=encoded).ids)])
+    result = forward_seq2seq(model, source, targets, args.path, encoded)
     s = result.encoder.lengths[0] if clip is None else clip_positions(clip.seconds, result.encoder.lengths[0])
-    t = result.decoder.lengths[0]
+    t, whole = result.decoder.lengths[0], result.decoder.n_tokens[0]
+    if result.decoder.truncated[0]:
+        print(f"note: the target has {whole:,} pieces; the decoder reads its first {t:,} (its window)",
+              file=sys.stderr)
     return {"model": model.name, "source_tokens": list(result.source_tokens[0][:s]),
             "target_tokens": list(result.target_tokens[0]), "target_ids": result.target_ids(0),
             "encoder": map_lists(result.text_maps("encoder"), s, s),
             "decoder": map_lists(result.text_maps("decoder"), t, t),
             "cross": map_lists(result.text_maps("cross"), t, result.encoder.lengths[0]),
             "path": result.encoder.path, "backend": result.encoder.backend,
-            "target_truncated": whole > len(ids), "target_pieces": whole,
+            "target_truncated": result.decoder.truncated[0], "target_pieces": whole,
             **({} if clip is None else {"seconds": round(clip.seconds, 3), "encoder_positions": s,
                                         "note": "encoder maps cover the clip's positions (20 ms each), not the "
                                                 "silence that pads Whisper's 30-second window; cross-attention "

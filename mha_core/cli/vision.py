@@ -80,13 +80,16 @@ def image_files(folder: Path) -> tuple[list[Path], list[str]]:
         entries = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if folder.is_dir() else []
     except OSError as err:
         raise CliError(f"{folder}: cannot be read ({err.strerror})") from None
-    files = [p for p in entries if p.is_file()]
+    files, not_files = [], []
     for entry in entries:
-        if not entry.is_file():
+        if entry.is_file():
+            files.append(entry)
+        else:
             print(f"{entry.name}: not a file, left out", file=sys.stderr)
+            not_files.append(entry.name)
     if not files:
         raise CliError(f"{folder}: not a folder of PNG, JPEG or WebP images")
-    return files, [entry.name for entry in entries if not entry.is_file()]
+    return files, not_files
 
 
 def heads_of_images(model: LoadedModel, files: list[Path], side: int | None) -> tuple[list[dict], list[str]]:

@@ -115,6 +115,13 @@ def target_batch(model: LoadedModel, sequences: Sequence[Sequence[int]], whole: 
     return replace(batch, labels=labels, n_tokens=tuple(whole) if whole is not None else batch.n_tokens)
 
 
+def text_targets(model: LoadedModel, texts: Sequence[str], language: str | None = "en") -> TokenBatch:
+    """Target texts as the decoder's batch, each cut to its window; the batch's n_tokens keep each one's pieces
+    before the cut, so that the result's `truncated` says where a target was cut."""
+    cut = [target_pieces(model, text, language) for text in texts]
+    return target_batch(model, [ids for ids, _ in cut], [whole for _, whole in cut])
+
+
 Encoded = tuple[AttentionResult, Memory]  # the encoder's result, and its output as the decoder reads it
 
 
@@ -145,5 +152,4 @@ def run_seq2seq(model: LoadedModel, sources: TextsLike, targets: Sequence[str], 
     if len(targets) != len(source.texts):
         raise InputError("one_target_per_source", N_("Give one target per source text ({n} sources, {m} targets)."),
                          n=len(source.texts), m=len(targets))
-    cut = [target_pieces(model, t) for t in targets]
-    return forward_seq2seq(model, source, target_batch(model, [ids for ids, _ in cut], [n for _, n in cut]), path)
+    return forward_seq2seq(model, source, text_targets(model, targets), path)

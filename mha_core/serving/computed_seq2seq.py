@@ -24,7 +24,7 @@ from mha_core.engine.seq2seq import (
     encode,
     forward_seq2seq,
     target_batch,
-    target_pieces,
+    text_targets,
 )
 from mha_core.engine.tokens import tokenize, without_spaces
 from mha_core.i18n import N_
@@ -44,11 +44,9 @@ def seq2seq_of(server: Server, model: LoadedModel, source: str, target: str | No
     def compute() -> Seq2SeqResult:
         batch = tokenize(model.tokenizer, source, model.max_length)
         encoded = encode(model, batch, path)
-        if target is None:
-            ids = list(decode(model, batch, OWN_NEW, encoded=encoded).ids)
-            return forward_seq2seq(model, batch, target_batch(model, [ids]), path, encoded)
-        ids, whole = target_pieces(model, target)
-        return forward_seq2seq(model, batch, target_batch(model, [ids], [whole]), path, encoded)
+        targets = (target_batch(model, [list(decode(model, batch, OWN_NEW, encoded=encoded).ids)]) if target is None
+                   else text_targets(model, [target]))
+        return forward_seq2seq(model, batch, targets, path, encoded)
 
     return server.in_slot("results", ("seq2seq", of(model), source, target, path), compute)
 
