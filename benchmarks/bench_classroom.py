@@ -12,6 +12,9 @@ throughput ratio (target >= 1.6).
 `--cold`: `make serve` with 1 and 2 processes, each started fresh: the first 30 students right after the start
 (every process has loaded its model before HAProxy lets anyone in), then the next 30; p95 of the first <= 1.5 x
 p95 of the next (issue 19).
+`--at-once` (issue 44): every student opens the page at the same moment and sends 3 sentences of their own with no
+think time (4 interactions each, the opening included; CPU per interaction counts all four). Target: p95 <= 1.5 s on
+Heads, 0 errors.
 `--heavy ablation|tsne|patching`: 29 students on Heads, first alone, then while one more visitor runs the heaviest
 analysis a page offers (the ablation grid of a 512-piece text, t-SNE of one head over the bundled corpus, or the
 residual patching grid of SmolLM2's default pair); prints the students' p95 with / without (issue 18: target <= 1.5)
@@ -113,11 +116,11 @@ def summarise(label: str, steps: list[Interaction | Exception], cpu: float, wall
     return row
 
 
-def class_texts(n: int, seed: int, long_words: int = 0) -> list[list[str]]:
+def class_texts(n: int, seed: int, long_words: int = 0, per_student: int = 2) -> list[list[str]]:
     rng = random.Random(seed)
     if long_words:
-        return [[sentence(rng, long_words) for _ in range(2)] for _ in range(n)]
-    return [[sentence(rng, rng.randint(12, 40)) for _ in range(2)] for _ in range(n)]
+        return [[sentence(rng, long_words) for _ in range(per_student)] for _ in range(n)]
+    return [[sentence(rng, rng.randint(12, 40)) for _ in range(per_student)] for _ in range(n)]
 
 
 def warm_up(group: ServerGroup, pages: list[str]) -> None:
@@ -239,6 +242,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--heavy", choices=sorted(HEAVY_PAGES), help="students beside one heavy analysis")
     parser.add_argument("--cold", action="store_true", help="first students after a start against the next ones")
+    parser.add_argument("--at-once", action="store_true",
+                        help="issue 44's shape: every student at the same moment, 3 sentences each, no think time")
     args = parser.parse_args()
     pages = args.pages.split(",")
     if args.cold:
@@ -254,6 +259,13 @@ def main() -> None:
                 new, seen = cpu_per_click(group, page, random.Random(1))
                 print(f"{page:<12} server CPU per interaction: new sentence {new:.3f} s, seen sentence {seen:.3f} s",
                       flush=True)
+        return
+    if args.at_once:
+        with app_server() as group:
+            warm_up(group, pages)
+            for page in pages:
+                measure(group, page, class_texts(args.students, 30 + pages.index(page), per_student=3),
+                        args.timeout, 0.0, f"{page}, {args.students} at once")
         return
     if args.long:
         with app_server() as group:

@@ -105,14 +105,16 @@ def test_the_encoder_alone_equals_the_transformers_encoder_and_its_walkthrough_t
 
 def test_every_head_of_one_kind_at_a_glance_keeps_distributions(stacks):
     from mha_core import run_seq2seq
-    from mha_core.figures.charts import tile_origin
-    from mha_core.figures.seq2seq import kind_overview_figure
+    from mha_core.figures.charts import level_weights, tile_origin, tile_overview
+    from mha_core.figures.seq2seq import kind_overview_figure, squared
     from mha_core.figures.spec import array_of
 
     result = run_seq2seq(stacks["t5"], [SENTENCE * 3], ["Das Tier ging nicht über die Straße."])
     maps = result.text_maps("cross").numpy()  # (L,H,T,S): S over the overview's 24 columns
     figure = kind_overview_figure(maps, "cross", (0, 0))
-    canvas = np.asarray(array_of(figure["data"][0]["z"]), dtype=float)
+    canvas = tile_overview(squared(maps, 24), 24)
+    shown = level_weights(array_of(figure["data"][0]["z"]))  # the colour levels the figure sends, as weights
+    assert np.array_equal(np.isnan(shown), np.isnan(canvas)) and np.nanmax(np.abs(shown - canvas)) <= 1 / 508
     t, s = min(maps.shape[2], 24), min(maps.shape[3], 24)
     side = max(t, s)
     assert maps.shape[3] > 24

@@ -104,11 +104,13 @@ def test_phone_figures_keep_words_and_wrap_long_titles():
 
 def test_the_overview_opens_a_head_from_anywhere_on_its_tile():
     from mha_core.figures.charts import TILE_SPOTS, overview_figure, tile_origin
+    from mha_core.figures.spec import array_of
 
     maps = np.random.default_rng(0).random((2, 3, 10, 10))
     markers = overview_figure(maps)["data"][1]
-    assert len(markers["x"]) == 2 * 3 * TILE_SPOTS**2
-    spots = [(x, y) for (layer, head), x, y in zip(markers["customdata"], markers["x"], markers["y"], strict=True)
+    x, y = array_of(markers["x"]), array_of(markers["y"])
+    assert len(x) == len(y) == len(markers["customdata"]) == 2 * 3 * TILE_SPOTS**2
+    spots = [(x, y) for (layer, head), x, y in zip(markers["customdata"], x, y, strict=True)
              if (layer, head) == (1, 2)]
     top, left = tile_origin(1, 2, 10)
     xs, ys = sorted({x for x, _ in spots}), sorted({y for _, y in spots})

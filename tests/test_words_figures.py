@@ -9,6 +9,7 @@ from mha_core import run
 from mha_core.analysis.display import attention_view
 from mha_core.engine.words import drop_and_renormalise, merge_pieces, word_units
 from mha_core.figures import charts
+from mha_core.figures.spec import array_of
 
 
 def random_maps(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -33,10 +34,33 @@ def test_tiles_sit_where_their_labels_say():
             assert r <= yt["tickvals"][layer] <= r + n - 1 and yt["ticktext"][layer] == f"L{layer}"
             assert c <= xt["tickvals"][head] <= c + n - 1 and xt["ticktext"][head] == f"H{head}"
     assert np.isnan(canvas[n, 0])  # the gap row between layers
+    shown = charts.level_weights(array_of(fig["data"][0]["z"]))  # the figure's colour levels, as weights
+    assert np.array_equal(np.isnan(shown), np.isnan(canvas))
+    assert np.nanmax(np.abs(shown - np.clip(canvas, 0, 1))) <= 0.5 / (charts.LEVELS - 1) + 1e-9
     assert len(fig["data"]) == 2  # one tiled heatmap + one marker trace for clicks, however many heads
     spots = charts.TILE_SPOTS**2  # click targets per tile
     assert list(fig["data"][1]["customdata"][(n_heads + 1) * spots]) == [1, 1]
     assert fig["layout"]["title"]["text"] and xt["title"]["text"] == "head" and yt["title"]["text"] == "layer"
+
+
+def test_the_overview_s_colour_levels_are_its_weights_within_half_a_level():
+    """The overview sends uint8 colour levels (a quarter of float32's bytes): each is its weight to 1/508, a gap is
+    level 0 and transparent, and the colour scale puts level 1 and level 255 on the scale's two ends."""
+    from plotly.colors import get_colorscale
+
+    maps = random_maps((3, 4, 7, 7), seed=3)
+    heatmap = charts.overview_figure(maps)["data"][0]
+    levels = array_of(heatmap["z"])
+    canvas = charts.tile_overview(maps)
+    assert levels.dtype == np.uint8 and levels.shape == canvas.shape
+    shown = charts.level_weights(levels)
+    assert np.array_equal(np.isnan(shown), np.isnan(canvas)) and (levels[np.isnan(canvas)] == 0).all()
+    assert 0 < np.nanmax(np.abs(shown - canvas)) <= 0.5 / (charts.LEVELS - 1) + 1e-7
+    scale, blues = heatmap["colorscale"], get_colorscale(charts.COLORSCALE)
+    assert (heatmap["zmin"], heatmap["zmax"]) == (0, charts.LEVELS) and scale[0][1] == "rgba(0,0,0,0)"
+    assert scale[2] == [1 / charts.LEVELS, blues[0][1]] and scale[-1] == [1.0, blues[-1][1]]
+    ticks = heatmap["colorbar"]
+    assert [charts.level_weights(np.array(v)) for v in ticks["tickvals"]] == [0, 0.25, 0.5, 0.75, 1]
 
 
 def test_overview_pools_long_inputs():

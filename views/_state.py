@@ -6,9 +6,11 @@ views/_visit.py; how user and model text is shown, in views/_text.py.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -31,7 +33,7 @@ from mha_core.serving.menu import ModelChoice, available_models, default_choice,
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.walkthrough import backend_words, path_words
 from views._text import literal
-from views._visit import chosen, stop
+from views._visit import chosen, once_per_run, stop
 
 T = TypeVar("T")
 
@@ -41,9 +43,32 @@ torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
 
 
 def load_listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
-    """listed_model with a spinner in the page's language (a cached model returns at once)."""
+    """listed_model, with a spinner in the page's language only where it will load (a spinner costs a page's run
+    two messages and a timer thread: a sixth of a Heads click's CPU when the page asked for its model every run)."""
+    if RECENT_MODELS.seen(model_dir):
+        return listed_model(model_dir)
     with st.spinner(tr("Loading the model…")):
         return listed_model(model_dir)
+
+
+class RecentModels:
+    """The folders listed_model keeps: its cache's least-recently-used order (MODELS_KEPT entries), mirrored."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept, self.order, self.lock = kept, collections.OrderedDict(), threading.Lock()
+
+    def seen(self, model_dir: str) -> bool:
+        """Whether `model_dir` is kept now; it becomes the most recent either way."""
+        with self.lock:
+            kept = model_dir in self.order
+            self.order[model_dir] = None
+            self.order.move_to_end(model_dir)
+            while len(self.order) > self.kept:
+                self.order.popitem(last=False)
+            return kept
+
+
+RECENT_MODELS = RecentModels(MODELS_KEPT)
 
 
 @st.cache_resource(max_entries=MODELS_KEPT, show_spinner=False)
@@ -63,14 +88,16 @@ def listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
 
 
 def model_choices() -> dict[str, ModelChoice]:
-    return {choice.name: choice for choice in available_models()}
+    """The server's list of models, read once per run (a page asked for it about a dozen times, each a few stats)."""
+    return once_per_run("model choices", lambda: {choice.name: choice for choice in available_models()})
 
 
 def chosen_model_name() -> str:
     """The visitor's model (sidebar, address), else the default for the page's language
     (mha_core.serving.menu.default_choice)."""
-    choices = model_choices()
-    default = default_choice(tuple(choices.values()), i18n.current(), st.session_state.get(PAGE))
+    choices, language, page = model_choices(), i18n.current(), st.session_state.get(PAGE)
+    default = once_per_run(f"default model {language} {page}",
+                           lambda: default_choice(tuple(choices.values()), language, page))
     return chosen("model", default.name, options=list(choices))
 
 
@@ -179,7 +206,7 @@ class SharedFigure(go.Figure):
 
     @classmethod
     def of(cls, figure_dict: dict) -> SharedFigure:
-        shell = cls()
+        shell = cls.__new__(cls)  # go.Figure's own __init__ (validators, an empty layout) is never read here
         shell._shared_dict = figure_dict
         return shell
 

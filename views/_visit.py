@@ -11,14 +11,18 @@ with the context it was shown in.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import streamlit as st
 
 from mha_core import i18n
 from mha_core.serving.visit import UNBOUND, Visit
 
+T = TypeVar("T")
+
 RECORD, WRITTEN = "_visit", "_addresses"  # the session's record; the addresses it has written (and the first)
 SHOWN_TABS = "_shown_tabs"  # the label each tab bar was last drawn with
+RUN_MEMO = "_run_memo"  # what one run reads many times and that does not change within it
 
 
 def visit() -> Visit:
@@ -36,11 +40,20 @@ def begin_run() -> None:
     choices, st.page_link) gives its values; a page switch's bare address gives none. Then the language."""
     record = visit()
     record.shown = set()
+    st.session_state[RUN_MEMO] = {}
     current = st.query_params.to_dict()
     if current and current not in st.session_state[WRITTEN]:
         record.adopt(current)
         st.session_state[WRITTEN].append(current)
     i18n.use(language())
+
+
+def once_per_run(name: str, compute: Callable[[], T]) -> T:
+    """compute() the first time this run asks for `name`, the same value after that (begin_run forgets it)."""
+    memo = st.session_state.setdefault(RUN_MEMO, {})
+    if name not in memo:
+        memo[name] = compute()
+    return memo[name]
 
 
 class PageStopped(Exception):  # noqa: N818 - a page's own st.stop(), caught by the router

@@ -49,7 +49,11 @@ def sentence_words(text: str) -> list[Word]:
         return chinese_words(text)
     from mha_core.analysis.corpora import spacy_pipeline
 
-    doc = spacy_pipeline()(text)
+    pipeline = spacy_pipeline()
+    doc = pipeline.make_doc(text)
+    for name, component in pipeline.pipeline:  # the parser's trees are not read here (a third of the time)
+        if name != "parser":
+            doc = component(doc)
     words = [t for t in doc if not t.is_space]
     return [Word(t.text, t.idx, t.pos_, k) for k, t in enumerate(words)]
 

@@ -6,6 +6,7 @@ User text reaches figures only through `safe_label`, so nothing typed is rendere
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -15,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
-from mha_core.figures.spec import FigureDict, finished
+from mha_core.figures.spec import FigureDict, array_of, finished, typed_array
 from mha_core.i18n import N_, tr
 
 COLORSCALE = "Blues"
@@ -74,7 +75,7 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
     markers = spec["data"][1]
     kept = [i for i, (row, col) in enumerate(markers["customdata"]) if row * per_row + col < n_heads]
     for name in ("x", "y"):
-        markers[name] = [markers[name][i] for i in kept]
+        markers[name] = typed_array(array_of(markers[name])[kept])
     markers["customdata"] = [[layer, row * per_row + col] for row, col in (markers["customdata"][i] for i in kept)]
     layout = spec["layout"]
     layout["yaxis"]["ticktext"] = [f"{head_tick(r * per_row)}–{min(n_heads, (r + 1) * per_row) - 1}"
@@ -87,6 +88,45 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
 
 
 TILE_SPOTS = 4  # click targets across a tile (and down): a tap anywhere on a tile opens it
+LEVELS = 255  # the overview's colours: a weight in [0, 1] as one of 254 levels (1..255), a gap as 0
+COLORBAR_TICKS = (0, 0.25, 0.5, 0.75, 1)
+
+
+def weight_level(weight: float | np.ndarray) -> float | np.ndarray:
+    """The colour level (1..LEVELS) of a weight in [0, 1]."""
+    return 1 + np.clip(weight, 0, 1) * (LEVELS - 1)
+
+
+def colour_levels(canvas: np.ndarray) -> np.ndarray:
+    """A tiled canvas of weights (NaN gaps) as uint8 colour levels (0 gaps): a quarter of float32's bytes, and no
+    colour a screen shows is lost (the overview has no hover values; one head's own map keeps float32)."""
+    levels = np.rint(weight_level(np.nan_to_num(canvas, nan=0.0)))
+    return np.where(np.isnan(canvas), 0, levels).astype(np.uint8)
+
+
+def level_weights(levels: np.ndarray) -> np.ndarray:
+    """colour_levels undone: each level's weight (within half a level, 1/508), NaN for gaps."""
+    levels = np.asarray(levels, dtype=np.float64)
+    return np.where(levels == 0, np.nan, (levels - 1) / (LEVELS - 1))
+
+
+def levels_colorscale(scale: Sequence[Sequence]) -> list[list]:
+    """A weight colour scale over the levels 1..LEVELS, the gap level 0 transparent (the page's background)."""
+    first = 1 / LEVELS
+    return [[0, "rgba(0,0,0,0)"], [first * 0.5, "rgba(0,0,0,0)"],
+            *[[first + position * (1 - first), colour] for position, colour in scale]]
+
+
+@functools.lru_cache(maxsize=64)
+def click_targets(n_layers: int, n_heads: int, n: int) -> tuple[dict, dict, list[list[int]]]:
+    """The overview's click targets, TILE_SPOTS × TILE_SPOTS on each n × n tile: x and y (typed arrays) and each
+    one's [layer, head]; the same for every sentence of a length (made once, shared by every figure: never mutated)."""
+    spots = [(i + 0.5) * n / TILE_SPOTS - 0.5 for i in range(TILE_SPOTS)]  # a grid of click targets over each tile
+    centers = [(layer, head, r + dr, c + dc) for layer in range(n_layers) for head in range(n_heads)
+               for r, c in [tile_origin(layer, head, n)] for dr in spots for dc in spots]
+    return (typed_array(np.array([c for *_, c in centers], np.float32)),
+            typed_array(np.array([r for *_, r, _ in centers], np.float32)),
+            [[layer, head] for layer, head, *_ in centers])
 
 
 def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None,
@@ -98,14 +138,13 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
 
     n_layers, n_heads = maps.shape[:2]
     n = min(maps.shape[-1], bins)
-    spots = [(i + 0.5) * n / TILE_SPOTS - 0.5 for i in range(TILE_SPOTS)]  # a grid of click targets over each tile
-    centers = [(layer, head, r + dr, c + dc) for layer in range(n_layers) for head in range(n_heads)
-               for r, c in [tile_origin(layer, head, n)] for dr in spots for dc in spots]
     tick = (n - 1) / 2
-    heatmap = {"type": "heatmap", "z": tile_overview(maps, bins), "colorscale": get_colorscale(COLORSCALE),
-               "zmin": 0, "zmax": 1, "hoverinfo": "skip", "colorbar": {"title": {"text": tr("weight")}}}
-    markers = {"type": "scatter", "x": [c for *_, c in centers], "y": [r for *_, r, _ in centers],
-               "customdata": [[layer, head] for layer, head, *_ in centers], "mode": "markers",
+    heatmap = {"type": "heatmap", "z": colour_levels(tile_overview(maps, bins)), "zmin": 0, "zmax": LEVELS,
+               "colorscale": levels_colorscale(get_colorscale(COLORSCALE)), "hoverinfo": "skip",
+               "colorbar": {"title": {"text": tr("weight")}, "tickvals": [weight_level(w) for w in COLORBAR_TICKS],
+                            "ticktext": [f"{w:g}" for w in COLORBAR_TICKS]}}
+    x, y, customdata = click_targets(n_layers, n_heads, n)
+    markers = {"type": "scatter", "x": x, "y": y, "customdata": customdata, "mode": "markers",
                "name": tr("heads"),
                "marker": {"size": 26, "opacity": 0.01, "symbol": "square"},
                "hovertemplate": tr("layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>")}

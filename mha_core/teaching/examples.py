@@ -101,16 +101,16 @@ def focus(text: str, model_name: str = "") -> Focus:
     antecedent = (example.antecedent if example and example.antecedent else next(iter(candidates), ""))
     other = (example.other if example and example.other else
              next((c for c in reversed(candidates) if c != antecedent), ""))
-    return Focus(pronoun.text, antecedent, other, minimal_pair(text, pronoun, example, model_name))
+    return Focus(pronoun.text, antecedent, other, minimal_pair(text, words, pronoun, example, model_name))
 
 
-def minimal_pair(text: str, pronoun: Word, example: Example | None, model_name: str) -> str:
+def minimal_pair(text: str, words: list[Word], pronoun: Word, example: Example | None, model_name: str) -> str:
     """An example's own partner (on a model it is offered on); else the sentence with the word after the pronoun
     that decides its referent swapped (tired → wide: the animal → the street, as the seeds' pair does); else with
     the pronoun swapped (it → he)."""
     if example is not None and example.pair and (not model_name or example.offered(model_name)):
         return example.pair
-    deciding = next((w for w in sentence_words(text)[pronoun.index + 1:] if w.text.lower() in ATTRIBUTE_SWAPS), None)
+    deciding = next((w for w in words[pronoun.index + 1:] if w.text.lower() in ATTRIBUTE_SWAPS), None)
     if deciding is not None:
         return replaced(text, deciding, ATTRIBUTE_SWAPS[deciding.text.lower()])
     swap = PRONOUN_SWAPS.get(pronoun.text.lower())
