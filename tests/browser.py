@@ -61,17 +61,24 @@ def commit_text(page: object, label: str, text: str) -> None:
 def open_with_sentence(page: object, url: str, text: str) -> None:
     """Open the app's first page, type `text` into the sentence box and wait for the run."""
     page.goto(url)
-    page.get_by_label("Sentence", exact=True).wait_for(timeout=90_000)
+    wait_idle(page, 90_000)  # the first run over: the next wait is for the sentence's
     commit_text(page, "Sentence", text)
     wait_idle(page)
 
 
+RUN_FINISHED = """([session, run]) => { const marker = document.querySelector('.mha-run');
+    return marker && (marker.dataset.session !== session || +marker.dataset.run > run)
+        && !document.querySelector('[data-testid="stStatusWidget"]'); }"""
+RUN_MARKER = "() => { const m = document.querySelector('.mha-run'); return [m.dataset.session, +m.dataset.run]; }"
+
+
 def wait_idle(page: object, timeout: float = 60_000) -> None:
-    """Wait until Streamlit has finished its script run (no 'running' status widget)."""
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout
-    )
+    """Wait until the run the last step started has finished: the app's last element (views/_visit.run_marker)
+    names a new session (a page opened or reloaded) or a higher count of finished runs than the last wait saw, and
+    Streamlit shows no running status. Every step before a wait must start a run (else the wait times out)."""
+    seen = getattr(page, "_mha_seen_run", ["", 0])
+    page.wait_for_function(RUN_FINISHED, arg=seen, timeout=timeout)
+    page._mha_seen_run = page.evaluate(RUN_MARKER)
 
 
 def choose_option(page: object, label: str, option_text: str) -> None:

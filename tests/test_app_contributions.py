@@ -78,9 +78,9 @@ def test_value_weighted_and_rollout_maps_export_as_csv():
 def test_a_new_target_gives_the_joint_ablation_its_own_top_heads(decoder):  # issue 18, finding 6
     from mha_core.analysis.roles import head_label
 
-    at = open_app("views/contributions.py", model=decoder.name, c_tab="Ablation", c_measure="target")
-    at.text_input(key="c_target").input(" Paris, France").run()
-    assert not at.exception and not at.warning
+    at = open_app("views/contributions.py", model=decoder.name, c_tab="Ablation", c_measure="target",
+                  c_target=" Paris, France")  # a shared link's target (typing one is the second step)
+    assert not at.exception and not at.warning and at.text_input(key="c_target").value == " Paris, France"
     assert any("scored whole" in c.value and "3 piece" in c.value for c in at.caption)  # Paris , France
     assert len(at.multiselect(key="c_joint").value) == 3 and len(at.metric) == 1
     at.text_input(key="c_target").input(" London").run()

@@ -63,12 +63,8 @@ def test_choosing_a_token_then_changing_the_sentence_is_no_traceback(app_url):
         wait_idle(page)
         assert {"query", "key"} <= set(address(page))
         commit_text(page, "Sentence", "Mary gave the book to John because she had already read it.")
-        wait_idle(page)
-        # the run that reads the new sentence ends by writing its address: wait for what it must produce (on a
-        # loaded machine the check ran between the new widgets and the new address)
-        page.wait_for_function("() => !new URL(location.href).searchParams.has('query')", timeout=90_000)
-        wait_idle(page)
-        assert_no_error(page)
+        wait_idle(page)  # the run's marker comes after its address (on a loaded machine a check once ran between the
+        assert_no_error(page)  # new widgets and the new address)
         query = page.get_by_role("combobox", name="Query token").input_value()
         assert "she" in query, query  # the new sentence's own pronoun, not the old sentence's index
         assert "query" not in address(page) and "key" not in address(page)

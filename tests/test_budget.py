@@ -3,10 +3,6 @@ an ablation target of several pieces scored whole. Memory is asserted as a CLI s
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -17,7 +13,8 @@ from mha_core import load_model, run
 from mha_core.engine.budget import BUDGET_ENV, BudgetError, forward_bytes
 from mha_core.engine.forward import forward
 from mha_core.engine.tokens import InputError, ids_batch
-from tests.conftest import ROOT, long_text
+from tests.cli_forks import peak_rss_mb_each
+from tests.conftest import long_text
 
 TEXT = "The animal didn't cross the street because it was tired, said the capital of France"
 
@@ -104,22 +101,12 @@ def test_a_forward_over_the_budget_is_refused_before_it_runs(bundled, monkeypatc
     assert run(bundled, long_text(600), path="fused").lengths[0] == 512  # the fused path keeps no maps
 
 
-def peak_rss_mb(args: list[str], budget_mb: int | None = None) -> float:
-    """Peak resident memory (MB) of one CLI run, read from the kernel's accounting of that child alone."""
-    env = {**os.environ, BUDGET_ENV: str(budget_mb)} if budget_mb else dict(os.environ)
-    proc = subprocess.Popen([sys.executable, "-m", "mha_core", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read().decode()[-500:]
-    return usage.ru_maxrss / 1024
-
-
 @pytest.mark.slow
 def test_a_huge_single_line_file_is_left_out_cheaply(bundled, tmp_path):
     """Before: a 19.5 MB single-line text file cost 134 s and 4.3 GB (tokenizing it to count its pieces)."""
     lines = tmp_path / "lines.txt"
     lines.write_text("The cat sat on the mat.\n" + "the cat sat on the mat " * 150_000 + "\nA dog ran.\n")  # 3.5 MB
     out = ["--json", str(tmp_path / "out.json")]
-    loaded = peak_rss_mb(["attention", "hi", *out])
-    peak = peak_rss_mb(["head-distances", "--text-file", str(lines), *out])
+    loaded, peak = peak_rss_mb_each([(["attention", "hi", *out], {}),
+                                     (["head-distances", "--text-file", str(lines), *out], {})])
     assert peak <= loaded + 400, (loaded, peak)

@@ -10,6 +10,7 @@ with the context it was shown in.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -66,8 +67,12 @@ def stop() -> None:
     raise PageStopped
 
 
+RUNS, SESSION_MARK = "_runs", "_session_mark"  # finished runs, and the session's name, on the run_marker
+
+
 def end_run() -> None:
-    """Last thing in every run (also after a page's stop()): the address says what this run showed."""
+    """Last thing in every run (also after a page's stop()): the address says what this run showed, and the run's
+    marker that it has finished (after the address: a browser that sees the marker sees the address too)."""
     address = visit().address(i18n.current())
     if st.query_params.to_dict() != address:
         st.query_params.from_dict(address)
@@ -75,6 +80,15 @@ def end_run() -> None:
     if address not in written:
         written[1:] = written[-8:]  # the first address (the link this visit came by) and the latest ones
         written.append(address)
+    run_marker()
+
+
+def run_marker() -> None:
+    """An empty element, last on the page, carrying this session's count of finished runs: a browser (or a test)
+    that saw count n knows that the run its click started has drawn everything once the count is above n."""
+    st.session_state[RUNS] = st.session_state.get(RUNS, 0) + 1
+    session = st.session_state.setdefault(SESSION_MARK, secrets.token_hex(4))  # a reload is a new session
+    st.html(f'<span class="mha-run" data-session="{session}" data-run="{st.session_state[RUNS]}"></span>')
 
 
 def language() -> str:
