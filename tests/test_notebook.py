@@ -16,12 +16,37 @@ def test_the_tour_notebook_runs_and_every_result_draws_itself():
     from nbclient import NotebookClient
 
     notebook = nbformat.read(ROOT / "examples" / "tour.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    kernel = notebook.metadata.kernelspec.name
+    assert kernel == "mha-explorer"  # the venv's kernel that make install registers, with mha_core installed
+    folder = str(ROOT / "examples")  # where it sits: the checkout is not on the kernel's path
+    NotebookClient(notebook, timeout=300, kernel_name=kernel, resources={"metadata": {"path": folder}}).execute()
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.outputs]
     assert not [output for output in outputs if output.output_type == "error"]
     figures = [output for output in outputs if "application/vnd.plotly.v1+json" in output.get("data", {})]
     tables = [output for output in outputs if "text/html" in output.get("data", {})]
     assert len(figures) == 4 and tables  # a head, the lens, the attribution, the grid; the prediction's table
+
+
+@pytest.mark.slow
+def test_the_installed_package_imports_anywhere_and_its_program_is_the_cli(tmp_path):
+    """make install puts mha_core in the venv (editable) with the console script mha-explorer: from another folder
+    `import mha_core` works, and mha-explorer is `python -m mha_core` (its help, and an error's exit code 2)."""
+    import subprocess
+    import sys
+
+    venv_bin = Path(sys.executable).parent
+    imported = subprocess.run([sys.executable, "-c", "import mha_core, sys; print(mha_core.__file__)"], cwd=tmp_path,
+                              env={"PATH": str(venv_bin)}, capture_output=True, text=True, check=False)
+    assert imported.returncode == 0, imported.stderr[-500:]
+    assert Path(imported.stdout.strip()).parent == ROOT / "mha_core"  # the checkout's code (editable)
+    program = venv_bin / "mha-explorer"
+    helped = subprocess.run([str(program), "--help"], cwd=tmp_path, capture_output=True, text=True, check=False)
+    module = subprocess.run([sys.executable, "-m", "mha_core", "--help"], cwd=ROOT, capture_output=True, text=True,
+                            check=False)
+    assert helped.returncode == 0 and helped.stdout == module.stdout and "attention" in helped.stdout
+    refused = subprocess.run([str(program), "attention", "--model", str(tmp_path / "none")], cwd=tmp_path,
+                             capture_output=True, text=True, check=False)
+    assert refused.returncode == 2 and refused.stderr.startswith("error:"), refused.stderr[-500:]
 
 
 def test_every_public_name_is_there_and_documented():
