@@ -65,3 +65,23 @@ def test_the_roles_grid_on_a_phone_has_its_whole_title_and_no_toolbar(app_url):
         if box["title"]:
             left, right, width = box["title"]
             assert left >= 0 and right <= width + 1, box  # the whole title inside the chart
+
+
+def test_one_tap_opens_a_head_on_a_phone(app_url):
+    """Issue 42, item 10: a tile of the overview needs two taps on a touch screen (Plotly's first tap only hovers):
+    under the tiles, one tap on a head's pill opens it (the Head picker, the address and the outline follow), in
+    Chinese too."""
+    with chromium_page(width=390, height=2400, phone=True) as page:
+        page.goto(f"{app_url}/?lang=zh&model=all-MiniLM-L6-v2&layer=1&head=0")
+        wait_idle(page, timeout=120_000)
+        pills = page.get_by_role("radiogroup", name="打开第 1 层的一个头")
+        assert pills.get_by_role("radio", name="H0", exact=True).get_attribute("aria-checked") == "true"
+        pills.get_by_role("radio", name="H2", exact=True).tap()
+        wait_idle(page)
+        assert page.get_by_role("combobox", name="头").input_value().endswith("2")
+        assert "head=2" in page.url
+        outline = page.evaluate("() => { const g = document.querySelector('.st-key-overview .js-plotly-plot');"
+                                " return g.layout.shapes[0].x0; }")
+        assert outline > 0  # the red outline moved off the first tile of the row (head 0)
+        shown = page.get_by_role("radiogroup", name="打开第 1 层的一个头").get_by_role("radio", name="H2", exact=True)
+        assert shown.get_attribute("aria-checked") == "true"

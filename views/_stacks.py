@@ -34,7 +34,7 @@ from views._state import (
     waiting,
 )
 from views._text import literal
-from views._visit import choose, stop, widget
+from views._visit import choose, head_taps, stop, widget
 
 CAPTIONS = {
     "encoder": N_("The encoder's self-attention: every source piece over every other (S × S), no mask."),
@@ -111,6 +111,9 @@ def show_kind_heads(model: LoadedModel, text: str, kind: str) -> None:
               lambda: figures.kind_overview_figure(kind_maps(result, heard, kind), kind, (layer, head),
                                                    narrow=narrow_screen()),
               key="kind_overview", on_select=lambda: pick_from_overview(kind), selection_mode="points")
+        if narrow_screen():
+            stack = model if kind == "encoder" else model.decoder
+            head_taps(stack.n_heads, layer, head, "k_head", (kind,))
     if heard is not None and kind == "encoder":
         language = computed.spoken_language(text)
         show_frames(model, heard, answered(computed.spoken_of, text, language), language, layer, head)

@@ -17,6 +17,8 @@ from typing import TypeVar
 import streamlit as st
 
 from mha_core import i18n
+from mha_core.figures.charts import head_tick
+from mha_core.i18n import tr
 from mha_core.serving.visit import UNBOUND, Visit
 
 T = TypeVar("T")
@@ -113,6 +115,19 @@ def chosen(name: str, default: object, context: tuple = (), options: Sequence | 
 def choose(name: str, value: object, context: tuple = ()) -> None:
     """Set a choice by hand from a callback (an example picked, a chart clicked, a lesson's sentence loaded)."""
     visit().choose(name, value, context)
+
+
+def head_taps(n_heads: int, layer: int, head: int, name: str = "head", context: tuple = ()) -> None:
+    """A phone's one-tap way to open a head of the layer its tiles show: a row of pills (a tile of a Plotly chart
+    needs two taps on a touch screen: the first only hovers). Picking one sets the choice `name` (with `context`)."""
+    key = f"_taps_{name}_{layer}_{head}"  # a new widget after every change: it shows the head now open
+
+    def tapped() -> None:
+        if st.session_state.get(key) is not None:
+            choose(name, int(st.session_state[key]), context)
+
+    st.pills(tr("Open a head of layer {layer}", layer=layer), list(range(n_heads)), default=head, key=key,
+             format_func=head_tick, on_change=tapped)
 
 
 def widget(draw: Callable[..., object], name: str, default: object, *args: object, context: tuple = (),

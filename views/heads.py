@@ -36,7 +36,7 @@ from views._search import show_search
 from views._stacks import attention_kind, show_kind_heads
 from views._state import chart, check_length, checked_run, current_model, narrow_screen, path_caption, server
 from views._text import literal
-from views._visit import choose, chosen, tabs, widget
+from views._visit import choose, chosen, head_taps, tabs, widget
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
 LINE_VIEW_MAX_UNITS = 60
@@ -82,6 +82,8 @@ def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple) -> N
         build = lambda: charts.overview_figure(maps, selected=selected)  # noqa: E731
     chart((*base, "overview", selected), build, key="overview", on_select=pick_head_from_overview,
           selection_mode="points")
+    if narrow_screen():
+        head_taps(maps.shape[1], *selected)
 
 
 def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool, base: tuple
