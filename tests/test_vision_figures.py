@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 
 from mha_core.figures.vision import LABEL, LABEL_FONT_PX, distance_figure, mosaic_png
 
@@ -52,3 +53,37 @@ def test_the_exported_overview_s_title_stands_clear_of_the_head_axis_title():
         return float(re.search(r'\by="([\d.]+)"', tag).group(1))
 
     assert baseline("xtitle") - baseline("gtitle") >= 2 * 17  # two lines of the title's font apart
+
+
+def wcag_contrast(a: float, b: float) -> float:
+    """WCAG 2 contrast ratio of two grey levels (0..255)."""
+    def luminance(level: float) -> float:
+        c = level / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+@pytest.mark.parametrize("grey", [40, 60, 120, 200])
+def test_where_a_head_looks_stands_out_on_a_dark_photo_too(grey):
+    """Issue 42, item 11: overlays were low-contrast (a dark photo lit where a head looks was only as bright as the
+    photo: 60-grey against its dimmed self 1.8:1). The patch a head looks at against the rest: at least 4.5:1 on a
+    photo of grey 60 and brighter (3.5:1 at grey 40), in the mosaic (overlay) and in one head's figure alike (its
+    shade's two ends composite over the photo to the overlay's two ends)."""
+    from mha_core.figures.vision import SHADE, head_overlay_figure, overlay
+
+    photo = np.full((28, 28, 3), grey, dtype=np.uint8)
+    patch_map = np.zeros((2, 2))
+    patch_map[0, 1] = 1.0  # the head looks at the top-right patch only
+    shown = overlay(photo, patch_map)[..., 0].astype(float)
+    looked, elsewhere = shown[:14, 14:], shown[14:, :14]
+    assert np.ptp(looked) == 0 and np.ptp(elsewhere) == 0
+    assert wcag_contrast(looked[0, 0], elsewhere[0, 0]) >= (3.5 if grey < 60 else 4.5)
+
+    def composite(rgba: str) -> float:  # the heatmap's colour over the photo's grey
+        *rgb, alpha = (float(v) for v in rgba[rgba.index("(") + 1:-1].split(","))
+        return alpha * rgb[0] + (1 - alpha) * grey
+
+    assert head_overlay_figure(photo, patch_map, "t")["data"][0]["colorscale"] == SHADE
+    assert abs(composite(SHADE[0][1]) - elsewhere[0, 0]) <= 1 and abs(composite(SHADE[-1][1]) - looked[0, 0]) <= 1
