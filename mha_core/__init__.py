@@ -55,6 +55,7 @@ def __getattr__(name: str) -> Any:
     if name not in _MODULE_OF:
         raise AttributeError(f"module 'mha_core' has no attribute {name!r}")
     value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    importlib.import_module("mha_core.figures.notebook")  # results draw themselves (engine.drawable's registry)
     if inspect.isfunction(value):  # every public function checks its arguments against its type hints
         from mha_core.engine.arguments import checked
 

@@ -18,7 +18,7 @@ import gettext
 import io
 from pathlib import Path
 
-from mha_core.messages import N_, Explained, Worded
+from mha_core.messages import N_, Explained, Worded, use_translator
 
 __all__ = ["N_", "Explained", "Worded", "catalogue", "current", "has_translation", "language_of", "quoted", "tr",
            "use", "worded"]
@@ -85,3 +85,6 @@ def worded(said: BaseException | str) -> str:
     if isinstance(said, Explained | Worded):
         return said.worded()
     return tr(said) if isinstance(said, str) else str(said)
+
+
+use_translator(tr)  # messages word themselves through tr() from now on

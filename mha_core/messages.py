@@ -5,6 +5,16 @@ uses these and nothing of mha_core.i18n, which translates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+TRANSLATORS: list[Callable[..., str]] = []  # mha_core.i18n's tr(), registered when it loads (this module imports
+# nothing of the project: a leaf)
+
+
+def use_translator(translate: Callable[..., str]) -> None:
+    """What mha_core.i18n calls as it loads: worded() then says a message in the running context's language."""
+    TRANSLATORS[:] = [translate]
+
 
 def N_(message: str) -> str:  # noqa: N802 - gettext's conventional name for "mark, translate later"
     """Marks `message` for the catalogue without translating it (module constants, error templates)."""
@@ -24,12 +34,14 @@ class Worded(str):
         return text
 
     def worded(self) -> str:
-        """In this context's language; a value that is itself Worded (a budget error's "what") is worded too."""
-        from mha_core.i18n import tr  # the translation is the interface's; a message only carries its parts
-
+        """In this context's language (English until mha_core.i18n, which translates, has loaded); a value that is
+        itself Worded (a budget error's "what") is worded too."""
         values = {name: value.worded() if isinstance(value, Worded) else value
                   for name, value in getattr(self, "values", {}).items()}
-        return tr(getattr(self, "template", str(self)), **values)
+        template = getattr(self, "template", str(self))
+        if TRANSLATORS:
+            return TRANSLATORS[-1](template, **values)
+        return template.format(**values) if values else template
 
 
 class Explained(ValueError):

@@ -84,3 +84,17 @@ def test_results_with_a_table_show_it_in_a_notebook(lm_dirs):
     generation = mha_core.generate(model, "the animal did not cross the", 3)
     assert generation._repr_html_().count("<tr>") == 3  # a row per new piece
     assert mha_core.run(model, "the animal")._repr_html_() is None  # no table: Jupyter shows its figure on request
+
+
+def test_a_result_without_the_figures_loaded_says_what_to_import(tiny, monkeypatch):
+    """Issue 45: the engine never imports the figures; mha_core's own names load them (they register their drawers),
+    and a result asked to draw before that says what to import instead of a traceback."""
+    import mha_core
+    from mha_core.engine import drawable
+
+    result = mha_core.run(tiny, "The cat sat.")
+    assert drawable.DRAWERS["figure"].__module__ == "mha_core.figures.notebook"
+    monkeypatch.setattr(drawable, "DRAWERS", {})
+    with pytest.raises(drawable.NoDrawings, match="import mha_core.figures.notebook"):
+        result.figure()
+    assert result._repr_html_() is None

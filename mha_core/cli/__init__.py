@@ -19,6 +19,7 @@ from mha_core.cli.common import (
     layer_head,
     load_chosen_model,
     positive_int,
+    progress_bar,
     write_json,
 )
 from mha_core.cli.index import add_index_parsers
@@ -184,19 +185,6 @@ def model_json(args: argparse.Namespace) -> dict:
         "per_head": asdict(head_count(model)),
     }
 
-
-def progress_bar(desc: str) -> tuple[object, Callable[[int, int], None]]:
-    """A tqdm bar on stderr and the (done, total) callback that drives it."""
-    from tqdm import tqdm
-
-    bar = tqdm(desc=desc, unit="text", file=sys.stderr, dynamic_ncols=True)
-
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    return bar, update
 
 
 def read_corpus(reader: Callable[[Path, int | None], T], path: str, limit: int | None) -> T:

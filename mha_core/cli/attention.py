@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-from mha_core.cli.common import CliError, add_model_arguments, layer_head, load_chosen_model, write_json
+from mha_core.cli.common import (
+    CliError,
+    add_model_arguments,
+    attention_text,
+    check_every_map,
+    every_map,
+    layer_heads,
+    load_chosen_model,
+    parse_rows,
+    write_json,
+)
 from mha_core.cli.seq2seq import add_seq2seq_arguments
 from mha_core.cli.vision import add_image_arguments
 from mha_core.engine.attention import AUTO, PATHS
 from mha_core.engine.model import LoadedModel, for_long_texts
-from mha_core.engine.result import AttentionResult
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -52,18 +59,6 @@ def reads(model: LoadedModel) -> str:
     return "hears audio" if model.arch.audio else "reads images" if model.arch.image else "reads text"
 
 
-def every_map(model: LoadedModel, result: AttentionResult, **extra: object) -> dict:
-    """The output for every head of text 0: its pieces, `extra`, every layer's maps (written as made), how they were
-    computed. A text (or pair) cut to the model's window says so on stderr as well as in "truncated"."""
-    if result.truncated[0]:
-        print(f"note: the input has {result.n_tokens[0]:,} pieces; {model.name} reads the first {result.lengths[0]:,} "
-              f"(its window), and the maps cover those", file=sys.stderr)
-    return {"tokens": list(result.tokens[0]), **extra,
-            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),
-            "path": result.path, "backend": result.backend, "truncated": result.truncated[0],
-            "n_tokens": result.n_tokens[0], "model": model.name}
-
-
 def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """`attention --pair A B`: the usual output of the pair, with each piece's token type and segment (0: A, 1: B,
     null: a special piece) and each head's share of attention crossing between the texts (analysis.pairs)."""
@@ -80,36 +75,11 @@ def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
                      pair_shares={name: shares[name] for name in ("a_to_b", "b_to_a", "to_specials")})
 
 
-def attention_text(args: argparse.Namespace) -> str:
-    """The text given as an argument or in --text-file (exactly one of them)."""
-    if (args.text is None) == (args.text_file is None):
-        raise CliError("give the text either as an argument or with --text-file FILE, not both or neither")
-    if args.text is not None:
-        return args.text
-    from mha_core.analysis.corpora import CorpusFormatError, read_text
-
-    try:
-        return read_text(Path(args.text_file))  # as the page's .txt upload: a BOM dropped, at most 200,000 characters
-    except CorpusFormatError as err:
-        raise CliError(f"{args.text_file}: {err}") from None
-
-
 def check_full_output(model: LoadedModel, text: str) -> None:
     """Every map of a text over arch.MAX_PIECES pieces is too much to write: exit 2 with its size."""
     from mha_core.analysis.long_text import count_long_pieces
 
     check_every_map(model, count_long_pieces(model, text), "the text", "(and query rows with --rows A:B)")
-
-
-def check_every_map(model: LoadedModel, n: int, what: str, advice: str) -> None:
-    """Every map of `what`'s n pieces (tokens) is written only up to arch.MAX_PIECES: over it, exit 2 with its
-    size and what to choose instead."""
-    from mha_core.analysis.long_text import is_long
-
-    if is_long(n):
-        numbers = model.n_layers * model.n_heads * n * n
-        raise CliError(f"{what} has {n:,} pieces: every map would be {numbers:,} numbers (about "
-                       f"{numbers * 10 / 2**30:,.0f} GB of JSON); choose heads with --heads L:H[,L:H...] {advice}")
 
 
 MAX_WRITTEN = 120_000_000  # weights one output may hold (about a GB of JSON): one head's whole map at 8,192 pieces
@@ -132,21 +102,6 @@ def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) ->
     # auto: q, k and the log-sum-exp kept (no map); a path asked for keeps what that path keeps
     result = run_long(model, text) if args.path == AUTO else run(for_long_texts(model), text, path=args.path)
     return {"model": model.name, **chosen_rows(result, heads, range(start, stop))}
-
-
-def layer_heads(value: str) -> list[tuple[int, int]]:
-    """argparse type: "3:1,0:5" -> [(3, 1), (0, 5)], each part read by layer_head."""
-    return [layer_head(part.strip()) for part in value.split(",")]
-
-
-def parse_rows(spec: str | None, n: int) -> tuple[int, int]:
-    """"A:B" -> (A, B), 0-based, B exclusive, within the text's n pieces; None: every row."""
-    if spec is None:
-        return 0, n
-    start, _, stop = spec.partition(":")
-    if not (start.isdigit() and stop.isdigit()) or not int(start) < int(stop) <= n:
-        raise CliError(f"--rows takes A:B with 0 <= A < B <= {n:,} (the text's pieces), not {spec!r}")
-    return int(start), int(stop)
 
 
 def add_attention_parser(sub: argparse._SubParsersAction) -> None:

@@ -1,14 +1,18 @@
-"""What every subcommand shares: its one-line error, the model arguments and the loaded model, the JSON writer."""
+"""What every subcommand shares: its one-line error, the model arguments and the loaded model, the JSON writer, the
+text argument, every map of a result, the --heads and --rows readers and the progress bar (the subcommands' modules
+import this one and never each other's helpers)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mha_core.engine.model import LoadedModel
+    from mha_core.engine.result import AttentionResult
 
 
 class CliError(Exception):
@@ -69,3 +73,69 @@ def layer_head(value: str) -> tuple[int, int]:
     if not (sep and layer.strip().isdigit() and head.strip().isdigit()):
         raise argparse.ArgumentTypeError(f"{value!r} is not LAYER:HEAD, e.g. 2:3 (0-based)")
     return int(layer), int(head)
+
+
+def every_map(model: LoadedModel, result: AttentionResult, **extra: object) -> dict:
+    """The output for every head of text 0: its pieces, `extra`, every layer's maps (written as made), how they were
+    computed. A text (or pair) cut to the model's window says so on stderr as well as in "truncated"."""
+    if result.truncated[0]:
+        print(f"note: the input has {result.n_tokens[0]:,} pieces; {model.name} reads the first {result.lengths[0]:,} "
+              f"(its window), and the maps cover those", file=sys.stderr)
+    return {"tokens": list(result.tokens[0]), **extra,
+            "attention": (result.text_layer_maps(0, layer) for layer in range(model.n_layers)),
+            "path": result.path, "backend": result.backend, "truncated": result.truncated[0],
+            "n_tokens": result.n_tokens[0], "model": model.name}
+
+
+def attention_text(args: argparse.Namespace) -> str:
+    """The text given as an argument or in --text-file (exactly one of them)."""
+    if (args.text is None) == (args.text_file is None):
+        raise CliError("give the text either as an argument or with --text-file FILE, not both or neither")
+    if args.text is not None:
+        return args.text
+    from mha_core.analysis.corpora import CorpusFormatError, read_text
+
+    try:
+        return read_text(Path(args.text_file))  # as the page's .txt upload: a BOM dropped, at most 200,000 characters
+    except CorpusFormatError as err:
+        raise CliError(f"{args.text_file}: {err}") from None
+
+
+def check_every_map(model: LoadedModel, n: int, what: str, advice: str) -> None:
+    """Every map of `what`'s n pieces (tokens) is written only up to arch.MAX_PIECES: over it, exit 2 with its
+    size and what to choose instead."""
+    from mha_core.analysis.long_text import is_long
+
+    if is_long(n):
+        numbers = model.n_layers * model.n_heads * n * n
+        raise CliError(f"{what} has {n:,} pieces: every map would be {numbers:,} numbers (about "
+                       f"{numbers * 10 / 2**30:,.0f} GB of JSON); choose heads with --heads L:H[,L:H...] {advice}")
+
+
+def layer_heads(value: str) -> list[tuple[int, int]]:
+    """argparse type: "3:1,0:5" -> [(3, 1), (0, 5)], each part read by layer_head."""
+    return [layer_head(part.strip()) for part in value.split(",")]
+
+
+def parse_rows(spec: str | None, n: int) -> tuple[int, int]:
+    """"A:B" -> (A, B), 0-based, B exclusive, within the text's n pieces; None: every row."""
+    if spec is None:
+        return 0, n
+    start, _, stop = spec.partition(":")
+    if not (start.isdigit() and stop.isdigit()) or not int(start) < int(stop) <= n:
+        raise CliError(f"--rows takes A:B with 0 <= A < B <= {n:,} (the text's pieces), not {spec!r}")
+    return int(start), int(stop)
+
+
+def progress_bar(desc: str) -> tuple[object, Callable[[int, int], None]]:
+    """A tqdm bar on stderr and the (done, total) callback that drives it."""
+    from tqdm import tqdm
+
+    bar = tqdm(desc=desc, unit="text", file=sys.stderr, dynamic_ncols=True)
+
+    def update(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return bar, update

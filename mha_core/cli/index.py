@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from mha_core.cli.common import CliError, add_model_arguments, load_chosen_model, positive_int, write_json
+from mha_core.cli.common import (
+    CliError,
+    add_model_arguments,
+    layer_heads,
+    load_chosen_model,
+    positive_int,
+    write_json,
+)
 
 SUMMARY_KEYS = ("model", "layers", "corpus", "sentences", "pieces", "search", "left_out", "bytes", "bytes_per_piece",
                 "built")
@@ -21,8 +28,6 @@ def layer_list(value: str) -> list[int]:
 
 
 def add_index_parsers(sub: argparse._SubParsersAction) -> None:
-    from mha_core.cli.attention import layer_heads
-
     p = sub.add_parser("index", help="index every piece of a corpus by its hidden states and heads' outputs")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--conllu", help="a CoNLL-U file (words, parts of speech, relations)")

@@ -30,7 +30,7 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
         raise CliError("an encoder–decoder writes every head of its three kinds of maps: no --heads, --rows or --pair")
     clip, source = audio_source(model, args) if model.arch.family == "whisper" else (None, None)
     if source is None:
-        from mha_core.cli.attention import attention_text
+        from mha_core.cli.common import attention_text
 
         source = tokenize(model.tokenizer, attention_text(args), model.max_length)
     encoded = encode(model, source, args.path)

@@ -15,7 +15,7 @@ def image_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """{"model", "tokens", "grid": [rows, columns], "attention": [L][H][N][N]} (or, with --heads, the chosen
     heads' rows as for long texts)."""
     from mha_core.analysis.long_text import chosen_rows
-    from mha_core.cli.attention import check_every_map, every_map, parse_rows
+    from mha_core.cli.common import check_every_map, every_map, parse_rows
     from mha_core.engine.images import prepare_images, read_image, run_images
     from mha_core.engine.tokens import InputError
 
@@ -95,7 +95,7 @@ def image_files(folder: Path) -> tuple[list[Path], list[str]]:
 def heads_of_images(model: LoadedModel, files: list[Path], side: int | None) -> tuple[list[dict], list[str]]:
     """Each readable image's heads (a progress bar on stderr), and the names of those that could not be read."""
     from mha_core.analysis.vision import image_heads
-    from mha_core.cli import progress_bar
+    from mha_core.cli.common import progress_bar
     from mha_core.engine.images import prepare_images, read_image, run_images
     from mha_core.engine.tokens import InputError
 

@@ -1,5 +1,6 @@
-"""Each result's figure and table in a notebook (engine.drawable.Drawable calls these): the figures the app's pages
-draw, from the same builders, as plotly Figures that Jupyter shows inline; tables as HTML where a result has one.
+"""Each result's figure and table in a notebook (registered with engine.drawable when this module loads): the figures
+the app's pages draw, from the same builders, as plotly Figures that Jupyter shows inline; tables as HTML where a
+result has one.
 The titles are in the running language (English unless mha_core.i18n.use("zh") was called)."""
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mha_core.analysis.predict import Attribution, LogitLens, Prediction
 from mha_core.analysis.roles import HeadRoles, head_label, role_labels
 from mha_core.analysis.syntax import SyntaxResult
 from mha_core.analysis.transcribe import Transcript
+from mha_core.engine.drawable import register_drawers
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.seq2seq import Seq2SeqResult
 from mha_core.figures import charts
@@ -104,3 +106,6 @@ def table_html(result: Any) -> str | None:
     """A notebook's HTML for a result with a table (None: Jupyter shows its repr)."""
     build = next((build for kind, build in TABLES.items() if isinstance(result, kind)), None)
     return None if build is None else build(result).to_html(index=False)
+
+
+register_drawers(figure_of, table_html)  # every Drawable result's figure() and _repr_html_ from now on
