@@ -157,3 +157,20 @@ def test_the_exports_hold_every_point_and_the_matrix(llama_corpus):
     matrix = list(csv.reader(io.StringIO(distance_csv(corpus.distance, corpus.heads))))
     assert matrix[0][1:3] == ["L0 H0", "L0 H1"] and len(matrix) == 1 + len(corpus.heads)
     assert np.allclose(np.array([r[1:] for r in matrix[1:]], dtype=float), corpus.distance, atol=1e-6)
+
+
+def test_a_missing_head_is_refused_by_one_check_on_every_floor(llama_corpus, tiny):
+    """Issue 45: the query-key view, patching, the corpus search and the CLI's --heads once had two checks with two
+    messages; now one (engine/heads.checked_head), its code naming what went wrong."""
+    from mha_core.analysis.patching import check_head
+    from mha_core.analysis.qk_view import check_head as check_view_head
+    from mha_core.engine.tokens import InputError
+
+    _, corpus = llama_corpus
+    with pytest.raises(InputError) as in_view:
+        check_view_head(corpus, corpus.n_layers, 0)
+    with pytest.raises(InputError) as in_patching:
+        check_head(tiny, (0, tiny.n_heads))
+    assert in_view.value.code == in_patching.value.code == "no_such_head"
+    assert "there is no layer 0, head 4" in str(in_patching.value) and str(in_view.value).startswith("The model has")
+    assert check_head(tiny, (1, 3)) == (1, 3)

@@ -33,6 +33,7 @@ from mha_core.engine.batching import Progress
 from mha_core.engine.budget import check_budget, element_size, layer_work_bytes, release_freed_memory, rows_within
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import EditOf, Join, final_norm, prepare, variant_outputs
+from mha_core.engine.heads import checked_head
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
@@ -239,20 +240,7 @@ def check_head(model: LoadedModel, head: tuple[int, int] | None) -> tuple[int, i
             "patching_one_head_position",
             N_("Patching one head position by position needs the head: its layer and head."),
         )
-    layer, h = head
-    if not (0 <= layer < model.n_layers and 0 <= h < model.n_heads):
-        raise InputError(
-            "has_layers_heads_based",
-            N_(
-                "{name} has layers 0 to {value} and heads 0 to {value2} (0-based): there is no layer {layer}, head {h}."
-            ),
-            name=model.name,
-            value=model.n_layers - 1,
-            value2=model.n_heads - 1,
-            layer=layer,
-            h=h,
-        )
-    return layer, h
+    return checked_head(model.name, model.n_layers, model.n_heads, *head)
 
 
 def planned_variants(

@@ -21,11 +21,13 @@ from torch import Tensor
 from mha_core.analysis import projection
 from mha_core.analysis.corpus_pass import CorpusPass
 from mha_core.analysis.projection import PCA, PROJECTIONS, SEED, nonlinear, pca
-from mha_core.analysis.roles import head_label, top_indices
+from mha_core.analysis.roles import top_indices
 from mha_core.engine.attention import causal_bias, kv_head
 from mha_core.engine.children import ChildPool
+from mha_core.engine.heads import checked_head
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_
+from mha_core.messages import Worded
 
 BY_KIND, BY_POSITION, BY_TOKEN, BY_POS = N_("query / key"), N_("position"), N_("token"), N_("part of speech")
 COLOUR_BY = (BY_KIND, BY_POSITION, BY_TOKEN, BY_POS)
@@ -91,14 +93,7 @@ def kv_head_of(corpus: CorpusPass, head: int) -> int:
 
 
 def check_head(corpus: CorpusPass, layer: int, head: int) -> None:
-    if not (0 <= layer < corpus.n_layers and 0 <= head < corpus.n_heads):
-        raise InputError(
-            "no_head_model_has",
-            N_("No head {layer}: the model has {n_layers} layers of {n_heads} heads."),
-            layer=head_label(layer, head),
-            n_layers=corpus.n_layers,
-            n_heads=corpus.n_heads,
-        )
+    checked_head(Worded(N_("The model")), corpus.n_layers, corpus.n_heads, layer, head)
     if corpus.kept == 0:
         raise InputError("no_sentence_was_kept", N_("No sentence was kept for the query-key view."))
 

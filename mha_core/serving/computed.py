@@ -8,6 +8,7 @@ Stores (serving.memory.STORES): "results" forwards, "views" display maps, "small
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -52,6 +53,11 @@ from mha_core.teaching.walkthrough import Parity, PathTimings, Walkthrough, pari
 def of(model: LoadedModel) -> str:
     """A model's part of every key: its folder."""
     return str(model.model_dir)
+
+
+def digest(data: bytes) -> str:
+    """An upload's part of every key (a clip, a photo): the SHA-256 of its bytes."""
+    return hashlib.sha256(data).hexdigest()
 
 
 # The forward and what the pages draw from it

@@ -6,8 +6,6 @@ Stores (serving.memory.STORES): "results" forwards and transcripts, "small" spok
 
 from __future__ import annotations
 
-import hashlib
-
 from mha_core.analysis.alignment import HeadScores, score_heads
 from mha_core.analysis.long_text import HeadSummaries, head_summaries
 from mha_core.analysis.roles import HeadRoles, head_roles
@@ -28,7 +26,7 @@ from mha_core.engine.seq2seq import (
 )
 from mha_core.engine.tokens import tokenize, without_spaces
 from mha_core.i18n import N_
-from mha_core.serving.computed import of
+from mha_core.serving.computed import digest, of
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.cross_steps import CrossSteps, cross_steps
 
@@ -55,10 +53,6 @@ def alignment_of(server: Server, model: LoadedModel, source: str, target: str | 
                  head: int | None) -> WordAlignment:
     key = ("alignment", of(model), source, target, layer, head)
     return server.kept("small", key, lambda: word_alignment(seq2seq_of(server, model, source, target), layer, head))
-
-
-def digest(audio: bytes) -> str:
-    return hashlib.sha256(audio).hexdigest()
 
 
 def clip_of(server: Server, audio: bytes) -> Clip:

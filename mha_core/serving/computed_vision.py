@@ -4,8 +4,6 @@ Stores (serving.memory.STORES): "results" runs, "small" pictures, summaries and 
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from mha_core.analysis.vision import ImageHeads, image_heads, query_maps
@@ -15,7 +13,7 @@ from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.vision import MAX_SIDE
 from mha_core.figures.vision import mosaic_png
-from mha_core.serving.computed import of
+from mha_core.serving.computed import digest, of
 from mha_core.serving.server import Server
 from mha_core.teaching.image_steps import ImageSteps, image_steps
 from mha_core.teaching.photos import PHOTOS, available_photos, photo_file
@@ -26,10 +24,6 @@ __all__ = ["MAX_SIDE", "OWN", "PHOTOS", "VISION_NAME", "available_photos", "dige
 
 SIDES = (224, 336, 448, 518)  # sizes offered beside the model's own (DINOv2's 14-pixel patches divide each)
 OWN = 0  # a side of 0: the picture prepared exactly as the model folder's image processor prepares it
-
-
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def photo_bytes(key: str) -> bytes:
