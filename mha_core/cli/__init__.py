@@ -186,7 +186,6 @@ def model_json(args: argparse.Namespace) -> dict:
     }
 
 
-
 def read_corpus(reader: Callable[[Path, int | None], T], path: str, limit: int | None) -> T:
     from mha_core.analysis.corpora import CorpusFormatError
 

@@ -13,6 +13,7 @@ from mha_core.cli.common import (
     layer_heads,
     load_chosen_model,
     parse_rows,
+    unique_heads,
     write_json,
 )
 from mha_core.cli.seq2seq import add_seq2seq_arguments
@@ -89,10 +90,9 @@ def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) ->
     """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text). Every
     argument is checked before any work: the heads (each once), the rows against the text's pieces, the size."""
     from mha_core.analysis.long_text import chosen_rows, count_long_pieces, run_long
-    from mha_core.analysis.patching import check_head
     from mha_core.engine.forward import run
 
-    heads = list(dict.fromkeys(check_head(model, head) for head in args.heads))  # each head once, range-checked
+    heads = unique_heads(model, args.heads)
     n = count_long_pieces(model, text)
     start, stop = parse_rows(args.rows, n)
     weights = len(heads) * (stop - start) * n

@@ -117,6 +117,13 @@ def layer_heads(value: str) -> list[tuple[int, int]]:
     return [layer_head(part.strip()) for part in value.split(",")]
 
 
+def unique_heads(model: LoadedModel, heads: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """--heads as given, each head once and checked against the model's (engine.heads: one sentence if it has none)."""
+    from mha_core.engine.heads import model_head
+
+    return list(dict.fromkeys(model_head(model, *head) for head in heads))
+
+
 def parse_rows(spec: str | None, n: int) -> tuple[int, int]:
     """"A:B" -> (A, B), 0-based, B exclusive, within the text's n pieces; None: every row."""
     if spec is None:

@@ -15,7 +15,7 @@ def image_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """{"model", "tokens", "grid": [rows, columns], "attention": [L][H][N][N]} (or, with --heads, the chosen
     heads' rows as for long texts)."""
     from mha_core.analysis.long_text import chosen_rows
-    from mha_core.cli.common import check_every_map, every_map, parse_rows
+    from mha_core.cli.common import check_every_map, every_map, parse_rows, unique_heads
     from mha_core.engine.images import prepare_images, read_image, run_images
     from mha_core.engine.tokens import InputError
 
@@ -35,9 +35,8 @@ def image_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
         check_every_map(model, result.lengths[0], "the image", "(and query rows with --rows A:B), or a smaller "
                         "--size")
         return every_map(model, result, grid=grid)
-    from mha_core.analysis.patching import check_head
 
-    heads = list(dict.fromkeys(check_head(model, head) for head in args.heads))
+    heads = unique_heads(model, args.heads)
     start, stop = parse_rows(args.rows, result.lengths[0])
     return {"model": model.name, "grid": grid, **chosen_rows(result, heads, range(start, stop))}
 

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mha_core.engine.tokens import InputError
 from mha_core.messages import N_
+
+if TYPE_CHECKING:
+    from mha_core.engine.model import LoadedModel
 
 
 def checked_head(name: str, n_layers: int, n_heads: int, layer: int, head: int) -> tuple[int, int]:
@@ -14,3 +19,8 @@ def checked_head(name: str, n_layers: int, n_heads: int, layer: int, head: int) 
                                             "there is no layer {layer}, head {head}."),
                          name=name, last_layer=n_layers - 1, last_head=n_heads - 1, layer=layer, head=head)
     return layer, head
+
+
+def model_head(model: LoadedModel, layer: int, head: int) -> tuple[int, int]:
+    """checked_head against a loaded model's own layers and heads."""
+    return checked_head(model.name, model.n_layers, model.n_heads, layer, head)
