@@ -28,6 +28,7 @@ from mha_core.analysis.patching import head_edit, logit_diff_metric, pair_stream
 from mha_core.analysis.predict import logit_lens  # noqa: E402
 from mha_core.engine import bundled  # noqa: E402
 from mha_core.engine.forward import layer_outputs, prepare  # noqa: E402
+from mha_core.engine.hooks import hooks_of  # noqa: E402
 
 CLEAN = "The small animal didn't cross the busy street because it was far too tired. It is the"  # 20 pieces
 LONG = " ".join([CLEAN] * 10)
@@ -43,8 +44,8 @@ def naive_patching(model, answer: str, wrong: str) -> None:
     for layer in range(model.n_layers):
         for head in range(model.n_heads):
             edit = head_edit(clean, layer, torch.tensor([0]), torch.tensor([head]))
-            *_, (out, attn) = layer_outputs(model, x, bias, rope, enter=lambda i, x, layer=layer, edit=edit: (
-                x, edit if i == layer else None))
+            hooks = hooks_of([(f"blocks.{layer}.attn.hook_z", lambda z, _, edit=edit: edit(z))])
+            *_, (out, attn) = layer_outputs(model, x, bias, rope, hooks=hooks)
             metric.read(out.float(), attn.probs)
 
 

@@ -32,7 +32,6 @@ from torch import Tensor
 from mha_core.analysis.coref_sentence import Word
 from mha_core.analysis.lm_head import check_lm_head, check_next_piece_head, lm_logits, predicts_next
 from mha_core.analysis.roles import ranked_heads
-from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
 from mha_core.engine.budget import (
     check_budget,
@@ -43,7 +42,8 @@ from mha_core.engine.budget import (
     rows_within,
 )
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.forward import final_norm, last_output, layer_outputs, prepare, variant_outputs
+from mha_core.engine.forward import HeadsEdit, final_norm, last_output, layer_outputs, prepare, variant_outputs
+from mha_core.engine.hooks import HookPoint, hooks_of, is_point
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
 from mha_core.i18n import N_, Worded
@@ -96,7 +96,7 @@ class OriginalPass:
 
     inputs: tuple[Tensor, ...]  # L+1 x (1,T,D): layer l's input (the last: the last layer's output, before the
     #                             final norm)
-    means: tuple[Tensor, ...]  # L x (1,H,1,Dh): each head's output averaged over the positions (mean-ablation)
+    means: tuple[Tensor, ...]  # L x (1,1,H,Dh): each head's output averaged over the positions (mean-ablation)
     last_maps: Tensor  # (1,H,T,T) the last layer's attention
     bias: Tensor | None  # (1,1,T,T) or None
     rope: tuple[Tensor, Tensor] | None
@@ -104,16 +104,16 @@ class OriginalPass:
 
 @torch.inference_mode()
 def original_pass(model: LoadedModel, batch: TokenBatch) -> OriginalPass:
-    """One explicit pass that keeps each layer's input and head means, never all the maps."""
+    """One explicit pass that keeps each layer's input and head means (read at blocks.{l}.attn.hook_z), never all
+    the maps."""
     x, bias, rope = prepare(model, batch)  # (1,T,D)
     inputs, means = [x], []
 
-    def record(context: Tensor) -> Tensor:  # (1,H,T,Dh)
-        means.append(context.mean(dim=2, keepdim=True))
-        return context
+    def record(z: Tensor, hook: HookPoint) -> None:  # (1,T,H,Dh)
+        means.append(z.mean(dim=1, keepdim=True))
 
     last = None  # only the last layer's maps are kept
-    for output, attn in layer_outputs(model, x, bias, rope, enter=lambda _, x: (x, record)):
+    for output, attn in layer_outputs(model, x, bias, rope, hooks=hooks_of([(is_point("attn.hook_z"), record)])):
         inputs.append(output)
         last = attn
     if last is None:
@@ -122,16 +122,17 @@ def original_pass(model: LoadedModel, batch: TokenBatch) -> OriginalPass:
 
 
 def head_means(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, ...]:
-    """Each layer's heads' outputs averaged over the text's positions: L x (1,H,1,Dh) (for mean-ablation)."""
+    """Each layer's heads' outputs averaged over the text's positions: L x (1,1,H,Dh) (for mean-ablation)."""
     return original_pass(model, batch).means
 
 
-def make_edit(removed: Tensor, replacement: Tensor | None) -> ContextEdit:
-    """removed (N,H) bool: which heads each variant loses; replacement (1,H,1,Dh) or None (zero)."""
-    keep = (~removed).to(torch.float32)[:, :, None, None]  # (N,H,1,1)
+def make_edit(removed: Tensor, replacement: Tensor | None) -> HeadsEdit:
+    """An edit of blocks.{l}.attn.hook_z: removed (N,H) bool: which heads each variant loses; replacement
+    (1,1,H,Dh) or None (zero)."""
+    keep = (~removed).to(torch.float32)[:, None, :, None]  # (N,1,H,1)
 
-    def edit(context: Tensor) -> Tensor:  # (N,H,T,Dh)
-        ablated = context * keep
+    def edit(z: Tensor) -> Tensor:  # (N,T,H,Dh)
+        ablated = z * keep
         return ablated if replacement is None else ablated + (1 - keep) * replacement
 
     return edit
@@ -145,8 +146,9 @@ def run_variants(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor
     x, bias, rope = prepare(model, batch)  # (1,T,D)
     means = head_means(model, batch) if mode == MEAN else [None] * model.n_layers
     x = x.expand(removed[0].shape[0], -1, -1)
-    x, attn = last_output(layer_outputs(model, x, bias, rope,
-                                        enter=lambda layer, x: (x, make_edit(removed[layer], means[layer]))))
+    edits = [make_edit(removed[layer], means[layer]) for layer in range(model.n_layers)]
+    hooks = hooks_of([(is_point("attn.hook_z"), lambda z, hook: edits[hook.layer()](z))])
+    x, attn = last_output(layer_outputs(model, x, bias, rope, hooks=hooks))
     return final_norm(model, x), attn.probs
 
 
@@ -376,7 +378,7 @@ def run_chunk(
     original's input there (the layers below are the original's). Returns final states (n,T,D) and the last
     layer's maps (n,H,T,T)."""
 
-    def edit_of(layer: int, n: int, rows: Tensor, heads: Tensor) -> ContextEdit:
+    def edit_of(layer: int, n: int, rows: Tensor, heads: Tensor) -> HeadsEdit:
         removed = torch.zeros(n, model.n_heads, dtype=torch.bool)  # (rows so far, H)
         removed[rows, heads] = True
         return make_edit(removed, original.means[layer] if mode == MEAN else None)

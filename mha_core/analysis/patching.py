@@ -28,11 +28,10 @@ from mha_core.analysis.coref_sentence import Word
 from mha_core.analysis.lm_head import check_lm_head, chosen_position, has_lm_head, token_id
 from mha_core.analysis.predict import Stream, residual_stream
 from mha_core.analysis.roles import head_label
-from mha_core.engine.attention import ContextEdit
 from mha_core.engine.batching import Progress
 from mha_core.engine.budget import check_budget, element_size, layer_work_bytes, release_freed_memory, rows_within
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.forward import EditOf, Join, final_norm, prepare, variant_outputs
+from mha_core.engine.forward import EditOf, HeadsEdit, Join, final_norm, prepare, variant_outputs
 from mha_core.engine.heads import model_head
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
@@ -205,23 +204,25 @@ def stream_bytes(stream: Stream) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def head_edit(clean: Stream, layer: int, rows: Tensor, heads: Tensor) -> ContextEdit:
-    """Rows `rows` of the batch get head heads[i]'s clean output back at this layer, at every position."""
+def head_edit(clean: Stream, layer: int, rows: Tensor, heads: Tensor) -> HeadsEdit:
+    """At blocks.{layer}.attn.hook_z, rows `rows` of the batch get head heads[i]'s clean output back, at every
+    position."""
 
-    def edit(context: Tensor) -> Tensor:  # (n,H,T,Dh)
-        patched = context.clone()
-        patched[rows, heads] = clean.contexts[layer][heads].to(context.dtype)
+    def edit(z: Tensor) -> Tensor:  # (n,T,H,Dh)
+        patched = z.clone()
+        patched[rows, :, heads] = clean.contexts[layer][heads].to(z.dtype)
         return patched
 
     return edit
 
 
-def position_edit(clean: Stream, layer: int, head: int, rows: Tensor, positions: Tensor) -> ContextEdit:
-    """Rows `rows` of the batch get `head`'s clean output back at this layer at their own position only."""
+def position_edit(clean: Stream, layer: int, head: int, rows: Tensor, positions: Tensor) -> HeadsEdit:
+    """At blocks.{layer}.attn.hook_z, rows `rows` of the batch get `head`'s clean output back at their own position
+    only."""
 
-    def edit(context: Tensor) -> Tensor:  # (n,H,T,Dh)
-        patched = context.clone()
-        patched[rows, head, positions] = clean.contexts[layer][head, positions].to(context.dtype)
+    def edit(z: Tensor) -> Tensor:  # (n,T,H,Dh)
+        patched = z.clone()
+        patched[rows, positions, head] = clean.contexts[layer][head, positions].to(z.dtype)
         return patched
 
     return edit

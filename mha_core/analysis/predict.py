@@ -24,7 +24,8 @@ from mha_core.analysis.lm_head import answer_slot, check_lm_head, chosen_positio
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.budget import planned_bytes
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.forward import final_norm, layer_outputs, prepare
+from mha_core.engine.forward import final_norm, last_output, layer_outputs, prepare
+from mha_core.engine.hooks import Reader, hooks_of, is_point
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize_ending, without_spaces
@@ -59,17 +60,12 @@ def residual_stream(model: LoadedModel, text: str) -> Stream:
     head = lm_head(model)
     batch = tokenize_ending(model.tokenizer, text, model.max_length, model.bos_id, bool(head and head.masked))
     x, bias, rope = prepare(model, batch)  # (1,T,D)
-    contexts: list[Tensor] = []
-
-    def record(context: Tensor) -> Tensor:  # (1,H,T,Dh)
-        contexts.append(context[0])
-        return context
-
-    inputs, attn_out = [x[0]], []
-    for output, attn in layer_outputs(model, x, bias, rope, EXPLICIT, enter=lambda _, x: (x, record)):
-        inputs.append(output[0])
-        post = model.layers[len(attn_out)].post_attn_norm
-        attn_out.append(attn.output[0] if post is None else post(attn.output[0]))
+    contexts: list[Tensor] = []  # read at blocks.{l}.attn.hook_z
+    inputs, attn_out = [x[0]], []  # read at blocks.{l}.hook_resid_post and blocks.{l}.hook_attn_out
+    hooks = hooks_of([(is_point("attn.hook_z"), Reader(lambda z, _: contexts.append(z[0].transpose(0, 1)))),
+                      (is_point("hook_attn_out"), Reader(lambda out, _: attn_out.append(out[0]))),
+                      (is_point("hook_resid_post"), Reader(lambda out, _: inputs.append(out[0])))])
+    attn = last_output(layer_outputs(model, x, bias, rope, EXPLICIT, hooks=hooks))[1]
     return Stream(batch, tuple(readable_pieces(model.tokenizer, batch.input_ids[0].tolist(), batch.tokens[0])),
                   tuple(inputs), tuple(contexts), tuple(attn_out), attn.probs[0])
 

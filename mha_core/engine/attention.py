@@ -20,9 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mha_core.engine.hooks import NO_HOOKS, Hooks
+
 EXPLICIT, FUSED, AUTO = "explicit", "fused", "auto"
-ContextEdit = Callable[[Tensor], Tensor]  # (B,H,T,Dh) heads' outputs -> the same, changed (head ablation)
 PATHS = (EXPLICIT, FUSED, AUTO)
+
 @dataclass(frozen=True)
 class ProjectionWeights:
     """All heads' projections, concatenated the way `nn.Linear` stores them."""
@@ -255,26 +257,32 @@ def keys_values(w: ProjectionWeights, kv: Tensor) -> tuple[Tensor, Tensor]:
 
 def multi_head_attention(
     x: Tensor, w: ProjectionWeights, bias: Tensor | None, path: str = EXPLICIT, kv: Tensor | None = None,
-    rope: tuple[Tensor, Tensor] | None = None, kernel_causal: bool = False, edit: ContextEdit | None = None,
+    rope: tuple[Tensor, Tensor] | None = None, kernel_causal: bool = False, hooks: Hooks = NO_HOOKS,
     past: tuple[Tensor, Tensor] | None = None, given_kv: tuple[Tensor, Tensor] | None = None,
 ) -> AttentionOutput:
     """The four steps of multi-head attention on x (B,T,D); keys/values from `kv` (B,S,D) if given; `rope`
     (cos, sin), each (B,T,Dh), rotates queries and keys by position before the scores. `kernel_causal`: the
-    fused kernel applies the causal mask itself (`bias` then holds nothing else). `edit` replaces the heads'
-    outputs (B,H,T,Dh) before W_O (head ablation). `past` (k, v), each (B,G,P,Dh): the earlier positions' keys
-    (after RoPE) and values, kept from the previous steps of a generation (the key/value cache). `given_kv` (k, v),
-    each (B,G,S,Dh): keys and values already projected (cross-attention's, computed once from the encoder's
-    output)."""
+    fused kernel applies the causal mask itself (`bias` then holds nothing else). `hooks` (hooks.py, prefixed
+    "….attn."): hook_q, hook_k, hook_v, hook_rot_q, hook_rot_k, hook_pattern and hook_z may read or replace what
+    passes them (head ablation: hook_z). `past` (k, v), each (B,G,P,Dh): the earlier positions' keys (after RoPE)
+    and values, kept from the previous steps of a generation (the key/value cache). `given_kv` (k, v), each
+    (B,G,S,Dh): keys and values already projected (cross-attention's, computed once from the encoder's output)."""
     kv = x if kv is None else kv
     # 1. project, 2. split into heads
-    q = split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads)  # (B,H,T,Dh)
-    k, v = given_kv if given_kv is not None else keys_values(w, kv)  # (B,G,S,Dh) each
+    q = hooks("hook_q", split_heads(F.linear(x, w.w_q, w.b_q), w.n_heads), heads_first=True)  # (B,H,T,Dh)
+    if given_kv is not None:
+        k, v = given_kv  # (B,G,S,Dh) each
+    else:
+        k, v = (hooks(name, t, heads_first=True) for name, t in zip(("hook_k", "hook_v"), keys_values(w, kv),
+                                                                      strict=True))
     # 2a. QK-norm (Qwen3, Gemma 3): each head's query and key vectors normed over their Dh features
     if w.q_norm is not None:
         q, k = w.q_norm(q), k if given_kv is not None else w.k_norm(k)  # (B,H,T,Dh), (B,G,S,Dh)
     # 2b. rotary position embedding (RoPE models): rotate q and k by each token's position
     if rope is not None:
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # (B,H,T,Dh), (B,G,S,Dh)
+    if rope is not None or w.q_norm is not None:
+        q, k = hooks("hook_rot_q", q, heads_first=True), hooks("hook_rot_k", k, heads_first=True)
     if past is not None:  # 2d. the key/value cache: earlier positions' keys and values come first
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B,G,P+S,Dh)
     # 2c. grouped-query attention: each key/value head serves its group of query heads
@@ -284,11 +292,25 @@ def multi_head_attention(
     if path == FUSED and w.softcap is None:  # no fused kernel caps its scores
         context, lse, backend = fused_kernel(q, k_heads, v_heads, bias, scale, kernel_causal)
         probs = None
+        if hooks.wants("hook_pattern"):  # the exact map, rebuilt from the log-sum-exp for the hooks
+            full_bias = causal_bias(q.shape[2], q.dtype, q.device) if kernel_causal else bias
+            _, context = hooked_pattern(hooks, rebuild_probs(q, k_heads, lse, full_bias, scale), v_heads, context)
     else:
         context, probs = explicit_kernel(q, k_heads, v_heads, bias, scale, w.softcap)
         lse, backend = None, "explicit (matmul + softmax)"
-    if edit is not None:
-        context = edit(context)  # (B,H,T,Dh)
+        probs, context = hooked_pattern(hooks, probs, v_heads, context)
+    context = hooks("hook_z", context, heads_first=True)  # (B,H,T,Dh)
     # 4. concatenate heads, project with W_O
     output = F.linear(merge_heads(context), w.w_o, w.b_o)  # (B,T,D)
     return AttentionOutput(output, q, k, v, context, probs, lse, backend)
+
+
+def hooked_pattern(hooks: Hooks, probs: Tensor, v_heads: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
+    """The map (B,H,T,S) through hook_pattern; where a hook may have changed it, the heads' outputs (B,H,T,Dh)
+    recomputed from what it gave."""
+    if not hooks.wants("hook_pattern"):
+        return probs, context
+    seen = hooks("hook_pattern", probs)
+    if hooks.edits("hook_pattern"):
+        context = torch.matmul(seen.to(v_heads.dtype), v_heads)  # (B,H,T,Dh)
+    return seen, context

@@ -26,11 +26,11 @@ from mha_core.engine.attention import (
     FUSED,
     PATHS,
     AttentionOutput,
-    ContextEdit,
     multi_head_attention,
 )
 from mha_core.engine.budget import check_budget, forward_bytes, release_freed_memory
 from mha_core.engine.cross import cross_of
+from mha_core.engine.hooks import NO_HOOKS, HookPoint, Hooks, hooks_of, is_point
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.per_layer import PerLayer, at_layer, per_layer  # noqa: F401 -- PerLayer: re-exported
 from mha_core.engine.result import AttentionResult
@@ -79,57 +79,55 @@ class Memory:
     #                                                    computed once from `states` (a generation's steps reuse them)
 
 
-def cross_attend(h: Tensor, w: LayerWeights, memory: Memory, layer: int, path: str) -> AttentionOutput:
+def cross_attend(h: Tensor, w: LayerWeights, memory: Memory, layer: int, path: str, hooks: Hooks) -> AttentionOutput:
     """A decoder layer's cross-attention on its (normed) states h (B,T,D): Q from h, K and V from the encoder."""
     given = None if memory.kv is None else memory.kv[layer]
-    return multi_head_attention(h, w.cross_attention, memory.bias, path, kv=memory.states, given_kv=given)
+    return multi_head_attention(h, w.cross_attention, memory.bias, path, kv=memory.states, given_kv=given,
+                                hooks=hooks.at("cross_attn"))
 
 
 def layer_forward(x: Tensor, w: LayerWeights, arch: Architecture, bias: Tensor | None, path: str,
-                  rope: tuple[Tensor, Tensor] | None, kernel_causal: bool = False,
-                  edit: ContextEdit | None = None, past: tuple[Tensor, Tensor] | None = None,
-                  memory: Memory | None = None, layer: int = 0) -> tuple[Tensor, AttentionOutput]:
+                  rope: tuple[Tensor, Tensor] | None, kernel_causal: bool = False, hooks: Hooks = NO_HOOKS,
+                  past: tuple[Tensor, Tensor] | None = None, memory: Memory | None = None,
+                  layer: int = 0) -> tuple[Tensor, AttentionOutput]:
     """One layer, (B,T,D) -> (B,T,D), plus the attention internals; norm placement from the architecture.
-    `edit` changes the heads' outputs before W_O (head ablation); `past` is the layer's key/value cache;
+    `hooks`: the block's hook points (hooks.py: "blocks.{layer}."); `past` is the layer's key/value cache;
     `memory`: an encoder–decoder's decoder layer cross-attends to it after its self-attention (attn.cross)."""
-    options = {"rope": rope, "kernel_causal": kernel_causal, "edit": edit, "past": past}
+    options = {"rope": rope, "kernel_causal": kernel_causal, "hooks": hooks.at("attn"), "past": past}
     cross = None
     if arch.pre_norm:
         attn = multi_head_attention(w.attn_norm(x), w.attention, bias, path, **options)
         a = attn.output if w.post_attn_norm is None else w.post_attn_norm(attn.output)  # (B,T,D)
-        h = x + (a if w.attn_scale is None else a * w.attn_scale)
+        h = hooks("hook_resid_mid", x + hooks("hook_attn_out", a if w.attn_scale is None else a * w.attn_scale))
         if memory is not None:
-            cross = cross_attend(w.cross_norm(h), w, memory, layer, path)
-            h = h + cross.output  # (B,T,D)
+            cross = cross_attend(w.cross_norm(h), w, memory, layer, path, hooks)
+            h = h + hooks("hook_cross_attn_out", cross.output)  # (B,T,D)
         m = w.mlp(w.mlp_norm(x if arch.parallel else h))  # (B,T,D)
         m = m if w.mlp_scale is None else m * w.mlp_scale
-        out = h + (m if w.post_mlp_norm is None else w.post_mlp_norm(m))
+        out = h + hooks("hook_mlp_out", m if w.post_mlp_norm is None else w.post_mlp_norm(m))
     else:
         attn = multi_head_attention(x, w.attention, bias, path, **options)
-        h = w.attn_norm(attn.output + x)  # (B,T,D)
+        h = hooks("hook_resid_mid", w.attn_norm(hooks("hook_attn_out", attn.output) + x))  # (B,T,D)
         if memory is not None:
-            cross = cross_attend(h, w, memory, layer, path)
-            h = w.cross_norm(cross.output + h)  # (B,T,D)
-        out = w.mlp_norm(w.mlp(h) + h)
-    return out, attn if cross is None else replace(attn, cross=cross)
-
-
-LayerEntry = Callable[[int, Tensor], tuple[Tensor, ContextEdit | None]]
+            cross = cross_attend(h, w, memory, layer, path, hooks)
+            h = w.cross_norm(hooks("hook_cross_attn_out", cross.output) + h)  # (B,T,D)
+        out = w.mlp_norm(hooks("hook_mlp_out", w.mlp(h)) + h)
+    return hooks("hook_resid_post", out), attn if cross is None else replace(attn, cross=cross)
 
 
 def layer_outputs(model: LoadedModel, x: Tensor, bias: Tensor | None, rope: tuple[Tensor, Tensor] | None,
-                  path: str = EXPLICIT, kernel_causal: bool = False, enter: LayerEntry | None = None,
+                  path: str = EXPLICIT, kernel_causal: bool = False, hooks: Hooks = NO_HOOKS,
                   first: int = 0, past: Sequence[tuple[Tensor, Tensor]] | None = None,
                   memory: Memory | None = None) -> Iterator[tuple[Tensor, AttentionOutput]]:
     """The one layer loop of every family: layers `first`.. from x (B,T,D), yielding each layer's output (B,T,D)
-    and its attention internals. `enter(layer, x)` may change a layer's input (ablated variants joining a batch)
-    and gives the edit of its heads' outputs (head ablation); `past` holds each layer's key/value cache; `memory`:
-    the encoder's output, which an encoder–decoder's decoder layers cross-attend to."""
+    and its attention internals. `hooks` read or change what passes the layers' hook points (hooks.py; a hook on
+    blocks.{l}.hook_resid_pre may even add rows: ablated variants joining a batch); `past` holds each layer's
+    key/value cache; `memory`: the encoder's output, which an encoder–decoder's decoder layers cross-attend to."""
     for layer in range(first, model.n_layers):
-        x, edit = enter(layer, x) if enter is not None else (x, None)
-        x, attn = layer_forward(x, model.layers[layer], model.arch, at_layer(bias, layer), path,
-                                at_layer(rope, layer), kernel_causal, edit, None if past is None else past[layer],
-                                memory, layer)
+        block = hooks.block(layer)
+        x, attn = layer_forward(block("hook_resid_pre", x), model.layers[layer], model.arch, at_layer(bias, layer),
+                                path, at_layer(rope, layer), kernel_causal, block,
+                                None if past is None else past[layer], memory, layer)
         yield x, attn
 
 
@@ -143,31 +141,41 @@ def last_output(outputs: Iterator[tuple[Tensor, AttentionOutput]]) -> tuple[Tens
 
 
 Join = Callable[[int, Tensor], Tensor]  # (layer, units of the variants joining there (n,)) -> their inputs (n,T,D)
-EditOf = Callable[[int, int, Tensor, Tensor], ContextEdit | None]  # (layer, rows in the batch, rows joining, units)
+HeadsEdit = Callable[[Tensor], Tensor]  # (n,T,H,Dh) a layer's heads' outputs (hook_z) -> the same, changed
+EditOf = Callable[[int, int, Tensor, Tensor], HeadsEdit | None]  # (layer, rows in the batch, rows joining, units)
 
 
 def variant_outputs(model: LoadedModel, chunk: Sequence[tuple[int, int]], bias: Tensor | None,
                     rope: tuple[Tensor, Tensor] | None, join: Join, edit_of: EditOf,
                     check: Callable[[], None] | None = None) -> tuple[Tensor, AttentionOutput]:
     """Variants of one text that each change one (layer, unit) (a head, a position), in layer-major order: a variant
-    joins the batch at its layer with the input `join` gives it (the layers below are those of the unchanged run,
-    computed once), and `edit_of` may edit the heads' outputs of the rows joining there. Row i is chunk[i]. Returns
-    the last layer's output (n,T,D), before the final norm, and its attention. `check()` runs before each layer (it
-    may raise to cancel: a chunk stops within a layer's time, not a whole chunk's)."""
+    joins the batch at its layer with the input `join` gives it (blocks.{l}.hook_resid_pre: the layers below are
+    those of the unchanged run, computed once), and `edit_of` may edit the heads' outputs of the rows joining there
+    (blocks.{l}.attn.hook_z). Row i is chunk[i]. Returns the last layer's output (n,T,D), before the final norm,
+    and its attention. `check()` runs before each layer (it may raise to cancel: a chunk stops within a layer's
+    time, not a whole chunk's)."""
     layer_of = torch.tensor([layer for layer, _ in chunk])  # (n,)
     unit_of = torch.tensor([unit for _, unit in chunk])
+    edits: dict[int, HeadsEdit | None] = {}
 
-    def enter(layer: int, x: Tensor) -> tuple[Tensor, ContextEdit | None]:
+    def enter(x: Tensor, hook: HookPoint) -> Tensor:  # (rows so far,T,D) -> with the rows joining at this layer
+        layer = hook.layer()
         if check is not None:
             check()
         joining = (layer_of == layer).nonzero()[:, 0]
         if len(joining):
             x = torch.cat([x, join(layer, unit_of[joining])])
         rows = (layer_of[:x.shape[0]] == layer).nonzero()[:, 0]
-        return x, edit_of(layer, x.shape[0], rows, unit_of[rows])
+        edits[layer] = edit_of(layer, x.shape[0], rows, unit_of[rows])
+        return x
 
+    def edit(z: Tensor, hook: HookPoint) -> Tensor:  # (n,T,H,Dh)
+        change = edits.get(hook.layer())
+        return z if change is None else change(z)
+
+    hooks = hooks_of([(is_point("hook_resid_pre"), enter), (is_point("attn.hook_z"), edit)])
     first = chunk[0][0]
-    return last_output(layer_outputs(model, join(first, unit_of[:0]), bias, rope, enter=enter, first=first))
+    return last_output(layer_outputs(model, join(first, unit_of[:0]), bias, rope, hooks=hooks, first=first))
 
 
 def final_norm(model: LoadedModel, x: Tensor) -> Tensor:
@@ -193,19 +201,21 @@ def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, st
 
 
 @torch.inference_mode()
-def run(model: LoadedModel, texts: TextsLike, path: str = AUTO, pairs: Sequence[str] | None = None) -> AttentionResult:
+def run(model: LoadedModel, texts: TextsLike, path: str = AUTO, pairs: Sequence[str] | None = None,
+        hooks: Hooks = NO_HOOKS) -> AttentionResult:
     """Recompute every layer and head for `texts` (a str, a list of str, or pre-split word lists).
 
     Several texts are padded into one batch; padded keys get weight 0, so each text's maps and
     hidden states equal those of the text alone. Texts over the model's maximum are cut.
     Runs in the precision the model was loaded in (`load_model(dtype=...)`).
     `pairs`: a second text for each text, read as BERT reads a sentence pair (segments A and B; an encoder with
-    token types: result.batch.token_type_ids and .segments say which piece is whose).
+    token types: result.batch.token_type_ids and .segments say which piece is whose). `hooks`: hooks.py.
     """
     if pairs is not None and model.arch.causal:
         raise InputError("pairs_need_an_encoder", N_("Sentence pairs are read by encoders; {model} is a decoder: join "
                                                      "the two texts instead."), model=model.name)
-    return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id, pairs=pairs), path)
+    return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id, pairs=pairs), path,
+                   hooks=hooks)
 
 
 def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tuple[Tensor, object, object]:
@@ -298,11 +308,12 @@ def kept_parts(attn: AttentionOutput, path: str) -> tuple:
 @torch.inference_mode()
 def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden: bool = True,
             progress: Progress | None = None, memory: Memory | None = None,
-            source_mask: Tensor | None = None) -> AttentionResult:
+            source_mask: Tensor | None = None, hooks: Hooks = NO_HOOKS) -> AttentionResult:
     """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`). `keep_hidden=False`
     (a long text's result): keep each layer's q, k and log-sum-exp, and of the hidden states only the last.
     `memory` (an encoder–decoder's decoder): the encoder's output, cross-attended in every layer; the result's
-    `cross` then holds those maps over the source (`source_mask` (B,S) its padding)."""
+    `cross` then holds those maps over the source (`source_mask` (B,S) its padding). `hooks`: what reads or changes
+    the layers' activations on the way (hooks.py; run_with_hooks)."""
     arch = model.arch
     tokens = batch.input_ids.shape[1]
     chosen, reason = choose_path(path, tokens, model.device)
@@ -316,7 +327,7 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
     check_forward_budget(model, *batch.input_ids.shape, chosen, keep_hidden, kernel_causal)
     x, bias, rope = prepare(model, batch, with_bias=not kernel_causal)
     hidden, kept, crossed, backend = [x] if keep_hidden else [], [], [], ""
-    for layer, (output, attn) in enumerate(layer_outputs(model, x, bias, rope, chosen, kernel_causal,
+    for layer, (output, attn) in enumerate(layer_outputs(model, x, bias, rope, chosen, kernel_causal, hooks,
                                                          memory=memory)):
         hidden = [*hidden, output] if keep_hidden else [output]  # a long text's: the last layer's output only
         kept.append(kept_parts(attn, chosen))
@@ -336,7 +347,7 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
         layer_context=None if chosen == FUSED else tuple(c for _, _, (_, c) in kept),
         layer_probs=None if chosen == FUSED else tuple(p for _, _, (p, _) in kept),
         layer_lse=tuple(lse for _, _, lse in kept) if chosen == FUSED else None,
-        hidden_states=(*hidden[:-1], final_norm(model, hidden[-1])),
+        hidden_states=(*hidden[:-1], hooks("ln_final.hook_normalized", final_norm(model, hidden[-1]))),
         path=chosen,
         backend=backend,
         path_reason=reason,

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.forward import forward
+from mha_core.engine.hooks import NO_HOOKS, Hooks
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
@@ -159,9 +160,10 @@ def image_processor(model: LoadedModel) -> object | None:
     return AutoImageProcessor.from_pretrained(model.model_dir, local_files_only=True)
 
 
-def run_images(model: LoadedModel, pixels: Tensor, path: str = "auto", names: Sequence[str] = ()) -> AttentionResult:
+def run_images(model: LoadedModel, pixels: Tensor, path: str = "auto", names: Sequence[str] = (),
+               hooks: Hooks = NO_HOOKS) -> AttentionResult:
     """Every layer and head of a Vision Transformer on prepared images (B,C,S,S): the result's "pieces" are the
     prefix tokens ([CLS], [DIST], registers) then the patches row by row; result.batch.grid is (rows, columns)."""
     check_vision_model(model)
     batch = image_batch(pixels, model.arch, prefix_names(vision_config(model.config)), tuple(names))
-    return forward(model, batch, path)
+    return forward(model, batch, path, hooks=hooks)

@@ -19,6 +19,7 @@ from mha_core.engine.attention import AUTO, padding_bias
 from mha_core.engine.cross import CrossAttention
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import Memory, forward
+from mha_core.engine.hooks import NO_HOOKS, Hooks
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.pieces import readable_pieces
 from mha_core.engine.result import AttentionResult
@@ -125,9 +126,10 @@ def text_targets(model: LoadedModel, texts: Sequence[str], language: str | None 
 Encoded = tuple[AttentionResult, Memory]  # the encoder's result, and its output as the decoder reads it
 
 
-def encode(model: LoadedModel, source: TokenBatch, path: str = AUTO) -> Encoded:
-    """The encoder over the source; its output (after its final norm) as what the decoder cross-attends to."""
-    encoded = forward(model, source, path)
+def encode(model: LoadedModel, source: TokenBatch, path: str = AUTO, hooks: Hooks = NO_HOOKS) -> Encoded:
+    """The encoder over the source; its output (after its final norm) as what the decoder cross-attends to.
+    `hooks`: the encoder's hook points (hooks.py, "encoder.blocks.{l}…")."""
+    encoded = forward(model, source, path, hooks=hooks)
     mask = source.attention_mask.to(model.device)
     bias = None if bool(mask.all()) else padding_bias(mask, encoded.last_hidden_state.dtype)  # (B,1,1,S)
     return encoded, Memory(encoded.last_hidden_state, bias)
@@ -135,12 +137,14 @@ def encode(model: LoadedModel, source: TokenBatch, path: str = AUTO) -> Encoded:
 
 @torch.inference_mode()
 def forward_seq2seq(model: LoadedModel, source: TokenBatch, target: TokenBatch, path: str = AUTO,
-                    encoded: Encoded | None = None) -> Seq2SeqResult:
+                    encoded: Encoded | None = None, hooks: Hooks = NO_HOOKS) -> Seq2SeqResult:
     """Encoder and decoder on tokenized batches (row b of `target` is text b's decoder input); `encoded`: the
-    source already encoded (encode(model, source, path)), reused rather than run again."""
+    source already encoded (encode(model, source, path)), reused rather than run again. `hooks` (hooks.py): the
+    encoder's points are "encoder.blocks.{l}…", the decoder's "decoder.blocks.{l}…" (cross_attn among them)."""
     check_encoder_decoder(model)
-    result, memory = encoded if encoded is not None else encode(model, source, path)
-    decoded = forward(model.decoder, target, path, memory=memory, source_mask=source.attention_mask)
+    result, memory = encoded if encoded is not None else encode(model, source, path, hooks.at("encoder"))
+    decoded = forward(model.decoder, target, path, memory=memory, source_mask=source.attention_mask,
+                      hooks=hooks.at("decoder"))
     return Seq2SeqResult(result, decoded)
 
 
@@ -149,7 +153,12 @@ def run_seq2seq(model: LoadedModel, sources: TextsLike, targets: Sequence[str], 
     each target after its start piece). Without a target, analysis.seq2seq_decode gives the model's own."""
     check_encoder_decoder(model)
     source = tokenize(model.tokenizer, sources, model.max_length)
+    return forward_seq2seq(model, source, source_targets(model, source, targets), path)
+
+
+def source_targets(model: LoadedModel, source: TokenBatch, targets: Sequence[str]) -> TokenBatch:
+    """The decoder's batch of one target per source text (text_targets), or a sentence saying they do not pair."""
     if len(targets) != len(source.texts):
         raise InputError("one_target_per_source", N_("Give one target per source text ({n} sources, {m} targets)."),
                          n=len(source.texts), m=len(targets))
-    return forward_seq2seq(model, source, text_targets(model, targets), path)
+    return text_targets(model, targets)
