@@ -23,10 +23,11 @@ def output_projection(hf_model, w_o):
     Conv1D stores it transposed)."""
     for module in hf_model.modules():
         weight = getattr(module, "weight", None)
-        if isinstance(weight, torch.Tensor) and weight.dim() == 2 and module is not hf_model:
-            if weight.shape == w_o.shape and torch.equal(weight, w_o) or (
-                    weight.shape == w_o.T.shape and torch.equal(weight.T, w_o)):
-                return module
+        if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+            continue
+        if weight.shape == w_o.shape and torch.equal(weight, w_o) or (
+                weight.shape == w_o.T.shape and torch.equal(weight.T, w_o)):
+            return module
     raise AssertionError("no module holds this W_O")
 
 
