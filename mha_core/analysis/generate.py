@@ -1,11 +1,13 @@
-"""Continue a text, one piece at a time, with a key/value cache (issue 21, section 5): each step runs only the new
-piece through the layers; every layer's keys (after RoPE) and values of the earlier pieces are kept and reused.
+"""Continue a text, one piece at a time, with the key/value cache (engine/cache.py): each step runs only the new
+piece through the layers; every layer's keys (after RoPE) and values of the earlier pieces are kept and reused. The
+sampling loop here (`sampled`) serves encoder–decoders too (seq2seq_decode.py).
 
 Shapes: L layers, G key/value heads, P pieces so far, D d_model, Dh head dim, V vocabulary.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -13,16 +15,15 @@ from torch import Tensor
 
 from mha_core.analysis.lm_head import check_next_piece_head, lm_logits
 from mha_core.analysis.predict import pieces_of
-from mha_core.engine.attention import EXPLICIT
+from mha_core.engine.cache import prefill, step
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.forward import embed, final_norm, layer_outputs, per_layer, position_ids, prepare, scores_bias
+from mha_core.engine.forward import final_norm
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize_ending
 from mha_core.i18n import N_
 
 MAX_NEW = 64
 ALTERNATIVES = 5
-Cache = list[tuple[Tensor, Tensor]]  # L x (keys (1,G,P,Dh) after RoPE, values (1,G,P,Dh))
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,16 @@ def check_settings(new: int, temperature: float, top_k: int | None, seed: int = 
                          seed=seed)
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How the next pieces are chosen (check_settings says what is allowed)."""
+
+    new: int  # at most this many new pieces
+    temperature: float  # 0: the most likely piece
+    top_k: int | None  # sample among the k most likely only
+    seed: int  # the same seed, the same pieces
+
+
 def choose(logits: Tensor, temperature: float, top_k: int | None, generator: torch.Generator) -> int:
     """Greedy at temperature 0 (and below MIN_TEMPERATURE, where sampling is greedy to float precision); else a
     sample from softmax(logits / temperature), cut to the top k."""
@@ -98,38 +109,33 @@ def step_of(model: LoadedModel, logits: Tensor, token: int) -> Step:
                 tuple(zip(pieces_of(model, top.indices.tolist()), top.values.tolist(), strict=True)))
 
 
-def first_pass(model: LoadedModel, batch: TokenBatch) -> tuple[Tensor, Cache]:
-    """The prompt through every layer: the last piece's output (1,D) and each layer's keys and values."""
-    x, bias, rope = prepare(model, batch)
-    cache, out = [], x
-    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT):  # noqa: B007 -- out is the last layer's
-        cache.append((attn.k, attn.v))
-    return out[:, -1], cache
+Advance = Callable[[list[int]], Tensor]  # the pieces so far, the newest last -> the logits (V,) of the next
 
 
-def cached_step(model: LoadedModel, token: int, length: int, cache: Cache) -> tuple[Tensor, Cache]:
-    """One new piece at position `length - 1` (length: pieces so far, the new one included) through every layer,
-    reading the earlier pieces from the cache."""
-    arch, mask = model.arch, torch.ones(1, length, dtype=torch.long, device=model.device)
-    positions = position_ids(mask, arch)[:, -1:]  # (1,1)
-    x = embed(model.embeddings, torch.tensor([[token]], device=model.device), positions)  # (1,1,D)
+def sampled(model: LoadedModel, ids: list[int], logits: Tensor, advance: Advance, settings: Sampling, end: int | None,
+            limit: int) -> tuple[tuple[Step, ...], str]:
+    """The one sampling loop of decoders and encoder–decoders: from the first step's `logits` (V,), choose a piece
+    (choose), append it to `ids`, stop at `end`, after settings.new pieces or at `limit` pieces, else `advance`
+    (the key/value cache's step) to the next logits. Returns the steps and why it stopped."""
+    generator, steps, stopped = torch.Generator().manual_seed(settings.seed), [], N_("length")
+    for _ in range(settings.new):
+        token = choose(logits, settings.temperature, settings.top_k, generator)
+        steps.append(step_of(model, logits, token))
+        ids.append(token)
+        if token == end:
+            stopped = N_("end of text")
+            break
+        if len(ids) >= limit:
+            stopped = N_("model's limit")
+            break
+        logits = advance(ids)
+    return tuple(steps), stopped
 
-    def last_row(window: int | None) -> Tensor | None:  # the newest piece sees every earlier one, but beyond a
-        if window is None and not arch.alibi:  # window, and ALiBi biases every key
-            return None
-        return scores_bias(model, mask, x.dtype, window)[:, :, -1:, :]  # (1,1|H,1,P)
 
-    bias = per_layer(arch.windows, last_row)
-    rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
-    new_cache, out = [], x
-    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT, past=cache):  # noqa: B007
-        new_cache.append((attn.k, attn.v))
-    return out[:, -1], new_cache
-
-
-def uncached_last(model: LoadedModel, ids: list[int], special: list[bool]) -> Tensor:
+def uncached_last(model: LoadedModel, ids: list[int]) -> Tensor:
     """The whole text recomputed (no cache): the last piece's last-layer output (1,D)."""
-    return first_pass(model, ids_batch(model.tokenizer, [ids], [special]))[0]
+    specials = set(model.tokenizer.all_special_ids)
+    return prefill(model, ids_batch(model.tokenizer, [ids], [[i in specials for i in ids]]))[0]
 
 
 def has_chat_template(model: LoadedModel) -> bool:
@@ -194,24 +200,18 @@ def generate(
     prompt, batch = chat_prompt(model, text) if chat else (text, tokenize_ending(model.tokenizer, text, room,
                                                                                  model.bos_id))
     ids = batch.input_ids[0, : int(batch.attention_mask[0].sum())].tolist()
-    special = [w is None for w in batch.word_ids[0][: len(ids)]]
-    generator, steps, stopped = torch.Generator().manual_seed(seed), [], N_("length")
-    last, cache = first_pass(model, batch)
-    for _ in range(new):
-        logits = lm_logits(model, final_norm(model, last))[0]  # (V,)
-        token = choose(logits, temperature, top_k, generator)
-        steps.append(step_of(model, logits, token))
-        ids.append(token)
-        special.append(False)
-        if token == model.tokenizer.eos_token_id:
-            stopped = N_("end of text")
-            break
-        if len(ids) >= model.max_length:
-            stopped = N_("model's limit")
-            break
-        last, cache = (
-            cached_step(model, token, len(ids), cache) if use_cache else (uncached_last(model, ids, special), cache)
-        )
+    last, cache = prefill(model, batch)
+    caches = [cache]
+
+    def advance(grown: list[int]) -> Tensor:
+        if use_cache:
+            last, caches[0] = step(model, grown[-1], len(grown), caches[0])
+        else:
+            last = uncached_last(model, grown)
+        return lm_logits(model, final_norm(model, last))[0]  # (V,)
+
+    steps, stopped = sampled(model, ids, lm_logits(model, final_norm(model, last))[0], advance,
+                             Sampling(new, temperature, top_k, seed), model.tokenizer.eos_token_id, model.max_length)
     continuation = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
     left_out = batch.left_out[0] if batch.left_out else 0
     return Generation(prompt, prompt + continuation, pieces_of(model, ids), tuple(steps), stopped, left_out)

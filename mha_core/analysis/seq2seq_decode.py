@@ -1,6 +1,7 @@
 """An encoder–decoder's own output, one piece at a time (translation, transcription): the encoder runs once; each
 decoder layer's cross-attention keys and values are projected once from its output, and each step runs only the
-new piece through the decoder, its self-attention reading the earlier pieces from the key/value cache.
+new piece through the decoder, its self-attention reading the earlier pieces from the key/value cache
+(engine/cache.py, the decoders' own), chosen by the decoders' sampling loop (generate.sampled).
 
 Shapes: L decoder layers, H heads, P pieces so far, S source positions, D d_model, Dh head dim, V vocabulary.
 """
@@ -13,16 +14,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha_core.analysis.generate import Step, check_settings, choose, step_of
-from mha_core.engine.attention import EXPLICIT, keys_values
-from mha_core.engine.forward import Memory, embed, final_norm, layer_biases, layer_outputs, position_ids, prepare
+from mha_core.analysis.generate import Sampling, Step, check_settings, sampled
+from mha_core.engine.attention import keys_values
+from mha_core.engine.cache import prefill, step
+from mha_core.engine.forward import Memory, final_norm
 from mha_core.engine.model import LoadedModel
 from mha_core.engine.seq2seq import Encoded, check_encoder_decoder, decoder_prefix, encode, target_batch
 from mha_core.engine.tokens import TokenBatch, tokenize
-from mha_core.i18n import N_
 
 MAX_NEW = 224  # Whisper writes at most half its 448 positions per window
-Cache = list[tuple[Tensor, Tensor]]  # L x (keys (1,H,P,Dh), values (1,H,P,Dh))
 
 
 @dataclass(frozen=True)
@@ -54,29 +54,6 @@ def cross_keys_values(model: LoadedModel, memory: Memory) -> list[tuple[Tensor, 
     return [keys_values(w.cross_attention, memory.states) for w in model.decoder.layers]
 
 
-def first_pass(model: LoadedModel, prefix: list[int], memory: Memory) -> tuple[Tensor, Cache]:
-    """The prefix through the decoder: the last piece's output (1,D) and each layer's self-attention cache."""
-    decoder = model.decoder
-    x, bias, _ = prepare(decoder, target_batch(model, [prefix]))
-    cache, out = [], x
-    for out, attn in layer_outputs(decoder, x, bias, None, EXPLICIT, memory=memory):  # noqa: B007 -- the last's
-        cache.append((attn.k, attn.v))
-    return out[:, -1], cache
-
-
-def cached_step(model: LoadedModel, token: int, length: int, cache: Cache, memory: Memory) -> tuple[Tensor, Cache]:
-    """One new piece at position `length - 1` through the decoder, the earlier ones read from `cache`."""
-    decoder = model.decoder
-    mask = torch.ones(1, length, dtype=torch.long, device=model.device)
-    positions = position_ids(mask, decoder.arch)[:, -1:]  # (1,1)
-    x = embed(decoder.embeddings, torch.tensor([[token]], device=model.device), positions)  # (1,1,D)
-    bias = layer_biases(decoder, mask, x.dtype, past=length - 1) if decoder.arch.relative_bias else None
-    new_cache, out = [], x
-    for out, attn in layer_outputs(decoder, x, bias, None, EXPLICIT, past=cache, memory=memory):  # noqa: B007
-        new_cache.append((attn.k, attn.v))
-    return out[:, -1], new_cache
-
-
 def suppressed(model: LoadedModel, first: bool) -> list[int]:
     """Pieces the model's configuration never lets it write (Whisper: suppress_tokens; begin_suppress_tokens at
     the first generated piece)."""
@@ -100,21 +77,19 @@ def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperat
     first = Memory(memory.states[:1], None if memory.bias is None else memory.bias[:1])  # the first text's
     memory = Memory(None, first.bias, cross_keys_values(model, first))
     ids = list(prefix or decoder_prefix(model))
-    generator, steps, stopped = torch.Generator().manual_seed(seed), [], N_("length")
-    last, cache = first_pass(model, ids, memory)
-    end = model.config.eos_token_id
-    for step in range(new):
-        logits = output_logits(model, final_norm(model.decoder, last))[0].float()  # (V,)
-        logits[suppressed(model, step == 0)] = float("-inf")
-        token = choose(logits, temperature, top_k, generator)
-        steps.append(step_of(model, logits, token))
-        ids.append(token)
-        if token == end:
-            stopped = N_("end of text")
-            break
-        if len(ids) >= model.decoder.max_length:
-            stopped = N_("model's limit")
-            break
-        last, cache = cached_step(model, token, len(ids), cache, memory)
+    last, cache = prefill(model.decoder, target_batch(model, [ids]), memory)
+    caches = [cache]
+
+    def next_logits(state: Tensor, first_step: bool) -> Tensor:  # (1,D) -> (V,), the pieces it may not write out
+        logits = output_logits(model, final_norm(model.decoder, state))[0].float()
+        logits[suppressed(model, first_step)] = float("-inf")
+        return logits
+
+    def advance(grown: list[int]) -> Tensor:
+        state, caches[0] = step(model.decoder, grown[-1], len(grown), caches[0], memory)
+        return next_logits(state, False)
+
+    steps, stopped = sampled(model, ids, next_logits(last, True), advance, Sampling(new, temperature, top_k, seed),
+                             model.config.eos_token_id, model.decoder.max_length)
     text = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
     return Decoded(tuple(ids), tuple(steps), text.strip(), stopped)

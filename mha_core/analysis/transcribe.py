@@ -21,8 +21,9 @@ from mha_core.analysis.alignment import (
     score_heads,
     word_timestamps,
 )
-from mha_core.analysis.seq2seq_decode import Decoded, decode, first_pass, output_logits
+from mha_core.analysis.seq2seq_decode import Decoded, decode, output_logits
 from mha_core.engine.audio import RATE, Clip, model_log_mel
+from mha_core.engine.cache import prefill
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import Memory, final_norm
 from mha_core.engine.frames import clip_positions, frames_batch
@@ -88,7 +89,7 @@ def detect_language(model: LoadedModel, memory: Memory) -> str:
     codes = languages(model)
     if not codes:
         return "en"
-    last, _ = first_pass(model, [int(model.config.decoder_start_token_id)], memory)
+    last, _ = prefill(model.decoder, target_batch(model, [[int(model.config.decoder_start_token_id)]]), memory)
     logits = output_logits(model, final_norm(model.decoder, last))[0]  # (V,)
     ids = torch.tensor(list(codes.values()))
     return list(codes)[int(logits[ids].argmax())]
