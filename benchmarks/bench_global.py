@@ -23,12 +23,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians  # noqa: E402
 from mha_core import load_model, run  # noqa: E402
-from mha_core.analysis.corpora import bundled_corpus, read_conllu  # noqa: E402
-from mha_core.analysis.corpus_pass import corpus_pass  # noqa: E402
-from mha_core.analysis.qk_view import PROJECTIONS, qk_view  # noqa: E402
-from mha_core.engine import bundled  # noqa: E402
+from mha_core.analysis.corpus.passes import corpus_pass  # noqa: E402
+from mha_core.analysis.corpus.readers import bundled_corpus, read_conllu  # noqa: E402
+from mha_core.analysis.heads.qk_view import PROJECTIONS, qk_view  # noqa: E402
 from mha_core.engine.batching import map_batches, piece_lengths  # noqa: E402
-from mha_core.engine.model import bundled_dirs  # noqa: E402
+from mha_core.engine.loading import bundled  # noqa: E402
+from mha_core.engine.loading.model import bundled_dirs  # noqa: E402
 from mha_core.figures.corpus import qk_figure, qk_hover  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

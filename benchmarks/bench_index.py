@@ -35,12 +35,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from mha_core import load_model  # noqa: E402
-from mha_core.analysis.corpora import read_conllu, read_gap  # noqa: E402
-from mha_core.analysis.index_build import build_index, bundled_sentences  # noqa: E402
-from mha_core.analysis.index_search import nearest, query_vector, search  # noqa: E402
-from mha_core.analysis.index_store import OpenIndex  # noqa: E402
+from mha_core.analysis.corpus.readers import read_conllu, read_gap  # noqa: E402
+from mha_core.analysis.index.build import build_index, bundled_sentences  # noqa: E402
+from mha_core.analysis.index.search import nearest, query_vector, search  # noqa: E402
+from mha_core.analysis.index.store import OpenIndex  # noqa: E402
 from mha_core.engine.forward import run  # noqa: E402
-from mha_core.serving.computed_index import spread_layers  # noqa: E402
+from mha_core.serving.computed.index import spread_layers  # noqa: E402
 from mha_core.serving.menu import available_models  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"

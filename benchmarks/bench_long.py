@@ -24,23 +24,23 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mha_core import bundled_dirs, load_model  # noqa: E402
-from mha_core.analysis.long_text import (  # noqa: E402
+from mha_core.analysis.long.text import (  # noqa: E402
     downsampled_map,
     head_summaries,
     kept_bytes,
     map_block,
     run_long,
 )
-from mha_core.engine import bundled  # noqa: E402
 from mha_core.engine.budget import forward_bytes  # noqa: E402
-from mha_core.engine.model import for_long_texts  # noqa: E402
+from mha_core.engine.loading import bundled  # noqa: E402
+from mha_core.engine.loading.model import for_long_texts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import sys
 from mha_core import bundled_dirs, load_model
-from mha_core.analysis.long_text import run_long
-from mha_core.engine import bundled
+from mha_core.analysis.long.text import run_long
+from mha_core.engine.loading import bundled
 result = run_long(load_model(bundled_dirs()[bundled.DECODER_NAME]), sys.argv[1], max_pieces=int(sys.argv[2]))
 print(result.lengths[0], next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1])
 """

@@ -26,10 +26,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mha_core import load_model  # noqa: E402
-from mha_core.analysis.transcribe import simplified, transcribe  # noqa: E402
-from mha_core.engine.audio import VOICES, model_log_mel, read_audio  # noqa: E402
-from mha_core.engine.bundled import WHISPER_NAME  # noqa: E402
-from mha_core.engine.model import bundled_dirs  # noqa: E402
+from mha_core.analysis.seq2seq.transcribe import simplified, transcribe  # noqa: E402
+from mha_core.engine.loading.bundled import WHISPER_NAME  # noqa: E402
+from mha_core.engine.loading.model import bundled_dirs  # noqa: E402
+from mha_core.engine.seq2seq.audio import VOICES, model_log_mel, read_audio  # noqa: E402
 
 SENTENCES = ("那只动物没有过马路，因为它太累了。", "注意力机制让每个词都能看到句子里的其他词。",
              "多头注意力把同一个句子分给几个头去看。", "老师在黑板上写了一个公式。",

@@ -22,13 +22,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians  # noqa: E402
 from mha_core import bundled_dirs, load_model, run  # noqa: E402
-from mha_core.analysis.generate import generate  # noqa: E402
-from mha_core.analysis.lm_head import lm_head  # noqa: E402
-from mha_core.analysis.patching import head_edit, logit_diff_metric, pair_streams, patch_grid  # noqa: E402
-from mha_core.analysis.predict import logit_lens  # noqa: E402
-from mha_core.engine import bundled  # noqa: E402
+from mha_core.analysis.lm.generate import generate  # noqa: E402
+from mha_core.analysis.lm.head import lm_head  # noqa: E402
+from mha_core.analysis.lm.patching import head_edit, logit_diff_metric, pair_streams, patch_grid  # noqa: E402
+from mha_core.analysis.lm.predict import logit_lens  # noqa: E402
 from mha_core.engine.forward import layer_outputs, prepare  # noqa: E402
 from mha_core.engine.hooks import hooks_of  # noqa: E402
+from mha_core.engine.loading import bundled  # noqa: E402
 
 CLEAN = "The small animal didn't cross the busy street because it was far too tired. It is the"  # 20 pieces
 LONG = " ".join([CLEAN] * 10)

@@ -1,7 +1,7 @@
 """Syntactic-head analysis of UD EWT dev: our batched recompute vs Clark's per-sentence pipeline.
 
 Side by side in one run, the scoring included on both sides:
-  ours:      mha_core.analysis.syntax.analyse_syntax (padded, length-sorted batches, explicit path)
+  ours:      mha_core.analysis.corpus.syntax.analyse_syntax (padded, length-sorted batches, explicit path)
   reference: one transformers eager forward with output_attentions=True per sentence, then the
              same word-level scoring (how Clark et al.'s scripts extract attention)
 Target (issue 5): ours at least 2x faster. Run: .venv/bin/python benchmarks/bench_roles.py [--limit N]
@@ -19,8 +19,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from mha_core import load_model  # noqa: E402
-from mha_core.analysis.corpora import read_conllu  # noqa: E402
-from mha_core.analysis.syntax import SyntaxAccumulator, analyse_syntax, predict_heads  # noqa: E402
+from mha_core.analysis.corpus.readers import read_conllu  # noqa: E402
+from mha_core.analysis.corpus.syntax import SyntaxAccumulator, analyse_syntax, predict_heads  # noqa: E402
 from mha_core.engine.words import merge_pieces, word_groups  # noqa: E402
 
 UD_DEV = ROOT.parent / "shared" / "data" / "ud-ewt" / "en_ewt-ud-dev.conllu"

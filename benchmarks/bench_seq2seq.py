@@ -24,12 +24,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians  # noqa: E402
 from mha_core import load_model  # noqa: E402
-from mha_core.analysis.seq2seq_decode import decode  # noqa: E402
-from mha_core.engine.audio import RATE, clip_of, model_log_mel, read_audio, speak  # noqa: E402
+from mha_core.analysis.seq2seq.decode import decode  # noqa: E402
 from mha_core.engine.budget import DEFAULT_BUDGET_MB  # noqa: E402
-from mha_core.engine.bundled import WHISPER_NAME  # noqa: E402
-from mha_core.engine.frames import frames_batch  # noqa: E402
-from mha_core.engine.seq2seq import forward_seq2seq, target_batch  # noqa: E402
+from mha_core.engine.loading.bundled import WHISPER_NAME  # noqa: E402
+from mha_core.engine.seq2seq.audio import RATE, clip_of, model_log_mel, read_audio, speak  # noqa: E402
+from mha_core.engine.seq2seq.forward import forward_seq2seq, target_batch  # noqa: E402
+from mha_core.engine.seq2seq.frames import frames_batch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SENTENCES = ("The animal didn't cross the street because it was too tired.",
@@ -39,8 +39,8 @@ SENTENCES = ("The animal didn't cross the street because it was too tired.",
 CHILD = """
 import sys, numpy as np
 from mha_core import load_model
-from mha_core.analysis.transcribe import transcribe
-from mha_core.engine.audio import read_audio
+from mha_core.analysis.seq2seq.transcribe import transcribe
+from mha_core.engine.seq2seq.audio import read_audio
 model = load_model(sys.argv[2])
 loaded = int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS:")).split()[1])
 heard = transcribe(model, read_audio(open(sys.argv[1], "rb").read()))

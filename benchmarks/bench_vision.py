@@ -21,11 +21,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians  # noqa: E402
 from mha_core import load_model  # noqa: E402
-from mha_core.analysis.vision import image_heads, query_maps  # noqa: E402
-from mha_core.engine import bundled  # noqa: E402
-from mha_core.engine.images import prepare_images, read_image, run_images  # noqa: E402
+from mha_core.analysis.vision.heads import image_heads, query_maps  # noqa: E402
+from mha_core.engine.loading import bundled  # noqa: E402
+from mha_core.engine.vision.images import prepare_images, read_image, run_images  # noqa: E402
 from mha_core.figures.vision import mosaic_png  # noqa: E402
-from mha_core.teaching.photos import PHOTOS, photo_file  # noqa: E402
+from mha_core.teaching.vision_photos import PHOTOS, photo_file  # noqa: E402
 
 
 def every_map(model: object, pixels: torch.Tensor, path: str) -> list[torch.Tensor]:

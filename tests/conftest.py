@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mha_core import LoadedModel, load_model
-from mha_core.engine.model import bundled_model_dir
+from mha_core.engine.loading.model import bundled_model_dir
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: N processes share the cores; torch's and BLAS's own
     torch.set_num_threads(1)  # threads would spin against each other (twice the CPU time for the same tests),
@@ -95,7 +95,7 @@ def app_model(folder: Path) -> LoadedModel:
 
 @pytest.fixture(scope="session")
 def bundled() -> LoadedModel:
-    from mha_core.engine.model import bundled_model_dir
+    from mha_core.engine.loading.model import bundled_model_dir
 
     return app_model(bundled_model_dir())
 
@@ -196,8 +196,8 @@ def bad_model_dirs(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> 
 @pytest.fixture(scope="session")
 def decoder() -> LoadedModel:
     """The bundled SmolLM2-135M-Instruct (converted from GGUF on first use)."""
-    from mha_core.engine.bundled import DECODER_NAME
-    from mha_core.engine.model import bundled_dirs
+    from mha_core.engine.loading.bundled import DECODER_NAME
+    from mha_core.engine.loading.model import bundled_dirs
 
     return app_model(bundled_dirs()[DECODER_NAME])
 
@@ -205,8 +205,8 @@ def decoder() -> LoadedModel:
 @pytest.fixture(scope="session")
 def gemma() -> LoadedModel:
     """The bundled Gemma 3 270M (assembled from its chunk packages and converted from GGUF on first use)."""
-    from mha_core.engine.bundled import GEMMA_NAME
-    from mha_core.engine.model import bundled_dirs
+    from mha_core.engine.loading.bundled import GEMMA_NAME
+    from mha_core.engine.loading.model import bundled_dirs
 
     return app_model(bundled_dirs()[GEMMA_NAME])
 

@@ -13,10 +13,10 @@ def peak_mb() -> float:
 
 
 def main(model_dir: str, lines: int, out: str) -> None:
-    from mha_core.analysis.corpora import read_conllu
-    from mha_core.analysis.index_build import build_index, text_corpus
+    from mha_core.analysis.corpus.readers import read_conllu
+    from mha_core.analysis.index.build import build_index, text_corpus
     from mha_core.engine.forward import run
-    from mha_core.engine.model import load_model
+    from mha_core.engine.loading.model import load_model
     from tests.conftest import SHARED_DATA
 
     texts = [s.text for s in read_conllu(SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu")]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mha_core.engine.model import bundled_model_dir
+from mha_core.engine.loading.model import bundled_model_dir
 
 TEXT = "the animal did not cross the street because it was too tired . it refers to the"
 CORRUPTED = "the animal did not cross the street because it was too wide . it refers to the"

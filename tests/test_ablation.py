@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.analysis.ablation import ablate_heads, ablation_grid, final_states
+from mha_core.analysis.lm.ablation import ablate_heads, ablation_grid, final_states
 from mha_core.engine.forward import forward
 from mha_core.engine.tokens import InputError, tokenize
 
@@ -100,7 +100,7 @@ def test_cli_ablate_writes_the_grid_and_refuses_bad_input(tmp_path):
 
 def test_the_coref_measure_reads_the_inspectors_margin_in_the_best_last_layer_head(bundled):
     from mha_core import run
-    from mha_core.analysis.coref_sentence import antecedent_scores, sentence_words
+    from mha_core.analysis.coref.sentence import antecedent_scores, sentence_words
     from tests.conftest import ANIMAL_TIRED
 
     grid = ablation_grid(bundled, ANIMAL_TIRED, measure="coref")
@@ -115,7 +115,7 @@ def test_the_coref_measure_reads_the_inspectors_margin_in_the_best_last_layer_he
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
 def test_the_offered_measures_are_exactly_those_that_run(family_dirs, family):  # issue 20, section 2
     from mha_core import load_model
-    from mha_core.analysis.ablation import MEASURES, ablation_grid, default_measure, measures_for
+    from mha_core.analysis.lm.ablation import MEASURES, ablation_grid, default_measure, measures_for
     from mha_core.engine.tokens import InputError
 
     model = load_model(family_dirs[family])
@@ -141,7 +141,7 @@ def test_the_sliced_cross_entropy_equals_torch_s_on_the_whole_vocabulary(family_
     masked-LM head's transform and bias."""
     import torch.nn.functional as F
 
-    from mha_core.analysis.lm_head import check_lm_head
+    from mha_core.analysis.lm.head import check_lm_head
 
     model = load_model(mlm_dirs["bert"] if family == "bert" else family_dirs[family])
     head = check_lm_head(model)

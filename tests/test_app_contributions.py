@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from mha_core import run
-from mha_core.analysis.ablation import ablate_heads, ablation_grid
-from mha_core.analysis.contrib import rollout, value_weighted
+from mha_core.analysis.heads.contrib import rollout, value_weighted
+from mha_core.analysis.lm.ablation import ablate_heads, ablation_grid
 from tests.conftest import ANIMAL_TIRED, chart_json, decode, open_app
 
 
@@ -76,7 +76,7 @@ def test_value_weighted_and_rollout_maps_export_as_csv():
 
 @pytest.mark.slow
 def test_a_new_target_gives_the_joint_ablation_its_own_top_heads(decoder):  # issue 18, finding 6
-    from mha_core.analysis.roles import head_label
+    from mha_core.analysis.heads.roles import head_label
 
     at = open_app("views/contributions.py", model=decoder.name, c_tab="Ablation", c_measure="target",
                   c_target=" Paris, France")  # a shared link's target (typing one is the second step)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mha_core import run
-from mha_core.analysis.coref_sentence import antecedent_scores, human_flips, sentence_words
+from mha_core.analysis.coref.sentence import antecedent_scores, human_flips, sentence_words
 from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE, chart_json, decode, open_app
 
 
@@ -120,7 +120,7 @@ def test_lessons_check_answers_live():
 
 def test_the_seeds_miscount_is_marked_wrong_with_its_reason():
     """Issue 42, item 11: 1,049,600 (the seeds' 4·512² + 2·512) was marked wrong without a word of why."""
-    from mha_core.analysis.shapes import count_shape, make_shape
+    from mha_core.analysis.params.shapes import count_shape, make_shape
 
     d = 512
     miscount, right = 4 * d * d + 2 * d, count_shape(make_shape(d, 8)).total  # two biases, against all four

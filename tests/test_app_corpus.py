@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from mha_core import run
-from mha_core.analysis import corpora
-from mha_core.analysis.corpus_pass import corpus_pass
-from mha_core.analysis.qk_view import TOP_TOKENS
+from mha_core.analysis.corpus import readers as corpora
+from mha_core.analysis.corpus.passes import corpus_pass
+from mha_core.analysis.heads.qk_view import TOP_TOKENS
 from tests.conftest import SHARED_DATA, chart_json, corpus_uploader, decode, open_app
 
 PAGE = "views/corpus.py"
@@ -98,7 +98,7 @@ def test_an_empty_text_file_is_one_message():
 
 @pytest.mark.slow  # a pass over the whole bundled corpus
 def test_gap_heads_scored_on_the_roles_page_colour_the_map(bundled, bundled_corpus):
-    from mha_core.analysis.coref_gap import CorefResult
+    from mha_core.analysis.coref.gap import CorefResult
 
     layer, head = (int(i) for i in np.argwhere(bundled_corpus.roles.labels() == "other")[0])  # no positional label
     correct = np.zeros((bundled.n_layers, bundled.n_heads), dtype=np.int64)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from mha_core import i18n
-from mha_core.engine.bundled import ENCODER_NAME, VISION_NAME
-from mha_core.teaching.photos import PHOTOS
+from mha_core.engine.loading.bundled import ENCODER_NAME, VISION_NAME
+from mha_core.teaching.vision_photos import PHOTOS
 from tests.conftest import open_app
 from tests.i18n_check import untranslated
 from tests.tiny_models import make_tiny_vision

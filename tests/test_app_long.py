@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mha_core import load_model
-from mha_core.analysis.long_text import map_block, run_long
+from mha_core.analysis.long.text import map_block, run_long
 from tests.conftest import chart_json, decode, long_text, open_app
 
 

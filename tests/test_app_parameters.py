@@ -41,7 +41,7 @@ def test_impossible_shape_gives_a_clear_message():
 
 
 def test_calculator_inputs_have_stated_bounds():
-    from mha_core.analysis.shapes import MAX_DIM
+    from mha_core.analysis.params.shapes import MAX_DIM
 
     at = open_page("Any shape")
     for key in ("calc_d_model", "calc_heads", "calc_kv", "calc_dk", "calc_dv"):
@@ -56,7 +56,7 @@ def test_calculator_inputs_have_stated_bounds():
 
 
 def test_head_norms_grid_links_to_heads_page(bundled):
-    from mha_core.analysis.params import head_weight_norms
+    from mha_core.analysis.params.counts import head_weight_norms
 
     at = open_page("Head weight norms")
     assert not at.exception

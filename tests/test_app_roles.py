@@ -67,7 +67,7 @@ def test_a_chinese_class_sees_gemma_s_syntactic_heads_on_the_bundled_treebank(ge
     from collections import Counter
 
     from mha_core import i18n
-    from mha_core.analysis.corpora import CHINESE_TREEBANK
+    from mha_core.analysis.corpus.readers import CHINESE_TREEBANK
 
     lines = CHINESE_TREEBANK.read_text(encoding="utf-8").splitlines()
     sentences = sum(line.startswith("# text") for line in lines)

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from mha_core.analysis.index_build import build_index, conllu_corpus
-from mha_core.engine.bundled import DECODER_NAME, ENCODER_NAME, GEMMA_NAME
+from mha_core.analysis.index.build import build_index, conllu_corpus
+from mha_core.engine.loading.bundled import DECODER_NAME, ENCODER_NAME, GEMMA_NAME
 from tests.conftest import SHARED_DATA, chart_json, open_app
 from tests.i18n_check import untranslated
 
@@ -97,7 +97,7 @@ def test_a_chinese_class_searches_the_bundled_chinese_treebank_on_gemma():
     """Issue 42, item 12: the search had only English sentences; on Gemma in Chinese it opens on the bundled Chinese
     treebank's index (built at first use), whose matches are the treebank's sentences and words."""
     from mha_core import i18n
-    from mha_core.analysis.corpora import CHINESE_TREEBANK, read_conllu
+    from mha_core.analysis.corpus.readers import CHINESE_TREEBANK, read_conllu
 
     trees = read_conllu(CHINESE_TREEBANK)
     i18n.use("zh")

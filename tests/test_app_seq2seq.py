@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from mha_core.engine.bundled import ENCODER_NAME, WHISPER_NAME
+from mha_core.engine.loading.bundled import ENCODER_NAME, WHISPER_NAME
 from mha_core.i18n import catalogue
 from mha_core.teaching.examples import SPOKEN
 from tests.conftest import open_app
@@ -103,9 +103,9 @@ def test_the_encoder_over_time_opens_on_the_speech_and_names_its_times():
     """Issue 42, item 7: a 3.5 s clip's region opened at rows 1,436–1,499 and its row at 29.98 s, in the padding."""
     import math
 
-    from mha_core.engine.audio import read_audio
-    from mha_core.engine.frames import POSITION_SECONDS
-    from mha_core.serving import computed_seq2seq
+    from mha_core.engine.seq2seq.audio import read_audio
+    from mha_core.engine.seq2seq.frames import POSITION_SECONDS
+    from mha_core.serving.computed import seq2seq as computed_seq2seq
     from mha_core.serving.server import Server
 
     at = open_app(PAGE, x_tab="Encoder over time")

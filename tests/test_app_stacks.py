@@ -11,7 +11,7 @@ import re
 import pytest
 
 from mha_core import i18n
-from mha_core.engine.bundled import ENCODER_NAME, WHISPER_NAME
+from mha_core.engine.loading.bundled import ENCODER_NAME, WHISPER_NAME
 from mha_core.teaching.examples import EXAMPLES
 from tests.conftest import open_app
 from tests.i18n_check import untranslated
@@ -53,7 +53,7 @@ def user_texts(at: object) -> list[str]:
 def written_pieces(path: object, sentence: str) -> list[str]:
     """The pieces a tiny model writes for `sentence` (random words: the user's text, as the page shows it)."""
     from mha_core import load_model
-    from mha_core.analysis.seq2seq_decode import decode
+    from mha_core.analysis.seq2seq.decode import decode
 
     model = load_model(path)
     return [p.strip("#") for p in model.tokenizer.convert_ids_to_tokens(list(decode(model, sentence, 64).ids))]
@@ -124,7 +124,7 @@ def test_whisper_on_the_roles_page_names_its_decoder_and_encoder_heads():
     import numpy as np
 
     from mha_core import load_model
-    from mha_core.serving import computed_seq2seq
+    from mha_core.serving.computed import seq2seq as computed_seq2seq
     from mha_core.serving.server import Server
     from tests.conftest import ANIMAL_TIRED
 

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from mha_core.engine.bundled import WHISPER_NAME
+from mha_core.engine.loading.bundled import WHISPER_NAME
 from mha_core.figures.charts import TILE_SPOTS
 from tests.browser import ARTIFACTS, chromium_page, wait_idle
 

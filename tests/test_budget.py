@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-import mha_core.analysis.ablation as ablation
+import mha_core.analysis.lm.ablation as ablation
 import mha_core.engine.forward as forward_module
 from mha_core import load_model, run
 from mha_core.engine.budget import BUDGET_ENV, BudgetError, forward_bytes

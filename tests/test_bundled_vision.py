@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_core.engine import bundled
-from mha_core.engine.bundled import VISION_NAME
+from mha_core.engine.loading import bundled
+from mha_core.engine.loading.bundled import VISION_NAME
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,8 @@ def onnx_backbone(pixels: np.ndarray, names: list[str]) -> list[np.ndarray]:
 
 
 def test_the_bundled_dinov2_equals_its_onnx_original(dinov2):
-    from mha_core.engine.images import prepare_images, read_image, run_images
-    from mha_core.teaching.photos import PHOTOS, photo_file
+    from mha_core.engine.vision.images import prepare_images, read_image, run_images
+    from mha_core.teaching.vision_photos import PHOTOS, photo_file
 
     assert dinov2.name == VISION_NAME and dinov2.arch.family == "dinov2" and dinov2.arch.layer_scale
     assert (dinov2.n_layers, dinov2.n_heads, dinov2.d_model, dinov2.arch.patch_size) == (12, 6, 384, 14)

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from mha_core.analysis.corpora import read_conllu
-from mha_core.analysis.corpus_pass import corpus_pass
+from mha_core.analysis.corpus.passes import corpus_pass
+from mha_core.analysis.corpus.readers import read_conllu
 from tests.conftest import SHARED_DATA, cli
 
 pytestmark = pytest.mark.slow  # each call loads a model and reads a corpus

@@ -22,7 +22,7 @@ def long_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_chosen_heads_and_rows_of_a_long_text_equal_the_full_maps(long_llama, tmp_path):
     from mha_core import load_model, run
-    from mha_core.engine.model import for_long_texts
+    from mha_core.engine.loading.model import for_long_texts
 
     text = tmp_path / "long.txt"
     text.write_text(long_text(1000), encoding="utf-8")

@@ -8,7 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from mha_core import load_model, run
-from mha_core.analysis.contrib import rollout, rollout_of, summed_contributions, value_weighted, value_weighted_summary
+from mha_core.analysis.heads.contrib import (
+    rollout,
+    rollout_of,
+    summed_contributions,
+    value_weighted,
+    value_weighted_summary,
+)
 from mha_core.engine.budget import BudgetError
 
 TEXT = "The animal didn't cross the street because it was too tired."

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from mha_core.analysis.index_build import build_index, conllu_corpus, text_corpus
-from mha_core.analysis.index_search import search
-from mha_core.analysis.index_store import IndexFileError, OpenIndex
+from mha_core.analysis.index.build import build_index, conllu_corpus, text_corpus
+from mha_core.analysis.index.search import search
+from mha_core.analysis.index.store import IndexFileError, OpenIndex
 from mha_core.engine.forward import run
-from mha_core.engine.model import bundled_model_dir
+from mha_core.engine.loading.model import bundled_model_dir
 from mha_core.engine.tokens import InputError
 from tests.conftest import ANIMAL_TIRED, SHARED_DATA, cli
 
@@ -101,7 +101,8 @@ def test_metadata_is_the_corpus_own(bundled, ewt_index):
 
 @pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_a_compressed_index_finds_what_exact_search_finds(bundled, tmp_path, monkeypatch):
-    from mha_core.analysis import index_pass, index_write
+    from mha_core.analysis.index import passes as index_pass
+    from mha_core.analysis.index import write as index_write
 
     corpus = conllu_corpus(EWT, 300)
     exact = build_index(bundled, corpus, [3], tmp_path / "exact")
@@ -201,7 +202,7 @@ def write_lines(folder: Path, lines: list[str]) -> Path:
 
 
 def test_a_stopped_build_resumes_without_redoing_shards(tiny, tmp_path):
-    from mha_core.analysis import index_build
+    from mha_core.analysis.index import build as index_build
 
     corpus = text_corpus(write_lines(tmp_path, [f"Sentence number {i} is here, with words." for i in range(40)]))
     reference = build_index(tiny, corpus, [0, 2], tmp_path / "whole", shard_pieces=64)

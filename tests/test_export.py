@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mha_core import run
-from mha_core.analysis.display import attention_view
+from mha_core.analysis.heads.display import attention_view
 from mha_core.figures import charts
 from mha_core.serving.export import attention_csv, attention_json, figure_image, image_export_status
 

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from mha_core import run
-from mha_core.analysis.lm_head import token_id
-from mha_core.analysis.predict import predict
-from mha_core.engine import bundled
+from mha_core.analysis.lm.head import token_id
+from mha_core.analysis.lm.predict import predict
 from mha_core.engine.attention import rebuild_probs, repeat_kv
 from mha_core.engine.forward import at_layer, layer_forward, prepare
+from mha_core.engine.loading import bundled
 
 TEXTS = {
     "english": "The animal didn't cross the street because it was too tired.",

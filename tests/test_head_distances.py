@@ -8,8 +8,8 @@ import torch
 from scipy.special import rel_entr
 
 from mha_core import load_model, run
-from mha_core.analysis.corpus_pass import corpus_pass
-from mha_core.analysis.head_distances import closest_pairs, embed_heads, js_sums
+from mha_core.analysis.corpus.distances import closest_pairs, embed_heads, js_sums
+from mha_core.analysis.corpus.passes import corpus_pass
 from mha_core.engine.batching import map_batches
 from tests.conftest import ANIMAL_TIRED
 

@@ -214,8 +214,8 @@ def test_a_failing_request_names_its_error(tmp_path):
 
 
 def test_tsne_in_a_child_equals_tsne_in_process_and_stops_when_cancelled():
-    from mha_core.analysis.projection import TSNE
-    from mha_core.analysis.qk_view import project
+    from mha_core.analysis.heads.projection import TSNE
+    from mha_core.analysis.heads.qk_view import project
 
     points = np.random.default_rng(0).normal(size=(60, 8))
     inside, _ = project(points, TSNE)
@@ -233,7 +233,7 @@ def test_tsne_in_a_child_equals_tsne_in_process_and_stops_when_cancelled():
 
 
 def test_a_running_job_without_steps_says_how_long_it_has_run():  # issue 19: long waits say how long
-    from mha_core.analysis.projection import TSNE, UMAP, duration_note
+    from mha_core.analysis.heads.projection import TSNE, UMAP, duration_note
 
     state = JobState(started=time.monotonic() - 12)
     assert state.describe("Projecting") == "Projecting: running for 12 s"

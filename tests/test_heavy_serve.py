@@ -19,7 +19,7 @@ QK_TSNE = {"g_view": "Query–key view of one head", "g_projection": "t-SNE", "g
 
 
 def projection_children(pid: int) -> list[int]:
-    """Processes under `pid` running mha_core/analysis/projection.py."""
+    """Processes under `pid` running mha_core/analysis/heads/projection.py."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():

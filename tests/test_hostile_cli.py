@@ -10,7 +10,7 @@ import time
 import pytest
 
 from mha_core import load_model
-from mha_core.analysis import generate, predict
+from mha_core.analysis.lm import generate, predict
 from tests.conftest import cli
 
 
@@ -41,7 +41,7 @@ def test_a_seed_out_of_range_is_one_sentence(lm_dirs, seed):
 
 
 def test_repeated_heads_are_written_once_and_too_many_weights_are_refused_before_any_work(tiny_dir, monkeypatch):
-    import mha_core.analysis.long_text as long_text
+    import mha_core.analysis.long.text as long_text
     import mha_core.cli.attention
 
     model = ["--model-dir", str(tiny_dir), "--json", "-"]
@@ -54,7 +54,7 @@ def test_repeated_heads_are_written_once_and_too_many_weights_are_refused_before
 
 
 def test_rows_are_checked_before_any_work_and_need_heads(tiny_dir, monkeypatch):
-    import mha_core.analysis.long_text as long_text
+    import mha_core.analysis.long.text as long_text
 
     monkeypatch.setattr(long_text, "run_long", lambda *a, **k: pytest.fail("the forward ran"))
     late = cli("attention", "the cat sat", "--heads", "0:0", "--rows", "0:99", "--model-dir", str(tiny_dir))

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mha_core.analysis.index_build import build_index, text_corpus
-from mha_core.analysis.index_search import search_text
-from mha_core.analysis.index_store import IndexFileError, OpenIndex
+from mha_core.analysis.index.build import build_index, text_corpus
+from mha_core.analysis.index.search import search_text
+from mha_core.analysis.index.store import IndexFileError, OpenIndex
 from mha_core.cli import main
 
 LINES = ["The cat sat on the mat.", "It was tired.", "A dog barked at the cat.", "The animal crossed the street."]
@@ -200,7 +200,7 @@ def test_another_checkpoint_of_the_same_name_is_named_once(tiny, built):
 def test_a_model_that_reads_no_sentence_alone_is_refused_before_it_runs(built, tmp_path, family):
     """Whisper raised AttributeError inside the forward, DINOv2 a TypeError in the tokenizer: now one sentence, and
     the CLI's search exits 2."""
-    from mha_core.engine.model import load_model
+    from mha_core.engine.loading.model import load_model
     from mha_core.engine.tokens import InputError
     from tests.tiny_models import make_tiny_seq2seq, make_tiny_vision
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from mha_core import InputError, ModelLoadError, load_model
-from mha_core.analysis.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap
-from mha_core.analysis.shapes import MAX_DIM, make_shape, projection_flops, score_flops
-from mha_core.analysis.syntax import analyse_syntax
+from mha_core.analysis.corpus.readers import CorpusFormatError, ParsedSentence, parse_conllu, read_gap
+from mha_core.analysis.corpus.syntax import analyse_syntax
+from mha_core.analysis.params.shapes import MAX_DIM, make_shape, projection_flops, score_flops
 from mha_core.figures.params import flops_figure, kv_cache_figure, memory_figure
 from mha_core.figures.spec import array_of
 from tests.conftest import CliRun, cli
@@ -203,7 +203,7 @@ def test_batches_count_typed_special_tokens_as_the_model_sees_them(bundled):  # 
 
 
 def test_text_files_split_on_newlines_only_and_decode_utf8_with_or_without_bom(tmp_path):  # finding 8
-    from mha_core.analysis.corpora import read_conllu, read_text_lines
+    from mha_core.analysis.corpus.readers import read_conllu, read_text_lines
 
     lines = read_text_lines("One\x0csentence.\nTwo\x85still two\u2028and two.\r\nThree.\n")
     assert lines == ["One\x0csentence.", "Two\x85still two\u2028and two.", "Three."]
@@ -220,14 +220,14 @@ def test_text_files_split_on_newlines_only_and_decode_utf8_with_or_without_bom(t
 
 @pytest.mark.timeout(30)
 def test_an_endless_file_is_refused_at_the_byte_cap():  # finding 8: --text-file /dev/zero read 3 GB
-    from mha_core.analysis.corpora import read_text_lines
+    from mha_core.analysis.corpus.readers import read_text_lines
 
     with pytest.raises(CorpusFormatError, match="larger than 20 MB"):
         read_text_lines(Path("/dev/zero"))
 
 
 def test_unreadable_lines_are_left_out_with_their_line_numbers(tiny):  # finding 8
-    from mha_core.analysis.corpus_pass import corpus_pass, selection_note
+    from mha_core.analysis.corpus.passes import corpus_pass, selection_note
 
     corpus = corpus_pass(tiny, ["A first sentence.", "", "\x00\x07", "Another one here.", "\x1b"])
     assert corpus.texts == ("A first sentence.", "Another one here.")
@@ -238,7 +238,7 @@ def test_unreadable_lines_are_left_out_with_their_line_numbers(tiny):  # finding
 
 
 def test_a_corpus_is_capped_in_pieces_per_text_and_in_all(tiny):  # finding 4
-    from mha_core.analysis.corpus_pass import corpus_pass, selection_note
+    from mha_core.analysis.corpus.passes import corpus_pass, selection_note
     from mha_core.engine.batching import select_texts
 
     chosen = select_texts([10, 300, 2, 50, 60, 5], empty_length=2, max_text=256, max_total=70)
@@ -249,7 +249,7 @@ def test_a_corpus_is_capped_in_pieces_per_text_and_in_all(tiny):  # finding 4
 
 
 def test_a_line_too_long_to_read_is_left_out_without_tokenizing_it(tiny, monkeypatch):  # finding 4
-    from mha_core.analysis.corpus_pass import corpus_pass
+    from mha_core.analysis.corpus.passes import corpus_pass
     from mha_core.engine.batching import MAX_CHARS_PER_PIECE
 
     huge = "word " * (MAX_CHARS_PER_PIECE * tiny.max_length // 5 + 1)  # more characters than it could read

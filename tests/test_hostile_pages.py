@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from mha_core.engine.bundled import ENCODER_NAME
+from mha_core.engine.loading.bundled import ENCODER_NAME
 from tests.conftest import SHARED_DATA, corpus_uploader, open_app
 from tests.tiny_models import CONFIGS
 
@@ -114,7 +114,7 @@ def test_visitors_cannot_probe_server_paths():  # rows: path spellings, /root/.s
 
 
 def test_a_huge_second_sentence_is_a_message_and_nothing_runs(monkeypatch):  # row: 1.1 M characters
-    import mha_core.analysis.coref_sentence as inspector
+    import mha_core.analysis.coref.sentence as inspector
 
     at = open_app("views/coreference.py")
     parsed = []
@@ -185,7 +185,7 @@ def test_the_token_view_exports_the_chosen_pair(bundled):  # row: the token view
     import json
 
     from mha_core import run
-    from mha_core.analysis.display import attention_view
+    from mha_core.analysis.heads.display import attention_view
     from mha_core.serving.export import token_pair_csv, token_pair_json
 
     at = open_app(view="One token", query="11: was", key="3: didn")

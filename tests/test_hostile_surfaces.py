@@ -23,7 +23,7 @@ def test_an_image_past_the_pixel_cap_is_refused_from_its_header(tmp_path, monkey
     """50,410,000 pixels: over the stated 50 M (Pillow alone raised only past 100 M and decoded it)."""
     from PIL import Image, ImageFile
 
-    from mha_core.engine.images import MAX_IMAGE_PIXELS, read_image
+    from mha_core.engine.vision.images import MAX_IMAGE_PIXELS, read_image
 
     path = tmp_path / "wide.png"
     Image.new("1", (7100, 7100)).save(path)  # a small file of 1-bit pixels
@@ -48,7 +48,7 @@ def wav(samples: np.ndarray, rate: int, subtype: str = "FLOAT") -> bytes:
 
 
 def test_audio_that_is_not_sound_levels_or_speech_rate_is_refused():
-    from mha_core.engine.audio import read_audio
+    from mha_core.engine.seq2seq.audio import read_audio
 
     tone = np.sin(np.linspace(0, 2000, 16_000)).astype(np.float32)
     assert read_audio(wav(tone, 16_000)).seconds == pytest.approx(1.0)

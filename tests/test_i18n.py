@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from mha_core import i18n
-from mha_core.analysis.coref_sentence import PROBE
-from mha_core.analysis.long_roles import NEEDLE, QUESTION
-from mha_core.engine.bundled import ENCODER_NAME, GEMMA_NAME
+from mha_core.analysis.coref.sentence import PROBE
+from mha_core.analysis.long.roles import NEEDLE, QUESTION
+from mha_core.engine.loading.bundled import ENCODER_NAME, GEMMA_NAME
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import word_units
 from mha_core.teaching.examples import EXAMPLES, SPOKEN
@@ -100,7 +100,7 @@ def test_chinese_pieces_merge_into_jiebas_words_never_into_clauses():
 
 
 def test_chinese_words_pronouns_and_the_probe():
-    from mha_core.analysis.coref_sentence import candidates_before, default_pronoun, sentence_words, with_probe
+    from mha_core.analysis.coref.sentence import candidates_before, default_pronoun, sentence_words, with_probe
 
     words = sentence_words("玛丽把书给了约翰，因为她已经读过了。")
     pronoun = default_pronoun(words)
@@ -125,8 +125,8 @@ def test_the_chinese_examples_show_what_they_say_on_gemma(gemma):
     """Each Chinese example's claims, recomputed: its heads are among the three that give the antecedent the most
     weight, the model answers the antecedent over the other noun, and a pair has the same number of pieces."""
     import mha_core
-    from mha_core.analysis.coref_sentence import antecedent_scores, default_pronoun, sentence_words
-    from mha_core.analysis.predict import probe_answers
+    from mha_core.analysis.coref.sentence import antecedent_scores, default_pronoun, sentence_words
+    from mha_core.analysis.lm.predict import probe_answers
     from mha_core.teaching.examples import EXAMPLES, example_of
 
     for example in (e for e in EXAMPLES if e.language == "zh" and GEMMA_NAME in e.claims):
@@ -263,7 +263,7 @@ def test_byte_fragments_of_chinese_characters_get_a_warning():
 
 def test_the_fragments_note_names_the_count_and_a_model_that_reads_chinese(decoder):
     from mha_core import run
-    from mha_core.analysis.display import fragments_note
+    from mha_core.analysis.heads.display import fragments_note
 
     note = fragments_note(run(decoder, "动物。"), 0, "gemma-3-270m")
     assert note is not None and "2 of the text's 3" in note and "gemma-3-270m" in note
@@ -348,10 +348,10 @@ def test_an_upload_cap_note_is_one_whole_sentence_in_chinese(chinese, monkeypatc
 # Issue 34: every string of mha_core a person reads is marked for the catalogue. What may stay unmarked, and why:
 UNMARKED_FILES = {
     "mha_core/cli/": "the command line speaks English (its help, its one-line errors)",
-    "mha_core/engine/bundled.py": "the server owner's installation and conversion messages, and a converted model's "
-                                  "README (English, as the CLI)",
-    "mha_core/engine/bundled_whisper.py": "the converted Whisper's NOTICE file (English, as its licence)",
-    "mha_core/engine/bundled_vision.py": "the converted DINOv2's NOTICE file (English, as its licence)",
+    "mha_core/engine/loading/bundled.py": "the server owner's installation and conversion messages, and a converted "
+                                          "model's README (English, as the CLI)",
+    "mha_core/engine/loading/bundled_whisper.py": "the converted Whisper's NOTICE file (English, as its licence)",
+    "mha_core/engine/loading/bundled_vision.py": "the converted DINOv2's NOTICE file (English, as its licence)",
     "mha_core/serving/memory.py": "the memory plan printed in the server's log when it starts",
 }
 UNMARKED_TEXTS = {

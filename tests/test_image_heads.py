@@ -1,4 +1,4 @@
-"""analysis/vision.py against naive computations on a tiny ViT (and its rules' edges): [CLS]'s maps, the mean
+"""analysis/vision/heads.py against naive computations on a tiny ViT (and its rules' edges): [CLS]'s maps, the mean
 attention distance in pixels, rollout, the foreground mask and the object heads, the prefix share."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.analysis.vision import foreground, image_heads, query_maps
-from mha_core.engine.images import run_images
+from mha_core.analysis.vision.heads import foreground, image_heads, query_maps
+from mha_core.engine.vision.images import run_images
 from tests.tiny_models import make_tiny_vision
 
 
@@ -71,7 +71,7 @@ def test_object_heads_need_a_real_foreground(tiny_vit):
 
 
 def test_the_steps_from_pixels_recompute_the_row_the_run_kept(tiny_vit):
-    from mha_core.teaching.image_steps import image_steps
+    from mha_core.teaching.vision_steps import image_steps
 
     model, result = tiny_vit
     for query in (0, 3, 17):  # [CLS], a register, a patch
@@ -81,7 +81,7 @@ def test_the_steps_from_pixels_recompute_the_row_the_run_kept(tiny_vit):
 
 
 def test_a_head_that_looks_left_is_positional():
-    from mha_core.analysis.vision import fixed_offset
+    from mha_core.analysis.vision.heads import fixed_offset
 
     grid, prefix = (3, 4), 1
     n = prefix + 12

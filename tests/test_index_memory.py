@@ -22,7 +22,7 @@ def wide_dir(tmp_path_factory) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from mha_core.engine.model import bundled_model_dir
+    from mha_core.engine.loading.model import bundled_model_dir
 
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("wide") / "wide-bert"

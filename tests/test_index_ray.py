@@ -12,8 +12,8 @@ import faiss
 import numpy as np
 import pytest
 
-from mha_core.analysis.index_ray import FAULT_ENV
-from mha_core.analysis.index_store import OpenIndex
+from mha_core.analysis.index.on_ray import FAULT_ENV
+from mha_core.analysis.index.store import OpenIndex
 from tests.conftest import ROOT, SHARED_DATA, cli
 
 pytestmark = pytest.mark.slow

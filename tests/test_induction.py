@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mha_core.analysis.induction import INDUCTION_MIN, induction_scores, repeated_sequences
-from mha_core.analysis.roles import RoleAccumulator
+from mha_core.analysis.heads.induction import INDUCTION_MIN, induction_scores, repeated_sequences
+from mha_core.analysis.heads.roles import RoleAccumulator
 from mha_core.engine.forward import forward
 from mha_core.engine.tokens import ids_batch
 

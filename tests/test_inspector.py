@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mha_core import run
-from mha_core.analysis.coref_sentence import (
+from mha_core.analysis.coref.sentence import (
     InspectorError,
     align_pair,
     antecedent_scores,
@@ -19,7 +19,7 @@ from mha_core.analysis.coref_sentence import (
     human_flips,
     sentence_words,
 )
-from mha_core.analysis.roles import head_roles
+from mha_core.analysis.heads.roles import head_roles
 from mha_core.teaching.lessons import is_right, load_lessons, normalise_answer, not_applicable, reveal
 from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE
 
@@ -132,7 +132,7 @@ def test_lessons_adapt_to_another_model_or_say_they_do_not_apply(tiny, decoder):
 def test_a_word_without_pieces_says_why_with_the_models_own_length(tiny):  # the tiny BERT reads 64 pieces
     from dataclasses import replace as replace_batch
 
-    from mha_core.analysis.coref_sentence import InspectorError, antecedent_scores
+    from mha_core.analysis.coref.sentence import InspectorError, antecedent_scores
 
     text = "The animal was tired. " * 13 + "Then it slept."  # the pronoun comes after piece 64
     words = sentence_words(text)

@@ -1,4 +1,4 @@
-"""Issue 45: the README's Layout names every module of mha_core in its own folder's part of the tree (it missed
+"""Issue 45: the README's Layout names every module of mha_core where it lives, subject folders included (it missed
 about twenty: a reader could not find where long texts, images or encoder–decoders live)."""
 
 from __future__ import annotations
@@ -7,35 +7,42 @@ import re
 
 from tests.conftest import ROOT
 
+ENTRY = re.compile(r"^( *)((?:[a-z_0-9]+(?:\.py|/)(?:, )?)+)")
 
-def layout_sections() -> dict[str, str]:
-    """The Layout tree's text under each folder of mha_core ("" for mha_core itself)."""
+
+def layout_paths() -> set[str]:
+    """Every path the Layout tree names under mha_core/ ("engine/loading/model.py"), read from its indentation: two
+    spaces a level; a line naming several files ("roles.py, corpus.py") names each."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     start = readme.index("```", readme.index("## Layout")) + 3
     tree = readme[start:readme.index("```", start)]
-    sections: dict[str, list[str]] = {}
-    current = None
+    named, folders = set(), []  # folders: the open folder at each level
     for line in tree.splitlines():
-        folder = re.match(r"^  ([a-z_]+)/", line)
-        if line.startswith("mha_core/") or re.match(r"^  [a-z_]+\.py", line):
-            current = ""
-        elif folder:
-            current = folder.group(1)
-        elif re.match(r"^\S", line):  # another top-level entry (assets/, tests/, …)
-            current = None
-        if current is not None:
-            sections.setdefault(current, []).append(line)
-    return {folder: "\n".join(lines) for folder, lines in sections.items()}
+        entry = ENTRY.match(line)
+        if not entry or len(entry.group(1)) >= 20:  # a description's continuation
+            continue
+        level = len(entry.group(1)) // 2
+        folders = folders[:level]
+        for name in entry.group(2).split(", "):
+            path = "/".join([*folders, name.rstrip("/")])
+            named.add(path)
+        if entry.group(2).endswith("/"):
+            folders.append(entry.group(2).rstrip("/"))
+    return {path.removeprefix("mha_core/") for path in named if path.startswith("mha_core/")}
 
 
-def test_the_readme_layout_names_every_module_in_its_folder():
-    sections = layout_sections()
+def test_the_readme_layout_names_every_module_where_it_lives():
+    named = layout_paths()
     missing = []
     for path in sorted((ROOT / "mha_core").rglob("*.py")):
-        parts = path.relative_to(ROOT / "mha_core").parts
-        folder = parts[0] if len(parts) > 1 else ""
-        if path.name == "__init__.py" and folder != "cli":  # a package's __init__ only re-exports (cli's holds code)
+        relative = path.relative_to(ROOT / "mha_core").as_posix()
+        if path.name == "__init__.py" and not relative.startswith("cli/"):  # a package's docstring (cli's: code)
             continue
-        if not re.search(r"(?<![\w/.])" + re.escape(path.name), sections.get(folder, "")):
-            missing.append("/".join(parts))
+        if relative not in named:
+            missing.append(relative)
     assert not missing, missing
+    folders = {p.relative_to(ROOT / "mha_core").as_posix() for p in (ROOT / "mha_core").rglob("*") if p.is_dir()
+               and p.name != "__pycache__" and any(p.glob("*.py"))}
+    assert folders <= named, folders - named
+    stale = {p for p in named if p.endswith(".py") and not (ROOT / "mha_core" / p).exists()}
+    assert not stale, stale  # nothing named that is gone

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from mha_core import load_model, run
-from mha_core.analysis import long_text
+from mha_core.analysis.long import text as long_text
 from mha_core.engine import forward as forward_module
 from mha_core.engine.budget import forward_bytes
-from mha_core.engine.model import for_long_texts
+from mha_core.engine.loading.model import for_long_texts
 from tests.conftest import long_text as prose
 
 
@@ -81,7 +81,7 @@ def test_a_long_read_can_stop_at_a_chosen_length(long_llama):
 
 
 def test_the_needle_lengths_a_model_is_offered():
-    from mha_core.analysis.long_roles import default_needle_length, needle_lengths
+    from mha_core.analysis.long.roles import default_needle_length, needle_lengths
 
     assert needle_lengths(8192) == [512, 1024, 2048, 4096, 8192] and default_needle_length([512, 1024, 2048]) == 2048
     assert needle_lengths(600) == [512] and default_needle_length([512]) == 512  # was 600: not on the slider

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from mha_core.analysis.long_text import map_block, run_long
+from mha_core.analysis.long.text import map_block, run_long
 from tests.conftest import long_text
 
 LAYER = 1  # of 30: the reference runs layers 0 and 1 eagerly (each with (9, 8192, 8192) maps), then stops
@@ -63,7 +63,7 @@ def test_the_needle_probe_equals_its_definition_on_the_full_maps(decoder):
     """At about 1,000 pieces the explicit path keeps every map: each head's strongest key read off those maps, and
     the model's own next-piece choices, give the same scores; SmolLM2 copies the whole code."""
     from mha_core import run
-    from mha_core.analysis.long_roles import CODE, needle_probe
+    from mha_core.analysis.long.roles import CODE, needle_probe
 
     probe = needle_probe(decoder, 1000, 0.3)
     assert probe.success == 1.0 and "".join(probe.code) == CODE and probe.n_pieces <= 1024

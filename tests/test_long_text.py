@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mha_core import load_model, run
-from mha_core.analysis.long_text import distance_edges, downsampled_map, head_summaries, map_block
+from mha_core.analysis.long.text import distance_edges, downsampled_map, head_summaries, map_block
 from tests.conftest import long_text
 
 FAMILIES = ["bert", "llama", "gemma2", "gemma3_text", "bloom"]
@@ -63,7 +63,7 @@ def test_a_downsampled_map_pools_the_full_map(family_dirs, how, family):
 
 def test_the_blocks_never_build_a_full_map(family_dirs, monkeypatch):
     """The largest product map_block is asked for is one band of rows by the text: R × T, never T × T."""
-    import mha_core.analysis.long_text as long_module
+    import mha_core.analysis.long.text as long_module
 
     result = run(load_model(family_dirs["llama"]), long_text(60), path="fused")
     n = result.lengths[0]

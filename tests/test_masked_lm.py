@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.analysis.patching import RESIDUAL, patch_grid
-from mha_core.analysis.predict import logit_lens, predict
+from mha_core.analysis.lm.patching import RESIDUAL, patch_grid
+from mha_core.analysis.lm.predict import logit_lens, predict
 from mha_core.engine.tokens import InputError
 from tests.lm_models import MASKED, MLMS, TEXT
 
@@ -33,8 +33,8 @@ def test_masked_lm_logits_equal_transformers_masked_lm(mlm_dirs, name):
 
 
 def test_a_masked_lm_needs_its_mask_and_continues_nothing(mlm_dirs):
-    from mha_core.analysis.ablation import measures_for
-    from mha_core.analysis.generate import generate
+    from mha_core.analysis.lm.ablation import measures_for
+    from mha_core.analysis.lm.generate import generate
 
     model = load_model(mlm_dirs["bert"])
     with pytest.raises(InputError, match=r"type \[MASK\] where"):
@@ -53,7 +53,7 @@ def test_a_masked_lm_needs_its_mask_and_continues_nothing(mlm_dirs):
 
 
 def test_the_predictions_page_fills_the_mask_of_a_masked_lm(mlm_dirs, monkeypatch):
-    from mha_core.engine.model import MODEL_DIR_ENV
+    from mha_core.engine.loading.model import MODEL_DIR_ENV
     from tests.conftest import chart_json, decode, open_app
 
     monkeypatch.setenv(MODEL_DIR_ENV, str(mlm_dirs["roberta"]))
@@ -66,9 +66,9 @@ def test_the_predictions_page_fills_the_mask_of_a_masked_lm(mlm_dirs, monkeypatc
 
 
 def test_the_coreference_page_asks_a_masked_lm_at_its_mask(mlm_dirs, monkeypatch):
-    from mha_core.analysis.coref_sentence import sentence_words
-    from mha_core.analysis.predict import probe_answers
-    from mha_core.engine.model import MODEL_DIR_ENV
+    from mha_core.analysis.coref.sentence import sentence_words
+    from mha_core.analysis.lm.predict import probe_answers
+    from mha_core.engine.loading.model import MODEL_DIR_ENV
     from tests.conftest import ANIMAL_TIRED, chart_json, open_app
 
     monkeypatch.setenv(MODEL_DIR_ENV, str(mlm_dirs["bert"]))

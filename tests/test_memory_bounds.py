@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.bench_memory import pair_of, words
 from mha_core.engine.budget import BUDGET_ENV
-from mha_core.engine.bundled import DECODER_NAME, ENCODER_NAME
+from mha_core.engine.loading.bundled import DECODER_NAME, ENCODER_NAME
 from tests.cli_forks import peak_rss_mb_each
 
 CASES = {  # name: (model, budget in MB, the command at 1x and 4x its tests' size)
@@ -69,7 +69,7 @@ def test_a_chunk_keeps_only_its_current_layer():
 def test_patching_plans_its_chunks_after_the_two_streams(monkeypatch, tiny):
     """The clean and corrupted streams are held through the whole grid: chunks share what is left of the budget,
     and a budget the streams already fill is refused before any variant runs."""
-    from mha_core.analysis.patching import chunk_rows
+    from mha_core.analysis.lm.patching import chunk_rows
     from mha_core.engine.budget import BUDGET_ENV, BudgetError, budget_bytes, planned_bytes
 
     monkeypatch.setenv(BUDGET_ENV, "64")

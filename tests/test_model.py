@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mha_core import ModelLoadError, count_parameters, load_model
-from mha_core.engine.model import MODEL_DIR_ENV, resolve_model_dir
+from mha_core.engine.loading.model import MODEL_DIR_ENV, resolve_model_dir
 
 
 def test_bundled_model_shape(bundled):

@@ -39,7 +39,7 @@ def test_deploy_imports_no_benchmark_code():  # rule 12: wait_healthy and the we
 
 def test_the_uniform_baseline_of_a_decoder_counts_the_keys_a_query_sees():
     """Rule 1: 1/(i + 1) for query i of a decoder, 1/window where the layer's window is shorter, 1/n in an encoder."""
-    from mha_core.analysis.display import uniform_piece_weight
+    from mha_core.analysis.heads.display import uniform_piece_weight
 
     assert uniform_piece_weight(10, 3, causal=True) == 1 / 4
     assert uniform_piece_weight(10, 9, causal=True, window=4) == 1 / 4
@@ -61,7 +61,7 @@ def test_a_query_head_reads_the_key_value_head_the_kernel_gives_it():
 def test_the_cli_and_the_roles_page_read_the_same_relation_rows():
     """Rule 9: SyntaxResult.relation_rows is what the CLI writes and the Roles page's table shows."""
     from mha_core import analyse_syntax, load_model
-    from mha_core.analysis.corpora import parse_conllu
+    from mha_core.analysis.corpus.readers import parse_conllu
 
     conllu = ("# text = The cat sat .\n1\tThe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t3\tnsubj\t_\t_\n"
               "3\tsat\tsit\tVERB\t_\t_\t0\troot\t_\t_\n4\t.\t.\tPUNCT\t_\t_\t3\tpunct\t_\t_\n")

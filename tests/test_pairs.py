@@ -141,7 +141,7 @@ def test_a_pair_over_the_models_limit_is_cut_and_says_how_long_it_was(tiny_dir):
 def test_cross_sentence_heads_are_those_crossing_both_ways_on_average():
     import numpy as np
 
-    from mha_core.analysis.pairs import CROSS_MIN, PairShares
+    from mha_core.analysis.heads.pairs import CROSS_MIN, PairShares
 
     a_to_b = np.array([[0.9, 0.1], [CROSS_MIN, 0.2]])
     b_to_a = np.array([[0.0, 0.1], [CROSS_MIN, 0.9]])
@@ -162,7 +162,7 @@ def test_the_roles_page_reads_a_pair_and_names_its_sep_and_cross_sentence_heads(
     shown = {(layer, head) for layer, row in enumerate(grid["data"][0]["text"]) for head, label in enumerate(row)
              if label == "cross-sentence"}
     from mha_core import load_model, run
-    from mha_core.analysis.pairs import pair_shares
+    from mha_core.analysis.heads.pairs import pair_shares
 
     crossing = pair_shares(run(load_model(), at.text_area(key="text").value, pairs=["It was too tired."]))
     assert shown and shown <= set(crossing.head_labels())  # measured on the pair; a positional rule may win

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from mha_core.analysis.params import count_parameters, head_count, head_weight_norms, model_breakdown
-from mha_core.analysis.shapes import (
+from mha_core.analysis.params.counts import count_parameters, head_count, head_weight_norms, model_breakdown
+from mha_core.analysis.params.shapes import (
     ShapeError,
     attention_matrix_bytes,
     count_shape,
@@ -163,7 +163,7 @@ def test_kv_cache_figure_compares_mha_gqa_mqa():
 
 
 def test_decoder_head_slices_count_only_what_the_modules_hold(decoder):  # issue 19, item 6
-    from mha_core.analysis.params import head_slices
+    from mha_core.analysis.params.counts import head_slices
     from mha_core.figures.params import layer_stack_figure
 
     q, k, v, o = head_slices(decoder)
@@ -185,7 +185,7 @@ def test_encoder_legend_names_only_its_own_pieces(bundled):  # issue 19, item 6
 
 
 def test_the_tutorial_miscount_is_computed_for_any_standard_shape():  # issue 20, section 2: no 512/8 literal
-    from mha_core.analysis.shapes import count_shape, make_shape, two_bias_miscount
+    from mha_core.analysis.params.shapes import count_shape, make_shape, two_bias_miscount
 
     for d_model, heads in ((512, 8), (768, 12), (64, 4)):
         shape = make_shape(d_model, heads)
@@ -199,7 +199,7 @@ def test_the_tutorial_miscount_is_computed_for_any_standard_shape():  # issue 20
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_every_familys_attention_is_counted_as_attention(family_dirs, family):
     from mha_core import load_model
-    from mha_core.analysis.params import calculator_check
+    from mha_core.analysis.params.counts import calculator_check
 
     model = load_model(family_dirs[family])
     breakdown = model_breakdown(model)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.analysis.lm_head import token_id
-from mha_core.analysis.patching import COREF_MARGIN, HEAD, HEADS, RESIDUAL, patch_grid
-from mha_core.analysis.roles import ranked_heads
+from mha_core.analysis.heads.roles import ranked_heads
+from mha_core.analysis.lm.head import token_id
+from mha_core.analysis.lm.patching import COREF_MARGIN, HEAD, HEADS, RESIDUAL, patch_grid
 from mha_core.engine.tokens import InputError
 from tests.lm_models import CORRUPTED, CORRUPTED_SENTENCE, SENTENCE, TEXT, prompt_ids, reference
 
@@ -86,7 +86,7 @@ def test_one_head_patched_position_by_position_equals_a_hook_on_transformers_own
 
 
 def test_an_encoder_without_a_head_is_patched_by_the_coreference_margin():
-    from mha_core.analysis.coref_sentence import sentence_words
+    from mha_core.analysis.coref.sentence import sentence_words
 
     model = load_model()  # all-MiniLM-L6-v2
     grid = patch_grid(model, SENTENCE, CORRUPTED_SENTENCE, what=RESIDUAL)
@@ -113,7 +113,7 @@ def test_patching_refuses_pairs_of_different_lengths(lm_dirs):
 
 
 def test_the_coreference_page_runs_its_pair_as_a_patching_grid():
-    from mha_core.analysis.coref_sentence import sentence_words
+    from mha_core.analysis.coref.sentence import sentence_words
     from tests.conftest import chart_json, decode, open_app
 
     at = open_app("views/coreference.py")  # all-MiniLM-L6-v2: the pronoun's margin, no language-model head

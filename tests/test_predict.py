@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.analysis.lm_head import token_id
-from mha_core.analysis.patching import COREF_MARGIN
-from mha_core.analysis.predict import attribute, logit_lens, predict
+from mha_core.analysis.lm.head import token_id
+from mha_core.analysis.lm.patching import COREF_MARGIN
+from mha_core.analysis.lm.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
 from tests.conftest import cli
 from tests.lm_models import CORRUPTED, CORRUPTED_SENTENCE, LMS, MASKED, SENTENCE, TEXT, prompt_ids, reference
@@ -42,7 +42,7 @@ def test_the_lens_last_layer_is_the_prediction(lm_dirs):
         assert lens.top_ids[-1, position] == p.top_ids[0] and lens.top_probs[-1, position] == pytest.approx(
             p.top_probs[0], abs=1e-6)
     assert np.allclose(lens.final_probs[-1], lens.top_probs[-1])  # the last layer's answer is its own top
-    import mha_core.analysis.predict as predict_module
+    import mha_core.analysis.lm.predict as predict_module
 
     predict_module.LENS_BLOCK_ELEMENTS, kept = 1, predict_module.LENS_BLOCK_ELEMENTS  # one layer per block
     try:
@@ -136,7 +136,7 @@ def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decode
     lens = chart_json(shown["Logit lens"], "p_lens")["data"][0]
     assert decode(lens["z"]).shape == (30, len(top.tokens))
     patched = decode(chart_json(shown["Patching"], "p_patch_grid")["data"][0]["z"])
-    from mha_core.serving import computed
+    from mha_core.serving.computed import text as computed
     from mha_core.serving.server import no_wait
     from views._state import server
 
@@ -149,7 +149,7 @@ def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decode
 
 @pytest.mark.parametrize("name", ["llama-tied", "gpt2", "gemma2", "gpt_neox"])
 def test_greedy_generation_with_the_cache_equals_transformers_generate(lm_dirs, name):
-    from mha_core.analysis.generate import generate
+    from mha_core.analysis.lm.generate import generate
 
     model = load_model(lm_dirs[name])
     ours = generate(model, "the animal did not cross the", new=12)
@@ -163,7 +163,7 @@ def test_greedy_generation_with_the_cache_equals_transformers_generate(lm_dirs, 
 
 
 def test_the_cache_changes_nothing_and_a_seed_repeats_a_sample(lm_dirs):
-    from mha_core.analysis.generate import generate
+    from mha_core.analysis.lm.generate import generate
 
     model = load_model(lm_dirs["llama-tied"])
     cached = generate(model, TEXT, new=8, temperature=1.0, top_k=50, seed=3)
@@ -182,7 +182,7 @@ CHAT_TEMPLATE = ("{% for m in messages %}[CLS] {{ m['role'] }} : {{ m['content']
 
 
 def test_a_chat_answer_reads_the_template_as_transformers_does(lm_dirs):
-    from mha_core.analysis.generate import generate
+    from mha_core.analysis.lm.generate import generate
 
     model = load_model(lm_dirs["llama-tied"])
     with pytest.raises(InputError, match="no chat template"):
@@ -217,7 +217,7 @@ def test_cli_generate(lm_dirs):
 
 
 def test_the_continue_tab_grows_the_sentence_of_every_page(decoder):
-    from mha_core.analysis.generate import generate
+    from mha_core.analysis.lm.generate import generate
     from tests.conftest import open_app
 
     at = open_app("views/predictions.py", model="SmolLM2-135M-Instruct", p_tab="Continue")
@@ -231,8 +231,8 @@ def test_the_continue_tab_grows_the_sentence_of_every_page(decoder):
 
 
 def test_the_coreference_page_asks_the_decoder_and_shows_its_answer(decoder):
-    from mha_core.analysis.coref_sentence import sentence_words
-    from mha_core.analysis.predict import probe_answers
+    from mha_core.analysis.coref.sentence import sentence_words
+    from mha_core.analysis.lm.predict import probe_answers
     from tests.conftest import open_app
 
     text = "The animal didn't cross the street because it was too tired."
@@ -251,7 +251,7 @@ def test_the_coreference_page_asks_the_decoder_and_shows_its_answer(decoder):
 
 
 def test_a_layers_effect_on_the_prediction_is_the_lens_at_its_ends(lm_dirs, mlm_dirs):
-    from mha_core.analysis.predict import layer_effect
+    from mha_core.analysis.lm.predict import layer_effect
 
     model = load_model(lm_dirs["llama-separate"])
     last = layer_effect(model, TEXT, 1, position=9)
@@ -270,7 +270,7 @@ def test_a_layers_effect_on_the_prediction_is_the_lens_at_its_ends(lm_dirs, mlm_
 
 
 def test_the_walkthrough_ends_with_the_layers_effect_on_the_prediction(decoder):
-    from mha_core.analysis.predict import layer_effect
+    from mha_core.analysis.lm.predict import layer_effect
     from tests.conftest import open_app
 
     at = open_app("views/walkthrough.py", model="SmolLM2-135M-Instruct", wt_layer="29")

@@ -60,7 +60,7 @@ def test_the_issue_cases_are_one_sentence(bundled, tmp_path):
 
 
 def test_top_zero_is_one_sentence(tiny, tmp_path):
-    from mha_core.analysis.index_build import build_index, text_corpus
+    from mha_core.analysis.index.build import build_index, text_corpus
 
     (tmp_path / "lines.txt").write_text("The cat sat.\nIt was tired.\n", encoding="utf-8")
     build_index(tiny, text_corpus(tmp_path / "lines.txt"), [1], tmp_path / "index")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from mha_core import load_model, run
-from mha_core.analysis.corpus_pass import corpus_pass
-from mha_core.analysis.qk_view import (
+from mha_core.analysis.corpus.passes import corpus_pass
+from mha_core.analysis.heads.qk_view import (
     COLOUR_BY,
     PROJECTIONS,
     attention_row,
@@ -162,8 +162,8 @@ def test_the_exports_hold_every_point_and_the_matrix(llama_corpus):
 def test_a_missing_head_is_refused_by_one_check_on_every_floor(llama_corpus, tiny):
     """Issue 45: the query-key view, patching, the corpus search and the CLI's --heads once had two checks with two
     messages; now one (engine/heads.checked_head), its code naming what went wrong."""
-    from mha_core.analysis.patching import check_head
-    from mha_core.analysis.qk_view import check_head as check_view_head
+    from mha_core.analysis.heads.qk_view import check_head as check_view_head
+    from mha_core.analysis.lm.patching import check_head
     from mha_core.engine.tokens import InputError
 
     _, corpus = llama_corpus

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from mha_core import run
-from mha_core.analysis.coref_gap import candidate_scores, span_pieces
-from mha_core.analysis.corpora import CorpusFormatError, ParsedSentence, parse_conllu, read_gap, spacy_parse
-from mha_core.analysis.roles import RoleAccumulator, first_token_label, head_label, is_punctuation
-from mha_core.analysis.syntax import SyntaxAccumulator, predict_heads
+from mha_core.analysis.coref.gap import candidate_scores, span_pieces
+from mha_core.analysis.corpus.readers import CorpusFormatError, ParsedSentence, parse_conllu, read_gap, spacy_parse
+from mha_core.analysis.corpus.syntax import SyntaxAccumulator, predict_heads
+from mha_core.analysis.heads.roles import RoleAccumulator, first_token_label, head_label, is_punctuation
 from mha_core.engine.words import merge_pieces, word_groups
 from mha_core.figures.roles import ROLE_COLORS
 from tests.conftest import SHARED_DATA, cli
@@ -225,7 +225,7 @@ def test_cli_malformed_files_exit_2_with_the_line(tmp_path):
 
 
 def test_coref_batches_are_capped_by_map_memory_and_change_no_score(tiny, monkeypatch):
-    import mha_core.analysis.coref_gap as coref
+    import mha_core.analysis.coref.gap as coref
     import mha_core.engine.batching as batching
 
     examples = read_gap(GAP_VALIDATION, limit=12).examples
@@ -249,8 +249,8 @@ def test_role_labels_are_assembled_one_way_for_every_page(tiny):  # issue 20, se
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from mha_core.analysis.induction import InductionScores
-    from mha_core.analysis.roles import head_roles, role_labels
+    from mha_core.analysis.heads.induction import InductionScores
+    from mha_core.analysis.heads.roles import head_roles, role_labels
 
     measured = head_roles(run(tiny, "The cat sat on the mat because it was warm."))
     roles = replace(measured, metrics={name: np.zeros_like(v) for name, v in measured.metrics.items()})  # no rule fires
@@ -270,7 +270,7 @@ def test_role_labels_are_assembled_one_way_for_every_page(tiny):  # issue 20, se
 
 
 def test_one_ranking_largest_first_ties_to_the_earliest():
-    from mha_core.analysis.roles import ranked_heads, top_indices
+    from mha_core.analysis.heads.roles import ranked_heads, top_indices
 
     assert top_indices(np.array([0.2, 0.5, 0.1, 0.5]), 2).tolist() == [1, 3]
     assert ranked_heads(np.array([[0.1, 0.7], [0.7, 0.3]])) == [(0, 1), (1, 0), (1, 1), (0, 0)]

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.analysis.seq2seq_decode import decode
-from mha_core.engine.frames import frames_batch
-from mha_core.engine.seq2seq import forward_seq2seq, target_batch, target_ids
+from mha_core.analysis.seq2seq.decode import decode
+from mha_core.engine.seq2seq.forward import forward_seq2seq, target_batch, target_ids
+from mha_core.engine.seq2seq.frames import frames_batch
 from mha_core.engine.tokens import InputError, tokenize
 from tests.tiny_models import SEQ2SEQ_CONFIGS, make_tiny_seq2seq
 
@@ -106,7 +106,7 @@ def test_a_target_needs_an_encoder_decoder_and_one_per_source(seq2seq, tiny):
     _, model = seq2seq
     with pytest.raises(InputError, match="encoder–decoder"):
         forward_seq2seq(tiny, tokenize(tiny.tokenizer, "a", 16), target_batch(model, [[101]]))
-    from mha_core.engine.seq2seq import run_seq2seq
+    from mha_core.engine.seq2seq.forward import run_seq2seq
 
     if model.arch.family != "whisper":
         with pytest.raises(InputError, match="one target per source"):
@@ -135,7 +135,7 @@ def test_cli_attention_writes_the_three_kinds_of_maps(tmp_path_factory, tmp_path
 
 
 def test_a_tokenizer_larger_than_the_vocabulary_is_refused(tmp_path):
-    from mha_core.engine.folder import ModelLoadError
+    from mha_core.engine.loading.folder import ModelLoadError
 
     folder = make_tiny_seq2seq("bart", tmp_path / "small-vocabulary", vocab_size=30000)
     with pytest.raises(ModelLoadError, match="30,522 tokens but the model embeds only 30,000"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mha_core.analysis.alignment import HeadScores
+from mha_core.analysis.seq2seq.alignment import HeadScores
 from mha_core.figures.seq2seq import head_scores_figure
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.serving import proxy_group
 from deploy.st_client import Session
-from mha_core.engine.model import bundled_model_dir
+from mha_core.engine.loading.model import bundled_model_dir
 
 pytestmark = pytest.mark.serve
 

@@ -35,7 +35,7 @@ def self_modules(model: object, stack: str) -> list[torch.nn.Module]:
 
 @pytest.mark.parametrize("family", ["t5", "bart", "whisper"])
 def test_each_decoder_layer_counts_its_two_attention_blocks_from_the_modules(stacks, family):
-    from mha_core.analysis.params import layer_group, model_breakdown
+    from mha_core.analysis.params.counts import layer_group, model_breakdown
 
     model = stacks[family]
     b = model_breakdown(model)
@@ -55,7 +55,7 @@ def test_each_decoder_layer_counts_its_two_attention_blocks_from_the_modules(sta
 
 def test_an_encoder_only_model_keeps_its_plain_layer_groups(bundled):
     encoder = bundled
-    from mha_core.analysis.params import calculator_check, model_breakdown
+    from mha_core.analysis.params.counts import calculator_check, model_breakdown
 
     b = model_breakdown(encoder)
     assert {r.group for r in b.rows if "layer" in r.group} == {f"layer {i}" for i in range(encoder.n_layers)}
@@ -64,7 +64,7 @@ def test_an_encoder_only_model_keeps_its_plain_layer_groups(bundled):
 
 @pytest.mark.parametrize("family", ["t5", "bart"])
 def test_the_calculator_check_agrees_on_the_encoder_of_an_encoder_decoder(stacks, family):
-    from mha_core.analysis.params import calculator_check, model_breakdown
+    from mha_core.analysis.params.counts import calculator_check, model_breakdown
 
     model = stacks[family]
     assert calculator_check(model, model_breakdown(model)).agrees

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.engine.images import run_images
-from mha_core.engine.vision import vision_module
+from mha_core.engine.vision.arch import vision_module
+from mha_core.engine.vision.images import run_images
 from tests.tiny_models import VISION_CONFIGS, make_tiny_vision
 
 PREFIX = {"deit": 2, "dinov2_with_registers": 5}  # [CLS] [DIST]; [CLS] and 4 registers; else [CLS]
@@ -94,8 +94,8 @@ def test_image_files_are_read_upright_in_rgb_and_bad_ones_get_one_sentence(tmp_p
     import numpy as np
     from PIL import Image
 
-    from mha_core.engine.images import MAX_IMAGE_BYTES, read_image
     from mha_core.engine.tokens import InputError
+    from mha_core.engine.vision.images import MAX_IMAGE_BYTES, read_image
 
     assert read_image(picture(tmp_path / "a.jpg", "CMYK")).mode == "RGB"  # CMYK
     deep = Image.fromarray(np.full((8, 8), 60000, dtype=np.uint16))  # 16-bit grey: scaled, not clipped to white
@@ -173,7 +173,7 @@ def test_by_default_an_image_is_prepared_exactly_as_the_folder_s_processor_prepa
     """Issue 42, item 2: before, the photo was squashed to a square (7.7e-3 from transformers on a tiny DINOv2)."""
     from PIL import Image
 
-    from mha_core.engine.images import prepare_images, read_image
+    from mha_core.engine.vision.images import prepare_images, read_image
 
     model = with_processor(tmp_path, "BitImageProcessor", **DINOV2_PROCESSOR)
     photo = read_image(picture(tmp_path / "p.png", size=(64, 48)))
@@ -198,7 +198,7 @@ def test_the_overlays_are_drawn_on_the_region_the_model_saw(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from mha_core.engine.images import read_image, seen_pictures
+    from mha_core.engine.vision.images import read_image, seen_pictures
 
     model = with_processor(tmp_path, "BitImageProcessor", **DINOV2_PROCESSOR)
     photo = read_image(picture(tmp_path / "p.png", size=(64, 48)))
@@ -213,7 +213,7 @@ def test_the_overlays_are_drawn_on_the_region_the_model_saw(tmp_path):
 def test_a_processor_that_keeps_the_aspect_gives_a_rectangular_grid_and_figures(tmp_path):
     import numpy as np
 
-    from mha_core.engine.images import prepare_images, read_image, seen_pictures
+    from mha_core.engine.vision.images import prepare_images, read_image, seen_pictures
     from mha_core.figures.vision import head_overlay_figure, overlay
 
     model = with_processor(tmp_path, "BitImageProcessor", size={"shortest_edge": 32}, do_center_crop=False)
@@ -229,8 +229,8 @@ def test_a_processor_that_keeps_the_aspect_gives_a_rectangular_grid_and_figures(
 
 
 def test_the_page_opens_on_the_model_s_own_preparation(tmp_path):
-    from mha_core.engine.images import prepare_images, read_image
-    from mha_core.serving import computed_vision
+    from mha_core.engine.vision.images import prepare_images, read_image
+    from mha_core.serving.computed import vision as computed_vision
     from mha_core.serving.server import Server
 
     model = with_processor(tmp_path, "BitImageProcessor", **DINOV2_PROCESSOR)

@@ -118,7 +118,7 @@ def test_the_overview_opens_a_head_from_anywhere_on_its_tile():
 
 
 def test_the_uniform_baseline_counts_what_a_query_sees():
-    from mha_core.analysis.display import AttentionView, uniform_weight
+    from mha_core.analysis.heads.display import AttentionView, uniform_weight
 
     view = AttentionView(labels=tuple("abcdef"), maps=np.zeros((1, 1, 6, 6)), hidden_special=False,
                          merged_words=False, pieces=tuple((i,) for i in range(6)))
@@ -141,13 +141,13 @@ def test_chinese_quotes_and_path_names():
 
 
 def test_a_decoder_names_its_first_token_not_cls():
-    from mha_core.analysis.roles import metric_title
+    from mha_core.analysis.heads.roles import metric_title
 
     assert metric_title("cls", causal=True) == "to the first token" and metric_title("cls", False) == "to [CLS]"
 
 
 def test_parameters_colour_a_part_the_same_in_both_charts(bundled):
-    from mha_core.analysis.params import model_breakdown
+    from mha_core.analysis.params.counts import model_breakdown
     from mha_core.figures.params import SEGMENT_COLORS, layer_stack_figure, model_sunburst
 
     b = model_breakdown(bundled)
@@ -194,7 +194,7 @@ def test_the_path_caption_is_chinese_in_chinese():
 
 def test_a_long_roles_budget_refusal_is_said_before_any_work(monkeypatch, tmp_path):
     from mha_core import load_model
-    from mha_core.analysis import long_roles
+    from mha_core.analysis.long import roles as long_roles
     from mha_core.engine.budget import BudgetError
     from tests.tiny_models import make_tiny
 

@@ -25,7 +25,7 @@ from hypothesis.stateful import (
 )
 
 from mha_core import i18n
-from mha_core.engine.bundled import DECODER_NAME, ENCODER_NAME, GEMMA_NAME
+from mha_core.engine.loading.bundled import DECODER_NAME, ENCODER_NAME, GEMMA_NAME
 from tests.conftest import ANIMAL_TIRED
 from tests.tiny_models import make_tiny_seq2seq
 from tests.visitor import PAGES, TOKEN_PICKERS, Visitor

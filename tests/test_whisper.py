@@ -14,10 +14,10 @@ import soundfile
 import torch
 
 from mha_core import load_model
-from mha_core.analysis.transcribe import transcribe
+from mha_core.analysis.seq2seq.transcribe import transcribe
 from mha_core.cli import main
-from mha_core.engine.audio import RATE, read_audio, speak
-from mha_core.engine.bundled import WHISPER_NAME
+from mha_core.engine.loading.bundled import WHISPER_NAME
+from mha_core.engine.seq2seq.audio import RATE, read_audio, speak
 from mha_core.engine.tokens import InputError
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -132,7 +132,7 @@ def test_zero_hertz_a_huge_upload_and_a_two_hour_file(tmp_path):
 
 
 def test_chinese_is_converted_to_simplified_characters_with_opencc():
-    from mha_core.analysis.transcribe import simplified
+    from mha_core.analysis.seq2seq.transcribe import simplified
 
     assert simplified("當路沒要過馬路,因爲太太了") == "当路没要过马路,因为太太了"
     assert simplified("那只动物没有过马路") == "那只动物没有过马路"  # Simplified stays as it is
@@ -143,7 +143,7 @@ def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
     """Issue 42, item 5: the page showed 當路沒要過馬路,因爲… on a Simplified interface."""
     import opencc
 
-    from mha_core.analysis.transcribe import simplified
+    from mha_core.analysis.seq2seq.transcribe import simplified
 
     traditional_of = opencc.OpenCC("s2t").convert
     heard = transcribe(whisper, read_audio(speak("那只动物没有过马路，因为它太累了。", "zh")), "zh")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import soundfile
 
-from mha_core.engine.audio import RATE, read_audio, span, wav_bytes
-from mha_core.serving import computed_seq2seq
+from mha_core.engine.seq2seq.audio import RATE, read_audio, span, wav_bytes
+from mha_core.serving.computed import seq2seq as computed_seq2seq
 from mha_core.serving.server import Server
 
 

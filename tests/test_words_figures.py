@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mha_core import run
-from mha_core.analysis.display import attention_view
+from mha_core.analysis.heads.display import attention_view
 from mha_core.engine.words import drop_and_renormalise, merge_pieces, word_units
 from mha_core.figures import charts
 from mha_core.figures.spec import array_of
@@ -130,7 +130,7 @@ def test_line_view_traces_per_head():
 
 
 def test_average_heads_and_top_keys(bundled):
-    from mha_core.analysis.display import score_map, top_keys
+    from mha_core.analysis.heads.display import score_map, top_keys
 
     result = run(bundled, "The animal didn't cross the street because it was too tired.")
     full = attention_view(result)
@@ -151,7 +151,7 @@ CHINESE = "动物没有过马路，因为它太累了。"
 
 def test_text_the_encoder_cannot_read_is_named_and_never_hidden(bundled):  # issue 19: [UNK]
     from mha_core import run
-    from mha_core.analysis.display import attention_view, unknown_note
+    from mha_core.analysis.heads.display import attention_view, unknown_note
 
     result = run(bundled, CHINESE)
     note = unknown_note(result, 0)
@@ -163,7 +163,7 @@ def test_text_the_encoder_cannot_read_is_named_and_never_hidden(bundled):  # iss
 
 def test_byte_level_pieces_read_as_characters(decoder):  # issue 19: byte fragments
     from mha_core import run
-    from mha_core.analysis.display import attention_view, unknown_note
+    from mha_core.analysis.heads.display import attention_view, unknown_note
 
     result = run(decoder, CHINESE)
     labels = result.labels[0]

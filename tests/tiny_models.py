@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from mha_core.engine.model import bundled_model_dir
+from mha_core.engine.loading.model import bundled_model_dir
 
 SIZES = {"vocab_size": 30528}  # a few rows beyond the word pieces: tokenizers may add a special token
 CONFIGS = {

@@ -7,10 +7,10 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.vision import ImageHeads
+from mha_core.analysis.vision.heads import ImageHeads
 from mha_core.figures import vision as figures
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed_vision as computed
+from mha_core.serving.computed import vision as computed
 from views._state import answered, chart, narrow_screen
 from views._uploads import media_bytes
 from views._visit import choose, stop, widget

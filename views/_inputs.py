@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_core import LoadedModel, ModelLoadError, i18n
-from mha_core.analysis.corpora import CorpusFormatError, decode_text
+from mha_core.analysis.corpus.readers import CorpusFormatError, decode_text
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving.menu import ENCODER_DECODER_PAGE, IMAGES_PAGE, model_notice
 from mha_core.teaching.examples import example_of, examples_for

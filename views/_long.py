@@ -1,6 +1,6 @@
 """The Heads page for a long text (over arch.MAX_PIECES pieces, up to the model's own limit): every head summarised,
 one head downsampled with an exact zoom, one query's row over the whole text, exports; and the long-context roles
-(sinks as a text grows, retrieval heads) of the Roles page. Computation lives in mha_core.analysis.long_text and
+(sinks as a text grows, retrieval heads) of the Roles page. Computation lives in mha_core.analysis.long.text and
 long_roles; this module only draws."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, InputError, LoadedModel
-from mha_core.analysis import long_roles
-from mha_core.analysis.display import uniform_piece_weight
-from mha_core.analysis.long_text import (
+from mha_core.analysis.heads.display import uniform_piece_weight
+from mha_core.analysis.heads.roles import head_label, ranked_heads
+from mha_core.analysis.long import roles as long_roles
+from mha_core.analysis.long.text import (
     MAX_CELLS,
     SUMMARIES,
     TOP_KEYS,
@@ -28,11 +29,10 @@ from mha_core.analysis.long_text import (
     top_row_keys,
     zoom_ranges,
 )
-from mha_core.analysis.roles import head_label, ranked_heads
 from mha_core.figures import long as figures
 from mha_core.figures.charts import layer_head_grid
 from mha_core.i18n import N_, tr, worded
-from mha_core.serving import computed_corpus
+from mha_core.serving.computed import corpus as computed_corpus
 from mha_core.serving.export import json_text
 from mha_core.serving.limits import MAX_PIECES, megabytes
 from views._state import chart, narrow_screen, path_caption, reading_notes, server, waiting

@@ -1,5 +1,5 @@
 """Activation patching as the Predictions and Coreference pages show it: the choice of what to put back, the grid,
-the strongest heads and the JSON (computed in mha_core.analysis.patching)."""
+the strongest heads and the JSON (computed in mha_core.analysis.lm.patching)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.coref_sentence import Word
-from mha_core.analysis.patching import HEAD, HEADS, RESIDUAL, WHAT, PatchGrid
-from mha_core.analysis.roles import head_label, ranked_heads
+from mha_core.analysis.coref.sentence import Word
+from mha_core.analysis.heads.roles import head_label, ranked_heads
+from mha_core.analysis.lm.patching import HEAD, HEADS, RESIDUAL, WHAT, PatchGrid
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed
+from mha_core.serving.computed import text as computed
 from mha_core.serving.export import json_text
 from views._state import chart, queued
 from views._text import literal

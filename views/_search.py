@@ -9,10 +9,11 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, LoadedModel, i18n
-from mha_core.analysis.index_search import SearchResult
-from mha_core.figures.search import summary_figure
+from mha_core.analysis.index.search import SearchResult
+from mha_core.figures.index import summary_figure
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed, computed_index
+from mha_core.serving.computed import index as computed_index
+from mha_core.serving.computed import text as computed
 from mha_core.serving.export import json_text
 from views._state import answered, chart, narrow_screen, queued
 from views._text import literal

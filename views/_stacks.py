@@ -10,15 +10,15 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, Seq2SeqResult
-from mha_core.analysis.roles import role_labels
-from mha_core.analysis.seq2seq_decode import MAX_NEW
-from mha_core.analysis.transcribe import Transcript
+from mha_core.analysis.heads.roles import role_labels
+from mha_core.analysis.seq2seq.decode import MAX_NEW
+from mha_core.analysis.seq2seq.transcribe import Transcript
 from mha_core.figures import charts
 from mha_core.figures import seq2seq as figures
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed_seq2seq as computed
-from mha_core.serving.computed_seq2seq import KIND_NAMES, KINDS
+from mha_core.serving.computed import seq2seq as computed
+from mha_core.serving.computed.seq2seq import KIND_NAMES, KINDS
 from mha_core.serving.export import json_text
 from mha_core.serving.menu import default_kind
 from views._inputs import sampling_settings

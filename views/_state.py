@@ -1,6 +1,6 @@
 """What every page needs from Streamlit: the chosen model (loaded once per process), this process's Server (every
 shared store and the queue: mha_core.serving.server), how a page shows a wait, shared figures, and the messages every
-page shows about its input. Pages ask mha_core.serving.computed for values by name; what the visitor chose lives in
+page shows about its input. Pages ask mha_core.serving.computed.text for values by name; what the visitor chose lives in
 views/_visit.py; how user and model text is shown, in views/_text.py.
 """
 
@@ -20,12 +20,12 @@ import torch
 
 import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
-from mha_core.analysis.display import fragments_note, unknown_note
+from mha_core.analysis.heads.display import fragments_note, unknown_note
 from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
 from mha_core.i18n import N_, tr, worded
-from mha_core.serving import computed
-from mha_core.serving.computed_seq2seq import KINDS
+from mha_core.serving.computed import text as computed
+from mha_core.serving.computed.seq2seq import KINDS
 from mha_core.serving.heavy import JobState
 from mha_core.serving.limits import MAX_INPUT_CHARS
 from mha_core.serving.memory import MODELS_KEPT
@@ -151,7 +151,7 @@ def current_model() -> LoadedModel:
 @st.cache_resource(show_spinner=False)
 def server() -> Server:
     """This process's shared side (mha_core.serving.server): every store, the compute slots, the heavy-work queue.
-    Pages ask mha_core.serving.computed's named functions for values, handing it this."""
+    Pages ask mha_core.serving.computed.text's named functions for values, handing it this."""
     return Server()
 
 
@@ -182,14 +182,14 @@ def waiting(note: str = "") -> Iterator[Wait]:
 
 
 def queued(compute: Callable[..., T], *args: object, note: str = "") -> T | None:
-    """compute(server, *args, wait) — a queued function of mha_core.serving.computed(_corpus) — with this page's
+    """compute(server, *args, wait) — a queued function of mha_core.serving.computed.text(_corpus) — with this page's
     progress bar; None, with the reason shown, for input it cannot use or work over the budget."""
     with waiting(note) as wait:
         return answered(compute, *args, wait)
 
 
 def answered(compute: Callable[..., T], *args: object) -> T | None:
-    """compute(server, *args) — a function of mha_core.serving.computed(_corpus) that runs at once — or None, with
+    """compute(server, *args) — a function of mha_core.serving.computed.text(_corpus) that runs at once — or None, with
     the reason shown, for input it cannot use."""
     try:
         return compute(server(), *args)

@@ -15,10 +15,10 @@ from pathlib import Path
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.coref_gap import CorefResult
-from mha_core.analysis.corpora import CorpusFormatError, ParsedSentence, decode_text, read_gap
+from mha_core.analysis.coref.gap import CorefResult
+from mha_core.analysis.corpus.readers import CorpusFormatError, ParsedSentence, decode_text, read_gap
 from mha_core.i18n import N_, tr, worded
-from mha_core.serving import computed_corpus
+from mha_core.serving.computed import corpus as computed_corpus
 from mha_core.serving.limits import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES
 from views._state import queued
 from views._text import literal

@@ -6,11 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.ablation import MEASURE_HELP, MODES, default_measure, measures_for
-from mha_core.analysis.roles import head_label
+from mha_core.analysis.heads.roles import head_label
+from mha_core.analysis.lm.ablation import MEASURE_HELP, MODES, default_measure, measures_for
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed
+from mha_core.serving.computed import text as computed
 from mha_core.serving.export import json_text, matrix_csv
 from views._inputs import sentence_box
 from views._state import chart, checked_run, current_model, queued, run_one, server

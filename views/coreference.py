@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, CorefResult, LoadedModel
-from mha_core.analysis.coref_sentence import (
+from mha_core.analysis.coref.sentence import (
     TABLE_HEADS,
     AntecedentScores,
     InspectorError,
@@ -21,12 +21,12 @@ from mha_core.analysis.coref_sentence import (
     default_pronoun,
     with_probe,
 )
-from mha_core.analysis.lm_head import has_lm_head
-from mha_core.analysis.predict import asked, first_piece
-from mha_core.analysis.roles import head_label
+from mha_core.analysis.heads.roles import head_label
+from mha_core.analysis.lm.head import has_lm_head
+from mha_core.analysis.lm.predict import asked, first_piece
 from mha_core.figures import charts
 from mha_core.i18n import N_, quoted, tr, worded
-from mha_core.serving import computed
+from mha_core.serving.computed import text as computed
 from mha_core.teaching.examples import focus
 from views._inputs import sentence_box
 from views._patching import CAPTION as PATCH_CAPTION

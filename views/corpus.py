@@ -8,15 +8,22 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, i18n
-from mha_core.analysis.corpora import BUNDLED_CORPUS, CHINESE_TREEBANK, bundled_corpus, read_conllu, read_text_lines
-from mha_core.analysis.corpus_pass import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, selection_note
-from mha_core.analysis.head_distances import closest_pairs
-from mha_core.analysis.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
-from mha_core.analysis.qk_view import BY_POS, COLOUR_BY, PROJECTIONS, QKView, strongest_keys
-from mha_core.analysis.roles import head_label, role_labels
+from mha_core.analysis.corpus.distances import closest_pairs
+from mha_core.analysis.corpus.passes import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, selection_note
+from mha_core.analysis.corpus.readers import (
+    BUNDLED_CORPUS,
+    CHINESE_TREEBANK,
+    bundled_corpus,
+    read_conllu,
+    read_text_lines,
+)
+from mha_core.analysis.heads.projection import TSNE, UMAP, UMAP_EPOCHS, duration_note
+from mha_core.analysis.heads.qk_view import BY_POS, COLOUR_BY, PROJECTIONS, QKView, strongest_keys
+from mha_core.analysis.heads.roles import head_label, role_labels
 from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed, computed_corpus
+from mha_core.serving.computed import corpus as computed_corpus
+from mha_core.serving.computed import text as computed
 from mha_core.serving.export import distance_csv, qk_points_csv
 from views._inputs import model_card
 from views._state import chart, current_model, queued, server

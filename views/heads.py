@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult
-from mha_core.analysis.display import (
+from mha_core.analysis.heads.display import (
     AttentionView,
     score_map,
     segment_b_start,
@@ -15,11 +15,11 @@ from mha_core.analysis.display import (
     uniform_weight,
     words_by_default,
 )
-from mha_core.analysis.long_text import is_long
-from mha_core.analysis.roles import ranked_heads
+from mha_core.analysis.heads.roles import ranked_heads
+from mha_core.analysis.long.text import is_long
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed
+from mha_core.serving.computed import text as computed
 from mha_core.serving.export import (
     attention_csv,
     attention_json,

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.vision import (
+from mha_core.analysis.vision.heads import (
     HIGH_NORM,
     LOCAL_PIXELS,
     MASK_AREA,
@@ -24,7 +24,7 @@ from mha_core.analysis.vision import (
 from mha_core.figures import charts
 from mha_core.figures import vision as figures
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed_vision as computed
+from mha_core.serving.computed import vision as computed
 from views._images import chosen_image, head_and_query, pick_patch, query_picker, show_steps, token_name
 from views._inputs import model_card
 from views._state import answered, chart, current_model, model_choices, narrow_screen

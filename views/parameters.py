@@ -7,7 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.params import (
+from mha_core.analysis.heads.roles import ranked_heads
+from mha_core.analysis.params.counts import (
     PATCHES,
     TOKEN_PARAMETERS,
     ModelBreakdown,
@@ -16,8 +17,7 @@ from mha_core.analysis.params import (
     head_slices,
     layer_group,
 )
-from mha_core.analysis.roles import ranked_heads
-from mha_core.analysis.shapes import (
+from mha_core.analysis.params.shapes import (
     MAX_DIM,
     AttentionShape,
     ShapeError,
@@ -30,7 +30,7 @@ from mha_core.analysis.shapes import (
 from mha_core.figures import charts
 from mha_core.figures import params as param_figures
 from mha_core.i18n import N_, tr, worded
-from mha_core.serving import computed
+from mha_core.serving.computed import text as computed
 from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card
 from views._state import current_model, plain_chart, server

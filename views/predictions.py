@@ -1,5 +1,5 @@
 """What the model predicts, and which heads write it: next pieces, the logit lens, direct logit attribution,
-activation patching on a minimal pair and generation (issue 21). Computed in mha_core.analysis.predict, .patching
+activation patching on a minimal pair and generation (issue 21). Computed in mha_core.analysis.lm.predict, .patching
 and .generate."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import InputError, LoadedModel
-from mha_core.analysis.generate import MAX_NEW, has_chat_template
-from mha_core.analysis.lm_head import answer_slot, lm_head, read_at, token_id
+from mha_core.analysis.lm.generate import MAX_NEW, has_chat_template
+from mha_core.analysis.lm.head import answer_slot, lm_head, read_at, token_id
 from mha_core.figures import charts
 from mha_core.figures.predict import LENS_MAX_COLUMNS, LENS_PHONE_COLUMNS, lens_figure
 from mha_core.i18n import N_, quoted, tr, worded
-from mha_core.serving import computed
+from mha_core.serving.computed import text as computed
 from mha_core.teaching.examples import Question
 from views._inputs import sampling_settings, sentence_box, set_sentence
 from views._patching import CAPTION, json_button, patching_view

@@ -7,11 +7,12 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import CorefResult, LoadedModel, SyntaxResult
-from mha_core.analysis.coref_gap import CLARK_COREF, COREF_GAIN, COREF_TOP
-from mha_core.analysis.corpora import BUNDLED_CORPUS, CHINESE_TREEBANK, ParsedSentence, read_conllu, spacy_parse
-from mha_core.analysis.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores
-from mha_core.analysis.pairs import CROSS_MIN, PairShares
-from mha_core.analysis.roles import (
+from mha_core.analysis.coref.gap import CLARK_COREF, COREF_GAIN, COREF_TOP
+from mha_core.analysis.corpus.readers import BUNDLED_CORPUS, CHINESE_TREEBANK, ParsedSentence, read_conllu, spacy_parse
+from mha_core.analysis.corpus.syntax import MIN_DEPENDENTS, MIN_GAIN
+from mha_core.analysis.heads.induction import INDUCTION_LENGTHS, INDUCTION_MIN, InductionScores
+from mha_core.analysis.heads.pairs import CROSS_MIN, PairShares
+from mha_core.analysis.heads.roles import (
     BROAD_MIN,
     PATTERN_RULES,
     POSITIONAL_MIN,
@@ -20,11 +21,11 @@ from mha_core.analysis.roles import (
     ranked_heads,
     role_labels,
 )
-from mha_core.analysis.syntax import MIN_DEPENDENTS, MIN_GAIN
 from mha_core.figures import charts
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed, computed_corpus
+from mha_core.serving.computed import corpus as computed_corpus
+from mha_core.serving.computed import text as computed
 from mha_core.serving.limits import without_spaces
 from views._inputs import pair_box, sentence_box
 from views._long import show_long_roles

@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, i18n
-from mha_core.analysis.transcribe import Transcript
+from mha_core.analysis.seq2seq.transcribe import Transcript
 from mha_core.figures import seq2seq as figures
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed_seq2seq as computed
-from mha_core.serving.computed_seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
+from mha_core.serving.computed import seq2seq as computed
+from mha_core.serving.computed.seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
 from mha_core.teaching.examples import SPOKEN
 from views._inputs import model_card, sentence_box
 from views._stacks import CAPTIONS, kind_pickers, show_frames, show_steps

@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, LoadedModel, i18n
-from mha_core.analysis.lm_head import has_lm_head, lm_head, read_at
+from mha_core.analysis.lm.head import has_lm_head, lm_head, read_at
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
-from mha_core.serving import computed
+from mha_core.serving.computed import text as computed
 from mha_core.teaching.examples import focus_words
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.step_shapes import (

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from mha_core.analysis.shapes import ShapeError
+from mha_core.analysis.params.shapes import ShapeError
 from mha_core.cli.attention import add_attention_parser
 from mha_core.cli.common import (
     CliError,
@@ -45,7 +45,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def cmd_ablate(args: argparse.Namespace) -> None:
-    from mha_core.analysis.ablation import ablation_grid
+    from mha_core.analysis.lm.ablation import ablation_grid
 
     model = load_chosen_model(args)
     grid = ablation_grid(model, args.text, args.mode, args.measure, target=args.target, position=args.position)
@@ -53,7 +53,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
 
 
 def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
-    from mha_core.analysis.ablation import MEASURE_HELP, MEASURES, MODES
+    from mha_core.analysis.lm.ablation import MEASURE_HELP, MEASURES, MODES
 
     p = sub.add_parser("ablate", help="the effect of removing each head alone on the model's output")
     p.add_argument("text")
@@ -70,7 +70,7 @@ def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_predictions(args: argparse.Namespace) -> None:
     """predict, lens, attribute, patch, generate: what the model predicts and which heads write it (issue 21)."""
-    from mha_core.analysis import generate, patching, predict
+    from mha_core.analysis.lm import generate, patching, predict
 
     model = load_chosen_model(args)
     if args.command == "predict":
@@ -88,8 +88,8 @@ def cmd_predictions(args: argparse.Namespace) -> None:
 
 
 def add_prediction_parsers(sub: argparse._SubParsersAction) -> None:
-    from mha_core.analysis.patching import HEADS, WHAT
-    from mha_core.analysis.predict import TOP_K
+    from mha_core.analysis.lm.patching import HEADS, WHAT
+    from mha_core.analysis.lm.predict import TOP_K
 
     one_piece = "one piece of the model's vocabulary, with its leading space where the tokenizer marks one"
     parsers = {
@@ -160,7 +160,7 @@ def cmd_params(args: argparse.Namespace) -> None:
 def shape_json(args: argparse.Namespace) -> dict:
     from dataclasses import asdict
 
-    from mha_core.analysis.shapes import count_shape, make_shape
+    from mha_core.analysis.params.shapes import count_shape, make_shape
 
     shape = make_shape(args.d_model, args.heads, args.d_k, args.d_v, args.kv_heads, not args.no_bias)
     count = count_shape(shape)
@@ -171,7 +171,7 @@ def shape_json(args: argparse.Namespace) -> dict:
 def model_json(args: argparse.Namespace) -> dict:
     from dataclasses import asdict
 
-    from mha_core.analysis.params import head_count, model_breakdown
+    from mha_core.analysis.params.counts import head_count, model_breakdown
 
     model = load_chosen_model(args)
     breakdown = model_breakdown(model)
@@ -187,7 +187,7 @@ def model_json(args: argparse.Namespace) -> dict:
 
 
 def read_corpus(reader: Callable[[Path, int | None], T], path: str, limit: int | None) -> T:
-    from mha_core.analysis.corpora import CorpusFormatError
+    from mha_core.analysis.corpus.readers import CorpusFormatError
 
     try:
         return reader(Path(path), limit)
@@ -196,8 +196,8 @@ def read_corpus(reader: Callable[[Path, int | None], T], path: str, limit: int |
 
 
 def cmd_roles(args: argparse.Namespace) -> None:
-    from mha_core.analysis.corpora import read_conllu
-    from mha_core.analysis.syntax import analyse_syntax
+    from mha_core.analysis.corpus.readers import read_conllu
+    from mha_core.analysis.corpus.syntax import analyse_syntax
 
     if args.images is not None:
         from mha_core.cli.vision import image_roles
@@ -213,8 +213,8 @@ def cmd_roles(args: argparse.Namespace) -> None:
 
 
 def cmd_coref(args: argparse.Namespace) -> None:
-    from mha_core.analysis.coref_gap import analyse_coref
-    from mha_core.analysis.corpora import read_gap
+    from mha_core.analysis.coref.gap import analyse_coref
+    from mha_core.analysis.corpus.readers import read_gap
 
     rows = read_corpus(read_gap, args.gap, args.limit)
     model = load_chosen_model(args)
@@ -225,8 +225,8 @@ def cmd_coref(args: argparse.Namespace) -> None:
 
 
 def cmd_head_distances(args: argparse.Namespace) -> None:
-    from mha_core.analysis.corpora import read_conllu, read_text_lines
-    from mha_core.analysis.corpus_pass import corpus_pass, selection_note
+    from mha_core.analysis.corpus.passes import corpus_pass, selection_note
+    from mha_core.analysis.corpus.readers import read_conllu, read_text_lines
 
     if args.conllu is not None:  # each sentence as typed: its `# text` line
         texts = [sentence.text for sentence in read_corpus(read_conllu, args.conllu, args.limit)]

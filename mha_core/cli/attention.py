@@ -19,7 +19,7 @@ from mha_core.cli.common import (
 from mha_core.cli.seq2seq import add_seq2seq_arguments
 from mha_core.cli.vision import add_image_arguments
 from mha_core.engine.attention import AUTO, PATHS
-from mha_core.engine.model import LoadedModel, for_long_texts
+from mha_core.engine.loading.model import LoadedModel, for_long_texts
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -63,7 +63,7 @@ def reads(model: LoadedModel) -> str:
 def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """`attention --pair A B`: the usual output of the pair, with each piece's token type and segment (0: A, 1: B,
     null: a special piece) and each head's share of attention crossing between the texts (analysis.pairs)."""
-    from mha_core.analysis.pairs import pair_shares
+    from mha_core.analysis.heads.pairs import pair_shares
     from mha_core.engine.forward import run
 
     if args.text is not None or args.text_file is not None or args.heads is not None or args.rows is not None:
@@ -78,7 +78,7 @@ def pair_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
 
 def check_full_output(model: LoadedModel, text: str) -> None:
     """Every map of a text over arch.MAX_PIECES pieces is too much to write: exit 2 with its size."""
-    from mha_core.analysis.long_text import count_long_pieces
+    from mha_core.analysis.long.text import count_long_pieces
 
     check_every_map(model, count_long_pieces(model, text), "the text", "(and query rows with --rows A:B)")
 
@@ -87,9 +87,9 @@ MAX_WRITTEN = 120_000_000  # weights one output may hold (about a GB of JSON): o
 
 
 def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) -> dict:
-    """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long_text). Every
+    """The chosen heads' rows A:B over the whole text, rebuilt block by block (mha_core.analysis.long.text). Every
     argument is checked before any work: the heads (each once), the rows against the text's pieces, the size."""
-    from mha_core.analysis.long_text import chosen_rows, count_long_pieces, run_long
+    from mha_core.analysis.long.text import chosen_rows, count_long_pieces, run_long
     from mha_core.engine.forward import run
 
     heads = unique_heads(model, args.heads)

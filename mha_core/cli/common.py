@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mha_core.engine.model import LoadedModel
+    from mha_core.engine.loading.model import LoadedModel
     from mha_core.engine.result import AttentionResult
 
 
@@ -29,7 +29,7 @@ def positive_int(value: str) -> int:
 
 def add_model_arguments(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """--model or --model-dir; `default`: the listed model taken when neither is given (else the bundled encoder)."""
-    from mha_core.engine.bundled import ENCODER_NAME
+    from mha_core.engine.loading.bundled import ENCODER_NAME
 
     group = p.add_mutually_exclusive_group()
     group.add_argument("--model", default=default, help=f"a listed model: bundled, in $MHA_MODELS_DIR or in the "
@@ -38,7 +38,7 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str | None = None) 
 
 
 def load_chosen_model(args: argparse.Namespace) -> LoadedModel:
-    from mha_core.engine.model import load_model
+    from mha_core.engine.loading.model import load_model
     from mha_core.serving.menu import available_models
 
     if args.model is not None and args.model_dir is None:  # --model, or the subcommand's default model
@@ -93,7 +93,7 @@ def attention_text(args: argparse.Namespace) -> str:
         raise CliError("give the text either as an argument or with --text-file FILE, not both or neither")
     if args.text is not None:
         return args.text
-    from mha_core.analysis.corpora import CorpusFormatError, read_text
+    from mha_core.analysis.corpus.readers import CorpusFormatError, read_text
 
     try:
         return read_text(Path(args.text_file))  # as the page's .txt upload: a BOM dropped, at most 200,000 characters
@@ -104,7 +104,7 @@ def attention_text(args: argparse.Namespace) -> str:
 def check_every_map(model: LoadedModel, n: int, what: str, advice: str) -> None:
     """Every map of `what`'s n pieces (tokens) is written only up to arch.MAX_PIECES: over it, exit 2 with its
     size and what to choose instead."""
-    from mha_core.analysis.long_text import is_long
+    from mha_core.analysis.long.text import is_long
 
     if is_long(n):
         numbers = model.n_layers * model.n_heads * n * n

@@ -61,7 +61,7 @@ def add_index_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def corpus_of(args: argparse.Namespace) -> tuple:
-    from mha_core.analysis.index_build import bundled_sentences, conllu_corpus, text_corpus
+    from mha_core.analysis.index.build import bundled_sentences, conllu_corpus, text_corpus
 
     if args.parse and not args.text_file:
         raise CliError("--parse reads a --text-file with spaCy; CoNLL-U and the bundled corpus are already parsed")
@@ -79,10 +79,10 @@ def stderr_progress(stage: str, done: int, total: int) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> None:
-    from mha_core.analysis.index_build import build_index
-    from mha_core.analysis.index_pass import SHARD_PIECES
-    from mha_core.analysis.index_store import read_manifest
-    from mha_core.serving.computed_index import build_bundled, spread_layers
+    from mha_core.analysis.index.build import build_index
+    from mha_core.analysis.index.passes import SHARD_PIECES
+    from mha_core.analysis.index.store import read_manifest
+    from mha_core.serving.computed.index import build_bundled, spread_layers
 
     if args.workers and args.ray is None:
         raise CliError("--workers sets Ray's model replicas: add --ray")
@@ -103,8 +103,8 @@ def cmd_index(args: argparse.Namespace) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> None:
-    from mha_core.analysis.index_search import search_text
-    from mha_core.analysis.index_store import OpenIndex
+    from mha_core.analysis.index.search import search_text
+    from mha_core.analysis.index.store import OpenIndex
 
     index = OpenIndex(args.index)
     heads = tuple(args.heads or ())

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from mha_core.cli.common import CliError, add_model_arguments, load_chosen_model, positive_int, write_json
-from mha_core.engine.bundled import WHISPER_NAME
-from mha_core.engine.model import LoadedModel
+from mha_core.engine.loading.bundled import WHISPER_NAME
+from mha_core.engine.loading.model import LoadedModel
 
 
 def map_lists(maps: object, rows: int, cols: int) -> object:
@@ -21,9 +21,9 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """`attention` on an encoder–decoder: the source's pieces (Whisper: its positions, labelled by time), the
     decoder's input pieces (its start piece first; without --target, the model's own greedy output), and every
     layer's encoder, decoder and cross-attention maps."""
-    from mha_core.analysis.seq2seq_decode import decode
-    from mha_core.engine.frames import clip_positions
-    from mha_core.engine.seq2seq import encode, forward_seq2seq, target_batch, text_targets
+    from mha_core.analysis.seq2seq.decode import decode
+    from mha_core.engine.seq2seq.forward import encode, forward_seq2seq, target_batch, text_targets
+    from mha_core.engine.seq2seq.frames import clip_positions
     from mha_core.engine.tokens import tokenize
 
     if args.heads is not None or args.rows is not None or args.pair is not None:
@@ -60,8 +60,8 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
 
 def audio_source(model: LoadedModel, args: argparse.Namespace) -> tuple[object, object]:
     """Whisper's source: the --audio file's clip and its frames batch."""
-    from mha_core.engine.audio import model_log_mel, read_audio
-    from mha_core.engine.frames import frames_batch
+    from mha_core.engine.seq2seq.audio import model_log_mel, read_audio
+    from mha_core.engine.seq2seq.frames import frames_batch
 
     if args.audio is None or args.text is not None:
         raise CliError(f"{model.name} hears audio: give --audio FILE (WAV, FLAC, OGG or MP3), not a text")
@@ -70,8 +70,8 @@ def audio_source(model: LoadedModel, args: argparse.Namespace) -> tuple[object, 
 
 
 def cmd_transcribe(args: argparse.Namespace) -> None:
-    from mha_core.analysis.transcribe import transcribe
-    from mha_core.engine.audio import read_audio
+    from mha_core.analysis.seq2seq.transcribe import transcribe
+    from mha_core.engine.seq2seq.audio import read_audio
 
     model = load_chosen_model(args)
     if model.arch.family != "whisper":

@@ -8,16 +8,16 @@ import sys
 from pathlib import Path
 
 from mha_core.cli.common import CliError
-from mha_core.engine.model import LoadedModel
+from mha_core.engine.loading.model import LoadedModel
 
 
 def image_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
     """{"model", "tokens", "grid": [rows, columns], "attention": [L][H][N][N]} (or, with --heads, the chosen
     heads' rows as for long texts)."""
-    from mha_core.analysis.long_text import chosen_rows
+    from mha_core.analysis.long.text import chosen_rows
     from mha_core.cli.common import check_every_map, every_map, parse_rows, unique_heads
-    from mha_core.engine.images import prepare_images, read_image, run_images
     from mha_core.engine.tokens import InputError
+    from mha_core.engine.vision.images import prepare_images, read_image, run_images
 
     if args.image is None or any(v is not None for v in (args.text, args.text_file, args.pair, args.target,
                                                          args.audio, args.new)):
@@ -93,10 +93,10 @@ def image_files(folder: Path) -> tuple[list[Path], list[str]]:
 
 def heads_of_images(model: LoadedModel, files: list[Path], side: int | None) -> tuple[list[dict], list[str]]:
     """Each readable image's heads (a progress bar on stderr), and the names of those that could not be read."""
-    from mha_core.analysis.vision import image_heads
+    from mha_core.analysis.vision.heads import image_heads
     from mha_core.cli.common import progress_bar
-    from mha_core.engine.images import prepare_images, read_image, run_images
     from mha_core.engine.tokens import InputError
+    from mha_core.engine.vision.images import prepare_images, read_image, run_images
 
     images, left_out = [], []
     bar, update = progress_bar("image heads")

@@ -47,7 +47,7 @@ DECODERS = ("gpt2", "opt", "bloom", "gpt_neox", "llama", "mistral", "qwen2", "qw
 T5_LIKE = ("t5", "mt5", "umt5")
 BART_LIKE = ("bart", "mbart", "marian", "m2m_100", "whisper")  # one layer layout (self_attn, encoder_attn, fc1/2)
 ENCODER_DECODERS = T5_LIKE + BART_LIKE
-VISION = ("vit", "deit", "dinov2", "dinov2_with_registers", "clip_vision_model", "clip")  # engine/vision.py
+VISION = ("vit", "deit", "dinov2", "dinov2_with_registers", "clip_vision_model", "clip")  # engine/vision/arch.py
 SUPPORTED_MODEL_TYPES = ENCODERS + DECODERS + ENCODER_DECODERS + VISION
 PRE_NORM_SEQ2SEQ = ("t5", "mt5", "umt5", "mbart", "m2m_100", "whisper")
 GEMMA = ("gemma2", "gemma3_text")
@@ -91,7 +91,7 @@ class Architecture:
     cross: bool = False  # an encoder–decoder's decoder: each layer attends to the encoder's output too
     relative_bias: bool = False  # T5: a learned bias per head on the keys' relative positions, in buckets
     audio: bool = False  # Whisper's encoder: frames of a log-mel spectrogram in, through two convolutions
-    image: bool = False  # a Vision Transformer: an image's patches in (engine/vision.py)
+    image: bool = False  # a Vision Transformer: an image's patches in (engine/vision/arch.py)
     layer_scale: bool = False  # DINOv2: each sub-layer's output times a learned λ (D,) before the residual
     patch_size: int = 0  # pixels a side of one patch
     image_size: int = 0  # pixels a side the model was trained at

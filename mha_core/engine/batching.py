@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mha_core.engine.budget import forward_bytes, planned_bytes
-from mha_core.engine.model import LoadedModel
+from mha_core.engine.loading.model import LoadedModel
 
 TOKEN_BUDGET = 6144  # pieces per batch (B x T): sorted batches with little padding
 MAPS_MB = 128  # attention maps (every head) of one batch: long texts go in smaller batches

@@ -22,7 +22,7 @@ from mha_core.engine.tokens import InputError
 from mha_core.messages import N_
 
 if TYPE_CHECKING:
-    from mha_core.engine.model import LoadedModel
+    from mha_core.engine.loading.model import LoadedModel
 
 BUDGET_ENV = "MHA_COMPUTE_MB"
 DEFAULT_BUDGET_MB = 1536

@@ -21,7 +21,7 @@ from mha_core.engine.forward import (
     prepare,
     scores_bias,
 )
-from mha_core.engine.model import LoadedModel
+from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import TokenBatch
 
 Cache = list[tuple[Tensor, Tensor]]  # L x (keys (1,G,P,Dh) after RoPE, values (1,G,P,Dh))

@@ -29,11 +29,11 @@ from mha_core.engine.attention import (
     multi_head_attention,
 )
 from mha_core.engine.budget import check_budget, forward_bytes, release_freed_memory
-from mha_core.engine.cross import cross_of
 from mha_core.engine.hooks import NO_HOOKS, HookPoint, Hooks, hooks_of, is_point
-from mha_core.engine.model import LoadedModel
+from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.per_layer import PerLayer, at_layer, per_layer  # noqa: F401 -- PerLayer: re-exported
 from mha_core.engine.result import AttentionResult
+from mha_core.engine.seq2seq.cross import cross_of
 from mha_core.engine.tokens import InputError, TextsLike, TokenBatch, tokenize
 from mha_core.engine.weights import EmbeddingWeights, LayerWeights
 from mha_core.messages import N_, Worded

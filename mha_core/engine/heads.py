@@ -9,7 +9,7 @@ from mha_core.engine.tokens import InputError
 from mha_core.messages import N_
 
 if TYPE_CHECKING:
-    from mha_core.engine.model import LoadedModel
+    from mha_core.engine.loading.model import LoadedModel
 
 
 def checked_head(name: str, n_layers: int, n_heads: int, layer: int, head: int) -> tuple[int, int]:

@@ -18,14 +18,14 @@ from pathlib import Path
 from torch import Tensor
 
 from mha_core.engine.attention import AUTO
-from mha_core.engine.audio import Clip, model_log_mel
 from mha_core.engine.forward import run
-from mha_core.engine.frames import frames_batch
 from mha_core.engine.hooks import HookFn, HookPoint, Hooks, NameFilter, Reader, hooks_of
-from mha_core.engine.images import prepare_images, read_image, run_images
-from mha_core.engine.model import LoadedModel
-from mha_core.engine.seq2seq import forward_seq2seq, source_targets
+from mha_core.engine.loading.model import LoadedModel
+from mha_core.engine.seq2seq.audio import Clip, model_log_mel
+from mha_core.engine.seq2seq.forward import forward_seq2seq, source_targets
+from mha_core.engine.seq2seq.frames import frames_batch
 from mha_core.engine.tokens import InputError, TokenBatch, tokenize
+from mha_core.engine.vision.images import prepare_images, read_image, run_images
 from mha_core.messages import N_
 
 ATTENTION_POINTS = ("q", "k", "v", "rot_q", "rot_k", "pattern", "z")  # short names under attn.

@@ -15,10 +15,10 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.attention import FUSED, rebuild_probs, repeat_kv, scores_bias
-from mha_core.engine.cross import CrossAttention
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.per_layer import LayerQueries, at_layer
 from mha_core.engine.pieces import fragmented_chars, unknown_spans
+from mha_core.engine.seq2seq.cross import CrossAttention
 from mha_core.engine.tokens import TokenBatch, word_pieces
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mha_core.analysis.corpus_pass import CorpusPass
-from mha_core.analysis.head_distances import HeadMap
-from mha_core.analysis.qk_view import BY_KIND, BY_POSITION, QKView, colour_groups, marked_sentence
-from mha_core.analysis.roles import head_label
+from mha_core.analysis.corpus.distances import HeadMap
+from mha_core.analysis.corpus.passes import CorpusPass
+from mha_core.analysis.heads.qk_view import BY_KIND, BY_POSITION, QKView, colour_groups, marked_sentence
+from mha_core.analysis.heads.roles import head_label
 from mha_core.figures.charts import layer_tick, safe_label
 from mha_core.figures.roles import ROLE_COLORS, role_category, role_text
 from mha_core.figures.spec import FigureDict

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 from plotly.colors import get_colorscale
 
-from mha_core.analysis.long_text import SUMMARIES, HeadSummaries
+from mha_core.analysis.long.text import SUMMARIES, HeadSummaries
 from mha_core.figures.charts import COLORSCALE, HEAD_COLORS, layer_head_grid, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import tr

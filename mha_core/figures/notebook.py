@@ -12,23 +12,23 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_core.analysis.ablation import AblationGrid
-from mha_core.analysis.coref_gap import CorefResult
-from mha_core.analysis.generate import Generation
-from mha_core.analysis.index_search import SearchResult
-from mha_core.analysis.pairs import PairShares
-from mha_core.analysis.patching import HEAD, HEADS, PatchGrid
-from mha_core.analysis.predict import Attribution, LogitLens, Prediction
-from mha_core.analysis.roles import HeadRoles, head_label, role_labels
-from mha_core.analysis.syntax import SyntaxResult
-from mha_core.analysis.transcribe import Transcript
+from mha_core.analysis.coref.gap import CorefResult
+from mha_core.analysis.corpus.syntax import SyntaxResult
+from mha_core.analysis.heads.pairs import PairShares
+from mha_core.analysis.heads.roles import HeadRoles, head_label, role_labels
+from mha_core.analysis.index.search import SearchResult
+from mha_core.analysis.lm.ablation import AblationGrid
+from mha_core.analysis.lm.generate import Generation
+from mha_core.analysis.lm.patching import HEAD, HEADS, PatchGrid
+from mha_core.analysis.lm.predict import Attribution, LogitLens, Prediction
+from mha_core.analysis.seq2seq.transcribe import Transcript
 from mha_core.engine.drawable import register_drawers
 from mha_core.engine.result import AttentionResult
-from mha_core.engine.seq2seq import Seq2SeqResult
+from mha_core.engine.seq2seq.forward import Seq2SeqResult
 from mha_core.figures import charts
+from mha_core.figures.index import summary_figure
 from mha_core.figures.predict import lens_figure
 from mha_core.figures.roles import role_grid_figure
-from mha_core.figures.search import summary_figure
 from mha_core.figures.seq2seq import seq2seq_figure, transcript_figure
 from mha_core.i18n import N_, tr
 

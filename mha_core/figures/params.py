@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core.analysis.params import ModelBreakdown
-from mha_core.analysis.shapes import (
+from mha_core.analysis.params.counts import ModelBreakdown
+from mha_core.analysis.params.shapes import (
     AttentionShape,
     attention_matrix_bytes,
     crossover_length,

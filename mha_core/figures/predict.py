@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core.analysis.lm_head import read_at
-from mha_core.analysis.predict import LogitLens
+from mha_core.analysis.lm.head import read_at
+from mha_core.analysis.lm.predict import LogitLens
 from mha_core.figures.charts import COLORSCALE, indexed_labels, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import tr

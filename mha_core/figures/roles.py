@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core.analysis.roles import METRIC_TITLES, HeadRoles, metric_title
+from mha_core.analysis.heads.roles import METRIC_TITLES, HeadRoles, metric_title
 from mha_core.figures.charts import head_tick, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import N_, tr

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 from plotly.colors import get_colorscale
 
-from mha_core.analysis.alignment import HeadScores
-from mha_core.analysis.transcribe import Transcript, speech_rows
-from mha_core.engine.frames import POSITION_SECONDS
-from mha_core.engine.seq2seq import KIND_NAMES, Seq2SeqResult
+from mha_core.analysis.seq2seq.alignment import HeadScores
+from mha_core.analysis.seq2seq.transcribe import Transcript, speech_rows
+from mha_core.engine.seq2seq.forward import KIND_NAMES, Seq2SeqResult
+from mha_core.engine.seq2seq.frames import POSITION_SECONDS
 from mha_core.figures.charts import COLORSCALE, head_figure, indexed_labels, safe_label
 from mha_core.figures.spec import FigureDict
 from mha_core.i18n import tr

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_core.analysis.display import AttentionView
-from mha_core.analysis.roles import head_label
+from mha_core.analysis.heads.display import AttentionView
+from mha_core.analysis.heads.roles import head_label
 from mha_core.engine.result import json_floats
 from mha_core.figures.spec import FigureDict
 from mha_core.i18n import tr

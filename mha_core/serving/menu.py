@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mha_core.engine import bundled
-from mha_core.engine.folder import parameter_count, read_config, read_revision, weight_headers
-from mha_core.engine.model import (
+from mha_core.engine.loading import bundled
+from mha_core.engine.loading.folder import parameter_count, read_config, read_revision, weight_headers
+from mha_core.engine.loading.model import (
     MODEL_DIR_ENV,
     LoadedModel,
     ModelLoadError,

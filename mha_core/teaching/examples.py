@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha_core.analysis.coref_sentence import Word, candidates_before, default_pronoun, probe_for, sentence_words
-from mha_core.analysis.predict import first_piece, first_piece_id
-from mha_core.engine.model import LoadedModel
+from mha_core.analysis.coref.sentence import Word, candidates_before, default_pronoun, probe_for, sentence_words
+from mha_core.analysis.lm.predict import first_piece, first_piece_id
+from mha_core.engine.loading.model import LoadedModel
 
 EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
 DEFAULT_LANGUAGE = "en"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_core.analysis.display import attention_view, uniform_weight, unit_attention, words_by_default
-from mha_core.analysis.roles import head_label, head_roles, metric_title, ranked_heads
-from mha_core.analysis.shapes import count_shape, make_shape, single_head_equivalent, two_bias_miscount
+from mha_core.analysis.heads.display import attention_view, uniform_weight, unit_attention, words_by_default
+from mha_core.analysis.heads.roles import head_label, head_roles, metric_title, ranked_heads
+from mha_core.analysis.params.shapes import count_shape, make_shape, single_head_equivalent, two_bias_miscount
 from mha_core.engine.forward import run
-from mha_core.engine.model import LoadedModel
+from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import tokenize, word_pieces
 from mha_core.i18n import N_, Explained, tr
@@ -163,7 +163,7 @@ def reveal_scaling(model: LoadedModel, lesson: Lesson) -> Reveal:
 
 
 def reveal_pair_shift(model: LoadedModel, lesson: Lesson) -> Reveal:
-    from mha_core.analysis.coref_sentence import antecedent_scores, sentence_words
+    from mha_core.analysis.coref.sentence import antecedent_scores, sentence_words
 
     c = lesson.check
     margins = []

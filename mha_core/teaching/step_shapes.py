@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mha_core.engine.model import LoadedModel
+from mha_core.engine.loading.model import LoadedModel
 from mha_core.i18n import tr
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mha_core.analysis.roles import top_indices
+from mha_core.analysis.heads.roles import top_indices
 from mha_core.engine import attention
 from mha_core.engine.attention import (
     EXPLICIT,
@@ -29,7 +29,7 @@ from mha_core.engine.attention import (
     split_heads,
 )
 from mha_core.engine.forward import layer_biases, position_ids, run
-from mha_core.engine.model import LoadedModel
+from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.per_layer import at_layer
 from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, tr

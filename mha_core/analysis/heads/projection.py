@@ -1,0 +1,87 @@
+"""2-D projections of points (PCA, UMAP, t-SNE). This module imports only numpy, so it also runs as a child
+process that a server can kill when no visitor waits for the result any more:
+
+    python mha_core/analysis/heads/projection.py POINTS.npy OUT.npy METHOD SEED
+    python mha_core/analysis/heads/projection.py --serve       (requests as JSON lines on stdin: see heavy.ChildPool)
+
+Shapes: P points, Dh dimensions.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+PCA, UMAP, TSNE = "PCA", "UMAP", "t-SNE"
+PROJECTIONS = (PCA, UMAP, TSNE)
+SEED = 0
+UMAP_EPOCHS = 200  # umap-learn's own choice above 10,000 points (500 below): 21 s -> 10 s for 8,000 points
+# Seconds per point on one core of the 2-core development machine (8,152 points: t-SNE 44 s, UMAP 10 s), and the
+# minute UMAP's numba code takes to compile in each new worker process (kept afterwards).
+SECONDS_PER_POINT = {TSNE: 0.0055, UMAP: 0.0013}
+UMAP_COMPILE_S = 55
+
+
+def pca(points: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
+    """(P,Dh) -> (P,2) on the two main axes (a fixed sign each), and the share of the variance each keeps."""
+    centred = points - points.mean(0)
+    _, sing, vt = np.linalg.svd(centred, full_matrices=False)
+    axes = vt[:2] * np.sign(vt[:2, [0]] + (vt[:2, [0]] == 0))
+    variance = sing**2 / max(float((sing**2).sum()), 1e-300)
+    return centred @ axes.T, (float(variance[0]), float(variance[1] if len(variance) > 1 else 0.0))
+
+
+def nonlinear(points: np.ndarray, method: str, seed: int = SEED) -> np.ndarray:
+    """(P,Dh) -> (P,2) with t-SNE (scikit-learn) or UMAP (umap-learn; numba compiles on first use)."""
+    if method == TSNE:
+        from sklearn.manifold import TSNE as SkTSNE
+
+        tsne = SkTSNE(2, init="pca", random_state=seed, perplexity=min(30.0, (len(points) - 1) / 3))
+        return tsne.fit_transform(points)
+    import umap
+
+    neighbours = max(2, min(15, len(points) - 1))
+    return umap.UMAP(n_components=2, n_neighbors=neighbours, random_state=seed, n_jobs=1,
+                     n_epochs=UMAP_EPOCHS).fit_transform(points)
+
+
+def expected_seconds(method: str, n_points: int, compiled: bool = True) -> float:
+    """A rough duration on one free core (see SECONDS_PER_POINT); UMAP's first run in a process compiles first."""
+    if method == PCA:
+        return 0.0
+    return SECONDS_PER_POINT[method] * n_points + (0 if compiled or method != UMAP else UMAP_COMPILE_S)
+
+
+def serve() -> None:
+    """One request per line on stdin, a JSON list [POINTS.npy, OUT.npy, METHOD, SEED]; one answer line each."""
+    for line in sys.stdin:
+        source, target, chosen, chosen_seed = json.loads(line)
+        try:
+            np.save(target, nonlinear(np.load(source), chosen, int(chosen_seed)))
+            print("ok", flush=True)
+        except Exception as err:  # noqa: BLE001 - the parent names it
+            print("error: " + " ".join(str(err).split()), flush=True)
+
+
+def duration_note(method: str, n_points: int) -> str:
+    """What a visitor should expect before choosing `method` for `n_points` points (one line, no full stop), in the
+    page's language (imported here: as a child process this module imports only numpy)."""
+    from mha_core.i18n import tr
+
+    if method == PCA:
+        return tr("instant")
+    note = tr("about {seconds:.0f} s on one free core", seconds=expected_seconds(method, n_points))
+    if method == UMAP:
+        note += tr(", plus about {seconds} s the first time (umap-learn compiles its code once per server process)",
+                   seconds=UMAP_COMPILE_S)
+    return note
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        source, target, chosen, chosen_seed = sys.argv[1:5]
+        np.save(target, nonlinear(np.load(source), chosen, int(chosen_seed)))

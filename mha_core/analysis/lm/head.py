@@ -1,0 +1,250 @@
+"""The language-model head: how a model's final states become logits over its vocabulary.
+
+- A decoder's head is the unembedding W_U: its input embeddings when tied, else the folder's lm_head.weight (the
+  app loads the base model, which leaves the head out). It predicts the next piece.
+- An encoder saved with a masked-LM head (BertForMaskedLM, RobertaForMaskedLM, DistilBertForMaskedLM weights) has
+  a dense layer, an activation and a LayerNorm before W_U (tied to the input embeddings unless the folder holds
+  its own) and a bias. It fills in the tokenizer's mask token where the text has one.
+- all-MiniLM-L6-v2, a sentence-embedding model, has none.
+
+Shapes: D d_model, V vocabulary, n states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from transformers.activations import ACT2FN
+
+from mha_core.engine.loading.model import LoadedModel
+from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces
+from mha_core.engine.weights import Norm
+from mha_core.i18n import N_, tr
+
+MASKED_HEADS = {  # family: (dense, norm, decoder, bias) tensor names of its ...ForMaskedLM checkpoints
+    "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.decoder",
+             "cls.predictions.bias"),
+    "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+    "xlm-roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+    "distilbert": ("vocab_transform", "vocab_layer_norm", "vocab_projector", "vocab_projector.bias"),
+}
+
+
+SEPARATE_HEADS = ("lm_head.weight", "embed_out.weight")  # a decoder's untied unembedding, by family
+
+
+@lru_cache(maxsize=8)
+def stored_tensors(model_dir: str, names: tuple[str, ...]) -> dict[str, Tensor]:
+    """The tensors of `names` found in a model folder's safetensors files (read once per folder)."""
+    from safetensors import safe_open
+
+    found: dict[str, Tensor] = {}
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as file:
+            for name in set(names) & set(file.keys()):
+                found[name] = file.get_tensor(name)
+    return found
+
+
+SLICE_PIECES, SLICE_ROWS = 4096, 64  # the smallest slice of the loss's logits (3 MB): a budget that leaves less
+#                                      is exceeded by that much rather than the loss made in millions of tiny products
+
+
+@dataclass(frozen=True)
+class LmHead:
+    """logits = W_U · transform(states) + bias; transform is the masked-LM head's LayerNorm(act(dense ·)), else
+    nothing."""
+
+    w_u: Tensor  # (V,D)
+    bias: Tensor | None  # (V,)
+    dense: tuple[Tensor, Tensor] | None  # (D,D) weight and (D,) bias: masked-LM heads only
+    activation: str | None
+    norm: Norm | None
+    masked: bool  # fills in a mask token (an encoder) instead of predicting the next piece
+    softcap: float | None = None  # Gemma 2: logits -> tanh(logits / c) · c
+
+    def transform(self, states: Tensor) -> Tensor:
+        """(..., D) -> (..., D)"""
+        if self.dense is None:
+            return states
+        return self.norm(ACT2FN[self.activation](F.linear(states, *self.dense)))
+
+    def __call__(self, states: Tensor, ids: Tensor | None = None) -> Tensor:
+        """(..., D) final states -> (..., V) logits, or (..., len(ids)) for the vocabulary rows `ids` only."""
+        logits = self.uncapped(states, ids)
+        return logits if self.softcap is None else torch.tanh(logits / self.softcap) * self.softcap
+
+    def uncapped(self, states: Tensor, ids: Tensor | None = None) -> Tensor:
+        """The logits before Gemma 2's final soft-cap (what direct logit attribution decomposes)."""
+        w_u, bias = (self.w_u, self.bias) if ids is None else (
+            self.w_u[ids], None if self.bias is None else self.bias[ids])
+        return F.linear(self.transform(states), w_u, bias)
+
+    def cross_entropy(self, states: Tensor, targets: Tensor, free_bytes: int) -> Tensor:
+        """(M,D) final states and (M,) target ids -> (M,) -log p(target), with the vocabulary's logits made a slice
+        of rows and of the vocabulary at a time within `free_bytes` (never (M,V) at once): each slice is one large
+        matrix product (a 262,144-piece vocabulary's logits, made a position at a time for 73 variants, took 68 s
+        on one core; in slices, 3 s), and the log-sum-exp is carried over the slices."""
+        vocabulary = self.w_u.shape[0]
+        x = self.transform(states).float()  # (M,D)
+        least = min(vocabulary, SLICE_PIECES)  # a slice's vocabulary pieces at least, however small the budget
+        rows = min(len(x), max(SLICE_ROWS, free_bytes // (3 * 4 * least)))
+        out = torch.empty(len(x))
+        for r0 in range(0, len(x), rows):
+            part, wanted = x[r0:r0 + rows], targets[r0:r0 + rows]
+            width = min(vocabulary, max(least, free_bytes // (3 * 4 * len(part))))
+            total = torch.full((len(part),), -torch.inf)
+            chosen = torch.zeros(len(part))
+            for v0 in range(0, vocabulary, width):
+                logits = self.slice_logits(part, v0, min(v0 + width, vocabulary))  # (r,w)
+                total = torch.logaddexp(total, torch.logsumexp(logits, dim=-1))
+                inside = (wanted >= v0) & (wanted < v0 + logits.shape[1])
+                chosen[inside] = logits[inside, wanted[inside] - v0]
+            out[r0:r0 + rows] = total - chosen
+        return out
+
+    def slice_logits(self, transformed: Tensor, start: int, stop: int) -> Tensor:
+        """(M,D) transformed states -> (M, stop - start) float32 logits of vocabulary rows start..stop, soft-capped."""
+        bias = None if self.bias is None else self.bias[start:stop]
+        logits = F.linear(transformed, self.w_u[start:stop].to(transformed.dtype),
+                          None if bias is None else bias.to(transformed.dtype))
+        return logits if self.softcap is None else torch.tanh(logits / self.softcap) * self.softcap
+
+
+def read_at(masked: bool) -> tuple[str, str, str]:
+    """How a page and a chart name what a head predicts at a position: (preposition, one, several), in the running
+    context's language."""
+    if masked:
+        return tr("at"), tr("piece for that place"), tr("pieces for that place")
+    return tr("after"), tr("next piece"), tr("next pieces")
+
+
+def answer_slot(model: LoadedModel) -> str:
+    """What a question to the model ends with: nothing for a head that predicts the next piece, the mask token (and a
+    full stop) for a masked-LM head, which fills in a place rather than continuing the text."""
+    head = lm_head(model)
+    return f" {model.tokenizer.mask_token}." if head is not None and head.masked else ""
+
+
+def masked_head(model: LoadedModel) -> LmHead | None:
+    names = MASKED_HEADS.get(model.arch.family)
+    if names is None:
+        return None
+    dense, norm, decoder, bias = names
+    wanted = (f"{dense}.weight", f"{dense}.bias", f"{norm}.weight", f"{norm}.bias", f"{decoder}.weight", bias,
+              f"{decoder}.bias")
+    found = stored_tensors(str(model.model_dir), wanted)
+    if f"{dense}.weight" not in found:
+        return None
+    config, dtype = model.config, model.embeddings.word.dtype
+    cast = {name: tensor.to(dtype) for name, tensor in found.items()}
+    activation = getattr(config, "activation", None) if model.arch.family == "distilbert" else (
+        getattr(config, "hidden_act", "gelu") if model.arch.family == "bert" else "gelu")
+    return LmHead(cast.get(f"{decoder}.weight", model.embeddings.word), cast.get(bias, cast.get(f"{decoder}.bias")),
+                  (cast[f"{dense}.weight"], cast[f"{dense}.bias"]), activation,
+                  Norm(cast[f"{norm}.weight"], cast[f"{norm}.bias"], getattr(config, "layer_norm_eps", 1e-12), False),
+                  masked=True)
+
+
+def lm_head(model: LoadedModel) -> LmHead | None:
+    """The model's language-model head, or None (an encoder without a masked-LM head, a decoder saved without its
+    head)."""
+    if not model.causal:
+        return masked_head(model)
+    softcap = model.arch.final_softcap
+    if getattr(model.config, "tie_word_embeddings", False):
+        return LmHead(model.embeddings.word, None, None, None, None, False, softcap)
+    found = stored_tensors(str(model.model_dir), SEPARATE_HEADS)
+    head = next((found[name] for name in SEPARATE_HEADS if name in found), None)  # GPT-NeoX: embed_out
+    return None if head is None else LmHead(head.to(model.embeddings.word.dtype), None, None, None, None, False,
+                                            softcap)
+
+
+def has_lm_head(model: LoadedModel) -> bool:
+    return lm_head(model) is not None
+
+
+def predicts_next(model: LoadedModel) -> bool:
+    """A head that predicts the next piece (a decoder's): what generation and next-piece losses need."""
+    head = lm_head(model)
+    return head is not None and not head.masked
+
+
+def check_lm_head(model: LoadedModel) -> LmHead:
+    head = lm_head(model)
+    if head is None:
+        raise InputError(
+            "has_no_language_model_2",
+            N_(
+                "{name} has no language-model head (it predicts no piece): predictions need a decoder saved with its "
+                "head, tied or separate, or an encoder saved with its masked-LM head."
+            ),
+            name=model.name,
+        )
+    return head
+
+
+def check_next_piece_head(model: LoadedModel) -> LmHead:
+    """The head of a model that predicts the next piece (generation and next-piece losses need one)."""
+    head = check_lm_head(model)
+    if head.masked:
+        raise InputError(
+            "fills_masked_pieces_it",
+            N_(
+                "{name} fills in masked pieces; it does not predict the next piece, so it cannot continue a text: "
+                "choose a decoder."
+            ),
+            name=model.name,
+        )
+    return head
+
+
+def lm_logits(model: LoadedModel, states: Tensor) -> Tensor:
+    """(..., D) final-normed states -> (..., V) logits through the language-model head."""
+    return check_lm_head(model)(states)
+
+
+def token_id(model: LoadedModel, piece: str) -> int:
+    """The id of `piece`, which must be one piece of the vocabulary as typed (with its leading space where the
+    tokenizer marks one); anything else is an InputError naming the pieces it splits into."""
+    ids = model.tokenizer(piece, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        shown = readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids))
+        raise InputError(
+            "pieces_s_vocabulary_choose",
+            N_("{piece!r} is {ids} pieces of {name}'s vocabulary ({value}): choose one piece."),
+            piece=piece,
+            ids=len(ids),
+            name=model.name,
+            value=" | ".join(shown) or "none",
+        )
+    return int(ids[0])
+
+
+def chosen_position(model: LoadedModel, batch: TokenBatch, position: int | None) -> int:
+    """Where a prediction is read: `position`, else a masked-LM head's first mask token, else the last piece."""
+    n = int(batch.attention_mask[0].sum())
+    if position is None and check_lm_head(model).masked:
+        masks = (batch.input_ids[0, :n] == model.tokenizer.mask_token_id).nonzero()[:, 0]
+        if not len(masks):
+            raise InputError(
+                "fills_masked_piece_type",
+                N_("{name} fills in a masked piece: type {mask_token} where the word to predict goes."),
+                name=model.name,
+                mask_token=model.tokenizer.mask_token,
+            )
+        return int(masks[0])
+    position = n - 1 if position is None else position
+    if not 0 <= position < n:
+        raise InputError(
+            "position_must_be_from_2",
+            N_("The position must be from 0 to {n} (the text has {n2} pieces)."),
+            n=n - 1,
+            n2=n,
+        )
+    return position

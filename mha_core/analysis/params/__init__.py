@@ -1,0 +1,1 @@
+"""Where the parameters and the compute go: counted from real modules, and the shape calculator."""

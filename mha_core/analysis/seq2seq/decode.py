@@ -1,0 +1,95 @@
+"""An encoder–decoder's own output, one piece at a time (translation, transcription): the encoder runs once; each
+decoder layer's cross-attention keys and values are projected once from its output, and each step runs only the
+new piece through the decoder, its self-attention reading the earlier pieces from the key/value cache
+(engine/cache.py, the decoders' own), chosen by the decoders' sampling loop (generate.sampled).
+
+Shapes: L decoder layers, H heads, P pieces so far, S source positions, D d_model, Dh head dim, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from mha_core.analysis.lm.generate import Sampling, Step, check_settings, sampled
+from mha_core.engine.attention import keys_values
+from mha_core.engine.cache import prefill, step
+from mha_core.engine.forward import Memory, final_norm
+from mha_core.engine.loading.model import LoadedModel
+from mha_core.engine.seq2seq.forward import Encoded, check_encoder_decoder, decoder_prefix, encode, target_batch
+from mha_core.engine.tokens import TokenBatch, tokenize
+
+MAX_NEW = 224  # Whisper writes at most half its 448 positions per window
+
+
+@dataclass(frozen=True)
+class Decoded:
+    ids: tuple[int, ...]  # the decoder's input pieces: its prefix (start piece first), then the generated ones
+    steps: tuple[Step, ...]  # one per generated piece (the last may be the end piece)
+    text: str  # the generated pieces as text, specials left out
+    stopped: str  # "end of text", "length" or "model's limit"
+
+    def as_json(self, model_name: str) -> dict:
+        """As generate's: what was written, the decoder's input pieces, and each step's choice and probability."""
+        return {"model": model_name, "text": self.text, "target_ids": list(self.ids), "stopped": self.stopped,
+                "generated": [{"token": s.piece, "id": s.id, "prob": round(s.prob, 6)} for s in self.steps]}
+
+
+def output_logits(model: LoadedModel, states: Tensor) -> Tensor:
+    """(…,D) the decoder's final-normed states -> (…,V) logits: its output layer (T5 with tied embeddings scales
+    the states by 1/√d_model first; BART and Marian add their final_logits_bias)."""
+    full = model.model
+    if getattr(model.config, "scale_decoder_outputs", False):
+        states = states * model.decoder.d_model**-0.5
+    logits = F.linear(states, full.get_output_embeddings().weight)
+    bias = getattr(full, "final_logits_bias", None)
+    return logits if bias is None else logits + bias[0]
+
+
+def cross_keys_values(model: LoadedModel, memory: Memory) -> list[tuple[Tensor, Tensor]]:
+    """Per decoder layer, its cross-attention's keys and values (B,H,S,Dh) of the encoder's output, projected once."""
+    return [keys_values(w.cross_attention, memory.states) for w in model.decoder.layers]
+
+
+def suppressed(model: LoadedModel, first: bool) -> list[int]:
+    """Pieces the model's configuration never lets it write (Whisper: suppress_tokens; begin_suppress_tokens at
+    the first generated piece)."""
+    ids = list(getattr(model.config, "suppress_tokens", None) or [])
+    ids += list(getattr(model.config, "begin_suppress_tokens", None) or []) if first else []
+    return [i for i in ids if i < model.decoder.embeddings.word.shape[0]]  # a config may name pieces past its own
+
+
+@torch.inference_mode()
+def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperature: float = 0.0,
+           top_k: int | None = None, seed: int = 0, prefix: list[int] | None = None,
+           encoded: Encoded | None = None) -> Decoded:
+    """The model's output for `source` (a text, or the first text of a batch: Whisper's frames_batch): greedy at
+    temperature 0, else sampled (the same seed, the same output); stops at the end piece, after `new` pieces, or at
+    the decoder's limit. `prefix`: the decoder's first pieces (default: decoder_prefix, Whisper's task prompt or
+    the start piece). `encoded`: the source already encoded (engine.seq2seq.encode), reused."""
+    check_encoder_decoder(model)
+    source = tokenize(model.tokenizer, source, model.max_length) if isinstance(source, str) else source
+    check_settings(new, temperature, top_k, seed, max_new=MAX_NEW)
+    _, memory = encoded if encoded is not None else encode(model, source)
+    first = Memory(memory.states[:1], None if memory.bias is None else memory.bias[:1])  # the first text's
+    memory = Memory(None, first.bias, cross_keys_values(model, first))
+    ids = list(prefix or decoder_prefix(model))
+    last, cache = prefill(model.decoder, target_batch(model, [ids]), memory)
+    caches = [cache]
+
+    def next_logits(state: Tensor, first_step: bool) -> Tensor:  # (1,D) -> (V,), the pieces it may not write out
+        logits = output_logits(model, final_norm(model.decoder, state))[0].float()
+        logits[suppressed(model, first_step)] = float("-inf")
+        return logits
+
+    def advance(grown: list[int]) -> Tensor:
+        state, caches[0] = step(model.decoder, grown[-1], len(grown), caches[0], memory)
+        return next_logits(state, False)
+
+    steps, stopped = sampled(model, ids, next_logits(last, True), advance, Sampling(new, temperature, top_k, seed),
+                             model.config.eos_token_id, model.decoder.max_length)
+    text = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
+    return Decoded(tuple(ids), tuple(steps), text.strip(), stopped)

@@ -1,0 +1,1 @@
+"""Vision Transformers: what their heads do with an image."""

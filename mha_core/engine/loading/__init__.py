@@ -1,0 +1,3 @@
+"""Finding and loading a model: a folder read without trusting it, the checks a loaded model passes, the bundled
+models.
+"""
