@@ -54,7 +54,7 @@ def check_budget(needed: int, what: str, advice: str) -> None:
     budget = budget_bytes()
     if needed > budget:
         raise BudgetError(
-            "would_need_about_memory",
+            "over_memory_budget",
             N_(
                 "{what} would need about {needed} of memory, over this server's limit of {budget} per computation "
                 "({budget_env}); {advice}."

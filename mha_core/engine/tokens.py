@@ -94,7 +94,7 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: i
     for b, n in enumerate(lengths):
         if not any(w is not None for w in enc.word_ids(b)):
             raise InputError(
-                "text_has_no_word",
+                "text_no_readable_piece",
                 N_("Text {b} has no word pieces the model can read (only control or blank characters)."),
                 b=b + 1,
             )
@@ -127,7 +127,7 @@ def tokenize_pairs(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, pairs: 
     items, pre_split = as_text_list(texts)
     seconds, _ = as_text_list(list(pairs))
     if pre_split or len(seconds) != len(items):
-        raise InputError("pairs_one_second_text", N_("Give one second text for each text, as plain text."))
+        raise InputError("pairs_not_one_per_text", N_("Give one second text for each text, as plain text."))
     enc = tokenizer(items, seconds, truncation="longest_first", max_length=max_length, split_special_tokens=True,
                     padding=True, return_tensors="pt", return_offsets_mapping=True)
     ids, mask = enc["input_ids"], enc["attention_mask"]  # (B,T)
@@ -178,7 +178,7 @@ def check_typed_specials(tokenizer: PreTrainedTokenizerBase, ids: Tensor, mask: 
         typed = [i for i in ids[b, 1 : n - 1].tolist() if i in special]  # between the pieces the tokenizer adds
         if typed:
             raise InputError(
-                "text_holds_special_piece",
+                "special_piece_in_text",
                 N_(
                     "Text {b} holds the special piece {typed}: with {mask_token} in the text, no other special piece "
                     "may be typed."

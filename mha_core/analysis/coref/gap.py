@@ -114,7 +114,7 @@ def analyse_coref(model: LoadedModel, examples: Sequence[GapExample], progress: 
             progress(done, len(examples))
     if not scored:
         raise InputError(
-            "none_gap_examples_could",
+            "gap_nothing_scored",
             N_(
                 "None of the {examples:,} GAP examples could be scored: a mention lies beyond the model's {max_length} "
                 "word pieces or has none."

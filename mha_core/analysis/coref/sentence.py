@@ -158,7 +158,7 @@ def antecedent_scores(
     """Scores of every candidate for text b of `result` (words from `sentence_words` of that text)."""
     if not candidates:
         raise InspectorError(
-            "no_candidate_before_pick",
+            "coref_no_candidate_before",
             N_("No candidate before '{text}': pick a later token or add a word."),
             text=words[pronoun].text,
         )
@@ -184,12 +184,12 @@ def align_pair(first: Sequence[Word], second: Sequence[Word], max_changes: int =
     """Align a minimal pair: same number of words, at most `max_changes` substitutions."""
     if not second:
         raise InspectorError(
-            "second_sentence_empty_type",
+            "pair_second_empty",
             N_("The second sentence is empty: type a sentence that differs in a few words."),
         )
     if len(first) != len(second):
         raise InspectorError(
-            "sentences_differ_length_vs",
+            "pair_lengths_differ",
             N_("The sentences differ in length ({first} vs {second} words): a minimal pair swaps words one for one."),
             first=len(first),
             second=len(second),
@@ -198,18 +198,18 @@ def align_pair(first: Sequence[Word], second: Sequence[Word], max_changes: int =
     matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     if any(tag in ("insert", "delete") for tag, *_ in matcher.get_opcodes()):
         raise InspectorError(
-            "sentences_do_not_align",
+            "pair_not_aligned",
             N_("The sentences do not align word for word: a minimal pair swaps words one for one."),
         )
     positions = tuple(i for i in range(len(a)) if a[i] != b[i])
     changed = tuple((first[i].text, second[i].text) for i in positions)
     if not changed:
         raise InspectorError(
-            "two_sentences_are_same", N_("The two sentences are the same: change a word in the second one.")
+            "pair_identical", N_("The two sentences are the same: change a word in the second one.")
         )
     if len(changed) > max_changes:
         raise InspectorError(
-            "sentences_differ_words_minimal",
+            "pair_too_many_changes",
             N_("The sentences differ in {changed} words; a minimal pair differs in at most {max_changes}."),
             changed=len(changed),
             max_changes=max_changes,

@@ -59,12 +59,12 @@ MAX_FILE_MB = 20  # a corpus file is read up to this size (the app's uploader ha
 def decode_text(data: bytes) -> str:
     """UTF-8 text, with or without a byte-order mark; anything else is one sentence naming what it looks like."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise CorpusFormatError('file_utf_text_not', N_('the file is UTF-16 text, not UTF-8: save it as UTF-8'))
+        raise CorpusFormatError('corpus_file_utf16', N_('the file is UTF-16 text, not UTF-8: save it as UTF-8'))
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise CorpusFormatError(
-            "byte_not_utf_file",
+            "corpus_file_not_utf8",
             N_(
                 "byte {start:,} is not UTF-8: the file is not UTF-8 text (binary, or another encoding); save it as "
                 "UTF-8"
@@ -81,11 +81,12 @@ def read_capped(path: Path, max_bytes: int | None = None) -> bytes:
             data = f.read(cap + 1)
     except OSError as err:
         raise CorpusFormatError(
-            "cannot_read", N_("cannot read {path}: {value}"), path=path, value=err.strerror or err.__class__.__name__
+            "corpus_file_unreadable", N_("cannot read {path}: {value}"), path=path,
+            value=err.strerror or err.__class__.__name__,
         ) from None
     if len(data) > cap:
         raise CorpusFormatError(
-            "file_larger_than_mb",
+            "corpus_file_too_large",
             N_("the file is larger than {cap:,.0f} MB: split it or use --limit on a shorter copy"),
             cap=cap / 2**20,
         )
@@ -99,13 +100,14 @@ def read_text(path: Path) -> str:
     try:
         data = read_capped(path, cap)
     except CorpusFormatError as err:
-        if err.code != "file_larger_than_mb":
+        if err.code != "corpus_file_too_large":
             raise
         data = b""  # over `cap` bytes: more characters than are read, whatever they are
     text = decode_text(data) if data else None
     if text is None or len(text) > MAX_INPUT_CHARS:
-        raise CorpusFormatError("text_too_long", N_("{path} has more than {max_input_chars:,} characters, the most "
-                                                    "that are read"), path=path.name, max_input_chars=MAX_INPUT_CHARS)
+        raise CorpusFormatError("text_file_too_long", N_("{path} has more than {max_input_chars:,} characters, the "
+                                                         "most that are read"), path=path.name,
+                                max_input_chars=MAX_INPUT_CHARS)
     return text
 
 
@@ -149,7 +151,7 @@ def parse_conllu(lines: Iterable[str], limit: int | None = None) -> list[ParsedS
         sentences.append(sentence_from_rows(rows, text))
     if not sentences:
         raise CorpusFormatError(
-            "line_no_sentences_found",
+            "conllu_no_sentences",
             N_("line 1: no sentences found (expected CoNLL-U: 10 tab-separated columns per word)"),
         )
     return sentences[:limit] if limit is not None else sentences
@@ -170,7 +172,7 @@ def conllu_row(line: str, number: int) -> list[ConlluRow]:
     cols = line.split("\t")
     if len(cols) != 10:
         raise CorpusFormatError(
-            "line_expected_tab_separated",
+            "conllu_wrong_columns",
             N_("line {number}: expected 10 tab-separated CoNLL-U columns, found {cols}"),
             number=number,
             cols=len(cols),
@@ -179,7 +181,7 @@ def conllu_row(line: str, number: int) -> list[ConlluRow]:
         return []  # multiword token or empty node: not part of the basic tree
     if not cols[0].isdigit() or not cols[6].isdigit():
         raise CorpusFormatError(
-            "line_id_head_must",
+            "conllu_id_head_not_numbers",
             N_("line {number}: ID and HEAD must be whole numbers (got {cols!r}, {cols2!r})"),
             number=number,
             cols=cols[0][:20],
@@ -201,7 +203,7 @@ def check_tree(rows: Sequence[ConlluRow]) -> None:
     for position, row in enumerate(rows, start=1):
         if row.id != position:
             raise CorpusFormatError(
-                "line_word_id_where",
+                "conllu_ids_out_of_order",
                 N_("line {line}: word ID {id} where {position} was expected"),
                 line=row.line,
                 id=row.id,
@@ -209,7 +211,7 @@ def check_tree(rows: Sequence[ConlluRow]) -> None:
             )
         if row.head > n:
             raise CorpusFormatError(
-                "line_head_lies_outside",
+                "conllu_head_outside_sentence",
                 N_("line {line}: HEAD {head} lies outside its sentence of {n} words"),
                 line=row.line,
                 head=row.head,
@@ -218,7 +220,7 @@ def check_tree(rows: Sequence[ConlluRow]) -> None:
     roots = [row for row in rows if row.head == 0]
     if len(roots) != 1:
         raise CorpusFormatError(
-            "line_sentence_starting_here",
+            "conllu_not_one_root",
             N_("line {line}: the sentence starting here has {roots} roots (HEAD 0); a tree has exactly one"),
             line=rows[0].line,
             roots=len(roots),
@@ -229,7 +231,7 @@ def check_tree(rows: Sequence[ConlluRow]) -> None:
             word, steps = rows[word - 1].head, steps + 1
             if steps > n:
                 raise CorpusFormatError(
-                    "line_heads_from_word",
+                    "conllu_head_cycle",
                     N_("line {line}: the HEADs from word {id} form a cycle"),
                     line=row.line,
                     id=row.id,
@@ -263,7 +265,7 @@ def read_text_lines(source: str | Path, limit: int | None = None) -> list[str]:
         sentences += bool(lines[-1])
     if not sentences:
         raise CorpusFormatError(
-            "line_no_sentences_found_2", N_("line 1: no sentences found (expected plain text, one sentence per line)")
+            "text_corpus_no_sentences", N_("line 1: no sentences found (expected plain text, one sentence per line)")
         )
     return lines
 
@@ -289,7 +291,7 @@ def read_gap(source: str | Path, limit: int | None = None) -> GapRows:
     header = next(reader, None)
     if header is None or tuple(header[:11]) != GAP_COLUMNS:
         raise CorpusFormatError(
-            "line_expected_gap_header",
+            "gap_bad_header",
             N_("line 1: expected the GAP header {gap_columns}"),
             gap_columns=" ".join(GAP_COLUMNS),
         )
@@ -308,7 +310,7 @@ def read_gap(source: str | Path, limit: int | None = None) -> GapRows:
             break
     if not examples:
         raise CorpusFormatError(
-            "no_usable_example_row",
+            "gap_no_usable_example",
             N_(
                 "no usable example: {ambiguous} row(s) without exactly one antecedent, {misaligned} whose offsets do "
                 "not point at the names"
@@ -330,7 +332,7 @@ def points_at_names(ex: GapExample) -> bool:
 def gap_row(row: list[str], number: int) -> GapExample | None:
     if len(row) < 10:
         raise CorpusFormatError(
-            "line_expected_tab_separated_2",
+            "gap_wrong_columns",
             N_("line {number}: expected 11 tab-separated GAP columns, found {row}"),
             number=number,
             row=len(row),
@@ -339,14 +341,14 @@ def gap_row(row: list[str], number: int) -> GapExample | None:
         offsets = int(row[3]), int(row[5]), int(row[8])
     except ValueError:
         raise CorpusFormatError(
-            "line_pronoun_offset_offset",
+            "gap_offsets_not_numbers",
             N_("line {number}: Pronoun-offset, A-offset and B-offset must be numbers"),
             number=number,
         ) from None
     flags = row[6].strip().upper(), row[9].strip().upper()
     if any(f not in ("TRUE", "FALSE") for f in flags):
         raise CorpusFormatError(
-            "line_coref_b_coref", N_("line {number}: A-coref and B-coref must be TRUE or FALSE"), number=number
+            "gap_coref_not_boolean", N_("line {number}: A-coref and B-coref must be TRUE or FALSE"), number=number
         )
     if flags.count("TRUE") != 1:
         return None

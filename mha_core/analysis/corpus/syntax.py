@@ -176,7 +176,7 @@ def analyse_syntax(model: LoadedModel, sentences: Sequence[ParsedSentence],
     keep = [i for i, n in enumerate(lengths) if n <= model.max_length]
     if not keep:
         raise InputError(
-            "none_sentences_fits_model",
+            "corpus_nothing_fits",
             N_("None of the {sentences:,} sentences fits the model's {max_length} word pieces."),
             sentences=len(sentences),
             max_length=model.max_length,

@@ -95,7 +95,7 @@ def kv_head_of(corpus: CorpusPass, head: int) -> int:
 def check_head(corpus: CorpusPass, layer: int, head: int) -> None:
     checked_head(Worded(N_("The model")), corpus.n_layers, corpus.n_heads, layer, head)
     if corpus.kept == 0:
-        raise InputError("no_sentence_was_kept", N_("No sentence was kept for the query-key view."))
+        raise InputError("qk_no_sentence_kept", N_("No sentence was kept for the query-key view."))
 
 
 def qk_view(
@@ -110,7 +110,7 @@ def qk_view(
     check_head(corpus, layer, head)
     if method not in PROJECTIONS:
         raise InputError(
-            "unknown_projection_choose_one",
+            "unknown_projection",
             N_("Unknown projection {method!r}: choose one of {projections}."),
             method=method,
             projections=", ".join(PROJECTIONS),
@@ -194,7 +194,7 @@ def colour_groups(corpus: CorpusPass, by: str, pos: tuple[str, ...] | None = Non
         common = [tag for tag, _ in Counter(pos).most_common()]
     else:
         raise InputError(
-            "unknown_colouring_choose_one",
+            "unknown_colouring",
             N_("Unknown colouring {by!r}: choose one of {colour_by}."),
             by=by,
             colour_by=", ".join(COLOUR_BY),

@@ -117,7 +117,7 @@ def check_query(index: OpenIndex, model: LoadedModel, layer: int, heads: tuple[i
     if not heads:
         return HIDDEN
     if not manifest.has(layer, HEADS):
-        raise InputError("index_no_heads_here", N_("layer {layer} is the last layer's output: no head runs on it; "
+        raise InputError("index_no_heads_on_layer", N_("layer {layer} is the last layer's output: no head runs on it; "
                                                    "choose heads of a layer from 0 to {last}"),
                          layer=layer, last=model.n_layers - 1)
     for head in heads:

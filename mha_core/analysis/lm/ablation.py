@@ -117,7 +117,7 @@ def original_pass(model: LoadedModel, batch: TokenBatch) -> OriginalPass:
         inputs.append(output)
         last = attn
     if last is None:
-        raise InputError('has_no_layers_ablate', N_('{name} has no layers to ablate.'), name=model.name)
+        raise InputError('ablation_no_layers', N_('{name} has no layers to ablate.'), name=model.name)
     return OriginalPass(tuple(inputs), tuple(means), last.probs, bias, rope)
 
 
@@ -184,14 +184,14 @@ def coref_probe(batch: TokenBatch, last_maps: Tensor, chosen: Sequence[Word] | N
         pronoun = default_pronoun(words)
         candidates = candidates_before(words, pronoun) if pronoun is not None else []
         if len(candidates) < 2:
-            raise InputError("coreference_needs_pronoun", N_("The coreference measure needs a pronoun with two nouns "
+            raise InputError("coref_needs_pronoun", N_("The coreference measure needs a pronoun with two nouns "
                                                              "before it in the text."))
         chosen = [words[i] for i in (pronoun, *candidates[:2])]
     offsets = batch.offsets[0]
     spans = [span_pieces(offsets, word.start, len(word.text)) for word in chosen]
     if not all(spans):
         raise InputError(
-            "pronoun_candidate_lies_beyond", N_("The pronoun or a candidate lies beyond the model's maximum length.")
+            "coref_word_beyond_cut", N_("The pronoun or a candidate lies beyond the model's maximum length.")
         )
     margin = candidate_scores(last_maps[None, 0], spans[0], spans[1]) - candidate_scores(
         last_maps[None, 0], spans[0], spans[2]
@@ -265,21 +265,21 @@ class Scorer:
 
 def check_choice(mode: str, measure: str, target: str | None, position: int | None) -> None:
     if mode not in MODES:
-        raise InputError("unknown_mode_choose_zero", N_("Unknown mode {mode!r}: choose zero or mean."), mode=mode)
+        raise InputError("unknown_ablation_mode", N_("Unknown mode {mode!r}: choose zero or mean."), mode=mode)
     if measure not in MEASURES:
         raise InputError(
-            "unknown_measure_choose",
+            "unknown_measure",
             N_("Unknown measure {measure!r}: choose {measures}."),
             measure=measure,
             measures=", ".join(MEASURES),
         )
     if measure == "target" and target is None:
         raise InputError(
-            "target_measure_needs_target", N_("The target measure needs a target token (and optionally a position).")
+            "target_missing", N_("The target measure needs a target token (and optionally a position).")
         )
     if measure != "target" and (target is not None or position is not None):
         raise InputError(
-            "target_position_apply_only",
+            "target_with_other_measure",
             N_("A target and a position apply only to the target measure, not to {measure!r}."),
             measure=measure,
         )
@@ -304,16 +304,16 @@ def continuation(
     check_next_piece_head(model)
     pieces = model.tokenizer(target, add_special_tokens=False)["input_ids"]
     if not pieces:
-        raise InputError("target_token_empty", N_("The target token is empty."))
+        raise InputError("target_empty", N_("The target token is empty."))
     n = batch.input_ids.shape[1]
     position = n - 1 if position is None else position
     if not 0 <= position < n:
         raise InputError(
-            "position_must_be_from", N_("The position must be from 0 to {n} (the text has {n2} tokens)."), n=n - 1, n2=n
+            "position_out_of_range", N_("The position must be from 0 to {n} (the text has {n2} tokens)."), n=n - 1, n2=n
         )
     if position + len(pieces) > model.max_length:
         raise InputError(
-            "target_s_pieces_after",
+            "target_past_limit",
             N_("The target's {pieces} pieces after position {position} go past the model's {max_length} pieces."),
             pieces=len(pieces),
             position=position,

@@ -61,19 +61,19 @@ def check_settings(new: int, temperature: float, top_k: int | None, seed: int = 
     """Refuse, in one sentence, a length (1 .. `max_new` new pieces), temperature, top-k or seed out of range."""
     if not 1 <= new <= max_new:
         raise InputError(
-            "generate_from_new_pieces",
+            "new_pieces_out_of_range",
             N_("Generate from 1 to {max_new} new pieces, not {new}."),
             max_new=max_new,
             new=new,
         )
     if not 0 <= temperature <= 10:
         raise InputError(
-            "temperature_must_be_from",
+            "temperature_out_of_range",
             N_("The temperature must be from 0 (always the most likely piece) to 10, not {temperature}."),
             temperature=temperature,
         )
     if top_k is not None and top_k < 1:
-        raise InputError("top_k_must_be", N_("Top-k must be at least 1, not {top_k}."), top_k=top_k)
+        raise InputError("top_k_out_of_range", N_("Top-k must be at least 1, not {top_k}."), top_k=top_k)
     if seed not in SEEDS:
         raise InputError("seed_out_of_range", N_("The seed must be a whole number from 0 to 2⁶⁴ − 1, not {seed}."),
                          seed=seed)
@@ -155,7 +155,7 @@ def chat_prompt(model: LoadedModel, text: str) -> tuple[str, TokenBatch]:
     tokenizer = model.tokenizer
     if not has_chat_template(model):
         raise InputError(
-            "s_tokenizer_has_no", N_("{name}'s tokenizer has no chat template: generate without it."), name=model.name
+            "no_chat_template", N_("{name}'s tokenizer has no chat template: generate without it."), name=model.name
         )
     marker = "\u2063mha-user-text\u2063"  # where the user's text goes: it is tokenized apart, its markers as text
     template = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
@@ -169,7 +169,7 @@ def chat_prompt(model: LoadedModel, text: str) -> tuple[str, TokenBatch]:
            *encoded(tokenizer, after, as_text=False)]
     if len(ids) >= model.max_length:
         raise InputError(
-            "chat_prompt_has_pieces",
+            "chat_prompt_too_long",
             N_("The chat prompt has {ids:,} pieces; {name} reads at most {max_length:,}."),
             ids=len(ids),
             name=model.name,

@@ -179,7 +179,7 @@ def check_lm_head(model: LoadedModel) -> LmHead:
     head = lm_head(model)
     if head is None:
         raise InputError(
-            "has_no_language_model_2",
+            "no_lm_head",
             N_(
                 "{name} has no language-model head (it predicts no piece): predictions need a decoder saved with its "
                 "head, tied or separate, or an encoder saved with its masked-LM head."
@@ -194,7 +194,7 @@ def check_next_piece_head(model: LoadedModel) -> LmHead:
     head = check_lm_head(model)
     if head.masked:
         raise InputError(
-            "fills_masked_pieces_it",
+            "masked_lm_cannot_continue",
             N_(
                 "{name} fills in masked pieces; it does not predict the next piece, so it cannot continue a text: "
                 "choose a decoder."
@@ -216,7 +216,7 @@ def token_id(model: LoadedModel, piece: str) -> int:
     if len(ids) != 1:
         shown = readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids))
         raise InputError(
-            "pieces_s_vocabulary_choose",
+            "answer_not_one_piece",
             N_("{piece!r} is {ids} pieces of {name}'s vocabulary ({value}): choose one piece."),
             piece=piece,
             ids=len(ids),
@@ -233,7 +233,7 @@ def chosen_position(model: LoadedModel, batch: TokenBatch, position: int | None)
         masks = (batch.input_ids[0, :n] == model.tokenizer.mask_token_id).nonzero()[:, 0]
         if not len(masks):
             raise InputError(
-                "fills_masked_piece_type",
+                "mask_token_missing",
                 N_("{name} fills in a masked piece: type {mask_token} where the word to predict goes."),
                 name=model.name,
                 mask_token=model.tokenizer.mask_token,
@@ -242,7 +242,7 @@ def chosen_position(model: LoadedModel, batch: TokenBatch, position: int | None)
     position = n - 1 if position is None else position
     if not 0 <= position < n:
         raise InputError(
-            "position_must_be_from_2",
+            "piece_position_out_of_range",
             N_("The position must be from 0 to {n} (the text has {n2} pieces)."),
             n=n - 1,
             n2=n,

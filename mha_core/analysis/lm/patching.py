@@ -130,7 +130,7 @@ def logit_diff_metric(model: LoadedModel, clean: Stream, answer: str | None, wro
     head = check_lm_head(model)
     if answer is None or wrong is None:
         raise InputError(
-            "patching_model_with_language",
+            "patching_needs_answer_and_wrong",
             N_("Patching a model with a language-model head reads logit(answer) - logit(wrong): name both pieces."),
         )
     ids = torch.tensor([token_id(model, answer), token_id(model, wrong)])
@@ -150,7 +150,7 @@ def coref_metric(
     first pronoun with two nouns before it) and its best last-layer head."""
     if answer is not None or wrong is not None:
         raise InputError(
-            "has_no_language_model",
+            "patching_needs_coref_words",
             N_(
                 "{name} has no language-model head: patching reads the pronoun's coreference margin instead of logits, "
                 "so it takes no answer or wrong piece."
@@ -176,7 +176,7 @@ def pair_streams(model: LoadedModel, clean: str, corrupted: str) -> tuple[Stream
     n1, n2 = len(first.tokens), len(second.tokens)
     if n1 != n2:
         raise InputError(
-            "clean_text_has_pieces",
+            "patching_lengths_differ",
             N_(
                 "The clean text has {n1} pieces and the corrupted text {n2}: patching puts back pieces position by "
                 "position, so both need the same number."
@@ -238,7 +238,7 @@ def residual_join(clean: Stream, corrupted: Stream, layer: int, positions: Tenso
 def check_head(model: LoadedModel, head: tuple[int, int] | None) -> tuple[int, int]:
     if head is None:
         raise InputError(
-            "patching_one_head_position",
+            "patching_head_missing",
             N_("Patching one head position by position needs the head: its layer and head."),
         )
     return model_head(model, *head)
@@ -287,7 +287,7 @@ def patch_grid(
     pronoun and two candidates of the clean text whose margin a model without a language-model head is read by."""
     if what not in WHAT:
         raise InputError(
-            "unknown_patch_choose", N_("Unknown patch {what!r}: choose {what2}."), what=what, what2=", ".join(WHAT)
+            "unknown_patch", N_("Unknown patch {what!r}: choose {what2}."), what=what, what2=", ".join(WHAT)
         )
     if what == HEAD:
         check_head(model, head)

@@ -263,7 +263,7 @@ def attribute(model: LoadedModel, text: str, answer: str, wrong: str | None = No
     """Direct logit attribution at `position` (default: the last piece) of a pre-norm model with an LM head."""
     head = check_lm_head(model)
     if model.embeddings.final_norm is None:
-        raise InputError("normalises_after_every_layer", N_("{name} normalises after every layer: no component "
+        raise InputError("attribution_after_norm", N_("{name} normalises after every layer: no component "
                                                                 "writes to the logits directly."), name=model.name)
     answer_id = token_id(model, answer)
     wrong_id = None if wrong is None else token_id(model, wrong)

@@ -46,14 +46,14 @@ def make_shape(d_model: int, n_heads: int, d_k: int | None = None, d_v: int | No
     for name, value in (("d_model", d_model), (Worded(N_("number of heads")), n_heads)):
         if not isinstance(value, int) or value < 1:
             raise ShapeError(
-                "must_be_positive_whole",
+                "size_not_positive",
                 N_("The {name} must be a positive whole number, not {value}."),
                 name=name,
                 value=value,
             )
         if value > MAX_DIM:
             raise ShapeError(
-                "above_calculator_s_limit",
+                "size_above_limit",
                 N_("The {name} {value:,} is above the calculator's limit of {max_dim:,}."),
                 name=name,
                 value=value,
@@ -75,7 +75,7 @@ def make_shape(d_model: int, n_heads: int, d_k: int | None = None, d_v: int | No
     for name, value in checks:
         if not isinstance(value, int) or value < 1 or value > MAX_DIM:
             raise ShapeError(
-                "must_be_whole_number",
+                "size_out_of_range",
                 N_("The {name} must be a whole number from 1 to {max_dim:,}, not {value}."),
                 name=name,
                 max_dim=MAX_DIM,
@@ -83,7 +83,7 @@ def make_shape(d_model: int, n_heads: int, d_k: int | None = None, d_v: int | No
             )
     if n_heads % n_kv_heads:
         raise ShapeError(
-            "query_heads_cannot_be",
+            "kv_heads_do_not_divide",
             N_("{n_heads} query heads cannot be shared evenly by {n_kv_heads} key/value heads."),
             n_heads=n_heads,
             n_kv_heads=n_kv_heads,

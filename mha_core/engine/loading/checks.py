@@ -49,7 +49,7 @@ def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> N
     missing = [k for k in loading.get("missing_keys", ()) if not k.startswith(UNUSED_WEIGHTS)]
     if missing:
         raise ModelLoadError(
-            "weights_lack_tensor_s",
+            "weights_missing_tensors",
             N_("The weights in {path} lack {missing:,} tensor(s) its config.json asks for (first: {missing2})."),
             path=shown(path),
             missing=len(missing),
@@ -58,18 +58,18 @@ def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> N
     for name, tensor in model.state_dict().items():
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             raise ModelLoadError(
-                "weights_hold_nan_infinite",
+                "weights_not_finite",
                 N_("The weights in {path} hold NaN or infinite values ({name})."),
                 path=shown(path),
                 name=name[:80],
             )
     config = model.config
     if not getattr(config, "num_hidden_layers", getattr(config, "n_layer", 1)):
-        raise ModelLoadError("model_has_no_layers", N_("The model in {path} has no layers."), path=shown(path))
+        raise ModelLoadError("model_no_layers", N_("The model in {path} has no layers."), path=shown(path))
     positions = getattr(config, "max_position_embeddings", getattr(config, "n_positions", MIN_POSITIONS))
     if positions is not None and positions < MIN_POSITIONS:
         raise ModelLoadError(
-            "model_reads_at_most",
+            "model_too_few_positions",
             N_(
                 "The model in {path} reads at most {positions} positions; at least {min_positions} are needed for a "
                 "sentence."
@@ -84,14 +84,14 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase, path: Path) -> None:
     """A fast tokenizer that reads ordinary English as more than unknown tokens."""
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(
-            "needs_fast_tokenizer_tokenizer",
+            "fast_tokenizer_missing",
             N_("{path} needs a fast tokenizer (tokenizer.json) for word alignment."),
             path=shown(path),
         )
     ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
     if not ids or all(i == tokenizer.unk_token_id for i in ids):
         raise ModelLoadError(
-            "tokenizer_reads_every_word",
+            "tokenizer_all_unknown",
             N_("The tokenizer in {path} reads every word as an unknown token."),
             path=shown(path),
         )

@@ -26,7 +26,15 @@ from mha_core.engine.arch import (
 )
 from mha_core.engine.loading import bundled
 from mha_core.engine.loading.checks import check_loaded_weights, check_tokenizer, load_failure
-from mha_core.engine.loading.folder import ModelLoadError, check_sizes, read_config, shown, weight_headers
+from mha_core.engine.loading.folder import (
+    NOT_REGULAR,
+    ModelLoadError,
+    check_sizes,
+    read_config,
+    refused,
+    shown,
+    weight_headers,
+)
 from mha_core.engine.seq2seq.weights import read_stacks
 from mha_core.engine.vision.arch import describe_vision, read_vision
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
@@ -134,7 +142,7 @@ def resolve_model_dir(model_dir: str | Path | None) -> Path:
         return Path(chosen).expanduser()
     except RuntimeError:
         raise ModelLoadError(
-            "cannot_expand_home_directory", N_("Cannot expand the home directory in {chosen!r}."), chosen=shown(chosen)
+            "home_not_expandable", N_("Cannot expand the home directory in {chosen!r}."), chosen=shown(chosen)
         ) from None
 
 
@@ -150,26 +158,26 @@ def check_model_dir(model_dir: Path) -> dict:
         has_weights = found and any(model_dir.glob("*.safetensors"))
     except OSError as err:
         raise ModelLoadError(
-            "cannot_read_config_json",
+            "config_unreadable",
             N_("Cannot read {model_dir} or its config.json: {reason}."),
             model_dir=shown(model_dir),
             reason=err.strerror or err.__class__.__name__,
         ) from None
     if not found:
         raise ModelLoadError(
-            "model_directory_not_found", N_("Model directory not found: {model_dir}"), model_dir=shown(model_dir)
+            "model_folder_not_found", N_("Model directory not found: {model_dir}"), model_dir=shown(model_dir)
         )
     config = read_config(model_dir)
     check_config(config, model_dir)
     if not has_weights:
         raise ModelLoadError(
-            "no_safetensors_weights_safetensors",
+            "safetensors_missing",
             N_("No safetensors weights (*.safetensors) in {model_dir}; .bin files are not loaded."),
             model_dir=shown(model_dir),
         )
     if not has_tokenizer and config.get("model_type") not in VISION:  # an image's patches need no tokenizer
         raise ModelLoadError(
-            "no_tokenizer_tokenizer_json",
+            "tokenizer_missing",
             N_("No tokenizer in {model_dir} (tokenizer.json or vocab.txt): every word would become [UNK]."),
             model_dir=shown(model_dir),
         )
@@ -181,11 +189,7 @@ def check_regular_files(model_dir: Path) -> None:
     """Nothing in the folder that a reader could block on forever (a FIFO, a socket, a device)."""
     for entry in model_dir.iterdir():
         if not (entry.is_file() or entry.is_dir()):
-            raise ModelLoadError(
-                "not_regular_file_pipe",
-                N_("{entry} is not a regular file (a pipe, socket or device): it is never read."),
-                entry=shown(entry),
-            )
+            raise refused("not_regular_file", NOT_REGULAR, path=shown(entry))
 
 
 FAMILIES_SENTENCE = Worded(N_("supported are the encoders {encoders}, the decoders {decoders}, the "
@@ -207,21 +211,21 @@ def check_config(config: dict, model_dir: Path) -> None:
         )
     if config.get("auto_map"):
         raise ModelLoadError(
-            "needs_own_code_trust",
+            "remote_code_refused",
             N_("{model_dir} needs its own code (trust_remote_code), which is never run: {families_sentence}."),
             model_dir=shown(model_dir),
             families_sentence=FAMILIES_SENTENCE,
         )
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise ModelLoadError(
-            "only_absolute_position_embeddings",
+            "relative_positions_unsupported",
             N_("Only absolute position embeddings are supported for BERT-style encoders."),
         )
     if model_type == "opt" and config.get("word_embed_proj_dim", config.get("hidden_size")) != config.get(
         "hidden_size"
     ):
         raise ModelLoadError(
-            "projects_opt_embeddings_another",
+            "opt_projection_unsupported",
             N_(
                 "{model_dir} projects its OPT embeddings to another width (word_embed_proj_dim), which the recompute "
                 "does not follow: {families_sentence}, OPT without that projection."
@@ -271,7 +275,7 @@ def load_model(
     vocabulary = min(stack.embeddings.word.shape[0] for stack in stacks)  # every piece is embedded by each stack
     if len(tokenizer) > vocabulary:
         raise ModelLoadError(
-            "tokenizer_has_tokens_but",
+            "tokenizer_larger_than_vocabulary",
             N_("The tokenizer in {path} has {tokenizer:,} tokens but the model embeds only {shape:,}."),
             path=shown(path),
             tokenizer=len(tokenizer),

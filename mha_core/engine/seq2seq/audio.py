@@ -136,7 +136,7 @@ def speak(text: str, language: str = "en") -> bytes:
         raise InputError("speak_too_long", N_("Speak at most {n} characters at a time."), n=MAX_SPOKEN_CHARS)
     program = shutil.which("espeak-ng")
     if program is None:
-        raise InputError("no_espeak", N_("espeak-ng is not installed, so no sentence can be spoken here (make "
+        raise InputError("espeak_missing", N_("espeak-ng is not installed, so no sentence can be spoken here (make "
                                           "install puts it in; or upload a recording)."))
     done = subprocess.run([program, "-v", VOICES.get(language, "en-us"), "--stdout", text], capture_output=True,
                           timeout=60, check=False)
