@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._timing import interleaved_medians, text_of_pieces  # noqa: E402
 from mha_core import load_model, run  # noqa: E402
 from mha_core.analysis.heads.contrib import value_weighted  # noqa: E402
-from mha_core.analysis.lm.ablation import ZERO, Scorer, ablation_grid, grid_plan, prepared, run_variants  # noqa: E402
+from mha_core.analysis.lm.ablation import ZERO, ablation_grid, grid_plan, prepared, run_variants  # noqa: E402
+from mha_core.analysis.lm.measures import Scorer  # noqa: E402
 from mha_core.engine.loading import bundled  # noqa: E402
 from mha_core.engine.loading.model import bundled_dirs  # noqa: E402
 

@@ -115,7 +115,8 @@ def test_the_coref_measure_reads_the_inspectors_margin_in_the_best_last_layer_he
 @pytest.mark.parametrize("family", ["bert", "gpt2", "llama"])
 def test_the_offered_measures_are_exactly_those_that_run(family_dirs, family):  # issue 20, section 2
     from mha_core import load_model
-    from mha_core.analysis.lm.ablation import MEASURES, ablation_grid, default_measure, measures_for
+    from mha_core.analysis.lm.ablation import ablation_grid
+    from mha_core.analysis.lm.measures import MEASURES, default_measure, measures_for
     from mha_core.engine.tokens import InputError
 
     model = load_model(family_dirs[family])

@@ -175,3 +175,23 @@ def test_image_models_name_their_stack_and_equal_transformers(vision, path):
                               zeroing(3, model.arch.head_dim))], reference)
     assert (ablated.last_hidden_state - result.last_hidden_state).abs().max() > 1e-3
     assert (ablated.last_hidden_state - theirs.last_hidden_state).abs().max() <= 1e-5, name
+
+
+def test_a_replaced_pattern_is_what_the_heads_read_on_both_paths(text_model):
+    """hook_pattern's replacement feeds the heads' outputs: on the fused path the map is rebuilt from the log-sum-exp
+    for the hook, and the outputs recomputed from what it returns."""
+    name, model = text_model
+
+    def first_key_only(pattern, _):  # (B,H,T,S): head 0 reads only the first piece
+        pattern[:, 0] = 0
+        pattern[:, 0, :, 0] = 1
+
+    edited = {path: run_with_cache(model, TEXTS[:1], path=path, fwd_hooks=[(act_name("pattern", 0), first_key_only)])
+              for path in PATHS}
+    plain = run_with_cache(model, TEXTS[:1], path="explicit")[0]
+    z = {path: cache["z", 0][0, :, 0] for path, (_, cache) in edited.items()}  # (T,Dh) head 0's output
+    v = edited["explicit"][1]["v", 0][0, 0, 0]  # (Dh,) the first piece's value in key/value head 0 (head 0's)
+    assert (z["explicit"] - v[None]).abs().max() <= 1e-5, name  # every row is the first piece's value
+    assert (z["fused"] - z["explicit"]).abs().max() <= 1e-5, name
+    for path, (result, _) in edited.items():
+        assert (result.last_hidden_state - plain.last_hidden_state).abs().max() > 1e-4, (name, path)

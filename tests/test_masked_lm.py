@@ -33,8 +33,8 @@ def test_masked_lm_logits_equal_transformers_masked_lm(mlm_dirs, name):
 
 
 def test_a_masked_lm_needs_its_mask_and_continues_nothing(mlm_dirs):
-    from mha_core.analysis.lm.ablation import measures_for
     from mha_core.analysis.lm.generate import generate
+    from mha_core.analysis.lm.measures import measures_for
 
     model = load_model(mlm_dirs["bert"])
     with pytest.raises(InputError, match=r"type \[MASK\] where"):

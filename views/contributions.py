@@ -7,7 +7,8 @@ import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.analysis.heads.roles import head_label
-from mha_core.analysis.lm.ablation import MEASURE_HELP, MODES, default_measure, measures_for
+from mha_core.analysis.lm.ablation import MODES
+from mha_core.analysis.lm.measures import MEASURE_HELP, default_measure, measures_for
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import text as computed

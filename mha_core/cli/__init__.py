@@ -53,7 +53,8 @@ def cmd_ablate(args: argparse.Namespace) -> None:
 
 
 def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
-    from mha_core.analysis.lm.ablation import MEASURE_HELP, MEASURES, MODES
+    from mha_core.analysis.lm.ablation import MODES
+    from mha_core.analysis.lm.measures import MEASURE_HELP, MEASURES
 
     p = sub.add_parser("ablate", help="the effect of removing each head alone on the model's output")
     p.add_argument("text")

@@ -26,12 +26,16 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from mha_core.analysis.coref.sentence import Word
 from mha_core.analysis.heads.roles import ranked_heads
-from mha_core.analysis.lm.head import check_lm_head, check_next_piece_head, lm_logits, predicts_next
+from mha_core.analysis.lm.head import check_next_piece_head
+from mha_core.analysis.lm.measures import (
+    MEASURES,
+    Scorer,
+    coref_probe,
+    default_measure,
+)
 from mha_core.engine.batching import Progress
 from mha_core.engine.budget import (
     check_budget,
@@ -50,7 +54,6 @@ from mha_core.i18n import N_, Worded
 
 ZERO, MEAN = N_("zero"), N_("mean")  # marked: the page shows them translated
 MODES = (ZERO, MEAN)
-MEASURES = (N_("embedding"), N_("loss"), N_("target"), N_("coref"))
 STRONGEST_SHOWN = 8  # heads listed under the grid
 
 
@@ -70,24 +73,6 @@ class AblationGrid(Drawable):
         """The grid as the CLI's `ablate --json` and the page's download both write it."""
         return {"measure": self.measure, "mode": self.mode, "original": self.original, "model": model_name,
                 "target_pieces": list(self.target_pieces), "effects": self.effects.astype("float64").round(8).tolist()}
-
-
-MEASURE_HELP = {"embedding": N_("1 − cos between the ablated and the original sentence embedding (mean-pooled, "
-                             "L2-normalised)"), "loss": N_("change in mean next-token loss (nats)"),
-                "target": N_("change in the summed log-probability of the target's pieces after the chosen position "
-                          "(nats)"),
-                "coref": N_("change of the coreference margin (pronoun → first candidate minus second) in the last "
-                         "layer's head where it is largest")}
-
-
-def measures_for(model: LoadedModel) -> tuple[str, ...]:
-    """The measures this model can be scored by: loss and target need a language-model head; the sentence
-    embedding (mean-pooled last layer) and the coreference margin any model."""
-    return tuple(m for m in MEASURES if m not in ("loss", "target") or predicts_next(model))
-
-
-def default_measure(model: LoadedModel) -> str:
-    return "loss" if predicts_next(model) else "embedding"
 
 
 @dataclass(frozen=True)
@@ -157,55 +142,6 @@ def final_states(model: LoadedModel, batch: TokenBatch, removed: Sequence[Tensor
     return run_variants(model, batch, removed, mode)[0]
 
 
-def sentence_embedding(states: Tensor) -> Tensor:
-    """(N,T,D) -> (N,D): mean over tokens, L2-normalised (as sentence-transformers pools all-MiniLM-L6-v2)."""
-    return F.normalize(states.mean(dim=1), dim=-1)
-
-
-@dataclass(frozen=True)
-class CorefProbe:
-    """Where the coreference margin is read: the pronoun's and two candidates' pieces, the best last-layer head."""
-
-    pronoun: list[int]
-    a: list[int]
-    b: list[int]
-    head: int
-    words: tuple[str, str, str]  # pronoun, candidate a, candidate b
-
-
-def coref_probe(batch: TokenBatch, last_maps: Tensor, chosen: Sequence[Word] | None = None) -> CorefProbe:
-    """Where the margin is read: `chosen` (pronoun, candidate a, candidate b), else the first pronoun with two nouns
-    before it (spaCy), as the Coreference page picks them; the head is the last-layer head of the largest margin."""
-    from mha_core.analysis.coref.gap import candidate_scores, span_pieces
-    from mha_core.analysis.coref.sentence import candidates_before, default_pronoun, sentence_words
-
-    if chosen is None:
-        words = sentence_words(batch.texts[0])
-        pronoun = default_pronoun(words)
-        candidates = candidates_before(words, pronoun) if pronoun is not None else []
-        if len(candidates) < 2:
-            raise InputError("coref_needs_pronoun", N_("The coreference measure needs a pronoun with two nouns "
-                                                             "before it in the text."))
-        chosen = [words[i] for i in (pronoun, *candidates[:2])]
-    offsets = batch.offsets[0]
-    spans = [span_pieces(offsets, word.start, len(word.text)) for word in chosen]
-    if not all(spans):
-        raise InputError(
-            "coref_word_beyond_cut", N_("The pronoun or a candidate lies beyond the model's maximum length.")
-        )
-    margin = candidate_scores(last_maps[None, 0], spans[0], spans[1]) - candidate_scores(
-        last_maps[None, 0], spans[0], spans[2]
-    )  # (1,H)
-    head = int(margin[0].abs().argmax())
-    return CorefProbe(*spans, head, tuple(word.text for word in chosen))
-
-
-def coref_margins(maps: Tensor, probe: CorefProbe) -> Tensor:
-    """(N,H,T,T) last-layer maps -> (N,) margin a - b of the probe's head."""
-    rows = maps[:, probe.head][:, probe.pronoun]  # (N,P,T)
-    return rows[..., probe.a].sum(-1).mean(-1) - rows[..., probe.b].sum(-1).mean(-1)
-
-
 @dataclass(frozen=True)
 class GridPlan:
     rows: int  # variants run together
@@ -225,42 +161,6 @@ def grid_plan(model: LoadedModel, tokens: int) -> GridPlan:
                      Worded(N_("use a shorter text")))
     rows = min(rows, model.n_layers * model.n_heads)
     return GridPlan(rows, planned_bytes() - reserved - rows * tokens * model.d_model * e)
-
-
-@dataclass(frozen=True)
-class Scorer:
-    """A measure read off variants' final states (n,T,D) and last-layer maps (n,H,T,T): (n,) values. Logits
-    are computed only where the measure reads them, in position blocks within `free_bytes`."""
-
-    model: LoadedModel
-    measure: str
-    ids: Tensor  # (T,) the text's ids
-    scored: tuple[tuple[int, int], ...]  # target: (position, token) pairs whose log-probabilities are summed
-    probe: CorefProbe | None
-    free_bytes: int
-
-    def values(self, states: Tensor, last_maps: Tensor, base: Tensor | None) -> Tensor:
-        """Embedding: the original's embedding (base None) or 1 - cos to it; else the measure itself."""
-        if self.measure == "embedding":
-            embedding = sentence_embedding(states)  # (n,D)
-            return embedding if base is None else 1 - embedding @ base[0]
-        if self.measure == "coref":
-            return coref_margins(last_maps, self.probe)
-        if self.measure == "loss":
-            return self.next_token_loss(states)
-        return sum(
-            torch.log_softmax(lm_logits(self.model, states[:, p]).float(), dim=-1)[:, token] for p, token in self.scored
-        )
-
-    def next_token_loss(self, states: Tensor) -> Tensor:
-        """Mean next-token cross-entropy (n,) over the text's positions (lm_head: the vocabulary in slices)."""
-        n, t = states.shape[:2]
-        if t < 2:
-            return torch.zeros(n)
-        targets = self.ids[1:t].repeat(n)  # (n(T-1),) the next tokens, variant after variant
-        rows = states[:, : t - 1].reshape(n * (t - 1), -1)  # (n(T-1),D)
-        losses = check_lm_head(self.model).cross_entropy(rows, targets, self.free_bytes)  # (n(T-1),)
-        return losses.view(n, t - 1).mean(-1)
 
 
 def check_choice(mode: str, measure: str, target: str | None, position: int | None) -> None:

@@ -25,8 +25,8 @@ from torch import Tensor
 
 from mha_core.analysis.coref.sentence import Word
 from mha_core.analysis.heads.roles import head_label
-from mha_core.analysis.lm.ablation import CorefProbe, coref_margins, coref_probe
 from mha_core.analysis.lm.head import check_lm_head, chosen_position, has_lm_head, token_id
+from mha_core.analysis.lm.measures import CorefProbe, coref_margins, coref_probe
 from mha_core.analysis.lm.predict import Stream, residual_stream
 from mha_core.engine.batching import Progress
 from mha_core.engine.budget import check_budget, element_size, layer_work_bytes, release_freed_memory, rows_within
