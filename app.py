@@ -27,6 +27,7 @@ pages = [
     st.Page("views/parameters.py", title=tr("Parameters"), icon=":material/calculate:"),
     st.Page("views/walkthrough.py", title=tr("Walkthrough"), icon=":material/school:"),
     st.Page("views/seq2seq.py", title=tr("Encoder–decoder"), icon=":material/translate:"),
+    st.Page("views/translation.py", title=tr("Translation"), icon=":material/g_translate:"),
     st.Page("views/images.py", title=tr("Images"), icon=":material/image:"),
 ]
 page = st.navigation(pages)

@@ -36,6 +36,8 @@ _PUBLIC = {  # the public API (README: Python API): every analysis the app and t
     "mha_core.analysis.seq2seq.decode": ("Decoded", "decode"),
     "mha_core.analysis.corpus.syntax": ("SyntaxResult", "analyse_corpus", "analyse_syntax"),
     "mha_core.analysis.seq2seq.transcribe": ("Transcript", "transcribe"),
+    "mha_core.analysis.translation.translate": ("Translation", "align", "translate"),
+    "mha_core.analysis.translation.heads": ("HeadChoice", "development_choice"),
     "mha_core.engine.seq2seq.audio": ("Clip", "read_audio", "speak"),
     "mha_core.engine.seq2seq.cross": ("CrossAttention",),
     "mha_core.engine.seq2seq.forward": ("Seq2SeqResult", "run_seq2seq"),

@@ -11,6 +11,7 @@ import pytest
 from mha_core import i18n
 from mha_core.analysis.coref.sentence import PROBE
 from mha_core.analysis.long.roles import NEEDLE, QUESTION
+from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS
 from mha_core.engine.loading.bundled import ENCODER_NAME, GEMMA_NAME
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import word_units
@@ -364,6 +365,7 @@ UNMARKED_TEXTS = {
     "query \\ key": "a CSV file's corner header",
     "<from the address>": "an internal context marker, never shown",
     "Stéfan van der Walt": "a photographer's name (teaching.photos: the sample photos' credits)",
+    **{pair["en"]: "text the model reads (the translation prompt's example pairs)" for pair in EXAMPLE_PAIRS},
 }
 
 

@@ -154,3 +154,21 @@ def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
     assert heard.words and all(simplified(w.word) == w.word for w in heard.words)  # the word table too
     english = transcribe(whisper, read_audio(speak(SENTENCE)), "en", timestamps=False)
     assert english.text == english.text_as_written == SENTENCE  # only Chinese is converted
+
+
+@pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
+def test_whisper_translates_spoken_chinese_into_english_with_its_cross_attention(whisper):
+    """Issue 46: task=translate, as transformers' generate writes it; the English words timed on the speech. (What
+    whisper-base makes of espeak-ng's Mandarin is poor English: the test checks the machinery, not the translation.)"""
+    clip = read_audio(speak("我很高兴见到你。", "zh"))
+    heard = transcribe(whisper, clip, "zh", task="translate")
+    assert heard.task == "translate" and heard.text.isascii() and heard.text.strip()
+    features = heard.result.encoder.batch.features
+    with torch.inference_mode():
+        theirs = whisper.model.generate(features, language="zh", task="translate")[0].tolist()
+    assert heard.decoded.stopped == "end of text" and list(heard.decoded.ids[heard.prompt_length:-1]) == theirs
+    assert heard.words and all(w.word.isascii() for w in heard.words)
+    assert all(0 <= w.start <= w.end <= clip.seconds + 0.05 for w in heard.words)
+    assert heard.result.cross.layer_maps(0).shape[-1] == 1500  # cross-attention over the speech's positions
+    with pytest.raises(InputError, match="transcribe or translate"):
+        transcribe(whisper, clip, "zh", task="summarise")

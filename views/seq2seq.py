@@ -25,6 +25,7 @@ SOURCES = (N_("Speak a sentence"), N_("Upload a recording"), N_("Record with the
 LANGUAGES = {"auto": N_("detect it"), "en": N_("English"), "zh": N_("Chinese"), "de": N_("German"), "fr": N_("French"),
              "es": N_("Spanish"), "ja": N_("Japanese")}  # Whisper's codes for the languages offered
 TABS = (N_("Cross-attention"), N_("Every head"), N_("Word timestamps"), N_("Encoder over time"))
+TASK_NAMES = {"transcribe": N_("Write what is said"), "translate": N_("Translate into English")}
 ALL_HEADS = -1
 
 
@@ -69,26 +70,35 @@ def whisper_page(model: LoadedModel) -> None:
     language = widget(st.selectbox, "heard_lang", default_language(), tr("Language"),
                       context=(i18n.current(),), options=list(LANGUAGES),
                       format_func=lambda code: tr(LANGUAGES[code]))
+    task = widget(st.radio, "task", "transcribe", tr("Task"), options=list(TASK_NAMES),
+                  format_func=lambda t: tr(TASK_NAMES[t]), horizontal=True)
     if audio is None:
         stop()
     clip = answered(computed.clip_of, audio)
     if clip is None:
         stop()
     st.audio(audio)
+    told = None if language == "auto" else language
     with st.spinner(tr("Listening…")):
-        heard = answered(computed.transcript_of, model, audio, None if language == "auto" else language)
-    if heard is None:
+        heard = answered(computed.transcript_of, model, audio, told, task)
+        said = heard if task == "transcribe" or heard is None else answered(computed.transcript_of, model, audio, told)
+    if heard is None or said is None:
         stop()
-    language_name = tr(LANGUAGES[heard.language]) if heard.language in LANGUAGES else heard.language
+    language_name = tr(LANGUAGES[said.language]) if said.language in LANGUAGES else said.language
     st.markdown(tr("**Heard** ({language}, {seconds:.1f} s): {text}", language=language_name, seconds=clip.seconds,
-                   text=literal(heard.text)))
-    if heard.text != heard.text_as_written:
+                   text=literal(said.text)))
+    if task == "translate":
+        st.markdown(tr("**Whisper's English translation:** {text}", text=literal(heard.text)))
+        st.caption(tr("The same encoder output, a decoder told to translate (its task piece): the cross-attention "
+                      "below shows which stretch of the speech each English word listens to, as translation's "
+                      "alignment. On the Translation page a decoder-only model aligns text with its self-attention."))
+    if heard.text != heard.text_as_written and task == "transcribe":
         st.caption(tr("Whisper wrote it in Traditional characters ({written}); shown in Simplified characters "
                       "(OpenCC).", written=literal(heard.text_as_written)))
     if clip.cut:
         st.caption(tr("The file is {whole:.0f} s long: Whisper hears {window:.0f} s at a time, so only the first "
                       "{window:.0f} s are read.", whole=clip.source_seconds, window=clip.seconds))
-    key = (str(model.model_dir), computed.digest(audio), None if language == "auto" else language)
+    key = (str(model.model_dir), computed.digest(audio), told, task)
     for tab, tab_id in zip(tabs("x_tab", TABS), TABS, strict=True):
         if tab.open:
             with tab:
@@ -100,7 +110,7 @@ def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -
     chart(("x_spectrogram", *key, layer, head), lambda: figures.spectrogram_cross_figure(heard, layer, head),
           width="stretch")
     if head is not None:
-        show_steps(computed.heard_steps_of, model, audio, heard.language, layer, head)
+        show_steps(computed.heard_steps_of, model, audio, heard.language, layer, head, heard.task)
     st.caption(tr("Top: the clip's log-mel spectrogram (time across, pitch up), each word's span outlined. Bottom: "
                   "each row is the decoder reading one piece and writing the next; its colour shows where in the audio "
                   "its cross-attention listens (Q from the decoder, K and V from the encoder's frames)."))
@@ -201,6 +211,8 @@ def not_encoder_decoder(model: LoadedModel) -> None:
 st.title(tr("Encoder–decoder: cross-attention"))
 st.caption(tr("The decoder writes one piece at a time; in every decoder layer, cross-attention takes Q from what it "
               "has written and K, V from the encoder's reading of the source. The maps show where it looks."))
+st.page_link("views/translation.py", label=tr("Translation's alignment inside a decoder (Gemma 3, Chinese ↔ English)"),
+             icon=":material/g_translate:")
 model = current_model()
 if model.arch.family == "whisper":
     model_card()

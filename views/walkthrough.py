@@ -210,6 +210,13 @@ def step_concat_and_output(w: Walkthrough, model: LoadedModel, s: StepShapes, ba
         key="output",
     )
     st.code(code_for_step(4), language="python")
+    st.caption(tr("The same four steps with Q from one sequence and K, V from another are cross-attention: an "
+                  "encoder–decoder's decoder reading its source. A decoder alone does the same inside one sequence "
+                  "when it translates: its words attend back to the source it was given."))
+    left, right = st.columns(2)
+    left.page_link("views/seq2seq.py", label=tr("Cross-attention in an encoder–decoder"), icon=":material/translate:")
+    right.page_link("views/translation.py", label=tr("Translation's alignment inside a decoder"),
+                    icon=":material/g_translate:")
 
 
 def step_prediction(model: LoadedModel, text: str, layer: int, query: int) -> None:

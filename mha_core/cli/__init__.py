@@ -1,4 +1,4 @@
-"""The command line: `python -m mha_core attention|ablate|params|roles|coref|head-distances|index|search|… --json OUT`.
+"""The command line: `python -m mha_core attention|ablate|translate|align|params|roles|index|search|… --json OUT`.
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -24,6 +24,7 @@ from mha_core.cli.common import (
 )
 from mha_core.cli.index import add_index_parsers
 from mha_core.cli.seq2seq import add_transcribe_parser
+from mha_core.cli.translation import add_translation_parsers
 from mha_core.cli.vision import positive_side
 from mha_core.messages import Explained
 
@@ -138,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_params_parser(sub)
     add_corpus_parsers(sub)
     add_transcribe_parser(sub)
+    add_translation_parsers(sub)
     add_index_parsers(sub)
     models = sub.add_parser("models", help="the models this machine lists: bundled, $MHA_MODELS_DIR, HF cache")
     models.add_argument("--json", default="-", help="output file, '-' for stdout")

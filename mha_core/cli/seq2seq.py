@@ -77,7 +77,7 @@ def cmd_transcribe(args: argparse.Namespace) -> None:
     if model.arch.family != "whisper":
         raise CliError(f"{model.name} does not hear audio: choose a Whisper model (--model whisper-base)")
     clip = read_audio(Path(args.audio))
-    result = transcribe(model, clip, language=args.language, timestamps=args.timestamps)
+    result = transcribe(model, clip, language=args.language, timestamps=args.timestamps, task=args.task)
     out = result.as_json(model.name)
     out["seconds"], out["cut"] = round(clip.seconds, 3), clip.cut
     if not args.timestamps:
@@ -99,6 +99,8 @@ def add_transcribe_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--audio", required=True, help="WAV, FLAC, OGG or MP3; the first 30 s are read")
     p.add_argument("--language", default=None, help="the spoken language's code (default: detected)")
     p.add_argument("--timestamps", action="store_true", help="each word's start and end, from the alignment heads")
+    p.add_argument("--task", choices=("transcribe", "translate"), default="transcribe",
+                   help="translate: Whisper writes what is said in English (its words aligned with the speech)")
     add_model_arguments(p, default=WHISPER_NAME)  # the bundled model that hears
     p.add_argument("--json", default="-", help="output file, '-' for stdout")
     p.set_defaults(func=cmd_transcribe)

@@ -22,6 +22,8 @@ from mha_core.analysis.lm.generate import Generation
 from mha_core.analysis.lm.patching import HEAD, HEADS, PatchGrid
 from mha_core.analysis.lm.predict import Attribution, LogitLens, Prediction
 from mha_core.analysis.seq2seq.transcribe import Transcript
+from mha_core.analysis.translation.heads import HeadChoice
+from mha_core.analysis.translation.translate import Translation
 from mha_core.engine.drawable import register_drawers
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.seq2seq.forward import Seq2SeqResult
@@ -30,6 +32,7 @@ from mha_core.figures.index import summary_figure
 from mha_core.figures.predict import lens_figure
 from mha_core.figures.roles import role_grid_figure
 from mha_core.figures.seq2seq import seq2seq_figure, transcript_figure
+from mha_core.figures.translation import alignment_matrix_figure, head_aer_figure
 from mha_core.i18n import N_, tr
 
 
@@ -70,6 +73,8 @@ FIGURES: dict[type, Callable[..., dict]] = {
     Seq2SeqResult: seq2seq_figure,
     SearchResult: summary_figure,
     Transcript: transcript_figure,
+    Translation: alignment_matrix_figure,
+    HeadChoice: head_aer_figure,
     SyntaxResult: lambda s, relation="all": charts.layer_head_grid(
         s.relations[relation].accuracy.max(axis=0), tr("Accuracy on {relation} (the better direction)",
                                                        relation=relation), N_("accuracy"), zrange=(0.0, 1.0)),
@@ -96,6 +101,9 @@ TABLES: dict[type, Callable[[Any], pd.DataFrame]] = {
     SearchResult: lambda r: pd.DataFrame([{"score": m.score, "context": m.marked(), "word": m.word,
                                            "pos": m.pos, "relation": m.deprel, "sentence": m.sentence}
                                           for m in r.matches]),
+    Translation: lambda t: pd.DataFrame([{"word": w, "aligned to": " ".join(t.source_words[s] for s in
+                                                                         t.aligned_to(j))}
+                                         for j, w in enumerate(t.target_words)]),
     Generation: lambda g: pd.DataFrame([{"piece": s.piece, "probability": s.prob,
                                          "alternatives": ", ".join(p for p, _ in s.alternatives[:3])}
                                         for s in g.steps]),

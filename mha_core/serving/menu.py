@@ -137,6 +137,7 @@ def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
 
 ENCODER_DECODER_PAGE = "seq2seq"  # the page that reads encoder–decoders whole (views/seq2seq.py)
 IMAGES_PAGE = "images"  # the page that reads Vision Transformers (views/images.py)
+TRANSLATION_PAGE = "translation"  # the page where a decoder translates (views/translation.py)
 IMAGE_PAGES = (IMAGES_PAGE, "parameters", "walkthrough")  # ... and the pages that count and step through them
 # Pages with a picker for an encoder–decoder's three kinds of attention (views/_stacks.py; "" is the default page's
 # path, Heads), and pages that read all of it (its parameters, what its decoder writes).
@@ -208,15 +209,15 @@ def listed_model_bytes() -> list[int]:
 
 def default_choice(choices: tuple[ModelChoice, ...], language: str, page: str | None = None) -> ModelChoice:
     """The model a page opens with: the first listed, except that the Encoder–decoder page opens with the bundled
-    Whisper and the Images page with the bundled DINOv2, and Chinese opens with the first bundled model that reads
-    Chinese as words (Gemma 3), where one is listed: the others read most Chinese characters as [UNK] or as byte
-    fragments."""
+    Whisper and the Images page with the bundled DINOv2, and Chinese (and the Translation page) opens with the first
+    bundled model that reads Chinese as words (Gemma 3), where one is listed: the others read most Chinese
+    characters as [UNK] or as byte fragments."""
     bundles = {choice.name: bundled.bundle_at(Path(choice.path)) for choice in choices if choice.source == BUNDLED}
     if page == ENCODER_DECODER_PAGE:
         return next((choice for choice in choices if bundles.get(choice.name) is bundled.WHISPER), choices[0])
     if page == IMAGES_PAGE:
         return next((choice for choice in choices if bundles.get(choice.name) is bundled.DINOV2), choices[0])
-    if language == "zh":
+    if language == "zh" or page == TRANSLATION_PAGE:  # the Translation page reads Chinese in either language
         for choice in choices:
             bundle = bundles.get(choice.name)
             if bundle is not None and bundle.reads_chinese:

@@ -22,6 +22,11 @@ EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
 DEFAULT_LANGUAGE = "en"
 SPOKEN = {"en": "The animal didn't cross the street because it was too tired.",  # what espeak-ng says for Whisper
           "zh": "动物没有过马路，因为它太累了。"}
+# the Translation page's first sentence in each source language, and the pronouns whose alignment it points out
+TRANSLATED = {"zh": "那只动物没有过马路，因为它太累了。",
+              "en": "The animal didn't cross the street because it was too tired."}
+PRONOUNS = {"zh": ("它", "他", "她", "它们", "他们", "她们", "牠"),
+            "en": ("it", "he", "she", "they", "him", "her", "them")}
 
 
 @dataclass(frozen=True)

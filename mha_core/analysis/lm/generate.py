@@ -7,7 +7,7 @@ Shapes: L layers, G key/value heads, P pieces so far, D d_model, Dh head dim, V 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -112,17 +112,18 @@ def step_of(model: LoadedModel, logits: Tensor, token: int) -> Step:
 Advance = Callable[[list[int]], Tensor]  # the pieces so far, the newest last -> the logits (V,) of the next
 
 
-def sampled(model: LoadedModel, ids: list[int], logits: Tensor, advance: Advance, settings: Sampling, end: int | None,
-            limit: int) -> tuple[tuple[Step, ...], str]:
+def sampled(model: LoadedModel, ids: list[int], logits: Tensor, advance: Advance, settings: Sampling,
+            ends: Collection[int | None], limit: int) -> tuple[tuple[Step, ...], str]:
     """The one sampling loop of decoders and encoder–decoders: from the first step's `logits` (V,), choose a piece
-    (choose), append it to `ids`, stop at `end`, after settings.new pieces or at `limit` pieces, else `advance`
-    (the key/value cache's step) to the next logits. Returns the steps and why it stopped."""
+    (choose), append it to `ids`, stop at one of `ends` (the end piece, a line's end), after settings.new pieces or
+    at `limit` pieces, else `advance` (the key/value cache's step) to the next logits. Returns the steps and why it
+    stopped."""
     generator, steps, stopped = torch.Generator().manual_seed(settings.seed), [], N_("length")
     for _ in range(settings.new):
         token = choose(logits, settings.temperature, settings.top_k, generator)
         steps.append(step_of(model, logits, token))
         ids.append(token)
-        if token == end:
+        if token in ends:
             stopped = N_("end of text")
             break
         if len(ids) >= limit:
@@ -189,11 +190,13 @@ def generate(
     seed: int = 0,
     use_cache: bool = True,
     chat: bool = False,
+    stop_pieces: Sequence[int] = (),
 ) -> Generation:
     """Continue `text` by up to `new` pieces (greedy at temperature 0; sampled otherwise, the same seed giving the
     same text); stops at the tokenizer's end-of-text piece or the model's limit. A text over the model's limit is
     read from its end (its first pieces left out and counted), leaving room for the new pieces. `chat`: answer
-    `text` as a user's message in the tokenizer's chat template (Instruct models) instead of continuing it."""
+    `text` as a user's message in the tokenizer's chat template (Instruct models) instead of continuing it.
+    `stop_pieces`: pieces that end the text as the end piece does (a translation's line end)."""
     check_next_piece_head(model)
     check_settings(new, temperature, top_k, seed)
     room = model.max_length - new  # a long text keeps its end, with room for the new pieces
@@ -211,7 +214,8 @@ def generate(
         return lm_logits(model, final_norm(model, last))[0]  # (V,)
 
     steps, stopped = sampled(model, ids, lm_logits(model, final_norm(model, last))[0], advance,
-                             Sampling(new, temperature, top_k, seed), model.tokenizer.eos_token_id, model.max_length)
+                             Sampling(new, temperature, top_k, seed), {model.tokenizer.eos_token_id, *stop_pieces},
+                             model.max_length)
     continuation = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
     left_out = batch.left_out[0] if batch.left_out else 0
     return Generation(prompt, prompt + continuation, pieces_of(model, ids), tuple(steps), stopped, left_out)

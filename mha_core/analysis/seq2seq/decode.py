@@ -90,6 +90,6 @@ def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperat
         return next_logits(state, False)
 
     steps, stopped = sampled(model, ids, next_logits(last, True), advance, Sampling(new, temperature, top_k, seed),
-                             model.config.eos_token_id, model.decoder.max_length)
+                             {model.config.eos_token_id}, model.decoder.max_length)
     text = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
     return Decoded(tuple(ids), tuple(steps), text.strip(), stopped)

@@ -69,6 +69,7 @@ class Transcript(Drawable):
     words: tuple[Word, ...]  # empty without timestamps (Chinese words in Simplified characters, as `text`)
     seconds: float  # the clip's length (speech; the window after it is silence)
     text_as_written: str = ""  # the decoder's own characters (differs from `text` where it wrote Traditional ones)
+    task: str = "transcribe"  # or "translate": `text` is then the English translation of what is said
 
     @property
     def speech_positions(self) -> int:
@@ -77,7 +78,7 @@ class Transcript(Drawable):
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "text": self.text, "text_as_written": self.text_as_written,
-                "language": self.language,
+                "language": self.language, "task": self.task,
                 "words": [{"word": w.word, "start": w.start, "end": w.end} for w in self.words],
                 "alignment_heads": [list(h) for h in self.heads.found],
                 "published_alignment_heads": [list(h) for h in self.heads.published]}
@@ -124,9 +125,10 @@ def unicode_units(tokenizer: object, ids: list[int]) -> list[tuple[str, tuple[in
 
 @torch.inference_mode()
 def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, timestamps: bool = True,
-               path: str = "auto") -> Transcript:
+               path: str = "auto", task: str = "transcribe") -> Transcript:
     """Transcribe `clip` (its language detected unless given), with every map and, with `timestamps`, each word's
-    times from the alignment heads found in those maps."""
+    times from the alignment heads found in those maps. `task="translate"`: Whisper writes what is said in English
+    (its own translation), and the cross-attention aligns the English words with the speech."""
     if model.arch.family != "whisper":
         raise InputError("transcribe_needs_whisper", N_("{model} does not hear audio: choose a Whisper model."),
                          model=model.name)
@@ -134,7 +136,7 @@ def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, time
     encoded = encode(model, source, path)  # once: the language, the transcript and the maps all read it
     if language is None:
         language = detect_language(model, encoded[1])
-    prompt = decoder_prefix(model, language)
+    prompt = decoder_prefix(model, language, task)
     decoded = decode(model, source, new=MAX_WRITTEN, prefix=prompt, encoded=encoded)
     result = forward_seq2seq(model, source, target_batch(model, [list(decoded.ids)]), path, encoded)
     written = list(decoded.ids[len(prompt):])
@@ -142,16 +144,16 @@ def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, time
     n = clip_positions(clip.seconds, result.encoder.lengths[0])
     rows = result.text_maps("cross", 0).numpy()[:, :, len(prompt) - 1: len(prompt) + len(written), :n]
     heads = score_heads(rows, published_heads(model))
-    words = ()
+    words, written_in = (), "en" if task == "translate" else language
     if timestamps and written:
         chosen = timing_heads(heads, model)
         units = unicode_units(model.tokenizer, written)
         loud = loud_positions(clip.samples, RATE, rows.shape[-1])
-        words = word_timestamps(rows, chosen, units, language not in UNSPACED, loud)
-    if language in SIMPLIFIED:
+        words = word_timestamps(rows, chosen, units, written_in not in UNSPACED, loud)
+    if written_in in SIMPLIFIED:
         words = tuple(replace(w, word=simplified(w.word)) for w in words)
-    text = simplified(decoded.text) if language in SIMPLIFIED else decoded.text
-    return Transcript(text, language, decoded, len(prompt), result, heads, words, clip.seconds, decoded.text)
+    text = simplified(decoded.text) if written_in in SIMPLIFIED else decoded.text
+    return Transcript(text, language, decoded, len(prompt), result, heads, words, clip.seconds, decoded.text, task)
 
 
 def speech_rows(transcript: Transcript) -> np.ndarray:

@@ -74,9 +74,13 @@ def languages(model: LoadedModel) -> dict[str, int]:
     return {token.strip("<|>"): int(i) for token, i in table.items()}
 
 
-def decoder_prefix(model: LoadedModel, language: str | None = "en") -> list[int]:
+TASKS = ("transcribe", "translate")  # Whisper's: write what is said, or its English translation
+
+
+def decoder_prefix(model: LoadedModel, language: str | None = "en", task: str = "transcribe") -> list[int]:
     """The pieces every target starts with: Whisper's task prompt (start of transcript, the language where it is
-    multilingual, transcribe, no timestamps), else the config's decoder start piece."""
+    multilingual, the task: transcribe or translate into English, no timestamps), else the config's decoder start
+    piece."""
     start = int(model.config.decoder_start_token_id)
     generation = getattr(model.model, "generation_config", None)
     tasks = getattr(generation, "task_to_id", None)
@@ -87,7 +91,10 @@ def decoder_prefix(model: LoadedModel, language: str | None = "en") -> list[int]
         raise InputError("unknown_language", N_("{model} knows no language {language!r}."), model=model.name,
                          language=str(language)[:20])
     chosen = [language_ids[language]] if language is not None else []
-    return [start, *chosen, int(tasks["transcribe"]), int(generation.no_timestamps_token_id)]
+    if task not in TASKS:
+        raise InputError("unknown_task", N_("Whisper's task is transcribe or translate, not {task!r}."),
+                         task=str(task)[:20])
+    return [start, *chosen, int(tasks[task]), int(generation.no_timestamps_token_id)]
 
 
 def target_pieces(model: LoadedModel, text: str, language: str | None = "en") -> tuple[list[int], int]:

@@ -67,11 +67,13 @@ def word_audio_of(server: Server, audio: bytes, start: float, end: float) -> byt
                        lambda: wav_bytes(span(clip_of(server, audio), start, end)))
 
 
-def transcript_of(server: Server, model: LoadedModel, audio: bytes, language: str | None) -> Transcript:
-    """What Whisper hears in `audio`, with every map and the words' times, once per server and clip."""
+def transcript_of(server: Server, model: LoadedModel, audio: bytes, language: str | None,
+                  task: str = "transcribe") -> Transcript:
+    """What Whisper hears in `audio` (task "translate": what it writes of it in English), with every map and the
+    words' times, once per server, clip and task."""
     clip = clip_of(server, audio)
-    return server.in_slot("results", ("transcript", of(model), digest(audio), language),
-                          lambda: transcribe(model, clip, language=language))
+    return server.in_slot("results", ("transcript", of(model), digest(audio), language, task),
+                          lambda: transcribe(model, clip, language=language, task=task))
 
 
 def frame_summaries_of(server: Server, model: LoadedModel, audio: bytes, language: str | None, wait: Wait
@@ -98,12 +100,12 @@ def text_steps_of(server: Server, model: LoadedModel, source: str, target: str |
                                                          head))
 
 
-def heard_steps_of(server: Server, model: LoadedModel, audio: bytes, language: str | None, layer: int, head: int
-                   ) -> CrossSteps:
+def heard_steps_of(server: Server, model: LoadedModel, audio: bytes, language: str | None, layer: int, head: int,
+                   task: str = "transcribe") -> CrossSteps:
     """One of Whisper's cross-attention heads over a clip, step by step."""
-    key = ("heard steps", of(model), digest(audio), language, layer, head)
-    return server.kept("small", key, lambda: cross_steps(model, transcript_of(server, model, audio, language).result,
-                                                         layer, head))
+    key = ("heard steps", of(model), digest(audio), language, layer, head, task)
+    return server.kept("small", key, lambda: cross_steps(
+        model, transcript_of(server, model, audio, language, task).result, layer, head))
 
 
 # An encoder–decoder on a page that reads one sentence: the sentence is its source (Whisper hears it spoken)

@@ -1,0 +1,148 @@
+"""A decoder's alignment of a translation to its source, read from self-attention: in the prompt
+"Chinese: {source}\nEnglish: {translation}", a translation word's rows look back at the source's pieces.
+
+Word level (Clark et al.'s pooling): a target word's row is the mean of its rows, attention to a source word the sum
+over its pieces. The rows are, by default, those of the pieces *before* each target piece: the row that predicted
+the piece (ROWS: "previous"; "self", the piece's own row, is measured too: bench_translate.py).
+Links: each target word to its strongest source word (argmax) under the mean of the chosen heads' maps; LINK_RULES
+lists the others measured, SCALINGS a column normalisation against attention sinks.
+
+Shapes: L layers, H heads, P pieces of the prompt, S source words, T target words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_core.analysis.translation.gold import Links
+from mha_core.analysis.translation.prompt import prompt_for
+from mha_core.analysis.translation.words import split_words
+from mha_core.engine.drawable import Drawable
+from mha_core.engine.forward import run
+from mha_core.engine.loading.model import LoadedModel
+from mha_core.engine.tokens import InputError
+from mha_core.messages import N_
+
+ROWS = ("previous", "self")
+LINK_RULES = ("argmax", "intersect", "grow")
+SCALINGS = ("plain", "columns")  # columns: each source word's column divided by its mean over the translation's
+#                                  words, so that a word every translation word attends to (a sink: the source's
+#                                  last full stop) no longer wins every row
+
+
+@dataclass(frozen=True)
+class WordMaps(Drawable):
+    """Every head's word-level attention from the translation's words to the source's."""
+
+    source_words: tuple[str, ...]  # S
+    target_words: tuple[str, ...]  # T
+    maps: np.ndarray  # (L,H,T,S) float32: a target word's attention to each source word
+    prompt: str  # what the model read (the translation appended)
+    rows: str  # "previous" or "self"
+
+    def combined(self, heads: Sequence[tuple[int, int]]) -> np.ndarray:
+        """(T,S) the mean of the chosen heads' maps."""
+        return np.mean([self.maps[layer, head] for layer, head in heads], axis=0)
+
+    def scaled(self, scaling: str) -> WordMaps:
+        """The maps as SCALINGS says: "columns" divides each (layer, head, source word) column by its mean."""
+        if scaling == "plain":
+            return self
+        columns = self.maps / (self.maps.mean(axis=2, keepdims=True) + 1e-9)  # (L,H,T,S)
+        return WordMaps(self.source_words, self.target_words, columns.astype(np.float32), self.prompt, self.rows)
+
+
+def piece_groups(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """Each word's pieces: those whose characters overlap the word's."""
+    return [[p for p, (a, b) in enumerate(offsets) if b > a and a < end and b > start] for start, end in spans]
+
+
+def check_read(groups: Sequence[Sequence[int]], words: Sequence[str]) -> None:
+    missing = [word for word, group in zip(words, groups, strict=True) if not group]
+    if missing:
+        raise InputError("word_not_read", N_("The model reads no piece of {word!r}: its tokenizer drops it."),
+                         word=missing[0])
+
+
+def member(groups: Sequence[Sequence[int]], n_pieces: int, mean: bool) -> np.ndarray:
+    """(W,P): 1 (or 1/len for a mean) where piece p is in word w."""
+    out = np.zeros((len(groups), n_pieces), dtype=np.float32)
+    for w, group in enumerate(groups):
+        out[w, group] = 1.0 / len(group) if mean else 1.0
+    return out
+
+
+@torch.inference_mode()
+def word_maps(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
+              target_language: str, rows: str = "previous") -> WordMaps:
+    """Forced alignment: the prompt with `target` appended as the model's continuation, one explicit forward, and
+    every head's (T,S) word map. A sentence is a text (split into words) or its words."""
+    if rows not in ROWS:
+        raise InputError("unknown_rows", N_("Rows are {rows}, not {given!r}."), rows=", ".join(ROWS), given=rows)
+    return both_rows(model, source, target, source_language, target_language)[rows]
+
+
+@torch.inference_mode()
+def both_rows(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
+              target_language: str) -> dict[str, WordMaps]:
+    """word_maps for each way of reading a target word's rows (ROWS), from one forward."""
+    source_words = tuple(source) if not isinstance(source, str) else split_words(source, source_language)
+    target_words = tuple(target) if not isinstance(target, str) else split_words(target, target_language)
+    prompted = prompt_for(source_words, source_language, target_language, target_words)
+    result = run(model, prompted.text, path="explicit")
+    if result.truncated[0]:
+        raise InputError("translation_too_long", N_("The prompt with this pair has {n:,} pieces; {model} reads at "
+                                                    "most {max_length:,}."), n=result.n_tokens[0], model=model.name,
+                         max_length=model.max_length)
+    offsets, n = result.batch.offsets[0], result.lengths[0]
+    source_groups, target_groups = (piece_groups(offsets[:n], spans)
+                                    for spans in (prompted.source_spans, prompted.target_spans))
+    check_read(source_groups, source_words)
+    check_read(target_groups, target_words)
+    column_of = torch.from_numpy(member(source_groups, n, mean=False)).T  # (P,S)
+    maps = result.text_maps(0).float()  # (L,H,P,P)
+    to_source = torch.matmul(maps, column_of)  # (L,H,P,S): each piece's attention to each source word
+    pooled = {}
+    for rows, shift in zip(ROWS, (1, 0), strict=True):
+        row_of = torch.from_numpy(member([[p - shift for p in group] for group in target_groups], n, mean=True))
+        words = torch.matmul(row_of, to_source).numpy()  # (T,P) @ (L,H,P,S) -> (L,H,T,S)
+        pooled[rows] = WordMaps(source_words, target_words, words, prompted.text, rows)
+    return pooled
+
+
+def argmax_links(matrix: np.ndarray) -> Links:
+    """Each target word to its strongest source word: (T,S) -> {(s, t)}."""
+    return frozenset((int(s), t) for t, s in enumerate(matrix.argmax(axis=1)))
+
+
+def column_links(matrix: np.ndarray) -> Links:
+    """Each source word to the target word that attends to it most."""
+    return frozenset((s, int(t)) for s, t in enumerate(matrix.argmax(axis=0)))
+
+
+def grown(matrix: np.ndarray) -> Links:
+    """grow-diag (Koehn et al. 2003) from both directions' argmax: their intersection, then neighbouring links of
+    the union that align a word not yet aligned."""
+    rows, columns = argmax_links(matrix), column_links(matrix)
+    links, union = set(rows & columns), rows | columns
+    added = True
+    while added:
+        added = False
+        for s, t in sorted(union - links):
+            near = any((s + ds, t + dt) in links for ds in (-1, 0, 1) for dt in (-1, 0, 1) if ds or dt)
+            if near and (all(a != s for a, _ in links) or all(b != t for _, b in links)):
+                links.add((s, t))
+                added = True
+    return frozenset(links)
+
+
+def links_of(matrix: np.ndarray, rule: str = "argmax") -> Links:
+    if rule == "intersect":
+        return argmax_links(matrix) & column_links(matrix)
+    if rule == "grow":
+        return grown(matrix)
+    return argmax_links(matrix)

@@ -1,0 +1,128 @@
+"""Which heads align: every head's AER on the development half of the hand alignments (gold.py), and the heads the
+app combines, chosen there without looking at the held-back half.
+
+The choice: for each way of reading a word's rows (align.ROWS) and of scaling the maps (align.SCALINGS), heads ranked
+by their own AER (argmax links), then the k best (k from 1 to MAX_COMBINED) and the link rule (align.LINK_RULES:
+argmax, intersection or grow-diag of both directions' argmax) whose mean map gives the lowest AER on the development
+half; the best of those. A bundled model's choice is shipped (assets/alignment/heads.json,
+written by benchmarks/bench_translate.py --write-heads; a test recomputes it); another model's is computed on first
+use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mha_core.analysis.translation.align import LINK_RULES, ROWS, SCALINGS, WordMaps, both_rows, links_of
+from mha_core.analysis.translation.gold import ALIGNMENT_DIR, AlignedPair, aer, diagonal, halves, newswire_pairs
+from mha_core.engine.drawable import Drawable
+from mha_core.engine.loading.model import LoadedModel, bundled_dirs
+
+MAX_COMBINED = 8
+HEADS_FILE = ALIGNMENT_DIR / "heads.json"
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class HeadChoice(Drawable):
+    """Every head's AER on the development half, and the heads combined."""
+
+    direction: str  # "zh-en" or "en-zh"
+    aers: np.ndarray  # (L,H) each head's AER, argmax links
+    heads: tuple[tuple[int, int], ...]  # the chosen, best first
+    combined_aer: float  # their mean map's AER on the development half, links by `rule`
+    diagonal_aer: float  # the baseline's on the same pairs
+    rows: str = "previous"
+    rule: str = "argmax"  # how links are read from the mean map (align.links_of)
+    scaling: str = "plain"  # align.SCALINGS: the maps as read, or each source column divided by its mean
+
+    def as_json(self) -> dict:
+        return {"direction": self.direction, "rows": self.rows, "heads": [list(h) for h in self.heads],
+                "rule": self.rule, "scaling": self.scaling, "combined_aer": round(self.combined_aer, 4),
+                "diagonal_aer": round(self.diagonal_aer, 4), "aers": self.aers.round(4).tolist()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> HeadChoice:
+        return cls(data["direction"], np.array(data["aers"], dtype=np.float64),
+                   tuple((int(layer), int(head)) for layer, head in data["heads"]), float(data["combined_aer"]),
+                   float(data["diagonal_aer"]), data.get("rows", "previous"), data.get("rule", "argmax"),
+                   data.get("scaling", "plain"))
+
+
+def pair_maps(model: LoadedModel, pairs: Sequence[AlignedPair], source_language: str, target_language: str,
+              progress: Progress | None = None) -> dict[str, list[WordMaps]]:
+    """Every pair's word maps, for each way of reading the rows (align.ROWS)."""
+    maps: dict[str, list[WordMaps]] = {rows: [] for rows in ROWS}
+    for i, pair in enumerate(pairs):
+        for rows, pooled in both_rows(model, pair.source, pair.target, source_language, target_language).items():
+            maps[rows].append(pooled)
+        if progress is not None:
+            progress(i + 1, len(pairs))
+    return maps
+
+
+def head_aers(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], rule: str = "argmax") -> np.ndarray:
+    """(L,H) each head's AER over the pairs."""
+    n_layers, n_heads = maps[0].maps.shape[:2]
+    return np.array([[aer([links_of(m.maps[layer, head], rule) for m in maps], pairs) for head in range(n_heads)]
+                     for layer in range(n_layers)])
+
+
+def combined_aer(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], heads: Sequence[tuple[int, int]],
+                 rule: str = "argmax") -> float:
+    return aer([links_of(m.combined(heads), rule) for m in maps], pairs)
+
+
+def diagonal_aer(pairs: Sequence[AlignedPair]) -> float:
+    return aer([diagonal(len(p.source), len(p.target)) for p in pairs], pairs)
+
+
+def choose(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], direction: str, scaling: str = "plain"
+           ) -> HeadChoice:
+    """The heads to combine, from these (development) pairs only (their maps scaled as `scaling` says)."""
+    maps = [m.scaled(scaling) for m in maps]
+    aers = head_aers(maps, pairs)
+    ranked = [tuple(int(i) for i in np.unravel_index(flat, aers.shape)) for flat in np.argsort(aers, axis=None)]
+    scores = {(rule, k): combined_aer(maps, pairs, ranked[:k], rule) for rule in LINK_RULES
+              for k in range(1, MAX_COMBINED + 1)}
+    rule, k = min(scores, key=scores.get)
+    return HeadChoice(direction, aers, tuple(ranked[:k]), scores[rule, k], diagonal_aer(pairs), maps[0].rows, rule,
+                      scaling)
+
+
+def development_choice(model: LoadedModel, source_language: str, target_language: str,
+                       progress: Progress | None = None) -> HeadChoice:
+    """The choice made on the development half of the bundled set in this direction (the held-back half unread)."""
+    development, _ = halves(newswire_pairs(source_language))
+    maps = pair_maps(model, development, source_language, target_language, progress)
+    choices = [choose(maps[rows], development, f"{source_language}-{target_language}", scaling) for rows in ROWS
+               for scaling in SCALINGS]
+    return min(choices, key=lambda choice: choice.combined_aer)  # the rows and scaling that align better, too
+
+
+def shipped_choice(model: LoadedModel, direction: str) -> HeadChoice | None:
+    """A bundled model's choice as heads.json keeps it (every head's AER too), or None: another model, or a folder
+    that only shares a bundled model's name."""
+    if not HEADS_FILE.is_file() or Path(model.model_dir) not in set(bundled_dirs().values()):
+        return None
+    entry = json.loads(HEADS_FILE.read_text(encoding="utf-8")).get(model.name, {}).get(direction)
+    return HeadChoice.from_json(entry) if entry else None
+
+
+CHOSEN: dict[tuple[str, str], HeadChoice] = {}  # (model folder, direction) -> its choice: computed once a process
+
+
+def head_choice(model: LoadedModel, source_language: str, target_language: str,
+                progress: Progress | None = None) -> HeadChoice:
+    """This model's choice in this direction: shipped, else made on the development half (once a process)."""
+    direction = f"{source_language}-{target_language}"
+    key = (str(model.model_dir), direction)
+    if key not in CHOSEN:
+        CHOSEN[key] = shipped_choice(model, direction) or development_choice(model, source_language,
+                                                                             target_language, progress)
+    return CHOSEN[key]

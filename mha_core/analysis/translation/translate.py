@@ -1,0 +1,121 @@
+"""Translate with a decoder (the few-shot prompt, greedy) and read the translation's alignment to its source from
+the model's own attention; or align a translation someone gives (forced alignment).
+
+Shapes: S source words, T target words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_core.analysis.lm.generate import generate
+from mha_core.analysis.lm.head import check_next_piece_head
+from mha_core.analysis.translation.align import WordMaps, links_of, word_maps
+from mha_core.analysis.translation.gold import Links, pharaoh
+from mha_core.analysis.translation.heads import Progress, head_choice
+from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS, check_pair, prompt_for
+from mha_core.analysis.translation.words import LANGUAGES, split_words
+from mha_core.engine.drawable import Drawable
+from mha_core.engine.loading.model import LoadedModel
+from mha_core.engine.pieces import fragmented_chars, unknown_spans
+from mha_core.engine.tokens import InputError, is_wide
+from mha_core.messages import N_
+
+MAX_NEW = 64  # pieces a translation may take (generate.MAX_NEW)
+
+
+@dataclass(frozen=True)
+class Translation(Drawable):
+    source: str
+    translation: str  # written by the model, or given (forced alignment)
+    source_language: str
+    target_language: str
+    source_words: tuple[str, ...]  # S
+    target_words: tuple[str, ...]  # T
+    links: Links  # (source word, target word), 0-based
+    heads: tuple[tuple[int, int], ...]  # the heads whose mean map gives the links
+    matrix: np.ndarray  # (T,S) that mean map
+    maps: WordMaps  # every head's (L,H,T,S)
+    generated: bool  # the model wrote the translation
+    rule: str = "argmax"  # how the links were read from `matrix` (align.links_of)
+    scaling: str = "plain"  # how `matrix` and `maps` were scaled (align.SCALINGS)
+
+    @property
+    def prompt(self) -> str:
+        return self.maps.prompt
+
+    def aligned_to(self, target_word: int) -> list[int]:
+        return sorted(s for s, t in self.links if t == target_word)
+
+    def as_json(self, model_name: str) -> dict:
+        return {"model": model_name, "source": self.source, "translation": self.translation,
+                "source_language": self.source_language, "target_language": self.target_language,
+                "source_words": list(self.source_words), "target_words": list(self.target_words),
+                "alignment": pharaoh(self.links).split(), "heads": [list(h) for h in self.heads],
+                "prompt": self.prompt, "generated": self.generated, "rule": self.rule}
+
+
+def check_reads(model: LoadedModel, text: str, language: str) -> None:
+    """Refuse a language the model reads only as bytes or unknown pieces (SmolLM2's Chinese, a BERT vocabulary's),
+    naming them: `text`, and the prompt's own example in that language (a model that cannot write it cannot
+    translate into it)."""
+    if language != "zh":
+        return
+    text = text + EXAMPLE_PAIRS[0][language]
+    encoded = model.tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    offsets = encoded["offset_mapping"]
+    unknown = unknown_spans(text, [i == model.tokenizer.unk_token_id for i in encoded["input_ids"]], offsets)
+    split = sorted(fragmented_chars(text, offsets))
+    wide = {c for c in text if is_wide(c)}
+    if unknown or len(split) > len(wide) / 2:
+        raise InputError("language_not_read", N_("{model} does not read {language}: it reads {chars} as unknown or "
+                                                 "byte pieces; choose a model that reads it (Gemma 3)."),
+                         model=model.name, language=LANGUAGES[language], chars=" ".join((unknown or split)[:6]))
+
+
+def aligned(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
+            target_language: str, generated: bool, progress: Progress | None = None) -> Translation:
+    choice = head_choice(model, source_language, target_language, progress)
+    maps = word_maps(model, source, target, source_language, target_language, choice.rows).scaled(choice.scaling)
+    matrix = maps.combined(choice.heads)
+    text = lambda x, language: x if isinstance(x, str) else ("" if language == "zh" else " ").join(x)  # noqa: E731
+    return Translation(text(source, source_language), text(target, target_language), source_language,
+                       target_language, maps.source_words, maps.target_words, links_of(matrix, choice.rule),
+                       choice.heads, matrix, maps, generated, choice.rule, choice.scaling)
+
+
+@torch.inference_mode()
+def translate(model: LoadedModel, text: str, source_language: str = "zh", target_language: str = "en",
+              progress: Progress | None = None) -> Translation:
+    """The model's own translation of `text` (greedy, the few-shot prompt of prompt.py), aligned word by word."""
+    check_next_piece_head(model)
+    check_pair(source_language, target_language)
+    source_words = split_words(text, source_language)
+    check_reads(model, text, source_language)
+    check_reads(model, "", target_language)
+    prompt = prompt_for(source_words, source_language, target_language).text
+    line_ends = {i for s in ("\n", "\n\n") for i in model.tokenizer(s, add_special_tokens=False)["input_ids"]}
+    written = generate(model, prompt, new=MAX_NEW, stop_pieces=sorted(line_ends)).continuation
+    translation = written.split("\n")[0].strip()
+    if not translation:
+        raise InputError("no_translation_written", N_("{model} wrote no translation of this sentence."),
+                         model=model.name)
+    return aligned(model, source_words, translation, source_language, target_language, True, progress)
+
+
+@torch.inference_mode()
+def align(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str = "zh",
+          target_language: str = "en", progress: Progress | None = None) -> Translation:
+    """Forced alignment: `target` (a translation someone gives) read as the model's continuation of the prompt, and
+    its words linked to the source's. A sentence is a text or its words (a list, or words split by spaces)."""
+    check_next_piece_head(model)
+    check_pair(source_language, target_language)
+    source, target = (tuple(split_words(x, language)) if isinstance(x, str) else tuple(x)
+                      for x, language in ((source, source_language), (target, target_language)))
+    for words, language in ((source, source_language), (target, target_language)):
+        check_reads(model, "".join(words), language)
+    return aligned(model, source, target, source_language, target_language, False, progress)

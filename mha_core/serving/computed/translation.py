@@ -1,0 +1,38 @@
+"""What the Translation page asks for, each by name (as serving.computed.text): a model's alignment heads (shipped
+for the bundled models, else chosen on the development half through the heavy-work queue), a translation and a
+forced alignment."""
+
+from __future__ import annotations
+
+from mha_core.analysis.translation.heads import HeadChoice, head_choice, shipped_choice
+from mha_core.analysis.translation.translate import Translation, align, translate
+from mha_core.engine.loading.bundled import GEMMA_NAME
+from mha_core.engine.loading.model import LoadedModel
+from mha_core.i18n import N_
+from mha_core.serving.computed.text import of
+from mha_core.serving.server import Server, Wait
+
+__all__ = ["GEMMA_NAME", "alignment_of", "head_choice_of", "translation_of"]  # GEMMA_NAME: the page's model
+
+
+def head_choice_of(server: Server, model: LoadedModel, source_language: str, target_language: str,
+                   wait: Wait) -> HeadChoice:
+    """Shipped at once; another model's is made on the 75 development pairs, once a server, with progress."""
+    shipped = shipped_choice(model, f"{source_language}-{target_language}")
+    if shipped is not None:
+        return shipped
+    return server.queued("small", ("alignment heads", of(model), source_language, target_language),
+                         N_("Choosing the alignment heads on the hand-aligned pairs"),
+                         lambda progress: head_choice(model, source_language, target_language, progress), wait)
+
+
+def translation_of(server: Server, model: LoadedModel, text: str, source_language: str,
+                   target_language: str) -> Translation:
+    return server.in_slot("small", ("translate", of(model), text, source_language, target_language),
+                          lambda: translate(model, text, source_language, target_language))
+
+
+def alignment_of(server: Server, model: LoadedModel, source: str, target: str, source_language: str,
+                 target_language: str) -> Translation:
+    return server.in_slot("small", ("align", of(model), source, target, source_language, target_language),
+                          lambda: align(model, source, target, source_language, target_language))
