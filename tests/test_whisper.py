@@ -170,5 +170,9 @@ def test_whisper_translates_spoken_chinese_into_english_with_its_cross_attention
     assert heard.words and all(w.word.isascii() for w in heard.words)
     assert all(0 <= w.start <= w.end <= clip.seconds + 0.05 for w in heard.words)
     assert heard.result.cross.layer_maps(0).shape[-1] == 1500  # cross-attention over the speech's positions
+    assert heard.compression_ratio < 2.4 and not heard.repeats_itself
+    looped = transcribe(whisper, read_audio(speak("那只动物没有过马路，因为它太累了。", "zh")), "zh", task="translate",
+                        timestamps=False)  # whisper-base loops on this synthetic Mandarin: the page says so
+    assert looped.repeats_itself and looped.compression_ratio > 2.4 and looped.decoded.stopped == "length"
     with pytest.raises(InputError, match="transcribe or translate"):
         transcribe(whisper, clip, "zh", task="summarise")

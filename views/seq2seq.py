@@ -89,6 +89,11 @@ def whisper_page(model: LoadedModel) -> None:
                    text=literal(said.text)))
     if task == "translate":
         st.markdown(tr("**Whisper's English translation:** {text}", text=literal(heard.text)))
+    if heard.repeats_itself:
+        st.warning(tr("Whisper repeats itself here (its text compresses {ratio:.1f}:1; above 2.4 openai-whisper treats "
+                      "a decode as failed and retries it): it did not understand this audio well enough. The "
+                      "synthetic voice is hard for a small Whisper, above all in Mandarin and when translating: try "
+                      "a recording of a person speaking.", ratio=heard.compression_ratio))
         st.caption(tr("The same encoder output, a decoder told to translate (its task piece): the cross-attention "
                       "below shows which stretch of the speech each English word listens to, as translation's "
                       "alignment. On the Translation page a decoder-only model aligns text with its self-attention."))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import zlib
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -58,6 +59,9 @@ def simplified(text: str) -> str:
     return simplifier().convert(text)
 
 
+COMPRESSION_RATIO = 2.4  # openai-whisper's compression_ratio_threshold
+
+
 @dataclass(frozen=True)
 class Transcript(Drawable):
     text: str  # Chinese in Simplified characters (text_as_written: as the decoder wrote it)
@@ -70,6 +74,17 @@ class Transcript(Drawable):
     seconds: float  # the clip's length (speech; the window after it is silence)
     text_as_written: str = ""  # the decoder's own characters (differs from `text` where it wrote Traditional ones)
     task: str = "transcribe"  # or "translate": `text` is then the English translation of what is said
+
+    @property
+    def compression_ratio(self) -> float:
+        """The text's bytes over their zlib-compressed bytes: openai-whisper's sign of a decode caught in a loop."""
+        data = self.text.encode("utf-8")
+        return len(data) / len(zlib.compress(data)) if data else 0.0
+
+    @property
+    def repeats_itself(self) -> bool:
+        """The decoder looped (openai-whisper retries such a decode above COMPRESSION_RATIO; here it is said)."""
+        return self.compression_ratio > COMPRESSION_RATIO
 
     @property
     def speech_positions(self) -> int:
