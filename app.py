@@ -19,6 +19,7 @@ begin_run()
 st.set_page_config(page_title=tr("Attention explorer"), page_icon="🔎", layout="wide")
 pages = [
     st.Page("views/heads.py", title=tr("Heads"), icon=":material/grid_view:", default=True),
+    st.Page("views/lesson.py", title=tr("Lesson"), icon=":material/co_present:"),
     st.Page("views/roles.py", title=tr("Roles"), icon=":material/label:"),
     st.Page("views/coreference.py", title=tr("Coreference"), icon=":material/link:"),
     st.Page("views/contributions.py", title=tr("Contributions"), icon=":material/bolt:"),

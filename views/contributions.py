@@ -249,4 +249,5 @@ def main() -> None:
             show_ablation(model, text)
 
 
-main()
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

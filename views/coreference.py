@@ -210,4 +210,5 @@ def main() -> None:
     show_pair(text, words, pronoun, candidates, context)
 
 
-main()
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

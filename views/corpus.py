@@ -247,4 +247,5 @@ def main() -> None:
         show_qk_view(model, corpus, key)
 
 
-main()
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

@@ -328,4 +328,5 @@ def main() -> None:
     show_overview(view.maps, (layer, head), base)
 
 
-main()
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

@@ -150,4 +150,5 @@ def main() -> None:
                 TAB_VIEWS[tab_id](model, data, side, heads)
 
 
-main()
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

@@ -270,4 +270,5 @@ def main() -> None:
             show_norms(model)
 
 
-main()
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

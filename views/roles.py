@@ -261,4 +261,5 @@ def main() -> None:
             )
 
 
-main()
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

@@ -213,17 +213,22 @@ def not_encoder_decoder(model: LoadedModel) -> None:
     stop()
 
 
-st.title(tr("Encoder–decoder: cross-attention"))
-st.caption(tr("The decoder writes one piece at a time; in every decoder layer, cross-attention takes Q from what it "
-              "has written and K, V from the encoder's reading of the source. The maps show where it looks."))
-st.page_link("views/translation.py", label=tr("Translation's alignment inside a decoder (Gemma 3, Chinese ↔ English)"),
-             icon=":material/g_translate:")
-model = current_model()
-if model.arch.family == "whisper":
-    model_card()
-    whisper_page(model)
-elif model.encoder_decoder:
-    text_page(model)
-else:
-    model_card()
-    not_encoder_decoder(model)
+def main() -> None:
+    st.title(tr("Encoder–decoder: cross-attention"))
+    st.caption(tr("The decoder writes one piece at a time; in every decoder layer, cross-attention takes Q from what "
+                  "it has written and K, V from the encoder's reading of the source. The maps show where it looks."))
+    st.page_link("views/translation.py", icon=":material/g_translate:",
+                 label=tr("Translation's alignment inside a decoder (Gemma 3, Chinese ↔ English)"))
+    model = current_model()
+    if model.arch.family == "whisper":
+        model_card()
+        whisper_page(model)
+    elif model.encoder_decoder:
+        text_page(model)
+    else:
+        model_card()
+        not_encoder_decoder(model)
+
+
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

@@ -120,15 +120,20 @@ def translation_page(model: LoadedModel) -> None:
     json_button(result, model, tr("JSON: the translation and its alignment"), "translation.json", "t_json")
 
 
-st.title(tr("Translation: alignment inside a decoder"))
-st.caption(tr("Machine translation's classic picture of attention is the alignment between the two languages. Here a "
-              "decoder translates after two example pairs, and as it writes each word it attends back to the source: "
-              "reading those rows of its self-attention gives each translated word its source word. An "
-              "encoder–decoder does the same with cross-attention."))
-st.page_link("views/seq2seq.py", label=tr("Cross-attention in an encoder–decoder (Whisper translating speech)"),
-             icon=":material/translate:")
-model = current_model()
-model_card()
-if not predicts_next(model):
-    not_a_translator(model)
-translation_page(model)
+def main() -> None:
+    st.title(tr("Translation: alignment inside a decoder"))
+    st.caption(tr("Machine translation's classic picture of attention is the alignment between the two languages. "
+                  "Here a decoder translates after two example pairs, and as it writes each word it attends back to "
+                  "the source: reading those rows of its self-attention gives each translated word its source word. "
+                  "An encoder–decoder does the same with cross-attention."))
+    st.page_link("views/seq2seq.py", label=tr("Cross-attention in an encoder–decoder (Whisper translating speech)"),
+                 icon=":material/translate:")
+    model = current_model()
+    model_card()
+    if not predicts_next(model):
+        not_a_translator(model)
+    translation_page(model)
+
+
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

@@ -384,4 +384,5 @@ def main() -> None:
         parity_badge(model, text)
 
 
-main()
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
+    main()

@@ -1,0 +1,75 @@
+"""The lesson (issue 47): the seed texts' topics in their order, one step each: a title, two or three sentences, the
+model the step reads and the page where it is explored further. The views themselves are the pages' own
+(views/lesson.py draws each step with them); the words here are in English, marked for the catalogue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mha_core.engine.loading.bundled import GEMMA_NAME, VISION_NAME, WHISPER_NAME
+from mha_core.engine.tokens import InputError
+from mha_core.messages import N_
+
+CLASS_MODEL = None  # a step on the class's text model: the one chosen in the sidebar (Chinese: Gemma 3)
+
+
+@dataclass(frozen=True)
+class LessonStep:
+    key: str  # the view it shows (views/lesson.py's STEP_VIEWS)
+    title: str
+    text: str  # two or three sentences in the page's language (marked here, translated there)
+    model: str | None  # the bundled model it reads, or CLASS_MODEL
+    page: str  # where "Explore this on its page" goes (the page carries the lesson's sentence and model)
+
+
+STEPS = (
+    LessonStep("why", N_("Why attention: one word looks at all the others"),
+               N_("A word's meaning depends on the words around it: \"it\" means the animal here. Attention lets each "
+                  "word take a weighted mix of every other word; the bars are one word's weights, one row of the "
+                  "attention map, and they add up to 1."), CLASS_MODEL, "views/heads.py"),
+    LessonStep("four_steps", N_("One head in four steps"),
+               N_("Each word is projected into a query, a key and a value. Scores are query · key divided by √d_k, "
+                  "softmax turns each row into weights, and the weights mix the values. Below, the scores and the "
+                  "softmax of one head, on the model's real tensors."), CLASS_MODEL, "views/walkthrough.py"),
+    LessonStep("heads", N_("Why several heads: every head at a glance"),
+               N_("The model runs many heads side by side, each with its own small projections, so each can look for "
+                  "something different. Every tile is one head's map of the same sentence: some look back one word, "
+                  "some at the start, some at related words."), CLASS_MODEL, "views/heads.py"),
+    LessonStep("parameters", N_("Parameters: what multi-head attention costs in weights"),
+               N_("With d_model = 512 and h = 8 heads of d_k = 64, the four projections hold 4 · 512 · 512 weights "
+                  "plus biases: splitting into heads adds none. Below, one wide head against eight narrow ones, "
+                  "counted from real modules, and this model's own count."), CLASS_MODEL, "views/parameters.py"),
+    LessonStep("roles", N_("What heads learn"),
+               N_("Clark et al. (2019) found heads that attend to the previous word, to [CLS] or [SEP], or follow "
+                  "syntax. The grid labels each head of this model by what it does most on this sentence, against "
+                  "what a head spreading its weight evenly would do."), CLASS_MODEL, "views/roles.py"),
+    LessonStep("coreference", N_("it → animal: a head that resolves the pronoun"),
+               N_("Some heads link \"it\" to the noun it stands for. Change \"tired\" to \"wide\" and \"it\" should "
+                  "mean the street instead: the minimal pair shows which heads follow the meaning."),
+               CLASS_MODEL, "views/coreference.py"),
+    LessonStep("cross", N_("Cross-attention: the decoder reads the encoder"),
+               N_("In an encoder–decoder, the decoder's queries read the encoder's keys and values. Whisper hears the "
+                  "sentence spoken: each written word listens to a stretch of the audio."), WHISPER_NAME,
+               "views/seq2seq.py"),
+    LessonStep("translation", N_("Translation: attention as alignment"),
+               N_("Attention began in translation (Bahdanau et al.): each translated word looks back at the source "
+                  "words it comes from. Gemma 3 translates the sentence, and its heads align the two languages."),
+               GEMMA_NAME, "views/translation.py"),
+    LessonStep("images", N_("Images: an image is worth 16 × 16 words"),
+               N_("A Vision Transformer cuts the image into patches and treats them as words. The [CLS] token's "
+                  "attention, drawn as light on the photo, shows what each head looks at."), VISION_NAME,
+               "views/images.py"),
+    LessonStep("cost", N_("The cost: attention grows with n²"),
+               N_("Every word attends to every word, so time and memory grow with the square of the length. A decoder "
+                  "keeps its keys and values (the KV cache) so that each new word costs one row; sparse and linear "
+                  "attention cut the square."), CLASS_MODEL, "views/parameters.py"),
+)
+
+
+def step_at(number: int) -> LessonStep:
+    """Step `number`, counted from 1."""
+    if not 1 <= number <= len(STEPS):
+        raise InputError("no_such_step", N_("The lesson has steps 1 to {last}, not {number}."), last=len(STEPS),
+                         number=number)
+    return STEPS[number - 1]

@@ -1,0 +1,68 @@
+"""AppTest for the lesson (issue 47, first part: the page; class mode is not built yet): every step, in English and
+Chinese, shows its title, its words and the pages' own live view on its model; Back and Next move one step and the
+address says which; each step links to its page; the Chinese steps have no English left."""
+
+from __future__ import annotations
+
+import pytest
+
+from mha_core.engine.tokens import InputError
+from mha_core.i18n import catalogue
+from mha_core.teaching.lesson import STEPS, step_at
+from tests.conftest import open_app
+from tests.i18n_check import untranslated
+
+PAGE = "views/lesson.py"
+
+
+def drawn(at) -> int:
+    """The live view's elements: charts, tables, images, metrics."""
+    return sum(len(at.get(kind)) for kind in ("plotly_chart", "arrow_data_frame", "imgs", "metric"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_every_step_draws_its_view_on_its_model(language):
+    words = catalogue(language).gettext
+    for number, step in enumerate(STEPS, start=1):
+        at = open_app(PAGE, lang=language, step=str(number))
+        assert not at.exception and not at.error, (language, number, at.exception)
+        assert at.title[0].value == f"{number}. {words(step.title)}"
+        assert any(words(step.text).replace('"', "") in m.value.replace('"', "").replace("\\", "")
+                   for m in at.markdown), (language, number)
+        assert drawn(at) or step.key == "images", (language, number)  # images: the mosaic is an <img>
+
+
+@pytest.mark.slow
+def test_back_and_next_move_one_step_and_the_address_says_which():
+    at = open_app(PAGE)
+    back, forward = (b for b in at.button if b.label in ("Back", "Next"))
+    assert back.disabled and not forward.disabled
+    at = forward.click().run()
+    assert at.title[0].value.startswith("2. ") and at.query_params.get("step") in ("2", ["2"])
+    at = next(b for b in at.button if b.label == "Next").click().run()
+    assert at.title[0].value.startswith("3. ")
+    at = next(b for b in at.button if b.label == "Back").click().run()
+    assert at.title[0].value.startswith("2. ")
+    last = open_app(PAGE, step=str(len(STEPS)))
+    assert next(b for b in last.button if b.label == "Next").disabled
+
+
+def test_steps_are_counted_from_one_and_a_wrong_one_is_one_sentence():
+    assert step_at(1) is STEPS[0] and step_at(len(STEPS)) is STEPS[-1]
+    with pytest.raises(InputError, match="steps 1 to 10, not 11"):
+        step_at(len(STEPS) + 1)
+    assert [s.key for s in STEPS] == ["why", "four_steps", "heads", "parameters", "roles", "coreference", "cross",
+                                      "translation", "images", "cost"]  # the seeds' order
+
+
+@pytest.mark.slow
+def test_the_chinese_steps_have_no_english_left():
+    from mha_core.serving.menu import available_models
+
+    names = [choice.name for choice in available_models()]
+    for number in (1, 3, 4, 10):
+        at = open_app(PAGE, lang="zh", step=str(number))
+        typed = [box.value for box in at.text_area] + [box.value for box in at.text_input]
+        left = untranslated(at, [*names, *typed, "[CLS]", "[SEP]", "Bahdanau", "Whisper", "KV", "A", "S", "P"])
+        assert not left, (number, list(left.items())[:4])

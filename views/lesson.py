@@ -1,0 +1,167 @@
+"""The lesson (issue 47): the seed topics in order, one step a screen, each with the pages' own live view on the
+class's sentence; "Back" / "Next", a step list, `?step=N`, and a link to explore each step on its page. The steps'
+words are mha_core.teaching.lesson's."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_core import LoadedModel, i18n
+from mha_core.analysis.coref.sentence import InspectorError
+from mha_core.analysis.heads.roles import role_labels
+from mha_core.analysis.params.shapes import make_shape
+from mha_core.figures import charts
+from mha_core.figures.roles import role_grid_figure
+from mha_core.i18n import tr, worded
+from mha_core.serving.computed import seq2seq as computed_seq2seq
+from mha_core.serving.computed import text as computed
+from mha_core.serving.computed import translation as computed_translation
+from mha_core.teaching.examples import SPOKEN, TRANSLATED
+from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
+from mha_core.teaching.step_shapes import step_shapes
+from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
+from views._images import chosen_image
+from views._inputs import sentence_box
+from views._state import answered, chart, checked_run, current_model, load_listed_model, model_choices, server
+from views._text import literal
+from views._visit import choose, chosen, stop, widget
+
+
+def class_view(model: LoadedModel, text: str) -> tuple:
+    """The class's sentence on the class's model, as the Heads page shows it: result, view, the pronoun's head."""
+    result = checked_run(text)
+    view = computed.view_of(server(), model, text, "auto", True, True)
+    return result, view, heads.opening_head(view, result)
+
+
+def why_view(model: LoadedModel, text: str) -> None:
+    result, view, (layer, head) = class_view(model, text)
+    query, _ = heads.default_pair(view, result)
+    row = view.maps[layer, head, query]
+    chart(("lesson why", str(model.model_dir), text, layer, head, query), lambda: charts.token_bar_figure(
+        list(view.labels), row, tr("Layer {layer}, head {head}: where '{word}' looks", layer=layer, head=head,
+                                   word=view.labels[query])), key="lesson_why")
+
+
+def four_steps_view(model: LoadedModel, text: str) -> None:
+    result, view, (layer, head) = class_view(model, text)
+    pieces = view.pieces[heads.default_pair(view, result)[0]] if view.pieces else (0,)
+    w = computed.walkthrough_of(server(), model, text, layer, head)
+    walkthrough.step_attention(w, model, step_shapes(model, layer, len(result.labels[0])), pieces[0],
+                               ("lesson", str(model.model_dir), text, layer, head))
+
+
+def heads_view(model: LoadedModel, text: str) -> None:
+    _, view, selected = class_view(model, text)
+    heads.show_overview(view.maps, selected, ("lesson heads", str(model.model_dir), text))
+
+
+def parameters_view(model: LoadedModel, text: str) -> None:
+    parameters.show_single_vs_multi(make_shape(512, 8))
+    breakdown = computed.breakdown_of(server(), model)
+    left, right = st.columns(2)
+    left.metric(tr("{name}: parameters", name=model.name), f"{breakdown.total:,}")
+    right.metric(tr("In attention (W_Q, W_K, W_V, W_O + biases)"), f"{breakdown.attention_total:,}")
+
+
+def roles_view(model: LoadedModel, text: str) -> None:
+    roles = computed.head_roles_of(server(), model, text)
+    causal = model.arch.causal
+    chart(("lesson roles", str(model.model_dir), text), lambda: role_grid_figure(role_labels(roles, causal), roles,
+                                                                                  causal), key="lesson_roles")
+
+
+def coreference_view(model: LoadedModel, text: str) -> None:
+    result = checked_run(text)
+    words = coreference.words_of(text)
+    pronoun, candidates = coreference.pick_words(words, (str(model.model_dir), text))
+    try:
+        scores = coreference.scores_of(text, words, pronoun, candidates, result)
+    except InspectorError as err:
+        st.info(literal(worded(err)))
+        return
+    coreference.show_heads(scores, None)
+    coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text))
+
+
+def cross_view(model: LoadedModel, text: str) -> None:
+    language = "zh" if i18n.current() == "zh" else "en"
+    spoken = SPOKEN[language]
+    audio = answered(computed_seq2seq.spoken_of, spoken, language)
+    heard = None if audio is None else answered(computed_seq2seq.transcript_of, model, audio, language)
+    if heard is None:
+        return
+    st.audio(audio)
+    st.markdown(tr("**Heard:** {text}", text=literal(heard.text)))
+    seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
+                                            "transcribe"))
+
+
+def translation_view(model: LoadedModel, text: str) -> None:
+    source = TRANSLATED["zh"]
+    result = answered(computed_translation.translation_of, model, source, "zh", "en")
+    if result is None:
+        return
+    st.markdown(tr("**{source}** → **{text}**", source=literal(source), text=literal(result.translation)))
+    translation.alignment_views(model, result, ("lesson", str(model.model_dir), source))
+
+
+def images_view(model: LoadedModel, text: str) -> None:
+    data, side, summary = chosen_image(model)
+    images.every_head_tab(model, data, side, summary)
+
+
+def cost_view(model: LoadedModel, text: str) -> None:
+    shape = make_shape(model.d_model, model.n_heads, model.arch.head_dim, n_kv_heads=model.arch.n_kv_heads)
+    parameters.show_costs(shape, model.n_layers)
+
+
+STEP_VIEWS = {"why": why_view, "four_steps": four_steps_view, "heads": heads_view, "parameters": parameters_view,
+              "roles": roles_view, "coreference": coreference_view, "cross": cross_view,
+              "translation": translation_view, "images": images_view, "cost": cost_view}
+
+
+def step_model(step: LessonStep) -> LoadedModel:
+    """The class's model, or the bundled model the step reads (loaded now, with a spinner, if it is not yet)."""
+    if step.model is CLASS_MODEL:
+        return current_model()
+    choices = model_choices()
+    if step.model not in choices:
+        st.info(tr("This step reads {name}, which this server does not list.", name=step.model))
+        stop()
+    with st.spinner(tr("Loading {name}…", name=step.model)):
+        loaded = load_listed_model(str(choices[step.model].path))
+    if not isinstance(loaded, LoadedModel):
+        st.error(literal(worded(loaded)))
+        stop()
+    return loaded
+
+
+def step_controls(number: int) -> None:
+    back, listed, forward = st.columns([1, 4, 1])
+    back.button(tr("Back"), on_click=choose, args=("step", number - 1), disabled=number == 1, key="lesson_back",
+                width="stretch")
+    forward.button(tr("Next"), on_click=choose, args=("step", number + 1), disabled=number == len(STEPS),
+                   key="lesson_next", width="stretch", type="primary")
+    with listed:
+        widget(st.selectbox, "step", number, tr("Step"), options=list(range(1, len(STEPS) + 1)),
+               label_visibility="collapsed", format_func=lambda n: f"{n}. {tr(STEPS[n - 1].title)}")
+
+
+def main() -> None:
+    if chosen("text", None) is None:  # the lesson opens on the seeds' sentence (the teacher may change it once)
+        choose("text", TRANSLATED["zh"] if i18n.current() == "zh" else TRANSLATED["en"])
+    text = sentence_box()
+    number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
+    step = STEPS[number - 1]
+    step_controls(number)
+    st.title(f"{number}. {tr(step.title)}")
+    st.markdown(f"#### {tr(step.text)}")
+    model = step_model(step)
+    STEP_VIEWS[step.key](model, text)
+    query = {} if step.model is CLASS_MODEL else {"model": step.model}
+    st.page_link(step.page, label=tr("Explore this on its page"), icon=":material/open_in_new:", query_params=query)
+
+
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)
+    main()
