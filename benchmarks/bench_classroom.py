@@ -15,6 +15,8 @@ p95 of the next (issue 19).
 `--at-once` (issue 44): every student opens the page at the same moment and sends 3 sentences of their own with no
 think time (4 interactions each, the opening included; CPU per interaction counts all four). Target: p95 <= 1.5 s on
 Heads, 0 errors.
+`--follow` (issue 47): N students following the teacher on the lesson page: from the teacher's move to every page
+updated (p95 <= 2 s) and the server's CPU while they follow an idle class (<= 5 % of a core): benchmarks/following.py.
 `--heavy ablation|tsne|patching`: 29 students on Heads, first alone, then while one more visitor runs the heaviest
 analysis a page offers (the ablation grid of a 512-piece text, t-SNE of one head over the bundled corpus, or the
 residual patching grid of SmolLM2's default pair); prints the students' p95 with / without (issue 18: target <= 1.5)
@@ -33,6 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.following import follow_class  # noqa: E402
 from benchmarks.serving import ServerGroup, app_server, proxy_group  # noqa: E402
 from deploy.st_client import Interaction, Session  # noqa: E402
 
@@ -242,10 +245,15 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--heavy", choices=sorted(HEAVY_PAGES), help="students beside one heavy analysis")
     parser.add_argument("--cold", action="store_true", help="first students after a start against the next ones")
+    parser.add_argument("--follow", action="store_true",
+                        help="issue 47: students following the teacher on the lesson page (benchmarks/following.py)")
     parser.add_argument("--at-once", action="store_true",
                         help="issue 44's shape: every student at the same moment, 3 sentences each, no think time")
     args = parser.parse_args()
     pages = args.pages.split(",")
+    if args.follow:
+        follow_class(args.students, args.timeout)
+        return
     if args.cold:
         cold_and_warm(args.students, args.timeout)
         return

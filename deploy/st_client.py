@@ -49,6 +49,7 @@ class Session:
     session_id: str = ""
     cookie: str = ""  # sent with the websocket handshake (a proxy's sticky-session cookie)
     served_by: str = ""  # the sticky-session cookie a proxy set in its handshake response, if any
+    auto_reruns: dict[str, float] = field(default_factory=dict)  # fragment id -> seconds (st.fragment(run_every))
     _ws: object = None
 
     async def open(self) -> Interaction:
@@ -87,10 +88,22 @@ class Session:
         await self._connect()
         await self.start()
 
-    async def start(self, strings: dict[str, str] | None = None) -> None:
-        """Send a rerun (widget values by id) without reading what comes back."""
+    async def rerun_fragment(self, fragment_id: str) -> Interaction:
+        """What a browser sends every run_every seconds for a fragment: its rerun alone (which may rerun the page)."""
+        start = time.perf_counter()
+        await self.start(fragment_id=fragment_id)
+        result = await asyncio.wait_for(self.read_until_finished(), self.timeout)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    async def start(self, strings: dict[str, str] | None = None, fragment_id: str = "") -> None:
+        """Send a rerun (widget values by id; or one fragment's, as its timer does) without reading what comes
+        back."""
         msg = BackMsg()
         state = msg.rerun_script
+        if fragment_id:
+            state.fragment_id = fragment_id
+            state.is_auto_rerun = True
         state.query_string = urllib.parse.urlencode(self.query)
         state.page_name = self.page
         state.page_script_hash = self.page_script_hash
@@ -113,6 +126,8 @@ class Session:
                 self.session_id = fwd.new_session.initialize.session_id or self.session_id
             elif kind == "navigation":
                 self.page_script_hash = fwd.navigation.page_script_hash
+            elif kind == "auto_rerun":
+                self.auto_reruns[fwd.auto_rerun.fragment_id] = fwd.auto_rerun.interval
             elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 self._read_element(fwd.delta.new_element, result)
             elif kind == "script_finished" and fwd.script_finished != EARLY_FOR_RERUN:

@@ -66,3 +66,26 @@ def test_the_chinese_steps_have_no_english_left():
         typed = [box.value for box in at.text_area] + [box.value for box in at.text_input]
         left = untranslated(at, [*names, *typed, "[CLS]", "[SEP]", "Bahdanau", "Whisper", "KV", "A", "S", "P"])
         assert not left, (number, list(left.items())[:4])
+
+
+@pytest.mark.slow
+def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it():
+    at = open_app(PAGE)
+    at = next(b for b in at.button if b.label == "Start a class").click().run()
+    params = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
+    code, key = params["class"], params["teach"]
+    at = next(b for b in at.button if b.label == "Next").click().run()
+    student = open_app(PAGE, **{"class": code})
+    assert student.title[0].value.startswith("2. ") and not [b for b in student.button if b.label == "Next"]
+    assert any(f"class {code}" in c.value for c in student.caption)
+    at = next(b for b in at.button if b.label == "Next").click().run()
+    assert student.run().title[0].value.startswith("3. ")  # the student's next run shows the teacher's step
+    intruder = open_app(PAGE, **{"class": code, "teach": key[:-1] + "x", "step": "9"})
+    assert intruder.title[0].value.startswith("3. ")  # a wrong key is a student: it moves nothing
+    assert student.run().title[0].value.startswith("3. ")
+    ended = next(b for b in at.button if b.label == "End the class").click().run()
+    assert ended.title[0].value.startswith("3. ") and not ended.query_params.get("class")  # the teacher goes on alone
+    assert not ended.query_params.get("teach")
+    gone = student.run()
+    assert any("has ended" in e.value for e in gone.error)
+    assert [b.label for b in gone.button] == ["Continue on my own"]

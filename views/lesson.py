@@ -13,6 +13,7 @@ from mha_core.analysis.params.shapes import make_shape
 from mha_core.figures import charts
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import tr, worded
+from mha_core.serving.classroom import ClassState
 from mha_core.serving.computed import seq2seq as computed_seq2seq
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed import translation as computed_translation
@@ -20,8 +21,9 @@ from mha_core.teaching.examples import SPOKEN, TRANSLATED
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
+from views._class import TEACH, class_code, class_state, classroom, follow, is_teaching, start_class, teacher_panel
 from views._images import chosen_image
-from views._inputs import sentence_box
+from views._inputs import model_card, sentence_box
 from views._state import answered, chart, checked_run, current_model, load_listed_model, model_choices, server
 from views._text import literal
 from views._visit import choose, chosen, stop, widget
@@ -148,19 +150,51 @@ def step_controls(number: int) -> None:
                label_visibility="collapsed", format_func=lambda n: f"{n}. {tr(STEPS[n - 1].title)}")
 
 
-def main() -> None:
-    if chosen("text", None) is None:  # the lesson opens on the seeds' sentence (the teacher may change it once)
-        choose("text", TRANSLATED["zh"] if i18n.current() == "zh" else TRANSLATED["en"])
-    text = sentence_box()
-    number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
+def show_step(number: int, text: str) -> None:
     step = STEPS[number - 1]
-    step_controls(number)
     st.title(f"{number}. {tr(step.title)}")
     st.markdown(f"#### {tr(step.text)}")
     model = step_model(step)
     STEP_VIEWS[step.key](model, text)
     query = {} if step.model is CLASS_MODEL else {"model": step.model}
     st.page_link(step.page, label=tr("Explore this on its page"), icon=":material/open_in_new:", query_params=query)
+
+
+def student_page(code: str, state: ClassState) -> None:
+    """A student of class `code`: the teacher's step and sentence (and model), followed as the teacher moves."""
+    choose("text", state.text)
+    if state.model in model_choices():
+        choose("model", state.model)
+    model_card()
+    st.markdown(tr("**Sentence:** {text}", text=literal(state.text)))
+    follow(code, state)
+    show_step(state.step, state.text)
+
+
+def teacher_page(code: str | None, state: ClassState | None) -> None:
+    """The teacher's page (or a visitor's alone): the sentence, the steps, and the class it moves."""
+    if chosen("text", None) is None:  # the lesson opens on the seeds' sentence (the teacher may change it once)
+        choose("text", TRANSLATED["zh"] if i18n.current() == "zh" else TRANSLATED["en"])
+    text = sentence_box()
+    number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
+    if state is not None:  # every student's page follows this
+        if (number, text) != (state.step, state.text):
+            classroom().move(code, chosen(TEACH, None, like=""), step=number, text=text)
+        teacher_panel(code)
+    else:
+        st.button(tr("Start a class"), on_click=start_class, args=(text, number, current_model().name),
+                  help=tr("Students open the link it gives (or scan its QR code) and their pages follow your steps."))
+    step_controls(number)
+    show_step(number, text)
+
+
+def main() -> None:
+    code = class_code()
+    state = class_state(code) if code else None
+    if state is not None and not is_teaching(code):
+        student_page(code, state)
+    else:
+        teacher_page(code if state else None, state)
 
 
 if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)

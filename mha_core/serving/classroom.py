@@ -29,7 +29,8 @@ IDLE_LIMIT_S = 3 * 3600  # a class nobody moved for three hours has ended
 FOLLOWING_S = 10.0  # a student seen this recently follows
 SCHEMA = """
 create table if not exists classes (code text primary key, secret text not null, step integer not null,
-    text text not null, language text not null, moved real not null, ended integer not null default 0);
+    text text not null, language text not null, model text not null, moved real not null,
+    ended integer not null default 0);
 create table if not exists students (code text not null, student text not null, seen real not null,
     primary key (code, student));
 """
@@ -41,7 +42,19 @@ class ClassState:
     step: int  # 1-based
     text: str  # the class's sentence
     language: str  # the teacher's interface language
+    model: str  # the class's text model (a listed model's name)
     moved: float  # when the teacher last moved it (time.time())
+
+
+def qr_png(link: str, scale: int = 8) -> bytes:
+    """The student link as a QR code (segno), a PNG a phone's camera reads off a projector."""
+    import io
+
+    import segno
+
+    out = io.BytesIO()
+    segno.make(link, error="m").save(out, kind="png", scale=scale, border=2)
+    return out.getvalue()
 
 
 def digest(secret: str) -> str:
@@ -69,15 +82,16 @@ class Classroom:
         finally:
             db.close()
 
-    def start(self, text: str, language: str, step: int = 1) -> tuple[str, str]:
-        """A new class on `text` at `step`: its code (for students) and its secret (for the teacher only)."""
+    def start(self, text: str, language: str, model: str = "", step: int = 1) -> tuple[str, str]:
+        """A new class on `text` (read by `model`) at `step`: its code (for students) and its secret (for the
+        teacher only)."""
         secret = secrets.token_urlsafe(24)
         with self.connected() as db:
             for _ in range(20):
                 code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
                 try:
-                    db.execute("insert into classes values (?, ?, ?, ?, ?, ?, 0)",
-                               (code, digest(secret), step, text, language, self.clock()))
+                    db.execute("insert into classes values (?, ?, ?, ?, ?, ?, ?, 0)",
+                               (code, digest(secret), step, text, language, model, self.clock()))
                     return code, secret
                 except sqlite3.IntegrityError:  # a code in use: draw again
                     continue
@@ -86,15 +100,22 @@ class Classroom:
     def state(self, code: str) -> ClassState:
         """The class's step and sentence; refused in one sentence when there is no such class or it has ended."""
         with self.connected() as db:
-            row = db.execute("select step, text, language, moved, ended from classes where code = ?",
+            row = db.execute("select step, text, language, model, moved, ended from classes where code = ?",
                              (str(code).upper()[:CODE_LENGTH],)).fetchone()
         if row is None:
             raise InputError("no_such_class", N_("There is no class {code} on this server: check the link."),
                              code=str(code)[:CODE_LENGTH])
-        step, text, language, moved, ended = row
+        step, text, language, model, moved, ended = row
         if ended or self.clock() - moved > IDLE_LIMIT_S:
             raise InputError("class_ended", N_("Class {code} has ended."), code=code)
-        return ClassState(str(code).upper(), int(step), text, language, float(moved))
+        return ClassState(str(code).upper(), int(step), text, language, model, float(moved))
+
+    def is_teacher(self, code: str, secret: str | None) -> bool:
+        try:
+            self.check_teacher(code, secret)
+        except InputError:
+            return False
+        return True
 
     def check_teacher(self, code: str, secret: str | None) -> None:
         with self.connected() as db:
@@ -121,10 +142,12 @@ class Classroom:
         with self.connected() as db:
             db.execute("update classes set ended = 1 where code = ?", (code.upper(),))
 
-    def seen(self, code: str, student: str) -> None:
-        """A student's page checked in (the teacher's count of who follows)."""
+    def seen(self, code: str, *students: str) -> None:
+        """Students' pages checked in (the teacher's count of who follows), in one write."""
+        now = self.clock()
         with self.connected() as db:
-            db.execute("insert or replace into students values (?, ?, ?)", (code.upper(), student, self.clock()))
+            db.executemany("insert or replace into students values (?, ?, ?)",
+                           [(code.upper(), student, now) for student in students])
 
     def following(self, code: str) -> int:
         """Students seen within FOLLOWING_S."""

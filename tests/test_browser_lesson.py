@@ -1,0 +1,64 @@
+"""Issue 47 in Chromium: a teacher starts a class on the lesson page, a phone opens the students' link, the teacher
+clicks Next twice and the phone shows the same step within 10 s without reloading; the student's page has no Next to
+move anyone; the teacher's address without its key moves nothing."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from mha_core.teaching.lesson import STEPS
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, PHONE_AGENT, wait_idle
+
+pytestmark = pytest.mark.browser
+
+
+def address(page: object) -> dict[str, str]:
+    return {key: values[-1] for key, values in parse_qs(urlparse(page.url).query).items()}
+
+
+def heading(page: object) -> str:
+    return page.locator("h1").first.inner_text()
+
+
+def test_a_phone_follows_the_teacher_and_only_the_teacher_moves_the_class(app_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            teacher = browser.new_page(viewport={"width": 1920, "height": 1080})  # a projector
+            student = browser.new_context(viewport={"width": 390, "height": 844}, user_agent=PHONE_AGENT,
+                                          is_mobile=True, has_touch=True).new_page()  # a phone, its own session
+            intruder = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            follow_the_class(app_url, teacher, student, intruder)
+        finally:
+            browser.close()
+
+
+def follow_the_class(app_url: str, teacher: object, student: object, intruder: object) -> None:
+    teacher.goto(f"{app_url}/lesson")
+    wait_idle(teacher, timeout=240_000)
+    teacher.get_by_role("button", name="Start a class").click()
+    wait_idle(teacher, timeout=120_000)
+    code, key = address(teacher)["class"], address(teacher)["teach"]
+    assert len(code) == 6 and len(key) >= 32
+    student.goto(f"{app_url}/lesson?class={code}")
+    wait_idle(student, timeout=240_000)
+    assert heading(student).startswith("1. ")
+    assert student.get_by_role("button", name="Next").count() == 0  # a student moves nobody
+    assert key not in student.url and key not in student.locator("body").inner_text()
+    for _ in range(2):
+        teacher.get_by_role("button", name="Next").click()
+        wait_idle(teacher, timeout=120_000)
+    assert heading(teacher) == f"3. {STEPS[2].title}"
+    started = time.monotonic()
+    student.locator("h1", has_text=f"3. {STEPS[2].title}").wait_for(timeout=10_000)  # no reload: it follows
+    assert time.monotonic() - started < 10
+    intruder.goto(f"{app_url}/lesson?class={code}&teach=guess&step=8")  # the code without the key
+    wait_idle(intruder, timeout=240_000)
+    assert heading(intruder).startswith("3. ") and intruder.get_by_role("button", name="Next").count() == 0
+    time.sleep(2.5)  # two of the student's checks: still the teacher's step
+    assert heading(student).startswith("3. ") and heading(teacher).startswith("3. ")
