@@ -117,12 +117,24 @@ def shipped_choice(model: LoadedModel, direction: str) -> HeadChoice | None:
 CHOSEN: dict[tuple[str, str], HeadChoice] = {}  # (model folder, direction) -> its choice: computed once a process
 
 
+def known_choice(model: LoadedModel, direction: str) -> HeadChoice | None:
+    """This model's choice if this process has it, or the shipped one (kept from then on: heads.json is read once a
+    process, not at every page run); None: it must be made on the development half."""
+    key = (str(model.model_dir), direction)
+    if key not in CHOSEN:
+        shipped = shipped_choice(model, direction)
+        if shipped is None:
+            return None
+        CHOSEN[key] = shipped
+    return CHOSEN[key]
+
+
 def head_choice(model: LoadedModel, source_language: str, target_language: str,
                 progress: Progress | None = None) -> HeadChoice:
     """This model's choice in this direction: shipped, else made on the development half (once a process)."""
     direction = f"{source_language}-{target_language}"
-    key = (str(model.model_dir), direction)
-    if key not in CHOSEN:
-        CHOSEN[key] = shipped_choice(model, direction) or development_choice(model, source_language,
-                                                                             target_language, progress)
-    return CHOSEN[key]
+    known = known_choice(model, direction)
+    if known is None:
+        known = CHOSEN[(str(model.model_dir), direction)] = development_choice(model, source_language,
+                                                                               target_language, progress)
+    return known

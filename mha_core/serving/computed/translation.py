@@ -4,7 +4,7 @@ forced alignment."""
 
 from __future__ import annotations
 
-from mha_core.analysis.translation.heads import HeadChoice, head_choice, shipped_choice
+from mha_core.analysis.translation.heads import HeadChoice, head_choice, known_choice
 from mha_core.analysis.translation.translate import Translation, align, translate
 from mha_core.engine.loading.bundled import GEMMA_NAME
 from mha_core.engine.loading.model import LoadedModel
@@ -17,10 +17,11 @@ __all__ = ["GEMMA_NAME", "alignment_of", "head_choice_of", "translation_of"]  # 
 
 def head_choice_of(server: Server, model: LoadedModel, source_language: str, target_language: str,
                    wait: Wait) -> HeadChoice:
-    """Shipped at once; another model's is made on the 75 development pairs, once a server, with progress."""
-    shipped = shipped_choice(model, f"{source_language}-{target_language}")
-    if shipped is not None:
-        return shipped
+    """Shipped (or already made) at once; another model's is made on the 75 development pairs, once a server, with
+    progress."""
+    known = known_choice(model, f"{source_language}-{target_language}")
+    if known is not None:
+        return known
     return server.queued("small", ("alignment heads", of(model), source_language, target_language),
                          N_("Choosing the alignment heads on the hand-aligned pairs"),
                          lambda progress: head_choice(model, source_language, target_language, progress), wait)
