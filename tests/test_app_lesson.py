@@ -1,6 +1,6 @@
-"""AppTest for the lesson (issue 47, first part: the page; class mode is not built yet): every step, in English and
-Chinese, shows its title, its words and the pages' own live view on its model; Back and Next move one step and the
-address says which; each step links to its page; the Chinese steps have no English left."""
+"""AppTest for the lesson (issue 47): every step, in English and Chinese, shows its title, its words and the pages'
+own live view on its model; Back and Next move one step and the address says which; each step links to its page; the
+Chinese steps have no English left; a class follows its teacher, a student explores on their own and comes back."""
 
 from __future__ import annotations
 
@@ -13,6 +13,10 @@ from tests.conftest import open_app
 from tests.i18n_check import untranslated
 
 PAGE = "views/lesson.py"
+
+
+def labels(at) -> list[str]:
+    return [b.label for b in at.button]
 
 
 def drawn(at) -> int:
@@ -76,8 +80,13 @@ def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it():
     code, key = params["class"], params["teach"]
     at = next(b for b in at.button if b.label == "Next").click().run()
     student = open_app(PAGE, **{"class": code})
-    assert student.title[0].value.startswith("2. ") and not [b for b in student.button if b.label == "Next"]
+    assert student.title[0].value.startswith("2. ") and "Follow the teacher (step 2)" not in labels(student)
     assert any(f"class {code}" in c.value for c in student.caption)
+    student = next(b for b in student.button if b.label == "Next").click().run()  # the student's own step
+    assert student.title[0].value.startswith("3. ") and "Follow the teacher (step 2)" in labels(student)
+    assert open_app(PAGE, **{"class": code}).title[0].value.startswith("2. ")  # it moved nobody else
+    student = next(b for b in student.button if b.label == "Follow the teacher (step 2)").click().run()
+    assert student.title[0].value.startswith("2. ") and "Follow the teacher (step 2)" not in labels(student)
     at = next(b for b in at.button if b.label == "Next").click().run()
     assert student.run().title[0].value.startswith("3. ")  # the student's next run shows the teacher's step
     intruder = open_app(PAGE, **{"class": code, "teach": key[:-1] + "x", "step": "9"})

@@ -32,6 +32,23 @@ def test_the_mosaic_s_labels_are_drawn_large():
     assert first_label.max() - first_label.min() + 1 >= LABEL_FONT_PX * 0.6  # ≥ 13 px tall (it was ~6 px)
 
 
+def test_the_wide_mosaic_puts_layers_across_and_each_tile_where_its_head_is():
+    """The projector's mosaic (layers across, heads down) holds the same tiles as the page's, transposed."""
+    from PIL import Image
+
+    from mha_core.figures.vision import GAP
+
+    photo = np.full((224, 224, 3), 200, np.uint8)
+    maps = np.random.default_rng(1).random((4, 3, 16, 16))
+    tall, wide = (np.asarray(Image.open(io.BytesIO(mosaic_png(photo, maps, tile=32, wide=w)))) for w in (False, True))
+    assert tall.shape[:2] == (LABEL + 4 * (32 + GAP), LABEL + 3 * (32 + GAP))
+    assert wide.shape[:2] == (LABEL + 3 * (32 + GAP), LABEL + 4 * (32 + GAP))
+    for layer, head in ((0, 0), (3, 1), (2, 2)):
+        at = lambda row, column: (slice(LABEL + row * (32 + GAP), LABEL + row * (32 + GAP) + 32),  # noqa: E731
+                                  slice(LABEL + column * (32 + GAP), LABEL + column * (32 + GAP) + 32))
+        assert np.array_equal(tall[at(layer, head)], wide[at(head, layer)])
+
+
 def test_the_exported_overview_s_title_stands_clear_of_the_head_axis_title():
     """Issue 42, item 11: the exported PNG's title overlapped the 头 axis label (the SVG's own text positions)."""
     import re

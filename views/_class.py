@@ -58,7 +58,9 @@ class Watcher:
             now = (state.step, state.text)
         except InputError:
             now = None  # ended: each page says so on its rerun
-        manager = Runtime.instance()._session_mgr  # noqa: SLF001 -- Streamlit's sessions, to rerun the followers
+        manager = session_manager()
+        if manager is None:
+            return
         for session, shown in sessions.items():
             info = manager.get_active_session_info(session)
             with self.lock:
@@ -70,6 +72,14 @@ class Watcher:
                     continue
                 self.followers[code][session] = (ASKED, now, time.monotonic())  # its rerun registers what it shows
             info.session.request_rerun(page_rerun(info.session))
+
+
+def session_manager() -> object | None:
+    """Streamlit's sessions, to rerun the followers; None without a server (gone, or AppTest's stand-in runtime)."""
+    try:
+        return Runtime.instance()._session_mgr  # noqa: SLF001
+    except (RuntimeError, AttributeError):
+        return None
 
 
 def page_rerun(session: object) -> ClientState:
@@ -133,7 +143,7 @@ def teacher_panel(code: str) -> None:
     link = student_link(code)
     with st.expander(tr("Class {code}: the students' link", code=code), expanded=False):
         left, right = st.columns([1, 2])
-        left.image(qr_png(link), width=220)
+        left.image(qr_png(link), output_format="PNG")  # as drawn: a JPEG copy would blur its modules
         right.markdown(tr("Students open **{link}** (or scan the code): their pages follow your steps.",
                           link=link))
         right.caption(tr("Your own address holds the key that moves the class: do not share it; share this link."))
@@ -146,9 +156,14 @@ def following_count(code: str) -> None:
     st.caption(tr("{n} students follow.", n=classroom().following(code)))
 
 
-def follow(code: str, shown: Class) -> None:
-    """A student's page: registered with this process's watcher, which reruns it when the teacher moves."""
+def follow(code: str, shown: Class, exploring: bool = False) -> None:
+    """A student's page: registered with this process's watcher, which reruns it when the teacher moves (a student
+    exploring on their own is rerun too: their page says where the teacher is)."""
     ctx = get_script_run_ctx()
     if ctx is not None and Runtime.exists():  # (an AppTest has no server: its next run reads the class as a page does)
         watcher().follow(code, ctx.session_id, (shown.step, shown.text))
-    st.caption(tr("You follow class {code}: the teacher moves the steps.", code=code))
+    if exploring:
+        st.caption(tr("Class {code}: you explore on your own; the teacher is on step {step}.", code=code,
+                      step=shown.step))
+    else:
+        st.caption(tr("You follow class {code}: the teacher moves the steps.", code=code))

@@ -33,7 +33,7 @@ from mha_core.serving.menu import ModelChoice, available_models, default_choice,
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.walkthrough import backend_words, path_words
 from views._text import literal
-from views._visit import chosen, once_per_run, stop
+from views._visit import RUN_MEMO, chosen, once_per_run, stop
 
 T = TypeVar("T")
 
@@ -219,18 +219,29 @@ def narrow_screen() -> bool:
     return "Mobi" in (st.context.headers.get("User-Agent") or "")
 
 
+HEIGHT_CAP = "chart_height_cap"  # a run's limit on its charts' height (the run's memo holds it)
+
+
+def cap_chart_heights(px: int) -> None:
+    """This run's charts no taller than `px` (the lesson: a projector shows a step without scrolling)."""
+    st.session_state.setdefault(RUN_MEMO, {})[HEIGHT_CAP] = px
+
+
 def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args: object) -> object:
     """st.plotly_chart of a figure dict (mha_core.figures.spec) built once per server for
     `cache_key` (which must name everything the figure depends on, the model included); the first session to
-    ask builds it, the others reuse it. On a phone: no numbers in cells and no toolbar over the title."""
+    ask builds it, the others reuse it. On a phone: no numbers in cells and no toolbar over the title; under a
+    height cap (cap_chart_heights), no taller than it."""
     narrow = narrow_screen()
+    cap = st.session_state.get(RUN_MEMO, {}).get(HEIGHT_CAP)
 
     def shared_figure() -> tuple[SharedFigure, dict]:
         figure_dict = build()
         figure_dict = charts.for_narrow_screen(figure_dict) if narrow else figure_dict
+        figure_dict = charts.within_height(figure_dict, cap) if cap else figure_dict
         return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
 
-    cache_key = (*cache_key, i18n.current())  # titles, axes and hover texts are in the page's language
+    cache_key = (*cache_key, i18n.current(), cap)  # titles, axes and hover texts are in the page's language
     shell, _ = server().kept("figures", (*cache_key, "narrow") if narrow else cache_key, shared_figure)
     if narrow:
         plotly_chart_args.setdefault("config", {"displayModeBar": False})

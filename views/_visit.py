@@ -117,6 +117,11 @@ def choose(name: str, value: object, context: tuple = ()) -> None:
     visit().choose(name, value, context)
 
 
+def forget(name: str) -> None:
+    """Drop the choice `name` (from a callback): its default shows again."""
+    visit().forget(name)
+
+
 def head_taps(n_heads: int, layer: int, head: int, name: str = "head", context: tuple = ()) -> None:
     """A phone's one-tap way to open a head of the layer its tiles show: a row of pills (a tile of a Plotly chart
     needs two taps on a touch screen: the first only hovers). Picking one sets the choice `name` (with `context`)."""

@@ -70,12 +70,13 @@ def pick_words(words: list[Word], context: tuple) -> tuple[int, list[int]]:
     return pronoun, chosen
 
 
-def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
+def show_heads(scores: AntecedentScores, gap: CorefResult | None, listed: int = TABLE_HEADS) -> None:
+    """The heads ranked by how strongly the pronoun prefers one candidate (the first `listed`), and the verdict."""
     names = [c.text for c in scores.candidates]
     margin, preferred = scores.top_two_margin(), scores.preferred()
     gap_rank = {(layer, head): (rank, acc) for rank, (layer, head, acc) in enumerate(gap.ranking()[:10])} if gap else {}
     rows = []
-    for layer, head in scores.ranked_heads()[:TABLE_HEADS]:
+    for layer, head in scores.ranked_heads()[:listed]:
         row = {tr("head"): head_label(layer, head), tr("prefers"): names[preferred[layer, head]],
                tr("margin"): round(float(margin[layer, head]), 3)}
         row.update({f"→ {n}": round(float(scores.scores[c, layer, head]), 3) for c, n in enumerate(names)})
@@ -93,7 +94,10 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None) -> None:
                 count=count, n_heads=n_heads, layer=layer, pronoun=pronoun, names=literal(names[cand])))
 
 
-def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int], context: tuple) -> None:
+def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int], context: tuple,
+              detail: bool = True) -> None:
+    """The minimal pair: how each head's margin changed and (`detail`) both sentences' margins and which heads cause
+    the change."""
     st.subheader(tr("Minimal pair"))
     found = focus(first_text, current_model().name)  # the sentence's own pair: its pronoun swapped, or an example's
     second_text = widget(st.text_input, "pair", found.pair, tr("Second sentence (differs in a few words)"),
@@ -126,30 +130,36 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     pronoun_2 = words_2[pronoun]
     originals = (first_text, second_text, words[pronoun], pronoun_2, words[candidates[a]], words[candidates[b]])
     if blind_to_change(current_model().causal, pronoun, alignment):
-        st.info(literal(tr("In this decoder '{text}' (word {pronoun}) comes before every changed word, and a decoder's "
-                           "word attends only to itself and the words before it: its attention is the same in both "
-                           "sentences. The decoder form of the test continues both with a probe, {value!r}, whose last "
-                           "word comes after the change.",
+        note = st.info if detail else st.expander(tr("Why both sentences are continued with a probe")).caption
+        note(literal(tr("In this decoder '{text}' (word {pronoun}) comes before every changed word, and a decoder's "
+                        "word attends only to itself and the words before it: its attention is the same in both "
+                        "sentences. The decoder form of the test continues both with a probe, {value!r}, whose last "
+                        "word comes after the change.",
             text=words[pronoun].text, pronoun=pronoun, value=with_probe('…', words[pronoun]))))
-        if widget(st.toggle, "pair_probe", True, tr("Continue both sentences with the probe")):
+        if not detail or widget(st.toggle, "pair_probe", True, tr("Continue both sentences with the probe")):
             first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, pronoun_2)
             words, words_2 = words_of(first_text), words_of(second_text)
             pronoun = len(words) - 1  # the probe's last word asks the question
-            st.caption(literal(tr("Attention from the probe's last word '{text}' in: {first_text}",
-                text=words[pronoun].text, first_text=first_text)))
+            (st.caption if detail else note)(literal(tr("Attention from the probe's last word '{text}' in: "
+                                                        "{first_text}", text=words[pronoun].text,
+                                                        first_text=first_text)))
     scores_1 = scores_of(first_text, words, pronoun, candidates)
     scores_2 = scores_of(second_text, words_2, pronoun, candidates)
     base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
-    show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b], base)
-    show_pair_patching(current_model(), *originals)
+    show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b], base, detail)
+    if detail:
+        show_pair_patching(current_model(), *originals)
 
 
-def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple) -> None:
+def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple, both: bool = True) -> None:
+    """The change of margin per head (flipped heads outlined), and (`both`) each sentence's margins."""
     m1, m2, delta, flips = pair.margin_1, pair.margin_2, pair.delta, pair.flips
     chart((*base, "delta"), lambda: charts.margin_change_figure(delta, flips, name_a, name_b), key="delta_grid")
     st.caption(tr("Outlined: {value} head(s) that prefer '{name_a}' in sentence 1 and '{name_b}' in sentence 2, as a "
                   "human reader does. Blue cells moved towards 'a', red towards 'b'.",
         value=int(flips.sum()), name_a=literal(name_a), name_b=literal(name_b)))
+    if not both:
+        return
     left, right = st.columns(2)
     reach = float(max(np.abs(m1).max(), np.abs(m2).max(), 1e-6))  # one colour range for both grids
     for col, m, number in ((left, m1, 1), (right, m2, 2)):

@@ -33,15 +33,22 @@ from views._visit import choose, stop, tabs
 TABS = (N_("Every head"), N_("One head"), N_("Step by step"), N_("Rollout"), N_("Distance by depth"), N_("Roles"))
 
 
-def every_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> None:
-    query = query_picker(heads, "img_query")
-    with st.spinner(tr("Drawing every head…")):
-        png = answered(computed.mosaic_of, model, data, side, query)
+def every_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads, wide: bool = False,
+                   where: tuple | None = None) -> None:
+    """Every head's overlay for the chosen query, layers down (`wide`: layers across, as a projector needs); the
+    query's picker in where[0], the picture in where[1] (by default one under the other)."""
+    where = where or (st.container(), st.container())
+    with where[0]:
+        query = query_picker(heads, "img_query")
+    with where[1], st.spinner(tr("Drawing every head…")):
+        png = answered(computed.mosaic_of, model, data, side, query, wide)
     if png is not None:
-        st.image(png, width="stretch" if not narrow_screen() else "content")
-    st.caption(tr("Every head of every layer (L, down) and head (H, across): the photo lit where {query} looks and "
-                  "dimmed where it does not, each tile scaled to its own largest weight.",
-                  query=token_name(heads, query)))
+        where[1].image(png, width="stretch" if not narrow_screen() and not wide else "content",
+                       output_format="PNG")  # sent as made
+    laid_out = (tr("Every head of every layer (L, across) and head (H, down)") if wide else
+                tr("Every head of every layer (L, down) and head (H, across)"))
+    where[1].caption(tr("{where}: the photo lit where {query} looks and dimmed where it does not, each tile scaled to "
+                        "its own largest weight.", where=laid_out, query=token_name(heads, query)))
 
 
 def one_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> None:

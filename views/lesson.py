@@ -24,9 +24,25 @@ from views import coreference, heads, images, parameters, seq2seq, translation, 
 from views._class import TEACH, class_code, class_state, classroom, follow, is_teaching, start_class, teacher_panel
 from views._images import chosen_image
 from views._inputs import model_card, sentence_box
-from views._state import answered, chart, checked_run, current_model, load_listed_model, model_choices, server
+from views._state import (
+    answered,
+    cap_chart_heights,
+    chart,
+    checked_run,
+    current_model,
+    load_listed_model,
+    model_choices,
+    server,
+)
 from views._text import literal
-from views._visit import choose, chosen, stop, widget
+from views._visit import choose, chosen, forget, stop, widget
+
+OWN_STEP = "own_step"  # the step a student of a class went to on their own (none: the teacher's)
+LESSON_ROWS = 5  # the heads a step's table lists: a projector shows the step without scrolling
+PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel projector
+PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
+PROJECTOR_CSS = ("<style>[data-testid='stMainBlockContainer']{padding-top:4rem;padding-bottom:1rem}"
+                 "</style>")  # just below the header (3.75rem): no blank margins above and below a step
 
 
 def class_view(model: LoadedModel, text: str) -> tuple:
@@ -50,7 +66,7 @@ def four_steps_view(model: LoadedModel, text: str) -> None:
     pieces = view.pieces[heads.default_pair(view, result)[0]] if view.pieces else (0,)
     w = computed.walkthrough_of(server(), model, text, layer, head)
     walkthrough.step_attention(w, model, step_shapes(model, layer, len(result.labels[0])), pieces[0],
-                               ("lesson", str(model.model_dir), text, layer, head))
+                               ("lesson", str(model.model_dir), text, layer, head), brief=True)
 
 
 def heads_view(model: LoadedModel, text: str) -> None:
@@ -82,8 +98,12 @@ def coreference_view(model: LoadedModel, text: str) -> None:
     except InspectorError as err:
         st.info(literal(worded(err)))
         return
-    coreference.show_heads(scores, None)
-    coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text))
+    cap_chart_heights(PAIR_CHART_PX)
+    ranked, pair = st.columns([2, 3])
+    with ranked:
+        coreference.show_heads(scores, None, listed=LESSON_ROWS)
+    with pair:
+        coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text), detail=False)
 
 
 def cross_view(model: LoadedModel, text: str) -> None:
@@ -93,8 +113,9 @@ def cross_view(model: LoadedModel, text: str) -> None:
     heard = None if audio is None else answered(computed_seq2seq.transcript_of, model, audio, language)
     if heard is None:
         return
-    st.audio(audio)
-    st.markdown(tr("**Heard:** {text}", text=literal(heard.text)))
+    player, words = st.columns(2, vertical_alignment="center")
+    player.audio(audio)
+    words.markdown(tr("**Heard:** {text}", text=literal(heard.text)))
     seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
                                             "transcribe"))
 
@@ -105,17 +126,19 @@ def translation_view(model: LoadedModel, text: str) -> None:
     if result is None:
         return
     st.markdown(tr("**{source}** → **{text}**", source=literal(source), text=literal(result.translation)))
-    translation.alignment_views(model, result, ("lesson", str(model.model_dir), source))
+    translation.alignment_views(model, result, ("lesson", str(model.model_dir), source), beside=True)
 
 
 def images_view(model: LoadedModel, text: str) -> None:
-    data, side, summary = chosen_image(model)
-    images.every_head_tab(model, data, side, summary)
+    controls, picture = st.columns([1, 3])
+    with controls:
+        data, side, summary = chosen_image(model)
+    images.every_head_tab(model, data, side, summary, wide=True, where=(controls, picture))
 
 
 def cost_view(model: LoadedModel, text: str) -> None:
     shape = make_shape(model.d_model, model.n_heads, model.arch.head_dim, n_kv_heads=model.arch.n_kv_heads)
-    parameters.show_costs(shape, model.n_layers)
+    parameters.show_costs(shape, model.n_layers, one_row=True)
 
 
 STEP_VIEWS = {"why": why_view, "four_steps": four_steps_view, "heads": heads_view, "parameters": parameters_view,
@@ -139,15 +162,18 @@ def step_model(step: LessonStep) -> LoadedModel:
     return loaded
 
 
-def step_controls(number: int) -> None:
-    back, listed, forward = st.columns([1, 4, 1])
-    back.button(tr("Back"), on_click=choose, args=("step", number - 1), disabled=number == 1, key="lesson_back",
+def step_controls(number: int, name: str = "step") -> object:
+    """Back, the step list and Next, setting the choice `name` (a student's own steps have a name of their own);
+    returns the row's last place (the teacher's class button)."""
+    back, listed, forward, last = st.columns([1, 4, 1, 1.4], vertical_alignment="center")
+    back.button(tr("Back"), on_click=choose, args=(name, number - 1), disabled=number == 1, key="lesson_back",
                 width="stretch")
-    forward.button(tr("Next"), on_click=choose, args=("step", number + 1), disabled=number == len(STEPS),
+    forward.button(tr("Next"), on_click=choose, args=(name, number + 1), disabled=number == len(STEPS),
                    key="lesson_next", width="stretch", type="primary")
     with listed:
-        widget(st.selectbox, "step", number, tr("Step"), options=list(range(1, len(STEPS) + 1)),
+        widget(st.selectbox, name, number, tr("Step"), options=list(range(1, len(STEPS) + 1)),
                label_visibility="collapsed", format_func=lambda n: f"{n}. {tr(STEPS[n - 1].title)}")
+    return last
 
 
 def show_step(number: int, text: str) -> None:
@@ -161,34 +187,47 @@ def show_step(number: int, text: str) -> None:
 
 
 def student_page(code: str, state: ClassState) -> None:
-    """A student of class `code`: the teacher's step and sentence (and model), followed as the teacher moves."""
+    """A student of class `code`: the teacher's step and sentence (and model), followed as the teacher moves; the
+    student's own Back / Next / step leaves the class's step to explore (moving nobody else) until "Follow the
+    teacher" brings the page back to it."""
     choose("text", state.text)
     if state.model in model_choices():
         choose("model", state.model)
     model_card()
     st.markdown(tr("**Sentence:** {text}", text=literal(state.text)))
-    follow(code, state)
-    show_step(state.step, state.text)
+    steps = list(range(1, len(STEPS) + 1))
+    own = chosen(OWN_STEP, None, options=steps)
+    follow(code, state, exploring=own is not None)
+    if own is not None:
+        st.button(tr("Follow the teacher (step {step})", step=state.step), on_click=forget, args=(OWN_STEP,),
+                  type="primary", icon=":material/groups:", key="lesson_follow")
+    step_controls(own or state.step, OWN_STEP)
+    show_step(own or state.step, state.text)
 
 
 def teacher_page(code: str | None, state: ClassState | None) -> None:
-    """The teacher's page (or a visitor's alone): the sentence, the steps, and the class it moves."""
+    """The teacher's page (or a visitor's alone): the sentence (folded away: a projector shows the step), the steps,
+    and the class it moves."""
     if chosen("text", None) is None:  # the lesson opens on the seeds' sentence (the teacher may change it once)
         choose("text", TRANSLATED["zh"] if i18n.current() == "zh" else TRANSLATED["en"])
-    text = sentence_box()
+    with st.expander(tr("**Sentence:** {text}", text=literal(str(chosen("text", "")))), icon=":material/edit:"):
+        text = sentence_box()
     number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
     if state is not None:  # every student's page follows this
         if (number, text) != (state.step, state.text):
             classroom().move(code, chosen(TEACH, None, like=""), step=number, text=text)
         teacher_panel(code)
-    else:
-        st.button(tr("Start a class"), on_click=start_class, args=(text, number, current_model().name),
-                  help=tr("Students open the link it gives (or scan its QR code) and their pages follow your steps."))
-    step_controls(number)
+    last = step_controls(number)
+    if state is None:
+        last.button(tr("Start a class"), on_click=start_class, args=(text, number, current_model().name),
+                    help=tr("Students open the link it gives (or scan its QR code) and their pages follow your steps."),
+                    icon=":material/groups:", width="stretch")
     show_step(number, text)
 
 
 def main() -> None:
+    st.html(PROJECTOR_CSS)
+    cap_chart_heights(PROJECTOR_CHART_PX)
     code = class_code()
     state = class_state(code) if code else None
     if state is not None and not is_teaching(code):

@@ -33,7 +33,7 @@ from mha_core.i18n import N_, tr, worded
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card
-from views._state import current_model, plain_chart, server
+from views._state import chart, current_model, server
 from views._text import literal
 from views._visit import tabs, widget
 
@@ -216,13 +216,18 @@ def show_single_vs_multi(shape: AttentionShape) -> None:
         st.caption(tr("With shared key/value heads (GQA/MQA) the single-head equivalent keeps one key/value head."))
 
 
-def show_costs(shape: AttentionShape, n_layers: int) -> None:
+def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False) -> None:
+    """FLOPs, the attention map's bytes and the KV cache against the length (`one_row`: the three side by side)."""
     st.subheader(tr("Cost against sequence length"))
     n_max = widget(st.select_slider, "calc_nmax", 8192, tr("Longest n"), options=[512, 2048, 8192, 32768, 131072])
-    c1, c2 = st.columns(2)
-    c1.plotly_chart(param_figures.flops_figure(shape, n_max), key="flops")
-    c2.plotly_chart(param_figures.memory_figure(shape, n_max), key="memory")
-    plain_chart(param_figures.kv_cache_figure(shape, n_layers, n_max), key="kv_cache")
+    c1, c2, c3 = st.columns(3) if one_row else (*st.columns(2), st.container())
+    with c1:  # built once per server for each shape and length (a class on the cost step asks for the same three)
+        chart(("flops", shape, n_max), lambda: param_figures.flops_figure(shape, n_max), key="flops")
+    with c2:
+        chart(("memory", shape, n_max), lambda: param_figures.memory_figure(shape, n_max), key="memory")
+    with c3:
+        chart(("kv cache", shape, n_layers, n_max), lambda: param_figures.kv_cache_figure(shape, n_layers, n_max),
+              key="kv_cache")
 
 
 def show_norms(model: LoadedModel) -> None:

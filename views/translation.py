@@ -48,9 +48,13 @@ def pronoun_note(result: Translation) -> None:
                            word=literal(word), linked=literal(" ".join(linked) or "—")))
 
 
-def alignment_views(model: LoadedModel, result: Translation, key: tuple) -> None:
-    chart(("t_links", *key), lambda: figures.links_figure(result), width="stretch")
-    chart(("t_matrix", *key), lambda: figures.alignment_matrix_figure(result), width="stretch")
+def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside: bool = False) -> None:
+    """The links and the matrix they are read from (`beside`: side by side, as a projector's wide screen fits)."""
+    links, matrix = st.columns(2) if beside else (st.container(), st.container())
+    with links:
+        chart(("t_links", *key), lambda: figures.links_figure(result), width="stretch")
+    with matrix:
+        chart(("t_matrix", *key), lambda: figures.alignment_matrix_figure(result), width="stretch")
     st.caption(tr("Each row is a word of the translation, each column a word of the source; the colour is how much "
                   "the chosen heads (their mean) attend from the translation word back to the source word, read "
                   "from the model's self-attention over the whole prompt. Rule: {rule}.", rule=tr(RULES[result.rule])))

@@ -116,9 +116,12 @@ def step_rope(w: Walkthrough, base: tuple) -> None:
                             N_("What the rotation changed (after − before)"))))
 
 
-def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int, base: tuple) -> None:
+def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int, base: tuple,
+                   brief: bool = False) -> None:
+    """The scores and the softmax of one head, one row at a scale of the visitor's, the output and the code
+    (`brief`: the scores, the softmax and the output only)."""
     dk = s.d_k
-    st.header(tr("2. Scaled dot-product attention (head {head})", head=w.head))
+    (st.subheader if brief else st.header)(tr("2. Scaled dot-product attention (head {head})", head=w.head))
     st.markdown(scale_sentence(s))
     if not w.visible.all():
         st.caption(tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
@@ -156,6 +159,25 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
             ),
             key="probs",
         )
+    if not brief:
+        scaled_row(w, s, query, base)
+    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in w.strongest_keys(query))
+    out = w.context[w.head, query]
+    st.markdown(
+        tr(
+            "Output for '{tokens}' = {parts} + … = [{value}, …] ({dk} numbers)",
+            tokens=literal(w.tokens[query]),
+            parts=parts,
+            value=", ".join(f"{x:.2f}" for x in out[:6]),
+            dk=dk,
+        )
+    )
+    if not brief:
+        st.code(code_for_step(2), language="python")
+
+
+def scaled_row(w: Walkthrough, s: StepShapes, query: int, base: tuple) -> None:
+    """One query's row of weights at a scale the visitor picks (the model's own by default)."""
     scale = widget(st.slider, "wt_scale", float(round(w.scale, 3)),  # another model: its own scale
                    tr("Scale applied before softmax (the model uses {rule} = {scale:.4f})", rule=scale_name(s),
                       scale=s.scale), 0.01, 1.0, step=0.001,
@@ -174,18 +196,6 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
         ),
         key="scaled_row",
     )
-    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in w.strongest_keys(query))
-    out = w.context[w.head, query]
-    st.markdown(
-        tr(
-            "Output for '{tokens}' = {parts} + … = [{value}, …] ({dk} numbers)",
-            tokens=literal(w.tokens[query]),
-            parts=parts,
-            value=", ".join(f"{x:.2f}" for x in out[:6]),
-            dk=dk,
-        )
-    )
-    st.code(code_for_step(2), language="python")
 
 
 def step_concat_and_output(w: Walkthrough, model: LoadedModel, s: StepShapes, base: tuple) -> None:

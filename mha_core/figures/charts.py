@@ -347,6 +347,14 @@ def for_narrow_screen(spec: dict) -> FigureDict:
     return {**spec, "data": data, "layout": layout}
 
 
+def within_height(spec: FigureDict, px: int) -> FigureDict:
+    """A copy of a figure dict no taller than `px` (a projector's screen shows a lesson's step without scrolling)."""
+    layout = spec.get("layout", {})
+    if layout.get("height", 0) <= px:
+        return spec
+    return {**spec, "layout": {**layout, "height": px}}
+
+
 def with_segment_lines(figure: FigureDict, start: int, n: int) -> FigureDict:
     """A (N,N) map's figure with dashed lines where a sentence pair's second text begins (unit `start`): the blocks
     above and left of them are the first text's own, the top-right block its queries reading the second's keys."""

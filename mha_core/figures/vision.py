@@ -53,23 +53,30 @@ def thumbnail(photo: np.ndarray, side: int) -> np.ndarray:
     return np.asarray(Image.fromarray(photo).resize((side, side), Image.BILINEAR))
 
 
-def mosaic_png(photo: np.ndarray, maps: np.ndarray, tile: int = 96, first_layer: int = 0) -> bytes:
-    """(S,S,3) photo, (L,H,R,C) maps -> a PNG of every head's overlay, layers down and heads across, labelled L0…, H0…
-    (a PNG, not a chart: 72 overlays stay a few hundred kB)."""
+def mosaic_png(photo: np.ndarray, maps: np.ndarray, tile: int = 96, first_layer: int = 0, wide: bool = False
+               ) -> bytes:
+    """(S,S,3) photo, (L,H,R,C) maps -> a PNG of every head's overlay, layers down and heads across (`wide`: layers
+    across and heads down, for a projector's landscape screen), labelled L0…, H0… (a PNG, not a chart: 72 overlays
+    stay a few hundred kB)."""
     from PIL import Image, ImageDraw, ImageFont
 
     n_layers, n_heads = maps.shape[:2]
     small = thumbnail(photo, tile)
-    canvas = Image.new("RGB", (LABEL + n_heads * (tile + GAP), LABEL + n_layers * (tile + GAP)), "white")
+    rows, columns = (n_heads, n_layers) if wide else (n_layers, n_heads)
+    canvas = Image.new("RGB", (LABEL + columns * (tile + GAP), LABEL + rows * (tile + GAP)), "white")
     draw, font = ImageDraw.Draw(canvas), ImageFont.load_default(size=LABEL_FONT_PX)
-    for head in range(n_heads):
-        draw.text((LABEL + head * (tile + GAP) + tile // 2, LABEL // 2), f"H{head}", fill="black", font=font,
-                  anchor="mm")
+    layer_names = [f"L{first_layer + layer}" for layer in range(n_layers)]
+    head_names = [f"H{head}" for head in range(n_heads)]
+    row_names, column_names = (head_names, layer_names) if wide else (layer_names, head_names)
+    for column, name in enumerate(column_names):
+        draw.text((LABEL + column * (tile + GAP) + tile // 2, LABEL // 2), name, fill="black", font=font, anchor="mm")
+    for row, name in enumerate(row_names):
+        draw.text((LABEL // 2, LABEL + row * (tile + GAP) + tile // 2), name, fill="black", font=font, anchor="mm")
     for layer in range(n_layers):
-        y = LABEL + layer * (tile + GAP)
-        draw.text((LABEL // 2, y + tile // 2), f"L{first_layer + layer}", fill="black", font=font, anchor="mm")
         for head in range(n_heads):
-            canvas.paste(Image.fromarray(overlay(small, maps[layer, head])), (LABEL + head * (tile + GAP), y))
+            row, column = (head, layer) if wide else (layer, head)
+            canvas.paste(Image.fromarray(overlay(small, maps[layer, head])),
+                         (LABEL + column * (tile + GAP), LABEL + row * (tile + GAP)))
     out = io.BytesIO()
     canvas.save(out, format="PNG", optimize=True)
     return out.getvalue()

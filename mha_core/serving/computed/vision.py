@@ -67,13 +67,13 @@ def query_maps_of(server: Server, model: LoadedModel, data: bytes, side: int, qu
                        lambda: query_maps(result_of(server, model, data, side)[0], query))
 
 
-def mosaic_of(server: Server, model: LoadedModel, data: bytes, side: int, query: int) -> bytes:
-    """Every head's overlay for one query (PNG)."""
+def mosaic_of(server: Server, model: LoadedModel, data: bytes, side: int, query: int, wide: bool = False) -> bytes:
+    """Every head's overlay for one query (PNG; `wide`: layers across, for a projector)."""
     def compute() -> bytes:
         seen = result_of(server, model, data, side)[1]
-        return mosaic_png(seen, query_maps_of(server, model, data, side, query))
+        return mosaic_png(seen, query_maps_of(server, model, data, side, query), wide=wide)
 
-    return server.kept("small", ("image mosaic", of(model), digest(data), side, query), compute)
+    return server.kept("small", ("image mosaic", of(model), digest(data), side, query, wide), compute)
 
 
 def steps_of(server: Server, model: LoadedModel, data: bytes, side: int, layer: int, head: int, query: int
