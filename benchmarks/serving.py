@@ -67,10 +67,10 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def app_server(script: str = "app.py", timeout: float = 120, env: dict[str, str] | None = None
-               ) -> Iterator[ServerGroup]:
-    """One `streamlit run` on a free loopback port."""
-    port = free_port()
+def app_server(script: str = "app.py", timeout: float = 120, env: dict[str, str] | None = None,
+               port: int | None = None) -> Iterator[ServerGroup]:
+    """One `streamlit run` on a loopback port (a free one unless given: a restart reuses its server's)."""
+    port = port or free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,

@@ -75,3 +75,42 @@ def follow_the_class(app_url: str, teacher: object, student: object, intruder: o
     assert heading(teacher).startswith("3. ") and heading(student).startswith("4. ")
     student.get_by_role("button", name="Follow the teacher (step 3)").click()
     student.locator("h1", has_text=f"3. {STEPS[2].title}").wait_for(timeout=60_000)
+
+
+def test_a_restarted_server_s_pages_reload_on_the_class_s_step(tmp_path):
+    """A server restart forgets every session and no page reruns by itself: the class's pages notice the lost
+    connection, reload once the server is back, say so, and follow the teacher again (the class lives on disk)."""
+    from playwright.sync_api import sync_playwright
+
+    from benchmarks.serving import app_server, free_port
+
+    port, env = free_port(), {"MHA_CACHE_DIR": str(tmp_path)}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            teacher = browser.new_page(viewport={"width": 1920, "height": 1080})
+            student = browser.new_context(viewport={"width": 390, "height": 844}, user_agent=PHONE_AGENT,
+                                          is_mobile=True, has_touch=True).new_page()
+            with app_server(env=env, port=port) as group:
+                teacher.goto(f"{group.url}/lesson")
+                wait_idle(teacher, timeout=240_000)
+                teacher.get_by_role("button", name="Start a class").click()
+                wait_idle(teacher, timeout=120_000)
+                student.goto(f"{group.url}/lesson?class={address(teacher)['class']}")
+                wait_idle(student, timeout=240_000)
+                teacher.get_by_role("button", name="Next").click()
+                student.locator("h1", has_text=f"2. {STEPS[1].title}").wait_for(timeout=10_000)
+                before = run_marker(student)
+            with app_server(env=env, port=port):
+                student.get_by_text("The server restarted").wait_for(timeout=60_000)  # reloaded, and says so
+                assert run_marker(student) != before and heading(student).startswith("2. ")
+                wait_idle(teacher, timeout=60_000)
+                teacher.get_by_role("button", name="Next").click()
+                student.locator("h1", has_text=f"3. {STEPS[2].title}").wait_for(timeout=30_000)
+        finally:
+            browser.close()
+
+
+def run_marker(page: object) -> str:
+    """The session and run the page last showed (views/_visit.run_marker): a reloaded page has a new session."""
+    return page.locator(".mha-run").last.get_attribute("data-session")

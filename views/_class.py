@@ -9,6 +9,7 @@ import threading
 import time
 
 import streamlit as st
+import streamlit.components.v1 as components
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -18,10 +19,30 @@ from mha_core.i18n import tr, worded
 from mha_core.serving.classroom import FOLLOWING_S, Classroom, qr_png
 from mha_core.serving.classroom import ClassState as Class
 from views._text import literal
-from views._visit import choose, chosen, stop
+from views._visit import choose, chosen, forget, stop
 
 WATCH_S = 0.4  # how often a process reads its classes' rows: a move reaches the students within about this
 CLASS, TEACH = "class", "teach"  # the address's class code and the teacher's key
+RECONNECTED = "reconnected"  # set in the address by the page that reloaded itself after a server restart
+CHECK_SERVER_S = 1  # how often a class's page looks whether its connection is down (no request: it reads the page)
+# A restarted server has forgotten every session and no page reruns by itself: the page would go on showing the step
+# it had. This script (in a component's frame, same origin) looks every CHECK_SERVER_S seconds for Streamlit's
+# connection-status badge, shown only while the page is not connected; once the badge has come and gone, it reloads
+# the page with `reconnected=1` (through a timer of the page's own, as a frame may not navigate the page itself), and
+# the page reruns on the class's step and says so.
+RESTART_SCRIPT = """<script>
+let down = false;
+const page = window.parent;
+setInterval(() => {
+  const up = !page.document.querySelector('[data-testid="stConnectionStatus"]');
+  if (up && down) {
+    const address = new URL(page.location.href);
+    address.searchParams.set('RECONNECTED', '1');
+    page.setTimeout(new page.Function('location.replace(' + JSON.stringify(address.href) + ')'), 0);
+  }
+  down = !up;
+}, EVERY_MS);
+</script>""".replace("RECONNECTED", RECONNECTED).replace("EVERY_MS", str(CHECK_SERVER_S * 1000))
 ASKED, ASK_AGAIN_S = "asked", 3.0  # a follower asked to rerun; asked again if its rerun has not shown the move
 
 
@@ -101,6 +122,14 @@ def watcher() -> Watcher:
     return Watcher(classroom())
 
 
+def reload_after_restart() -> None:
+    """On a class's page: reload it when the server comes back after a restart, and say so on the reloaded page."""
+    components.html(RESTART_SCRIPT, height=0)
+    if chosen(RECONNECTED, None, like="") == "1":
+        forget(RECONNECTED)
+        st.toast(tr("The server restarted: this page reloaded on the class's current step."), icon=":material/sync:")
+
+
 def class_code() -> str | None:
     code = chosen(CLASS, None, like="")
     return str(code).strip().upper() or None if code else None
@@ -144,8 +173,8 @@ def teacher_panel(code: str) -> None:
     with st.expander(tr("Class {code}: the students' link", code=code), expanded=False):
         left, right = st.columns([1, 2])
         left.image(qr_png(link), output_format="PNG")  # as drawn: a JPEG copy would blur its modules
-        right.markdown(tr("Students open **{link}** (or scan the code): their pages follow your steps.",
-                          link=link))
+        right.markdown(tr("Students open this link (or scan the code): their pages follow your steps."))
+        right.code(link, language=None)  # one line, copied with its button (a markdown link ran into the words)
         right.caption(tr("Your own address holds the key that moves the class: do not share it; share this link."))
         right.button(tr("End the class"), on_click=end_class, args=(code,))
     following_count(code)

@@ -21,7 +21,17 @@ from mha_core.teaching.examples import SPOKEN, TRANSLATED
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
-from views._class import TEACH, class_code, class_state, classroom, follow, is_teaching, start_class, teacher_panel
+from views._class import (
+    TEACH,
+    class_code,
+    class_state,
+    classroom,
+    follow,
+    is_teaching,
+    reload_after_restart,
+    start_class,
+    teacher_panel,
+)
 from views._images import chosen_image
 from views._inputs import model_card, sentence_box
 from views._state import (
@@ -230,6 +240,8 @@ def main() -> None:
     cap_chart_heights(PROJECTOR_CHART_PX)
     code = class_code()
     state = class_state(code) if code else None
+    if state is not None:
+        reload_after_restart()
     if state is not None and not is_teaching(code):
         student_page(code, state)
     else:
