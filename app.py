@@ -26,12 +26,13 @@ pages = [
     st.Page("views/predictions.py", title=tr("Predictions"), icon=":material/trending_up:"),
     st.Page("views/corpus.py", title=tr("Across a corpus"), icon=":material/scatter_plot:"),
     st.Page("views/parameters.py", title=tr("Parameters"), icon=":material/calculate:"),
+    st.Page("views/efficiency.py", title=tr("Efficiency"), icon=":material/speed:"),
     st.Page("views/walkthrough.py", title=tr("Walkthrough"), icon=":material/school:"),
     st.Page("views/seq2seq.py", title=tr("Encoder–decoder"), icon=":material/translate:"),
     st.Page("views/translation.py", title=tr("Translation"), icon=":material/g_translate:"),
     st.Page("views/images.py", title=tr("Images"), icon=":material/image:"),
 ]
-page = st.navigation(pages)
+page = st.navigation(pages, expanded=True)  # thirteen pages: none hidden behind "View more"
 st.session_state[PAGE] = page.url_path  # which models this page reads (views/_state.current_model)
 with contextlib.suppress(PageStopped):  # the page said why it stops
     page.run()

@@ -14,6 +14,9 @@ from typing import Any
 
 _PUBLIC = {  # the public API (README: Python API): every analysis the app and the CLI have, and their results
     "mha_core.analysis.lm.ablation": ("AblationGrid", "ablate_heads", "ablation_grid"),
+    "mha_core.analysis.efficiency.cost": ("AttentionCost", "attention_cost"),
+    "mha_core.analysis.efficiency.fidelity": ("PatternedRun", "with_pattern"),
+    "mha_core.analysis.efficiency.patterns": ("Pattern", "allowed_keys", "parse_pattern"),
     "mha_core.analysis.heads.contrib": ("ValueWeighted", "rollout_of", "value_weighted"),
     "mha_core.analysis.coref.gap": ("CorefResult", "analyse_coref"),
     "mha_core.analysis.corpus.readers": ("bundled_corpus", "read_conllu", "read_gap"),

@@ -10,6 +10,7 @@ import pytest
 
 from mha_core import i18n
 from mha_core.analysis.coref.sentence import PROBE
+from mha_core.analysis.efficiency.cost import PEAK_CHILD
 from mha_core.analysis.long.roles import NEEDLE, QUESTION
 from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS
 from mha_core.engine.loading.bundled import ENCODER_NAME, GEMMA_NAME
@@ -365,6 +366,7 @@ UNMARKED_TEXTS = {
     "explicit (matmul + softmax)": "a backend's name in results and JSON (teaching.walkthrough.backend_words words it)",
     "query \\ key": "a CSV file's corner header",
     "<from the address>": "an internal context marker, never shown",
+    PEAK_CHILD: "Python code a child process runs (the kernels' peak memory)",
     "Stéfan van der Walt": "a photographer's name (teaching.photos: the sample photos' credits)",
     **{pair["en"]: "text the model reads (the translation prompt's example pairs)" for pair in EXAMPLE_PAIRS},
 }

@@ -228,6 +228,8 @@ def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False) -> N
     with c3:
         chart(("kv cache", shape, n_layers, n_max), lambda: param_figures.kv_cache_figure(shape, n_layers, n_max),
               key="kv_cache")
+    st.page_link("views/efficiency.py", label=tr("Measured, and what sparse or linear attention changes: Efficiency"),
+                 icon=":material/speed:")
 
 
 def show_norms(model: LoadedModel) -> None:

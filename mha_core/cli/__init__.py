@@ -22,6 +22,7 @@ from mha_core.cli.common import (
     progress_bar,
     write_json,
 )
+from mha_core.cli.efficiency import add_efficiency_parser
 from mha_core.cli.index import add_index_parsers
 from mha_core.cli.seq2seq import add_transcribe_parser
 from mha_core.cli.translation import add_translation_parsers
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_corpus_parsers(sub)
     add_transcribe_parser(sub)
     add_translation_parsers(sub)
+    add_efficiency_parser(sub)
     add_index_parsers(sub)
     models = sub.add_parser("models", help="the models this machine lists: bundled, $MHA_MODELS_DIR, HF cache")
     models.add_argument("--json", default="-", help="output file, '-' for stdout")

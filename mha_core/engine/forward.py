@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from mha_core.engine import attention
+from mha_core.engine.allowed import AllowedKeys, with_allowed
 from mha_core.engine.arch import MAX_PIECES, Architecture
 from mha_core.engine.attention import (
     AUTO,
@@ -202,7 +203,7 @@ def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, st
 
 @torch.inference_mode()
 def run(model: LoadedModel, texts: TextsLike, path: str = AUTO, pairs: Sequence[str] | None = None,
-        hooks: Hooks = NO_HOOKS) -> AttentionResult:
+        hooks: Hooks = NO_HOOKS, allowed: AllowedKeys | None = None) -> AttentionResult:
     """Recompute every layer and head for `texts` (a str, a list of str, or pre-split word lists).
 
     Several texts are padded into one batch; padded keys get weight 0, so each text's maps and
@@ -210,18 +211,20 @@ def run(model: LoadedModel, texts: TextsLike, path: str = AUTO, pairs: Sequence[
     Runs in the precision the model was loaded in (`load_model(dtype=...)`).
     `pairs`: a second text for each text, read as BERT reads a sentence pair (segments A and B; an encoder with
     token types: result.batch.token_type_ids and .segments say which piece is whose). `hooks`: hooks.py.
+    `allowed`: a sparse pattern of the keys each query may see (allowed.py).
     """
     if pairs is not None and model.arch.causal:
         raise InputError("pairs_need_an_encoder", N_("Sentence pairs are read by encoders; {model} is a decoder: join "
                                                      "the two texts instead."), model=model.name)
     return forward(model, tokenize(model.tokenizer, texts, model.max_length, bos=model.bos_id, pairs=pairs), path,
-                   hooks=hooks)
+                   hooks=hooks, allowed=allowed)
 
 
-def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tuple[Tensor, object, object]:
+def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True, allowed: AllowedKeys | None = None
+            ) -> tuple[Tensor, object, object]:
     """What every layer needs: the embeddings (B,T,D), the attention bias (padding, causal, window, ALiBi, T5's
-    relative positions; None without `with_bias`: the kernel's own causal mode) and RoPE's (cos, sin), each
-    (B,T,R); either may be a PerLayer where layers differ."""
+    relative positions, and `allowed`'s sparse pattern; None without `with_bias`: the kernel's own causal mode) and
+    RoPE's (cos, sin), each (B,T,R); either may be a PerLayer where layers differ."""
     arch = model.arch
     mask = batch.attention_mask.to(model.device)
     positions = position_ids(mask, arch)  # (B,T)
@@ -233,6 +236,8 @@ def prepare(model: LoadedModel, batch: TokenBatch, with_bias: bool = True) -> tu
         types = None if batch.token_type_ids is None else batch.token_type_ids.to(model.device)
         x = embed(model.embeddings, batch.input_ids.to(model.device), positions, types)  # (B,T,D)
     bias = layer_biases(model, mask, x.dtype) if with_bias else None
+    if allowed is not None:
+        bias = with_allowed(bias, allowed, x.dtype, model.n_layers)
     rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
     return x, bias, rope
 
@@ -308,12 +313,14 @@ def kept_parts(attn: AttentionOutput, path: str) -> tuple:
 @torch.inference_mode()
 def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden: bool = True,
             progress: Progress | None = None, memory: Memory | None = None,
-            source_mask: Tensor | None = None, hooks: Hooks = NO_HOOKS) -> AttentionResult:
+            source_mask: Tensor | None = None, hooks: Hooks = NO_HOOKS, allowed: AllowedKeys | None = None
+            ) -> AttentionResult:
     """The recompute on an already tokenized batch (texts, or token ids made by `ids_batch`). `keep_hidden=False`
     (a long text's result): keep each layer's q, k and log-sum-exp, and of the hidden states only the last.
     `memory` (an encoder–decoder's decoder): the encoder's output, cross-attended in every layer; the result's
     `cross` then holds those maps over the source (`source_mask` (B,S) its padding). `hooks`: what reads or changes
-    the layers' activations on the way (hooks.py; run_with_hooks)."""
+    the layers' activations on the way (hooks.py; run_with_hooks). `allowed`: a sparse pattern of the keys each
+    query may see (allowed.py), added to the layers' bias on either path."""
     arch = model.arch
     tokens = batch.input_ids.shape[1]
     chosen, reason = choose_path(path, tokens, model.device)
@@ -323,9 +330,9 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
             Worded(N_("explicit: {name} caps its attention scores (tanh(s/c)·c), which no fused kernel does"),
                    name=model.name),
         )
-    kernel_causal = fused_kernel_causal(model, not bool(batch.attention_mask.all()), chosen)
+    kernel_causal = fused_kernel_causal(model, not bool(batch.attention_mask.all()), chosen) and allowed is None
     check_forward_budget(model, *batch.input_ids.shape, chosen, keep_hidden, kernel_causal)
-    x, bias, rope = prepare(model, batch, with_bias=not kernel_causal)
+    x, bias, rope = prepare(model, batch, with_bias=not kernel_causal, allowed=allowed)
     hidden, kept, crossed, backend = [x] if keep_hidden else [], [], [], ""
     for layer, (output, attn) in enumerate(layer_outputs(model, x, bias, rope, chosen, kernel_causal, hooks,
                                                          memory=memory)):

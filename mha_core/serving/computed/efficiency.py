@@ -1,0 +1,28 @@
+"""What the Efficiency page asks for (as serving.computed.text): a text run dense and under a pattern (at once, in a
+compute slot), and the kernels' measured cost (through the heavy-work queue with progress, kept per server)."""
+
+from __future__ import annotations
+
+from mha_core.analysis.efficiency.cost import KERNELS, AttentionCost, attention_cost, model_shape
+from mha_core.analysis.efficiency.fidelity import PatternedRun, with_pattern
+from mha_core.engine.loading.model import LoadedModel
+from mha_core.i18n import N_
+from mha_core.serving.computed.text import of
+from mha_core.serving.server import Server, Wait
+
+BENCH_LENGTHS = (512, 1024, 2048, 4096, 8192)  # the page's: each kernel's curve to where explicit still fits
+
+
+def patterned_of(server: Server, model: LoadedModel, text: str, spec: str, layers: tuple[int, ...] | None
+                 ) -> PatternedRun:
+    return server.in_slot("small", ("pattern", of(model), text, spec, layers),
+                          lambda: with_pattern(model, text, spec, layers))
+
+
+def cost_of(server: Server, model: LoadedModel, wait: Wait) -> AttentionCost:
+    """One layer of `model` timed by every kernel at BENCH_LENGTHS (and each one's peak memory), once a server."""
+    heads, head_dim = model_shape(model)
+    return server.queued("small", ("attention cost", heads, head_dim, BENCH_LENGTHS),
+                         N_("Timing one layer's attention by each kernel"),
+                         lambda progress: attention_cost(BENCH_LENGTHS, heads, head_dim, KERNELS, progress=progress),
+                         wait)

@@ -1,0 +1,42 @@
+"""The Efficiency page's words: each pattern's name, its numbers and two sentences on what it trades (the seeds'
+closing topic: O(n²), sparse by window or random sampling, linear attention, Flash attention; choose by the task)."""
+
+from __future__ import annotations
+
+from mha_core.i18n import N_
+
+KINDS = {"dense": N_("dense (as trained)"), "window": N_("window (local)"), "dilated": N_("dilated window"),
+         "longformer": N_("Longformer (window + global)"), "bigbird": N_("BigBird (window + global + random)"),
+         "linear": N_("linear attention (elu + 1)"), "performer": N_("Performer (random features)")}
+NUMBERS = {  # kind -> {name in the spec: (label, default)}, in the spec's order
+    "window": {"W": (N_("W: pieces on each side"), 4)},
+    "dilated": {"W": (N_("W: steps on each side"), 3), "D": (N_("D: step"), 2)},
+    "longformer": {"W": (N_("W: pieces on each side"), 4), "G": (N_("G: global first pieces"), 1)},
+    "bigbird": {"W": (N_("W: pieces on each side"), 3), "G": (N_("G: global first pieces"), 1),
+                "R": (N_("R: random keys per query"), 2), "seed": (N_("seed"), 0)},
+    "performer": {"M": (N_("M: random features"), 256), "seed": (N_("seed"), 0)},
+}
+TRADES = {
+    "dense": N_("Every query sees every key: the model as it was trained, and the reference the others are compared "
+                "with. Time and memory grow with the square of the length."),
+    "window": N_("Each piece sees only its neighbours: cost grows linearly with the length. A word whose antecedent "
+                 "lies further back than the window cannot attend to it directly; only layer after layer can carry "
+                 "it."),
+    "dilated": N_("A window with gaps: the same number of keys reaches further back. Neighbours between the steps "
+                  "are skipped, and words often need exactly those."),
+    "longformer": N_("A window, plus a few global pieces that see and are seen by everyone (the first piece here, "
+                     "where many heads park their attention). Linear cost; long-range links go through the globals."),
+    "bigbird": N_("Longformer's window and globals plus a few random keys per query: a sparse graph whose paths "
+                  "connect any two pieces in few steps. Linear cost; which distant word is kept is chance."),
+    "linear": N_("The softmax is replaced by a product of features, so keys and values can be summed once: O(n·d²). "
+                 "Nothing is masked, but the weights are smoother: sharp heads lose their focus."),
+    "performer": N_("Random positive features whose product estimates the softmax's exp(q·k): linear cost, and "
+                    "closer to the softmax as M grows, at the price of noise."),
+}
+
+
+def spec_of(kind: str, numbers: dict[str, int]) -> str:
+    """The pattern's spec from the page's choices: 'window:4', 'bigbird:3:1:2:0', 'linear:elu'."""
+    if kind == "linear":
+        return "linear:elu"
+    return ":".join([kind, *(str(int(numbers[name])) for name in NUMBERS.get(kind, {}))])

@@ -1,0 +1,72 @@
+"""AppTest for the Efficiency page (issue 48): a pattern on the bundled encoder and decoder draws its picture, the
+share each head keeps (the API's numbers), each layer's drift and the it → animal verdict or the next piece's KL; a
+pattern wider than the text is one sentence; the kernels are measured on request; the page in Chinese has no
+English left."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_core import load_model, with_pattern
+from mha_core.engine.loading.bundled import DECODER_NAME
+from mha_core.serving.menu import available_models
+from tests.conftest import chart_json, decode, open_app
+from tests.i18n_check import untranslated
+
+PAGE = "views/efficiency.py"
+TEXT = "The animal didn't cross the street because it was too tired."
+
+pytestmark = pytest.mark.slow
+
+
+def model_named(name):
+    return load_model(next(c.path for c in available_models() if c.name == name))
+
+
+def test_a_window_on_the_encoder_draws_what_the_api_computes(bundled):
+    at = open_app(PAGE, text=TEXT, eff_kind="window", eff_W="4")
+    assert not at.exception and not at.error
+    expected = with_pattern(bundled, TEXT, "window:4")
+    kept = decode(chart_json(at, "eff_kept")["data"][0]["z"])
+    assert np.allclose(kept, expected.kept_mass, atol=1e-6)
+    change = decode(chart_json(at, "eff_change")["data"][0]["y"])
+    assert np.allclose(change, expected.layer_change, atol=1e-6)
+    verdict = " ".join(m.value for m in at.markdown if "(the clearest head)" in m.value)
+    assert "**it → animal**" in verdict and "is lost" in verdict  # 'animal' is 7 pieces before 'it': out of W = 4
+    assert "**it → animal**" in " ".join(m.value for m in open_app(PAGE, text=TEXT, eff_kind="longformer",
+                                                                     eff_W="8", eff_G="1").markdown)
+
+
+def test_a_pattern_on_the_decoder_gives_the_next_piece_s_kl_and_one_too_wide_is_one_sentence():
+    at = open_app(PAGE, text=TEXT, model=DECODER_NAME, eff_kind="bigbird", eff_W="3", eff_G="1", eff_R="2",
+                  eff_seed="0")
+    assert not at.exception and not at.error
+    expected = with_pattern(model_named(DECODER_NAME), TEXT, "bigbird:3:1:2:0")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["KL(dense ‖ patterned) of the next piece"] == f"{expected.next_kl:.3f}"
+    wide = open_app(PAGE, text="A short one.", eff_kind="window", eff_W="40")
+    assert not wide.exception and any("larger than the text" in w.value for w in wide.warning)
+    assert not wide.get("plotly_chart")
+
+
+def test_the_kernels_are_measured_on_request(monkeypatch):
+    from mha_core.serving.computed import efficiency
+
+    monkeypatch.setattr(efficiency, "BENCH_LENGTHS", (64, 128, 256))
+    at = open_app(PAGE, text=TEXT, eff_kind="linear")
+    assert not at.get("plotly_chart") or not any("eff_cost" in c.proto.id for c in at.get("plotly_chart"))
+    at = next(b for b in at.button if b.label == "Measure on this server").click().run()
+    assert not at.exception and not at.error
+    lines = chart_json(at, "eff_cost")["data"]
+    assert len(lines) == 4 and all(decode(line["x"]).tolist() == [64, 128, 256] for line in lines)
+    assert any("Slopes of time against length" in m.value for m in at.markdown)
+
+
+def test_the_page_in_chinese_has_no_english_left():
+    names = [choice.name for choice in available_models()]
+    at = open_app(PAGE, lang="zh", text=TEXT, eff_kind="longformer")
+    typed = [box.value for box in at.text_area] + [box.value for box in at.text_input]
+    left = untranslated(at, [*names, *typed, "O(n²)", "Longformer", "BigBird", "Performer", "elu", "SDPA", "KL", "L",
+                             "H", "W", "G", "longformer:4:1"])
+    assert not left, list(left.items())[:4]

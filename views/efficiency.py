@@ -1,0 +1,136 @@
+"""Efficiency (issue 48): what a sparse or linear stand-in for attention changes in this model, and what each kernel
+costs on this server. Computed in mha_core.analysis.efficiency; the pattern's words in mha_core.teaching.efficiency."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_core import LoadedModel
+from mha_core.analysis.coref.sentence import InspectorError
+from mha_core.analysis.efficiency.fidelity import PatternedRun, coref_answer
+from mha_core.figures import charts
+from mha_core.figures import efficiency as figures
+from mha_core.i18n import tr, worded
+from mha_core.serving.computed import efficiency as computed
+from mha_core.teaching.efficiency import KINDS, NUMBERS, TRADES, spec_of
+from views._inputs import sentence_box
+from views._state import answered, chart, current_model, queued
+from views._text import literal
+from views._visit import choose, chosen, stop, widget
+
+
+def pattern_picker(model: LoadedModel) -> tuple[str, tuple[int, ...] | None]:
+    """The pattern (a spec such as 'window:4') and the layers it applies to (None: every layer)."""
+    kind_column, *number_columns = st.columns([2, 1, 1, 1, 1])
+    kind = widget(kind_column.selectbox, "eff_kind", "window", tr("Pattern"), options=list(KINDS),
+                  format_func=lambda k: tr(KINDS[k]))
+    numbers = {}
+    for column, (name, (label, default)) in zip(number_columns, NUMBERS.get(kind, {}).items(), strict=False):
+        numbers[name] = widget(column.number_input, f"eff_{name}", default, tr(label), min_value=0 if name == "seed"
+                               else 1, max_value=4096, step=1, context=(kind,))
+    layers = widget(st.multiselect, "eff_layers", [], tr("Layers it applies to (none chosen: every layer)"),
+                    options=list(range(model.n_layers)), format_func=lambda layer: f"L{layer}")
+    return spec_of(kind, numbers), tuple(layers) or None
+
+
+def coref_view(run: PatternedRun, text: str) -> None:
+    """An encoder's it → animal: does the pronoun's clearest head keep its noun under the pattern?"""
+    try:
+        answer = coref_answer(run, text)
+    except InspectorError as err:
+        st.info(literal(worded(err)))
+        return
+    if answer is None:
+        st.caption(tr("With a pronoun and two nouns before it (the seeds' it → animal), this says whether the "
+                      "pronoun's strongest head still picks the same noun."))
+        return
+    verdict = tr("survives") if answer.before == answer.after else tr("is lost")
+    st.markdown(tr("**{pronoun} → {before}** in L{layer} H{head} (the clearest head) {verdict} under the pattern: it "
+                   "now prefers **{after}**. {kept} of {total} heads keep their preference.",
+                   pronoun=literal(answer.pronoun), before=literal(answer.before), layer=answer.layer,
+                   head=answer.head, verdict=verdict, after=literal(answer.after), kept=answer.kept,
+                   total=answer.total))
+
+
+def fidelity(model: LoadedModel, run: PatternedRun, text: str, key: tuple) -> None:
+    left, right = st.columns(2)
+    with left:
+        if run.allowed is not None:
+            chart(("eff pattern", *key), lambda: figures.pattern_figure(run.allowed, run.tokens, run.pattern.spec),
+                  key="eff_pattern")
+        else:
+            st.markdown(tr("A kernel sees every key: it replaces the softmax's weights by φ(q)·φ(k), normalised. "
+                           "The grid shows how much of each head's map it reproduces (Σ min(dense, kernel))."))
+    with right:
+        chart(("eff kept", *key), lambda: figures.kept_mass_figure(run.kept_mass, run.pattern.spec), key="eff_kept")
+    chart(("eff change", *key), lambda: figures.layer_change_figure(run.layer_change), key="eff_change")
+    if run.next_kl is not None:
+        kl, agrees = st.columns(2)
+        kl.metric(tr("KL(dense ‖ patterned) of the next piece"), f"{run.next_kl:.3f}")
+        agrees.metric(tr("Most likely next piece"), tr("the same") if run.top1_agrees else tr("different"))
+    elif not model.arch.causal:
+        coref_view(run, text)
+    one_head(model, run, key)
+
+
+def one_head(model: LoadedModel, run: PatternedRun, key: tuple) -> None:
+    st.subheader(tr("One head, dense beside patterned"))
+    worst = run.most_changed_head
+    left, right = st.columns(2)
+    layer = widget(left.selectbox, "eff_layer", worst[0], tr("Layer"), options=list(range(model.n_layers)))
+    head = widget(right.selectbox, "eff_head", worst[1], tr("Head"), options=list(range(model.n_heads)))
+    for column, result, name in ((left, run.dense, tr("dense")), (right, run.patterned, run.pattern.spec)):
+        with column:
+            chart(("eff head", *key, name, layer, head), lambda result=result, name=name: charts.matrix_spec(
+                result.text_maps(0)[layer, head].numpy(), list(run.tokens),
+                tr("L{layer} H{head}, {name}", layer=layer, head=head, name=name), height=380,
+                cols=charts.indexed_labels(run.tokens), colorscale="Blues", zmid=None))
+
+
+def cost_section(model: LoadedModel) -> None:
+    st.subheader(tr("The cost, measured on this server"))
+    st.caption(tr("One layer's attention of {name} ({heads} heads) at 512 to 8,192 pieces, by four kernels: the "
+                  "explicit softmax that stores the n × n weights, the fused kernel (SDPA) that never stores them, a "
+                  "window computed band by band (O(n·W)) and linear attention (O(n·d²)). Measured once per server, in "
+                  "the heavy-work queue.", name=model.name, heads=model.n_heads))
+    if not chosen("eff_measure", False):
+        st.button(tr("Measure on this server"), on_click=choose, args=("eff_measure", True), icon=":material/timer:")
+        return
+    cost = queued(computed.cost_of, model)
+    if cost is None:
+        return
+    left, right = st.columns(2)
+    with left:
+        chart(("eff cost", cost.heads, cost.head_dim, cost.lengths), lambda: figures.cost_figure(cost, False),
+              key="eff_cost")
+    with right:
+        chart(("eff memory", cost.heads, cost.head_dim, cost.lengths), lambda: figures.cost_figure(cost, True),
+              key="eff_memory")
+    cross = cost.crossing("fused", "window")
+    st.markdown(tr("Slopes of time against length (log–log): {slopes}. 2 is quadratic, 1 linear.",
+                   slopes=", ".join(f"{k} {v:.2f}" for k, v in cost.slopes.items())) + " " + (
+        tr("The window kernel overtakes the fused one at about {n:,.0f} pieces.", n=cross) if cross else
+        tr("Within these lengths the window kernel does not overtake the fused one.")))
+
+
+def main() -> None:
+    st.title(tr("Efficiency: the cost of attention, and what cheaper attention changes"))
+    st.caption(tr("Every word attends to every word: O(n²) time and memory. Sparse patterns (a window, Longformer's "
+                  "global pieces, BigBird's random keys) and linear attention cut the square; the question is what "
+                  "they change in a model trained with full attention."))
+    st.page_link("views/parameters.py", label=tr("The formulas: FLOPs, memory and the KV cache on the Parameters page"),
+                 icon=":material/calculate:")
+    model = current_model()
+    text = sentence_box()
+    spec, layers = pattern_picker(model)
+    kind = spec.split(":")[0]
+    st.info(tr(TRADES[kind]))
+    run = answered(computed.patterned_of, model, text, spec, layers)
+    if run is None:
+        stop()
+    fidelity(model, run, text, (str(model.model_dir), text, spec, layers))
+    cost_section(model)
+
+
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)
+    main()
