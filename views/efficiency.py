@@ -29,7 +29,8 @@ def pattern_picker(model: LoadedModel) -> tuple[str, tuple[int, ...] | None]:
         numbers[name] = widget(column.number_input, f"eff_{name}", default, tr(label), min_value=0 if name == "seed"
                                else 1, max_value=4096, step=1, context=(kind,))
     layers = widget(st.multiselect, "eff_layers", [], tr("Layers it applies to (none chosen: every layer)"),
-                    options=list(range(model.n_layers)), format_func=lambda layer: f"L{layer}")
+                    options=list(range(model.n_layers)), format_func=lambda layer: f"L{layer}",
+                    placeholder=tr("every layer"))
     return spec_of(kind, numbers), tuple(layers) or None
 
 

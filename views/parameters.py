@@ -228,8 +228,6 @@ def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False) -> N
     with c3:
         chart(("kv cache", shape, n_layers, n_max), lambda: param_figures.kv_cache_figure(shape, n_layers, n_max),
               key="kv_cache")
-    st.page_link("views/efficiency.py", label=tr("Measured, and what sparse or linear attention changes: Efficiency"),
-                 icon=":material/speed:")
 
 
 def show_norms(model: LoadedModel) -> None:
@@ -272,6 +270,8 @@ def main() -> None:
             if shape is not None:
                 show_single_vs_multi(shape)
                 show_costs(shape, model.n_layers)
+                st.page_link("views/efficiency.py", icon=":material/speed:",
+                             label=tr("Measured, and what sparse or linear attention changes: Efficiency"))
     if norms.open:
         with norms:
             show_norms(model)

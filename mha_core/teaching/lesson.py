@@ -63,7 +63,7 @@ STEPS = (
     LessonStep("cost", N_("The cost: attention grows with n²"),
                N_("Every word attends to every word, so time and memory grow with the square of the length. A decoder "
                   "keeps its keys and values (the KV cache) so that each new word costs one row; sparse and linear "
-                  "attention cut the square."), CLASS_MODEL, "views/parameters.py"),
+                  "attention cut the square."), CLASS_MODEL, "views/efficiency.py"),
 )
 
 
