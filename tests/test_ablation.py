@@ -46,6 +46,33 @@ def replace_config(config: object) -> object:
     return config
 
 
+def test_mean_ablation_equals_transformers_with_the_head_s_slice_replaced_by_its_mean(tiny, tiny_dir):
+    """Issue 49: an independent reference for the mean mode: transformers' BERT with a forward pre-hook on the
+    output projection replacing the head's slice by its mean over the positions."""
+    from transformers import AutoModel
+
+    layer, head, dh = 1, 2, tiny.head_dim
+    batch = tokenize(tiny.tokenizer, TEXT, tiny.max_length)
+    removed = [torch.zeros(1, tiny.n_heads, dtype=torch.bool) for _ in tiny.layers]
+    removed[layer][0, head] = True
+    ours = final_states(tiny, batch, removed, "mean")[0]
+
+    def to_mean(_, args):
+        x = args[0].clone()
+        x[..., head * dh:(head + 1) * dh] = x[..., head * dh:(head + 1) * dh].mean(dim=1, keepdim=True)
+        return (x, *args[1:])
+
+    hf = AutoModel.from_pretrained(tiny_dir, attn_implementation="eager", local_files_only=True)
+    handle = hf.encoder.layer[layer].attention.output.dense.register_forward_pre_hook(to_mean)
+    try:
+        with torch.no_grad():
+            theirs = hf(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state[0]
+    finally:
+        handle.remove()
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(ours, final_states(tiny, batch, removed, "zero")[0], atol=1e-3)  # not zeroing
+
+
 def test_zero_ablation_equals_zeroing_the_heads_slice_of_w_o(tiny):
     layer, head = 1, 2
     dh = tiny.head_dim

@@ -21,25 +21,28 @@ def bundled_corpus(bundled):
 
 
 @pytest.mark.slow  # a pass over the whole bundled corpus
-def test_the_head_map_shows_every_head_once_and_the_matrix(bundled_corpus):
+def test_the_head_map_shows_every_head_once_and_the_matrix(bundled, bundled_corpus):
     at = open_app(PAGE)
     assert not at.exception and not at.error
     heads = sorted(tuple(c) for trace in chart_json(at, "head_map")["data"] for c in trace["customdata"])
     assert heads == sorted(bundled_corpus.heads)
     shown = decode(chart_json(at, "distances")["data"][0]["z"])
     assert np.allclose(shown, bundled_corpus.distance, atol=1e-9)
-    assert any("4,076 query tokens of 312 sentences" in c.value for c in at.caption)
+    texts = corpora.bundled_corpus()  # derived, not typed in: every sentence's pieces as the tokenizer makes them
+    pieces = sum(len(bundled.tokenizer(text)["input_ids"]) for text in texts)
+    assert any(f"{pieces:,} query tokens of {len(texts):,} sentences" in c.value for c in at.caption)
     assert len(at.dataframe) == 1 and len(at.get("download_button")) == 1
 
 
 @pytest.mark.slow  # a pass over the whole bundled corpus
-def test_the_query_key_view_reads_its_state_from_the_url(bundled_corpus):
+def test_the_query_key_view_reads_its_state_from_the_url(bundled, bundled_corpus):
     at = open_app(PAGE, g_view=QK, g_layer="2", g_head="5", g_colour="token")
     assert not at.exception and not at.error
     assert (at.selectbox(key="g_layer").value, at.selectbox(key="g_head").value) == (2, 5)
     figure = chart_json(at, "qk_points")
     assert {t["type"] for t in figure["data"]} == {"scattergl"} and len(figure["data"]) <= TOP_TOKENS + 1
-    assert sum(len(t["customdata"]) for t in figure["data"]) == 2 * 4076
+    pieces = sum(len(bundled.tokenizer(text)["input_ids"]) for text in corpora.bundled_corpus())
+    assert sum(len(t["customdata"]) for t in figure["data"]) == 2 * pieces  # every piece as a query and as a key
     assert "L2 H5" in figure["layout"]["title"]["text"]
     assert any("translated by one vector c" in c.value for c in at.caption)
 

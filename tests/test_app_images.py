@@ -4,6 +4,8 @@ text refuse an image model in one sentence."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from mha_core import i18n
@@ -34,7 +36,8 @@ def test_every_tab_on_the_sample_photos():
     steps = open_app(PAGE, img_tab="Step by step", img_query="40")  # patch 2,7 of 16 × 16, layer 11, head 0
     shapes = list(steps.dataframe[0].value.iloc[:, 2])
     assert shapes[:3] == ["256 × 588", "256 × 384", "257 × 384"] and shapes[-2] == "1 × 257"
-    assert any("at most 0.0e+00" in c.value or "e-0" in c.value for c in steps.caption)
+    kept = next(c.value for c in steps.caption if "differs from the map the run kept by at most" in c.value)
+    assert float(re.search(r"at most (\d\.\de[+-]\d+)", kept).group(1)) <= 1e-5  # recomputed = kept (issue 49)
 
 
 def test_the_parameters_page_counts_the_patch_embedding():

@@ -53,6 +53,38 @@ def test_the_lens_last_layer_is_the_prediction(lm_dirs):
     assert np.allclose(layer_by_layer.final_probs, lens.final_probs, atol=1e-5)
 
 
+def first(output: object) -> torch.Tensor:
+    """A transformers layer's output: its hidden states (a tuple's first item, or the tensor itself)."""
+    return output[0] if isinstance(output, tuple) else output
+
+
+def run_hooked(hf: object, ids: torch.Tensor, handles: list) -> None:
+    """transformers' model on `ids` with the torch hooks `handles` registered, removed afterwards."""
+    try:
+        with torch.no_grad():
+            hf(ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def test_the_lens_inner_layers_equal_transformers_layers_through_its_norm_and_head(lm_dirs):
+    """Issue 49: every layer of the lens, not only the last, against an independent reference: each decoder layer's
+    output caught by a forward hook on transformers' model, then its own final norm and language-model head."""
+    model = load_model(lm_dirs["llama-tied"])
+    lens = logit_lens(model, TEXT)
+    hf = reference(lm_dirs["llama-tied"])
+    outputs = []
+    handles = [layer.register_forward_hook(lambda _, __, out: outputs.append(first(out))) for layer in hf.model.layers]
+    run_hooked(hf, prompt_ids(model, TEXT), handles)
+    assert len(outputs) == lens.top_ids.shape[0] == 2
+    for layer, states in enumerate(outputs):
+        with torch.no_grad():
+            best = torch.softmax(hf.lm_head(hf.model.norm(states[0])).double(), -1).max(-1)  # (T,)
+        assert (lens.top_ids[layer] == best.indices.numpy()).all(), layer
+        np.testing.assert_allclose(lens.top_probs[layer], best.values.numpy(), atol=1e-5)
+
+
 @pytest.mark.parametrize("name", ["llama-tied", "llama-separate", "gpt2", "gemma2", "gpt_neox"])
 def test_direct_attributions_add_up_to_the_logit_difference(lm_dirs, name):
     model = load_model(lm_dirs[name])
@@ -60,6 +92,29 @@ def test_direct_attributions_add_up_to_the_logit_difference(lm_dirs, name):
     assert result.heads.shape == (2, 4) and result.mlps.shape == (2,)
     assert abs(result.total - result.logit_diff) <= 1e-4 * max(1.0, abs(result.logit_diff))
     assert np.abs(result.heads).max() > 0 and abs(result.embeddings) > 0
+
+
+def test_each_head_s_direct_attribution_equals_its_own_slice_through_w_o_and_the_unembedding(lm_dirs):
+    """Issue 49: the split between heads, against transformers' llama: each head's slice of o_proj's input (a
+    forward pre-hook), through its columns of W_O, read by the final RMSNorm frozen on the last layer's output and
+    the unembedding's answer-minus-wrong direction. Swapping two heads, or two layers, would fail here."""
+    model = load_model(lm_dirs["llama-tied"])
+    result = attribute(model, TEXT, "animal", "street")
+    hf = reference(lm_dirs["llama-tied"])
+    inputs, last = {}, []
+    handles = [layer.self_attn.o_proj.register_forward_pre_hook(lambda _, args, i=i: inputs.__setitem__(i, args[0]))
+               for i, layer in enumerate(hf.model.layers)]
+    handles.append(hf.model.layers[-1].register_forward_hook(lambda _, __, out: last.append(first(out))))
+    run_hooked(hf, prompt_ids(model, TEXT), handles)
+    p, head_dim, norm = result.position, hf.config.head_dim, hf.model.norm
+    x = last[0][0, p].double()
+    direction = (hf.lm_head.weight[token_id(model, "animal")] - hf.lm_head.weight[token_id(model, "street")]).double()
+    readout = torch.rsqrt(x.pow(2).mean() + norm.variance_epsilon) * norm.weight.double() * direction
+    for layer, o_proj in enumerate(block.self_attn.o_proj for block in hf.model.layers):
+        for h in range(hf.config.num_attention_heads):
+            part = slice(h * head_dim, (h + 1) * head_dim)
+            written = o_proj.weight[:, part].double() @ inputs[layer][0, p, part].double()  # (D,)
+            assert result.heads[layer, h] == pytest.approx(float(written @ readout), abs=1e-4), (layer, h)
 
 
 def test_answers_must_be_one_piece(lm_dirs):

@@ -50,8 +50,8 @@ def test_the_spoken_sentence_is_heard_word_for_word_and_its_alignment_heads_foun
     assert heard.result.cross.n_layers == 6 and heard.result.encoder.lengths[0] == 1500
     scores = heard.heads  # found from the data, not copied: most also on the package's list
     assert len(scores.published) == 8 and scores.found and len(scores.agreeing) >= 3
-    for layer, head in scores.found:
-        assert scores.monotonic[layer, head] >= 0.85 and scores.sharp[layer, head] >= 0.12
+    # (that each found head passes score_heads' thresholds was asserted here: a tautology; test_seq2seq_alignment.py
+    # recomputes the scores from their definitions on synthetic maps)
     assert not set(scores.found) <= {(0, h) for h in range(8)}  # the first layer does not align
 
 
