@@ -19,8 +19,8 @@ from views._text import literal
 from views._visit import choose, chosen, stop, widget
 
 
-def pattern_picker(model: LoadedModel) -> tuple[str, tuple[int, ...] | None]:
-    """The pattern (a spec such as 'window:4') and the layers it applies to (None: every layer)."""
+def pattern_picker(model: LoadedModel) -> tuple[str, str, tuple[int, ...] | None]:
+    """The pattern's kind, its spec ('window:4') and the layers it applies to (None: every layer)."""
     kind_column, *number_columns = st.columns([2, 1, 1, 1, 1])
     kind = widget(kind_column.selectbox, "eff_kind", "window", tr("Pattern"), options=list(KINDS),
                   format_func=lambda k: tr(KINDS[k]))
@@ -31,7 +31,7 @@ def pattern_picker(model: LoadedModel) -> tuple[str, tuple[int, ...] | None]:
     layers = widget(st.multiselect, "eff_layers", [], tr("Layers it applies to (none chosen: every layer)"),
                     options=list(range(model.n_layers)), format_func=lambda layer: f"L{layer}",
                     placeholder=tr("every layer"))
-    return spec_of(kind, numbers), tuple(layers) or None
+    return kind, spec_of(kind, numbers), tuple(layers) or None
 
 
 def coref_view(run: PatternedRun, text: str) -> None:
@@ -123,8 +123,7 @@ def main() -> None:
                  icon=":material/calculate:")
     model = current_model()
     text = sentence_box()
-    spec, layers = pattern_picker(model)
-    kind = spec.split(":")[0]
+    kind, spec, layers = pattern_picker(model)
     st.info(tr(TRADES[kind]))
     run = answered(computed.patterned_of, model, text, spec, layers)
     if run is None:

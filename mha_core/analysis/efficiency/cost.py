@@ -131,12 +131,15 @@ def check_lengths(lengths: Sequence[int], kernels: Sequence[str], heads: int, he
     wrong = [kernel for kernel in kernels if kernel not in KERNEL_OF]
     if wrong or not lengths or min(lengths) < 2:
         raise ValueError(f"kernels are {', '.join(KERNELS)} and lengths at least 2 (got {wrong or list(lengths)})")
+
+    def need(kernel: str, n: int) -> float:  # q, k and v, and the kernel's largest intermediate
+        return 3 * heads * n * head_dim * FLOAT + analytic(kernel, n, heads, head_dim, window)[1]
+
     for kernel in kernels:
-        need = 3 * heads * max(lengths) * head_dim * FLOAT + analytic(kernel, max(lengths), heads, head_dim, window)[1]
-        if need > budget_bytes():
-            longest = max(n for n in (2 ** e for e in range(1, 20)) if 3 * heads * n * head_dim * FLOAT
-                          + analytic(kernel, n, heads, head_dim, window)[1] <= budget_bytes())
-            check_budget(int(need), Worded(N_("The {kernel} kernel at {n:,} pieces"), kernel=kernel, n=max(lengths)),
+        if need(kernel, max(lengths)) > budget_bytes():
+            longest = max(n for n in (2 ** e for e in range(1, 20)) if need(kernel, n) <= budget_bytes())
+            check_budget(int(need(kernel, max(lengths))),
+                         Worded(N_("The {kernel} kernel at {n:,} pieces"), kernel=kernel, n=max(lengths)),
                          Worded(N_("the longest that fits is {longest:,} pieces, or leave the {kernel} kernel out"),
                                 longest=longest, kernel=kernel))
 
@@ -206,7 +209,7 @@ def attention_cost(lengths: Sequence[int], heads: int = 12, head_dim: int = 64, 
 
 def model_shape(model: object) -> tuple[int, int]:
     """(heads, head width) of a loaded model's attention layers."""
-    return model.n_heads, model.arch.head_dim or model.d_model // model.n_heads
+    return model.n_heads, model.head_dim
 
 
 def growth(cost: AttentionCost, kernel: str) -> float:

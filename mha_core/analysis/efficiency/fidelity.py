@@ -160,16 +160,26 @@ class CorefAnswer:
     total: int
 
 
-def coref_answer(run: PatternedRun, text: str) -> CorefAnswer | None:
-    """The text's first pronoun with two nouns before it (the seeds' it → animal), dense and patterned; None when the
-    text has none (an InspectorError when a word lies beyond the model's cut)."""
-    from mha_core.analysis.coref.sentence import antecedent_scores, candidates_before, default_pronoun, sentence_words
+def pronoun_and_candidates(text: str) -> tuple[list, int, list[int]] | None:
+    """The text's words, its first pronoun and the two nouns before it (spaCy, as the Coreference page picks them);
+    None when it has no pronoun with two nouns before it."""
+    from mha_core.analysis.coref.sentence import candidates_before, default_pronoun, sentence_words
 
     words = sentence_words(text)
     pronoun = default_pronoun(words)
     candidates = candidates_before(words, pronoun)[:2] if pronoun is not None else []
-    if len(candidates) < 2:
+    return (words, pronoun, candidates) if len(candidates) == 2 else None
+
+
+def coref_answer(run: PatternedRun, text: str) -> CorefAnswer | None:
+    """The text's first pronoun with two nouns before it (the seeds' it → animal), dense and patterned; None when the
+    text has none (an InspectorError when a word lies beyond the model's cut)."""
+    from mha_core.analysis.coref.sentence import antecedent_scores
+
+    found = pronoun_and_candidates(text)
+    if found is None:
         return None
+    words, pronoun, candidates = found
     dense, patterned = (antecedent_scores(r, 0, words, pronoun, candidates).scores for r in (run.dense,
                                                                                             run.patterned))  # (2,L,H)
     margin = dense[0] - dense[1]  # (L,H)
