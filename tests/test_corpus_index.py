@@ -60,23 +60,32 @@ def cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     return rows @ query / (np.linalg.norm(rows, axis=-1) * np.linalg.norm(query))
 
 
-@pytest.mark.parametrize(("layer", "heads"), [(3, ()), (6, ()), (2, (0, 5, 11)), (3, tuple(range(12)))])
-def test_matches_equal_naive_nearest_neighbours(bundled, ewt_index, layer, heads):
-    sentences = [s.text for s in conllu_corpus(EWT, N_SENTENCES)[1]]
+def naive_matches(n_sentences: int, position: int, layer: int, heads: tuple[int, ...], top: int
+                  ) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """The `top` nearest pieces of EWT's first `n_sentences` to ANIMAL_TIRED's piece at `position`, by plain cosines
+    over transformers' own vectors (the mean over `heads` of each head's, or the hidden state's): (sentence,
+    position) and score, best first."""
+    sentences = [s.text for s in conllu_corpus(EWT, n_sentences)[1]]
     where, hidden, context = reference_pieces([*sentences, ANIMAL_TIRED], layer)
-    result = run(bundled, ANIMAL_TIRED, path="explicit")
-    it = result.labels[0].index("it")
-    query_row = where.index((len(sentences), it))
+    query_row = where.index((len(sentences), position))
     corpus = [i for i, (s, _) in enumerate(where) if s < len(sentences)]
     if heads:
         per_head = [cosines(context[corpus, h], context[query_row, h]) for h in heads]
         naive = np.mean(per_head, axis=0)
     else:
         naive = cosines(hidden[corpus], hidden[query_row])
-    best = np.argsort(-naive, kind="stable")[:20]
+    best = np.argsort(-naive, kind="stable")[:top]
+    return [where[corpus[i]] for i in best], naive[best]
+
+
+@pytest.mark.parametrize(("layer", "heads"), [(3, ()), (6, ()), (2, (0, 5, 11)), (3, tuple(range(12)))])
+def test_matches_equal_naive_nearest_neighbours(bundled, ewt_index, layer, heads):
+    result = run(bundled, ANIMAL_TIRED, path="explicit")
+    it = result.labels[0].index("it")
+    places, scores = naive_matches(N_SENTENCES, it, layer, heads, 20)
     found = search(OpenIndex(ewt_index), bundled, result, it, layer, heads, top=20)
-    assert [(m.sentence, m.position) for m in found.matches] == [where[corpus[i]] for i in best]
-    np.testing.assert_allclose([m.score for m in found.matches], naive[best], atol=2e-5)
+    assert [(m.sentence, m.position) for m in found.matches] == places
+    np.testing.assert_allclose([m.score for m in found.matches], scores, atol=2e-5)
     first = found.matches[0]
     assert first.context[first.start:first.end].lower() == first.piece.removeprefix("##").lower()
 
@@ -242,6 +251,9 @@ def test_cli_index_and_search(bundled, tmp_path):
     assert data["query"] == {"piece": "it", "position": int(it)} and data["layer"] == 3 and len(data["matches"]) == 5
     assert set(data["matches"][0]) >= {"sentence", "position", "piece", "word", "score", "context"}
     assert [m["score"] for m in data["matches"]] == sorted((m["score"] for m in data["matches"]), reverse=True)
+    places, scores = naive_matches(30, int(it), 3, (1, 7), 5)  # the --limit 30 sentences, plain cosines
+    assert [(m["sentence"], m["position"]) for m in data["matches"]] == places
+    assert np.abs(np.array([m["score"] for m in data["matches"]]) - scores).max() <= 2e-5
     for args, said in ((("--layer", "4"), "layer 4 is not among them"),
                        (("--layer", "3", "--heads", "2:1"), "--heads names heads of layer 2 and --layer is 3"),
                        (("--layer", "3", "--token", "99"), "99 is not one")):
@@ -256,6 +268,9 @@ def test_the_notebook_api_searches_and_draws(bundled, ewt_index):
 
     found = mha_core.search_text(str(ewt_index), bundled, ANIMAL_TIRED, 10, 3, heads=(1, 7), top=5)
     assert isinstance(found, mha_core.SearchResult) and len(found.matches) == 5 and found.heads == (1, 7)
+    places, scores = naive_matches(N_SENTENCES, 10, 3, (1, 7), 5)  # piece 10 ("it"), plain cosines
+    assert [(m.sentence, m.position) for m in found.matches] == places
+    np.testing.assert_allclose([m.score for m in found.matches], scores, atol=2e-5)
     figure = found.figure()
     assert [a.text for a in figure.layout.annotations] == ["Words", "Parts of speech", "Relations"]
     assert "【" not in found._repr_html_() and "[" in found._repr_html_() and "<table" in found._repr_html_()

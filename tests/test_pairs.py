@@ -79,6 +79,9 @@ def test_the_cli_writes_a_pairs_maps_with_its_token_types(tiny_dir, family_dirs)
     assert data["token_type_ids"] == result.batch.token_type_ids[0].tolist()
     assert data["segments"][0] is None and set(data["segments"][1:-1]) >= {0, 1}
     assert np.array(data["attention"]).shape == (2, 4, n, n)
+    enc, theirs = reference(tiny_dir, [PAIRS[0]])  # transformers' eager forward given the same pair
+    assert data["token_type_ids"] == enc.token_type_ids[0].tolist()
+    assert np.abs(np.array(data["attention"]) - torch.cat(theirs.attentions).numpy()).max() <= 1e-5
     refused = cli("attention", "--pair", first, second, "--model-dir", str(family_dirs["gpt2"]), "--json", "-")
     assert refused.returncode == 2 and "Sentence pairs are read by encoders" in refused.stderr
     both = cli("attention", "The cat.", "--pair", first, second, "--model-dir", str(tiny_dir), "--json", "-")

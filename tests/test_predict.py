@@ -9,7 +9,7 @@ import torch
 
 from mha_core import load_model
 from mha_core.analysis.lm.head import token_id
-from mha_core.analysis.lm.patching import COREF_MARGIN
+from mha_core.analysis.lm.patching import COREF_MARGIN, patch_grid
 from mha_core.analysis.lm.predict import attribute, logit_lens, predict
 from mha_core.engine.tokens import InputError
 from tests.conftest import cli
@@ -143,15 +143,25 @@ def test_cli_predict_lens_attribute_patch(lm_dirs, tmp_path):
     assert cli("predict", TEXT, "--model-dir", model_dir, "--top", "3", "--json", str(out)).returncode == 0
     data = json.loads(out.read_text())
     assert len(data["top"]) == 3 and data["position"] == len(data["tokens"]) - 1
+    model = load_model(lm_dirs["gpt2"])  # each command's numbers are the API's (tested against transformers above)
+    api = predict(model, TEXT, k=3)
+    assert [t["id"] for t in data["top"]] == list(api.top_ids)
+    assert np.allclose([t["prob"] for t in data["top"]], api.top_probs, atol=1e-6)
     proc = cli("lens", TEXT, "--model-dir", model_dir, "--json", "-")
-    assert proc.returncode == 0 and len(json.loads(proc.stdout)["top_id"]) == 2
+    lens, api = json.loads(proc.stdout), logit_lens(model, TEXT)
+    assert proc.returncode == 0 and len(lens["top_id"]) == 2 and np.array_equal(lens["top_id"], api.top_ids)
+    assert np.abs(np.array(lens["top_prob"]) - api.top_probs).max() <= 1e-6
+    assert np.abs(np.array(lens["final_prob"]) - api.final_probs).max() <= 1e-6
     proc = cli("attribute", TEXT, "--answer", "animal", "--wrong", "street", "--model-dir", model_dir, "--json", "-")
-    data = json.loads(proc.stdout)
+    data, api = json.loads(proc.stdout), attribute(model, TEXT, "animal", "street")
     assert abs(sum(map(sum, data["heads"])) + sum(data["mlps"]) + data["rest"] - data["logit_diff"]) < 1e-3
+    assert np.abs(np.array(data["heads"]) - api.heads).max() <= 1e-6 and np.allclose(data["mlps"], api.mlps, atol=1e-6)
     proc = cli("patch", TEXT, CORRUPTED, "--answer", "animal", "--wrong", "street", "--what", "residual",
                "--model-dir", model_dir, "--json", "-")
     patched = json.loads(proc.stdout)
     assert proc.returncode == 0 and np.array(patched["effects"]).shape == (2, len(patched["tokens"]))
+    api = patch_grid(model, TEXT, CORRUPTED, "animal", "street", "residual")
+    assert np.abs(np.array(patched["effects"]) - api.effects).max() <= 1e-6 and patched["clean"] == round(api.clean, 6)
     bad = cli("attribute", TEXT, "--answer", "animal street", "--model-dir", model_dir, "--json", "-")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "choose one piece" in bad.stderr
     none = cli("predict", TEXT, "--json", "-")  # the bundled encoder

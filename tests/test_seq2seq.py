@@ -129,6 +129,15 @@ def test_cli_attention_writes_the_three_kinds_of_maps(tmp_path_factory, tmp_path
     assert data["target_ids"][0] == 101 and len(data["target_ids"]) == t  # the start piece first
     assert np.array(data["encoder"]).shape == (2, 4, s, s) and np.array(data["decoder"]).shape == (2, 4, t, t)
     assert np.allclose(np.array(data["cross"]).sum(-1), 1, atol=1e-5) and np.array(data["cross"]).shape[-2:] == (t, s)
+    model = load_model(folder)  # transformers' own eager forward on the same ids: every map of the three kinds
+    source = model.tokenizer(SOURCES[1], return_tensors="pt").input_ids
+    with torch.inference_mode():
+        ref = model.model(input_ids=source, decoder_input_ids=torch.tensor([data["target_ids"]]),
+                          output_attentions=True)
+    assert data["source_tokens"] == model.tokenizer.convert_ids_to_tokens(source[0])
+    for kind, theirs in (("encoder", ref.encoder_attentions), ("decoder", ref.decoder_attentions),
+                         ("cross", ref.cross_attentions)):
+        assert np.abs(np.array(data[kind]) - torch.cat(theirs).numpy()).max() <= 1e-5, kind
     assert main(["attention", SOURCES[1], "--new", "5", "--model-dir", str(folder), "--json", str(out)]) == 0
     assert len(json.loads(out.read_text())["target_ids"]) <= 6  # its own greedy output: start + up to 5 pieces
     assert main(["attention", "--pair", "a", "b", "--model-dir", str(folder), "--json", str(out)]) == 2

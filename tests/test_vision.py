@@ -70,6 +70,7 @@ def picture(path, mode: str = "RGB", size: tuple[int, int] = (40, 30), **save: o
 def test_cli_attention_of_an_image_writes_every_map(vision, tmp_path):
     import json
 
+    from mha_core.engine.vision.images import prepare_images, read_image
     from tests.conftest import cli
 
     family, model = vision
@@ -82,12 +83,17 @@ def test_cli_attention_of_an_image_writes_every_map(vision, tmp_path):
     assert data["grid"] == [6, 6] and len(data["tokens"]) == n and data["tokens"][0] == "[CLS]"
     maps = torch.tensor(data["attention"])  # (L,H,N,N)
     assert maps.shape == (2, 4, n, n) and torch.allclose(maps.sum(-1), torch.ones(2, 4, n), atol=1e-4)
+    pixels = prepare_images(model, [read_image(tmp_path / "p.png")], 48)  # as the model folder's processor makes it
+    theirs = torch.cat(reference(model, pixels).attentions)  # (L,H,N,N) transformers' eager forward
+    assert (maps - theirs).abs().max() <= 1e-5
     chosen = cli("attention", "--model-dir", str(model.model_dir), "--image", str(tmp_path / "p.png"), "--heads",
                  "1:2", "--rows", "0:1", "--json", str(tmp_path / "b.json"))
     assert chosen.returncode == 0, chosen.stderr
     row = json.loads((tmp_path / "b.json").read_text())
     assert row["grid"] == [4, 4] and row["heads"] == [[1, 2]] and row["rows"] == [0, 1]
     assert len(row["attention"][0][0]) == PREFIX.get(family, 1) + 16  # [CLS]'s row over every token
+    theirs = reference(model, prepare_images(model, [read_image(tmp_path / "p.png")], None)).attentions[1][0, 2, :1]
+    assert (torch.tensor(row["attention"][0]) - theirs).abs().max() <= 1e-5  # layer 1, head 2, row 0
 
 
 def test_image_files_are_read_upright_in_rgb_and_bad_ones_get_one_sentence(tmp_path):
