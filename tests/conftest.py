@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import streamlit.testing.v1.app_test as app_test
 import torch
+from streamlit.runtime.media_file_manager import MediaFileManager
 
 from mha_core import LoadedModel, load_model
 from mha_core.engine.loading.model import bundled_model_dir
@@ -141,6 +143,42 @@ def open_app(page: str | None = None, **query: str) -> object:
     if page:
         at.switch_page(page)
     return at.run()
+
+
+def download(at: object, label: str) -> bytes:
+    """The bytes a page's download button named `label` gives (a deferred one's callable run as a click runs it),
+    read from the media files of AppTest's last run (KeptMediaFiles)."""
+    (button,) = [b for b in at.get("download_button") if b.proto.label == label]
+    files = KeptMediaFiles.latest
+    url = files.execute_deferred(button.proto.deferred_file_id) if button.proto.deferred_file_id else button.proto.url
+    return files.read_file(url.rsplit("/", 1)[-1]).content
+
+
+class KeptMediaFiles(MediaFileManager):
+    """AppTest gives each run a media file manager on a stand-in runtime that it drops after the run: this one keeps
+    the last, so a test can read what a download button holds (download)."""
+
+    latest: MediaFileManager | None = None
+
+    def __init__(self, storage: object) -> None:
+        super().__init__(storage)
+        KeptMediaFiles.latest = self
+
+
+app_test.MediaFileManager = KeptMediaFiles
+
+
+def transformers_attentions(text: str) -> tuple[np.ndarray, list[str]]:
+    """(L,H,T,T) transformers' own attentions of the bundled encoder (eager BertModel), and its tokens."""
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = bundled_model_dir()
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval()
+    enc = tokenizer(text, return_tensors="pt")
+    with torch.inference_mode():
+        maps = model(**enc, output_attentions=True).attentions
+    return torch.cat(maps).numpy(), tokenizer.convert_ids_to_tokens(enc.input_ids[0])
 
 
 def chart_json(at: object, key: str) -> dict:

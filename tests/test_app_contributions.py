@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from mha_core import run
 from mha_core.analysis.heads.contrib import rollout, value_weighted
 from mha_core.analysis.lm.ablation import ablate_heads, ablation_grid
-from tests.conftest import ANIMAL_TIRED, chart_json, decode, open_app
+from tests.conftest import ANIMAL_TIRED, chart_json, decode, download, open_app
 
 
 def test_value_weighted_tab_shows_both_maps_and_the_special_shares(bundled):
@@ -39,8 +43,11 @@ def test_ablation_tab_grid_top_heads_and_joint_effect(bundled):
     assert len(chosen) == 3
     joint = float(at.metric[0].value)
     assert abs(joint - ablate_heads(bundled, ANIMAL_TIRED, chosen, "mean")) < 1e-4
-    labels = [b.proto.label for b in at.get("download_button")]
-    assert "JSON: the grid" in labels and "CSV: the grid" in labels
+    data = json.loads(download(at, "JSON: the grid"))  # the payloads: the grid's own numbers
+    assert (data["mode"], data["measure"]) == ("mean", grid.measure)
+    assert np.abs(np.array(data["effects"]) - grid.effects).max() <= 1e-7
+    table = pd.read_csv(io.BytesIO(download(at, "CSV: the grid")), index_col="layer")
+    assert table.shape == grid.effects.shape and np.abs(table.to_numpy() - grid.effects).max() <= 1e-7
 
 
 def test_ablation_tab_offers_the_coreference_margin_on_an_encoder():
@@ -60,10 +67,6 @@ def test_value_norms_are_a_bar_per_token(bundled):
 
 
 def test_value_weighted_and_rollout_maps_export_as_csv():
-    import io
-
-    import pandas as pd
-
     from mha_core.serving.export import matrix_csv
 
     csv = matrix_csv(np.array([[1.0, 0.0], [0.25, 0.75]]), ("[CLS]", "it"))

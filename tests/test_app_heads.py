@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ANIMAL_WIDE, chart_json, decode, open_app
+from tests.conftest import ANIMAL_WIDE, chart_json, decode, download, open_app, transformers_attentions
 
 
 def start(**query: str) -> AppTest:
@@ -43,6 +45,27 @@ def test_each_tab_renders_its_view():
     assert {b.label for b in at.get("download_button")} >= {"CSV: this head", "JSON: this head", "JSON: all heads"}
 
 
+def test_the_export_tab_downloads_transformers_weights():
+    """The payloads themselves (not their labels): every head's JSON, one head's JSON and CSV, against transformers'
+    eager BertModel on the page's sentence."""
+    import csv
+    import json
+
+    at = start(view="Export")
+    theirs, tokens = transformers_attentions(at.text_area(key="text").value)  # (L,H,T,T)
+    layer, head = at.selectbox(key="layer").value, at.selectbox(key="head").value
+    every = json.loads(download(at, "JSON: all heads"))
+    assert every["tokens"] == tokens and np.abs(np.array(every["attention"]) - theirs).max() <= 1e-5
+    one = json.loads(download(at, "JSON: this head"))
+    assert one["heads"] == [[layer, head]] and np.abs(np.array(one["attention"][0]) - theirs[layer, head]).max() <= 1e-5
+    rows = list(csv.DictReader(io.StringIO(download(at, "CSV: this head").decode())))
+    assert len(rows) == len(tokens) ** 2 and {(r["layer"], r["head"]) for r in rows} == {(str(layer), str(head))}
+    weights = np.zeros_like(theirs[layer, head])
+    for r in rows:
+        weights[int(r["query_index"]), int(r["key_index"])] = float(r["weight"])
+    assert np.abs(weights - theirs[layer, head]).max() <= 1e-5
+
+
 def test_options_change_the_views():
     at = start()
     at.checkbox(key="hide_special").check().run()
@@ -59,12 +82,38 @@ def test_options_change_the_views():
     assert at.selectbox(key="head").disabled
 
 
+def transformers_scores(text: str, layer: int, head: int) -> np.ndarray:
+    """(T,T) one head's scores before the softmax, q·k/√d_head, from the query and key projections of transformers'
+    own BertModel (forward hooks on the layer's query and key)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from mha_core.engine.loading.model import bundled_model_dir
+
+    folder = bundled_model_dir()
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval()
+    attention, caught = model.encoder.layer[layer].attention.self, {}
+    hooks = [getattr(attention, name).register_forward_hook(lambda m, i, out, name=name: caught.update({name: out}))
+             for name in ("query", "key")]
+    with torch.inference_mode():
+        model(**tokenizer(text, return_tensors="pt"))
+    for hook in hooks:
+        hook.remove()
+    d = model.config.hidden_size // model.config.num_attention_heads
+    q, k = (caught[name][0, :, head * d:(head + 1) * d].double() for name in ("query", "key"))  # (T,d)
+    return (q @ k.T / d**0.5).numpy()
+
+
 def test_scores_toggle_shows_pre_softmax_scores():
     at = start()
     at.toggle(key="scores").set_value(True).run()
     spec = chart_json(at, "head_map")
     z = decode(spec["data"][0]["z"])
     assert (z < 0).any() and "before softmax" in spec["layout"]["title"]["text"]
+    layer, head = at.selectbox(key="layer").value, at.selectbox(key="head").value
+    theirs = transformers_scores(at.text_area(key="text").value, layer, head)
+    assert z.shape == theirs.shape and np.abs(z - theirs).max() <= 1e-4 * np.abs(theirs).max()
 
 
 def test_query_params_restore_the_view():
@@ -117,7 +166,10 @@ def test_export_renders_a_png_with_system_chromium():
     at = start(view="Export")
     at.button(key="export_render").click().run()
     assert not at.exception
-    assert "Download PNG" in {b.label for b in at.get("download_button")}
+    from PIL import Image
+
+    png = download(at, "Download PNG")  # the image itself: a PNG at twice the export's 1,100 px width
+    assert png.startswith(b"\x89PNG") and Image.open(io.BytesIO(png)).size[0] == 2200
 
 
 def test_a_bug_in_a_figure_is_a_bug_not_a_rendering_failure(monkeypatch):

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import ANIMAL_TIRED, ROOT, cli
+from tests.conftest import ANIMAL_TIRED, ROOT, cli, transformers_attentions
 
 pytestmark = pytest.mark.slow  # each call loads a model
 
@@ -36,21 +36,6 @@ def test_attention_json(tmp_path):
     theirs, tokens = transformers_attentions(ANIMAL_TIRED)  # every map, against transformers' eager BertModel
     assert data["tokens"] == tokens and np.abs(np.array(data["attention"]) - theirs).max() <= 1e-5  # 1.2e-6 measured
 
-
-def transformers_attentions(text: str) -> tuple[np.ndarray, list[str]]:
-    """(L,H,T,T) transformers' own attentions of the bundled encoder (eager), and its tokens."""
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    from mha_core.engine.loading.model import bundled_model_dir
-
-    folder = bundled_model_dir()
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model = AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval()
-    enc = tokenizer(text, return_tensors="pt")
-    with torch.inference_mode():
-        maps = model(**enc, output_attentions=True).attentions
-    return torch.cat(maps).numpy(), tokenizer.convert_ids_to_tokens(enc.input_ids[0])
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from mha_core.engine.loading.bundled import ENCODER_NAME
-from tests.conftest import SHARED_DATA, corpus_uploader, open_app
+from tests.conftest import SHARED_DATA, corpus_uploader, download, open_app, transformers_attentions
 from tests.tiny_models import CONFIGS
 
 # The bundled encoder beside a tiny model of every family (gemma3_text among them: a page that assumed MiniLM's 6 x 12
@@ -179,26 +179,28 @@ def test_user_markup_in_names_and_errors_stays_literal():  # row: markdown from 
         assert "www.example.org" not in line and "~~news~~" not in line and "](javascript" not in line
 
 
-def test_the_token_view_exports_the_chosen_pair(bundled):  # row: the token view's CSV/JSON export
+def test_the_token_view_exports_the_chosen_pair():  # row: the token view's CSV/JSON export
+    """The two downloads' payloads: the weight from 'was' to 'didn' in every head, against transformers' eager
+    BertModel."""
     import csv
     import io
     import json
 
-    from mha_core import run
-    from mha_core.analysis.heads.display import attention_view
-    from mha_core.serving.export import token_pair_csv, token_pair_json
+    import numpy as np
 
     at = open_app(view="One token", query="11: was", key="3: didn")
     assert not at.exception
     assert (at.selectbox(key="query").value, at.selectbox(key="key").value) == (11, 3)
-    labels = [b.proto.label for b in at.get("download_button")]
-    assert "CSV: this pair in every head" in labels and "JSON: this pair in every head" in labels
-    view = attention_view(run(bundled, at.text_area(key="text").value))
-    rows = list(csv.DictReader(io.StringIO(token_pair_csv(view, 11, 3))))
-    assert {(r["query"], r["key"]) for r in rows} == {("was", "didn")} and len(rows) == 72
-    data = json.loads(token_pair_json(view, 11, 3, {}))
+    theirs = transformers_attentions(at.text_area(key="text").value)[0][:, :, 11, 3]  # (L,H)
+    rows = list(csv.DictReader(io.StringIO(download(at, "CSV: this pair in every head").decode())))
+    assert {(r["query"], r["key"]) for r in rows} == {("was", "didn")} and len(rows) == theirs.size
+    weights = np.zeros_like(theirs)
+    for r in rows:
+        weights[int(r["layer"]), int(r["head"])] = float(r["weight"])
+    assert np.abs(weights - theirs).max() <= 1e-5
+    data = json.loads(download(at, "JSON: this pair in every head"))
     assert (data["query"], data["key"]) == ("was", "didn")
-    assert abs(data["weights"][2][5] - view.maps[2, 5, 11, 3]) < 1e-6
+    assert np.abs(np.array(data["weights"]) - theirs).max() <= 1e-5
 
 
 def test_a_failed_image_render_is_a_message(monkeypatch):
