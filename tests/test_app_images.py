@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from mha_core import i18n
 from mha_core.engine.loading.bundled import ENCODER_NAME, VISION_NAME
 from mha_core.teaching.vision_photos import PHOTOS
-from tests.conftest import open_app
+from tests.conftest import chart_json, decode, open_app
 from tests.i18n_check import untranslated
 from tests.tiny_models import make_tiny_vision
 
@@ -38,6 +39,38 @@ def test_every_tab_on_the_sample_photos():
     assert shapes[:3] == ["256 × 588", "256 × 384", "257 × 384"] and shapes[-2] == "1 × 257"
     kept = next(c.value for c in steps.caption if "differs from the map the run kept by at most" in c.value)
     assert float(re.search(r"at most (\d\.\de[+-]\d+)", kept).group(1)) <= 1e-5  # recomputed = kept (issue 49)
+
+
+def transformers_row(photo: object, layer: int, head: int, query: int) -> np.ndarray:
+    """(N,) token `query`'s attention in one head of the bundled DINOv2, as transformers' own Dinov2Model (eager)
+    computes it on the photo prepared by the folder's image processor (transformers' own)."""
+    import torch
+    from PIL import Image
+    from transformers import AutoImageProcessor, AutoModel
+
+    from mha_core.engine.loading import bundled
+    from mha_core.teaching.vision_photos import photo_file
+
+    folder = bundled.ensure(bundled.DINOV2)
+    processor = AutoImageProcessor.from_pretrained(folder, local_files_only=True)
+    model = AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval()
+    pixels = processor(images=Image.open(photo_file(photo)).convert("RGB"), return_tensors="pt").pixel_values
+    with torch.inference_mode():
+        return model(pixel_values=pixels, output_attentions=True).attentions[layer][0, head, query].numpy()
+
+
+@pytest.mark.slow
+def test_one_head_shows_transformers_weights_per_patch():
+    """The One head tab's overlay: each patch's weight (its hover number) from patch 1,4's row of the last layer's
+    head 2, against transformers' Dinov2Model; and the share the caption gives the tokens before the patches."""
+    at = open_app(PAGE, img_tab="One head", img_query="21", img_head="2")
+    assert not at.exception and not at.error
+    layer = at.selectbox(key="img_layer").value
+    shown = decode(chart_json(at, "img_head_map")["data"][0]["customdata"])  # (R,C)
+    theirs = transformers_row(PHOTOS[0], layer, 2, 21)  # [CLS], then 16 × 16 patches
+    assert layer == 11 and shown.shape == (16, 16) and np.abs(shown - theirs[1:].reshape(16, 16)).max() <= 1e-5
+    caption = next(c.value for c in at.caption if "tokens before the patches" in c.value)
+    assert f"{theirs[0]:.0%}" in caption
 
 
 def test_the_parameters_page_counts_the_patch_embedding():

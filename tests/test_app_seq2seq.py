@@ -5,12 +5,15 @@ encoder–decoder: tests/test_app_stacks.py)."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 from mha_core.engine.loading.bundled import ENCODER_NAME, WHISPER_NAME
 from mha_core.i18n import catalogue
 from mha_core.teaching.examples import SPOKEN
-from tests.conftest import open_app
+from tests.conftest import decode, open_app
 from tests.i18n_check import untranslated
 from tests.tiny_models import make_tiny_seq2seq
 
@@ -40,29 +43,86 @@ def test_whisper_hears_the_spoken_sentence_and_every_tab_draws():
     assert len(words.dataframe[0].value) == 11  # a row per word, its start and end
 
 
+@pytest.mark.slow
+def test_whisper_cross_attention_tab_shows_transformers_weights():
+    """Layer 4, head 2 as drawn under the spectrogram: each written piece's row over the speech, against
+    transformers' own Whisper (its feature extractor, its generate, its cross_attentions) on the page's audio."""
+    import math
+
+    import torch
+    from transformers import WhisperFeatureExtractor
+
+    from mha_core import load_model
+    from mha_core.engine.seq2seq.audio import RATE, read_audio
+    from mha_core.serving.computed.seq2seq import spoken_of
+    from mha_core.serving.server import Server
+
+    at = open_app(PAGE, x_tab="Cross-attention", x_layer="4", x_head="2")
+    assert not at.exception and not at.error
+    (spec,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if "under the spectrogram" in c.proto.spec]
+    shown = decode(spec["data"][1]["z"])  # (rows, speech positions)
+    whisper, clip = load_model(WHISPER_NAME), read_audio(spoken_of(Server(), SPOKEN["en"], "en"))
+    features = WhisperFeatureExtractor.from_pretrained(whisper.model_dir)(clip.samples, sampling_rate=RATE,
+                                                                          return_tensors="pt").input_features
+    with torch.inference_mode():
+        ids = whisper.model.generate(features, language="en", task="transcribe", return_dict_in_generate=True)
+        cross = whisper.model(input_features=features, decoder_input_ids=ids["sequences"],
+                              output_attentions=True).cross_attentions[4][0, 2].numpy()  # (T,1500)
+    prompt = 4  # start of transcript, language, task, no timestamps: row 3 reads the last and writes the first piece
+    theirs = cross[prompt - 1: prompt - 1 + shown.shape[0], : shown.shape[1]]
+    assert shown.shape[0] == len(ids["sequences"][0]) - prompt + 1 and shown.shape[1] == math.ceil(clip.seconds / 0.02)
+    assert np.abs(shown - theirs).max() <= 1e-4
+
+
 @pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_whisper_page_in_chinese_has_no_english_left():
+    from mha_core import load_model
+    from mha_core.serving.computed.seq2seq import heard_of
     from mha_core.serving.menu import available_models
+    from mha_core.serving.server import Server
 
     zh, names = catalogue("zh").gettext, [choice.name for choice in available_models()]
-    for tab in TABS:
+    heard = heard_of(Server(), load_model(WHISPER_NAME), SPOKEN["zh"]).text  # the user's text is only what was
+    for tab in TABS:  # heard (every markdown line was taken for it, so that the check could not fail there)
         at = open_app(PAGE, lang="zh", x_tab=zh(tab))
         assert not at.exception, tab
-        heard = [m.value for m in at.markdown]
+        assert any(heard in m.value for m in at.markdown), tab
         spoken = [box.value for box in at.text_input]
-        left = untranslated(at, [*names, *spoken, *heard, "L", "H", "espeak-ng", "Whisper", "WAV", "FLAC", "OGG",
+        left = untranslated(at, [*names, *spoken, heard, "L", "H", "espeak-ng", "Whisper", "WAV", "FLAC", "OGG",
                                  "MP3", "openai-whisper"])
         assert not left, (tab, list(left.items())[:5])
 
 
+def transformers_maps(model: object, source: str, target_ids: list[int]) -> dict[str, np.ndarray]:
+    """Each kind's (L,H,rows,columns) maps from transformers' own forward of the encoder–decoder (eager), given the
+    source as its tokenizer writes it and the decoder's input ids."""
+    import torch
+
+    with torch.inference_mode():
+        out = model.model(input_ids=model.tokenizer(source, return_tensors="pt").input_ids,
+                          decoder_input_ids=torch.tensor([target_ids]), output_attentions=True)
+    return {kind: torch.cat(maps).numpy() for kind, maps in (
+        ("encoder", out.encoder_attentions), ("decoder", out.decoder_attentions), ("cross", out.cross_attentions))}
+
+
 @pytest.mark.parametrize("family", ["t5", "bart"])
 def test_text_encoder_decoders_show_three_kinds_and_the_alignment(family, tiny_seq2seq, monkeypatch):
+    """Each kind's map as drawn (layer 1, head 2) against transformers' own encoder_attentions, decoder_attentions
+    and cross_attentions."""
+    from mha_core import load_model
+    from mha_core.engine.seq2seq.forward import text_targets
+
     monkeypatch.setenv("MHA_MODELS_DIR", str(tiny_seq2seq))
+    model = load_model(tiny_seq2seq / family)
+    target_ids = text_targets(model, ["Das Tier ging nicht."]).input_ids[0].tolist()  # the start piece first
     for kind in ("encoder", "decoder", "cross"):
-        at = open_app(PAGE, model=family, kind=kind, target="Das Tier ging nicht.")
+        at = open_app(PAGE, model=family, kind=kind, target="Das Tier ging nicht.", x_layer="1", x_head="2")
         assert not at.exception and not at.error, (family, kind)
         assert len(at.get("plotly_chart")) == 1
         assert len(at.dataframe) == (2 if kind == "cross" else 0)  # cross: the word alignment, the steps
+        shown = decode(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["z"])
+        theirs = transformers_maps(model, at.text_area(key="text").value, target_ids)[kind][1, 2]
+        assert shown.shape == theirs.shape and np.abs(shown - theirs).max() <= 1e-5, (family, kind)
     own = open_app(PAGE, model=family)  # no target: the model writes its own
     assert not own.exception and any("Target" in m.value for m in own.markdown)
 
