@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -25,6 +26,66 @@ def test_typed_sentence():
     ids = [c.proto.id for c in at.get("plotly_chart")]
     keys = ("role_grid", "induction_grid", "duplicate_grid")
     assert len(ids) == 3 and all(any(key in i for i in ids) for key in keys)
+
+
+def clark_by_loops(text: str) -> dict[str, tuple]:
+    """Clark et al. (2019) on one sentence, written out: transformers' eager BertModel reads the sentence's words
+    (spaCy's parse, the page's input); a word's attention to another is the sum over the other's pieces, averaged
+    over its own; each word predicts the other word it attends to most (dep2head) or that attends to it most
+    (head2dep); per relation (not root or punct), the best (direction, layer, head), the first on ties, and the best
+    fixed offset. Rows: relation -> (count, "L H", direction, accuracy %, offset, baseline %)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from mha_core.analysis.corpus.readers import spacy_parse
+    from mha_core.engine.loading.model import bundled_model_dir
+
+    (sentence,) = spacy_parse([text])
+    tokenizer = AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True)
+    model = AutoModel.from_pretrained(bundled_model_dir(), attn_implementation="eager", local_files_only=True)
+    enc = tokenizer(list(sentence.words), is_split_into_words=True, return_tensors="pt")
+    with torch.inference_mode():
+        maps = torch.cat(model(**enc, output_attentions=True).attentions).double().numpy()  # (L,H,T,T)
+    n_layers, n_heads, w = maps.shape[0], maps.shape[1], len(sentence.words)
+    pieces = [[p for p, word in enumerate(enc.word_ids()) if word == i] for i in range(w)]
+    words = np.zeros((n_layers, n_heads, w, w))
+    for i in range(w):
+        for j in range(w):
+            words[:, :, i, j] = np.mean([maps[:, :, p, pieces[j]].sum(-1) for p in pieces[i]], axis=0)
+    correct, counts, offsets = {}, {}, {}
+    for i, (relation, head) in enumerate(zip(sentence.deprels, sentence.heads, strict=True)):
+        if relation in ("root", "punct") or head == 0:
+            continue
+        for key in (relation, "all"):
+            hits = correct.setdefault(key, np.zeros((2, n_layers, n_heads)))
+            for layer in range(n_layers):
+                for h in range(n_heads):
+                    others = [j for j in range(w) if j != i]
+                    hits[0, layer, h] += max(others, key=lambda j: (words[layer, h, i, j], -j)) == head - 1
+                    hits[1, layer, h] += max(others, key=lambda j: (words[layer, h, j, i], -j)) == head - 1
+            counts[key] = counts.get(key, 0) + 1
+            offsets.setdefault(key, []).append(head - 1 - i)
+    rows = {}
+    for key, hits in correct.items():
+        d, layer, h = np.unravel_index(int(np.argmax(hits)), hits.shape)
+        offset = max((-3, -2, -1, 1, 2, 3), key=lambda k: (offsets[key].count(k), -(-3, -2, -1, 1, 2, 3).index(k)))
+        rows[key] = (counts[key], f"L{layer} H{h}", ("dep2head", "head2dep")[d],
+                     round(100 * hits[d, layer, h] / counts[key], 1), f"{offset:+d}",
+                     round(100 * offsets[key].count(offset) / counts[key], 1))
+    return rows
+
+
+def test_the_typed_sentence_table_is_clark_s_method_written_out():
+    """Each relation's count, best head, direction, accuracy and baseline, as the relations table shows them."""
+    at = open_roles()
+    table = relations(at).set_index("relation")
+    expected = clark_by_loops(at.text_area(key="text").value)
+    assert set(table.index) == set(expected)
+    columns = ["count", "best head", "direction", "accuracy %", "baseline offset", "baseline %"]
+    for relation, row in expected.items():
+        shown = tuple(table.loc[relation, columns])
+        assert shown[:3] == row[:3] and shown[4] == row[4], relation
+        assert abs(shown[3] - row[3]) < 0.06 and abs(shown[5] - row[5]) < 0.06, relation
 
 
 @pytest.mark.slow  # the whole bundled corpus

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
 from mha_core.analysis.index.build import build_index, conllu_corpus
 from mha_core.engine.loading.bundled import DECODER_NAME, ENCODER_NAME, GEMMA_NAME
-from tests.conftest import SHARED_DATA, chart_json, open_app
+from tests.conftest import SHARED_DATA, chart_json, download, open_app
 from tests.i18n_check import untranslated
+from tests.index_reference import nearest_pieces
 
 PAGE = "views/heads.py"
 TAB = "Search a corpus"
@@ -48,14 +50,35 @@ def test_the_bundled_corpus_is_searched_on_every_bundled_model(model):
     assert "part of speech" in matches_table(at).columns
 
 
+def held_to_plain_cosines(at: object, layer: int, heads: tuple[int, ...]) -> None:
+    """The tab's matches (its JSON download: sentence, position, score) against plain cosines over transformers' own
+    vectors of the bundled corpus: the 50 best scores, and each match's own score (ties may swap)."""
+    import json
+
+    from mha_core.analysis.corpus.readers import bundled_corpus
+
+    data = json.loads(download(at, "JSON: the matches"))
+    corpus = bundled_corpus()  # one sentence a line, as the bundled index reads them
+    places, scores = nearest_pieces(corpus, at.text_area(key="text").value, data["query"]["position"], layer, heads)
+    found = np.array([m["score"] for m in data["matches"]])
+    assert len(found) == 50 and np.abs(found - scores[:50]).max() <= 2e-5
+    score_of = dict(zip(places, scores, strict=True))
+    assert max(abs(score_of[m["sentence"], m["position"]] - m["score"]) for m in data["matches"]) <= 2e-5
+    shown = matches_table(at)
+    assert list(shown["sentence"]) == [m["sentence"] for m in data["matches"]]
+    assert np.abs(shown["similarity"].to_numpy() - found).max() <= 5e-5  # the table's 4 digits
+
+
 def test_a_head_mask_searches_by_those_heads(bundled):
     at = open_app(PAGE, view=TAB, search_layer="3")
     by_state = list(matches_table(at)["in its sentence"])
+    held_to_plain_cosines(at, 3, ())
     at.multiselect(key="search_heads").set_value([0, 5]).run()
     assert not at.exception and not at.warning
     said = " ".join(m.value for m in at.markdown)
     assert ", by heads 0, 5" in said
     assert list(matches_table(at)["in its sentence"]) != by_state
+    held_to_plain_cosines(at, 3, (0, 5))
     last = at.select_slider(key="search_layer").options[-1]
     at.select_slider(key="search_layer").set_value(int(last)).run()
     assert not at.exception and any("No head runs on the last layer" in c.value for c in at.caption)

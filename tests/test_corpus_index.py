@@ -9,15 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from mha_core.analysis.index.build import build_index, conllu_corpus, text_corpus
 from mha_core.analysis.index.search import search
 from mha_core.analysis.index.store import IndexFileError, OpenIndex
 from mha_core.engine.forward import run
-from mha_core.engine.loading.model import bundled_model_dir
 from mha_core.engine.tokens import InputError
 from tests.conftest import ANIMAL_TIRED, SHARED_DATA, cli
+from tests.index_reference import nearest_pieces
 
 EWT = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
 N_SENTENCES = 60
@@ -30,52 +29,13 @@ def ewt_index(bundled, tmp_path_factory) -> Path:
     return folder
 
 
-def reference_pieces(texts: list[str], layer: int) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
-    """transformers' own BertModel (eager): every non-special piece's (sentence, position), hidden_states[layer]
-    (n,D) and layer `layer`'s heads' outputs (n,H,Dh), taken as they enter its output projection."""
-    from transformers import AutoModel, AutoTokenizer
-
-    folder = bundled_model_dir()
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    reference = AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval()
-    config = reference.config
-    caught = {}
-    block = reference.encoder.layer[min(layer, config.num_hidden_layers - 1)].attention.output.dense
-    hook = block.register_forward_pre_hook(lambda module, args: caught.update(context=args[0]))
-    where, hidden, heads = [], [], []
-    with torch.no_grad():
-        for s, text in enumerate(texts):
-            enc = tokenizer(text, return_tensors="pt")
-            out = reference(**enc, output_hidden_states=True)
-            keep = [t for t, w in enumerate(enc.word_ids()) if w is not None]
-            where += [(s, t) for t in keep]
-            hidden.append(out.hidden_states[layer][0, keep].double().numpy())
-            per_head = caught["context"][0, keep].reshape(len(keep), config.num_attention_heads, -1)
-            heads.append(per_head.double().numpy())
-    hook.remove()
-    return where, np.concatenate(hidden), np.concatenate(heads)
-
-
-def cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    return rows @ query / (np.linalg.norm(rows, axis=-1) * np.linalg.norm(query))
-
-
 def naive_matches(n_sentences: int, position: int, layer: int, heads: tuple[int, ...], top: int
                   ) -> tuple[list[tuple[int, int]], np.ndarray]:
     """The `top` nearest pieces of EWT's first `n_sentences` to ANIMAL_TIRED's piece at `position`, by plain cosines
-    over transformers' own vectors (the mean over `heads` of each head's, or the hidden state's): (sentence,
-    position) and score, best first."""
-    sentences = [s.text for s in conllu_corpus(EWT, n_sentences)[1]]
-    where, hidden, context = reference_pieces([*sentences, ANIMAL_TIRED], layer)
-    query_row = where.index((len(sentences), position))
-    corpus = [i for i, (s, _) in enumerate(where) if s < len(sentences)]
-    if heads:
-        per_head = [cosines(context[corpus, h], context[query_row, h]) for h in heads]
-        naive = np.mean(per_head, axis=0)
-    else:
-        naive = cosines(hidden[corpus], hidden[query_row])
-    best = np.argsort(-naive, kind="stable")[:top]
-    return [where[corpus[i]] for i in best], naive[best]
+    over transformers' own vectors (tests.index_reference)."""
+    places, scores = nearest_pieces([s.text for s in conllu_corpus(EWT, n_sentences)[1]], ANIMAL_TIRED, position,
+                                    layer, heads)
+    return places[:top], scores[:top]
 
 
 @pytest.mark.parametrize(("layer", "heads"), [(3, ()), (6, ()), (2, (0, 5, 11)), (3, tuple(range(12)))])

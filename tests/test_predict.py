@@ -183,6 +183,7 @@ def test_the_predictions_page_says_an_encoder_predicts_nothing():
 
 
 def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decoder):
+    from mha_core.figures.charts import safe_label
     from tests.conftest import chart_json, decode, open_app
 
     text = "The animal didn't cross the street because it was too tired. The word 'it' refers to the"
@@ -198,8 +199,11 @@ def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decode
     assert np.allclose(decode(chart_json(shown["Attribution"], "p_dla_heads")["data"][0]["z"]), result.heads,
                        atol=1e-5)
     assert any(f"**{result.logit_diff:.3f}**" in m.value for m in shown["Attribution"].markdown)
-    lens = chart_json(shown["Logit lens"], "p_lens")["data"][0]
-    assert decode(lens["z"]).shape == (30, len(top.tokens))
+    lens, api = chart_json(shown["Logit lens"], "p_lens")["data"][0], logit_lens(decoder, text)  # every cell:
+    assert decode(lens["z"]).shape == (30, len(top.tokens))  # each layer's top piece, its probability and the final
+    assert np.abs(decode(lens["z"]) - api.top_probs).max() <= 1e-5  # answer's (the API's lens is held to
+    assert np.abs(decode(lens["customdata"]) - api.final_probs).max() <= 5e-5  # transformers' layers above)
+    assert [row[-1] for row in lens["text"]] == [safe_label(row[-1]) for row in api.top_pieces]
     patched = decode(chart_json(shown["Patching"], "p_patch_grid")["data"][0]["z"])
     from mha_core.serving.computed import text as computed
     from mha_core.serving.server import no_wait
