@@ -34,7 +34,7 @@ def test_attention_json(tmp_path):
     assert abs(sum(data["attention"][2][3][4]) - 1) < 1e-5
     assert data["path"] == "fused" and data["backend"] == "flash (CPU)" and data["truncated"] is False
     theirs, tokens = transformers_attentions(ANIMAL_TIRED)  # every map, against transformers' eager BertModel
-    assert data["tokens"] == tokens and np.abs(np.array(data["attention"]) - theirs).max() <= 1e-5  # 1.2e-6 measured
+    assert data["tokens"] == tokens and np.abs(np.array(data["attention"]) - theirs).max() <= 1e-5  # 1.4e-6 measured
 
 
 
