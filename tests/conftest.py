@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -168,13 +169,20 @@ class KeptMediaFiles(MediaFileManager):
 app_test.MediaFileManager = KeptMediaFiles
 
 
-def transformers_attentions(text: str) -> tuple[np.ndarray, list[str]]:
-    """(L,H,T,T) transformers' own attentions of the bundled encoder (eager BertModel), and its tokens."""
+@lru_cache(maxsize=1)
+def transformers_encoder() -> tuple[object, object]:
+    """transformers' own BertModel of the bundled encoder (eager attention) and its tokenizer, loaded once per test
+    process: the independent reference of the pages' and the CLI's numbers (a hook put on it is removed after)."""
     from transformers import AutoModel, AutoTokenizer
 
     folder = bundled_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model = AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval()
+    return AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval(), tokenizer
+
+
+def transformers_attentions(text: str) -> tuple[np.ndarray, list[str]]:
+    """(L,H,T,T) transformers' own attentions of the bundled encoder, and its tokens."""
+    model, tokenizer = transformers_encoder()
     enc = tokenizer(text, return_tensors="pt")
     with torch.inference_mode():
         maps = model(**enc, output_attentions=True).attentions

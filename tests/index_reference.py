@@ -9,6 +9,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from tests.conftest import transformers_encoder
+
 BATCH = 64  # sentences per forward
 
 
@@ -17,28 +19,24 @@ def reference_pieces(texts: tuple[str, ...], layer: int) -> tuple[list[tuple[int
     """Every non-special piece's (sentence, position), hidden_states[layer] (n,D) and layer `layer`'s heads' outputs
     (n,H,Dh), taken as they enter its output projection (the last layer's for `layer` = L). Kept for the next
     search of the same texts."""
-    from transformers import AutoModel, AutoTokenizer
-
-    from mha_core.engine.loading.model import bundled_model_dir
-
-    folder = bundled_model_dir()
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    reference = AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval()
+    reference, tokenizer = transformers_encoder()
     config, caught = reference.config, {}
     block = reference.encoder.layer[min(layer, config.num_hidden_layers - 1)].attention.output.dense
     hook = block.register_forward_pre_hook(lambda module, args: caught.update(context=args[0]))
     where, hidden, heads = [], [], []
-    with torch.no_grad():
-        for start in range(0, len(texts), BATCH):
-            enc = tokenizer(texts[start: start + BATCH], return_tensors="pt", padding=True)
-            out = reference(**enc, output_hidden_states=True)
-            for b in range(len(enc.input_ids)):
-                keep = [t for t, w in enumerate(enc.word_ids(b)) if w is not None]
-                where += [(start + b, t) for t in keep]
-                hidden.append(out.hidden_states[layer][b, keep].double().numpy())
-                per_head = caught["context"][b, keep].reshape(len(keep), config.num_attention_heads, -1)
-                heads.append(per_head.double().numpy())
-    hook.remove()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(texts), BATCH):
+                enc = tokenizer(texts[start: start + BATCH], return_tensors="pt", padding=True)
+                out = reference(**enc, output_hidden_states=True)
+                for b in range(len(enc.input_ids)):
+                    keep = [t for t, w in enumerate(enc.word_ids(b)) if w is not None]
+                    where += [(start + b, t) for t in keep]
+                    hidden.append(out.hidden_states[layer][b, keep].double().numpy())
+                    per_head = caught["context"][b, keep].reshape(len(keep), config.num_attention_heads, -1)
+                    heads.append(per_head.double().numpy())
+    finally:
+        hook.remove()
     return where, np.concatenate(hidden), np.concatenate(heads)
 
 

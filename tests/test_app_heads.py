@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import ANIMAL_WIDE, chart_json, decode, download, open_app, transformers_attentions
+from tests.conftest import (
+    ANIMAL_WIDE,
+    chart_json,
+    decode,
+    download,
+    open_app,
+    transformers_attentions,
+    transformers_encoder,
+)
 
 
 def start(**query: str) -> AppTest:
@@ -86,20 +94,17 @@ def transformers_scores(text: str, layer: int, head: int) -> np.ndarray:
     """(T,T) one head's scores before the softmax, q·k/√d_head, from the query and key projections of transformers'
     own BertModel (forward hooks on the layer's query and key)."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
-    from mha_core.engine.loading.model import bundled_model_dir
-
-    folder = bundled_model_dir()
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model = AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval()
+    model, tokenizer = transformers_encoder()
     attention, caught = model.encoder.layer[layer].attention.self, {}
     hooks = [getattr(attention, name).register_forward_hook(lambda m, i, out, name=name: caught.update({name: out}))
              for name in ("query", "key")]
-    with torch.inference_mode():
-        model(**tokenizer(text, return_tensors="pt"))
-    for hook in hooks:
-        hook.remove()
+    try:
+        with torch.inference_mode():
+            model(**tokenizer(text, return_tensors="pt"))
+    finally:
+        for hook in hooks:
+            hook.remove()
     d = model.config.hidden_size // model.config.num_attention_heads
     q, k = (caught[name][0, :, head * d:(head + 1) * d].double() for name in ("query", "key"))  # (T,d)
     return (q @ k.T / d**0.5).numpy()

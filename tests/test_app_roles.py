@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import SHARED_DATA, corpus_uploader, open_app
+from tests.conftest import SHARED_DATA, corpus_uploader, open_app, transformers_encoder
 
 
 def open_roles(source: str | None = None) -> AppTest:
@@ -35,14 +35,11 @@ def clark_by_loops(text: str) -> dict[str, tuple]:
     (head2dep); per relation (not root or punct), the best (direction, layer, head), the first on ties, and the best
     fixed offset. Rows: relation -> (count, "L H", direction, accuracy %, offset, baseline %)."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
     from mha_core.analysis.corpus.readers import spacy_parse
-    from mha_core.engine.loading.model import bundled_model_dir
 
     (sentence,) = spacy_parse([text])
-    tokenizer = AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True)
-    model = AutoModel.from_pretrained(bundled_model_dir(), attn_implementation="eager", local_files_only=True)
+    model, tokenizer = transformers_encoder()
     enc = tokenizer(list(sentence.words), is_split_into_words=True, return_tensors="pt")
     with torch.inference_mode():
         maps = torch.cat(model(**enc, output_attentions=True).attentions).double().numpy()  # (L,H,T,T)
