@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import streamlit.testing.v1.app_test as app_test
 import torch
+from streamlit.components.v2.component_manager import BidiComponentManager
 from streamlit.runtime.media_file_manager import MediaFileManager
 
 from mha_core import LoadedModel, load_model
@@ -167,6 +168,28 @@ class KeptMediaFiles(MediaFileManager):
 
 
 app_test.MediaFileManager = KeptMediaFiles
+
+
+class ComponentsScannedOnce(BidiComponentManager):
+    """Each new AppTest scanned every installed package's metadata for Streamlit components (about 0.4 s: 840
+    packages, most of an AppTest of a small page); a server scans once at its start. The scan, once per test process,
+    its registry shared by every AppTest."""
+
+    shared: ComponentsScannedOnce | None = None
+
+    def discover_and_register_components(self, *args: object, **kwargs: object) -> None:
+        if not getattr(self, "scanned", False):
+            super().discover_and_register_components(*args, **kwargs)
+            self.scanned = True
+
+
+def components_scanned_once() -> ComponentsScannedOnce:
+    if ComponentsScannedOnce.shared is None:
+        ComponentsScannedOnce.shared = ComponentsScannedOnce()
+    return ComponentsScannedOnce.shared
+
+
+app_test.BidiComponentManager = components_scanned_once
 
 
 @lru_cache(maxsize=1)
