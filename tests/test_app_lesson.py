@@ -89,7 +89,8 @@ def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it():
     assert student.title[0].value.startswith("2. ") and "Follow the teacher (step 2)" not in labels(student)
     at = next(b for b in at.button if b.label == "Next").click().run()
     assert student.run().title[0].value.startswith("3. ")  # the student's next run shows the teacher's step
-    intruder = open_app(PAGE, **{"class": code, "teach": key[:-1] + "x", "step": "9"})
+    wrong = key[:-1] + ("y" if key.endswith("x") else "x")  # a key ending in "x" had been "wrong" as itself (1 run
+    intruder = open_app(PAGE, **{"class": code, "teach": wrong, "step": "9"})  # in 64: the teacher moved to step 9)
     assert intruder.title[0].value.startswith("3. ")  # a wrong key is a student: it moves nothing
     assert student.run().title[0].value.startswith("3. ")
     ended = next(b for b in at.button if b.label == "End the class").click().run()
