@@ -28,6 +28,16 @@ def test_typed_sentence():
     assert len(ids) == 3 and all(any(key in i for i in ids) for key in keys)
 
 
+def word_level(maps: np.ndarray, pieces: list[list[int]]) -> np.ndarray:
+    """(L,H,T,T) -> (L,H,W,W): word i's attention to word j, summed over j's pieces and averaged over i's."""
+    w = len(pieces)
+    words = np.zeros((*maps.shape[:2], w, w))
+    for i in range(w):
+        for j in range(w):
+            words[:, :, i, j] = np.mean([maps[:, :, p, pieces[j]].sum(-1) for p in pieces[i]], axis=0)
+    return words
+
+
 def clark_by_loops(text: str) -> dict[str, tuple]:
     """Clark et al. (2019) on one sentence, written out: transformers' eager BertModel reads the sentence's words
     (spaCy's parse, the page's input); a word's attention to another is the sum over the other's pieces, averaged
@@ -44,11 +54,7 @@ def clark_by_loops(text: str) -> dict[str, tuple]:
     with torch.inference_mode():
         maps = torch.cat(model(**enc, output_attentions=True).attentions).double().numpy()  # (L,H,T,T)
     n_layers, n_heads, w = maps.shape[0], maps.shape[1], len(sentence.words)
-    pieces = [[p for p, word in enumerate(enc.word_ids()) if word == i] for i in range(w)]
-    words = np.zeros((n_layers, n_heads, w, w))
-    for i in range(w):
-        for j in range(w):
-            words[:, :, i, j] = np.mean([maps[:, :, p, pieces[j]].sum(-1) for p in pieces[i]], axis=0)
+    words = word_level(maps, [[p for p, word in enumerate(enc.word_ids()) if word == i] for i in range(w)])
     correct, counts, offsets = {}, {}, {}
     for i, (relation, head) in enumerate(zip(sentence.deprels, sentence.heads, strict=True)):
         if relation in ("root", "punct") or head == 0:
