@@ -67,10 +67,10 @@ def cli(*args: str) -> CliRun:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests on the bundled decoders (30-layer SmolLM2, Gemma 3) belong to make test, not to the fast tier (make
-    check); slow, browser and serving tests run first."""
+    """Tests on the bundled decoders (30-layer SmolLM2, Gemma 3) and the bundled Whisper belong to make test-slow,
+    not to the fast tier (make check); slow, browser and serving tests run first."""
     for item in items:
-        if {"decoder", "gemma"} & set(getattr(item, "fixturenames", ())):
+        if {"decoder", "gemma", "whisper"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
     # The long tests first (the same order in every process, as pytest-xdist requires): the test processes take the
     # short ones from each other at the end instead of waiting on one long test started last.

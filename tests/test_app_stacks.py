@@ -143,6 +143,7 @@ def test_whisper_on_the_roles_page_names_its_decoder_and_encoder_heads():
     assert len(encoder.get("plotly_chart")) == 2  # the summaries' grid and their profiles
 
 
+@pytest.mark.slow  # Whisper's whole page: the slow tier's (README)
 def test_whisper_s_walkthrough_draws_the_four_steps_of_a_cross_attention_head():
     """Issue 42, item 6: the Walkthrough's cross-attention was a table of shapes; it draws Q and K, the scores, the
     weights (and the share each row puts on the padding) and the context, each the size the table states."""
