@@ -175,21 +175,13 @@ class ComponentsScannedOnce(BidiComponentManager):
     packages, most of an AppTest of a small page); a server scans once at its start. The scan, once per test process,
     its registry shared by every AppTest."""
 
-    shared: ComponentsScannedOnce | None = None
-
     def discover_and_register_components(self, *args: object, **kwargs: object) -> None:
         if not getattr(self, "scanned", False):
             super().discover_and_register_components(*args, **kwargs)
             self.scanned = True
 
 
-def components_scanned_once() -> ComponentsScannedOnce:
-    if ComponentsScannedOnce.shared is None:
-        ComponentsScannedOnce.shared = ComponentsScannedOnce()
-    return ComponentsScannedOnce.shared
-
-
-app_test.BidiComponentManager = components_scanned_once
+app_test.BidiComponentManager = lru_cache(maxsize=1)(ComponentsScannedOnce)  # one instance, made at the first AppTest
 
 
 @lru_cache(maxsize=1)

@@ -5,6 +5,7 @@ batches; decoding with the caches equals transformers' generate, greedy and samp
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -39,6 +40,16 @@ def reference(model, source, target):
     with torch.inference_mode():
         return model.model(**inputs, decoder_input_ids=target.input_ids, decoder_attention_mask=target.attention_mask,
                            output_attentions=True, output_hidden_states=True)
+
+
+def transformers_maps(model: object, source: str, target_ids: list[int]) -> dict[str, np.ndarray]:
+    """Each kind's (L,H,rows,columns) maps from transformers' own forward of the encoder–decoder (eager), given the
+    source as its tokenizer writes it and the decoder's input ids."""
+    with torch.inference_mode():
+        out = model.model(input_ids=model.tokenizer(source, return_tensors="pt").input_ids,
+                          decoder_input_ids=torch.tensor([target_ids]), output_attentions=True)
+    return {kind: torch.cat(maps).numpy() for kind, maps in (
+        ("encoder", out.encoder_attentions), ("decoder", out.decoder_attentions), ("cross", out.cross_attentions))}
 
 
 def worst(ours, theirs, rows, cols):
@@ -116,8 +127,6 @@ def test_a_target_needs_an_encoder_decoder_and_one_per_source(seq2seq, tiny):
 def test_cli_attention_writes_the_three_kinds_of_maps(tmp_path_factory, tmp_path):
     import json
 
-    import numpy as np
-
     from mha_core.cli import main
 
     folder = make_tiny_seq2seq("bart", tmp_path_factory.mktemp("bart_cli"))
@@ -130,14 +139,9 @@ def test_cli_attention_writes_the_three_kinds_of_maps(tmp_path_factory, tmp_path
     assert np.array(data["encoder"]).shape == (2, 4, s, s) and np.array(data["decoder"]).shape == (2, 4, t, t)
     assert np.allclose(np.array(data["cross"]).sum(-1), 1, atol=1e-5) and np.array(data["cross"]).shape[-2:] == (t, s)
     model = load_model(folder)  # transformers' own eager forward on the same ids: every map of the three kinds
-    source = model.tokenizer(SOURCES[1], return_tensors="pt").input_ids
-    with torch.inference_mode():
-        ref = model.model(input_ids=source, decoder_input_ids=torch.tensor([data["target_ids"]]),
-                          output_attentions=True)
-    assert data["source_tokens"] == model.tokenizer.convert_ids_to_tokens(source[0])
-    for kind, theirs in (("encoder", ref.encoder_attentions), ("decoder", ref.decoder_attentions),
-                         ("cross", ref.cross_attentions)):
-        assert np.abs(np.array(data[kind]) - torch.cat(theirs).numpy()).max() <= 1e-5, kind
+    assert data["source_tokens"] == model.tokenizer.convert_ids_to_tokens(model.tokenizer(SOURCES[1]).input_ids)
+    for kind, theirs in transformers_maps(model, SOURCES[1], data["target_ids"]).items():
+        assert np.abs(np.array(data[kind]) - theirs).max() <= 1e-5, kind
     assert main(["attention", SOURCES[1], "--new", "5", "--model-dir", str(folder), "--json", str(out)]) == 0
     assert len(json.loads(out.read_text())["target_ids"]) <= 6  # its own greedy output: start + up to 5 pieces
     assert main(["attention", "--pair", "a", "b", "--model-dir", str(folder), "--json", str(out)]) == 2
