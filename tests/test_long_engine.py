@@ -87,3 +87,56 @@ def test_the_needle_lengths_a_model_is_offered():
     assert needle_lengths(600) == [512] and default_needle_length([512]) == 512  # was 600: not on the slider
     assert needle_lengths(300) == [300] and default_needle_length([300]) == 300
     assert default_needle_length(needle_lengths(1500)) == 1024
+
+
+def widest_texts(budget: int) -> dict[str, str]:
+    """Texts of as many pieces per byte as tokenizers make (one unit repeated), each the longest whose NFKD
+    UTF-8 stays within `budget` bytes: punctuation (a piece a byte), one-letter words (SentencePiece's ▁ before
+    each), rare ideographs and emoji (byte fallback), a ligature NFKD spells in 18 letters, Hangul, combining
+    accents, and a seeded mix of all of Unicode's planes in use."""
+    import random
+    import unicodedata
+
+    rng = random.Random(7)
+    mixed = "".join(chr(rng.choice((rng.randrange(0x20, 0x2FFF), rng.randrange(0x4E00, 0x9FFF),
+                                    rng.randrange(0x1F300, 0x1FAFF), rng.randrange(0x20000, 0x2A6DF))))
+                    for _ in range(budget))
+    units = {"punctuation": "!?", "letters": "a ", "ideographs": "𠀀𠀁", "emoji": "😀🧠", "ligature": "ﷺ",
+             "hangul": "한글", "accents": "é", "mixed": mixed}
+    texts = {}
+    for name, unit in units.items():
+        text = unit * (budget if len(unit) < budget else 1)
+        while len(unicodedata.normalize("NFKD", text).encode()) > budget:
+            text = text[:-1]
+        texts[name] = text
+    return texts
+
+
+def pieces_without_cut(model, text: str) -> int:
+    return len(model.tokenizer(text, truncation=False, split_special_tokens=True)["input_ids"]) + (
+        model.bos_id is not None)
+
+
+def check_short_texts_are_short(model) -> None:
+    """may_be_long's promise on `model`'s tokenizer: a text it calls short is at most MAX_PIECES pieces."""
+    for name, text in widest_texts(long_text.MAX_PIECES // 2).items():
+        assert not long_text.may_be_long(text), name
+        assert pieces_without_cut(model, text) <= long_text.MAX_PIECES, (name, pieces_without_cut(model, text))
+
+
+def test_a_text_may_be_long_only_past_half_max_pieces_bytes_word_pieces(bundled):
+    """The Heads page tokenizes a sentence to know whether it is long only past the bound (may_be_long); the
+    word-piece tokenizer makes a piece of each punctuation mark."""
+    check_short_texts_are_short(bundled)
+    half = long_text.MAX_PIECES // 2
+    assert long_text.may_be_long("!" * (half + 1)) and not long_text.may_be_long("!" * half)
+    assert long_text.may_be_long("ﷺ" * 16) and not long_text.may_be_long("ﷺ" * 15)  # 33 bytes each in NFKD
+    assert pieces_without_cut(bundled, "!" * long_text.MAX_PIECES) > long_text.MAX_PIECES  # a bound at MAX_PIECES
+    #                                                                                           would be wrong
+
+
+def test_a_text_may_be_long_only_past_the_bound_on_byte_and_sentencepiece_tokenizers(decoder, gemma):
+    """SmolLM2's byte-level BPE and Gemma's SentencePiece with byte fallback (rare ideographs as bytes, ▁ before
+    words)."""
+    for model in (decoder, gemma):
+        check_short_texts_are_short(model)

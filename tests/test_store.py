@@ -60,6 +60,18 @@ def test_bytes_bound_evicts_and_keeps_the_newest():
     assert store.total_bytes == 8000
 
 
+def test_a_value_put_again_under_its_key_counts_once_and_is_the_newest():
+    store = SharedStore(max_entries=100, max_bytes=10_000)
+    store.put("a", np.zeros(1000, dtype=np.float32))
+    store.put("b", np.zeros(500, dtype=np.float32))
+    store.put("a", np.zeros(250, dtype=np.float32))  # replaced: 1,000 bytes now, not 5,000
+    assert store.total_bytes == 3000
+    store.put("c", np.zeros(1750, dtype=np.float32))  # 10,000 in all: nothing evicted
+    assert len(store) == 3 and store.total_bytes == 10_000
+    store.put("d", np.zeros(1, dtype=np.float32))  # over: the least recent (b, since a was put again) goes
+    assert "b" not in store and "a" in store and store.total_bytes == 8004
+
+
 def test_a_failed_computation_stores_nothing():
     store = SharedStore(max_entries=2)
 
@@ -83,6 +95,23 @@ def test_nbytes_counts_tensors_arrays_and_dataclass_fields():
     shared = torch.zeros(10)
     value = Holder(torch.zeros(4, 4), (np.zeros(3, dtype=np.float64), shared, shared, "abc"))
     assert nbytes(value) == 64 + 24 + 40 + 3  # the shared tensor counts once
+
+
+def test_nbytes_reads_rows_of_numbers_whole_and_still_finds_arrays_in_rows_of_rows(monkeypatch):
+    """A figure's 1,152 click targets ([layer, head] pairs) or a text's offsets are weighed without a call per
+    item (they hold no array); a row of rows that holds arrays is still walked."""
+    import mha_core.serving.store as store_module
+
+    calls = []
+    isinstance_of = isinstance
+    monkeypatch.setattr(store_module, "isinstance", lambda obj, kinds: calls.append(1) or isinstance_of(obj, kinds),
+                        raising=False)
+    targets = {"customdata": [[layer, head] for layer in range(6) for head in range(192)],
+               "offsets": tuple((i, i + 1) for i in range(500)), "z": np.zeros((2, 3), dtype=np.float32)}
+    assert nbytes(targets) == 24
+    assert len(calls) < 40  # a few per value, not one per pair
+    assert nbytes([[np.zeros(5), np.zeros(5)], [np.zeros(2)]]) == 8 * 12
+    assert nbytes({"labels": ("[CLS]", "it", "[SEP]"), "none": (), "rows": [[], []]}) == 12
 
 
 def test_after_a_failed_compute_the_callers_that_waited_and_a_newcomer_compute_one_at_a_time():

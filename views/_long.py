@@ -42,9 +42,9 @@ from views._visit import stop, tabs, widget
 PHONE_HEIGHT = 440  # a square map on a phone's width
 
 
-def pieces_of(model: LoadedModel, text: str) -> int:
-    """How many pieces the model reads of `text`, up to its long limit (0: it cannot read it)."""
-    return computed_corpus.long_pieces_of(server(), model, text)
+def reads_long(model: LoadedModel, text: str) -> bool:
+    """Whether `text` is read the long way (q, k and the log-sum-exp kept, maps rebuilt on demand)."""
+    return computed_corpus.reads_long(server(), model, text)
 
 
 def show_long_heads(model: LoadedModel, text: str, pick_head: Callable[[int, int], tuple[int, int]]) -> None:

@@ -16,7 +16,6 @@ from mha_core.analysis.heads.display import (
     words_by_default,
 )
 from mha_core.analysis.heads.roles import ranked_heads
-from mha_core.analysis.long.text import is_long
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import text as computed
@@ -31,7 +30,7 @@ from mha_core.serving.export import (
 from mha_core.teaching.examples import focus_words
 from mha_core.teaching.walkthrough import PATH_HELP
 from views._inputs import pair_box, sentence_box
-from views._long import pieces_of, show_long_heads
+from views._long import reads_long, show_long_heads
 from views._search import show_search
 from views._stacks import attention_kind, show_kind_heads
 from views._state import chart, check_length, checked_run, current_model, narrow_screen, path_caption, server
@@ -296,7 +295,7 @@ def main() -> None:
         show_kind_heads(model, text, kind)
         return
     pair = pair_box(model)
-    if pair is None and is_long(pieces_of(model, text)):  # q, k and the log-sum-exp kept, maps rebuilt on demand
+    if pair is None and reads_long(model, text):
         show_long_heads(model, text, head_pickers)
         return
     hide, merge, avg = options_sidebar(text)

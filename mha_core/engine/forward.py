@@ -186,6 +186,15 @@ def final_norm(model: LoadedModel, x: Tensor) -> Tensor:
     return norm(x) if norm is not None else x
 
 
+def model_path(model: LoadedModel, path: str, n_tokens: int) -> tuple[str, str]:
+    """choose_path for `model`: explicit where no fused kernel computes what it does."""
+    chosen, reason = choose_path(path, n_tokens, model.device)
+    if chosen == FUSED and not model.arch.fused_exact:
+        return EXPLICIT, Worded(N_("explicit: {name} caps its attention scores (tanh(s/c)·c), which no fused kernel "
+                                   "does"), name=model.name)
+    return chosen, reason
+
+
 def choose_path(path: str, n_tokens: int, device: torch.device) -> tuple[str, str]:
     """Resolve `auto`; returns (path, reason)."""
     if path not in PATHS:
@@ -323,13 +332,7 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
     query may see (allowed.py), added to the layers' bias on either path."""
     arch = model.arch
     tokens = batch.input_ids.shape[1]
-    chosen, reason = choose_path(path, tokens, model.device)
-    if chosen == FUSED and not arch.fused_exact:
-        chosen, reason = (
-            EXPLICIT,
-            Worded(N_("explicit: {name} caps its attention scores (tanh(s/c)·c), which no fused kernel does"),
-                   name=model.name),
-        )
+    chosen, reason = model_path(model, path, tokens)
     kernel_causal = fused_kernel_causal(model, not bool(batch.attention_mask.all()), chosen) and allowed is None
     check_forward_budget(model, *batch.input_ids.shape, chosen, keep_hidden, kernel_causal)
     x, bias, rope = prepare(model, batch, with_bias=not kernel_causal, allowed=allowed)

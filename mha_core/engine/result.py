@@ -7,7 +7,7 @@ stacked views below build (B,L,H,...) on request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -79,6 +79,26 @@ class AttentionResult(Drawable, LayerQueries):
     @property
     def lengths(self) -> tuple[int, ...]:
         return tuple(len(t) for t in self.batch.tokens)
+
+    def one(self, b: int, path_reason: str) -> AttentionResult:
+        """Text b's result as run() gives it for that text alone: its own length, no padding, and its own storage
+        (a shared store weighs each result by what it holds); `path_reason` is why that text alone takes this path.
+        Not for encoder–decoders (their cross-attention and relative bias are the batch's)."""
+        if self.cross is not None or self.layer_bias is not None:
+            raise ValueError("one(): only a text model's result is cut text by text")
+        n = self.lengths[b]
+        text, pieces = slice(b, b + 1), slice(0, n)
+
+        def cut(layers: tuple[Tensor, ...] | None, *index: slice) -> tuple[Tensor, ...] | None:
+            return None if layers is None else tuple(t[index].clone() for t in layers)
+
+        every = slice(None)  # heads
+        return replace(self, batch=self.batch.one(b), layer_q=cut(self.layer_q, text, every, pieces),
+                       layer_k=cut(self.layer_k, text, every, pieces),
+                       layer_context=cut(self.layer_context, text, every, pieces),
+                       layer_probs=cut(self.layer_probs, text, every, pieces, pieces),
+                       layer_lse=cut(self.layer_lse, text, every, pieces),
+                       hidden_states=cut(self.hidden_states, text, pieces), path_reason=path_reason)
 
     @property
     def truncated(self) -> tuple[bool, ...]:

@@ -43,6 +43,24 @@ class TokenBatch:
     #                                 (B,C,Hpx,Wpx) a Vision Transformer's pixels: its "pieces" are [CLS] and patches
     grid: tuple[int, int] | None = None  # images: (rows, columns) of patches
 
+    def one(self, b: int) -> TokenBatch:
+        """Text b alone, as tokenize() makes a batch of that text only (its own length: no padding)."""
+        n = len(self.tokens[b])
+        rows = slice(b, b + 1)
+
+        def own(values: tuple) -> tuple:
+            return values[rows] if values else ()
+
+        def cut(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t[rows, :n].clone()  # (1,T_b)
+
+        return TokenBatch(texts=own(self.texts), input_ids=cut(self.input_ids), attention_mask=cut(self.attention_mask),
+                          tokens=own(self.tokens), labels=own(self.labels), word_ids=own(self.word_ids),
+                          offsets=own(self.offsets), n_tokens=own(self.n_tokens), unknown=own(self.unknown),
+                          left_out=own(self.left_out), token_type_ids=cut(self.token_type_ids),
+                          segments=own(self.segments), features=None if self.features is None else self.features[rows],
+                          grid=self.grid)
+
 
 MAX_INPUT_CHARS = 200_000  # the longest text a page or command takes (far above any model's pieces): absurd pastes
 

@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
-from mha_core.figures.spec import FigureDict, array_of, finished, typed_array
+from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
 from mha_core.i18n import N_, tr
 
 COLORSCALE = "Blues"
@@ -134,13 +134,11 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
     """All heads at a glance, as a plotly figure dict (built without plotly's validation: on a new sentence it
     cost a tenth of the Heads page's CPU): one heatmap of tiles, one clickable marker per tile, the chosen head
     outlined."""
-    from plotly.colors import get_colorscale
-
     n_layers, n_heads = maps.shape[:2]
     n = min(maps.shape[-1], bins)
     tick = (n - 1) / 2
     heatmap = {"type": "heatmap", "z": colour_levels(tile_overview(maps, bins)), "zmin": 0, "zmax": LEVELS,
-               "colorscale": levels_colorscale(get_colorscale(COLORSCALE)), "hoverinfo": "skip",
+               "colorscale": levels_colorscale(named_colorscale(COLORSCALE)), "hoverinfo": "skip",
                "colorbar": {"title": {"text": tr("weight")}, "tickvals": [weight_level(w) for w in COLORBAR_TICKS],
                             "ticktext": [f"{w:g}" for w in COLORBAR_TICKS]}}
     x, y, customdata = click_targets(n_layers, n_heads, n)
@@ -172,12 +170,10 @@ def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool 
                 scores: bool = False) -> FigureDict:
     """One head's (N,N) map: query rows top to bottom, key columns; hover gives query, key, value. A plotly figure
     dict built without plotly's validation (as matrix_spec)."""
-    from plotly.colors import get_colorscale
-
     axis = indexed_labels(labels)
     value = tr("score") if scores else tr("weight")
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": axis, "y": axis,
-             "colorscale": get_colorscale("RdBu" if scores else COLORSCALE),
+             "colorscale": named_colorscale("RdBu" if scores else COLORSCALE),
              "hovertemplate": tr("query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>", value=value),
              "colorbar": {"title": {"text": tr(value)}}}
     trace.update({"zmid": 0} if scores else {"zmin": 0, "zmax": float(max(z.max(), 1e-9))})
@@ -280,11 +276,9 @@ def matrix_spec(z: np.ndarray, rows: Sequence[str], title: str, height: int = 32
                 colorscale: str = "RdBu", zmid: float | None = 0) -> FigureDict:
     """A (R,C) matrix as a heatmap, rows named by token, as a plotly figure dict: built without plotly's
     per-property validation (a third of a new sentence's CPU on the Walkthrough), arrays base64-encoded."""
-    from plotly.colors import get_colorscale
-
     y = indexed_labels(rows)
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "y": y,
-             "colorscale": get_colorscale(colorscale),  # plotly.py's scale: plotly.js orders some names the other way
+             "colorscale": named_colorscale(colorscale),  # plotly.py's scale: plotly.js orders some names the other way
              "hovertemplate": tr("%{y}, %{x}: %{z:.3f}<extra></extra>")}
     if cols is not None:
         trace["x"] = list(cols)

@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from plotly.colors import get_colorscale
 
 from mha_core.analysis.long.text import SUMMARIES, HeadSummaries
 from mha_core.figures.charts import COLORSCALE, HEAD_COLORS, layer_head_grid, layer_tick, safe_label
-from mha_core.figures.spec import FigureDict, finished
+from mha_core.figures.spec import FigureDict, finished, named_colorscale
 from mha_core.i18n import tr
 
 
@@ -42,7 +41,7 @@ def profiles_figure(summaries: HeadSummaries) -> FigureDict:
     rows = [f"{layer_tick(layer)} H{head}" for layer in range(n_layers) for head in range(n_heads)]
     z = summaries.profile.reshape(n_layers * n_heads, n_bins).astype(np.float32)
     trace = {"type": "heatmap", "z": z, "x": bin_labels(summaries.edges), "y": rows, "zmin": 0, "zmax": 1,
-             "colorscale": get_colorscale(COLORSCALE), "colorbar": {"title": {"text": tr("weight")}},
+             "colorscale": named_colorscale(COLORSCALE), "colorbar": {"title": {"text": tr("weight")}},
              "hovertemplate": tr("%{y}, distance %{x}: %{z:.3f}<extra></extra>")}
     layer_ticks = [f"{layer_tick(layer)} H0" for layer in range(n_layers)]
     spec = {"data": [trace], "layout": {
@@ -60,7 +59,7 @@ def downsampled_figure(cells: np.ndarray, side: int, n: int, title: str, how: st
     centres = np.minimum(np.arange(cells.shape[0]) * side + (side - 1) / 2, n - 1).astype(np.float32)
     value = tr("block maximum") if how == "max" else tr("block mean")
     trace = {"type": "heatmap", "z": cells.astype(np.float32), "x": centres, "y": centres, "zmin": 0,
-             "zmax": float(max(cells.max(), 1e-9)), "colorscale": get_colorscale(COLORSCALE),
+             "zmax": float(max(cells.max(), 1e-9)), "colorscale": named_colorscale(COLORSCALE),
              "colorbar": {"title": {"text": value}},
              "hovertemplate": tr("queries near %{{y:.0f}}<br>keys near %{{x:.0f}}<br>{value} %{{z:.4f}}<extra></extra>",
                                  value=value)}
@@ -81,7 +80,7 @@ def block_figure(z: np.ndarray, query_labels: list[str], key_labels: list[str], 
                  height: int | None = None) -> FigureDict:
     """An exact block of a head's map (R,C), rows and columns named by position and piece."""
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": key_labels, "y": query_labels,
-             "zmin": 0, "zmax": float(max(z.max(), 1e-9)), "colorscale": get_colorscale(COLORSCALE),
+             "zmin": 0, "zmax": float(max(z.max(), 1e-9)), "colorscale": named_colorscale(COLORSCALE),
              "colorbar": {"title": {"text": tr("weight")}},
              "hovertemplate": tr("query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>")}
     ticks = {"nticks": 40}

@@ -5,21 +5,20 @@ cross-attention over the speech, each word's span marked."""
 from __future__ import annotations
 
 import numpy as np
-from plotly.colors import get_colorscale
 
 from mha_core.analysis.seq2seq.alignment import HeadScores
 from mha_core.analysis.seq2seq.transcribe import Transcript, speech_rows
 from mha_core.engine.seq2seq.forward import KIND_NAMES, Seq2SeqResult
 from mha_core.engine.seq2seq.frames import POSITION_SECONDS
 from mha_core.figures.charts import COLORSCALE, head_figure, indexed_labels, safe_label
-from mha_core.figures.spec import FigureDict
+from mha_core.figures.spec import FigureDict, named_colorscale
 from mha_core.i18n import tr
 
 
 def cross_figure(z: np.ndarray, rows: list[str], columns: list, title: str, x_title: str) -> FigureDict:
     """(T,S) a map whose rows (target pieces, top to bottom) and columns (source pieces or positions) differ."""
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": columns, "y": indexed_labels(rows),
-             "colorscale": get_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(np.max(z), 1e-9)),
+             "colorscale": named_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(np.max(z), 1e-9)),
              "hovertemplate": tr("query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
                                  value=tr("weight")), "colorbar": {"title": {"text": tr("weight")}}}
     return {"data": [trace], "layout": {
@@ -77,11 +76,11 @@ def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | Non
     positions = [round((i + 0.5) * POSITION_SECONDS, 3) for i in range(n)]
     which = tr("heads averaged") if head is None else tr("head {head}", head=head)
     spec = {"data": [
-        {"type": "heatmap", "z": mel.astype(np.float32), "x": frames, "colorscale": get_colorscale("Viridis"),
+        {"type": "heatmap", "z": mel.astype(np.float32), "x": frames, "colorscale": named_colorscale("Viridis"),
          "showscale": False, "yaxis": "y", "hovertemplate": tr("{seconds} %{{x:.2f}} s<extra></extra>",
                                                                seconds=tr("seconds"))},
         {"type": "heatmap", "z": z.astype(np.float32), "x": positions, "y": labels, "yaxis": "y2",
-         "colorscale": get_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(z.max(), 1e-9)),
+         "colorscale": named_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(z.max(), 1e-9)),
          "colorbar": {"title": {"text": tr("weight")}, "y": 0.28, "len": 0.55},
          "hovertemplate": tr("query %{{y}}<br>%{{x:.2f}} s<br>weight %{{z:.4f}}<extra></extra>")}],
         "layout": {

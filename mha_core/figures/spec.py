@@ -8,6 +8,7 @@ Walkthrough went to it); the others build a go.Figure and end with `finished(fig
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,14 +35,31 @@ def typed_array(values: np.ndarray) -> dict | np.ndarray:
 
 
 def encode_arrays(node: Any) -> Any:
-    """Every numpy array inside dicts and lists replaced by its typed array (in place; returns `node`)."""
+    """Every numpy array inside dicts and lists replaced by its typed array (in place; returns `node`). A list of
+    numbers, or of rows of numbers (the overview's 1,152 click targets), holds none: it is not walked."""
     items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
     for key, value in items:
         if isinstance(value, np.ndarray):
             node[key] = typed_array(value)
-        else:
+        elif isinstance(value, dict) or (isinstance(value, list) and not of_numbers(value)):
             encode_arrays(value)
     return node
+
+
+def of_numbers(values: list) -> bool:
+    """A list of numbers or of short lists of numbers, judged by its first item."""
+    first = values[0] if values else None
+    first = first[0] if isinstance(first, list) and 0 < len(first) <= 4 else first
+    return isinstance(first, (int, float))
+
+
+@functools.lru_cache(maxsize=32)
+def named_colorscale(name: str) -> list[list]:
+    """plotly.py's colour scale of that name as [[position, colour], ...] (plotly.js orders some names the other
+    way), looked up once: shared by every figure, never mutated."""
+    from plotly.colors import get_colorscale
+
+    return get_colorscale(name)
 
 
 def finished(figure: go.Figure | FigureDict) -> FigureDict:

@@ -7,14 +7,13 @@ Shapes: S source words, T target words, L layers, H heads.
 from __future__ import annotations
 
 import numpy as np
-from plotly.colors import get_colorscale
 
 from mha_core.analysis.translation.align import links_of
 from mha_core.analysis.translation.heads import HeadChoice
 from mha_core.analysis.translation.translate import Translation
 from mha_core.figures import charts
 from mha_core.figures.charts import COLORSCALE, indexed_labels, safe_label
-from mha_core.figures.spec import FigureDict
+from mha_core.figures.spec import FigureDict, named_colorscale
 from mha_core.i18n import tr
 
 
@@ -27,7 +26,7 @@ def alignment_matrix_figure(translation: Translation, matrix: np.ndarray | None 
     rows, columns = indexed_labels(translation.target_words), indexed_labels(translation.source_words)
     scale = tr("weight") if translation.scaling == "plain" else tr("relative weight")
     heat = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": columns, "y": rows,
-            "colorscale": get_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(np.max(z), 1e-9)),
+            "colorscale": named_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(np.max(z), 1e-9)),
             "colorbar": {"title": {"text": scale}},
             "hovertemplate": tr("%{{y}} → %{{x}}<br>{value} %{{z:.3f}}<extra></extra>", value=scale)}
     ordered = sorted(links, key=lambda link: link[1])

@@ -19,6 +19,14 @@ import numpy as np
 NUMBERS = (int, float, bool)
 
 
+def holds_numbers(row: tuple | list) -> bool:
+    """A row of numbers, or of short rows of numbers (a figure's click targets, a text's character offsets), judged
+    by its first and last items: no array is held there, nor anything worth walking item by item."""
+    ends = (row[0], row[-1]) if row else ()
+    ends = tuple(end[0] if type(end) in (tuple, list) and 0 < len(end) <= 4 else end for end in ends)
+    return len(ends) == 2 and all(type(end) in NUMBERS for end in ends)
+
+
 def nbytes(value: Any) -> int:
     """Estimated memory held by tensors and arrays reachable through tuples, lists, dicts and dataclass fields."""
     seen: set[int] = set()
@@ -37,8 +45,10 @@ def nbytes(value: Any) -> int:
         if isinstance(obj, dict):
             return sum(walk(v, depth + 1) for v in obj.values())
         if isinstance(obj, (tuple, list)):
-            if obj and type(obj[0]) in NUMBERS and type(obj[-1]) in NUMBERS:
+            if holds_numbers(obj):
                 return 0  # a figure's row of numbers holds no array: not walked number by number (8 ms a click)
+            if obj and type(obj[0]) is str and type(obj[-1]) is str:
+                return sum(map(len, obj))  # a text's pieces, a figure's labels
             return sum(walk(v, depth + 1) for v in obj)
         fields = getattr(obj, "__dataclass_fields__", None)
         if fields:
@@ -56,6 +66,7 @@ class SharedStore:
         self.max_entries, self.max_bytes, self._weigh = max_entries, max_bytes, weigh
         self._lock = threading.Lock()
         self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # key -> (value, bytes)
+        self._bytes = 0  # the values' bytes together
         self._computing: dict[Hashable, tuple[threading.Lock, int]] = {}  # key -> (its lock, callers)
         self.computed = 0  # how many computations ran (for tests and the benchmark)
         self.too_large = 0  # values not kept: each alone over max_bytes
@@ -71,7 +82,7 @@ class SharedStore:
     @property
     def total_bytes(self) -> int:
         with self._lock:
-            return sum(size for _, size in self._values.values())
+            return self._bytes
 
     def lookup(self, key: Hashable) -> tuple[bool, Any]:
         with self._lock:
@@ -114,12 +125,14 @@ class SharedStore:
             if self.max_bytes is not None and size > self.max_bytes:
                 self.too_large += 1
                 return
+            _, replaced = self._values.pop(key, (None, 0))
             self._values[key] = (value, size)
-            total = sum(s for _, s in self._values.values())
-            while len(self._values) > self.max_entries or (self.max_bytes is not None and total > self.max_bytes):
+            self._bytes += size - replaced
+            while len(self._values) > self.max_entries or (self.max_bytes is not None and self._bytes > self.max_bytes):
                 _, (_, dropped) = self._values.popitem(last=False)
-                total -= dropped
+                self._bytes -= dropped
 
     def clear(self) -> None:
         with self._lock:
             self._values.clear()
+            self._bytes = 0

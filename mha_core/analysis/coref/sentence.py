@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -28,6 +29,7 @@ CANDIDATE_POS = ("NOUN", "PROPN")
 MAX_PAIR_CHANGES = 3  # a minimal pair differs in at most this many words
 TABLE_HEADS = 12  # heads listed in the inspector's table (and counted by its headline)
 PROBE = " The word '{pronoun}' refers to the"  # the question about a pronoun: a last token after every change
+TAGS_KEPT_CHARS = 1000  # sentences up to this long keep their tags (512 of them: about 25 MB at most)
 PROBE_ZH = "句中的“{pronoun}”是指"  # the same question for Chinese text
 
 
@@ -44,9 +46,14 @@ class Word:
 
 
 def sentence_words(text: str) -> list[Word]:
-    """The words of a sentence with a coarse part of speech: spaCy's for spaced text, jieba's for Chinese."""
+    """The words of a sentence with a coarse part of speech: spaCy's for spaced text, jieba's for Chinese. A
+    sentence is tagged once (a page asks several times a run, and again on a rerun); a long text each time."""
+    return list(tagged_sentence(text) if len(text) <= TAGS_KEPT_CHARS else tagged_words(text))
+
+
+def tagged_words(text: str) -> tuple[Word, ...]:
     if without_spaces(text):
-        return chinese_words(text)
+        return tuple(chinese_words(text))
     from mha_core.analysis.corpus.readers import spacy_pipeline
 
     pipeline = spacy_pipeline()
@@ -55,7 +62,10 @@ def sentence_words(text: str) -> list[Word]:
         if name != "parser":
             doc = component(doc)
     words = [t for t in doc if not t.is_space]
-    return [Word(t.text, t.idx, t.pos_, k) for k, t in enumerate(words)]
+    return tuple(Word(t.text, t.idx, t.pos_, k) for k, t in enumerate(words))
+
+
+tagged_sentence = lru_cache(maxsize=512)(tagged_words)
 
 
 def chinese_words(text: str) -> list[Word]:

@@ -10,6 +10,7 @@ M downsampled cells per side.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -50,6 +51,14 @@ SUMMARIES = {  # HeadSummaries field: what a page calls it
 def is_long(n_pieces: int) -> bool:
     """A text read the long way (q, k and log-sum-exp kept, every map rebuilt on demand): over arch.MAX_PIECES."""
     return n_pieces > MAX_PIECES
+
+
+def may_be_long(text: str) -> bool:
+    """Whether any tokenizer could make more than MAX_PIECES pieces of `text`. A piece spells at least one byte of
+    the text's UTF-8 as the tokenizer normalises it (NFKD: the most a normalisation adds), but for the specials and
+    a first word's marker (SentencePiece's ▁): a text of at most MAX_PIECES // 2 such bytes is short without
+    tokenizing it (a classroom sentence's count cost ~1 ms of a click)."""
+    return len(unicodedata.normalize("NFKD", text).encode()) > MAX_PIECES // 2
 
 
 def count_long_pieces(model: LoadedModel, text: str) -> int:

@@ -18,7 +18,14 @@ from mha_core.analysis.corpus.syntax import CorpusAnalysis, analyse_corpus
 from mha_core.analysis.heads.projection import PCA, duration_note
 from mha_core.analysis.heads.qk_view import QKView, qk_view, token_pos
 from mha_core.analysis.long.roles import NeedleProbe, SinkGrowth, needle_probe, sink_growth
-from mha_core.analysis.long.text import HeadSummaries, count_long_pieces, head_summaries, run_long
+from mha_core.analysis.long.text import (
+    HeadSummaries,
+    count_long_pieces,
+    head_summaries,
+    is_long,
+    may_be_long,
+    run_long,
+)
 from mha_core.engine.batching import Progress
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -45,6 +52,12 @@ def long_pieces_of(server: Server, model: LoadedModel, text: str) -> int:
             return 0
 
     return server.kept("small", ("long pieces", of(model), text), count)
+
+
+def reads_long(server: Server, model: LoadedModel, text: str) -> bool:
+    """Whether the Heads page reads `text` the long way (over arch.MAX_PIECES pieces); a text too short for any
+    tokenizer to make that many pieces of (may_be_long) is not tokenized to know."""
+    return may_be_long(text) and is_long(long_pieces_of(server, model, text))
 
 
 def long_text_of(server: Server, model: LoadedModel, text: str, wait: Wait) -> LongText:

@@ -45,9 +45,12 @@ from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, Worded
+from mha_core.serving.forwards import shareable
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.examples import Question, default_question
 from mha_core.teaching.walkthrough import Parity, PathTimings, Walkthrough, parity, time_paths, walkthrough
+
+SHARED_PATHS = ("auto", "explicit")  # the paths a shared forward reads a sentence on (fused: a long text's own)
 
 
 def of(model: LoadedModel) -> str:
@@ -66,10 +69,13 @@ def digest(data: bytes) -> str:
 def result_of(server: Server, model: LoadedModel, texts: Sequence[str], path: str = "auto",
               pairs: Sequence[str] | None = None) -> AttentionResult:
     """mha_core.run, once per model, texts, path and second texts of sentence pairs (frozen: every session reads the
-    same object)."""
+    same object). A sentence asked for on its own may share its forward with others asked for at the same moment
+    (serving.forwards; the result is the sentence's own)."""
     texts, pairs = tuple(texts), None if pairs is None else tuple(pairs)
-    return server.in_slot("results", ("result", of(model), texts, path, pairs),
-                          lambda: run(model, list(texts), path=path, pairs=pairs))
+    key = ("result", of(model), texts, path, pairs)
+    if pairs is None and len(texts) == 1 and path in SHARED_PATHS and shareable(model, texts[0]):
+        return server.kept("results", key, lambda: server.forwards.read(model, texts[0], path))  # in a slot
+    return server.in_slot("results", key, lambda: run(model, list(texts), path=path, pairs=pairs))
 
 
 def view_of(server: Server, model: LoadedModel, text: str, path: str, hide_special: bool, merge_words: bool,
