@@ -78,7 +78,8 @@ class SharedForwards:
     def _run(self, model: LoadedModel, path: str, batch: list[Asked]) -> None:
         try:
             results = self.run_together(model, [one.text for one in batch], path)
-            self.forwards += 1
+            with self._lock:
+                self.forwards += 1
         except BaseException as err:  # noqa: BLE001 - every sentence of the forward gets its failure, then it rises
             results = [err] * len(batch)
             raise
