@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 FigureDict = dict[str, Any]  # {"data": [trace dicts], "layout": {...}}
 
@@ -41,16 +43,20 @@ def encode_arrays(node: Any) -> Any:
     for key, value in items:
         if isinstance(value, np.ndarray):
             node[key] = typed_array(value)
-        elif isinstance(value, dict) or (isinstance(value, list) and not of_numbers(value)):
+        elif isinstance(value, dict) or (isinstance(value, list) and not holds_numbers(value)):
             encode_arrays(value)
     return node
 
 
-def of_numbers(values: list) -> bool:
-    """A list of numbers or of short lists of numbers, judged by its first item."""
-    first = values[0] if values else None
-    first = first[0] if isinstance(first, list) and 0 < len(first) <= 4 else first
-    return isinstance(first, (int, float))
+NUMBERS = (int, float, bool)
+
+
+def holds_numbers(row: tuple | list) -> bool:
+    """A row of numbers, or of short rows of numbers (a figure's click targets, a text's character offsets), judged
+    by its first and last items: no array is held there, nor anything worth walking item by item."""
+    ends = (row[0], row[-1]) if row else ()
+    ends = tuple(end[0] if type(end) in (tuple, list) and 0 < len(end) <= 4 else end for end in ends)
+    return len(ends) == 2 and all(type(end) in NUMBERS for end in ends)
 
 
 @functools.lru_cache(maxsize=32)
@@ -64,7 +70,7 @@ def named_colorscale(name: str) -> list[list]:
 
 def finished(figure: go.Figure | FigureDict) -> FigureDict:
     """The one kind of thing a builder returns: a figure dict with typed arrays."""
-    return figure.to_dict() if isinstance(figure, go.Figure) else encode_arrays(figure)
+    return encode_arrays(figure) if isinstance(figure, dict) else figure.to_dict()
 
 
 def array_of(values: dict | Sequence | np.ndarray) -> np.ndarray:

@@ -16,15 +16,7 @@ from typing import Any
 
 import numpy as np
 
-NUMBERS = (int, float, bool)
-
-
-def holds_numbers(row: tuple | list) -> bool:
-    """A row of numbers, or of short rows of numbers (a figure's click targets, a text's character offsets), judged
-    by its first and last items: no array is held there, nor anything worth walking item by item."""
-    ends = (row[0], row[-1]) if row else ()
-    ends = tuple(end[0] if type(end) in (tuple, list) and 0 < len(end) <= 4 else end for end in ends)
-    return len(ends) == 2 and all(type(end) in NUMBERS for end in ends)
+from mha_core.figures.spec import holds_numbers
 
 
 def nbytes(value: Any) -> int:
