@@ -9,7 +9,7 @@ import torch
 from mha_core import load_model, run
 from mha_core.engine import each
 from mha_core.engine import forward as forward_module
-from mha_core.engine.budget import BudgetError
+from mha_core.engine.budget import forward_bytes
 from mha_core.engine.tokens import InputError
 
 TEXTS = ["The animal didn't cross the street because it was too tired.", "She sang.",
@@ -89,13 +89,12 @@ def test_texts_whose_paths_differ_alone_or_over_the_budget_together_are_read_one
     assert_alone(results[0], bundled, long, "auto")
 
     forwards.clear()
-    budget_of = {2: True}
-
-    def refuse_two(model, rows, *args):
-        if budget_of.get(rows):
-            raise BudgetError("over_budget", "too much at once")
-
-    monkeypatch.setattr(forward_module, "check_forward_budget", refuse_two)
+    batch_bytes = forward_bytes(bundled, 2, run(bundled, [TEXTS[0]]).lengths[0], keeps_maps=True)
+    monkeypatch.setattr(each, "budget_bytes", lambda: 2 * batch_bytes - 1)  # the batch fits, not with its copies
     results = each.run_each(bundled, TEXTS[:2], "auto")
-    assert forwards == [2, 1, 1]  # tried together, refused, then each alone
+    assert forwards == [1, 1]  # each alone: the peak of cutting it would be over the budget
     assert_alone(results[0], bundled, TEXTS[0], "auto")
+    forwards.clear()
+    monkeypatch.setattr(each, "budget_bytes", lambda: 2 * batch_bytes)
+    each.run_each(bundled, TEXTS[:2], "auto")
+    assert forwards == [2]

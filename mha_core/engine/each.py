@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mha_core.engine.budget import BudgetError
+from mha_core.engine.attention import FUSED
+from mha_core.engine.budget import budget_bytes, forward_bytes
 from mha_core.engine.forward import forward, model_path, run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -26,7 +27,8 @@ def shares_a_forward(model: LoadedModel) -> bool:
 
 def run_each(model: LoadedModel, texts: Sequence[str], path: str) -> list[AttentionResult | InputError]:
     """run(model, [text], path) for each text, in one forward where the texts can share one (shares_a_forward,
-    every text alone would take the path the batch takes, and the batch fits the memory budget); one by one
+    every text alone would take the path the batch takes, and the batch with each text's copy of its part fits the
+    memory budget); one by one
     otherwise. A text run() refuses gets its own InputError in its place, worded as for that text alone."""
     together = read_together(model, texts, path) if len(texts) > 1 and shares_a_forward(model) else None
     return together or [alone_or_refused(model, text, path) for text in texts]
@@ -42,10 +44,9 @@ def read_together(model: LoadedModel, texts: Sequence[str], path: str) -> list[A
     alone = [model_path(model, path, len(tokens)) for tokens in batch.tokens]  # (path, reason) of each text alone
     if any(own != chosen for own, _ in alone):
         return None
-    try:
-        result = forward(model, batch, path)
-    except BudgetError:
-        return None  # together over the budget, each within it
+    if 2 * forward_bytes(model, *batch.input_ids.shape, keeps_maps=chosen != FUSED) > budget_bytes():
+        return None  # the batch's result and each text's own copy of its part live together while it is cut
+    result = forward(model, batch, path)
     return [result.one(b, reason) for b, (_, reason) in enumerate(alone)]
 
 

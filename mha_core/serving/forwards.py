@@ -18,6 +18,7 @@ from mha_core.engine.tokens import InputError
 MAX_TEXTS = 8  # sentences in one forward
 MAX_BYTES = 512  # a sentence of more UTF-8 bytes is read alone (a shared forward's maps grow with its longest)
 MAX_BATCH_BYTES = 2048  # sentences in one forward, together (engine.each also refuses a batch over the budget)
+SHARED_PATHS = ("auto", "explicit")  # the paths a shared forward reads a sentence on (fused: a long text's own)
 RunEach = Callable[[LoadedModel, list[str], str], list[AttentionResult | InputError]]
 
 
@@ -29,9 +30,10 @@ class Asked:
     result: AttentionResult | BaseException | None = None
 
 
-def shareable(model: LoadedModel, text: str) -> bool:
-    """A sentence that may share a forward: a text model's (engine.each.shares_a_forward), short."""
-    return shares_a_forward(model) and len(text.encode()) <= MAX_BYTES
+def shareable(model: LoadedModel, text: str, path: str) -> bool:
+    """A sentence that may share a forward: a text model's (engine.each.shares_a_forward), short, on a path of
+    SHARED_PATHS."""
+    return path in SHARED_PATHS and shares_a_forward(model) and len(text.encode()) <= MAX_BYTES
 
 
 class SharedForwards:

@@ -50,8 +50,6 @@ from mha_core.serving.server import Server, Wait
 from mha_core.teaching.examples import Question, default_question
 from mha_core.teaching.walkthrough import Parity, PathTimings, Walkthrough, parity, time_paths, walkthrough
 
-SHARED_PATHS = ("auto", "explicit")  # the paths a shared forward reads a sentence on (fused: a long text's own)
-
 
 def of(model: LoadedModel) -> str:
     """A model's part of every key: its folder."""
@@ -73,7 +71,7 @@ def result_of(server: Server, model: LoadedModel, texts: Sequence[str], path: st
     (serving.forwards; the result is the sentence's own)."""
     texts, pairs = tuple(texts), None if pairs is None else tuple(pairs)
     key = ("result", of(model), texts, path, pairs)
-    if pairs is None and len(texts) == 1 and path in SHARED_PATHS and shareable(model, texts[0]):
+    if pairs is None and len(texts) == 1 and shareable(model, texts[0], path):
         return server.kept("results", key, lambda: server.forwards.read(model, texts[0], path))  # in a slot
     return server.in_slot("results", key, lambda: run(model, list(texts), path=path, pairs=pairs))
 
