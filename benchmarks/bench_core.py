@@ -6,7 +6,8 @@ Prints median ratios (targets from issues 2 and 11), per model:
   (b) fused forward / explicit forward at 512 tokens: <= 0.8
   (c) rebuilding one head's map from the LSE / one fused forward at 512 tokens (reported)
   (d) memory held by a cached 512-token result: fused / explicit <= 0.25
-  (e) loading the model (the decoders' later loads; --conversion also times their first, converting load)
+  (e) loading the model (the decoders' later loads; --conversion also times their first, converting load), and
+      its check that every weight is finite: one sum per tensor / a mask of every value
   (f) the 512-token forward split into the attention kernel (all the two paths differ in) and the rest:
       the kernels' fused / explicit ratio, and the lowest (b) could be if the fused kernel cost nothing
 A decoder is also timed at its longest input (the model's max_length) when that is above 512 tokens.
@@ -31,6 +32,7 @@ from benchmarks._timing import interleaved_medians, text_of_pieces  # noqa: E402
 from mha_core import load_model, run  # noqa: E402
 from mha_core.engine import attention  # noqa: E402
 from mha_core.engine.loading import bundled  # noqa: E402
+from mha_core.engine.loading.checks import all_finite  # noqa: E402
 from mha_core.engine.loading.model import bundled_dirs  # noqa: E402
 from mha_core.engine.tokens import tokenize  # noqa: E402
 from mha_core.serving.store import nbytes  # noqa: E402
@@ -120,6 +122,16 @@ def timed_load(name: str, device: str, dtype: torch.dtype) -> object:
     return model
 
 
+def bench_finite_check(model, repeats: int) -> None:
+    """(e) the load's check that every weight is finite: one sum per tensor (checks.all_finite) against a mask of
+    every value (torch.isfinite(t).all(), what it replaced)."""
+    weights = [t for t in model.model.state_dict().values() if t.is_floating_point()]
+    med = interleaved_medians({"mask": lambda: all(bool(torch.isfinite(t).all()) for t in weights),
+                               "sum": lambda: all(all_finite(t) for t in weights)}, max(3, repeats // 5))
+    print(f"(e) finite check of {sum(t.numel() for t in weights) / 1e6:.0f} M weights: mask {med['mask']:.3f} s, "
+          f"sum {med['sum']:.3f} s, ratio {med['sum'] / med['mask']:.3f}")
+
+
 def time_conversion() -> None:
     """Each GGUF decoder's first use: (chunks joined and checked,) GGUF -> safetensors in an empty cache folder."""
     for bundle in bundled.BUNDLES:
@@ -147,6 +159,7 @@ def main() -> None:
     for name in args.model or names:
         print(f"== {name}")
         model = timed_load(name, args.device, getattr(torch, args.dtype))
+        bench_finite_check(model, args.repeats)
         longest = [model.max_length] if model.arch.causal and model.max_length > 512 else []
         bench_lengths(model, [20, 128, 512, *longest], args.repeats)
         bench_rebuild(model, args.repeats)

@@ -5,6 +5,9 @@ Side by side in one run, the scoring included on both sides:
   reference: one transformers eager forward with output_attentions=True per sentence, then the
              same word-level scoring (how Clark et al.'s scripts extract attention)
 Target (issue 5): ours at least 2x faster. Run: .venv/bin/python benchmarks/bench_roles.py [--limit N]
+
+--induction: the induction probe (32 repeated random sequences of 20-50 tokens) on each bundled text model, in
+batches of similar length (INDUCTION_BATCH_PIECES) against one padded batch of all 32, side by side.
 """
 
 from __future__ import annotations
@@ -39,11 +42,38 @@ def per_sentence_reference(model, sentences):
     return acc.result(skipped=0)
 
 
+def bench_induction() -> None:
+    from functools import partial
+    from unittest import mock
+
+    from benchmarks._timing import interleaved_medians
+    from mha_core.analysis.heads import induction
+    from mha_core.engine.loading import bundled
+    from mha_core.engine.loading.model import bundled_dirs
+
+    def one_batch(model: object) -> object:
+        with mock.patch.object(induction, "INDUCTION_BATCH_PIECES", 10**9):
+            return induction.induction_scores(model)
+
+    for name in (bundled.ENCODER_NAME, *(bundle.name for bundle in bundled.TEXT_BUNDLES)):
+        model = load_model(bundled_dirs()[name])
+        ids, _, _ = induction.repeated_sequences(model, induction.INDUCTION_SEQUENCES, induction.INDUCTION_SEED)
+        padded = len(ids) * max(map(len, ids))
+        med = interleaved_medians({"one": partial(one_batch, model),
+                                   "length": partial(induction.induction_scores, model)}, 3, 1)
+        print(f"{name}: induction probe, {sum(map(len, ids))} pieces ({padded} padded in one batch): one batch "
+              f"{med['one']:.2f} s, length batches {med['length']:.2f} s, ratio {med['length'] / med['one']:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--conllu", default=str(UD_DEV))
+    parser.add_argument("--induction", action="store_true", help="time the induction probe's batches instead")
     args = parser.parse_args()
+    if args.induction:
+        bench_induction()
+        return
     model = load_model()
     sentences = read_conllu(Path(args.conllu), limit=args.limit)
     analyse_syntax(model, sentences[:20])  # warm both paths up alike

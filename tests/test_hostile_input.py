@@ -184,6 +184,25 @@ def test_a_model_folder_that_cannot_run_is_one_sentence(tiny_copy, breakage, mes
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_the_finite_check_finds_every_non_finite_value_and_no_false_one(dtype):
+    """all_finite reads a tensor's sum: NaN, either infinity, or both (whose sum is NaN) anywhere are found, and finite
+    values whose sum overflows are still finite."""
+    import torch
+
+    from mha_core.engine.loading.checks import all_finite
+
+    dtype = getattr(torch, dtype)
+    big = torch.finfo(dtype).max
+    assert all_finite(torch.randn(64, 33).to(dtype))
+    assert all_finite(torch.full((1000,), big, dtype=dtype))  # the sum overflows; every value is finite
+    assert all_finite(torch.tensor([big, -big, big], dtype=dtype))
+    for bad in ([torch.nan], [torch.inf], [-torch.inf], [torch.inf, -torch.inf], [big, big, torch.nan]):
+        values = torch.randn(50, 40).to(dtype)
+        values.view(-1)[[997, 13, 1500][: len(bad)]] = torch.tensor(bad, dtype=dtype)
+        assert not all_finite(values), bad
+
+
 @pytest.mark.timeout(60)
 def test_a_config_that_is_a_pipe_is_refused_not_waited_on(tiny_copy):  # issue 18, finding 7
     import os

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mha_core.analysis.heads.induction import INDUCTION_MIN, induction_scores, repeated_sequences
 from mha_core.analysis.heads.roles import RoleAccumulator
@@ -22,6 +23,28 @@ def test_scores_follow_their_definition_on_one_sequence(family_dirs):
     duplicate = np.mean([maps[:, :, 1 + n + i, 1 + i].numpy() for i in range(n)], axis=0)
     assert np.allclose(scores.induction, induction, atol=1e-6) and np.allclose(scores.duplicate, duplicate, atol=1e-6)
     assert np.isclose(scores.baseline, np.mean([1 / (2 + n + i) for i in range(n)]))  # causal: 1/(p + 1)
+
+
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_many_sequences_in_length_batches_score_as_each_read_alone(family_dirs, monkeypatch, family):
+    """The sequences go in batches of similar length (a third of one padded batch was padding): the scores are the
+    mean over every sequence's repeat of its own maps, each sequence read alone."""
+    from mha_core import load_model
+    from mha_core.analysis.heads import induction
+
+    model = load_model(family_dirs[family])
+    monkeypatch.setattr(induction, "INDUCTION_BATCH_PIECES", 150)  # several batches of the tiny model's sequences
+    scores = induction_scores(model, n=12, seed=5)
+    ids, special, lengths = repeated_sequences(model, 12, 5)
+    assert len(set(lengths)) > 3
+    lead, rows = int(special[0][0]), {"induction": [], "duplicate": []}
+    for one, flags, n in zip(ids, special, lengths, strict=True):
+        maps = forward(model, ids_batch(model.tokenizer, [one], [flags]), path="explicit").text_maps(0)  # (L,H,T,T)
+        for i in range(n):
+            rows["induction"].append(maps[:, :, lead + n + i, lead + i + 1].numpy())
+            rows["duplicate"].append(maps[:, :, lead + n + i, lead + i].numpy())
+    assert np.allclose(scores.induction, np.mean(rows["induction"], axis=0), atol=1e-6)
+    assert np.allclose(scores.duplicate, np.mean(rows["duplicate"], axis=0), atol=1e-6)
 
 
 def test_the_bundled_decoder_has_induction_heads_and_the_encoder_none(decoder, bundled):

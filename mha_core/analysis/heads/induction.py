@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_core.engine.batching import length_batches
 from mha_core.engine.forward import forward
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import ids_batch
@@ -25,6 +26,7 @@ from mha_core.engine.tokens import ids_batch
 INDUCTION_SEQUENCES = 32
 INDUCTION_LENGTHS = (20, 50)  # each sequence's length is drawn from this range (inclusive)
 INDUCTION_SEED = 0
+INDUCTION_BATCH_PIECES = 1024  # pieces per forward: 8-16 sequences of similar length, little padding
 INDUCTION_MIN = 0.4  # a head whose induction score reaches this is labelled "induction"
 
 
@@ -74,17 +76,20 @@ def repeated_sequences(model: LoadedModel, n: int, seed: int) -> tuple[list[list
 @torch.inference_mode()
 def induction_scores(model: LoadedModel, n: int = INDUCTION_SEQUENCES, seed: int = INDUCTION_SEED) -> InductionScores:
     """Olsson et al.'s induction probe: `n` random sequences repeated once (seeded); each head's mean weight from a
-    second-half token to the token after its earlier occurrence (induction) and to that occurrence (duplicate)."""
+    second-half token to the token after its earlier occurrence (induction) and to that occurrence (duplicate).
+    Sequences of similar length share a forward (one batch of all would be a third padding)."""
     ids, special, lengths = repeated_sequences(model, n, seed)
-    result = forward(model, ids_batch(model.tokenizer, ids, special), path="explicit")
     lead = int(special[0][0])  # 1 when a first special token leads every sequence
     induction, duplicate, baseline, count = 0.0, 0.0, 0.0, 0
-    for b, length in enumerate(lengths):
-        maps = result.text_maps(b)  # (L,H,T,T)
-        queries = torch.arange(length) + lead + length  # the repeat
-        induction = induction + maps[:, :, queries, queries - length + 1].sum(-1)  # (L,H)
-        duplicate = duplicate + maps[:, :, queries, queries - length].sum(-1)
-        visible = (queries + 1).float() if model.causal else torch.full((length,), float(maps.shape[-1]))
-        baseline += float((1 / visible).sum())
-        count += length
+    for batch in length_batches([len(row) for row in ids], INDUCTION_BATCH_PIECES):
+        result = forward(model, ids_batch(model.tokenizer, [ids[i] for i in batch], [special[i] for i in batch]),
+                         path="explicit")
+        for b, length in enumerate(lengths[i] for i in batch):
+            maps = result.text_maps(b)  # (L,H,T,T)
+            queries = torch.arange(length) + lead + length  # the repeat
+            induction = induction + maps[:, :, queries, queries - length + 1].sum(-1)  # (L,H)
+            duplicate = duplicate + maps[:, :, queries, queries - length].sum(-1)
+            visible = (queries + 1).float() if model.causal else torch.full((length,), float(maps.shape[-1]))
+            baseline += float((1 / visible).sum())
+            count += length
     return InductionScores((induction / count).numpy(), (duplicate / count).numpy(), baseline / count, n)

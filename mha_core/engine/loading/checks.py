@@ -39,6 +39,13 @@ def load_failure(path: Path, err: Exception) -> ModelLoadError:
     )
 
 
+def all_finite(tensor: torch.Tensor) -> bool:
+    """Whether every value is finite. A NaN or an infinity makes the sum NaN or infinite, so a finite sum proves it
+    in one pass without a mask (Gemma 3's 262,144 x 640 embedding: 0.06 s against isfinite's 1.3 s); a sum that
+    overflowed from finite values is told apart by the exact check."""
+    return bool(torch.isfinite(tensor.sum())) or bool(torch.isfinite(tensor).all())
+
+
 UNUSED_WEIGHTS = ("pooler.",)  # tensors the recompute never reads: left random when absent, harmlessly
 MIN_POSITIONS = 8  # a model that reads fewer pieces has no room for a sentence
 
@@ -56,7 +63,7 @@ def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> N
             missing2=missing[0][:80],
         )
     for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        if tensor.is_floating_point() and not all_finite(tensor):
             raise ModelLoadError(
                 "weights_not_finite",
                 N_("The weights in {path} hold NaN or infinite values ({name})."),
