@@ -8,7 +8,9 @@
       the figure (one Scattergl trace per colour group) is timed beside it. With --ud, the same on the first
       UD English EWT dev sentences that make >= 5,000 tokens (../shared/data), and --slow-projections times
       UMAP and t-SNE once.
-Run: .venv/bin/python benchmarks/bench_global.py [--repeats N] [--ud] [--slow-projections]
+  (c) with --new-process-umap: a new process's first UMAP (a server's projection child, a restarted server), with
+      umap-learn's compiled code kept on disk (projection.keep_compiled) / compiled in that process, alternating.
+Run: .venv/bin/python benchmarks/bench_global.py [--repeats N] [--ud] [--slow-projections] [--new-process-umap]
 """
 
 from __future__ import annotations
@@ -87,12 +89,50 @@ def time_slow_projections(model, texts: list[str]) -> None:
               "(UMAP's first call includes numba's compilation)")
 
 
+NEW_PROCESS_UMAP = """
+import sys, time
+import numpy as np
+from mha_core.analysis.heads import projection
+if sys.argv[1] == "compiled here":
+    projection.keep_compiled = lambda: 0
+points = np.random.default_rng(0).normal(size=(int(sys.argv[2]), 64)).astype(np.float32)
+start = time.perf_counter()
+projection.nonlinear(points, projection.UMAP)
+print(time.perf_counter() - start)
+"""
+
+
+def time_new_process_umap(n_points: int, rounds: int) -> None:
+    """(c) one new process per UMAP, the two ways alternating (the first "kept" run may fill the cache: dropped)."""
+    import statistics
+    import subprocess
+
+    def child(mode: str) -> float:
+        done = subprocess.run([sys.executable, "-c", NEW_PROCESS_UMAP, mode, str(n_points)], capture_output=True,
+                              text=True, check=True, cwd=Path(__file__).resolve().parents[1])
+        return float(done.stdout.split()[-1])
+
+    child("kept")
+    times: dict[str, list[float]] = {"kept": [], "compiled here": []}
+    for _ in range(rounds):
+        for mode in times:
+            times[mode].append(child(mode))
+    med = {mode: statistics.median(ts) for mode, ts in times.items()}
+    print(f"(c) a new process's first UMAP of {n_points:,} points (umap-learn imported inside): compiled code kept "
+          f"{med['kept']:.1f} s, compiled in the process {med['compiled here']:.1f} s, ratio "
+          f"{med['kept'] / med['compiled here']:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--ud", action="store_true", help="also time the view on >= 5,000 UD tokens")
     parser.add_argument("--slow-projections", action="store_true", help="time UMAP and t-SNE once")
+    parser.add_argument("--new-process-umap", type=int, metavar="POINTS", help="(c) only, on this many points")
     args = parser.parse_args()
+    if args.new_process_umap:
+        time_new_process_umap(args.new_process_umap, args.repeats)
+        return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     texts = bundled_corpus()
     for name in (bundled.ENCODER_NAME, bundled.DECODER_NAME):

@@ -19,9 +19,10 @@ PROJECTIONS = (PCA, UMAP, TSNE)
 SEED = 0
 UMAP_EPOCHS = 200  # umap-learn's own choice above 10,000 points (500 below): 21 s -> 10 s for 8,000 points
 # Seconds per point on one core of the 2-core development machine (8,152 points: t-SNE 44 s, UMAP 10 s), and the
-# minute UMAP's numba code takes to compile in each new worker process (kept afterwards).
+# minute UMAP's numba code takes to compile the first time on a machine (kept on disk afterwards: keep_compiled).
 SECONDS_PER_POINT = {TSNE: 0.0055, UMAP: 0.0013}
 UMAP_COMPILE_S = 55
+COMPILED_BY = ("umap", "pynndescent")  # the packages whose numba functions UMAP runs
 
 
 def pca(points: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
@@ -42,13 +43,37 @@ def nonlinear(points: np.ndarray, method: str, seed: int = SEED) -> np.ndarray:
         return tsne.fit_transform(points)
     import umap
 
+    keep_compiled()
     neighbours = max(2, min(15, len(points) - 1))
     return umap.UMAP(n_components=2, n_neighbors=neighbours, random_state=seed, n_jobs=1,
                      n_epochs=UMAP_EPOCHS).fit_transform(points)
 
 
+def keep_compiled() -> int:
+    """Numba's on-disk cache turned on for every compiled function of umap-learn and pynndescent (most do not ask
+    for it), so UMAP compiles once per machine, not once per process: a new child process's first UMAP of 300
+    points took 12.9 s, and 0.4 s from the cache. Numba keeps the cache beside each package's files, or in the
+    user's cache folder where those are read-only, and keys it on the source file and the CPU. Returns how many
+    functions were turned on (0 once done in this process, or with a numba that lacks the method)."""
+    from numba.core.dispatcher import Dispatcher
+
+    turned_on = 0
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in COMPILED_BY or module is None:
+            continue
+        for function in list(vars(module).values()):
+            if isinstance(function, Dispatcher) and not getattr(function, "_kept_on_disk", False):
+                try:
+                    function.enable_caching()
+                except (AttributeError, RuntimeError):  # no such method, or no folder to keep it in: compiled here
+                    continue
+                function._kept_on_disk = True
+                turned_on += 1
+    return turned_on
+
+
 def expected_seconds(method: str, n_points: int, compiled: bool = True) -> float:
-    """A rough duration on one free core (see SECONDS_PER_POINT); UMAP's first run in a process compiles first."""
+    """A rough duration on one free core (see SECONDS_PER_POINT); UMAP's first run on a machine compiles first."""
     if method == PCA:
         return 0.0
     return SECONDS_PER_POINT[method] * n_points + (0 if compiled or method != UMAP else UMAP_COMPILE_S)
@@ -74,8 +99,8 @@ def duration_note(method: str, n_points: int) -> str:
         return tr("instant")
     note = tr("about {seconds:.0f} s on one free core", seconds=expected_seconds(method, n_points))
     if method == UMAP:
-        note += tr(", plus about {seconds} s the first time (umap-learn compiles its code once per server process)",
-                   seconds=UMAP_COMPILE_S)
+        note += tr(", plus about {seconds} s the first time on this server (umap-learn compiles its code once and "
+                   "keeps it)", seconds=UMAP_COMPILE_S)
     return note
 
 
