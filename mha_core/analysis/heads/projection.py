@@ -52,9 +52,10 @@ def nonlinear(points: np.ndarray, method: str, seed: int = SEED) -> np.ndarray:
 def keep_compiled() -> int:
     """Numba's on-disk cache turned on for every compiled function of umap-learn and pynndescent (most do not ask
     for it), so UMAP compiles once per machine, not once per process: a new child process's first UMAP of 300
-    points took 12.9 s, and 0.4 s from the cache. Numba keeps the cache beside each package's files, or in the
-    user's cache folder where those are read-only, and keys it on the source file and the CPU. Returns how many
-    functions were turned on (0 once done in this process, or with a numba that lacks the method)."""
+    points took 12.9 s, and 0.4 s from the cache (umap-learn's 2.5 s import aside; bench_global.py (c)). Numba
+    keeps the cache beside each package's files, or in the user's cache folder where those are read-only, and keys
+    it on the source file and the CPU. Returns how many functions were turned on (0 once done in this process, or
+    with a numba that lacks the method)."""
     from numba.core.dispatcher import Dispatcher
 
     turned_on = 0
