@@ -28,8 +28,8 @@ def shares_a_forward(model: LoadedModel) -> bool:
 def run_each(model: LoadedModel, texts: Sequence[str], path: str) -> list[AttentionResult | InputError]:
     """run(model, [text], path) for each text, in one forward where the texts can share one (shares_a_forward,
     every text alone would take the path the batch takes, and the batch with each text's copy of its part fits the
-    memory budget); one by one
-    otherwise. A text run() refuses gets its own InputError in its place, worded as for that text alone."""
+    memory budget); one by one otherwise. A text run() refuses gets its own InputError in its place, worded as for
+    that text alone."""
     together = read_together(model, texts, path) if len(texts) > 1 and shares_a_forward(model) else None
     return together or [alone_or_refused(model, text, path) for text in texts]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mha_core.engine.batching import length_batches
+from mha_core.engine.batching import map_batches
 from mha_core.engine.forward import forward
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import ids_batch
@@ -77,11 +77,12 @@ def repeated_sequences(model: LoadedModel, n: int, seed: int) -> tuple[list[list
 def induction_scores(model: LoadedModel, n: int = INDUCTION_SEQUENCES, seed: int = INDUCTION_SEED) -> InductionScores:
     """Olsson et al.'s induction probe: `n` random sequences repeated once (seeded); each head's mean weight from a
     second-half token to the token after its earlier occurrence (induction) and to that occurrence (duplicate).
-    Sequences of similar length share a forward (one batch of all would be a third padding)."""
+    Sequences of similar length share a forward (one batch of all would be a third padding), as in a corpus pass."""
     ids, special, lengths = repeated_sequences(model, n, seed)
     lead = int(special[0][0])  # 1 when a first special token leads every sequence
     induction, duplicate, baseline, count = 0.0, 0.0, 0.0, 0
-    for batch in length_batches([len(row) for row in ids], INDUCTION_BATCH_PIECES):
+    for batch in map_batches([len(row) for row in ids], model.n_layers * model.n_heads, budget=INDUCTION_BATCH_PIECES,
+                             model=model):  # similar lengths, cut to the maps' and the forward's memory budget
         result = forward(model, ids_batch(model.tokenizer, [ids[i] for i in batch], [special[i] for i in batch]),
                          path="explicit")
         for b, length in enumerate(lengths[i] for i in batch):

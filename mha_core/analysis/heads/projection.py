@@ -49,16 +49,15 @@ def nonlinear(points: np.ndarray, method: str, seed: int = SEED) -> np.ndarray:
                      n_epochs=UMAP_EPOCHS).fit_transform(points)
 
 
-def keep_compiled() -> int:
+def keep_compiled() -> None:
     """Numba's on-disk cache turned on for every compiled function of umap-learn and pynndescent (most do not ask
     for it), so UMAP compiles once per machine, not once per process: a new child process's first UMAP of 300
     points took 12.9 s, and 0.4 s from the cache (umap-learn's 2.5 s import aside; bench_global.py (c)). Numba
     keeps the cache beside each package's files, or in the user's cache folder where those are read-only, and keys
-    it on the source file and the CPU. Returns how many functions were turned on (0 once done in this process, or
-    with a numba that lacks the method)."""
+    it on the source file and the CPU. A numba without the method, or a function with no folder to keep it in,
+    compiles in the process as before."""
     from numba.core.dispatcher import Dispatcher
 
-    turned_on = 0
     for name, module in list(sys.modules.items()):
         if name.split(".")[0] not in COMPILED_BY or module is None:
             continue
@@ -69,8 +68,6 @@ def keep_compiled() -> int:
                 except (AttributeError, RuntimeError):  # no such method, or no folder to keep it in: compiled here
                     continue
                 function._kept_on_disk = True
-                turned_on += 1
-    return turned_on
 
 
 def expected_seconds(method: str, n_points: int, compiled: bool = True) -> float:
