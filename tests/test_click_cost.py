@@ -26,3 +26,40 @@ def test_the_spinner_is_shown_only_for_a_model_that_is_not_kept():
     assert not recent.seen("a") and recent.seen("a")
     assert not recent.seen("b") and recent.seen("a")  # a is now the most recent: b goes first
     assert not recent.seen("c") and not recent.seen("b") and recent.seen("c")  # b was evicted, as the cache does
+
+
+def test_the_navigation_s_pages_are_made_once_per_language(monkeypatch):
+    """Making a page resolves and checks its file: thirteen per run were about 4 % of a click. The server makes them
+    once per language; each run navigates copies, in its visitor's language."""
+    import streamlit as st
+
+    from views._visit import PAGES, page_templates
+
+    made = []
+    real = st.Page.__init__
+    monkeypatch.setattr(st.Page, "__init__", lambda self, *a, **kw: made.append(kw["title"]) or real(self, *a, **kw))
+    page_templates.clear()
+    at = open_app()
+    assert not at.exception and at.title[0].value == "Attention heads" and len(made) == len(PAGES)
+    at.text_area(key="text").set_value("The cat sat on the mat because it was warm.").run()
+    assert not at.exception and len(made) == len(PAGES)  # a new run makes none
+    chinese = open_app(lang="zh")
+    assert not chinese.exception and chinese.title[0].value == "注意力头"
+    assert len(made) == 2 * len(PAGES) and "注意力头" in made  # the Chinese titles, made once
+    open_app(lang="zh").switch_page("views/parameters.py").run()
+    assert len(made) == 2 * len(PAGES)
+
+
+def test_each_run_navigates_its_own_copies_of_the_pages(monkeypatch):
+    """st.navigation marks the page it returns as the run's to call, and running it unmarks it: two sessions sharing
+    one page object could unmark each other's (the second would be refused). Each run gets copies."""
+    from types import SimpleNamespace
+
+    import views._visit as visit
+
+    server_s = (SimpleNamespace(title="Heads", _can_be_called=False),)
+    monkeypatch.setattr(visit, "page_templates", lambda language: server_s)
+    first, second = visit.navigation_pages(), visit.navigation_pages()
+    first[0]._can_be_called = True  # what st.navigation does to the page it returns
+    assert first[0].title == second[0].title == "Heads"
+    assert second[0]._can_be_called is False and server_s[0]._can_be_called is False

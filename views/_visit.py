@@ -10,6 +10,7 @@ with the context it was shown in.
 
 from __future__ import annotations
 
+import copy
 import secrets
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -18,7 +19,7 @@ import streamlit as st
 
 from mha_core import i18n
 from mha_core.figures.charts import head_tick
-from mha_core.i18n import tr
+from mha_core.i18n import N_, tr
 from mha_core.serving.visit import UNBOUND, Visit
 
 T = TypeVar("T")
@@ -49,6 +50,37 @@ def begin_run() -> None:
         record.adopt(current)
         st.session_state[WRITTEN].append(current)
     i18n.use(language())
+
+
+PAGES = (  # the app's pages (app.py routes to them): file, title, icon; the first is the default
+    ("views/heads.py", N_("Heads"), ":material/grid_view:"),
+    ("views/lesson.py", N_("Lesson"), ":material/co_present:"),
+    ("views/roles.py", N_("Roles"), ":material/label:"),
+    ("views/coreference.py", N_("Coreference"), ":material/link:"),
+    ("views/contributions.py", N_("Contributions"), ":material/bolt:"),
+    ("views/predictions.py", N_("Predictions"), ":material/trending_up:"),
+    ("views/corpus.py", N_("Across a corpus"), ":material/scatter_plot:"),
+    ("views/parameters.py", N_("Parameters"), ":material/calculate:"),
+    ("views/efficiency.py", N_("Efficiency"), ":material/speed:"),
+    ("views/walkthrough.py", N_("Walkthrough"), ":material/school:"),
+    ("views/seq2seq.py", N_("Encoder–decoder"), ":material/translate:"),
+    ("views/translation.py", N_("Translation"), ":material/g_translate:"),
+    ("views/images.py", N_("Images"), ":material/image:"),
+)
+
+
+@st.cache_resource(show_spinner=False, max_entries=len(i18n.LANGUAGES))
+def page_templates(language: str) -> tuple[st.Page, ...]:
+    """The pages with their titles in `language`, made once per server: making one resolves and checks its file, and
+    making all thirteen was about 4 % of a click's server time when every run made them."""
+    return tuple(st.Page(path, title=tr(title), icon=icon, default=k == 0)
+                 for k, (path, title, icon) in enumerate(PAGES))
+
+
+def navigation_pages() -> list[st.Page]:
+    """This run's pages, in the visit's language: copies of the server's, since st.navigation marks the page it
+    returns as this run's to call (sessions run at once, each in its own thread)."""
+    return [copy.copy(page) for page in page_templates(i18n.current())]
 
 
 def once_per_run(name: str, compute: Callable[[], T]) -> T:
