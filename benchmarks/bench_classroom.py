@@ -15,6 +15,8 @@ p95 of the next (issue 19).
 `--at-once` (issue 44): every student opens the page at the same moment and sends 3 sentences of their own with no
 think time (4 interactions each, the opening included; CPU per interaction counts all four). Target: p95 <= 1.5 s on
 Heads, 0 errors.
+`--floor` (issue 44): what a Heads click cannot cost less than: Streamlit drawing the page's elements with nothing
+computed, the forward and spaCy's tags alone, beside the page's own cost (benchmarks/floor.py).
 `--follow` (issue 47): N students following the teacher on the lesson page: from the teacher's move to every page
 updated (p95 <= 2 s) and the server's CPU while they follow an idle class (<= 5 % of a core): benchmarks/following.py.
 `--heavy ablation|tsne|patching`: 29 students on Heads, first alone, then while one more visitor runs the heaviest
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.floor import floor_of_a_click  # noqa: E402
 from benchmarks.following import follow_class  # noqa: E402
 from benchmarks.serving import ServerGroup, app_server, proxy_group  # noqa: E402
 from deploy.st_client import Interaction, Session  # noqa: E402
@@ -249,8 +252,13 @@ def main() -> None:
                         help="issue 47: students following the teacher on the lesson page (benchmarks/following.py)")
     parser.add_argument("--at-once", action="store_true",
                         help="issue 44's shape: every student at the same moment, 3 sentences each, no think time")
+    parser.add_argument("--floor", action="store_true", help="issue 44: the least a Heads click can cost")
     args = parser.parse_args()
     pages = args.pages.split(",")
+    if args.floor:
+        rng = random.Random(5)
+        floor_of_a_click([sentence(rng, 20) for _ in range(CPU_CLICKS + 1)], rounds=3)
+        return
     if args.follow:
         follow_class(args.students, args.timeout)
         return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import urllib.parse
+from collections import Counter
 from dataclasses import dataclass, field
 
 import websockets
@@ -34,6 +35,7 @@ class Interaction:
     charts: int = 0  # plotly charts received
     text_values: dict[str, str] = field(default_factory=dict)  # text widgets' values shown, by label
     bytes: int = 0  # size of the ForwardMsgs
+    elements: Counter = field(default_factory=Counter)  # what the run drew: elements by kind, "block:" + containers
 
 
 @dataclass
@@ -130,6 +132,8 @@ class Session:
                 self.auto_reruns[fwd.auto_rerun.fragment_id] = fwd.auto_rerun.interval
             elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 self._read_element(fwd.delta.new_element, result)
+            elif kind == "delta" and fwd.delta.WhichOneof("type") == "add_block":
+                result.elements[f"block:{fwd.delta.add_block.WhichOneof('type') or 'vertical'}"] += 1
             elif kind == "script_finished" and fwd.script_finished != EARLY_FOR_RERUN:
                 return result
 
@@ -138,6 +142,7 @@ class Session:
         if kind is None:
             return
         body = getattr(element, kind)
+        result.elements[kind] += 1
         if kind == "exception":
             result.exceptions.append(f"{body.type}: {body.message}")
         elif kind == "alert":
