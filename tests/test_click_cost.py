@@ -19,6 +19,21 @@ def test_a_run_reads_the_model_list_once(monkeypatch):
     assert not at.exception and len(calls) == 2  # one more run, one more reading (a new folder shows next run)
 
 
+def test_a_run_reads_its_model_once_and_keeps_nothing_after(monkeypatch):
+    """A Heads run asked for its model four times, each a lookup in the models' cache: now once per run and page.
+    An idle session then holds nothing of its run (its model among them)."""
+    import views._state as state
+    from views._visit import RUN_MEMO
+
+    calls = []
+    real = state.chosen_or_first_model
+    monkeypatch.setattr(state, "chosen_or_first_model", lambda: calls.append(1) or real())
+    at = open_app()
+    assert not at.exception and len(calls) == 1 and at.session_state[RUN_MEMO] == {}
+    at.text_area(key="text").set_value("The river floods the village because it rains.").run()
+    assert not at.exception and len(calls) == 2 and at.session_state[RUN_MEMO] == {}
+
+
 def test_the_spinner_is_shown_only_for_a_model_that_is_not_kept():
     from views._state import RecentModels
 
@@ -63,3 +78,21 @@ def test_each_run_navigates_its_own_copies_of_the_pages(monkeypatch):
     first[0]._can_be_called = True  # what st.navigation does to the page it returns
     assert first[0].title == second[0].title == "Heads"
     assert second[0]._can_be_called is False and server_s[0]._can_be_called is False
+
+
+def test_the_floor_app_draws_what_it_is_told(tmp_path):
+    """bench_classroom --floor weighs Streamlit drawing the Heads page's elements with nothing computed: the stub
+    draws exactly the inventory the client counted (charts left out: they are the page's own work)."""
+    import asyncio
+
+    from benchmarks.floor import clicks
+    from benchmarks.serving import app_server
+
+    told = {"block:column": 6, "block:flex_container": 3, "block:tab": 5, "block:tab_container": 1, "checkbox": 5,
+            "file_uploader": 1, "heading": 2, "html": 1, "markdown": 5, "plotly_chart": 2, "selectbox": 5,
+            "text_area": 2, "text_input": 1, "alert": 1}
+    elements = ",".join(f"{kind}={n}" for kind, n in told.items())
+    with app_server("benchmarks/floor_app.py", env={"FLOOR_ELEMENTS": elements}) as stub:
+        (drawn,) = asyncio.run(clicks(stub.url, ["A sentence typed into the box."]))
+    assert not drawn.exceptions and "Sentence" in drawn.text_values  # the box the benchmark types into, first
+    assert dict(drawn.elements) == {kind: n for kind, n in told.items() if kind != "plotly_chart"}

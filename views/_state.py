@@ -135,7 +135,12 @@ def chosen_whole_model() -> LoadedModel | None:
 def current_model() -> LoadedModel:
     """The chosen model; one that cannot be used (or is over the server's size limit, or an encoder–decoder on a page
     that reads one text) falls back to the first on the list (model_card says why, once per page); if that fails
-    too, the page says so and stops."""
+    too, the page says so and stops. Read once per run and page (a Heads run asked four times, each a lookup in
+    the models' cache that hashes its key: about 2 % of a click)."""
+    return once_per_run(f"current model {st.session_state.get(PAGE)}", chosen_or_first_model)
+
+
+def chosen_or_first_model() -> LoadedModel:
     choices = model_choices()
     chosen = choices[chosen_model_name()]
     loaded = chosen.refused or loaded_here(str(chosen.path))

@@ -114,6 +114,7 @@ def end_run() -> None:
     if address not in written:
         written[1:] = written[-8:]  # the first address (the link this visit came by) and the latest ones
         written.append(address)
+    st.session_state[RUN_MEMO] = {}  # an idle session holds nothing of its last run (its model among them)
     run_marker()
 
 
