@@ -48,43 +48,53 @@ def inventory(group: ServerGroup, text: str) -> str:
     return ",".join(f"{kind}={n}" for kind, n in sorted(drawn.elements.items()))
 
 
-def in_process(texts: list[str]) -> tuple[float, float]:
-    """Median seconds per sentence of the forward alone and of spaCy's tags alone, on the Heads page's English
-    model."""
-    from mha_core import load_model, run
-    from mha_core.analysis.coref.sentence import tagged_words
-    from mha_core.serving.menu import available_models, default_choice
+class InProcess:
+    """The forward alone and spaCy's tags alone, on the Heads page's English model in this process (one torch
+    thread, as each session's forward on the server)."""
 
-    torch.set_num_threads(1)  # as each session's forward on the server
-    model = load_model(default_choice(available_models(), "en").path)
-    run(model, texts[:1])
-    tagged_words(texts[0])
-    forward, tags = [], []
-    for text in texts:
-        start = time.perf_counter()
-        run(model, [text])
-        forward.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        tagged_words(text)
-        tags.append(time.perf_counter() - start)
-    return statistics.median(forward), statistics.median(tags)
+    def __init__(self) -> None:
+        from mha_core import load_model
+        from mha_core.serving.menu import available_models, default_choice
+
+        torch.set_num_threads(1)
+        self.model = load_model(default_choice(available_models(), "en").path)
+
+    def seconds(self, texts: list[str]) -> tuple[float, float]:
+        """Median seconds per sentence: the forward, the tags."""
+        from mha_core import run
+        from mha_core.analysis.coref.sentence import tagged_words
+
+        run(self.model, texts[:1])
+        tagged_words(texts[0])
+        forward, tags = [], []
+        for text in texts:
+            start = time.perf_counter()
+            run(self.model, [text])
+            forward.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            tagged_words(text)
+            tags.append(time.perf_counter() - start)
+        return statistics.median(forward), statistics.median(tags)
 
 
 def floor_of_a_click(texts: list[str], rounds: int) -> None:
-    """Print the floor and the Heads page's cost, alternating `rounds` times (each round types every text)."""
+    """Print the floor and the Heads page's cost, measured in turn `rounds` times (each round types every text, new
+    to the server, then again)."""
+    here = InProcess()
+    floor, new, seen, forward, tags = [], [], [], [], []
     with app_server() as heads:
         asyncio.run(clicks(heads.url, []))  # the model loads
         elements = inventory(heads, texts[0])
         print(f"one Heads run draws: {elements}", flush=True)
         with app_server("benchmarks/floor_app.py", env={"FLOOR_ELEMENTS": elements}) as stub:
-            floor, new, seen = [], [], []
             for r in range(rounds):
-                fresh = [f"{text} ({r})" for text in texts]  # new to the server in every round
+                fresh = [f"{text} ({r})" for text in texts]
                 floor.append(cpu_per_click(stub, fresh))
                 new.append(cpu_per_click(heads, fresh))
                 seen.append(cpu_per_click(heads, fresh))  # the same sentences again: everything kept
-    forward, tags = in_process(texts)
-    floor, new, seen = (statistics.median(values) for values in (floor, new, seen))
+                for values, value in zip((forward, tags), here.seconds(fresh), strict=True):
+                    values.append(value)
+    floor, new, seen, forward, tags = (statistics.median(v) for v in (floor, new, seen, forward, tags))
     least = floor + forward + tags
     print(f"Streamlit alone, the same elements, nothing computed: {floor * 1e3:.1f} ms per rerun")
     print(f"Heads page: a sentence seen before {seen * 1e3:.1f} ms, a new sentence {new * 1e3:.1f} ms")
