@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mha_core import load_model, run
-from mha_core.teaching.walkthrough import design_notes, softmax_at_scale, walkthrough
+from mha_core.teaching.walkthrough import Parity, design_notes, softmax_at_scale, walkthrough
 from tests.tiny_models import CONFIGS
 
 TEXT = "The animal didn't cross the street because it was too tired."
@@ -183,3 +183,15 @@ def test_the_page_writes_gemma_s_widths_in_both_languages(gemma, language):
     assert f"(1, {t}, {width}) × W_Oᵀ ({width} × {d})" in text and f"→ (1, {t}, {width})" in text
     assert "W_Q" in text and f"{d} × {width}" in text and f"{scaling:.4f}" in text
     assert "not 1/√d_k" not in text and "不是 1/√d_k" not in text
+
+
+def test_parity_allows_float_rounding_in_proportion_to_the_hidden_state():
+    """Maps to 1e-5 (weights lie in [0, 1]); the last hidden state to 1e-4, or 2e-6 of its largest value where that
+    is larger (Gemma 3's reaches ~180 on a Chinese sentence)."""
+    def found(maps: float, hidden: float, scale: float) -> Parity:
+        return Parity(maps, hidden, maps, "math", hidden_scale=scale)
+
+    assert found(1e-6, 1.4e-4, 180.0).ok and found(1e-6, 9e-5, 1.0).ok
+    assert not found(1e-6, 1.4e-4, 5.0).ok  # a small state: 1e-4 holds
+    assert not found(1e-6, 4e-4, 180.0).ok  # beyond 2e-6 of 180
+    assert not found(2e-5, 1e-6, 1.0).ok  # a map off by more than float precision

@@ -286,10 +286,13 @@ def parity_badge(model: LoadedModel, text: str) -> None:
     st.header(tr("Parity"))
     (st.success if p.ok else st.error)(
         tr(
-            "Max |ours − model| over every attention map: {maps:.2e}; last hidden state: {hidden:.2e}. Explicit vs "
-            "fused ({backend}) maps: {fused:.2e}.",
+            "Max |ours − model| over every attention map: {maps:.2e}; last hidden state: {hidden:.2e} (its values "
+            "reach {scale:.3g}; float precision allows {tolerance:.1e}). Explicit vs fused ({backend}) maps: "
+            "{fused:.2e}.",
             maps=p.max_map_vs_model,
             hidden=p.max_hidden_vs_model,
+            scale=p.hidden_scale,
+            tolerance=p.hidden_tolerance,
             backend=backend_words(p.backend),
             fused=p.max_map_explicit_vs_fused,
         )

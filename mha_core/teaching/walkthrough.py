@@ -161,17 +161,30 @@ def code_for_step(step: int) -> str:
     return "\n".join(source[begin:end])
 
 
+MAPS_TOLERANCE = 1e-5  # attention weights lie in [0, 1]: float32 agrees far closer
+HIDDEN_TOLERANCE, HIDDEN_RELATIVE = 1e-4, 2e-6  # a hidden state: 1e-4, or 2e-6 of its largest value where larger
+
+
 @dataclass(frozen=True)
 class Parity:
     max_map_vs_model: float  # our explicit maps vs the model's own (eager) attentions
     max_hidden_vs_model: float  # our last hidden state vs the model's
     max_map_explicit_vs_fused: float  # explicit maps vs maps rebuilt from the fused kernel's LSE
     backend: str  # the fused path's kernel
+    hidden_scale: float  # the largest |value| of the model's last hidden state
+
+    @property
+    def hidden_tolerance(self) -> float:
+        """Float32 rounding grows with the values: Gemma 3's last hidden state reaches ~180 on a Chinese sentence,
+        where ours and the model's differ by 1.4e-4 (8e-7 of it; transformers' own SDPA model differs from its eager
+        one by as much: tests/test_gemma.py)."""
+        return max(HIDDEN_TOLERANCE, HIDDEN_RELATIVE * self.hidden_scale)
 
     @property
     def ok(self) -> bool:
-        """Within float precision: maps to 1e-5, hidden states to 1e-4."""
-        return max(self.max_map_vs_model, self.max_map_explicit_vs_fused) <= 1e-5 and self.max_hidden_vs_model <= 1e-4
+        """Within float precision: maps to 1e-5, the last hidden state to hidden_tolerance."""
+        return (max(self.max_map_vs_model, self.max_map_explicit_vs_fused) <= MAPS_TOLERANCE
+                and self.max_hidden_vs_model <= self.hidden_tolerance)
 
 
 @dataclass(frozen=True)
@@ -215,6 +228,7 @@ def parity(model: LoadedModel, text: str, explicit: AttentionResult | None = Non
         max_hidden_vs_model=float((explicit.last_hidden_state - ref.last_hidden_state).abs().max()),
         max_map_explicit_vs_fused=float((fused.attention()[0] - ours).abs().max()),
         backend=fused.backend,
+        hidden_scale=float(ref.last_hidden_state.abs().max()),
     )
 
 
