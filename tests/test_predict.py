@@ -3,6 +3,8 @@ language models (tiny random ones with the bundled word-piece tokenizer) and the
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 import pytest
 import torch
@@ -351,3 +353,45 @@ def test_the_walkthrough_ends_with_the_layers_effect_on_the_prediction(decoder):
     assert table["most likely"].iloc[-1].startswith(effect.answer)
     encoder = open_app("views/walkthrough.py")
     assert not encoder.exception and any("no language-model head" in i.value for i in encoder.info)
+
+
+def byte_level_tokenizer(normalizer: object = None) -> object:
+    """A byte-level BPE with no merges: every byte of the text is a piece (the worst case of SmolLM2's tokenizer,
+    which reads most Chinese characters as two or three byte pieces)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {char: i for i, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    if normalizer is not None:
+        tokenizer.normalizer = normalizer
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
+    wrapped.add_special_tokens({"pad_token": "<pad>"})
+    return wrapped
+
+
+@pytest.mark.parametrize("bos", [None, 0])
+def test_a_prediction_reads_a_text_of_byte_pieces_whole(bos, monkeypatch):
+    """A text read for a prediction at its end was tokenized up to its length in characters plus 8: a byte-level
+    tokenizer's Chinese sentence (three pieces a character) was cut there, silently, and the prediction, the logit
+    lens and a continuation read a third of it (the Walkthrough on SmolLM2 raised on its pronoun's position)."""
+    from tokenizers import normalizers
+
+    import mha_core.engine.tokens as tokens
+    from mha_core.engine.tokens import tokenize_ending
+
+    calls = []
+    real = tokens.tokenize
+    monkeypatch.setattr(tokens, "tokenize", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    text = "那只动物没有过马路，因为它太累了。"
+    batch = tokenize_ending(byte_level_tokenizer(), text, 512, bos)
+    assert len(calls) == 1  # a piece holds at least a byte: read whole the first time
+    n = len(text.encode()) + (bos is not None)
+    assert int(batch.attention_mask.sum()) == batch.n_tokens[0] == n == 51 + (bos is not None)
+    assert batch.left_out == (0,) or not batch.left_out
+    ligature = "ﷺ"  # 3 bytes, which NFKC expands to 18 characters, 33 bytes: beyond the bound in bytes
+    expanded = tokenize_ending(byte_level_tokenizer(normalizers.NFKC()), ligature, 512, bos)
+    pieces = len(unicodedata.normalize("NFKC", ligature).encode()) + (bos is not None)
+    assert int(expanded.attention_mask.sum()) == expanded.n_tokens[0] == pieces > len(ligature.encode()) + 8

@@ -172,12 +172,23 @@ def tokenize_pairs(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, pairs: 
                       segments=tuple(segments))
 
 
+def whole(tokenizer: PreTrainedTokenizerBase, text: str, bos: int | None = None, keep_mask: bool = False
+          ) -> TokenBatch:
+    """One text tokenized with nothing cut. A piece holds at least one byte of the text (a byte-level BPE reads a
+    Chinese character as up to three pieces: a bound in characters cut SmolLM2's Chinese sentences), plus the
+    specials; a normalizer that expands characters can still go beyond it: then the count before cutting decides."""
+    batch = tokenize(tokenizer, text, len(text.encode("utf-8")) + 8, bos, keep_mask)
+    if batch.n_tokens[0] > int(batch.attention_mask[0].sum()):
+        batch = tokenize(tokenizer, text, batch.n_tokens[0] + 8, bos, keep_mask)
+    return batch
+
+
 def tokenize_ending(tokenizer: PreTrainedTokenizerBase, text: str, max_length: int, bos: int | None = None,
                     keep_mask: bool = False) -> TokenBatch:
     """One text read for a prediction at its end: whole when it fits in `max_length` pieces, else its leading
     special pieces and its last pieces, the ones between left out and counted (`left_out`): never the end cut, where
     the prediction is made."""
-    full = tokenize(tokenizer, text, len(text) + 8, bos, keep_mask)  # no piece is shorter than a character
+    full = whole(tokenizer, text, bos, keep_mask)
     n = int(full.attention_mask[0].sum())
     if n <= max_length:
         return full
