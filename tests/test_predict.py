@@ -395,3 +395,19 @@ def test_a_prediction_reads_a_text_of_byte_pieces_whole(bos, monkeypatch):
     expanded = tokenize_ending(byte_level_tokenizer(normalizers.NFKC()), ligature, 512, bos)
     pieces = len(unicodedata.normalize("NFKC", ligature).encode()) + (bos is not None)
     assert int(expanded.attention_mask.sum()) == expanded.n_tokens[0] == pieces > len(ligature.encode()) + 8
+
+
+def test_the_decoder_s_chinese_sentence_is_predicted_at_its_end(decoder):
+    """SmolLM2 reads a Chinese character as up to three byte pieces: the page read the sentence and its question cut
+    after piece 32 of 45 (mid-sentence); and where the answer is no readable piece, its empty rank box said "'' is 0
+    pieces of the vocabulary"."""
+    from tests.conftest import chart_json, open_app
+
+    text = "那只动物没有过马路，因为它太累了。"
+    at = open_app("views/predictions.py", model="SmolLM2-135M-Instruct", text=text)
+    assert not at.exception and not at.error
+    asked = text + at.text_input(key="p_probe").value
+    last = len(decoder.tokenizer(asked, add_special_tokens=False)["input_ids"]) - (decoder.bos_id is None)
+    assert predict(decoder, asked).position == last > 40
+    assert f"(position {last})" in chart_json(at, "p_top")["layout"]["title"]["text"]
+    assert at.text_input(key="p_piece").value == "" and not at.info

@@ -63,12 +63,13 @@ def show_prediction(model: LoadedModel, text: str, masked: bool, asked: Question
         return
     left_out_note(pred)
     chart(key, lambda: charts.token_bar_figure(list(pred.top_pieces), pred.top_probs, pred.title), key="p_top")
-    try:
-        rank, prob = pred.rank_of(token_id(model, typed))
-        st.markdown(tr("{typed}: rank {rank:,} of {logits:,}, probability {prob:.4f}.",
-            typed=literal(quoted(typed)), rank=rank, logits=len(pred.logits), prob=prob))
-    except InputError as err:
-        st.info(literal(worded(err)))
+    if typed:  # an empty box asks for no rank (the default is empty where the answer is no readable piece)
+        try:
+            rank, prob = pred.rank_of(token_id(model, typed))
+            st.markdown(tr("{typed}: rank {rank:,} of {logits:,}, probability {prob:.4f}.",
+                typed=literal(quoted(typed)), rank=rank, logits=len(pred.logits), prob=prob))
+        except InputError as err:
+            st.info(literal(worded(err)))
     json_button(pred, model, tr("JSON: the top pieces"), "predict.json", "p_json")
 
 
