@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.floor import cpu_per_click as typed_cpu  # noqa: E402
 from benchmarks.floor import floor_of_a_click  # noqa: E402
 from benchmarks.following import follow_class  # noqa: E402
 from benchmarks.serving import ServerGroup, app_server, proxy_group  # noqa: E402
@@ -151,20 +152,9 @@ def measure(group: ServerGroup, page: str, texts: list[list[str]], timeout: floa
 
 def cpu_per_click(group: ServerGroup, page: str, rng: random.Random) -> tuple[float, float]:
     """Server CPU of one student's interaction: a new ~25-piece sentence, and one already used."""
-    async def clicks(texts: list[str]) -> list[float]:
-        session = Session(group.url, page=PAGES[page])
-        await session.open()
-        await session.set_texts(typed(page, texts[0]))  # the first click also builds what every click shares
-        before = group.cpu_seconds()
-        for text in texts[1:]:
-            await session.set_texts(typed(page, text))
-        cpu = group.cpu_seconds() - before  # in clock ticks (10 ms): a total over many clicks, then the mean
-        await session.close()
-        return cpu / (len(texts) - 1)
-
     new = [sentence(rng, 20) for _ in range(CPU_CLICKS + 1)]
-    new_cpu = asyncio.run(clicks(new))
-    seen_cpu = asyncio.run(clicks(new[::-1]))  # another session, sentences the server has seen
+    new_cpu = typed_cpu(group, new, PAGES[page], lambda text: typed(page, text))
+    seen_cpu = typed_cpu(group, new[::-1], PAGES[page], lambda text: typed(page, text))  # sentences already seen
     return new_cpu, seen_cpu
 
 
