@@ -104,7 +104,7 @@ def test_a_tiny_vit_without_a_processor_and_a_text_model(tmp_path, monkeypatch):
     text.button[0].click().run()
     assert not text.exception and text.query_params["model"] == VISION_NAME and text.get("image")
     heads = open_app("views/heads.py", model=VISION_NAME)
-    assert not heads.exception and len(heads.error) == 1 and "reads images" in heads.error[0].value
+    assert not heads.exception and not heads.error and sum("reads images" in i.value for i in heads.info) == 1
 
 
 def test_the_walkthrough_follows_a_patch_from_the_pixels():
@@ -112,3 +112,16 @@ def test_the_walkthrough_follows_a_patch_from_the_pixels():
         at = open_app("views/walkthrough.py", model=VISION_NAME, lang=lang, img_query="20", img_head="3")
         assert not at.exception and not at.error, lang
         assert len(at.get("plotly_chart")) == 1 and list(at.dataframe[0].value.iloc[:, 2])[-2] == "1 × 257"
+
+
+def test_a_phone_reads_on_the_page_itself_which_model_it_shows(monkeypatch):
+    """The notice that this page reads another model than the chosen one is in the sidebar, which a phone hides: on a
+    phone the page itself says it too, once; on a wider screen only the sidebar does."""
+    import views._inputs
+
+    for phone in (False, True):
+        monkeypatch.setattr(views._inputs, "narrow_screen", lambda phone=phone: phone)
+        at = open_app("views/heads.py", model=VISION_NAME)
+        assert not at.exception and not at.error
+        on_page = [i.value for i in at.main.info if "reads images" in i.value]
+        assert len(on_page) == int(phone) and sum("reads images" in i.value for i in at.sidebar.info) == 1, phone

@@ -95,8 +95,8 @@ def test_every_page_runs_on_whisper_in_english_and_chinese():
                 assert any(spoken.rstrip(".") in m.value.replace("\\", "") for m in at.markdown), page
         for page in ENCODER_PAGES:  # pieces read by one stack: refused in one sentence, the first model shown
             at = open_app(page, model=WHISPER_NAME, lang=lang, text=spoken)
-            assert not at.exception and len(at.error) == 1, page
-            said = at.error[0].value.replace("\\", "")
+            assert not at.exception and not at.error, page  # a notice: the model works on the other pages
+            (said,) = [m for m in (i.value.replace("\\", "") for i in at.info) if WHISPER_NAME in m]
             assert WHISPER_NAME in said and ENCODER_NAME in said, said
             assert ("hears audio" in said) == (lang == "en") and ("音频" in said) == (lang == "zh")
 

@@ -3,12 +3,20 @@ examples and its .txt upload (choices of the visit: views/_visit.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from mha_core import LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.corpus.readers import CorpusFormatError, decode_text
 from mha_core.i18n import N_, tr, worded
-from mha_core.serving.menu import ENCODER_DECODER_PAGE, IMAGES_PAGE, model_notice
+from mha_core.serving.menu import (
+    ENCODER_DECODER_PAGE,
+    IMAGES_PAGE,
+    ModelChoice,
+    model_notice,
+    read_on_other_pages,
+)
 from mha_core.teaching.examples import example_of, examples_for
 from views._state import (
     MAX_INPUT_CHARS,
@@ -18,6 +26,7 @@ from views._state import (
     current_model,
     loaded_here,
     model_choices,
+    narrow_screen,
 )
 from views._text import literal
 from views._visit import choose, visit, widget
@@ -71,13 +80,9 @@ def model_card() -> None:
                       format_func=lambda n: choices[n].label,
                       help=tr("The bundled models, the folders in the server's $MHA_MODELS_DIR and the models already "
                               "in its Hugging Face cache. Nothing is downloaded."))
-        refused = choices[name].refused
-        loaded = refused or loaded_here(str(choices[name].path))
-        if isinstance(loaded, ModelLoadError):
-            st.error(literal(tr("{name} cannot be used: {reason} Showing {shown}.", name=name, reason=worded(loaded),
-                                shown=current_model().name)))
-        elif refused:
-            st.error(literal(tr("{refused}. Showing {name}.", refused=worded(refused), name=current_model().name)))
+        fallback = fallback_note(name, choices[name])
+        if fallback:
+            fallback[0](fallback[1])
         model = current_model()
         long_limit = model.arch.long_max_length
         if model.arch.image:
@@ -99,7 +104,23 @@ def model_card() -> None:
         notice = model_notice(model.model_dir)
         if notice:
             st.caption(literal(tr(notice)) + ".")
+    if fallback and narrow_screen():  # a phone hides the sidebar: the page itself says which model it reads
+        fallback[0](fallback[1])
     switch_note(model)
+
+
+def fallback_note(name: str, choice: ModelChoice) -> tuple[Callable[[str], object], str] | None:
+    """How to say (st.info or st.error) and what, when the chosen model is not the one this page reads: a model that
+    other pages read (Whisper, DINOv2 on a text page) is a notice; one that cannot be used at all is an error."""
+    loaded = choice.refused or loaded_here(str(choice.path))
+    if isinstance(loaded, ModelLoadError):
+        said = st.info if read_on_other_pages(loaded) else st.error  # a page's own limit is no failure
+        return said, literal(tr("{name} cannot be used: {reason} Showing {shown}.", name=name, reason=worded(loaded),
+                                shown=current_model().name))
+    if choice.refused:
+        return st.error, literal(tr("{refused}. Showing {name}.", refused=worded(choice.refused),
+                                    name=current_model().name))
+    return None
 
 
 LAST_MODEL = "_last_model"  # the model the page before read

@@ -151,6 +151,15 @@ def default_kind(model: LoadedModel) -> str:
     return "cross" if model.arch.audio else "encoder"
 
 
+# A model that works, on other pages than this one: said as a notice where the page falls back, not as an error.
+READ_ON_OTHER_PAGES = frozenset({"page_reads_no_images", "page_reads_no_audio"})
+
+
+def read_on_other_pages(error: ModelLoadError) -> bool:
+    """Whether `error` only says this page cannot read a model that other pages read (page_model's refusals)."""
+    return error.code in READ_ON_OTHER_PAGES
+
+
 def page_model(model: LoadedModel, page: str | None, kind: str | None = None) -> LoadedModel:
     """The model as `page` reads it. An encoder–decoder is read whole by the pages that read all of it
     (WHOLE_PAGES) and by the pages with a picker for its kinds of attention (STACK_PAGES) unless `kind` is a text
