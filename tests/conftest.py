@@ -77,6 +77,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("slow", "browser", "serve")))
 
 
+@pytest.fixture(autouse=True)
+def fast_tests_load_no_bundled_decoder(request: pytest.FixtureRequest,
+                                       monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """make check stays within its 2 minutes: a test of the fast tier that loads a bundled decoder or Whisper fails,
+    naming it (a page in Chinese opens on Gemma 3, 1 GB, converted on a fresh machine's first use: choose the model
+    the test reads, or mark it slow). Each test process loads a model once, so the first such test is caught."""
+    if any(request.node.get_closest_marker(tier) for tier in ("slow", "browser", "serve")):
+        yield
+        return
+    from mha_core.engine.loading import model
+    from mha_core.engine.loading.bundled import DECODER_NAME, GEMMA_NAME, WHISPER_NAME
+
+    real, loaded = model.check_model_dir, []
+
+    def watched(path: Path) -> dict:  # load_model checks every folder it loads, first
+        if path.name in (DECODER_NAME, GEMMA_NAME, WHISPER_NAME):
+            loaded.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(model, "check_model_dir", watched)
+    yield
+    assert not loaded, f"a test of the fast tier loaded {loaded}: read a small model, or mark the test slow"
+
+
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
     """One `streamlit run` per test process, shared by the browser tests (each opens its own sessions; a test of a
