@@ -69,3 +69,31 @@ def test_transformers_parses_a_file_once_within_the_block(tiny_gguf):
     assert tokenizer_side["config"] == config_side["config"] == outside["config"]
     assert tokenizer_side["tokenizer"]["tokens"] == outside["tokenizer"]["tokens"] == PIECES
     assert config_side["config"]["num_attention_heads"] == 2 and config_side["config"]["num_key_value_heads"] == 1
+
+
+def test_two_conversions_at_once_take_turns_and_leave_gguf_s_reader(tiny_gguf):
+    """Two first uses converting at once (two threads of a server) take turns: the second block starts after the
+    first has ended, and gguf's own reader is back after both."""
+    import threading
+
+    original, first_inside, second_trying, overlapped = gguf.GGUFReader, threading.Event(), threading.Event(), []
+
+    def first() -> None:
+        with one_parse_per_file():
+            first_inside.set()
+            second_trying.wait(10)
+            threading.Event().wait(0.3)  # time for the second to get in, were it let in
+            first_inside.clear()
+
+    def second() -> None:
+        first_inside.wait(10)
+        second_trying.set()
+        with one_parse_per_file():
+            overlapped.append(first_inside.is_set())
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert overlapped == [False] and gguf.GGUFReader is original

@@ -258,4 +258,3 @@ def convert_gguf(gguf: Path, out: Path, bundle: GgufBundle) -> None:
     if bundle.notice:  # modified files carry a notice that they were changed, and the terms' own notice
         (out / "NOTICE").write_text(f"{bundle.notice}.\nDequantised from {bundle.gguf} to float32 safetensors by the "
                                     "attention explorer.\n", encoding="utf-8")
-
