@@ -1,42 +1,56 @@
 """Issue 24 on the bundled decoder at 8,192 pieces: rows rebuilt from q, k and the log-sum-exp equal transformers'
-eager weights for that layer (the reference computed up to that layer only, its weights caught by a forward hook on
-the layer's self_attn). The memory of the whole 8,192-piece forward (3 GB, and within its estimate) is a target:
+eager weights for that layer. The reference is transformers' own model run up to that layer only: each layer's output
+by its SDPA kernel, and the checked layer's chosen rows by its eager_attention_forward (its q, k and causal mask, those
+rows only), caught there. The memory of the whole 8,192-piece forward (3 GB, and within its estimate) is a target:
 benchmarks/bench_long.py measures it (line (e)); tests/test_memory_bounds.py bounds a long output's growth."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from mha_core.analysis.long.text import map_block, run_long
 from tests.conftest import long_text
 
-LAYER = 1  # of 30: the reference runs layers 0 and 1 eagerly (each with (9, 8192, 8192) maps), then stops
+LAYER = 1  # of 30: the reference runs layers 0 and 1, then stops
+ROWS_KERNEL = "mha_test_eager_rows"  # an attention implementation registered with transformers for this test
 
 
 class Caught(Exception):
-    """Stops the reference's forward once the chosen layer's weights are caught."""
+    """Stops the reference's forward once the chosen layer's rows are caught."""
 
 
-def eager_rows(reference: torch.nn.Module, ids: torch.Tensor, layer: int, rows: list[slice]) -> list[torch.Tensor]:
-    """(H,R,T) transformers' eager weights of `layer` for each slice of query rows, in one pass that stops there."""
+def eager_rows(reference_dir: str, model_class: type, ids: torch.Tensor, layer: int, rows: list[slice]
+               ) -> list[torch.Tensor]:
+    """(H,R,T) transformers' eager weights of `layer` for each slice of query rows, in one pass that stops there.
+    Only those rows are computed: the whole layer's eager maps at 8,192 pieces (9 x 8,192 x 8,192 floats, 2.4 GB
+    each, several at once) cost the test most of its time, the kernel zeroing the pages they first touch."""
     caught = {}
 
-    def hook(_module, _args, output):
-        caught["rows"] = [output[1][0, :, chosen].clone() for chosen in rows]
+    def attention(module, query, key, value, attention_mask, **kwargs):  # (B,H,T,Dh) q; (B,G,T,Dh) k, v
+        if module.layer_idx != layer:
+            return sdpa_attention_forward(module, query, key, value, None, **kwargs)  # causal, no maps kept
+        eager = sys.modules[type(module).__module__].eager_attention_forward  # the model's own
+        caught["rows"] = [eager(module, query[:, :, chosen], key, value, attention_mask[:, :, chosen], **kwargs)[1][0]
+                          for chosen in rows]
         raise Caught
 
-    handle = reference.layers[layer].self_attn.register_forward_hook(hook)
+    AttentionInterface.register(ROWS_KERNEL, attention)
+    AttentionMaskInterface.register(ROWS_KERNEL, eager_mask)  # the additive (1,1,T,T) mask eager reads
+    reference = model_class.from_pretrained(reference_dir, attn_implementation=ROWS_KERNEL, local_files_only=True,
+                                            use_safetensors=True).eval()
     try:
         with torch.inference_mode():
             reference(input_ids=ids)
     except Caught:
         pass
-    finally:
-        handle.remove()
     return caught["rows"]
 
 
@@ -48,11 +62,11 @@ def test_rows_at_8192_pieces_equal_transformers_eager_weights(decoder):
     result = run_long(first_layers, long_text(9000))
     n = result.lengths[0]
     assert n == 8192 and result.path == "fused"
-    reference = decoder.model.__class__.from_pretrained(decoder.model_dir, attn_implementation="eager",
-                                                        local_files_only=True, use_safetensors=True).eval()
     ids = result.batch.input_ids[:, :n]
     chosen = [slice(0, 32), slice(n - 32, n)]
-    for rows, expected in zip(chosen, eager_rows(reference, ids, LAYER, chosen), strict=True):  # (H,32,T) each
+    expected_rows = eager_rows(decoder.model_dir, decoder.model.__class__, ids, LAYER, chosen)
+    for rows, expected in zip(chosen, expected_rows, strict=True):  # (H,32,T) each
+        assert expected.shape == (decoder.n_heads, 32, n)
         got = map_block(result, 0, LAYER, slice(None), range(rows.start, rows.stop), range(n))
         error = (got - expected.float()).abs().max().item()
         assert error <= 1e-5, (rows, error)
