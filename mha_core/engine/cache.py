@@ -7,13 +7,17 @@ Shapes: L layers, G key/value heads, P pieces so far, D d_model, Dh head dim.
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 from torch import Tensor
 
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import (
     Memory,
+    check_forward_budget,
     embed,
+    forward,
     layer_biases,
     layer_outputs,
     per_layer,
@@ -22,7 +26,7 @@ from mha_core.engine.forward import (
     scores_bias,
 )
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.engine.tokens import TokenBatch
+from mha_core.engine.tokens import TokenBatch, tokenize
 
 Cache = list[tuple[Tensor, Tensor]]  # L x (keys (1,G,P,Dh) after RoPE, values (1,G,P,Dh))
 
@@ -37,31 +41,100 @@ def prefill(model: LoadedModel, batch: TokenBatch, memory: Memory | None = None)
     return out[:, -1], cache
 
 
-def newest_row_bias(model: LoadedModel, mask: Tensor, dtype: torch.dtype) -> object:
-    """What the newest piece's row adds to its scores, per layer: nothing where it sees every earlier piece, else
-    its window's and ALiBi's row (1,1|H,1,P), or T5's relative-position row with the padding."""
+def newest_rows_bias(model: LoadedModel, mask: Tensor, dtype: torch.dtype, n: int = 1) -> object:
+    """What the newest `n` pieces' rows add to their scores, per layer: nothing where one new piece sees every
+    earlier piece, else the rows (1,1|H,n,P) of the causal mask, the window's and ALiBi's, or T5's relative-position
+    rows with the padding."""
     arch = model.arch
     if arch.relative_bias:
-        return layer_biases(model, mask, dtype, past=mask.shape[1] - 1)
+        return layer_biases(model, mask, dtype, past=mask.shape[1] - n)
 
-    def last_row(window: int | None) -> Tensor | None:
-        if window is None and not arch.alibi:
+    def last_rows(window: int | None) -> Tensor | None:
+        if n == 1 and window is None and not arch.alibi:
             return None
-        return scores_bias(model, mask, dtype, window)[:, :, -1:, :]  # (1,1|H,1,P)
+        return scores_bias(model, mask, dtype, window)[:, :, -n:, :]  # (1,1|H,n,P)
 
-    return per_layer(arch.windows, last_row)
+    return per_layer(arch.windows, last_rows)
+
+
+def extend(model: LoadedModel, ids: Tensor, cache: Cache, memory: Memory | None = None
+           ) -> tuple[Tensor, Cache, tuple[Tensor, ...]]:
+    """`ids` (1,N): new pieces after the P in `cache`, through every layer, the earlier ones read from the cache:
+    the last layer's output (1,N,D), the grown cache, and each layer's maps of the new rows over every piece
+    (1,H,N,P+N). The new pieces' keys depend on no later piece, so a prompt's start is computed once for every text
+    that shares it."""
+    arch, n = model.arch, ids.shape[1]
+    mask = torch.ones(1, cache[0][0].shape[2] + n, dtype=torch.long, device=model.device)
+    positions = position_ids(mask, arch)[:, -n:]  # (1,N)
+    x = embed(model.embeddings, ids.to(model.device), positions)  # (1,N,D)
+    bias = newest_rows_bias(model, mask, x.dtype, n)
+    rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
+    new_cache, maps, out = [], [], x
+    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT, past=cache, memory=memory):  # noqa: B007
+        new_cache.append((attn.k, attn.v))
+        maps.append(attn.probs)
+    return out, new_cache, tuple(maps)
 
 
 def step(model: LoadedModel, token: int, length: int, cache: Cache, memory: Memory | None = None
          ) -> tuple[Tensor, Cache]:
     """One new piece at position `length - 1` (length: pieces so far, the new one included) through every layer,
     the earlier ones read from `cache`: its last-layer output (1,D) and the grown cache."""
-    arch, mask = model.arch, torch.ones(1, length, dtype=torch.long, device=model.device)
-    positions = position_ids(mask, arch)[:, -1:]  # (1,1)
-    x = embed(model.embeddings, torch.tensor([[token]], device=model.device), positions)  # (1,1,D)
-    bias = newest_row_bias(model, mask, x.dtype)
-    rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
-    new_cache, out = [], x
-    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT, past=cache, memory=memory):  # noqa: B007
-        new_cache.append((attn.k, attn.v))
+    if length != cache[0][0].shape[2] + 1:
+        raise ValueError(f"step: {length} pieces with the new one, but the cache holds {cache[0][0].shape[2]}")
+    out, new_cache, _ = extend(model, torch.tensor([[token]], device=model.device), cache, memory)
     return out[:, -1], new_cache
+
+
+STARTS_KEPT = 8  # prompt starts kept per process (a translation direction's example pairs are one)
+_starts: dict[tuple[int, str], tuple[weakref.ref, tuple[int, ...], Cache]] = {}
+
+
+def start_of(model: LoadedModel, start: str) -> tuple[tuple[int, ...], Cache]:
+    """A prompt's start (a text every prompt of a kind begins with): its pieces' ids, as `tokenize` reads the start
+    alone, and every layer's keys and values; computed once per model and start (a model loaded again is another)."""
+    key = (id(model), start)
+    kept = _starts.get(key)
+    if kept is not None and kept[0]() is model:
+        return kept[1], kept[2]
+    batch = tokenize(model.tokenizer, start, model.max_length, bos=model.bos_id)
+    _, cache = prefill(model, batch)
+    while len(_starts) >= STARTS_KEPT:
+        _starts.pop(next(iter(_starts)))
+    _starts[key] = (weakref.ref(model), tuple(batch.input_ids[0].tolist()), cache)
+    return _starts[key][1], cache
+
+
+def shared_start(model: LoadedModel, ids: Tensor, start: str, most: int) -> tuple[int, Cache]:
+    """How many of the first pieces of `ids` (1,P) are `start`'s (at most `most`), and their keys and values."""
+    start_ids, cache = start_of(model, start)
+    k = 0
+    while k < min(len(start_ids), most, ids.shape[1]) and start_ids[k] == int(ids[0, k]):
+        k += 1
+    return k, [(keys[:, :, :k], values[:, :, :k]) for keys, values in cache]
+
+
+def prefill_after_start(model: LoadedModel, batch: TokenBatch, start: str) -> tuple[Tensor, Cache]:
+    """prefill, the pieces `batch`'s text shares with `start` read from start_of's keys and values (a few-shot
+    prompt's examples run once): the same last output and cache, to float rounding."""
+    ids = batch.input_ids[:, : len(batch.tokens[0])]  # (1,P)
+    k, cache = shared_start(model, ids, start, ids.shape[1] - 1) if start else (0, [])
+    if k == 0:
+        return prefill(model, batch)
+    out, cache, _ = extend(model, ids[:, k:], cache)
+    return out[:, -1], cache
+
+
+@torch.inference_mode()
+def maps_after_start(model: LoadedModel, batch: TokenBatch, start: str, before: int) -> tuple[int, Tensor]:
+    """(k, maps): a decoder's maps (L,H,P-k,P) float32 of one text's rows k.. over all its pieces, where its first k
+    pieces (k <= `before`) are those of `start` (start_of: computed once), so only the rest is run. The rows are
+    those a full forward gives (a piece's keys depend on no later piece), to float rounding; k = 0 where the text
+    does not begin with the start's pieces."""
+    ids = batch.input_ids[:, : len(batch.tokens[0])]  # (1,P)
+    check_forward_budget(model, 1, ids.shape[1], EXPLICIT, keep_hidden=False, kernel_causal=False)
+    k, cache = shared_start(model, ids, start, before)
+    if k == 0:
+        return 0, forward(model, batch, EXPLICIT, keep_hidden=False).text_maps(0)
+    _, _, maps = extend(model, ids[:, k:], cache)
+    return k, torch.stack([m[0].float() for m in maps])  # (L,H,P-k,P)

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from mha_core.analysis.lm.head import check_next_piece_head, lm_logits
 from mha_core.analysis.lm.predict import pieces_of
-from mha_core.engine.cache import prefill, step
+from mha_core.engine.cache import prefill, prefill_after_start, step
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import final_norm
 from mha_core.engine.loading.model import LoadedModel
@@ -191,19 +191,21 @@ def generate(
     use_cache: bool = True,
     chat: bool = False,
     stop_pieces: Sequence[int] = (),
+    start: str = "",
 ) -> Generation:
     """Continue `text` by up to `new` pieces (greedy at temperature 0; sampled otherwise, the same seed giving the
     same text); stops at the tokenizer's end-of-text piece or the model's limit. A text over the model's limit is
     read from its end (its first pieces left out and counted), leaving room for the new pieces. `chat`: answer
     `text` as a user's message in the tokenizer's chat template (Instruct models) instead of continuing it.
-    `stop_pieces`: pieces that end the text as the end piece does (a translation's line end)."""
+    `stop_pieces`: pieces that end the text as the end piece does (a translation's line end). `start`: a text that
+    many prompts begin with (a few-shot prompt's examples): its pieces' keys and values are computed once."""
     check_next_piece_head(model)
     check_settings(new, temperature, top_k, seed)
     room = model.max_length - new  # a long text keeps its end, with room for the new pieces
     prompt, batch = chat_prompt(model, text) if chat else (text, tokenize_ending(model.tokenizer, text, room,
                                                                                  model.bos_id))
     ids = batch.input_ids[0, : int(batch.attention_mask[0].sum())].tolist()
-    last, cache = prefill(model, batch)
+    last, cache = prefill_after_start(model, batch, start)
     caches = [cache]
 
     def advance(grown: list[int]) -> Tensor:

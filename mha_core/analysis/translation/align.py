@@ -21,13 +21,14 @@ import torch
 from mha_core.analysis.translation.gold import Links
 from mha_core.analysis.translation.prompt import prompt_for
 from mha_core.analysis.translation.words import split_words
+from mha_core.engine.cache import maps_after_start
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.engine.tokens import InputError
+from mha_core.engine.tokens import InputError, tokenize
 from mha_core.messages import N_
 
 ROWS = ("previous", "self")
+ROW_SHIFTS = (1, 0)  # each way's row of a target piece: the piece before it, or its own
 LINK_RULES = ("argmax", "intersect", "grow")
 SCALINGS = ("plain", "columns")  # columns: each source word's column divided by its mean over the translation's
 #                                  words, so that a word every translation word attends to (a sink: the source's
@@ -89,27 +90,29 @@ def word_maps(model: LoadedModel, source: str | Sequence[str], target: str | Seq
 @torch.inference_mode()
 def both_rows(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
               target_language: str) -> dict[str, WordMaps]:
-    """word_maps for each way of reading a target word's rows (ROWS), from one forward."""
+    """word_maps for each way of reading a target word's rows (ROWS), from one forward (the example pairs every
+    prompt in this direction starts with run once: maps_after_start)."""
     source_words = tuple(source) if not isinstance(source, str) else split_words(source, source_language)
     target_words = tuple(target) if not isinstance(target, str) else split_words(target, target_language)
     prompted = prompt_for(source_words, source_language, target_language, target_words)
-    result = run(model, prompted.text, path="explicit")
-    if result.truncated[0]:
+    batch = tokenize(model.tokenizer, prompted.text, model.max_length, bos=model.bos_id)
+    n = len(batch.tokens[0])
+    if batch.n_tokens[0] > n:
         raise InputError("translation_too_long", N_("The prompt with this pair has {n:,} pieces; {model} reads at "
-                                                    "most {max_length:,}."), n=result.n_tokens[0], model=model.name,
+                                                    "most {max_length:,}."), n=batch.n_tokens[0], model=model.name,
                          max_length=model.max_length)
-    offsets, n = result.batch.offsets[0], result.lengths[0]
-    source_groups, target_groups = (piece_groups(offsets[:n], spans)
+    source_groups, target_groups = (piece_groups(batch.offsets[0], spans)
                                     for spans in (prompted.source_spans, prompted.target_spans))
     check_read(source_groups, source_words)
     check_read(target_groups, target_words)
+    first_row = min(p for group in target_groups for p in group) - max(ROW_SHIFTS)  # the first row read below
+    start, maps = maps_after_start(model, batch, prompted.text[:prompted.examples_end], first_row)  # (L,H,P-k,P)
     column_of = torch.from_numpy(member(source_groups, n, mean=False)).T  # (P,S)
-    maps = result.text_maps(0).float()  # (L,H,P,P)
-    to_source = torch.matmul(maps, column_of)  # (L,H,P,S): each piece's attention to each source word
+    to_source = torch.matmul(maps, column_of)  # (L,H,P-k,S): each piece's attention to each source word
     pooled = {}
-    for rows, shift in zip(ROWS, (1, 0), strict=True):
-        row_of = torch.from_numpy(member([[p - shift for p in group] for group in target_groups], n, mean=True))
-        words = torch.matmul(row_of, to_source).numpy()  # (T,P) @ (L,H,P,S) -> (L,H,T,S)
+    for rows, shift in zip(ROWS, ROW_SHIFTS, strict=True):
+        row_of = member([[p - shift - start for p in group] for group in target_groups], n - start, mean=True)
+        words = torch.matmul(torch.from_numpy(row_of), to_source).numpy()  # (T,P-k) @ (L,H,P-k,S) -> (L,H,T,S)
         pooled[rows] = WordMaps(source_words, target_words, words, prompted.text, rows)
     return pooled
 

@@ -32,6 +32,7 @@ class Prompted:
     source_spans: tuple[tuple[int, int], ...]  # S (start, end) characters of each source word
     target_spans: tuple[tuple[int, int], ...]  # T, () before a translation is written
     prompt_end: int  # characters of the prompt proper (the translation starts after them)
+    examples_end: int = 0  # characters of the example pairs: the start every prompt in this direction shares
 
 
 def check_pair(source_language: str, target_language: str) -> None:
@@ -47,9 +48,9 @@ def prompt_for(source_words: tuple[str, ...], source_language: str, target_langu
     """The prompt around `source_words`, with `target_words` appended as the model's continuation (forced
     alignment) when given."""
     check_pair(source_language, target_language)
-    head = "".join(f"{LABELS[source_language]}: {pair[source_language]}\n{LABELS[target_language]}: "
-                   f"{pair[target_language]}\n" for pair in EXAMPLE_PAIRS)
-    head += f"{LABELS[source_language]}: "
+    examples = "".join(f"{LABELS[source_language]}: {pair[source_language]}\n{LABELS[target_language]}: "
+                       f"{pair[target_language]}\n" for pair in EXAMPLE_PAIRS)
+    head = f"{examples}{LABELS[source_language]}: "
     source, source_spans = joined(source_words, source_language)
     text = f"{head}{source}\n{LABELS[target_language]}:"
     prompt_end = len(text)
@@ -59,4 +60,4 @@ def prompt_for(source_words: tuple[str, ...], source_language: str, target_langu
         target_spans = tuple((prompt_end + 1 + a, prompt_end + 1 + b) for a, b in spans)
         text += " " + target
     shifted = tuple((len(head) + a, len(head) + b) for a, b in source_spans)
-    return Prompted(text, shifted, target_spans, prompt_end)
+    return Prompted(text, shifted, target_spans, prompt_end, len(examples))

@@ -97,9 +97,10 @@ def translate(model: LoadedModel, text: str, source_language: str = "zh", target
     source_words = split_words(text, source_language)
     check_reads(model, text, source_language)
     check_reads(model, "", target_language)
-    prompt = prompt_for(source_words, source_language, target_language).text
+    prompted = prompt_for(source_words, source_language, target_language)
     line_ends = {i for s in ("\n", "\n\n") for i in model.tokenizer(s, add_special_tokens=False)["input_ids"]}
-    written = generate(model, prompt, new=MAX_NEW, stop_pieces=sorted(line_ends)).continuation
+    written = generate(model, prompted.text, new=MAX_NEW, stop_pieces=sorted(line_ends),
+                       start=prompted.text[:prompted.examples_end]).continuation
     translation = written.split("\n")[0].strip()
     if not translation:
         raise InputError("no_translation_written", N_("{model} wrote no translation of this sentence."),
