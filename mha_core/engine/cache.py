@@ -7,6 +7,7 @@ Shapes: L layers, G key/value heads, P pieces so far, D d_model, Dh head dim.
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import torch
@@ -88,21 +89,25 @@ def step(model: LoadedModel, token: int, length: int, cache: Cache, memory: Memo
 
 STARTS_KEPT = 8  # prompt starts kept per process (a translation direction's example pairs are one)
 _starts: dict[tuple[int, str], tuple[weakref.ref, tuple[int, ...], Cache]] = {}
+_starts_lock = threading.Lock()  # a server's visitors translate at once
 
 
 def start_of(model: LoadedModel, start: str) -> tuple[tuple[int, ...], Cache]:
     """A prompt's start (a text every prompt of a kind begins with): its pieces' ids, as `tokenize` reads the start
     alone, and every layer's keys and values; computed once per model and start (a model loaded again is another)."""
     key = (id(model), start)
-    kept = _starts.get(key)
+    with _starts_lock:
+        kept = _starts.get(key)
     if kept is not None and kept[0]() is model:
         return kept[1], kept[2]
     batch = tokenize(model.tokenizer, start, model.max_length, bos=model.bos_id)
-    _, cache = prefill(model, batch)
-    while len(_starts) >= STARTS_KEPT:
-        _starts.pop(next(iter(_starts)))
-    _starts[key] = (weakref.ref(model), tuple(batch.input_ids[0].tolist()), cache)
-    return _starts[key][1], cache
+    _, cache = prefill(model, batch)  # two visitors at once may both compute it: the same values
+    ids = tuple(batch.input_ids[0].tolist())
+    with _starts_lock:
+        while len(_starts) >= STARTS_KEPT:
+            _starts.pop(next(iter(_starts)))
+        _starts[key] = (weakref.ref(model), ids, cache)
+    return ids, cache
 
 
 def shared_start(model: LoadedModel, ids: Tensor, start: str, most: int) -> tuple[int, Cache]:
