@@ -32,7 +32,7 @@ class Prompted:
     source_spans: tuple[tuple[int, int], ...]  # S (start, end) characters of each source word
     target_spans: tuple[tuple[int, int], ...]  # T, () before a translation is written
     prompt_end: int  # characters of the prompt proper (the translation starts after them)
-    examples_end: int = 0  # characters of the example pairs: the start every prompt in this direction shares
+    examples_end: int  # characters of the example pairs: the start every prompt in this direction shares
 
 
 def check_pair(source_language: str, target_language: str) -> None:
