@@ -4,6 +4,7 @@ examples and its .txt upload (choices of the visit: views/_visit.py)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import streamlit as st
 
@@ -82,7 +83,7 @@ def model_card() -> None:
                               "in its Hugging Face cache. Nothing is downloaded."))
         fallback = fallback_note(name, choices[name])
         if fallback:
-            fallback[0](fallback[1])
+            fallback()
         model = current_model()
         long_limit = model.arch.long_max_length
         if model.arch.image:
@@ -105,21 +106,22 @@ def model_card() -> None:
         if notice:
             st.caption(literal(tr(notice)) + ".")
     if fallback and narrow_screen():  # a phone hides the sidebar: the page itself says which model it reads
-        fallback[0](fallback[1])
+        fallback()
     switch_note(model)
 
 
-def fallback_note(name: str, choice: ModelChoice) -> tuple[Callable[[str], object], str] | None:
-    """How to say (st.info or st.error) and what, when the chosen model is not the one this page reads: a model that
-    other pages read (Whisper, DINOv2 on a text page) is a notice; one that cannot be used at all is an error."""
+def fallback_note(name: str, choice: ModelChoice) -> Callable[[], object] | None:
+    """Saying (st.info or st.error), when the chosen model is not the one this page reads, which it shows instead: a
+    model that other pages read (Whisper, DINOv2 on a text page) is a notice; one that cannot be used at all is an
+    error."""
     loaded = choice.refused or loaded_here(str(choice.path))
     if isinstance(loaded, ModelLoadError):
         said = st.info if read_on_other_pages(loaded) else st.error  # a page's own limit is no failure
-        return said, literal(tr("{name} cannot be used: {reason} Showing {shown}.", name=name, reason=worded(loaded),
-                                shown=current_model().name))
+        return partial(said, literal(tr("{name} cannot be used: {reason} Showing {shown}.", name=name,
+                                        reason=worded(loaded), shown=current_model().name)))
     if choice.refused:
-        return st.error, literal(tr("{refused}. Showing {name}.", refused=worded(choice.refused),
-                                    name=current_model().name))
+        return partial(st.error, literal(tr("{refused}. Showing {name}.", refused=worded(choice.refused),
+                                            name=current_model().name)))
     return None
 
 
