@@ -27,21 +27,63 @@ PHONE_AGENT = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebK
                "Version/17.0 Mobile/15E148 Safari/604.1")
 
 
+# Chromium's fake camera (a moving test pattern) for every page: only a page that asks for the camera sees it.
+FAKE_CAMERA = ["--use-fake-device-for-media-stream"]
+_SHARED: dict[str, object] = {}  # "playwright", "browser": this test process's one driver and Chromium
+
+
+def shared_browser() -> object:
+    """This test process's one Chromium (issue 44: one browser a worker, a context per test), started at the first
+    call and again if it has gone; close_shared_browser ends it at the end of the session (tests/conftest.py)."""
+    browser = _SHARED.get("browser")
+    if browser is None or not browser.is_connected():
+        if "playwright" not in _SHARED:
+            from playwright.sync_api import sync_playwright
+
+            _SHARED["playwright"] = sync_playwright().start()
+        browser = _SHARED["playwright"].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + FAKE_CAMERA)
+        _SHARED["browser"] = browser
+    return browser
+
+
+def close_shared_browser() -> None:
+    browser, driver = _SHARED.pop("browser", None), _SHARED.pop("playwright", None)
+    if browser is not None and browser.is_connected():
+        browser.close()
+    if driver is not None:
+        driver.stop()
+
+
+@contextlib.contextmanager
+def browser_contexts() -> Iterator[object]:
+    """new_page(**context options): a page of the shared Chromium in a context of its own (its viewport, locale,
+    user agent, touch, permissions: a visitor of their own, with their own cookies and session); every context
+    made is closed afterwards, whatever the test did."""
+    browser, made = shared_browser(), []
+
+    def new_page(**options: object) -> object:
+        context = browser.new_context(**options)
+        made.append(context)
+        return context.new_page()
+
+    try:
+        yield new_page
+    finally:
+        for context in made:
+            with contextlib.suppress(Exception):  # a context of a browser that crashed is gone already
+                context.close()
+
+
 @contextlib.contextmanager
 def chromium_pages(count: int = 1, width: int = 1400, height: int = 1800, phone: bool = False,
                    camera: bool = False) -> Iterator[list]:
-    """`count` pages (tabs) of one headless Debian Chromium; `phone`: a phone's user agent and touch; `camera`:
-    Chromium's fake camera (a moving test pattern), allowed without asking."""
-    from playwright.sync_api import sync_playwright
-
+    """`count` pages of the shared headless Debian Chromium, each its own visitor; `phone`: a phone's user agent
+    and touch; `camera`: the camera allowed without asking (Chromium's fake one)."""
     extra = {"user_agent": PHONE_AGENT, "is_mobile": True, "has_touch": True} if phone else {}
-    media = ["--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"] if camera else []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + media)
-        try:
-            yield [browser.new_page(viewport={"width": width, "height": height}, **extra) for _ in range(count)]
-        finally:
-            browser.close()
+    if camera:
+        extra["permissions"] = ["camera"]
+    with browser_contexts() as new_page:
+        yield [new_page(viewport={"width": width, "height": height}, **extra) for _ in range(count)]
 
 
 @contextlib.contextmanager

@@ -101,6 +101,17 @@ def fast_tests_load_no_bundled_decoder(request: pytest.FixtureRequest,
     assert not loaded, f"a test of the fast tier loaded {loaded}: read a small model, or mark the test slow"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_chromium_closes() -> Iterator[None]:
+    """The test process's one Chromium (tests/browser.shared_browser), if a test started it, ends with the session."""
+    yield
+    import sys
+
+    browser_helpers = sys.modules.get("tests.browser")  # never imported: no browser test ran here
+    if browser_helpers is not None:
+        browser_helpers.close_shared_browser()
+
+
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
     """One `streamlit run` per test process, shared by the browser tests (each opens its own sessions; a test of a

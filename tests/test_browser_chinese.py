@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, wait_idle
+from tests.browser import ARTIFACTS, browser_contexts, wait_idle
 
 pytestmark = pytest.mark.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -16,27 +16,21 @@ HAN = re.compile(r"[\u4e00-\u9fff]")
 def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(gemma, app_url):
     """No lang= in the address: the browser's zh-CN locale picks Chinese, which opens on Gemma with a Chinese
     sentence; the token labels on the head map are Chinese characters and the page text is Chinese."""
-    from playwright.sync_api import sync_playwright
-
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(locale="zh-CN", viewport={"width": 1400, "height": 1800})
-            page.goto(app_url)
-            page.get_by_text("注意力头").first.wait_for(timeout=120_000)
-            head_map = page.locator(".st-key-head_map .js-plotly-plot")
-            head_map.wait_for(timeout=120_000)
-            wait_idle(page)
-            ticks = [t for t in head_map.locator("g.ytick text").all_text_contents() if t.strip()]
-            page.screenshot(path=str(ARTIFACTS / "heads_zh_gemma.png"), full_page=True)
-            body = page.locator("[data-testid='stMain']").inner_text()
-            page.get_by_role("tab", name="单个标记").click()  # the first click: the address now says lang=zh
-            wait_idle(page)
-            sidebar = page.locator("[data-testid='stSidebar']").inner_text()
-            state = parse_qs(urlparse(page.url).query)
-        finally:
-            browser.close()
+    with browser_contexts() as new_page:
+        page = new_page(locale="zh-CN", viewport={"width": 1400, "height": 1800})
+        page.goto(app_url)
+        page.get_by_text("注意力头").first.wait_for(timeout=120_000)
+        head_map = page.locator(".st-key-head_map .js-plotly-plot")
+        head_map.wait_for(timeout=120_000)
+        wait_idle(page)
+        ticks = [t for t in head_map.locator("g.ytick text").all_text_contents() if t.strip()]
+        page.screenshot(path=str(ARTIFACTS / "heads_zh_gemma.png"), full_page=True)
+        body = page.locator("[data-testid='stMain']").inner_text()
+        page.get_by_role("tab", name="单个标记").click()  # the first click: the address now says lang=zh
+        wait_idle(page)
+        sidebar = page.locator("[data-testid='stSidebar']").inner_text()
+        state = parse_qs(urlparse(page.url).query)
     assert sum(bool(HAN.search(t)) for t in ticks) >= len(ticks) // 2, ticks  # 玛丽, 约翰, 她 …
     assert "单个头" in body and "所有头一览" in body  # the tabs and the overview, in Chinese
     assert f"{gemma.n_layers} 层 × {gemma.n_heads} 个头" in sidebar and "语言" in sidebar  # Gemma, in Chinese

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from mha_core.teaching.lesson import STEPS
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, PHONE_AGENT, wait_idle
+from tests.browser import PHONE_AGENT, browser_contexts, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -31,18 +31,12 @@ def overflow(page: object) -> int:
 
 
 def test_a_phone_follows_the_teacher_and_only_the_teacher_moves_the_class(app_url):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            teacher = browser.new_page(viewport={"width": 1920, "height": 1080})  # a projector
-            student = browser.new_context(viewport={"width": 390, "height": 844}, user_agent=PHONE_AGENT,
-                                          is_mobile=True, has_touch=True).new_page()  # a phone, its own session
-            intruder = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-            follow_the_class(app_url, teacher, student, intruder)
-        finally:
-            browser.close()
+    with browser_contexts() as new_page:
+        teacher = new_page(viewport={"width": 1920, "height": 1080})  # a projector
+        student = new_page(viewport={"width": 390, "height": 844}, user_agent=PHONE_AGENT, is_mobile=True,
+                           has_touch=True)  # a phone, its own session
+        intruder = new_page(viewport={"width": 1400, "height": 1000})
+        follow_the_class(app_url, teacher, student, intruder)
 
 
 def follow_the_class(app_url: str, teacher: object, student: object, intruder: object) -> None:
@@ -80,35 +74,29 @@ def follow_the_class(app_url: str, teacher: object, student: object, intruder: o
 def test_a_restarted_server_s_pages_reload_on_the_class_s_step(tmp_path):
     """A server restart forgets every session and no page reruns by itself: the class's pages notice the lost
     connection, reload once the server is back, say so, and follow the teacher again (the class lives on disk)."""
-    from playwright.sync_api import sync_playwright
-
     from benchmarks.serving import app_server, free_port
 
     port, env = free_port(), {"MHA_CACHE_DIR": str(tmp_path)}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            teacher = browser.new_page(viewport={"width": 1920, "height": 1080})
-            student = browser.new_context(viewport={"width": 390, "height": 844}, user_agent=PHONE_AGENT,
-                                          is_mobile=True, has_touch=True).new_page()
-            with app_server(env=env, port=port) as group:
-                teacher.goto(f"{group.url}/lesson")
-                wait_idle(teacher, timeout=240_000)
-                teacher.get_by_role("button", name="Start a class").click()
-                wait_idle(teacher, timeout=120_000)
-                student.goto(f"{group.url}/lesson?class={address(teacher)['class']}")
-                wait_idle(student, timeout=240_000)
-                teacher.get_by_role("button", name="Next").click()
-                student.locator("h1", has_text=f"2. {STEPS[1].title}").wait_for(timeout=10_000)
-                before = run_marker(student)
-            with app_server(env=env, port=port):
-                student.get_by_text("The server restarted").wait_for(timeout=60_000)  # reloaded, and says so
-                assert run_marker(student) != before and heading(student).startswith("2. ")
-                wait_idle(teacher, timeout=60_000)
-                teacher.get_by_role("button", name="Next").click()
-                student.locator("h1", has_text=f"3. {STEPS[2].title}").wait_for(timeout=30_000)
-        finally:
-            browser.close()
+    with browser_contexts() as new_page:
+        teacher = new_page(viewport={"width": 1920, "height": 1080})
+        student = new_page(viewport={"width": 390, "height": 844}, user_agent=PHONE_AGENT, is_mobile=True,
+                           has_touch=True)
+        with app_server(env=env, port=port) as group:
+            teacher.goto(f"{group.url}/lesson")
+            wait_idle(teacher, timeout=240_000)
+            teacher.get_by_role("button", name="Start a class").click()
+            wait_idle(teacher, timeout=120_000)
+            student.goto(f"{group.url}/lesson?class={address(teacher)['class']}")
+            wait_idle(student, timeout=240_000)
+            teacher.get_by_role("button", name="Next").click()
+            student.locator("h1", has_text=f"2. {STEPS[1].title}").wait_for(timeout=10_000)
+            before = run_marker(student)
+        with app_server(env=env, port=port):
+            student.get_by_text("The server restarted").wait_for(timeout=60_000)  # reloaded, and says so
+            assert run_marker(student) != before and heading(student).startswith("2. ")
+            wait_idle(teacher, timeout=60_000)
+            teacher.get_by_role("button", name="Next").click()
+            student.locator("h1", has_text=f"3. {STEPS[2].title}").wait_for(timeout=30_000)
 
 
 def run_marker(page: object) -> str:
