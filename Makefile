@@ -25,7 +25,7 @@ TEST_WORKERS ?= $(shell nproc)
 # Jupyter kernel of that venv named $(KERNEL) (examples/tour.ipynb asks for it), so that a notebook anywhere imports it.
 KERNEL := mha-explorer
 
-.PHONY: install chromium haproxy espeak run serve test check test-slow test-browser test-serve lint bench messages index
+.PHONY: install prepare chromium haproxy espeak run serve test check test-slow test-browser test-serve lint bench messages
 
 $(STAMP): requirements.txt requirements-dev.txt Makefile pyproject.toml
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
@@ -41,6 +41,13 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile pyproject.toml
 	touch $@
 
 install: $(STAMP)
+
+# What a new machine's first visitors would otherwise wait for, done once (python -m mha_core prepare; each step
+# skipped when done, about 10 s then): every bundled model converted into the user's cache, the bundled corpora's
+# search indexes built for each bundled text model, UMAP's compiled code kept. `make run`, `make serve` and
+# `make test` run it first; each test tier works without it (the app builds each at first use).
+prepare: install
+	$(BIN)/python -m mha_core prepare --json -
 
 # Debian's Chromium drives the browser tests and kaleido's static image export; Noto CJK draws Chinese in both
 # (a visitor's own browser needs no extra font: every system ships a Chinese one).
@@ -59,11 +66,11 @@ haproxy:
 # MALLOC_ARENA_MAX=2: every session's script runs in its own thread; per-thread malloc arenas kept
 # hundreds of MB that a class's long texts had freed (benchmarks/serving.py starts the app the same way).
 # deploy/run.sh opens the app once before saying it is ready (the model loads before the first visitor).
-run: install espeak
+run: install espeak prepare
 	PORT=$(PORT) BIN=$(BIN) bash deploy/run.sh
 
 # One process uses about one core (Python's GIL): WORKERS processes behind HAProxy on $(PORT).
-serve: install haproxy
+serve: install haproxy prepare
 	WORKERS=$(WORKERS) PORT=$(PORT) BIN=$(BIN) bash deploy/serve.sh
 
 # ruff, then the import contracts of pyproject.toml (mha_core in layers; no streamlit in mha_core).
@@ -80,7 +87,7 @@ lint: install
 PYTEST := $(BIN)/python -m pytest -q --durations=20
 FAST := not browser and not serve and not slow
 
-test: check test-slow test-browser test-serve
+test: prepare check test-slow test-browser test-serve
 
 check: install lint chromium
 	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "$(FAST)"
@@ -119,8 +126,3 @@ bench: install chromium haproxy
 	$(BIN)/python benchmarks/bench_index.py
 	$(BIN)/python benchmarks/bench_mandarin.py
 
-# The bundled corpus's index for each bundled text model, where the app looks for it (else built at first use, in
-# about 3 s for MiniLM, 11 s for SmolLM2, 18 s for Gemma 3 on 2 cores); an index already there is kept.
-BUNDLED_TEXT_MODELS := all-MiniLM-L6-v2 SmolLM2-135M-Instruct gemma-3-270m
-index: install
-	for m in $(BUNDLED_TEXT_MODELS); do $(BIN)/python -m mha_core index --bundled --model $$m || exit 1; done

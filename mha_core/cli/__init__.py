@@ -1,4 +1,5 @@
-"""The command line: `python -m mha_core attention|ablate|translate|align|params|roles|index|search|… --json OUT`.
+"""The command line: `python -m mha_core attention|ablate|translate|align|params|roles|index|search|prepare|…
+--json OUT`.
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -24,6 +25,7 @@ from mha_core.cli.common import (
 )
 from mha_core.cli.efficiency import add_efficiency_parser
 from mha_core.cli.index import add_index_parsers
+from mha_core.cli.prepare import add_prepare_parser
 from mha_core.cli.seq2seq import add_transcribe_parser
 from mha_core.cli.translation import add_translation_parsers
 from mha_core.cli.vision import positive_side
@@ -143,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_translation_parsers(sub)
     add_efficiency_parser(sub)
     add_index_parsers(sub)
+    add_prepare_parser(sub)
     models = sub.add_parser("models", help="the models this machine lists: bundled, $MHA_MODELS_DIR, HF cache")
     models.add_argument("--json", default="-", help="output file, '-' for stdout")
     models.set_defaults(func=cmd_models)

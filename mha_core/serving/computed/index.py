@@ -1,6 +1,6 @@
 """The corpus indexes a server offers and the searches a page asks for (issue 37).
 
-Each text model gets an index of the bundled corpus, built once at first use (or by `make index`) into the user's
+Each text model gets an index of the bundled corpus, built once at first use (or by `make prepare`) into the user's
 cache beside the converted models; a server lists more with $MHA_INDEX_DIR (folders, separated like PATH: each an
 index, or a folder of indexes). Indexes are opened once per process, memory-mapped read-only, and shared by every
 visitor; a search is kept by what it depends on.
@@ -111,7 +111,7 @@ def open_index(folder: str) -> OpenIndex:
 
 
 def build_bundled(model: LoadedModel, progress: BuildProgress | None = None, source: str = BUNDLED_SOURCE) -> str:
-    """The bundled corpus's index for `model` (the app's, `make index`'s), built into a private folder then moved
+    """The bundled corpus's index for `model` (the app's, `make prepare`'s), built into a private folder then moved
     into place, as engine.bundled.ensure converts a model: processes building it at once — the first move wins, the
     others' copies are dropped — and a build stopped part-way leaves nothing behind."""
     final = bundled_index_dir(model, source)
