@@ -124,12 +124,16 @@ def test_umap_and_tsne_are_seeded_and_give_every_point(llama_corpus, method):
 UMAP_CHILD = """
 import json, sys
 import numpy as np
+import torch
 from numba.core.dispatcher import Dispatcher
 from mha_core.analysis.heads import projection
+torch.set_num_threads(1)
+torch.ones(1 << 20).relu().sum()  # torch's OpenMP started, as in any process that has run a model
 xy = projection.nonlinear(np.random.default_rng(0).normal(size=(60, 16)).astype(np.float32), projection.UMAP)
 functions = {id(f): f for name, module in list(sys.modules.items()) if name.split(".")[0] == "umap" and module
              for f in vars(module).values() if isinstance(f, Dispatcher)}.values()
-print(json.dumps({"xy": xy.tolist(), "read": sum(sum(f.stats.cache_hits.values()) > 0 for f in functions),
+print(json.dumps({"xy": xy.tolist(), "torch_threads": torch.get_num_threads(),
+                  "read": sum(sum(f.stats.cache_hits.values()) > 0 for f in functions),
                   "compiled": sum(bool(f.overloads) and not sum(f.stats.cache_hits.values()) for f in functions)}))
 """
 
@@ -137,7 +141,8 @@ print(json.dumps({"xy": xy.tolist(), "read": sum(sum(f.stats.cache_hits.values()
 @pytest.mark.slow
 def test_umap_s_compiled_code_is_kept_for_the_next_process():
     """keep_compiled: a new process (a server's projection child, a restarted server) reads umap-learn's numba code
-    from the cache a first one wrote instead of compiling it again (measured: 12.9 s -> 0.4 s for 300 points)."""
+    from the cache a first one wrote instead of compiling it again (measured: 12.9 s -> 0.4 s for 300 points); and
+    its UMAP leaves the process's torch on the one thread it was given (numba_keeps_to_its_own_threads)."""
     import json
     import subprocess
     import sys
@@ -151,6 +156,7 @@ def test_umap_s_compiled_code_is_kept_for_the_next_process():
 
     first, second = child(), child()  # the first compiles, or reads what an earlier process kept
     assert np.allclose(first["xy"], second["xy"])
+    assert first["torch_threads"] == second["torch_threads"] == 1  # numba's threads left torch's OpenMP alone
     # measured: 6 functions read, 2 tiny helpers compiled; without keep_compiled, 1 read (umap-learn's own cache=True
     # function) and 8 compiled
     assert second["read"] >= 3 * max(1, second["compiled"]), second

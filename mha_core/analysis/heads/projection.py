@@ -10,6 +10,7 @@ Shapes: P points, Dh dimensions.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -41,12 +42,25 @@ def nonlinear(points: np.ndarray, method: str, seed: int = SEED) -> np.ndarray:
 
         tsne = SkTSNE(2, init="pca", random_state=seed, perplexity=min(30.0, (len(points) - 1) / 3))
         return tsne.fit_transform(points)
+    numba_keeps_to_its_own_threads()
     import umap
 
     keep_compiled()
     neighbours = max(2, min(15, len(points) - 1))
     return umap.UMAP(n_components=2, n_neighbors=neighbours, random_state=seed, n_jobs=1,
                      n_epochs=UMAP_EPOCHS).fit_transform(points)
+
+
+def numba_keeps_to_its_own_threads() -> None:
+    """UMAP's parallel numba functions start numba's threading layer; its OpenMP layer set the process's OpenMP
+    threads to every core, and torch (the same OpenMP) then ran every later forward of the process on them, for no
+    gain: on 2 cores, one thread's forward took the same time for twice the CPU (5.9 -> 11.7 s; in the test suite a
+    worker that had run a UMAP spent 43 s of CPU more on its next tests). numba's own pool (workqueue) leaves OpenMP
+    alone. A NUMBA_THREADING_LAYER set in the environment is kept; a layer already started is not changed."""
+    import numba
+
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        numba.config.THREADING_LAYER = "workqueue"
 
 
 def keep_compiled() -> None:
