@@ -11,6 +11,7 @@ import pytest
 
 from mha_core.engine.loading.bundled import ENCODER_NAME
 from tests.conftest import cli, open_app
+from tests.test_app_search import PAGE, TAB, matches_table
 
 pytestmark = pytest.mark.slow  # the bundled encoder's corpus indexed twice (about 3 s each)
 
@@ -32,12 +33,12 @@ def test_prepare_builds_what_the_app_builds_at_first_use_where_the_app_looks(bun
     monkeypatch.setattr(loading, "bundled_dirs", lambda: {ENCODER_NAME: loading.bundled_model_dir()})
     index = bundled_index_dir(bundled) / MANIFEST
     assert not index.exists()
-    at = open_app("views/heads.py", model=ENCODER_NAME, view="Search a corpus")  # the first use builds it
+    at = open_app(PAGE, model=ENCODER_NAME, view=TAB)  # the first use builds it
     assert not at.exception and not at.error and index.is_file()
     assert prepared(tmp_path) == []  # found where the app put it: nothing to do
     shutil.rmtree(index.parent)
     steps = prepared(tmp_path)
     assert [(s["step"], s["name"]) for s in steps] == [("index", f"{ENCODER_NAME} (bundled corpus)")]
-    at = open_app("views/heads.py", model=ENCODER_NAME, view="Search a corpus")  # this process's server kept the
+    at = open_app(PAGE, model=ENCODER_NAME, view=TAB)  # this process's server kept the
     assert not at.exception and not at.error  # folder's name from the first build: it reads prepare's build there
-    assert len([d for d in at.dataframe if "similarity" in d.value.columns][0].value) == 50
+    assert len(matches_table(at)) == 50
