@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,11 +30,15 @@ PHONE_AGENT = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebK
 
 # Chromium's fake camera (a moving test pattern) for every page: only a page that asks for the camera sees it.
 FAKE_CAMERA = ["--use-fake-device-for-media-stream"]
+# One renderer process for a site's pages within a context: a page opened where a page of the app is open already
+# finds the app's scripts compiled (a new renderer compiles Streamlit's and Plotly's anew: 1-3 s of CPU a page).
+ONE_PROCESS_A_SITE = ["--process-per-site"]
 _SHARED: dict[str, object] = {}  # "playwright", "browser": this test process's one driver and Chromium
+_IDLE: dict[str, list[tuple[object, object]]] = {}  # context options -> (context, a page of it kept on the app)
 
 
 def shared_browser() -> object:
-    """This test process's one Chromium (issue 44: one browser a worker, a context per test), started at the first
+    """This test process's one Chromium (issue 44: one browser a worker, a context per visitor), started at the first
     call and again if it has gone; close_shared_browser ends it at the end of the session (tests/conftest.py)."""
     browser = _SHARED.get("browser")
     if browser is None or not browser.is_connected():
@@ -41,12 +46,15 @@ def shared_browser() -> object:
             from playwright.sync_api import sync_playwright
 
             _SHARED["playwright"] = sync_playwright().start()
-        browser = _SHARED["playwright"].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS + FAKE_CAMERA)
+        _IDLE.clear()  # the gone browser's contexts
+        browser = _SHARED["playwright"].chromium.launch(executable_path=CHROMIUM,
+                                                        args=CHROMIUM_ARGS + FAKE_CAMERA + ONE_PROCESS_A_SITE)
         _SHARED["browser"] = browser
     return browser
 
 
 def close_shared_browser() -> None:
+    _IDLE.clear()
     browser, driver = _SHARED.pop("browser", None), _SHARED.pop("playwright", None)
     if browser is not None and browser.is_connected():
         browser.close()
@@ -54,24 +62,68 @@ def close_shared_browser() -> None:
         driver.stop()
 
 
+def options_key(options: dict) -> str:
+    """A context's options but the viewport (each page has its own)."""
+    return json.dumps({k: v for k, v in options.items() if k != "viewport"}, sort_keys=True, default=str)
+
+
+def visitor_page(browser: object, options: dict) -> tuple[object, object, object | None]:
+    """(context, a new page of `options`' viewport, the page kept open since the context's last visitor or None): a
+    context with the other options that an earlier test left (no cookies, no storage, its renderer warm), else a new
+    one. The viewport is the page's own (Playwright sizes the screen with it, as the context's option does)."""
+    idle, context, kept = _IDLE.get(options_key(options), []), None, None
+    while idle and context is None:
+        candidate, kept = idle.pop()
+        with contextlib.suppress(Exception):  # a context that broke since is not reused
+            page, context = candidate.new_page(), candidate
+    if context is None:
+        context, kept = browser.new_context(**{k: v for k, v in options.items() if k != "viewport"}), None
+        page = context.new_page()
+    if options.get("viewport") is not None:
+        page.set_viewport_size(options["viewport"])
+    return context, page, kept
+
+
+def left_clean(context: object, page: object) -> bool:
+    """Clear what a visitor leaves in a context (cookies, its origin's storage, its session: the page goes to the
+    server's health check, on the same site, so the renderer stays) for the next visitor with the same options."""
+    try:
+        if len(context.pages) != 1 or not page.url.startswith("http"):
+            return False
+        origin = "/".join(page.url.split("/")[:3])
+        page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+        page.goto(f"{origin}/_stcore/health", timeout=10_000)
+        context.clear_cookies()
+        return True
+    except Exception:  # noqa: BLE001 - a page that crashed or hangs: its context is closed, not reused
+        return False
+
+
 @contextlib.contextmanager
 def browser_contexts() -> Iterator[object]:
     """new_page(**context options): a page of the shared Chromium in a context of its own (its viewport, locale,
-    user agent, touch, permissions: a visitor of their own, with their own cookies and session); every context
-    made is closed afterwards, whatever the test did."""
+    user agent, touch, permissions: a visitor of their own, with their own cookies and session). Afterwards each
+    context, cleared, waits for the next visitor with the same options, one page of it left open on the app's site so
+    that the next page finds the app's scripts compiled; a context that cannot be cleared is closed."""
     browser, made = shared_browser(), []
 
     def new_page(**options: object) -> object:
-        context = browser.new_context(**options)
-        made.append(context)
-        return context.new_page()
+        context, page, kept = visitor_page(browser, options)
+        made.append((options_key(options), context, page, kept))
+        return page
 
     try:
         yield new_page
     finally:
-        for context in made:
-            with contextlib.suppress(Exception):  # a context of a browser that crashed is gone already
-                context.close()
+        for key, context, page, kept in made:
+            with contextlib.suppress(Exception):
+                if kept is not None:
+                    kept.close()
+            if left_clean(context, page):
+                _IDLE.setdefault(key, []).append((context, page))
+            else:
+                with contextlib.suppress(Exception):  # a context of a browser that crashed is gone already
+                    context.close()
 
 
 @contextlib.contextmanager

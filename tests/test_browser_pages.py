@@ -66,6 +66,7 @@ def test_typed_markup_stays_text_on_heads_and_coreference(app_url):
         assert_nothing_live(page)
         page.get_by_role("link", name="Coreference").click()
         page.get_by_role("heading", name="Minimal pair").wait_for(timeout=90_000)
+        wait_idle(page, timeout=90_000)  # its first run: else the wait after Enter could take that run for its own
         pair = page.get_by_label("Second sentence (differs in a few words)")
         pair.fill(HOSTILE.replace("example.org", "example.net"))
         pair.press("Enter")
