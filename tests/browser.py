@@ -62,26 +62,16 @@ def close_shared_browser() -> None:
         driver.stop()
 
 
-def options_key(options: dict) -> str:
-    """A context's options but the viewport (each page has its own)."""
-    return json.dumps({k: v for k, v in options.items() if k != "viewport"}, sort_keys=True, default=str)
-
-
-def visitor_page(browser: object, options: dict) -> tuple[object, object, object | None]:
-    """(context, a new page of `options`' viewport, the page kept open since the context's last visitor or None): a
-    context with the other options that an earlier test left (no cookies, no storage, its renderer warm), else a new
-    one. The viewport is the page's own (Playwright sizes the screen with it, as the context's option does)."""
-    idle, context, kept = _IDLE.get(options_key(options), []), None, None
-    while idle and context is None:
-        candidate, kept = idle.pop()
+def visitor_page(browser: object, key: str, options: dict) -> tuple[object, object, object | None]:
+    """(context, a new page, the page kept open since the context's last visitor or None): a context with these
+    options (`key`) that an earlier test left (no cookies, no storage, its renderer warm), else a new one."""
+    idle = _IDLE.get(key, [])
+    while idle:
+        context, kept = idle.pop()
         with contextlib.suppress(Exception):  # a context that broke since is not reused
-            page, context = candidate.new_page(), candidate
-    if context is None:
-        context, kept = browser.new_context(**{k: v for k, v in options.items() if k != "viewport"}), None
-        page = context.new_page()
-    if options.get("viewport") is not None:
-        page.set_viewport_size(options["viewport"])
-    return context, page, kept
+            return context, context.new_page(), kept
+    context = browser.new_context(**options)
+    return context, context.new_page(), None
 
 
 def left_clean(context: object, page: object) -> bool:
@@ -107,9 +97,14 @@ def browser_contexts() -> Iterator[object]:
     that the next page finds the app's scripts compiled; a context that cannot be cleared is closed."""
     browser, made = shared_browser(), []
 
-    def new_page(**options: object) -> object:
-        context, page, kept = visitor_page(browser, options)
-        made.append((options_key(options), context, page, kept))
+    def new_page(viewport: dict | None = None, **options: object) -> object:
+        """The viewport is the page's own (Playwright sizes the screen with it, as the context's option does), so
+        visitors of one kind share contexts whatever their window."""
+        key = json.dumps(options, sort_keys=True, default=str)
+        context, page, kept = visitor_page(browser, key, options)
+        if viewport is not None:
+            page.set_viewport_size(viewport)
+        made.append((key, context, page, kept))
         return page
 
     try:
