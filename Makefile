@@ -123,6 +123,7 @@ bench: install chromium haproxy
 	$(BIN)/python benchmarks/bench_contrib.py
 	$(BIN)/python benchmarks/bench_predict.py
 	$(BIN)/python benchmarks/bench_global.py --ud
+	$(BIN)/python benchmarks/bench_batches.py
 	$(BIN)/python benchmarks/bench_long.py
 	$(BIN)/python benchmarks/bench_classroom.py
 	$(BIN)/python benchmarks/bench_classroom.py --cpu

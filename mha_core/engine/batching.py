@@ -13,13 +13,17 @@ from dataclasses import dataclass
 from mha_core.engine.budget import forward_bytes, planned_bytes
 from mha_core.engine.loading.model import LoadedModel
 
-TOKEN_BUDGET = 6144  # pieces per batch (B x T): sorted batches with little padding
+# Pieces per batch (B x T) of a corpus's forwards: sorted batches with little padding. Large enough that the matrix
+# products stay efficient (M = B x T rows), small enough that a batch's activations and maps stay in the cache and its
+# padding small: 512 against 6,144 took 25-55 % less CPU for the same results (benchmarks/bench_batches.py).
+TOKEN_BUDGET = 512
 MAPS_MB = 128  # attention maps (every head) of one batch: long texts go in smaller batches
 Progress = Callable[[int, int], None]  # (done, total)
 
 
-def length_batches(lengths: Sequence[int], budget: int = TOKEN_BUDGET) -> list[list[int]]:
-    """Indices grouped by similar length so padding stays small; each batch ~`budget` pieces."""
+def length_batches(lengths: Sequence[int], budget: int | None = None) -> list[list[int]]:
+    """Indices grouped by similar length so padding stays small; each batch ~`budget` pieces (TOKEN_BUDGET)."""
+    budget = budget or TOKEN_BUDGET
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches, current = [], []
     for i in order:
@@ -30,7 +34,7 @@ def length_batches(lengths: Sequence[int], budget: int = TOKEN_BUDGET) -> list[l
     return batches + ([current] if current else [])
 
 
-def map_batches(lengths: Sequence[int], n_heads: int, maps_mb: int | None = None, budget: int = TOKEN_BUDGET,
+def map_batches(lengths: Sequence[int], n_heads: int, maps_mb: int | None = None, budget: int | None = None,
                 model: LoadedModel | None = None) -> list[list[int]]:
     """length_batches, cut further so that one batch's maps of all `n_heads` heads (L*H) stay within
     `maps_mb` (float32): a 1,024-piece text of a 270-head model alone holds 1.1 GB of maps; with `model`, also so
