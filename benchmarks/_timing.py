@@ -7,17 +7,19 @@ import time
 from collections.abc import Callable
 
 
-def interleaved_medians(candidates: dict[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, float]:
-    """Run each candidate `repeats` times, round-robin (so machine noise hits all alike); median seconds."""
+def interleaved_medians(candidates: dict[str, Callable[[], object]], repeats: int, warmup: int = 2,
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    """Run each candidate `repeats` times, round-robin (so machine noise hits all alike); median seconds of `clock`
+    (wall time; time.process_time: this process's CPU)."""
     for fn in candidates.values():
         for _ in range(warmup):
             fn()
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 

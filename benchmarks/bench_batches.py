@@ -9,16 +9,17 @@ Run: .venv/bin/python benchmarks/bench_batches.py [--repeats N] [--sentences N]
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._timing import interleaved_medians  # noqa: E402
 from mha_core import load_model  # noqa: E402
 from mha_core.analysis.corpus.passes import corpus_pass  # noqa: E402
 from mha_core.analysis.corpus.readers import bundled_corpus, chinese_treebank  # noqa: E402
@@ -29,27 +30,25 @@ from mha_core.engine.loading.bundled import DECODER_NAME, ENCODER_NAME, GEMMA_NA
 BEFORE = 6144  # pieces per batch before issue 44
 
 
-def cpu_at(budget: int, work: Callable[[], object]) -> tuple[float, object]:
-    """CPU seconds of work() with corpus batches of `budget` pieces, and its result."""
+def at_budget(budget: int, work: Callable[[], object]) -> object:
+    """work() with corpus batches of `budget` pieces."""
     today, batching.TOKEN_BUDGET = batching.TOKEN_BUDGET, budget
     try:
-        start = time.process_time()
-        result = work()
-        return time.process_time() - start, result
+        return work()
     finally:
         batching.TOKEN_BUDGET = today
 
 
 def compare(name: str, work: Callable[[], object], differ: Callable[[object, object], str], repeats: int) -> None:
-    today = batching.TOKEN_BUDGET
-    cpu_at(today, work)  # the model's weights read in once, the kernels warmed
-    times: dict[int, list[float]] = {BEFORE: [], today: []}
-    results = {}
-    for _ in range(repeats):
-        for budget in (BEFORE, today):  # interleaved: the machine's noise falls on both
-            seconds, results[budget] = cpu_at(budget, work)
-            times[budget].append(seconds)
-    before, now = statistics.median(times[BEFORE]), statistics.median(times[today])
+    today, results = batching.TOKEN_BUDGET, {}
+
+    def kept(budget: int) -> None:
+        results[budget] = at_budget(budget, work)
+
+    # CPU seconds; each budget once first: the model's weights read in, the kernels warmed
+    medians = interleaved_medians({budget: partial(kept, budget) for budget in (BEFORE, today)}, repeats, warmup=1,
+                                  clock=time.process_time)
+    before, now = medians[BEFORE], medians[today]
     print(f"{name:<44} {BEFORE} pieces {before:6.2f} s   {today} pieces {now:6.2f} s   ratio {now / before:.2f}   "
           f"{differ(results[BEFORE], results[today])}", flush=True)
 

@@ -15,8 +15,8 @@ from mha_core.engine.loading.model import LoadedModel
 
 # Pieces per batch (B x T) of a corpus's forwards: sorted batches with little padding. Large enough that the matrix
 # products stay efficient (M = B x T rows), small enough that a batch's activations and maps stay in the cache and its
-# padding small. 512 against 6,144 on the bundled models: a corpus pass 39-64 % less CPU, the syntactic heads 3-28 %
-# less, the same results (benchmarks/bench_batches.py).
+# padding small. 512 against 6,144 on the bundled models, both warmed: a corpus pass 18-31 % less CPU, the syntactic
+# heads 3-23 % less, the same results (benchmarks/bench_batches.py); more in a process's first pass.
 TOKEN_BUDGET = 512
 MAPS_MB = 128  # attention maps (every head) of one batch: long texts go in smaller batches
 Progress = Callable[[int, int], None]  # (done, total)
