@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_core.analysis.heads.induction import INDUCTION_MIN, induction_scores, repeated_sequences
+from mha_core.analysis.heads.induction import INDUCTION_MIN, InductionScores, induction_scores, repeated_sequences
 from mha_core.analysis.heads.roles import RoleAccumulator
 from mha_core.engine.forward import forward
 from mha_core.engine.tokens import ids_batch
@@ -47,8 +47,14 @@ def test_many_sequences_in_length_batches_score_as_each_read_alone(family_dirs, 
     assert np.allclose(scores.duplicate, np.mean(rows["duplicate"], axis=0), atol=1e-6)
 
 
-def test_the_bundled_decoder_has_induction_heads_and_the_encoder_none(decoder, bundled):
-    scores = induction_scores(decoder)
+@pytest.fixture(scope="module")
+def decoder_scores(decoder) -> InductionScores:
+    """The bundled decoder's scores, computed here once for the tests that read them (6-7 s each time)."""
+    return induction_scores(decoder)
+
+
+def test_the_bundled_decoder_has_induction_heads_and_the_encoder_none(decoder_scores, bundled):
+    scores = decoder_scores
     assert scores.sequences == 32 and scores.induction.shape == (30, 9)
     assert scores.induction.max() > 20 * scores.baseline and scores.induction.max() > 0.7  # measured: 0.861 (L18 H6)
     assert len(scores.induction_heads()) >= 3 and all(layer > 0 for layer, _ in scores.induction_heads())
@@ -68,7 +74,7 @@ def test_causal_baselines_are_uniform_over_the_visible_keys():
     assert roles.labels(first="first token")[0, 0] != "[CLS]"
 
 
-def test_roles_page_on_the_decoder_labels_sinks_and_induction_heads(decoder):
+def test_roles_page_on_the_decoder_labels_sinks_and_induction_heads(decoder_scores):
     from tests.conftest import chart_json, decode, open_app
 
     at = open_app("views/roles.py", model="SmolLM2-135M-Instruct")
@@ -77,4 +83,4 @@ def test_roles_page_on_the_decoder_labels_sinks_and_induction_heads(decoder):
     assert {"first token", "induction"} <= cells and "[CLS]" not in cells
     assert any("only looks back" in c.value for c in at.caption)
     induction = decode(chart_json(at, "induction_grid")["data"][0]["z"])
-    assert np.allclose(induction, induction_scores(decoder).induction, atol=1e-6)
+    assert np.allclose(induction, decoder_scores.induction, atol=1e-6)  # the page's own computation, and this one
