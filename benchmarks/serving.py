@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,6 +57,14 @@ class ServerGroup:
         return total
 
 
+@contextlib.contextmanager
+def output_file() -> Iterator[Path]:
+    """A file for a started server's output, removed afterwards. Never a pipe: nobody reads it once the server is up,
+    and a pipe holding 64 KB blocks the server at its next write (every thread that logs then waits: a stall)."""
+    with tempfile.TemporaryDirectory(prefix="mha-server-") as folder:
+        yield Path(folder) / "output.log"
+
+
 def stop(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGTERM)
@@ -73,14 +82,15 @@ def app_server(script: str = "app.py", timeout: float = 120, env: dict[str, str]
     port = port or free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, **SERVER_ENV, **(env or {})})
     url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, timeout, proc)
-        yield ServerGroup(url, (proc.pid,), (url,))
-    finally:
-        stop(proc)
+    with output_file() as output, output.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **SERVER_ENV, **(env or {})})
+        try:
+            wait_healthy(url, timeout, proc, output)
+            yield ServerGroup(url, (proc.pid,), (url,))
+        finally:
+            stop(proc)
 
 
 def app_children(pid: int) -> tuple[int, ...]:
@@ -95,16 +105,17 @@ def proxy_group(workers: int, timeout: float = 180) -> Iterator[ServerGroup]:
     port = free_port()
     env = {**os.environ, **SERVER_ENV, "WORKERS": str(workers), "PORT": str(port), "BIND": "127.0.0.1",
            "FIRST_WORKER_PORT": str(free_port() + 200), "BIN": str(Path(sys.executable).parent)}
-    proc = subprocess.Popen(["bash", str(ROOT / "deploy" / "serve.sh")], cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    try:
-        first = int(env["FIRST_WORKER_PORT"])
-        workers_at = tuple(f"http://127.0.0.1:{first + i}" for i in range(1, workers + 1))
-        for worker in workers_at:
-            wait_healthy(worker, timeout, proc)
-        wait_healthy(url, timeout, proc)
-        time.sleep(2.5)  # HAProxy's first health checks (inter 2s) mark every process up
-        yield ServerGroup(url, app_children(proc.pid), workers_at)
-    finally:
-        stop(proc)
+    with output_file() as output, output.open("wb") as out:
+        proc = subprocess.Popen(["bash", str(ROOT / "deploy" / "serve.sh")], cwd=ROOT, env=env,
+                                start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            first = int(env["FIRST_WORKER_PORT"])
+            workers_at = tuple(f"http://127.0.0.1:{first + i}" for i in range(1, workers + 1))
+            for worker in workers_at:
+                wait_healthy(worker, timeout, proc, output)
+            wait_healthy(url, timeout, proc, output)
+            time.sleep(2.5)  # HAProxy's first health checks (inter 2s) mark every process up
+            yield ServerGroup(url, app_children(proc.pid), workers_at)
+        finally:
+            stop(proc)

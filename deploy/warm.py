@@ -21,16 +21,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deploy.st_client import Session  # noqa: E402
 
 
-def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
+def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None, output: Path | None = None) -> None:
     """Until the app at `url` answers its health check; TimeoutError after `timeout` s, RuntimeError (with the end
-    of its output) if `proc`, the server's process, exits first."""
+    of its output, the file `output`) if `proc`, the server's process, exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).status == 200:
                 return
         if proc is not None and proc.poll() is not None:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            out = output.read_bytes().decode(errors="replace") if output is not None and output.exists() else ""
             raise RuntimeError(f"the server exited: {out[-2000:]}")
         time.sleep(0.3)
     raise TimeoutError(f"{url} did not answer in {timeout:.0f} s")
