@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from benchmarks.serving import app_server
 from deploy.st_client import Session
 
@@ -22,3 +24,9 @@ def test_a_server_that_writes_much_keeps_serving():
     with app_server("tests/loud_app.py", timeout=60) as group:
         for _ in range(3):
             assert "written" in asyncio.run(visit(group.url))
+
+
+def test_a_server_that_exits_at_once_says_why():
+    """Its last output is the error's message (read from the file)."""
+    with pytest.raises(RuntimeError, match="does not exist"), app_server("tests/no_such_page.py", timeout=60):
+        pass
