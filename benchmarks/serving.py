@@ -58,11 +58,19 @@ class ServerGroup:
 
 
 @contextlib.contextmanager
-def output_file() -> Iterator[Path]:
-    """A file for a started server's output, removed afterwards. Never a pipe: nobody reads it once the server is up,
-    and a pipe holding 64 KB blocks the server at its next write (every thread that logs then waits: a stall)."""
+def process_group(cmd: list[str], env: dict[str, str]) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """`cmd` in a process group of its own, its output in a temporary file: (the process, the file); stopped and
+    removed afterwards. Never a pipe: nobody reads it once the server is up, and a pipe holding 64 KB blocks the
+    server at its next write (every thread that logs then waits: a stall)."""
     with tempfile.TemporaryDirectory(prefix="mha-server-") as folder:
-        yield Path(folder) / "output.log"
+        output = Path(folder) / "output.log"
+        with output.open("wb") as out:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        try:
+            yield proc, output
+        finally:
+            stop(proc)
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -83,14 +91,9 @@ def app_server(script: str = "app.py", timeout: float = 120, env: dict[str, str]
     cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true"]
     url = f"http://127.0.0.1:{port}"
-    with output_file() as output, output.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, **SERVER_ENV, **(env or {})})
-        try:
-            wait_healthy(url, timeout, proc, output)
-            yield ServerGroup(url, (proc.pid,), (url,))
-        finally:
-            stop(proc)
+    with process_group(cmd, {**os.environ, **SERVER_ENV, **(env or {})}) as (proc, output):
+        wait_healthy(url, timeout, proc, output)
+        yield ServerGroup(url, (proc.pid,), (url,))
 
 
 def app_children(pid: int) -> tuple[int, ...]:
@@ -106,16 +109,11 @@ def proxy_group(workers: int, timeout: float = 180) -> Iterator[ServerGroup]:
     env = {**os.environ, **SERVER_ENV, "WORKERS": str(workers), "PORT": str(port), "BIND": "127.0.0.1",
            "FIRST_WORKER_PORT": str(free_port() + 200), "BIN": str(Path(sys.executable).parent)}
     url = f"http://127.0.0.1:{port}"
-    with output_file() as output, output.open("wb") as out:
-        proc = subprocess.Popen(["bash", str(ROOT / "deploy" / "serve.sh")], cwd=ROOT, env=env,
-                                start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            first = int(env["FIRST_WORKER_PORT"])
-            workers_at = tuple(f"http://127.0.0.1:{first + i}" for i in range(1, workers + 1))
-            for worker in workers_at:
-                wait_healthy(worker, timeout, proc, output)
-            wait_healthy(url, timeout, proc, output)
-            time.sleep(2.5)  # HAProxy's first health checks (inter 2s) mark every process up
-            yield ServerGroup(url, app_children(proc.pid), workers_at)
-        finally:
-            stop(proc)
+    with process_group(["bash", str(ROOT / "deploy" / "serve.sh")], env) as (proc, output):
+        first = int(env["FIRST_WORKER_PORT"])
+        workers_at = tuple(f"http://127.0.0.1:{first + i}" for i in range(1, workers + 1))
+        for worker in workers_at:
+            wait_healthy(worker, timeout, proc, output)
+        wait_healthy(url, timeout, proc, output)
+        time.sleep(2.5)  # HAProxy's first health checks (inter 2s) mark every process up
+        yield ServerGroup(url, app_children(proc.pid), workers_at)
