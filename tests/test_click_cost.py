@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mha_core.engine.loading.bundled import ENCODER_NAME
 from tests.conftest import open_app
+from tests.event_loop import run_async
 
 
 def test_a_run_reads_the_model_list_once(monkeypatch):
@@ -84,8 +85,6 @@ def test_each_run_navigates_its_own_copies_of_the_pages(monkeypatch):
 def test_the_floor_app_draws_what_it_is_told(tmp_path):
     """bench_classroom --floor weighs Streamlit drawing the Heads page's elements with nothing computed: the stub
     draws exactly the inventory the client counted (charts left out: they are the page's own work)."""
-    import asyncio
-
     from benchmarks.floor import clicks
     from benchmarks.serving import app_server
 
@@ -94,6 +93,6 @@ def test_the_floor_app_draws_what_it_is_told(tmp_path):
             "text_area": 2, "text_input": 1, "alert": 1}
     elements = ",".join(f"{kind}={n}" for kind, n in told.items())
     with app_server("benchmarks/floor_app.py", env={"FLOOR_ELEMENTS": elements}) as stub:
-        (drawn,) = asyncio.run(clicks(stub.url, ["A sentence typed into the box."]))
+        (drawn,) = run_async(clicks(stub.url, ["A sentence typed into the box."]))
     assert not drawn.exceptions and "Sentence" in drawn.text_values  # the box the benchmark types into, first
     assert dict(drawn.elements) == {kind: n for kind, n in told.items() if kind != "plotly_chart"}

@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.serving import app_server
 from deploy.st_client import Interaction, Session
+from tests.event_loop import loop_thread
 
 pytestmark = pytest.mark.serve
 
@@ -69,14 +70,13 @@ def test_queued_visitors_see_their_place_and_leaving_stops_the_work(tmp_path):
         async def first_starts() -> None:
             await first.connect_and_start()
 
-        loop = asyncio.new_event_loop()
-        loop.run_until_complete(first_starts())
-        assert wait_for(lambda: projection_children(pid), 180), "the first t-SNE never started"
-        texts = loop.run_until_complete(second_visitor_sees(group.url, "number 1 in the queue"))
-        assert any("number 1 in the queue" in t for t in texts), texts
-        assert projection_children(pid), "the first visitor's t-SNE should still run"
-        loop.run_until_complete(first.close())
-        loop.close()
+        with loop_thread() as loop:  # the first visitor's session lives across the three coroutines
+            loop.run(first_starts())
+            assert wait_for(lambda: projection_children(pid), 180), "the first t-SNE never started"
+            texts = loop.run(second_visitor_sees(group.url, "number 1 in the queue"))
+            assert any("number 1 in the queue" in t for t in texts), texts
+            assert projection_children(pid), "the first visitor's t-SNE should still run"
+            loop.run(first.close())
         assert wait_for(lambda: not projection_children(pid), 20), "t-SNE kept running after its visitor left"
         time.sleep(1.0)
         before = group.cpu_seconds()

@@ -11,6 +11,7 @@ import pytest
 from benchmarks.serving import proxy_group
 from deploy.st_client import Session
 from mha_core.engine.loading.model import bundled_model_dir
+from tests.event_loop import run_async
 
 pytestmark = pytest.mark.serve
 
@@ -66,8 +67,8 @@ def test_a_class_through_the_proxy():
         assert all(size > 400 for size in sizes), sizes  # torch, the model and the example's views: in memory
         assert len(group.pids) == 2
         for worker_url in group.worker_urls:
-            asyncio.run(teacher_opens(worker_url))
-        visits = asyncio.run(class_at(group.url))
+            run_async(teacher_opens(worker_url))
+        visits = run_async(class_at(group.url))
         served = {cookie for cookie, *_ in visits}
         assert served == {"MHA_WORKER=app1", "MHA_WORKER=app2"}  # both processes served sessions
         for text, (_, shown, caption, _) in zip(SENTENCES, visits, strict=True):
@@ -75,6 +76,6 @@ def test_a_class_through_the_proxy():
             assert re.match(rf"{pieces(reversed_words(text))} word pieces", caption)  # ...and what they typed
         # The same URL on the other process shows the same page: the view lives in the URL.
         for worker in ("app1", "app2"):
-            cookie, shown, _, page_texts = asyncio.run(visit(group.url, SENTENCES[0], f"MHA_WORKER={worker}"))
+            cookie, shown, _, page_texts = run_async(visit(group.url, SENTENCES[0], f"MHA_WORKER={worker}"))
             assert cookie == "" and shown == SENTENCES[0]  # a sticky browser gets no new cookie
             assert "Attention heads" in page_texts

@@ -3,12 +3,11 @@ the server is up, and a pipe holding 64 KB would block the server at its next wr
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from benchmarks.serving import app_server
 from deploy.st_client import Session
+from tests.event_loop import run_async
 
 
 async def visit(url: str) -> list[str]:
@@ -23,7 +22,7 @@ def test_a_server_that_writes_much_keeps_serving():
     """Each run of the page writes 256 KB: through a pipe nobody reads, the first run would never finish."""
     with app_server("tests/loud_app.py", timeout=60) as group:
         for _ in range(3):
-            assert "written" in asyncio.run(visit(group.url))
+            assert "written" in run_async(visit(group.url))
 
 
 def test_a_server_that_exits_at_once_says_why():
