@@ -88,16 +88,12 @@ def app_server(script: str = "app.py", timeout: float = 120, env: dict[str, str]
                port: int | None = None) -> Iterator[ServerGroup]:
     """One `streamlit run` on a loopback port (a free one unless given: a restart reuses its server's)."""
     port = port or free_port()
-    cmd = server_command(script, port)
+    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true"]
     url = f"http://127.0.0.1:{port}"
     with process_group(cmd, {**os.environ, **SERVER_ENV, **(env or {})}) as (proc, output):
         wait_healthy(url, timeout, proc, output)
         yield ServerGroup(url, (proc.pid,), (url,))
-
-
-def server_command(script: str, port: int) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port), "--server.address",
-            "127.0.0.1", "--server.headless", "true"]
 
 
 def app_children(pid: int) -> tuple[int, ...]:

@@ -24,33 +24,6 @@ def streamlit_server(script: str = "app.py", timeout: float = 90) -> Iterator[st
         yield group.url
 
 
-def start_app(folder: Path) -> tuple[int, str]:
-    """A `streamlit run` of app.py in a process group of its own, its output in `folder`: (its id, its address)."""
-    import os
-    import subprocess
-
-    from benchmarks.serving import SERVER_ENV, free_port, server_command
-    from deploy.warm import wait_healthy
-
-    port, output = free_port(), folder / "app.log"
-    with output.open("ab") as out:
-        proc = subprocess.Popen(server_command("app.py", port), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, **SERVER_ENV})
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(url, 120, proc, output)
-    return proc.pid, url
-
-
-def app_answers(url: str) -> bool:
-    """The app at `url` says it is healthy (a shared server another test process started may have gone)."""
-    import urllib.request
-
-    try:
-        return urllib.request.urlopen(f"{url}/_stcore/health", timeout=5).status == 200
-    except OSError:
-        return False
-
-
 PHONE_AGENT = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
                "Version/17.0 Mobile/15E148 Safari/604.1")
 

@@ -113,13 +113,12 @@ def _shared_chromium_closes() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Iterator[str]:
-    """The run's one `streamlit run`, shared by the browser tests of every test process (each opens its own
-    sessions; a test of a fresh server's first request starts its own)."""
-    from tests.browser import app_answers, start_app
-    from tests.run_shared import run_folder, shared_by_the_run
+def app_url() -> Iterator[str]:
+    """One `streamlit run` per test process, shared by the browser tests (each opens its own sessions; a test of a
+    fresh server's first request starts its own)."""
+    from tests.browser import streamlit_server
 
-    with shared_by_the_run(run_folder(tmp_path_factory.getbasetemp(), worker_id), "app", start_app, app_answers) as url:
+    with streamlit_server() as url:
         yield url
 
 
