@@ -35,7 +35,6 @@ class LoopThread:
         self.thread.join()
         self.loop.close()
 
-
     async def _finish_tasks(self) -> None:
         pending = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
         for task in pending:
