@@ -4,22 +4,10 @@ Playwright's sync driver leaves one after a browser test in the same process).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
 
 import pytest
 
 from tests.event_loop import loop_thread, run_async
-
-T = TypeVar("T")
-
-
-def with_a_running_loop(driver: Coroutine[Any, Any, T]) -> T:
-    """Runs `driver` as the only coroutine of a loop in a new thread: inside it, a loop runs in the calling thread,
-    as after a browser test (and this test passes whatever ran before it in the process)."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, driver).result()
 
 
 async def answer(value: int) -> int:
@@ -35,7 +23,7 @@ def test_a_coroutine_runs_while_a_loop_runs_in_the_calling_thread():
         refused.close()
         return run_async(answer(42))
 
-    assert with_a_running_loop(driver_running()) == 42
+    assert run_async(driver_running()) == 42  # the driver's loop runs on a thread of its own, whatever ran here
 
 
 def test_one_loop_carries_state_between_coroutines_and_cancels_what_is_left():
@@ -50,7 +38,7 @@ def test_one_loop_carries_state_between_coroutines_and_cancels_what_is_left():
             assert loop.run(answer(7)) == 7 and not started[0].done()
         assert started[0].cancelled()  # closing the loop cancelled it, as asyncio.run would
 
-    with_a_running_loop(driver_running())
+    run_async(driver_running())
 
 
 def test_an_error_reaches_the_caller():
