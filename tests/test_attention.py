@@ -8,6 +8,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from mha_core import run
 from mha_core.engine.attention import (
+    aligned_bias,
     apply_rope,
     from_torch_mha,
     merge_heads,
@@ -140,3 +141,13 @@ def test_the_fused_path_keeps_no_quadratic_maps_or_per_head_outputs(tiny):
     assert fused.layer_probs is None and fused.layer_context is None
     with pytest.raises(ValueError, match="path='explicit'"):
         fused.head_outputs()
+
+
+@pytest.mark.parametrize("keys", [14, 15, 16, 30])
+def test_a_cuda_bias_is_broadcast_into_rows_aligned_to_16_elements(keys):
+    """CUDA's efficient kernel refuses a bias whose strides are not multiples of 16 bytes: seen on an H200 with a
+    padded batch of decoder texts (14 pieces). The bias is the same values in aligned rows."""
+    causal_and_padding = torch.randn(2, 1, keys, keys)  # (B,1,T,S)
+    full = aligned_bias(causal_and_padding, (2, 3, keys, keys))  # (B,H,T,S)
+    assert full.shape == (2, 3, keys, keys) and torch.equal(full, causal_and_padding.expand(2, 3, keys, keys))
+    assert all(stride % 16 == 0 for stride in full.stride()[:-1]) and full.stride(-1) == 1

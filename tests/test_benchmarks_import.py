@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-SCRIPTS = sorted((ROOT / "benchmarks").glob("bench_*.py"))
+SCRIPTS = sorted([*(ROOT / "benchmarks").glob("bench_*.py"), ROOT / "benchmarks" / "cuda_check.py"])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])

