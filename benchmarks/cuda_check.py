@@ -165,8 +165,23 @@ def bench(model, repeats: int) -> list[str]:
     if model.arch.causal:  # a long text's route (mha_core.analysis.long): up to the model's own position limit
         long = for_long_texts(model)
         print(f"long texts (up to {long.max_length} pieces):")
-        bench_core.bench_lengths(long, [n for n in (2048, 4096, 8192) if n <= long.max_length], repeats)
+        lengths = [n for n in (2048, 4096, 8192) if n <= long.max_length]
+        bench_core.bench_lengths(long, lengths, repeats)
+        if model.device.type == "cuda":
+            text = bench_core.text_of_run_pieces(long, lengths[-1])
+            peaks = {path: peak_mb(long, text, path) for path in PATHS}
+            print(f"peak GPU memory of one forward at {lengths[-1]} pieces: explicit {peaks['explicit']:.0f} MB, "
+                  f"fused {peaks['fused']:.0f} MB (weights included)")
     return []
+
+
+def peak_mb(model, text: str, path: str) -> float:
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    result = run(model, text, path=path)
+    bench_core.sync(model.device)
+    del result
+    return torch.cuda.max_memory_allocated() / 2**20
 
 
 def main() -> None:
@@ -175,13 +190,15 @@ def main() -> None:
     parser.add_argument("--shapes", type=Path, help="model folders (config + tokenizer) to run with random weights")
     parser.add_argument("--tokenizer", type=Path, help="the word-piece tokenizer folder of the tiny models")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--skip-families", action="store_true", help="only the bundled models (or --shapes)")
     args = parser.parse_args()
     name = torch.cuda.get_device_name() if args.device == "cuda" else args.device
     print(f"torch {torch.__version__}, device {name}")
     tokenizer = (lambda: args.tokenizer) if args.tokenizer else tiny_models.bundled_model_dir
     with tempfile.TemporaryDirectory() as scratch_dir, mock.patch.object(tiny_models, "bundled_model_dir", tokenizer):
         scratch = Path(scratch_dir)
-        families(args.device, scratch / "tiny")
+        if not args.skip_families:
+            families(args.device, scratch / "tiny")
         bundled_shapes(shaped_folders(args.shapes, scratch / "shapes"), args.device, args.repeats)
 
 

@@ -151,3 +151,5 @@ def test_a_cuda_bias_is_broadcast_into_rows_aligned_to_16_elements(keys):
     full = aligned_bias(causal_and_padding, (2, 3, keys, keys))  # (B,H,T,S)
     assert full.shape == (2, 3, keys, keys) and torch.equal(full, causal_and_padding.expand(2, 3, keys, keys))
     assert all(stride % 16 == 0 for stride in full.stride()[:-1]) and full.stride(-1) == 1
+    padded = keys + (-keys) % 16  # the heads stay a view: memory for one copy of the rows, not one per head
+    assert full.untyped_storage().nbytes() == 2 * keys * padded * full.element_size()

@@ -214,8 +214,8 @@ def cuda_fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scal
                       ) -> tuple[Tensor, Tensor, str]:
     """CUDA: flash when there is no padding and the dtype allows it, else memory-efficient.
 
-    Both kernels return the LSE. The efficient kernel wants a bias whose strides are aligned, so
-    the bias is expanded to (B,H,T,S) and materialised in aligned rows (only when a batch has padding).
+    Both kernels return the LSE. The efficient kernel wants a bias whose strides are aligned: its rows are
+    copied into aligned memory and expanded to (B,H,T,S) as a view (aligned_bias).
     """
     if bias is None and q.dtype in (torch.float16, torch.bfloat16):
         try:
@@ -229,13 +229,14 @@ def cuda_fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scal
 
 
 def aligned_bias(bias: Tensor, shape: tuple[int, int, int, int], align: int = 16) -> Tensor:
-    """`bias` broadcast to `shape` (B,H,T,S), as a view of (B,H,T,S') with S' the next multiple of `align`: CUDA's
-    efficient kernel refuses a bias whose strides are not multiples of 16 bytes (seen on an H200 with a padded batch
-    of decoder texts: "attn_bias is not correctly aligned (strideM)")."""
+    """`bias` broadcast to `shape` (B,H,T,S) for CUDA's efficient kernel, which refuses a bias whose strides are not
+    multiples of 16 bytes (seen on an H200 with a padded batch of decoder texts: "attn_bias is not correctly
+    aligned"). Its rows are copied into (.., S') with S' the next multiple of `align`, and its broadcast dimensions
+    (the heads, often the batch) stay views: as PyTorch's own SDPA pads and expands a mask."""
     s = shape[-1]
-    rows = bias.new_empty(*shape[:-1], s + (-s) % align)  # (B,H,T,S')
+    rows = bias.new_empty(*bias.shape[:-1], s + (-s) % align)  # bias's own dims, keys padded to S'
     rows[..., :s] = bias
-    return rows[..., :s]  # (B,H,T,S)
+    return rows[..., :s].expand(shape)  # (B,H,T,S)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
