@@ -64,7 +64,11 @@ def text_family(folder: Path, device: str, dtype: torch.dtype, texts: list[str] 
     return lines
 
 
-def seq2seq_family(folder: Path, device: str, family: str) -> list[str]:
+def tiny_text_family(folder: Path, family: str, device: str) -> list[str]:
+    return text_family(folder, device, torch.float32)
+
+
+def seq2seq_family(folder: Path, family: str, device: str) -> list[str]:
     model = load_model(folder, device=device)
     if family == "whisper":
         torch.manual_seed(1)
@@ -87,7 +91,7 @@ def seq2seq_family(folder: Path, device: str, family: str) -> list[str]:
     return lines
 
 
-def vision_family(folder: Path, device: str) -> list[str]:
+def vision_family(folder: Path, family: str, device: str) -> list[str]:
     model = load_model(folder, device=device)
     torch.manual_seed(1)
     pixels = torch.randn(2, 3, 48, 48)
@@ -105,13 +109,17 @@ def vision_family(folder: Path, device: str) -> list[str]:
 
 def families(device: str, scratch: Path) -> None:
     print("== every family's tiny random model, float32, two texts of different lengths (padding)")
-    makers = [(tiny_models.CONFIGS, tiny_models.make_tiny, lambda f, fam: text_family(f, device, torch.float32)),
-              (tiny_models.SEQ2SEQ_CONFIGS, tiny_models.make_tiny_seq2seq, lambda f, fam: seq2seq_family(f, device,
-                                                                                                       fam)),
-              (tiny_models.VISION_CONFIGS, tiny_models.make_tiny_vision, lambda f, fam: vision_family(f, device))]
-    for configs, make, check in makers:
+    kinds = ((tiny_models.CONFIGS, tiny_models.make_tiny, tiny_text_family),
+             (tiny_models.SEQ2SEQ_CONFIGS, tiny_models.make_tiny_seq2seq, seq2seq_family),
+             (tiny_models.VISION_CONFIGS, tiny_models.make_tiny_vision, vision_family))
+    for configs, make, check in kinds:
         for family in configs:
-            checked(family, partial(lambda fam, make, check: check(make(fam, scratch / fam), fam), family, make, check))
+            checked(family, partial(made_and_checked, make, check, family, scratch / family, device))
+
+
+def made_and_checked(make, check, family: str, folder: Path, device: str) -> list[str]:
+    """A family's tiny model made in `folder`, then checked on the device."""
+    return check(make(family, folder), family, device)
 
 
 def checked(name: str, check) -> None:
