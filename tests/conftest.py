@@ -73,8 +73,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if {"decoder", "gemma", "whisper"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
     # The long tests first (the same order in every process, as pytest-xdist requires): the test processes take the
-    # short ones from each other at the end instead of waiting on one long test started last.
+    # short ones from each other at the end instead of waiting on one long test started last. Within a tier, the
+    # tests marked long are dealt to each process's share once -m has chosen the tier's tests (tests/scheduling.py).
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("slow", "browser", "serve")))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from tests import scheduling
+
+    config.pluginmanager.register(scheduling, "tests.scheduling")
 
 
 @pytest.fixture(autouse=True)

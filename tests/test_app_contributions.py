@@ -78,6 +78,7 @@ def test_value_weighted_and_rollout_maps_export_as_csv():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_new_target_gives_the_joint_ablation_its_own_top_heads(decoder):  # issue 18, finding 6
     from mha_core.analysis.heads.roles import head_label
 

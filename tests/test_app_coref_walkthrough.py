@@ -37,6 +37,7 @@ def test_margin_change_grid_is_the_difference_of_separate_runs(bundled):
 
 
 @pytest.mark.parametrize("which", ["encoder", "decoder"])
+@pytest.mark.long
 def test_the_headline_counts_what_the_table_shows(bundled, decoder, which):  # issue 19, item 4
     model = bundled if which == "encoder" else decoder
     at = open_app("views/coreference.py", model=model.name)
@@ -62,6 +63,7 @@ def test_a_decoder_pair_is_explained_and_probed(decoder):  # issue 19, item 3
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_gap_first_head_shifts_towards_street_without_flipping(bundled):
     at = open_app("views/coreference.py")
     at.toggle(key="gap_local").set_value(True).run()  # score the shared GAP validation split

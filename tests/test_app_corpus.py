@@ -117,6 +117,7 @@ def test_gap_heads_scored_on_the_roles_page_colour_the_map(bundled, bundled_corp
 
 
 @pytest.mark.slow  # a pass over the Chinese treebank
+@pytest.mark.long
 def test_the_chinese_treebank_is_a_corpus_with_its_own_trees(bundled):
     """Issue 42, item 12: Across a corpus reads the bundled Chinese treebank (its texts as annotated) and labels the
     heads from its gold trees, with no parser and no upload."""

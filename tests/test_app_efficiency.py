@@ -50,6 +50,7 @@ def test_a_pattern_on_the_decoder_gives_the_next_piece_s_kl_and_one_too_wide_is_
     assert not wide.get("plotly_chart")
 
 
+@pytest.mark.long
 def test_the_kernels_are_measured_on_request(monkeypatch):
     from mha_core.serving.computed import efficiency
 

@@ -127,6 +127,7 @@ def test_malformed_upload_names_the_line():
 
 
 @pytest.mark.slow  # Gemma 3 over 300 sentences
+@pytest.mark.long
 def test_a_chinese_class_sees_gemma_s_syntactic_heads_on_the_bundled_treebank(gemma):
     """Issue 42, item 12: a Chinese class's syntactic heads without an upload (UD Chinese GSDSimp, gold trees): a
     Chinese sentence points to the bundled treebank; the relation counts are the file's own, counted here."""

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
+@pytest.mark.long
 def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(gemma, app_url):
     """No lang= in the address: the browser's zh-CN locale picks Chinese, which opens on Gemma with a Chinese
     sentence; the token labels on the head map are Chinese characters and the page text is Chinese."""

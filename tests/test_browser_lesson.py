@@ -30,6 +30,7 @@ def overflow(page: object) -> int:
                                    return main.scrollHeight - main.clientHeight; }""")
 
 
+@pytest.mark.long
 def test_a_phone_follows_the_teacher_and_only_the_teacher_moves_the_class(app_url):
     with browser_contexts() as new_page:
         teacher = new_page(viewport={"width": 1920, "height": 1080})  # a projector
@@ -71,6 +72,7 @@ def follow_the_class(app_url: str, teacher: object, student: object, intruder: o
     student.locator("h1", has_text=f"3. {STEPS[2].title}").wait_for(timeout=60_000)
 
 
+@pytest.mark.long
 def test_a_restarted_server_s_pages_reload_on_the_class_s_step(tmp_path):
     """A server restart forgets every session and no page reruns by itself: the class's pages notice the lost
     connection, reload once the server is back, say so, and follow the teacher again (the class lives on disk)."""

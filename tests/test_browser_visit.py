@@ -31,6 +31,7 @@ def assert_no_error(page: object) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0, page.locator("body").inner_text()[:2000]
 
 
+@pytest.mark.long
 def test_chinese_stays_chinese_across_pages_and_tabs(app_url):
     """A Chinese visit on its default model (Gemma 3): every page by the navigation, a tab clicked on each."""
     ARTIFACTS.mkdir(exist_ok=True)

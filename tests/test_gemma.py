@@ -28,6 +28,7 @@ def layer_maps(attn, bias, scale: float) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", list(TEXTS))
+@pytest.mark.long
 def test_gemma_equals_transformers_on_every_layer(gemma, name):
     """Each layer recomputed from transformers' own input to it equals transformers' layer (maps to 1e-5, outputs to
     1e-6 of their size); end to end, ours differs from eager no more than transformers' own SDPA model does: Gemma's

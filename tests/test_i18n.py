@@ -250,6 +250,7 @@ DECODER_PAGES = [(page, GEMMA_NAME) for page in PAGES_AND_TABS] + [
 
 @pytest.mark.slow  # 2 models x 8 pages x their tabs: in make test, not in the fast tier
 @pytest.mark.parametrize(("page", "model"), DECODER_PAGES)
+@pytest.mark.long
 def test_every_page_and_tab_in_chinese_on_the_decoders_has_no_english_left(page, model):
     assert_all_chinese(page, model)
 

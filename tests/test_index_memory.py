@@ -42,6 +42,7 @@ def growth(model_dir: Path, lines: int, out: Path) -> tuple[float, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_an_index_build_grows_within_the_budget_at_any_corpus_size(wide_dir, tmp_path):
     small, small_pieces = growth(wide_dir, 600, tmp_path / "small")
     large, large_pieces = growth(wide_dir, 2400, tmp_path / "large")

@@ -29,6 +29,7 @@ def stored(index: OpenIndex, layer: int, kind: str) -> np.ndarray:
     return faiss.rev_swig_ptr(vectors.get_xb(), vectors.ntotal * vectors.d).reshape(vectors.ntotal, vectors.d)
 
 
+@pytest.mark.long
 def test_a_killed_replica_leaves_the_index_as_one_process_builds_it(tmp_path):
     one = cli("index", *ARGS, "--out", str(tmp_path / "one"), "--json", str(tmp_path / "one.json"))
     assert one.returncode == 0, one.stderr

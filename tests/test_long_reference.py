@@ -73,6 +73,7 @@ def test_rows_at_8192_pieces_equal_transformers_eager_weights(decoder):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_needle_probe_equals_its_definition_on_the_full_maps(decoder):
     """At about 1,000 pieces the explicit path keeps every map: each head's strongest key read off those maps, and
     the model's own next-piece choices, give the same scores; SmolLM2 copies the whole code."""

@@ -23,6 +23,7 @@ CASES = {  # name: (model, budget in MB, the command at 1x and 4x its tests' siz
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_computation_grows_by_at_most_its_budget(tmp_path):
     """Every case at 1x and 4x, each run a fork of one process that has imported the libraries (tests/cli_forks.py:
     eight fresh CLI processes spent about 40 s importing)."""

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_tour_notebook_runs_and_every_result_draws_itself():
     import nbformat
     from nbclient import NotebookClient

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mha_core.analysis.translation import heads
 from mha_core.analysis.translation.gold import halves, newswire_pairs
 from mha_core.analysis.translation.translate import align, translate
@@ -32,6 +34,7 @@ def test_gemma_translates_the_animal_sentence_and_links_the_animal_and_the_prono
     assert any(s == animal for s, _ in back.links)  # the animal has its word in the Chinese
 
 
+@pytest.mark.long
 def test_the_shipped_heads_are_the_development_half_s_choice_and_hold_on_the_held_back_half(gemma):
     shipped = heads.shipped_choice(gemma, "zh-en")
     heads.CHOSEN.clear()

@@ -182,6 +182,7 @@ def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
 
 
 @pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
+@pytest.mark.long
 def test_whisper_translates_spoken_chinese_into_english_with_its_cross_attention(whisper):
     """Issue 46: task=translate, as transformers' generate writes it; the English words timed on the speech. (What
     whisper-base makes of espeak-ng's Mandarin is poor English: the test checks the machinery, not the translation.)"""
