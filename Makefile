@@ -88,7 +88,8 @@ lint: install
 # models, corpora, notebooks, CLI processes, image export), `make test-browser` (Chromium), `make test-serve` (HAProxy
 # and the heavy-work queue, serial). Each tier installs what it uses (image export draws with Chromium), so that each
 # runs alone on a fresh machine. -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch
-# thread, and puts the long tests first so that, with work stealing, no process waits at the end on one long test.
+# thread, and deals the tests marked long to the front of each process's share (tests/scheduling.py) so that, with
+# work stealing, no process waits at the end on one long test.
 PYTEST := $(BIN)/python -m pytest -q --durations=20
 FAST := not browser and not serve and not slow
 
