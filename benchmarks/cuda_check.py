@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import bench_core  # noqa: E402
 from mha_core.engine.forward import run  # noqa: E402
-from mha_core.engine.loading.model import bundled_dirs, for_long_texts, load_model  # noqa: E402
+from mha_core.engine.loading.model import bundled_dirs, for_long_texts, load_model, model_class  # noqa: E402
 from mha_core.engine.seq2seq.forward import forward_seq2seq, target_batch, target_ids  # noqa: E402
 from mha_core.engine.seq2seq.frames import frames_batch  # noqa: E402
 from mha_core.engine.tokens import tokenize  # noqa: E402
@@ -49,8 +49,8 @@ def maps(stack) -> list[torch.Tensor]:
     return [stack.layer_maps(layer) for layer in range(stack.n_layers)]  # L x (B,H,T,S)
 
 
-def text_family(folder: Path, device: str, dtype: torch.dtype, texts: list[str] | str = TEXTS) -> list[str]:
-    model = load_model(folder, device=device, dtype=dtype)
+def text_family(model, texts: list[str] | str = TEXTS) -> list[str]:
+    device = model.device
     lines = []
     for path in PATHS:
         result = run(model, texts, path=path)
@@ -65,7 +65,7 @@ def text_family(folder: Path, device: str, dtype: torch.dtype, texts: list[str] 
 
 
 def tiny_text_family(folder: Path, family: str, device: str) -> list[str]:
-    return text_family(folder, device, torch.float32)
+    return text_family(load_model(folder, device=device))
 
 
 def seq2seq_family(folder: Path, family: str, device: str) -> list[str]:
@@ -148,8 +148,6 @@ def shaped_folders(shapes: Path | None, scratch: Path) -> dict[str, Path]:
             packed.unlink()
         config = AutoConfig.from_pretrained(folder)
         torch.manual_seed(0)
-        from mha_core.engine.loading.model import model_class
-
         model_class(config).from_config(config, attn_implementation="eager").save_pretrained(folder)
         folders[source.name] = folder
     return folders
@@ -158,11 +156,12 @@ def shaped_folders(shapes: Path | None, scratch: Path) -> dict[str, Path]:
 def bundled_shapes(folders: dict[str, Path], device: str, repeats: int) -> None:
     for name, folder in folders.items():
         print(f"== {name}", flush=True)
-        for dtype in (torch.float32, torch.bfloat16):
-            text = bench_core.text_of_run_pieces(load_model(folder, device=device, dtype=dtype), 512)
-            checked(f"{name} 512 pieces {dtype}", partial(text_family, folder, device, dtype, text))
-            checked(f"{name} padded batch {dtype}", partial(text_family, folder, device, dtype))
-        checked(f"{name} bench bf16", partial(bench, load_model(folder, device=device, dtype=torch.bfloat16), repeats))
+        for dtype in (torch.float32, torch.bfloat16):  # one load per precision: the checks, then (bf16) the bench
+            model = load_model(folder, device=device, dtype=dtype)
+            text = bench_core.text_of_run_pieces(model, 512)
+            checked(f"{name} 512 pieces {dtype}", partial(text_family, model, text))
+            checked(f"{name} padded batch {dtype}", partial(text_family, model))
+        checked(f"{name} bench bf16", partial(bench, model, repeats))
 
 
 def bench(model, repeats: int) -> list[str]:

@@ -33,11 +33,12 @@ def share_sizes(n: int, workers: int) -> list[int]:
 def dealt(items: Sequence[Item], long: Sequence[bool], workers: int) -> list[Item]:
     """`items` reordered so that each process's first share starts with every `workers`-th long test; the short
     tests keep their order after them."""
+    workers = max(1, workers)
     longs = [item for item, is_long in zip(items, long, strict=True) if is_long]
     shorts = [item for item, is_long in zip(items, long, strict=True) if not is_long]
     ordered: list[Item] = []
-    for worker, size in enumerate(share_sizes(len(items), max(1, workers))):
-        share = longs[worker::max(1, workers)]
+    for worker, size in enumerate(share_sizes(len(items), workers)):
+        share = longs[worker::workers]
         take = max(0, size - len(share))
         ordered += share + shorts[:take]
         shorts = shorts[take:]
