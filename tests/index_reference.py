@@ -15,29 +15,40 @@ BATCH = 64  # sentences per forward
 
 
 @lru_cache(maxsize=2)
-def reference_pieces(texts: tuple[str, ...], layer: int) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
-    """Every non-special piece's (sentence, position), hidden_states[layer] (n,D) and layer `layer`'s heads' outputs
-    (n,H,Dh), taken as they enter its output projection (the last layer's for `layer` = L). Kept for the next
-    search of the same texts."""
+def reference_layers(texts: tuple[str, ...]) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """Every non-special piece's (sentence, position), every hidden state (L+1,n,D) and every layer's heads' outputs
+    (L,n,H,Dh), taken as they enter each layer's output projection: one forward for every layer a test searches.
+    Kept for the next search of the same texts."""
     reference, tokenizer = transformers_encoder()
     config, caught = reference.config, {}
-    block = reference.encoder.layer[min(layer, config.num_hidden_layers - 1)].attention.output.dense
-    hook = block.register_forward_pre_hook(lambda module, args: caught.update(context=args[0]))
+    hooks = [layer.attention.output.dense.register_forward_pre_hook(
+        lambda module, args, i=i: caught.update({i: args[0]})) for i, layer in enumerate(reference.encoder.layer)]
     where, hidden, heads = [], [], []
     try:
         with torch.no_grad():
             for start in range(0, len(texts), BATCH):
                 enc = tokenizer(texts[start: start + BATCH], return_tensors="pt", padding=True)
                 out = reference(**enc, output_hidden_states=True)
+                states = torch.stack(out.hidden_states)  # (L+1,B,T,D)
+                contexts = torch.stack([caught[i] for i in range(config.num_hidden_layers)])  # (L,B,T,H*Dh)
                 for b in range(len(enc.input_ids)):
                     keep = [t for t, w in enumerate(enc.word_ids(b)) if w is not None]
                     where += [(start + b, t) for t in keep]
-                    hidden.append(out.hidden_states[layer][b, keep].double().numpy())
-                    per_head = caught["context"][b, keep].reshape(len(keep), config.num_attention_heads, -1)
-                    heads.append(per_head.double().numpy())
+                    hidden.append(states[:, b, keep].double().numpy())  # (L+1,k,D)
+                    per_head = contexts[:, b, keep].reshape(config.num_hidden_layers, len(keep),
+                                                            config.num_attention_heads, -1)
+                    heads.append(per_head.double().numpy())  # (L,k,H,Dh)
     finally:
-        hook.remove()
-    return where, np.concatenate(hidden), np.concatenate(heads)
+        for hook in hooks:
+            hook.remove()
+    return where, np.concatenate(hidden, axis=1), np.concatenate(heads, axis=1)
+
+
+def reference_pieces(texts: tuple[str, ...], layer: int) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """Every non-special piece's (sentence, position), hidden_states[layer] (n,D) and layer `layer`'s heads' outputs
+    (n,H,Dh) (the last layer's for `layer` = L)."""
+    where, hidden, heads = reference_layers(texts)
+    return where, hidden[layer], heads[min(layer, len(heads) - 1)]
 
 
 def cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -49,8 +49,12 @@ def test_many_sequences_in_length_batches_score_as_each_read_alone(family_dirs, 
 
 @pytest.fixture(scope="module")
 def decoder_scores(decoder) -> InductionScores:
-    """The bundled decoder's scores, computed here once for the tests that read them (6-7 s each time)."""
-    return induction_scores(decoder)
+    """The bundled decoder's scores as the pages keep them (this process's server, serving.computed.text): computed
+    once for these tests and the Roles page that the last one opens (7-20 s each time, by machine)."""
+    from mha_core.serving.computed.text import induction_of
+    from views._state import server
+
+    return induction_of(server(), decoder)
 
 
 def test_the_bundled_decoder_has_induction_heads_and_the_encoder_none(decoder_scores, bundled):
@@ -83,4 +87,4 @@ def test_roles_page_on_the_decoder_labels_sinks_and_induction_heads(decoder_scor
     assert {"first token", "induction"} <= cells and "[CLS]" not in cells
     assert any("only looks back" in c.value for c in at.caption)
     induction = decode(chart_json(at, "induction_grid")["data"][0]["z"])
-    assert np.allclose(induction, decoder_scores.induction, atol=1e-6)  # the page's own computation, and this one
+    assert np.allclose(induction, decoder_scores.induction, atol=1e-6)  # the probe the page keeps, as drawn
