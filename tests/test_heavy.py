@@ -158,8 +158,11 @@ def abandoned_job(tmp_path: Path, grace_s: float, come_back: bool) -> tuple[list
         work.result(store, "k", compute, leaves)
     if come_back:
         assert work.result(store, "k", compute, lambda state: None) == "done"
-    else:
-        time.sleep(3.0)  # longer than the whole job would take
+    else:  # the job ends at its first check after the grace period (or, were nobody's leaving seen, after 40 chunks)
+        deadline = time.monotonic() + 30
+        while work.active() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not work.active()
     return chunks, store
 
 
