@@ -7,23 +7,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pytest
-import streamlit.testing.v1.app_test as app_test
-import torch
-from streamlit.components.v2.component_manager import BidiComponentManager
-from streamlit.runtime.media_file_manager import MediaFileManager
 
-from mha_core import LoadedModel, load_model
-from mha_core.engine.loading.model import bundled_model_dir
+if TYPE_CHECKING:  # torch, transformers, Streamlit and mha_core load in the processes that run tests
+    import numpy as np  # (set_up_test_process), never in pytest-xdist's controller, which runs none
 
-if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n N: N processes share the cores; torch's and BLAS's own
-    torch.set_num_threads(1)  # threads would spin against each other (twice the CPU time for the same tests),
-    os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # in child processes too
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(1)
+    from mha_core import LoadedModel
 
 # The machine's own Hugging Face cache stays out of the model list (a developer's models would change what pages
 # and lists show); tests of the cache listing turn it on with a cache of their own (tests/test_hf_cache.py).
@@ -82,6 +73,23 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests import scheduling
 
     config.pluginmanager.register(scheduling, "tests.scheduling")
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        set_up_test_process()
+
+
+def set_up_test_process() -> None:
+    """What a process that runs tests needs, done before it collects them: pytest-xdist's controller runs none and
+    skips it (importing torch, transformers and Streamlit: about 6 s on 2 cores, while its test processes wait to
+    start). pytest -n N: N processes share the cores, so torch's and BLAS's own threads would spin against each other
+    (twice the CPU time for the same tests): one thread each, in child processes too."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        torch.set_num_threads(1)
+        os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        threadpool_limits(1)
+    import tests.app_patches  # noqa: F401 - AppTest's media files kept, components scanned once
 
 
 @pytest.fixture(autouse=True)
@@ -132,6 +140,7 @@ def app_url() -> Iterator[str]:
 def app_model(folder: Path) -> LoadedModel:
     """A bundled model as the app's pages load it (views/_state.listed_model, kept per process): a test and the
     pages it opens read one copy, loaded once per test process instead of twice."""
+    from mha_core import LoadedModel
     from views._state import listed_model
 
     loaded = listed_model(str(folder))
@@ -149,7 +158,10 @@ def bundled() -> LoadedModel:
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 4-head, d_model 32 BERT with random weights and the bundled tokenizer."""
+    import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from mha_core.engine.loading.model import bundled_model_dir
 
     torch.manual_seed(0)
     config = BertConfig(
@@ -164,6 +176,8 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny(tiny_dir: Path) -> LoadedModel:
+    from mha_core import load_model
+
     return load_model(tiny_dir)
 
 
@@ -193,37 +207,11 @@ def download(at: object, label: str) -> bytes:
     """The bytes a page's download button named `label` gives (a deferred one's callable run as a click runs it),
     read from the media files of AppTest's last run (KeptMediaFiles)."""
     (button,) = [b for b in at.get("download_button") if b.proto.label == label]
+    from tests.app_patches import KeptMediaFiles
+
     files = KeptMediaFiles.latest
     url = files.execute_deferred(button.proto.deferred_file_id) if button.proto.deferred_file_id else button.proto.url
     return files.read_file(url.rsplit("/", 1)[-1]).content
-
-
-class KeptMediaFiles(MediaFileManager):
-    """AppTest gives each run a media file manager on a stand-in runtime that it drops after the run: this one keeps
-    the last, so a test can read what a download button holds (download)."""
-
-    latest: MediaFileManager | None = None
-
-    def __init__(self, storage: object) -> None:
-        super().__init__(storage)
-        KeptMediaFiles.latest = self
-
-
-app_test.MediaFileManager = KeptMediaFiles
-
-
-class ComponentsScannedOnce(BidiComponentManager):
-    """Each new AppTest scanned every installed package's metadata for Streamlit components (about 0.4 s: 840
-    packages, most of an AppTest of a small page); a server scans once at its start. The scan, once per test process,
-    its registry shared by every AppTest."""
-
-    def discover_and_register_components(self, *args: object, **kwargs: object) -> None:
-        if not getattr(self, "scanned", False):
-            super().discover_and_register_components(*args, **kwargs)
-            self.scanned = True
-
-
-app_test.BidiComponentManager = lru_cache(maxsize=1)(ComponentsScannedOnce)  # one instance, made at the first AppTest
 
 
 @lru_cache(maxsize=1)
@@ -232,6 +220,8 @@ def transformers_encoder() -> tuple[object, object]:
     process: the independent reference of the pages' and the CLI's numbers (a hook put on it is removed after)."""
     from transformers import AutoModel, AutoTokenizer
 
+    from mha_core.engine.loading.model import bundled_model_dir
+
     folder = bundled_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     return AutoModel.from_pretrained(folder, attn_implementation="eager", local_files_only=True).eval(), tokenizer
@@ -239,6 +229,8 @@ def transformers_encoder() -> tuple[object, object]:
 
 def transformers_attentions(text: str) -> tuple[np.ndarray, list[str]]:
     """(L,H,T,T) transformers' own attentions of the bundled encoder, and its tokens."""
+    import torch
+
     model, tokenizer = transformers_encoder()
     enc = tokenizer(text, return_tensors="pt")
     with torch.inference_mode():
