@@ -36,5 +36,3 @@ class ComponentsScannedOnce(BidiComponentManager):
 
 
 app_test.BidiComponentManager = lru_cache(maxsize=1)(ComponentsScannedOnce)  # one instance, made at the first AppTest
-
-

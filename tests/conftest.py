@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -181,6 +182,17 @@ def tiny(tiny_dir: Path) -> LoadedModel:
     return load_model(tiny_dir)
 
 
+def wait_for(condition: Callable[[], object], seconds: float, poll_s: float = 0.2) -> bool:
+    """Whether condition() came true within `seconds`, checked every poll_s: a test waits for what must happen, never
+    for a fixed time."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(poll_s)
+    return False
+
+
 def long_text(n_words: int) -> str:
     """Varied English prose of about n_words words."""
     base = (
@@ -206,9 +218,9 @@ def open_app(page: str | None = None, **query: str) -> object:
 def download(at: object, label: str) -> bytes:
     """The bytes a page's download button named `label` gives (a deferred one's callable run as a click runs it),
     read from the media files of AppTest's last run (KeptMediaFiles)."""
-    (button,) = [b for b in at.get("download_button") if b.proto.label == label]
     from tests.app_patches import KeptMediaFiles
 
+    (button,) = [b for b in at.get("download_button") if b.proto.label == label]
     files = KeptMediaFiles.latest
     url = files.execute_deferred(button.proto.deferred_file_id) if button.proto.deferred_file_id else button.proto.url
     return files.read_file(url.rsplit("/", 1)[-1]).content

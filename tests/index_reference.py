@@ -17,8 +17,9 @@ BATCH = 64  # sentences per forward
 @lru_cache(maxsize=2)
 def reference_layers(texts: tuple[str, ...]) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
     """Every non-special piece's (sentence, position), every hidden state (L+1,n,D) and every layer's heads' outputs
-    (L,n,H,Dh), taken as they enter each layer's output projection: one forward for every layer a test searches.
-    Kept for the next search of the same texts."""
+    (L,n,H,Dh), taken as they enter each layer's output projection: one forward for every layer a test searches. In
+    float32 as the model gives them (every layer in float64 would hold twice the memory: about 200 MB for the bundled
+    corpus); kept for the next search of the same texts."""
     reference, tokenizer = transformers_encoder()
     config, caught = reference.config, {}
     hooks = [layer.attention.output.dense.register_forward_pre_hook(
@@ -34,10 +35,10 @@ def reference_layers(texts: tuple[str, ...]) -> tuple[list[tuple[int, int]], np.
                 for b in range(len(enc.input_ids)):
                     keep = [t for t, w in enumerate(enc.word_ids(b)) if w is not None]
                     where += [(start + b, t) for t in keep]
-                    hidden.append(states[:, b, keep].double().numpy())  # (L+1,k,D)
+                    hidden.append(states[:, b, keep].numpy())  # (L+1,k,D)
                     per_head = contexts[:, b, keep].reshape(config.num_hidden_layers, len(keep),
                                                             config.num_attention_heads, -1)
-                    heads.append(per_head.double().numpy())  # (L,k,H,Dh)
+                    heads.append(per_head.numpy())  # (L,k,H,Dh)
     finally:
         for hook in hooks:
             hook.remove()
@@ -46,9 +47,9 @@ def reference_layers(texts: tuple[str, ...]) -> tuple[list[tuple[int, int]], np.
 
 def reference_pieces(texts: tuple[str, ...], layer: int) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
     """Every non-special piece's (sentence, position), hidden_states[layer] (n,D) and layer `layer`'s heads' outputs
-    (n,H,Dh) (the last layer's for `layer` = L)."""
+    (n,H,Dh) (the last layer's for `layer` = L), in float64 for the cosines."""
     where, hidden, heads = reference_layers(texts)
-    return where, hidden[layer], heads[min(layer, len(heads) - 1)]
+    return where, hidden[layer].astype(np.float64), heads[min(layer, len(heads) - 1)].astype(np.float64)
 
 
 def cosines(rows: np.ndarray, query: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ import pytest
 from mha_core.engine.children import ChildPool
 from mha_core.serving.heavy import Cancelled, HeavyQueue, HeavyWork, JobState
 from mha_core.serving.store import SharedStore
+from tests.conftest import wait_for
 
 
 def hold(queue: HeavyQueue, seconds: float, log: list, name: str, places: list | None = None) -> threading.Thread:
@@ -33,12 +34,14 @@ def hold(queue: HeavyQueue, seconds: float, log: list, name: str, places: list |
 def test_at_most_slots_run_at_once_and_the_line_is_first_come_first_served(tmp_path):
     queue = HeavyQueue(tmp_path, slots=2, poll_s=0.02)
     log, places, threads = [], [], []
+
+    def in_line() -> int:  # holders waiting for a slot (their tickets) or started
+        return len(list(tmp_path.glob("*.ticket"))) + sum(kind == "start" for kind, *_ in log)
+
     for arrived, name in enumerate("abcde", start=1):
         threads.append(hold(queue, 0.3, log, name, places))
-        deadline = time.monotonic() + 10
-        while (len(list(tmp_path.glob("*.ticket"))) + sum(kind == "start" for kind, *_ in log) < arrived
-               and time.monotonic() < deadline):
-            time.sleep(0.005)  # this one is in line (or running) before the next arrives, however busy the machine
+        # this one is in line (or running) before the next arrives, however busy the machine
+        wait_for(lambda arrived=arrived: in_line() >= arrived, 10, poll_s=0.005)
     for thread in threads:
         thread.join()
     running, most = 0, 0
@@ -159,10 +162,7 @@ def abandoned_job(tmp_path: Path, grace_s: float, come_back: bool) -> tuple[list
     if come_back:
         assert work.result(store, "k", compute, lambda state: None) == "done"
     else:  # the job ends at its first check after the grace period (or, were nobody's leaving seen, after 40 chunks)
-        deadline = time.monotonic() + 30
-        while work.active() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not work.active()
+        assert wait_for(lambda: not work.active(), 30, poll_s=0.02)
     return chunks, store
 
 

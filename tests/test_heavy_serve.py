@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.serving import app_server
 from deploy.st_client import Interaction, Session
+from tests.conftest import wait_for
 from tests.event_loop import loop_thread
 
 pytestmark = pytest.mark.serve
@@ -33,15 +34,6 @@ def projection_children(pid: int) -> list[int]:
         if parent == pid and b"projection.py" in cmdline:
             found.append(int(proc.name))
     return found
-
-
-def wait_for(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 async def second_visitor_sees(url: str, said: str, seconds: float = 120) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from mha_core.engine.tokens import InputError
 from mha_core.serving.computed import text as computed
 from mha_core.serving.forwards import MAX_TEXTS, SharedForwards
 from mha_core.serving.server import Server
+from tests.conftest import wait_for
 
 SENTENCES = [f"The {noun} near the river was {adjective} because it rained." for noun, adjective in
              zip(("bridge", "village", "museum", "garden", "station", "castle", "market", "school", "forest",
@@ -37,10 +37,8 @@ def read_at_once(forwards: SharedForwards, model, texts: list[str]) -> list:
     threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(texts))]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 30
-    while sum(len(waiting) for waiting in forwards._waiting.values()) < len(texts):
-        assert time.monotonic() < deadline, "the threads never asked"
-        time.sleep(0.005)
+    assert wait_for(lambda: sum(len(waiting) for waiting in forwards._waiting.values()) >= len(texts), 30,
+                    poll_s=0.005), "the threads never asked"
     for _ in range(2):
         forwards.slots.release()
     for thread in threads:
