@@ -131,3 +131,32 @@ def test_the_coreference_page_runs_its_pair_as_a_patching_grid():
     assert np.allclose(decode(chart_json(at, "c_patch_grid")["data"][0]["z"])[0], one.shown, atol=1e-5)
 
 
+
+
+TYPED = "The cat did not jump over the fence because it was too tired."  # no example: its pair is tired -> wide
+
+
+def test_a_typed_pair_is_patched_when_its_visitor_asks_and_an_example_s_at_once():
+    """Thirty students typing their own sentences at once queued thirty grids of a core-second each that most never
+    scrolled to (bench_classroom --at-once on Coreference): a typed pair's grid waits for its toggle; an offered
+    example with its own partner is patched at once (the test above), once per server for everyone."""
+    from mha_core.analysis.coref.sentence import sentence_words
+    from mha_core.teaching.examples import EXAMPLES, focus, patched_unasked
+    from tests.conftest import chart_json, decode, open_app
+
+    model = load_model()
+    example = next(e for e in EXAMPLES if e.offered(model.name) and e.pair)
+    assert patched_unasked(example.text, focus(example.text, model.name).pair, model.name)
+    assert not patched_unasked(example.text, example.text, model.name)  # its pair edited
+    pair = focus(TYPED, model.name).pair
+    assert pair == TYPED.replace("tired", "wide") and not patched_unasked(TYPED, pair, model.name)
+    at = open_app("views/coreference.py")
+    at.text_area(key="text").input(TYPED).run()
+    assert not at.exception and at.toggle(key="c_patch_run").value is False
+    with pytest.raises(AssertionError, match="no chart"):
+        chart_json(at, "c_patch_grid")
+    at.toggle(key="c_patch_run").set_value(True).run()
+    words = sentence_words(TYPED)
+    it, cat, fence = (next(w for w in words if w.text == text) for text in ("it", "cat", "fence"))
+    grid = patch_grid(model, TYPED, pair, coref=(it, cat, fence))
+    assert np.allclose(decode(chart_json(at, "c_patch_grid")["data"][0]["z"]), grid.shown, atol=1e-5)

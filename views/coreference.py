@@ -27,7 +27,7 @@ from mha_core.analysis.lm.predict import asked, first_piece
 from mha_core.figures import charts
 from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.serving.computed import text as computed
-from mha_core.teaching.examples import focus
+from mha_core.teaching.examples import focus, patched_unasked
 from views._inputs import sentence_box
 from views._patching import CAPTION as PATCH_CAPTION
 from views._patching import patching_view
@@ -180,6 +180,13 @@ def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pr
     else:
         clean, corrupted, answer, wrong, coref = first_text, second_text, None, None, (pronoun, a, b)
     st.caption(literal(tr(PATCH_CAPTION) + " " + tr("Clean: sentence 1; corrupted: sentence 2.")))
+    if not patched_unasked(first_text, second_text, model.name) and not widget(
+            st.toggle, "c_patch_run", False, tr("Run the grid for this pair"),
+            context=(str(model.model_dir), first_text, second_text)):
+        st.caption(tr("The grid runs sentence 2 once for each of the model's {heads:,} heads, in turn with the "
+                      "server's other heavy analyses; an example's grid is ready for everyone, a typed pair's runs "
+                      "when asked.", heads=model.n_layers * model.n_heads))
+        return
     patching_view(model, clean, corrupted, answer, wrong, "c_patch", coref)
 
 
