@@ -131,15 +131,13 @@ def test_the_coreference_page_runs_its_pair_as_a_patching_grid():
     assert np.allclose(decode(chart_json(at, "c_patch_grid")["data"][0]["z"])[0], one.shown, atol=1e-5)
 
 
-
-
 TYPED = "The cat did not jump over the fence because it was too tired."  # no example: its pair is tired -> wide
 
 
 def test_a_typed_pair_is_patched_when_its_visitor_asks_and_an_example_s_at_once():
-    """Thirty students typing their own sentences at once queued thirty grids of a core-second each that most never
-    scrolled to (bench_classroom --at-once on Coreference): a typed pair's grid waits for its toggle; an offered
-    example with its own partner is patched at once (the test above), once per server for everyone."""
+    """Thirty students typing three sentences each at once queued ninety grids of about half a core-second each that
+    most never scrolled to (bench_classroom --at-once on Coreference): a typed pair's grid waits for its toggle; an
+    offered example with its own partner is patched at once (the test above), once per server for everyone."""
     from mha_core.analysis.coref.sentence import sentence_words
     from mha_core.teaching.examples import EXAMPLES, focus, patched_unasked
     from tests.conftest import chart_json, decode, open_app

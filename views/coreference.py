@@ -184,8 +184,8 @@ def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pr
             st.toggle, "c_patch_run", False, tr("Run the grid for this pair"),
             context=(str(model.model_dir), first_text, second_text)):
         st.caption(tr("The grid runs sentence 2 once for each of the model's {heads:,} heads, in turn with the "
-                      "server's other heavy analyses; an example's grid is ready for everyone, a typed pair's runs "
-                      "when asked.", heads=model.n_layers * model.n_heads))
+                      "server's other heavy analyses: an example's grid is computed once for everyone, a typed "
+                      "pair's when you turn it on.", heads=model.n_layers * model.n_heads))
         return
     patching_view(model, clean, corrupted, answer, wrong, "c_patch", coref)
 

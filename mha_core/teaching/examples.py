@@ -135,8 +135,8 @@ def patched_unasked(first: str, second: str, model_name: str) -> bool:
     """Whether the Coreference page runs a minimal pair's patching grid before its visitor asks: for an offered
     example with its own partner (one grid per server, shared by everyone who opens it). A typed pair's grid runs the
     second sentence once per head (about half a second of a core for a short pair on MiniLM, in the heavy-work
-    queue) and waits until its visitor asks: thirty students typing their own sentences at once queued thirty grids
-    that most never scrolled to (benchmarks/bench_classroom.py --at-once)."""
+    queue) and waits until its visitor asks: thirty students typing three sentences each at once queued ninety
+    grids that most never scrolled to (benchmarks/bench_classroom.py --at-once)."""
     example = example_of(first)
     return example is not None and example.offered(model_name) and focus(first, model_name).pair == second
 
