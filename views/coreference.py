@@ -174,11 +174,6 @@ def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pr
     """The pair as a patching grid: which heads carry the difference, by the model's answer where it has a
     language-model head (both texts continued with the probe), else by the pronoun's coreference margin."""
     st.subheader(tr("Which heads cause the difference"))
-    if has_lm_head(model):
-        clean, corrupted = asked(model, first_text, pronoun), asked(model, second_text, pronoun_2)
-        answer, wrong, coref = first_piece(model, a.text), first_piece(model, b.text), None
-    else:
-        clean, corrupted, answer, wrong, coref = first_text, second_text, None, None, (pronoun, a, b)
     st.caption(literal(tr(PATCH_CAPTION) + " " + tr("Clean: sentence 1; corrupted: sentence 2.")))
     if not patched_unasked(first_text, second_text, model.name) and not widget(
             st.toggle, "c_patch_run", False, tr("Run the grid for this pair"),
@@ -187,6 +182,11 @@ def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pr
                       "server's other heavy analyses: an example's grid is computed once for everyone, a typed "
                       "pair's when you turn it on.", heads=model.n_layers * model.n_heads))
         return
+    if has_lm_head(model):
+        clean, corrupted = asked(model, first_text, pronoun), asked(model, second_text, pronoun_2)
+        answer, wrong, coref = first_piece(model, a.text), first_piece(model, b.text), None
+    else:
+        clean, corrupted, answer, wrong, coref = first_text, second_text, None, None, (pronoun, a, b)
     patching_view(model, clean, corrupted, answer, wrong, "c_patch", coref)
 
 
