@@ -49,7 +49,8 @@ install: $(STAMP)
 
 # What a new machine's first visitors would otherwise wait for, done once (python -m mha_core prepare; each step
 # skipped when done, about 10 s then): every bundled model converted into the user's cache, the bundled corpora's
-# search indexes built for each bundled text model, UMAP's compiled code kept. `make run`, `make serve` and
+# search indexes built for each bundled text model, its induction probe and bundled corpora's analyses kept, UMAP's
+# compiled code kept. `make run`, `make serve` and
 # `make test` run it first; each test tier works without it (the app builds each at first use).
 prepare: install
 	$(BIN)/python -m mha_core prepare --json -

@@ -16,9 +16,9 @@ from tests.test_app_search import PAGE, TAB, matches_table
 pytestmark = pytest.mark.slow  # the bundled encoder's corpus indexed twice (about 3 s each)
 
 
-def prepared(tmp_path: object) -> list[dict]:
+def prepared(tmp_path: object, *options: str) -> list[dict]:
     out = tmp_path / "prepare.json"
-    done = cli("prepare", "--no-umap", "--json", str(out))
+    done = cli("prepare", "--no-umap", *options, "--json", str(out))
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text(encoding="utf-8"))["steps"]
 
@@ -35,10 +35,39 @@ def test_prepare_builds_what_the_app_builds_at_first_use_where_the_app_looks(bun
     assert not index.exists()
     at = open_app(PAGE, model=ENCODER_NAME, view=TAB)  # the first use builds it
     assert not at.exception and not at.error and index.is_file()
-    assert prepared(tmp_path) == []  # found where the app put it: nothing to do
+    assert prepared(tmp_path, "--no-analyses") == []  # found where the app put it: nothing to do
     shutil.rmtree(index.parent)
-    steps = prepared(tmp_path)
+    steps = prepared(tmp_path, "--no-analyses")
     assert [(s["step"], s["name"]) for s in steps] == [("index", f"{ENCODER_NAME} (bundled corpus)")]
     at = open_app(PAGE, model=ENCODER_NAME, view=TAB)  # this process's server kept the
     assert not at.exception and not at.error  # folder's name from the first build: it reads prepare's build there
     assert len(matches_table(at)) == 50
+
+
+def test_prepare_keeps_the_analyses_a_new_server_s_roles_page_reads_without_computing(tmp_path, monkeypatch):
+    """The induction probe and the bundled corpus's analysis, kept by prepare where the app reads them: a new server
+    (this process's, dropped) draws the Roles page on the bundled corpus without computing either."""
+    from mha_core.engine.loading import model as loading
+    from mha_core.serving.computed import corpus as computed_corpus
+    from mha_core.serving.computed import text as computed_text
+    from views._state import server
+
+    monkeypatch.setenv("MHA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(loading, "bundled_dirs", lambda: {ENCODER_NAME: loading.bundled_model_dir()})
+    steps = prepared(tmp_path, "--no-index")
+    assert [(s["step"], s["name"]) for s in steps] == [("analyse", f"{ENCODER_NAME} (induction)"),
+                                                       ("analyse", f"{ENCODER_NAME} (bundled corpus)")]
+    assert prepared(tmp_path, "--no-index") == []  # kept: nothing to do
+
+    def computed(*args: object, **kwargs: object) -> None:
+        raise AssertionError("computed, not read")
+
+    monkeypatch.setattr(computed_corpus, "analyse_corpus", computed)
+    monkeypatch.setattr(computed_text, "induction_scores", computed)
+    server.clear()  # a new server: nothing in memory
+    try:
+        at = open_app("views/roles.py", model=ENCODER_NAME, source="Bundled corpus")
+        assert not at.exception and not at.error and "det" in set(at.dataframe[0].value["relation"])
+        assert "Induction and duplicate-token heads" in [h.value for h in at.subheader]  # drawn from the kept probe
+    finally:
+        server.clear()

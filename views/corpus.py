@@ -41,10 +41,10 @@ def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None
     """(cache key, sentences as typed, parsed trees or None, what was left out); None when an upload is missing
     or unusable (the reason is shown)."""
     if source == BUNDLED:
-        return f"corpus:{BUNDLED_CORPUS}", bundled_corpus(), None, ""
+        return computed_corpus.corpus_key(BUNDLED_CORPUS), bundled_corpus(), None, ""
     if source == TREEBANK:  # gold trees: syntactic labels without a parser
         trees = computed_corpus.chinese_treebank_of(server())
-        return f"corpus:{CHINESE_TREEBANK}", [s.text for s in trees], trees, ""
+        return computed_corpus.corpus_key(CHINESE_TREEBANK), [s.text for s in trees], trees, ""
     conllu = source == CONLLU
     label = tr("CoNLL-U file (each sentence's # text line)") if conllu else tr("Text file, one sentence per line")
     chosen = capped_upload(label, ["conllu", "txt"] if conllu else ["txt"], "g_conllu" if conllu else "g_text",

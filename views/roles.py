@@ -47,9 +47,9 @@ def source_sentences(source: str, text: str) -> tuple[str, list[ParsedSentence],
         return f"sentence:{text}", spacy_parse([text]), ""
     if source == BUNDLED:
         parsed = parsed_corpus()
-        return None if parsed is None else (f"corpus:{BUNDLED_CORPUS}", parsed, "")
+        return None if parsed is None else (computed_corpus.corpus_key(BUNDLED_CORPUS), parsed, "")
     if source == TREEBANK:
-        return f"corpus:{CHINESE_TREEBANK}", computed_corpus.chinese_treebank_of(server()), ""
+        return computed_corpus.corpus_key(CHINESE_TREEBANK), computed_corpus.chinese_treebank_of(server()), ""
     return capped_upload(N_("CoNLL-U file (gold trees)"), ["conllu", "txt"], "conllu_upload", read_conllu,
                          N_("Upload a CoNLL-U file (for example a Universal Dependencies treebank split)."))
 

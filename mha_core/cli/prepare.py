@@ -3,11 +3,14 @@ class (`make run`, `make serve` and `make test` call it through `make prepare`):
 
 - every installed bundled model converted into the cache (Gemma 3 from GGUF: about 25 s on 2 cores);
 - the bundled corpora's search indexes for each bundled text model (the Chinese treebank's on Gemma: about 25 s);
+- for each bundled text model, the results its pages read that depend only on it and the bundled files, kept where
+  the pages read them (serving.on_disk): the induction probe (Roles, Across a corpus; 1-18 s) and its analysis of
+  the bundled corpora (Gemma's of the Chinese treebank: about 50 s);
 - UMAP's compiled code kept on disk (numba: about 20 s; the query–key view's first UMAP otherwise).
 
 Each is skipped when it is there already (a second run takes seconds) and is built as the app builds it at first
 use, so the app finds it where it looks. One line on stderr a step; the JSON lists each step's seconds. On a
-fresh 2-core machine: 125 s in all; about 10 s once done."""
+fresh 2-core machine: about 5 minutes in all; about 10 s once done."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 
 from mha_core.cli.common import write_json
@@ -45,23 +49,61 @@ def convert_bundled(steps: list[dict]) -> dict[str, Path]:
     return folders
 
 
-def index_bundled(steps: list[dict], folders: dict[str, Path]) -> None:
-    """The bundled corpora's indexes (serving.computed.index.build_bundled, where the search tab looks) for each
-    bundled model that reads text, one model loaded at a time."""
+def prepare_text_models(steps: list[dict], folders: dict[str, Path], index: bool, analyses: bool) -> None:
+    """For each bundled model that reads text, one loaded at a time: the bundled corpora's indexes, then the results
+    its pages read that depend only on it and the bundled files."""
     from mha_core.engine.arch import ENCODER_DECODERS, VISION
     from mha_core.engine.loading.folder import read_config
     from mha_core.engine.loading.model import load_model
-    from mha_core.serving.computed.index import MANIFEST, build_bundled, bundled_index_dir, bundled_sources
 
     for name, folder in folders.items():
         if read_config(folder).get("model_type") in (*VISION, *ENCODER_DECODERS):
-            continue  # no bundled index: it reads images, or is an encoder–decoder (Whisper: sound)
+            continue  # no bundled corpus: it reads images, or is an encoder–decoder (Whisper: sound)
         model = load_model(folder)
-        for source in bundled_sources(model):
-            if not (bundled_index_dir(model, source) / MANIFEST).is_file():
-                timed(steps, "index", f"{name} ({source})", lambda model=model, source=source: build_bundled(
-                    model, source=source))
+        if index:
+            index_bundled(steps, name, model)
+        if analyses:
+            analyse_bundled(steps, name, model)
         del model
+
+
+def index_bundled(steps: list[dict], name: str, model: object) -> None:
+    """The bundled corpora's indexes (serving.computed.index.build_bundled, where the search tab looks)."""
+    from mha_core.serving.computed.index import MANIFEST, build_bundled, bundled_index_dir, bundled_sources
+
+    for source in bundled_sources(model):
+        if not (bundled_index_dir(model, source) / MANIFEST).is_file():
+            timed(steps, "index", f"{name} ({source})", lambda source=source: build_bundled(model, source=source))
+
+
+@lru_cache(maxsize=2)
+def trees_of(source: str) -> list:
+    """A bundled corpus's parsed sentences, parsed once for every model (spaCy: about 2.5 s)."""
+    from mha_core.serving.computed.corpus import bundled_trees
+
+    return bundled_trees(source)
+
+
+def analyse_bundled(steps: list[dict], name: str, model: object) -> None:
+    """The induction probe and the bundled corpora's analyses (Roles, Across a corpus), kept where the pages read
+    them (serving.on_disk): each computed when no readable file of this code is there."""
+    from mha_core.analysis.corpus.syntax import analyse_corpus
+    from mha_core.analysis.heads.induction import induction_scores
+    from mha_core.serving import on_disk
+    from mha_core.serving.computed.corpus import analysis_path
+    from mha_core.serving.computed.index import bundled_sources
+    from mha_core.serving.computed.text import induction_path
+
+    kept = [("induction", induction_path(model), lambda: induction_scores(model))]
+    for source in bundled_sources(model):
+        sentences = trees_of(source)
+        kept.append((source, analysis_path(model, sentences), lambda s=sentences: analyse_corpus(model, s)))
+    for what, path, compute in kept:
+        try:
+            on_disk.read(path)
+        except on_disk.NotKept:
+            timed(steps, "analyse", f"{name} ({what})", lambda path=path, compute=compute: on_disk.write(
+                path, compute()))
 
 
 def compile_umap(steps: list[dict]) -> None:
@@ -79,17 +121,19 @@ def cmd_prepare(args: argparse.Namespace) -> None:
     steps: list[dict] = []
     started = time.perf_counter()
     folders = convert_bundled(steps)
-    if not args.no_index:
-        index_bundled(steps, folders)
+    if not (args.no_index and args.no_analyses):
+        prepare_text_models(steps, folders, not args.no_index, not args.no_analyses)
     if not args.no_umap:
         compile_umap(steps)
     write_json({"steps": steps, "seconds": round(time.perf_counter() - started, 1)}, args.json)
 
 
 def add_prepare_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("prepare", help="convert the bundled models, build their corpus indexes and compile UMAP once, "
-                       "before the first visitors (each step skipped when done)")
+    p = sub.add_parser("prepare", help="convert the bundled models, build their corpus indexes, analyse their bundled "
+                       "corpora and compile UMAP once, before the first visitors (each step skipped when done)")
     p.add_argument("--no-index", action="store_true", help="leave the bundled corpora's indexes to their first use")
+    p.add_argument("--no-analyses", action="store_true",
+                   help="leave the induction probe and the bundled corpora's analyses to their first use")
     p.add_argument("--no-umap", action="store_true", help="leave UMAP's compilation to its first use")
     p.add_argument("--json", default="-", help="the steps run and their seconds ('-': stdout)")
     p.set_defaults(func=cmd_prepare)

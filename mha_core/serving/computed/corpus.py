@@ -7,16 +7,30 @@ Stores (serving.memory.STORES): "long" long texts, "corpus passes", "corpus anal
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from mha_core.analysis.coref.gap import CorefResult, analyse_coref
 from mha_core.analysis.corpus.distances import HeadMap
 from mha_core.analysis.corpus.passes import CorpusPass, corpus_pass
-from mha_core.analysis.corpus.readers import GapExample, ParsedSentence, bundled_corpus, chinese_treebank, spacy_parse
+from mha_core.analysis.corpus.readers import (
+    BUNDLED_CORPUS,
+    CHINESE_TREEBANK,
+    GapExample,
+    ParsedSentence,
+    bundled_corpus,
+    chinese_treebank,
+    spacy_parse,
+)
 from mha_core.analysis.corpus.syntax import CorpusAnalysis, analyse_corpus
 from mha_core.analysis.heads.projection import PCA, duration_note
 from mha_core.analysis.heads.qk_view import QKView, qk_view, token_pos
+from mha_core.analysis.index.build import BUNDLED_CHINESE_SOURCE
 from mha_core.analysis.long.roles import NeedleProbe, SinkGrowth, needle_probe, sink_growth
 from mha_core.analysis.long.text import (
     HeadSummaries,
@@ -32,6 +46,7 @@ from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
 from mha_core.figures.corpus import qk_hover
 from mha_core.i18n import N_, Worded
+from mha_core.serving import on_disk
 from mha_core.serving.computed.text import of
 from mha_core.serving.server import Server, Wait
 
@@ -93,14 +108,41 @@ def chinese_treebank_of(server: Server) -> list[ParsedSentence]:
     return server.kept("small", ("treebank", "zh"), chinese_treebank)
 
 
+def corpus_key(path: Path) -> str:
+    """A corpus file's part of every key (the bundled corpus, the Chinese treebank)."""
+    return f"corpus:{path}"
+
+
+KEPT_ON_DISK = (corpus_key(BUNDLED_CORPUS), corpus_key(CHINESE_TREEBANK))  # sources whose analyses the cache keeps
+
+
+def bundled_trees(source: str) -> list[ParsedSentence]:
+    """The parsed sentences of a bundled corpus (analysis.index.build's source names) as the pages analyse them: the
+    Chinese treebank's gold trees, the English corpus's as spaCy parses them."""
+    return chinese_treebank() if source == BUNDLED_CHINESE_SOURCE else spacy_parse(bundled_corpus())
+
+
+def analysis_path(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> Path:
+    """Where the analysis of these sentences by `model` is kept on disk (serving.on_disk): named by their content (the
+    English corpus's trees are spaCy's: another parser's trees are other sentences)."""
+    content = json.dumps([dataclasses.astuple(s) for s in sentences], ensure_ascii=False)
+    return on_disk.kept_path(model, "corpus", hashlib.sha256(content.encode()).hexdigest())
+
+
 def corpus_analysis_of(server: Server, model: LoadedModel, source: str, sentences: Sequence[ParsedSentence],
                        one_sentence: bool, wait: Wait) -> CorpusAnalysis:
     """Head roles and Clark's syntactic heads of parsed sentences (the Roles page and Across a corpus share it); one
-    typed sentence runs at once in a compute slot, in its own store, never queued behind a corpus."""
+    typed sentence runs at once in a compute slot, in its own store, never queued behind a corpus. A bundled corpus's
+    analysis is read from the cache when kept there (`make prepare`), else computed and kept."""
     key, compute = ("analysis", of(model), source), lambda progress: analyse_corpus(model, sentences, progress)
     if one_sentence:
         return server.in_slot("sentence analyses", key, lambda: compute(lambda done, total: None))
-    return server.queued("corpus analyses", key, N_("Running the model over the sentences"), compute, wait)
+    if source not in KEPT_ON_DISK:
+        return server.queued("corpus analyses", key, N_("Running the model over the sentences"), compute, wait)
+    with contextlib.suppress(on_disk.NotKept):
+        return server.kept("corpus analyses", key, lambda: on_disk.read(analysis_path(model, sentences)))
+    return server.queued("corpus analyses", key, N_("Running the model over the sentences"),
+                         lambda progress: on_disk.written(analysis_path(model, sentences), compute(progress)), wait)
 
 
 def gap_analysis_of(server: Server, model: LoadedModel, source: str, examples: Sequence[GapExample],

@@ -8,8 +8,10 @@ Stores (serving.memory.STORES): "results" forwards, "views" display maps, "small
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -22,7 +24,7 @@ from mha_core.analysis.heads.contrib import (
     value_weighted_summary,
 )
 from mha_core.analysis.heads.display import AttentionView, attention_view
-from mha_core.analysis.heads.induction import InductionScores, induction_scores
+from mha_core.analysis.heads.induction import INDUCTION_SEED, INDUCTION_SEQUENCES, InductionScores, induction_scores
 from mha_core.analysis.heads.pairs import PairShares, pair_shares
 from mha_core.analysis.heads.roles import HeadRoles, head_roles
 from mha_core.analysis.lm.ablation import AblationGrid, ablate_heads, ablation_grid
@@ -45,6 +47,7 @@ from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, Worded
+from mha_core.serving import on_disk
 from mha_core.serving.forwards import shareable
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.examples import Question, default_question
@@ -138,9 +141,18 @@ def pair_roles_of(server: Server, model: LoadedModel, text: str, pair: str) -> t
     return server.kept("small", ("pair roles", of(model), text, pair), compute)
 
 
+def induction_path(model: LoadedModel) -> Path:
+    """Where the model's induction probe is kept on disk (serving.on_disk; `make prepare` writes it)."""
+    return on_disk.kept_path(model, "induction", [INDUCTION_SEQUENCES, INDUCTION_SEED])
+
+
 def induction_of(server: Server, model: LoadedModel) -> InductionScores:
-    """The induction probe on repeated random sequences (Roles and Across a corpus label heads with it)."""
-    return server.in_slot("small", ("induction", of(model)), lambda: induction_scores(model))
+    """The induction probe on repeated random sequences (Roles and Across a corpus label heads with it): read from
+    the cache when kept there, else computed in a slot (about 9 s on a bundled decoder) and kept."""
+    key = ("induction", of(model))
+    with contextlib.suppress(on_disk.NotKept):
+        return server.kept("small", key, lambda: on_disk.read(induction_path(model)))
+    return server.in_slot("small", key, lambda: on_disk.written(induction_path(model), induction_scores(model)))
 
 
 # One sentence's words and questions

@@ -1,0 +1,140 @@
+"""Results fixed by a model and files the app ships (the induction probe; the bundled corpora's head roles and
+syntactic heads), kept in the user's cache beside the converted models and the indexes (issue 44). A server's first
+visitor, and every process after the first, reads them in milliseconds instead of computing them again (Gemma 3 over
+the Chinese treebank: about 40 s on 2 cores; the induction probe on a bundled decoder: about 9 s); `make prepare`
+writes them before the class, and the app writes one at its first use.
+
+A file is read only by the code that wrote it: its name holds the model's fingerprint, a digest of the inputs and one
+of the engine's and the analyses' code, so an edit to either computes afresh (and the file it replaces is removed).
+The file is NumPy's .npz read without pickle; its structure is JSON that may name only the classes of KEPT_CLASSES. A
+file that cannot be read so (truncated, edited, foreign) is computed again and written over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from mha_core.analysis.corpus.syntax import CorpusAnalysis, RelationScore, SyntaxResult
+from mha_core.analysis.heads.induction import InductionScores
+from mha_core.analysis.heads.roles import HeadRoles
+from mha_core.analysis.index.store import model_fingerprint
+from mha_core.engine.loading.bundled import cache_root
+from mha_core.engine.loading.model import LoadedModel
+
+T = TypeVar("T")
+KEPT_CLASSES = {cls.__name__: cls for cls in (CorpusAnalysis, SyntaxResult, RelationScore, HeadRoles,
+                                               InductionScores)}
+CODE_PACKAGES = ("engine", "analysis")  # mha_core's packages whose code makes a kept result
+TREE = "__tree__"  # the .npz entry holding the structure; the others are its arrays
+
+
+class NotKept(Exception):
+    """No usable file: it is missing, or cannot be read as a kept result."""
+
+
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """SHA-256 of the engine's and the analyses' source files (names and bytes), read once per process."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(p for package in CODE_PACKAGES for p in (root / package).rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def kept_path(model: LoadedModel, kind: str, inputs: object) -> Path:
+    """Where `kind` computed on `model` from `inputs` (JSON-able: what else the result depends on) is kept."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name)
+    folder = cache_root() / "analyses" / f"{safe}-{model_fingerprint(model)}"
+    what = json.dumps([inputs, str(model.embeddings.word.dtype), str(model.device)], sort_keys=True, default=str)
+    return folder / f"{kind}-{hashlib.sha256(what.encode()).hexdigest()[:16]}-{code_digest()}.npz"
+
+
+def encoded(value: object, arrays: dict[str, np.ndarray]) -> object:
+    """`value` as JSON, its arrays moved into `arrays` (named by their order)."""
+    if dataclasses.is_dataclass(value) and type(value).__name__ in KEPT_CLASSES:
+        return {"class": type(value).__name__,
+                "fields": {f.name: encoded(getattr(value, f.name), arrays) for f in dataclasses.fields(value)}}
+    if isinstance(value, np.ndarray):
+        arrays[f"a{len(arrays)}"] = value
+        return {"array": f"a{len(arrays) - 1}"}
+    if isinstance(value, dict):
+        return {"dict": [[encoded(k, arrays), encoded(v, arrays)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {"tuple": [encoded(v, arrays) for v in value]}
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"{type(value).__name__} is not kept on disk")
+
+
+def decoded(tree: object, arrays: dict[str, np.ndarray]) -> object:
+    """The value `encoded` wrote; only KEPT_CLASSES are built (KeyError, TypeError otherwise)."""
+    if not isinstance(tree, dict):
+        return tree
+    if "class" in tree:
+        fields = {name: decoded(v, arrays) for name, v in tree["fields"].items()}
+        return KEPT_CLASSES[tree["class"]](**fields)
+    if "array" in tree:
+        return arrays[tree["array"]]
+    if "dict" in tree:
+        return {_hashable(decoded(k, arrays)): decoded(v, arrays) for k, v in tree["dict"]}
+    return tuple(decoded(v, arrays) for v in tree["tuple"])
+
+
+def _hashable(key: object) -> object:
+    if isinstance(key, (list, dict, np.ndarray)):
+        raise TypeError("a kept dictionary's key is a value")
+    return key
+
+
+def read(path: Path) -> object:
+    """The result kept in `path`; NotKept when there is none there or it cannot be read as one."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        return decoded(json.loads(str(arrays.pop(TREE))), arrays)
+    except (OSError, EOFError, zipfile.BadZipFile, ValueError, KeyError, TypeError, AttributeError,
+            RecursionError) as err:
+        raise NotKept(str(path)) from err
+
+
+def write(path: Path, value: object) -> None:
+    """Keep `value` in `path`: written beside it then moved into place (a reader never sees half a file; processes
+    writing at once each leave a whole one), older code's files of the same inputs removed. A cache that cannot be
+    written (read-only, full) keeps nothing: the value is computed again next time."""
+    arrays: dict[str, np.ndarray] = {}
+    tree = json.dumps(encoded(value, arrays))
+    work = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, work = tempfile.mkstemp(dir=path.parent, prefix=".writing-", suffix=".npz")
+        with os.fdopen(handle, "wb") as out:
+            np.savez(out, **{TREE: np.array(tree)}, **arrays)
+        os.replace(work, path)
+        work = None
+        for older in path.parent.glob(f"{path.name.rsplit('-', 1)[0]}-*.npz"):  # the same inputs, older code
+            if older != path:
+                older.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        if work is not None:
+            Path(work).unlink(missing_ok=True)
+
+
+def written(path: Path, value: T) -> T:
+    """`value`, kept in `path` (write)."""
+    write(path, value)
+    return value

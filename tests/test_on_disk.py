@@ -1,0 +1,131 @@
+"""Issue 44: results fixed by a model and the bundled files (the induction probe, a bundled corpus's analysis) are kept
+in the user's cache (serving.on_disk): a new server reads them back equal without computing them; a damaged or foreign
+file is computed again and written over; another model, other inputs or other code never read a file; an upload's
+analysis is never written. On a tiny random BERT in a cache of the test's own."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from mha_core.analysis.corpus.readers import CHINESE_TREEBANK, chinese_treebank
+from mha_core.serving import on_disk
+from mha_core.serving.computed import corpus as computed_corpus
+from mha_core.serving.computed import text as computed_text
+from mha_core.serving.server import Server, no_wait
+
+TREEBANK = computed_corpus.corpus_key(CHINESE_TREEBANK)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MHA_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def same(a: object, b: object) -> bool:
+    """Equal to the bit: the same classes, field by field; arrays of the same dtype and values."""
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name))
+                                          for f in dataclasses.fields(a))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def analysis(model: object, sentences: list, source: str = TREEBANK) -> object:
+    return computed_corpus.corpus_analysis_of(Server(), model, source, sentences, False, no_wait)
+
+
+def never(*args: object, **kwargs: object) -> None:
+    raise AssertionError("computed again")
+
+
+def test_a_bundled_corpus_s_analysis_is_kept_and_a_new_server_reads_it_back_equal(tiny, cache, monkeypatch):
+    sentences = chinese_treebank()[:6]
+    first = analysis(tiny, sentences)
+    path = computed_corpus.analysis_path(tiny, sentences)
+    assert path.is_file() and path.is_relative_to(cache)
+    assert same(on_disk.read(path), first) and first.syntax.relations and first.roles.metrics
+    monkeypatch.setattr(computed_corpus, "analyse_corpus", never)
+    assert same(analysis(tiny, sentences), first)  # another server: read, not computed
+    with pytest.raises(AssertionError, match="computed again"):
+        analysis(tiny, sentences[:5])  # other sentences: another file
+
+
+def test_an_upload_s_analysis_is_never_written(tiny, cache):
+    analysis(tiny, chinese_treebank()[:3], source="upload:0123")
+    assert not list(cache.rglob("*.npz"))
+
+
+def test_the_induction_probe_is_kept_and_read_back_equal(tiny, cache, monkeypatch):
+    first = computed_text.induction_of(Server(), tiny)
+    assert computed_text.induction_path(tiny).is_file()
+    monkeypatch.setattr(computed_text, "induction_scores", never)
+    assert same(computed_text.induction_of(Server(), tiny), first)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "pickled", "foreign class", "missing field"])
+def test_a_damaged_or_foreign_file_is_computed_again_and_written_over(tiny, cache, damage):
+    sentences = chinese_treebank()[:4]
+    first = analysis(tiny, sentences)
+    path = computed_corpus.analysis_path(tiny, sentences)
+    tree = str(np.load(path)[on_disk.TREE])
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "garbage":
+        path.write_bytes(b"not an npz")
+    elif damage == "pickled":  # an object array is read only with pickle, which is never allowed
+        np.savez(path, **{on_disk.TREE: np.array(tree)}, a0=np.array([object()], dtype=object))
+    else:
+        bad = (tree.replace('"class": "SyntaxResult"', '"class": "Popen"') if damage == "foreign class"
+               else tree.replace('"skipped"', '"skipping"'))
+        assert bad != tree
+        with np.load(path) as npz:
+            np.savez(path, **{**{name: npz[name] for name in npz.files}, on_disk.TREE: np.array(bad)})
+    with pytest.raises(on_disk.NotKept):
+        on_disk.read(path)
+    assert same(analysis(tiny, sentences), first)
+    assert same(on_disk.read(path), first)  # written over
+
+
+def test_the_same_model_loaded_again_reads_the_file_and_other_weights_or_code_do_not(tiny, tiny_dir, cache,
+                                                                                       monkeypatch):
+    import torch
+
+    from mha_core import load_model
+
+    sentences = chinese_treebank()[:3]
+    first = analysis(tiny, sentences)
+    older = computed_corpus.analysis_path(tiny, sentences)
+    monkeypatch.setattr(computed_corpus, "analyse_corpus", never)
+    again = load_model(tiny_dir)
+    assert same(analysis(again, sentences), first)  # the same files, loaded again: read
+    with torch.no_grad():
+        again.embeddings.word[0] += 1  # other weights: another fingerprint
+    with pytest.raises(AssertionError, match="computed again"):
+        analysis(again, sentences)
+    monkeypatch.undo()
+    monkeypatch.setenv("MHA_CACHE_DIR", str(cache))
+    monkeypatch.setattr(on_disk, "code_digest", lambda: "0" * 16)  # the code edited
+    newer = computed_corpus.analysis_path(tiny, sentences)
+    assert newer != older and newer.parent == older.parent
+    analysis(tiny, sentences)
+    assert newer.is_file() and not older.exists()  # the same inputs' file of the older code removed
+
+
+@pytest.mark.parametrize("failure", ["no folder", "disk full"])
+def test_a_cache_that_cannot_be_written_keeps_nothing_and_still_answers(tiny, cache, monkeypatch, failure):
+    if failure == "no folder":
+        (cache / "analyses").write_text("a file where the folder goes")  # mkdir fails, as on a read-only disk
+    else:
+        def full(*args: object, **kwargs: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(on_disk.np, "savez", full)
+    assert analysis(tiny, chinese_treebank()[:2]).syntax.sentences == 2
+    assert not list(cache.rglob("*.npz")) and not list(cache.rglob(".writing-*"))  # nothing left half-written
