@@ -54,7 +54,7 @@ def code_digest() -> str:
 
 def kept_path(model: LoadedModel, kind: str, inputs: object) -> Path:
     """Where `kind` computed on `model` from `inputs` (JSON-able: what else the result depends on) is kept."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(model.name).name)  # a folder's own name
     folder = cache_root() / "analyses" / f"{safe}-{model_fingerprint(model)}"
     what = json.dumps([inputs, str(model.embeddings.word.dtype), str(model.device)], sort_keys=True, default=str)
     return folder / f"{kind}-{hashlib.sha256(what.encode()).hexdigest()[:16]}-{code_digest()}.npz"
