@@ -63,3 +63,9 @@ class Explained(ValueError):
 
     def worded(self) -> str:
         return self.said.worded()
+
+
+class InputError(Explained):
+    """Bad user input; the message is one sentence for the user. Defined here, with nothing of torch imported (the
+    engine raises it from mha_core.engine.tokens, which re-exports it): a process that only checks input, or reads a
+    class's step (serving.classroom), needs no torch."""

@@ -7,7 +7,7 @@ import multiprocessing
 
 import pytest
 
-from mha_core.engine.tokens import InputError
+from mha_core.messages import InputError
 from mha_core.serving.classroom import CODE_ALPHABET, CODE_LENGTH, FOLLOWING_S, IDLE_LIMIT_S, Classroom, digest
 
 

@@ -14,14 +14,10 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.pieces import is_wide, readable_pieces, unknown_flags
-from mha_core.messages import N_, Explained
+from mha_core.messages import N_, InputError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
-
-
-class InputError(Explained):
-    """Bad user input; the message is one sentence for the user."""
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mha_core.engine.loading.bundled import cache_root
-from mha_core.engine.tokens import InputError
-from mha_core.messages import N_
+from mha_core.messages import N_, InputError
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector
 CODE_LENGTH = 6
