@@ -66,8 +66,9 @@ def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: 
     analysis = None
     label = tr("Add syntactic labels (Clark's analysis of the trees, as on the Roles page)")
     if widget(st.toggle, "g_syntax", False, label,
-              help=tr("The bundled corpus is parsed by spaCy; a CoNLL-U file gives gold trees. This runs the model "
-                      "over the sentences once more (shared with the Roles page).")):
+              help=tr("The bundled corpus is parsed by spaCy; a CoNLL-U file gives gold trees. The analysis is the "
+                      "Roles page's, shared with it: the bundled corpora's is made once and kept; an upload's runs the "
+                      "model over its sentences once more.")):
         sentences = trees if trees is not None else (parsed_corpus() if source == BUNDLED else None)
         if sentences is None:
             st.caption(tr("A plain-text file has no trees: syntactic labels need the bundled corpus or a CoNLL-U file."
