@@ -28,7 +28,7 @@ from mha_core.analysis.corpus.syntax import CorpusAnalysis, RelationScore, Synta
 from mha_core.analysis.heads.induction import InductionScores
 from mha_core.analysis.heads.roles import HeadRoles
 from mha_core.analysis.index.store import model_fingerprint
-from mha_core.engine.loading.bundled import cache_root
+from mha_core.engine.loading.bundled import cache_name, cache_root
 from mha_core.engine.loading.model import LoadedModel
 
 T = TypeVar("T")
@@ -54,8 +54,8 @@ def code_digest() -> str:
 
 def kept_path(model: LoadedModel, kind: str, inputs: object) -> Path:
     """Where `kind` computed on `model` from `inputs` (JSON-able: what else the result depends on) is kept."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(model.name).name)  # a folder's own name
-    folder = cache_root() / "analyses" / f"{safe}-{model_fingerprint(model)}"
+    own_name = cache_name(Path(model.name).name)  # the model folder's own name, not its whole path
+    folder = cache_root() / "analyses" / f"{own_name}-{model_fingerprint(model)}"
     what = json.dumps([inputs, str(model.embeddings.word.dtype), str(model.device)], sort_keys=True, default=str)
     return folder / f"{kind}-{hashlib.sha256(what.encode()).hexdigest()[:16]}-{code_digest()}.npz"
 

@@ -128,6 +128,12 @@ def cache_root_of(chosen: str | None, xdg: str | None, home: str | None) -> Path
     return Path(chosen) if chosen else default / "mha-explorer"
 
 
+def cache_name(text: str) -> str:
+    """`text` (a model's name) as part of a folder's name in the cache: letters, digits, "-", "_" and "." kept, anything
+    else "_"."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+
+
 def bundle_dir(bundle: GgufBundle) -> Path:
     """Where a converted GGUF model lives (it may not exist yet: see ensure)."""
     return cache_root() / bundle.name

@@ -26,7 +26,7 @@ from mha_core.analysis.index.store import (
     model_fingerprint,
     read_manifest,
 )
-from mha_core.engine.loading.bundled import bundle_at, cache_root
+from mha_core.engine.loading.bundled import bundle_at, cache_name, cache_root
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, Worded
@@ -53,9 +53,8 @@ def spread_layers(n_layers: int, count: int = BUNDLED_LAYERS) -> tuple[int, ...]
 
 
 def bundled_index_dir(model: LoadedModel, source: str = BUNDLED_SOURCE) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model.name)
     corpus = "" if source == BUNDLED_SOURCE else "-zh"
-    return cache_root() / "indexes" / f"{safe}-{model_fingerprint(model)}{corpus}-v{VERSION}"
+    return cache_root() / "indexes" / f"{cache_name(model.name)}-{model_fingerprint(model)}{corpus}-v{VERSION}"
 
 
 def bundled_sources(model: LoadedModel) -> tuple[str, ...]:
