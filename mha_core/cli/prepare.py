@@ -87,23 +87,20 @@ def trees_of(source: str) -> list:
 def analyse_bundled(steps: list[dict], name: str, model: object) -> None:
     """The induction probe and the bundled corpora's analyses (Roles, Across a corpus), kept where the pages read
     them (serving.on_disk): each computed when no readable file of this code is there."""
-    from mha_core.analysis.corpus.syntax import analyse_corpus
-    from mha_core.analysis.heads.induction import induction_scores
     from mha_core.serving import on_disk
-    from mha_core.serving.computed.corpus import analysis_path
+    from mha_core.serving.computed.corpus import analysis_path, keep_analysis
     from mha_core.serving.computed.index import bundled_sources
-    from mha_core.serving.computed.text import induction_path
+    from mha_core.serving.computed.text import induction_path, keep_induction
 
-    kept = [("induction", induction_path(model), lambda: induction_scores(model))]
+    kept = [("induction", induction_path(model), lambda: keep_induction(model))]
     for source in bundled_sources(model):
         sentences = trees_of(source)
-        kept.append((source, analysis_path(model, sentences), lambda s=sentences: analyse_corpus(model, s)))
-    for what, path, compute in kept:
+        kept.append((source, analysis_path(model, sentences), lambda s=sentences: keep_analysis(model, s)))
+    for what, path, keep in kept:
         try:
             on_disk.read(path)
         except on_disk.NotKept:
-            timed(steps, "analyse", f"{name} ({what})", lambda path=path, compute=compute: on_disk.write(
-                path, compute()))
+            timed(steps, "analyse", f"{name} ({what})", keep)
 
 
 def compile_umap(steps: list[dict]) -> None:

@@ -142,7 +142,14 @@ def corpus_analysis_of(server: Server, model: LoadedModel, source: str, sentence
     with contextlib.suppress(on_disk.NotKept):
         return server.kept("corpus analyses", key, lambda: on_disk.read(analysis_path(model, sentences)))
     return server.queued("corpus analyses", key, N_("Running the model over the sentences"),
-                         lambda progress: on_disk.written(analysis_path(model, sentences), compute(progress)), wait)
+                         lambda progress: keep_analysis(model, sentences, progress), wait)
+
+
+def keep_analysis(model: LoadedModel, sentences: Sequence[ParsedSentence],
+                  progress: Progress | None = None) -> CorpusAnalysis:
+    """A bundled corpus's analysis computed and kept where corpus_analysis_of reads it (the app at first use,
+    `make prepare`)."""
+    return on_disk.written(analysis_path(model, sentences), analyse_corpus(model, sentences, progress))
 
 
 def gap_analysis_of(server: Server, model: LoadedModel, source: str, examples: Sequence[GapExample],

@@ -152,7 +152,12 @@ def induction_of(server: Server, model: LoadedModel) -> InductionScores:
     key = ("induction", of(model))
     with contextlib.suppress(on_disk.NotKept):
         return server.kept("small", key, lambda: on_disk.read(induction_path(model)))
-    return server.in_slot("small", key, lambda: on_disk.written(induction_path(model), induction_scores(model)))
+    return server.in_slot("small", key, lambda: keep_induction(model))
+
+
+def keep_induction(model: LoadedModel) -> InductionScores:
+    """The induction probe computed and kept where induction_of reads it (the app at first use, `make prepare`)."""
+    return on_disk.written(induction_path(model), induction_scores(model))
 
 
 # One sentence's words and questions
