@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from mha_core.analysis.corpus.readers import CHINESE_TREEBANK, chinese_treebank
+from mha_core.analysis.corpus.syntax import CorpusAnalysis
 from mha_core.serving import on_disk
 from mha_core.serving.computed import corpus as computed_corpus
 from mha_core.serving.computed import text as computed_text
@@ -50,7 +51,7 @@ def test_a_bundled_corpus_s_analysis_is_kept_and_a_new_server_reads_it_back_equa
     first = analysis(tiny, sentences)
     path = computed_corpus.analysis_path(tiny, sentences)
     assert path.is_file() and path.is_relative_to(cache)
-    assert same(on_disk.read(path), first) and first.syntax.relations and first.roles.metrics
+    assert same(on_disk.read(path, CorpusAnalysis), first) and first.syntax.relations and first.roles.metrics
     monkeypatch.setattr(computed_corpus, "analyse_corpus", never)
     assert same(analysis(tiny, sentences), first)  # another server: read, not computed
     with pytest.raises(AssertionError, match="computed again"):
@@ -69,7 +70,8 @@ def test_the_induction_probe_is_kept_and_read_back_equal(tiny, cache, monkeypatc
     assert same(computed_text.induction_of(Server(), tiny), first)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "pickled", "foreign class", "missing field"])
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "pickled", "foreign class", "missing field",
+                                    "another result"])
 def test_a_damaged_or_foreign_file_is_computed_again_and_written_over(tiny, cache, damage):
     sentences = chinese_treebank()[:4]
     first = analysis(tiny, sentences)
@@ -79,6 +81,9 @@ def test_a_damaged_or_foreign_file_is_computed_again_and_written_over(tiny, cach
         path.write_bytes(path.read_bytes()[:200])
     elif damage == "garbage":
         path.write_bytes(b"not an npz")
+    elif damage == "another result":  # a whole kept file, of another kind: never drawn as this one
+        computed_text.induction_of(Server(), tiny)
+        path.write_bytes(computed_text.induction_path(tiny).read_bytes())
     elif damage == "pickled":  # an object array is read only with pickle, which is never allowed
         np.savez(path, **{on_disk.TREE: np.array(tree)}, a0=np.array([object()], dtype=object))
     else:
@@ -88,9 +93,9 @@ def test_a_damaged_or_foreign_file_is_computed_again_and_written_over(tiny, cach
         with np.load(path) as npz:
             np.savez(path, **{**{name: npz[name] for name in npz.files}, on_disk.TREE: np.array(bad)})
     with pytest.raises(on_disk.NotKept):
-        on_disk.read(path)
+        on_disk.read(path, CorpusAnalysis)
     assert same(analysis(tiny, sentences), first)
-    assert same(on_disk.read(path), first)  # written over
+    assert same(on_disk.read(path, CorpusAnalysis), first)  # written over
 
 
 def test_the_same_model_loaded_again_reads_the_file_and_other_weights_or_code_do_not(tiny, tiny_dir, cache,

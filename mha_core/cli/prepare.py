@@ -88,17 +88,17 @@ def analyse_bundled(steps: list[dict], name: str, model: object) -> None:
     """The induction probe and the bundled corpora's analyses (Roles, Across a corpus), kept where the pages read
     them (serving.on_disk): each computed when no readable file of this code is there."""
     from mha_core.serving import on_disk
-    from mha_core.serving.computed.corpus import analysis_path, keep_analysis
+    from mha_core.serving.computed.corpus import keep_analysis, kept_analysis
     from mha_core.serving.computed.index import bundled_sources
-    from mha_core.serving.computed.text import induction_path, keep_induction
+    from mha_core.serving.computed.text import keep_induction, kept_induction
 
-    kept = [("induction", induction_path(model), lambda: keep_induction(model))]
+    kept = [("induction", lambda: kept_induction(model), lambda: keep_induction(model))]
     for source in bundled_sources(model):
         sentences = trees_of(source)
-        kept.append((source, analysis_path(model, sentences), lambda s=sentences: keep_analysis(model, s)))
-    for what, path, keep in kept:
+        kept.append((source, lambda s=sentences: kept_analysis(model, s), lambda s=sentences: keep_analysis(model, s)))
+    for what, read, keep in kept:
         try:
-            on_disk.read(path)
+            read()
         except on_disk.NotKept:
             timed(steps, "analyse", f"{name} ({what})", keep)
 

@@ -99,15 +99,19 @@ def _hashable(key: object) -> object:
     return key
 
 
-def read(path: Path) -> object:
-    """The result kept in `path`; NotKept when there is none there or it cannot be read as one."""
+def read(path: Path, expected: type[T]) -> T:
+    """The `expected` result kept in `path`; NotKept when there is none there, it cannot be read as one, or it holds
+    another kind of result (a file planted under another's name is computed again, never drawn as this one)."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
-        return decoded(json.loads(str(arrays.pop(TREE))), arrays)
+        value = decoded(json.loads(str(arrays.pop(TREE))), arrays)
     except (OSError, EOFError, zipfile.BadZipFile, ValueError, KeyError, TypeError, AttributeError,
             RecursionError) as err:
         raise NotKept(str(path)) from err
+    if not isinstance(value, expected):
+        raise NotKept(f"{path} holds {type(value).__name__}, not {expected.__name__}")
+    return value
 
 
 def write(path: Path, value: object) -> None:

@@ -140,9 +140,14 @@ def corpus_analysis_of(server: Server, model: LoadedModel, source: str, sentence
     if source not in KEPT_ON_DISK:
         return server.queued("corpus analyses", key, N_("Running the model over the sentences"), compute, wait)
     with contextlib.suppress(on_disk.NotKept):
-        return server.kept("corpus analyses", key, lambda: on_disk.read(analysis_path(model, sentences)))
+        return server.kept("corpus analyses", key, lambda: kept_analysis(model, sentences))
     return server.queued("corpus analyses", key, N_("Running the model over the sentences"),
                          lambda progress: keep_analysis(model, sentences, progress), wait)
+
+
+def kept_analysis(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> CorpusAnalysis:
+    """The analysis of these sentences by `model` as kept on disk; on_disk.NotKept when there is none of this code."""
+    return on_disk.read(analysis_path(model, sentences), CorpusAnalysis)
 
 
 def keep_analysis(model: LoadedModel, sentences: Sequence[ParsedSentence],

@@ -151,8 +151,13 @@ def induction_of(server: Server, model: LoadedModel) -> InductionScores:
     the cache when kept there, else computed in a slot (about 9 s on a bundled decoder) and kept."""
     key = ("induction", of(model))
     with contextlib.suppress(on_disk.NotKept):
-        return server.kept("small", key, lambda: on_disk.read(induction_path(model)))
+        return server.kept("small", key, lambda: kept_induction(model))
     return server.in_slot("small", key, lambda: keep_induction(model))
+
+
+def kept_induction(model: LoadedModel) -> InductionScores:
+    """The model's induction probe as kept on disk; on_disk.NotKept when there is none of this code."""
+    return on_disk.read(induction_path(model), InductionScores)
 
 
 def keep_induction(model: LoadedModel) -> InductionScores:
