@@ -123,15 +123,15 @@ def test_the_chinese_treebank_is_a_corpus_with_its_own_trees(bundled):
     heads from its gold trees, with no parser and no upload."""
     at = open_app(PAGE, g_source="Chinese treebank", g_syntax="true")
     assert not at.exception and not at.error
-    from mha_core.serving.computed.corpus import corpus_pass_of
+    from mha_core.serving.computed.corpus import head_distances_of
     from mha_core.serving.server import no_wait
     from views._state import server
 
     trees = corpora.chinese_treebank()
     texts = [t.text for t in trees]
-    # Asked of the server by the treebank's key: the page's own pass when the page asked for it, else computed here
-    # from the treebank's texts; either way a pass of exactly those texts (corpus_pass keeps what it read).
-    expected = corpus_pass_of(server(), bundled, f"corpus:{corpora.CHINESE_TREEBANK}", texts, no_wait)
+    # Asked of the server by the treebank's key: the page's own distances when the page asked for them, else read or
+    # computed here from the treebank's texts; either way a pass of exactly those texts (it keeps what it read).
+    expected = head_distances_of(server(), bundled, f"corpus:{corpora.CHINESE_TREEBANK}", texts, no_wait)
     assert expected.texts == tuple(texts) and not expected.selection.left_out
     heads = sorted(tuple(c) for trace in chart_json(at, "head_map")["data"] for c in trace["customdata"])
     assert heads == sorted(expected.heads)

@@ -223,22 +223,33 @@ def chinese_runs(page: str, model: str) -> list:
     return runs
 
 
-def assert_all_chinese(page: str, model: str) -> None:
+def assert_all_chinese(page: str, model: str) -> list:
+    """The page's runs in Chinese on `model` (chinese_runs), each with no English left but the user's text."""
     from mha_core.serving.menu import available_models
 
     names = [c.name for c in available_models()]
-    for at in chinese_runs(page, model):
+    runs = chinese_runs(page, model)
+    for at in runs:
         assert not at.exception, (page, model, [e.value for e in at.exception])
         # The user's text: the sentence (an English example where the model reads no Chinese), and its words as
         # tokens, options and chart labels show them.
         sentences = [box.value for box in at.text_area] + [box.value for box in at.text_input] + EXAMPLE_TEXTS
         left = untranslated(at, names + sentences + [w for s in sentences for w in re.findall(r"[A-Za-z]+", s)])
         assert not left, (page, model, list(left.items())[:5])
+    return runs
+
+
+def opened_corpus(runs: list) -> str:
+    """The corpus Across a corpus opened on: the Chinese treebank for the Chinese interface on a model that reads
+    Chinese as words (Gemma), else the bundled English corpus (as the search's index)."""
+    return runs[0].radio(key="g_source").value
 
 
 @pytest.mark.parametrize("page", list(PAGES_AND_TABS))
 def test_every_page_in_chinese_on_minilm_has_no_english_left(page):
-    assert_all_chinese(page, ENCODER_NAME)
+    runs = assert_all_chinese(page, ENCODER_NAME)
+    if page == "views/corpus.py":
+        assert opened_corpus(runs) == "Bundled corpus"  # MiniLM reads Chinese as [UNK]
 
 
 # Every page and tab on Gemma (it reads Chinese); on SmolLM2 (it does not: English examples and byte fragments in a
@@ -252,7 +263,9 @@ DECODER_PAGES = [(page, GEMMA_NAME) for page in PAGES_AND_TABS] + [
 @pytest.mark.parametrize(("page", "model"), DECODER_PAGES)
 @pytest.mark.long
 def test_every_page_and_tab_in_chinese_on_the_decoders_has_no_english_left(page, model):
-    assert_all_chinese(page, model)
+    runs = assert_all_chinese(page, model)
+    if page == "views/corpus.py":
+        assert opened_corpus(runs) == "Chinese treebank"
 
 
 def test_byte_fragments_of_chinese_characters_get_a_warning():

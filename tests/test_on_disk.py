@@ -1,7 +1,7 @@
-"""Issue 44: results fixed by a model and the bundled files (the induction probe, a bundled corpus's analysis) are kept
-in the user's cache (serving.on_disk): a new server reads them back equal without computing them; a damaged or foreign
-file is computed again and written over; another model, other inputs or other code never read a file; an upload's
-analysis is never written. On a tiny random BERT in a cache of the test's own."""
+"""Issue 44: results fixed by a model and the bundled files (the induction probe, a bundled corpus's analysis and head
+distances) are kept in the user's cache (serving.on_disk): a new server reads them back equal without computing them;
+a damaged or foreign file, or one of another kind, is computed again and written over; another model, other inputs or
+other code never read a file; an upload's analysis is never written. On a tiny random BERT in a cache of its own."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from mha_core.analysis.corpus.passes import HeadDistances
 from mha_core.analysis.corpus.readers import CHINESE_TREEBANK, chinese_treebank
 from mha_core.analysis.corpus.syntax import CorpusAnalysis
 from mha_core.serving import on_disk
@@ -56,6 +57,27 @@ def test_a_bundled_corpus_s_analysis_is_kept_and_a_new_server_reads_it_back_equa
     assert same(analysis(tiny, sentences), first)  # another server: read, not computed
     with pytest.raises(AssertionError, match="computed again"):
         analysis(tiny, sentences[:5])  # other sentences: another file
+
+
+def test_a_bundled_corpus_s_head_distances_are_kept_and_equal_the_whole_pass_s(tiny, cache, monkeypatch):
+    texts = [s.text for s in chinese_treebank()[:6]]
+    first = computed_corpus.head_distances_of(Server(), tiny, TREEBANK, texts, no_wait)
+    path = computed_corpus.distances_path(tiny, texts)
+    assert same(on_disk.read(path, HeadDistances), first) and first.roles.metrics and first.rows > 6
+    whole = computed_corpus.corpus_pass(tiny, texts)  # with the query and key vectors the query-key view reads
+    assert whole.kept == 6 and same(whole.distances(), first)
+    monkeypatch.setattr(computed_corpus, "corpus_pass", never)
+    assert same(computed_corpus.head_distances_of(Server(), tiny, TREEBANK, texts, no_wait), first)  # read back
+    with pytest.raises(AssertionError, match="computed again"):
+        computed_corpus.head_distances_of(Server(), tiny, TREEBANK, texts[:5], no_wait)  # other sentences
+
+
+def test_an_upload_s_head_distances_are_its_whole_pass_s_and_never_written(tiny, cache):
+    server, texts = Server(), [s.text for s in chinese_treebank()[:3]]
+    distances = computed_corpus.head_distances_of(server, tiny, "upload:0123", texts, no_wait)
+    whole = computed_corpus.corpus_pass_of(server, tiny, "upload:0123", texts, no_wait)  # shared: not run again
+    assert whole.kept == 3 and distances.distance is whole.distance
+    assert not list(cache.rglob("*.npz"))
 
 
 def test_an_upload_s_analysis_is_never_written(tiny, cache):

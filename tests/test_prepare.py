@@ -45,8 +45,9 @@ def test_prepare_builds_what_the_app_builds_at_first_use_where_the_app_looks(bun
 
 
 def test_prepare_keeps_the_analyses_a_new_server_s_roles_page_reads_without_computing(tmp_path, monkeypatch):
-    """The induction probe and the bundled corpus's analysis, kept by prepare where the app reads them: a new server
-    (this process's, dropped) draws the Roles page on the bundled corpus without computing either."""
+    """The induction probe, the bundled corpus's analysis and its head distances, kept by prepare where the app reads
+    them: a new server (this process's, dropped) draws the Roles page on the bundled corpus, and Across a corpus's
+    head map, without computing any."""
     from mha_core.engine.loading import model as loading
     from mha_core.serving.computed import corpus as computed_corpus
     from mha_core.serving.computed import text as computed_text
@@ -55,8 +56,9 @@ def test_prepare_keeps_the_analyses_a_new_server_s_roles_page_reads_without_comp
     monkeypatch.setenv("MHA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(loading, "bundled_dirs", lambda: {ENCODER_NAME: loading.bundled_model_dir()})
     steps = prepared(tmp_path, "--no-index")
-    assert [(s["step"], s["name"]) for s in steps] == [("analyse", f"{ENCODER_NAME} (induction)"),
-                                                       ("analyse", f"{ENCODER_NAME} (bundled corpus)")]
+    assert [(s["step"], s["name"]) for s in steps] == [
+        ("analyse", f"{ENCODER_NAME} (induction)"), ("analyse", f"{ENCODER_NAME} (bundled corpus)"),
+        ("analyse", f"{ENCODER_NAME} (bundled corpus, head distances)")]
     assert prepared(tmp_path, "--no-index") == []  # kept: nothing to do
 
     def computed(*args: object, **kwargs: object) -> None:
@@ -64,10 +66,13 @@ def test_prepare_keeps_the_analyses_a_new_server_s_roles_page_reads_without_comp
 
     monkeypatch.setattr(computed_corpus, "analyse_corpus", computed)
     monkeypatch.setattr(computed_text, "induction_scores", computed)
+    monkeypatch.setattr(computed_corpus, "corpus_pass", computed)
     server.clear()  # a new server: nothing in memory
     try:
         at = open_app("views/roles.py", model=ENCODER_NAME, source="Bundled corpus")
         assert not at.exception and not at.error and "det" in set(at.dataframe[0].value["relation"])
         assert "Induction and duplicate-token heads" in [h.value for h in at.subheader]  # drawn from the kept probe
+        at = open_app("views/corpus.py", model=ENCODER_NAME)
+        assert not at.exception and not at.error and "312 sentences" in " ".join(c.value for c in at.caption)
     finally:
         server.clear()

@@ -9,7 +9,7 @@ import streamlit as st
 
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.corpus.distances import closest_pairs
-from mha_core.analysis.corpus.passes import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, selection_note
+from mha_core.analysis.corpus.passes import QK_MAX_MB, QK_MAX_TOKENS, CorpusPass, HeadDistances, selection_note
 from mha_core.analysis.corpus.readers import (
     BUNDLED_CORPUS,
     CHINESE_TREEBANK,
@@ -23,6 +23,7 @@ from mha_core.analysis.heads.roles import head_label, role_labels
 from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import corpus as computed_corpus
+from mha_core.serving.computed import index as computed_index
 from mha_core.serving.computed import text as computed
 from mha_core.serving.export import distance_csv, qk_points_csv
 from views._inputs import model_card
@@ -57,7 +58,7 @@ def chosen_corpus(source: str) -> tuple[str, list[str], list | None, str] | None
     return key, [s.text for s in kept] if conllu else kept, kept if conllu else None, note
 
 
-def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None, source: str
+def corpus_role_labels(model: LoadedModel, corpus: HeadDistances, key: str, trees: list | None, source: str
                        ) -> np.ndarray:
     """The Roles page's labels for these heads: head metrics over this corpus, the induction probe, (on request,
     for sources with trees) the syntactic heads of the same analysis the Roles page runs, and the coreference
@@ -79,7 +80,7 @@ def corpus_role_labels(model: LoadedModel, corpus: CorpusPass, key: str, trees: 
     return role_labels(corpus.roles, model.causal, (analysis.syntax if analysis else None, gap), probed=scores)
 
 
-def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list | None, source: str) -> None:
+def show_head_map(model: LoadedModel, corpus: HeadDistances, key: str, trees: list | None, source: str) -> None:
     labels = corpus_role_labels(model, corpus, key, trees, source)  # (L,H)
     base = (str(model.model_dir), key)
     with st.spinner(tr("Placing the heads (MDS)…")):
@@ -101,7 +102,7 @@ def show_head_map(model: LoadedModel, corpus: CorpusPass, key: str, trees: list 
                        "head_distances.csv", "text/csv", key="distance_csv")
 
 
-def closest_table(corpus: CorpusPass) -> pd.DataFrame:
+def closest_table(corpus: HeadDistances) -> pd.DataFrame:
     return pd.DataFrame([{tr("heads"): f"{head_label(*a)} · {head_label(*b)}", tr("JS divergence"): round(d, 4)}
                          for d, a, b in closest_pairs(corpus.distance, corpus.heads)])
 
@@ -229,19 +230,23 @@ def main() -> None:
     model = current_model()
     model_card()
     st.title(tr("Heads across a corpus"))
-    source = widget(st.radio, "g_source", SOURCES[0], tr("Corpus"), options=SOURCES, horizontal=True, format_func=tr)
+    opening = TREEBANK if computed_index.chinese_first(model, i18n.current()) else BUNDLED  # as the search's index
+    source = widget(st.radio, "g_source", opening, tr("Corpus"), options=SOURCES, horizontal=True, format_func=tr)
     chosen = chosen_corpus(source)
     if chosen is None:
         stop()
     key, texts, trees, note = chosen
-    corpus = queued(computed_corpus.corpus_pass_of, model, key, texts, note=note)
+    view = widget(st.segmented_control, "g_view", VIEWS[0], tr("View"), options=VIEWS, format_func=tr) or VIEWS[0]
+    if view == VIEWS[0]:  # distances and role metrics only: a bundled corpus's are kept on disk
+        corpus = queued(computed_corpus.head_distances_of, model, key, texts, note=note)
+    else:
+        corpus = queued(computed_corpus.corpus_pass_of, model, key, texts, note=note)
     if corpus is None:
         stop()
     if note:
         st.caption(literal(note))
     if corpus.selection is not None and corpus.selection.left_out:
         st.caption(literal(selection_note(corpus.selection, "line" if source == TEXT_FILE else "sentence")))
-    view = widget(st.segmented_control, "g_view", VIEWS[0], tr("View"), options=VIEWS, format_func=tr) or VIEWS[0]
     if view == VIEWS[0]:
         show_head_map(model, corpus, key, trees, source)
     else:

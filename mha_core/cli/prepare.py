@@ -85,17 +85,21 @@ def trees_of(source: str) -> list:
 
 
 def analyse_bundled(steps: list[dict], name: str, model: object) -> None:
-    """The induction probe and the bundled corpora's analyses (Roles, Across a corpus), kept where the pages read
-    them (serving.on_disk): each computed when no readable file of this code is there."""
+    """The induction probe and the bundled corpora's analyses (Roles, Across a corpus) and head distances (Across a
+    corpus's map), kept where the pages read them (serving.on_disk): each computed when no readable file of this
+    code is there."""
     from mha_core.serving import on_disk
-    from mha_core.serving.computed.corpus import keep_analysis, kept_analysis
+    from mha_core.serving.computed import corpus as computed_corpus
     from mha_core.serving.computed.index import bundled_sources
     from mha_core.serving.computed.text import keep_induction, kept_induction
 
     kept = [("induction", lambda: kept_induction(model), lambda: keep_induction(model))]
     for source in bundled_sources(model):
-        sentences = trees_of(source)
-        kept.append((source, lambda s=sentences: kept_analysis(model, s), lambda s=sentences: keep_analysis(model, s)))
+        trees, texts = trees_of(source), computed_corpus.bundled_texts(source)
+        kept.append((source, lambda s=trees: computed_corpus.kept_analysis(model, s),
+                     lambda s=trees: computed_corpus.keep_analysis(model, s)))
+        kept.append((f"{source}, head distances", lambda t=texts: computed_corpus.kept_distances(model, t),
+                     lambda t=texts: computed_corpus.keep_distances(model, t)))
     for what, read, keep in kept:
         try:
             read()

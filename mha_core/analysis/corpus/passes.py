@@ -9,7 +9,7 @@ l*H + h), B sentences in a batch, T pieces (padded), M tokens kept, Dh head dim.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
 import numpy as np
@@ -40,14 +40,32 @@ QK_MAX_TOKENS = 20_000  # and at most this many tokens (each is two points in th
 
 
 @dataclass(frozen=True)
-class CorpusPass:
+class HeadDistances:
+    """What the head-similarity map draws: the heads' distances and role metrics over a corpus (a CorpusPass without
+    its query and key vectors: kilobytes, so the bundled corpora's are kept on disk)."""
+
     texts: tuple[str, ...]  # the sentences, as typed
     n_layers: int
     n_heads: int
-    n_kv_heads: int
     distance: np.ndarray  # (N,N) mean JS divergence (nats) between heads' attention rows
     rows: int  # query rows the distances and role metrics average over
     roles: HeadRoles | None  # head metrics over the same rows (role labels); None when not asked for
+    selection: CorpusSelection | None = None  # which texts of the given corpus were analysed
+
+    @property
+    def heads(self) -> tuple[tuple[int, int], ...]:
+        """N (layer, head) pairs, layer-major, 0-based: the rows and columns of `distance`."""
+        return tuple((layer, head) for layer in range(self.n_layers) for head in range(self.n_heads))
+
+    def head_map(self, seed: int = MDS_SEED) -> HeadMap:
+        return embed_heads(self.distance, self.heads, seed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorpusPass(HeadDistances):
+    """HeadDistances, and every kept token's query and key vectors for the query-key view."""
+
+    n_kv_heads: int
     causal: bool  # decoders: query i sees keys 0..i
     arch: Architecture  # how the model scores (windows per layer, scale, soft-cap, ALiBi), to recompute a row
     # Tokens kept for the query-key view: the first `kept` sentences, in order, a sentence's tokens contiguous.
@@ -58,12 +76,10 @@ class CorpusPass:
     special: np.ndarray  # (M,) bool: [CLS]/[SEP]/[BOS]-like pieces
     layer_q: tuple[Tensor, ...]  # L x (M,H,Dh) float32, after RoPE
     layer_k: tuple[Tensor, ...]  # L x (M,G,Dh) float32, after RoPE
-    selection: CorpusSelection | None = None  # which texts of the given corpus were analysed
 
-    @property
-    def heads(self) -> tuple[tuple[int, int], ...]:
-        """N (layer, head) pairs, layer-major, 0-based: the rows and columns of `distance`."""
-        return tuple((layer, head) for layer in range(self.n_layers) for head in range(self.n_heads))
+    def distances(self) -> HeadDistances:
+        """The part the head-similarity map draws, without the vectors."""
+        return HeadDistances(**{f.name: getattr(self, f.name) for f in fields(HeadDistances)})
 
     @cached_property
     def sentence_of(self) -> np.ndarray:
@@ -74,9 +90,6 @@ class CorpusPass:
     def position(self) -> np.ndarray:
         """(M,) each kept token's position in its sentence (0 = first piece)."""
         return np.arange(len(self.labels)) - np.repeat(self.starts[:-1], np.diff(self.starts))
-
-    def head_map(self, seed: int = MDS_SEED) -> HeadMap:
-        return embed_heads(self.distance, self.heads, seed)
 
 
 def qk_budget(model: LoadedModel, lengths: Sequence[int]) -> int:

@@ -11,13 +11,14 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from mha_core.analysis.coref.gap import CorefResult, analyse_coref
 from mha_core.analysis.corpus.distances import HeadMap
-from mha_core.analysis.corpus.passes import CorpusPass, corpus_pass
+from mha_core.analysis.corpus.passes import CorpusPass, HeadDistances, corpus_pass
 from mha_core.analysis.corpus.readers import (
     BUNDLED_CORPUS,
     CHINESE_TREEBANK,
@@ -113,6 +114,7 @@ def corpus_key(path: Path) -> str:
     return f"corpus:{path}"
 
 
+T = TypeVar("T")
 KEPT_ON_DISK = (corpus_key(BUNDLED_CORPUS), corpus_key(CHINESE_TREEBANK))  # sources whose analyses the cache keeps
 
 
@@ -139,10 +141,17 @@ def corpus_analysis_of(server: Server, model: LoadedModel, source: str, sentence
         return server.in_slot("sentence analyses", key, lambda: compute(lambda done, total: None))
     if source not in KEPT_ON_DISK:
         return server.queued("corpus analyses", key, N_("Running the model over the sentences"), compute, wait)
+    return read_or_queued(server, key, N_("Running the model over the sentences"),
+                          lambda: kept_analysis(model, sentences),
+                          lambda progress: keep_analysis(model, sentences, progress), wait)
+
+
+def read_or_queued(server: Server, key: tuple, label: str, read: Callable[[], T], keep: Callable[[Progress], T],
+                   wait: Wait) -> T:
+    """read() (a kept file) once for the server; when it is not kept, keep(progress) through the heavy-work queue."""
     with contextlib.suppress(on_disk.NotKept):
-        return server.kept("corpus analyses", key, lambda: kept_analysis(model, sentences))
-    return server.queued("corpus analyses", key, N_("Running the model over the sentences"),
-                         lambda progress: keep_analysis(model, sentences, progress), wait)
+        return server.kept("corpus analyses", key, read)
+    return server.queued("corpus analyses", key, label, keep, wait)
 
 
 def kept_analysis(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> CorpusAnalysis:
@@ -169,8 +178,43 @@ def corpus_pass_of(server: Server, model: LoadedModel, source: str, texts: Seque
                          lambda progress: corpus_pass(model, texts, progress), wait)
 
 
-def head_map_of(server: Server, model: LoadedModel, source: str, corpus: CorpusPass) -> HeadMap:
-    """Metric MDS of the heads' distances (corpus: corpus_pass_of(source))."""
+def bundled_texts(source: str) -> list[str]:
+    """A bundled corpus's sentences (analysis.index.build's source names) as Across a corpus reads them."""
+    return [s.text for s in chinese_treebank()] if source == BUNDLED_CHINESE_SOURCE else bundled_corpus()
+
+
+def distances_path(model: LoadedModel, texts: Sequence[str]) -> Path:
+    """Where the head distances of these sentences by `model` are kept on disk (serving.on_disk)."""
+    content = json.dumps(list(texts), ensure_ascii=False)
+    return on_disk.kept_path(model, "distances", hashlib.sha256(content.encode()).hexdigest())
+
+
+def head_distances_of(server: Server, model: LoadedModel, source: str, texts: Sequence[str],
+                      wait: Wait) -> HeadDistances:
+    """The heads' distances and role metrics over a corpus (the head-similarity map). A bundled corpus's are read from
+    the cache when kept there (`make prepare`), else computed without the query and key vectors and kept; an
+    upload's are its whole pass's, which the query-key view then shares."""
+    if source not in KEPT_ON_DISK:
+        return corpus_pass_of(server, model, source, texts, wait).distances()
+    return read_or_queued(server, ("distances", of(model), source), N_("Running the model over the corpus"),
+                          lambda: kept_distances(model, texts), lambda progress: keep_distances(model, texts, progress),
+                          wait)
+
+
+def kept_distances(model: LoadedModel, texts: Sequence[str]) -> HeadDistances:
+    """The head distances of these sentences by `model` as kept on disk; on_disk.NotKept when none of this code."""
+    return on_disk.read(distances_path(model, texts), HeadDistances)
+
+
+def keep_distances(model: LoadedModel, texts: Sequence[str], progress: Progress | None = None) -> HeadDistances:
+    """A bundled corpus's head distances computed (no query or key vectors kept) and kept where head_distances_of
+    reads them (the app at first use, `make prepare`)."""
+    whole = corpus_pass(model, texts, progress, keep_vectors=False)
+    return on_disk.written(distances_path(model, texts), whole.distances())
+
+
+def head_map_of(server: Server, model: LoadedModel, source: str, corpus: HeadDistances) -> HeadMap:
+    """Metric MDS of the heads' distances (corpus: head_distances_of(source))."""
     return server.kept("small", ("head map", of(model), source), corpus.head_map)
 
 

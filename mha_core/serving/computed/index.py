@@ -64,6 +64,12 @@ def bundled_sources(model: LoadedModel) -> tuple[str, ...]:
     return (BUNDLED_SOURCE, BUNDLED_CHINESE_SOURCE) if reads_chinese else (BUNDLED_SOURCE,)
 
 
+def chinese_first(model: LoadedModel, language: str) -> bool:
+    """Whether a corpus page opens on the Chinese treebank: for the Chinese interface, on a model that reads Chinese
+    as words (else on the bundled English corpus)."""
+    return language == "zh" and BUNDLED_CHINESE_SOURCE in bundled_sources(model)
+
+
 def listed_folders() -> list[Path]:
     """The index folders $MHA_INDEX_DIR names: each entry an index, or a folder whose sub-folders are indexes."""
     found = []
