@@ -180,11 +180,14 @@ def meta_type(name: str) -> object:
 
 
 def shard_bytes(model: LoadedModel, plan: CorpusPlan, shard: int) -> bytes:
-    """One shard as Parquet bytes: what a worker hands back (no file system shared with the driver needed)."""
+    """One shard as Parquet bytes: what a worker hands back (no file system shared with the driver needed). Only the
+    metadata is dictionary-encoded: pyarrow's default tries it on every vector column too, then falls back (a
+    MiniLM-wide shard of 415 pieces written in 60 ms, and a third larger, against 4 ms)."""
     import pyarrow.parquet as pq
 
     buffer = io.BytesIO()
-    pq.write_table(shard_table(shard_columns(model, plan, shard)), buffer, compression="none")
+    pq.write_table(shard_table(shard_columns(model, plan, shard)), buffer, compression="none",
+                   use_dictionary=list(META_COLUMNS))
     return buffer.getvalue()
 
 
