@@ -35,6 +35,8 @@ def test_the_installed_package_imports_anywhere_and_its_program_is_the_cli(tmp_p
     import subprocess
     import sys
 
+    from tests.conftest import cli
+
     venv_bin = Path(sys.executable).parent
     imported = subprocess.run([sys.executable, "-c", "import mha_core, sys; print(mha_core.__file__)"], cwd=tmp_path,
                               env={"PATH": str(venv_bin)}, capture_output=True, text=True, check=False)
@@ -42,8 +44,7 @@ def test_the_installed_package_imports_anywhere_and_its_program_is_the_cli(tmp_p
     assert Path(imported.stdout.strip()).parent == ROOT / "mha_core"  # the checkout's code (editable)
     program = venv_bin / "mha-explorer"
     helped = subprocess.run([str(program), "--help"], cwd=tmp_path, capture_output=True, text=True, check=False)
-    module = subprocess.run([sys.executable, "-m", "mha_core", "--help"], cwd=ROOT, capture_output=True, text=True,
-                            check=False)
+    module = cli("--help")  # python -m mha_core's main(), in this process (test_cli.py runs that program itself)
     assert helped.returncode == 0 and helped.stdout == module.stdout and "attention" in helped.stdout
     refused = subprocess.run([str(program), "attention", "--model", str(tmp_path / "none")], cwd=tmp_path,
                              capture_output=True, text=True, check=False)
