@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from mha_core.analysis.params.shapes import ShapeError
 from mha_core.cli.attention import add_attention_parser
 from mha_core.cli.common import (
     CliError,
@@ -57,8 +56,7 @@ def cmd_ablate(args: argparse.Namespace) -> None:
 
 
 def add_ablate_parser(sub: argparse._SubParsersAction) -> None:
-    from mha_core.analysis.lm.ablation import MODES
-    from mha_core.analysis.lm.measures import MEASURE_HELP, MEASURES
+    from mha_core.analysis.lm.choices import MEASURE_HELP, MEASURES, MODES
 
     p = sub.add_parser("ablate", help="the effect of removing each head alone on the model's output")
     p.add_argument("text")
@@ -93,8 +91,7 @@ def cmd_predictions(args: argparse.Namespace) -> None:
 
 
 def add_prediction_parsers(sub: argparse._SubParsersAction) -> None:
-    from mha_core.analysis.lm.patching import HEADS, WHAT
-    from mha_core.analysis.lm.predict import TOP_K
+    from mha_core.analysis.lm.choices import HEADS, TOP_K, WHAT
 
     one_piece = "one piece of the model's vocabulary, with its leading space where the tokenizer marks one"
     parsers = {
@@ -153,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_params(args: argparse.Namespace) -> None:
+    from mha_core.analysis.params.shapes import ShapeError
+
     calculator = (args.d_model, args.heads, args.kv_heads, args.d_k, args.d_v)
     if any(v is not None for v in calculator) or args.no_bias:
         if args.d_model is None or args.heads is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from mha_core.cli.common import (
     CliError,
@@ -18,8 +19,10 @@ from mha_core.cli.common import (
 )
 from mha_core.cli.seq2seq import add_seq2seq_arguments
 from mha_core.cli.vision import add_image_arguments
-from mha_core.engine.attention import AUTO, PATHS
-from mha_core.engine.loading.model import LoadedModel, for_long_texts
+from mha_core.engine.paths import AUTO, PATHS
+
+if TYPE_CHECKING:
+    from mha_core.engine.loading.model import LoadedModel
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
@@ -91,6 +94,7 @@ def chosen_attention(model: LoadedModel, text: str, args: argparse.Namespace) ->
     argument is checked before any work: the heads (each once), the rows against the text's pieces, the size."""
     from mha_core.analysis.long.text import chosen_rows, count_long_pieces, run_long
     from mha_core.engine.forward import run
+    from mha_core.engine.loading.model import for_long_texts
 
     heads = unique_heads(model, args.heads)
     n = count_long_pieces(model, text)

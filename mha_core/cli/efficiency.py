@@ -50,8 +50,7 @@ def cmd_efficiency(args: argparse.Namespace) -> None:
 
 
 def add_efficiency_parser(sub: argparse._SubParsersAction) -> None:
-    from mha_core.analysis.efficiency.cost import WINDOW
-    from mha_core.analysis.efficiency.patterns import SPEC_HELP
+    from mha_core.analysis.efficiency.choices import SPEC_HELP, WINDOW
 
     p = sub.add_parser("efficiency", help="what a sparse or linear attention pattern changes (TEXT --pattern), or "
                        "the measured cost of attention's kernels (--bench)")

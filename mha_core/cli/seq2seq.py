@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mha_core.cli.common import CliError, add_model_arguments, load_chosen_model, positive_int, write_json
 from mha_core.engine.loading.bundled import WHISPER_NAME
-from mha_core.engine.loading.model import LoadedModel
+
+if TYPE_CHECKING:
+    from mha_core.engine.loading.model import LoadedModel
 
 
 def map_lists(maps: object, rows: int, cols: int) -> object:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mha_core.cli.common import CliError
-from mha_core.engine.loading.model import LoadedModel
+
+if TYPE_CHECKING:
+    from mha_core.engine.loading.model import LoadedModel
 
 
 def image_attention(model: LoadedModel, args: argparse.Namespace) -> dict:

@@ -21,9 +21,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha_core.engine.hooks import NO_HOOKS, Hooks
+from mha_core.engine.paths import AUTO, EXPLICIT, FUSED, PATHS  # noqa: F401 -- the engine's modules read them here
 
-EXPLICIT, FUSED, AUTO = "explicit", "fused", "auto"
-PATHS = (EXPLICIT, FUSED, AUTO)
 
 @dataclass(frozen=True)
 class ProjectionWeights:

@@ -26,11 +26,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mha_core.analysis.efficiency.choices import WINDOW
 from mha_core.engine.budget import budget_bytes, check_budget
 from mha_core.i18n import N_, Worded
 
 KERNELS = ("explicit", "fused", "window", "linear")
-WINDOW = 128  # the window kernel's W (each query sees the W pieces on either side)
 FLOAT = 4  # bytes of a float32
 MIN_TIMED_S = 0.3  # a kernel is timed until its runs add up to this
 

@@ -24,13 +24,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from mha_core.analysis.efficiency.choices import SPEC_HELP  # noqa: F401 -- named without torch
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_, Worded
 
 MASKED = ("dense", "window", "dilated", "longformer", "bigbird")
 KERNELS = ("linear", "performer")
 ARITY = {"dense": 0, "window": 1, "dilated": 2, "longformer": 2, "bigbird": 4, "linear": 1, "performer": 2}
-SPEC_HELP = N_("dense, window:W, dilated:W:D, longformer:W:G, bigbird:W:G:R:SEED, linear:elu or performer:M:SEED")
 MAX_FEATURES = 4096  # performer's M: beyond this the estimate no longer improves enough to be worth its memory
 
 

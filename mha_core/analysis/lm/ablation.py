@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from mha_core.analysis.heads.roles import ranked_heads
+from mha_core.analysis.lm.choices import MEAN, MODES, ZERO  # noqa: F401 -- named without torch (the cli's arguments)
 from mha_core.analysis.lm.head import check_next_piece_head
 from mha_core.analysis.lm.measures import (
     MEASURES,
@@ -52,8 +53,6 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
 from mha_core.i18n import N_, Worded
 
-ZERO, MEAN = N_("zero"), N_("mean")  # marked: the page shows them translated
-MODES = (ZERO, MEAN)
 STRONGEST_SHOWN = 8  # heads listed under the grid
 
 

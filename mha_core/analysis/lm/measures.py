@@ -19,20 +19,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mha_core.analysis.coref.sentence import Word
+from mha_core.analysis.lm.choices import MEASURE_HELP, MEASURES  # noqa: F401 -- named without torch
 from mha_core.analysis.lm.head import check_lm_head, lm_logits, predicts_next
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch
 from mha_core.i18n import N_
-
-MEASURES = (N_("embedding"), N_("loss"), N_("target"), N_("coref"))
-
-
-MEASURE_HELP = {"embedding": N_("1 − cos between the ablated and the original sentence embedding (mean-pooled, "
-                             "L2-normalised)"), "loss": N_("change in mean next-token loss (nats)"),
-                "target": N_("change in the summed log-probability of the target's pieces after the chosen position "
-                          "(nats)"),
-                "coref": N_("change of the coreference margin (pronoun → first candidate minus second) in the last "
-                         "layer's head where it is largest")}
 
 
 def measures_for(model: LoadedModel) -> tuple[str, ...]:

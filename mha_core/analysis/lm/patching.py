@@ -25,6 +25,7 @@ from torch import Tensor
 
 from mha_core.analysis.coref.sentence import Word
 from mha_core.analysis.heads.roles import head_label
+from mha_core.analysis.lm.choices import HEAD, HEADS, RESIDUAL, WHAT  # noqa: F401 -- named without torch
 from mha_core.analysis.lm.head import check_lm_head, chosen_position, has_lm_head, token_id
 from mha_core.analysis.lm.measures import CorefProbe, coref_margins, coref_probe
 from mha_core.analysis.lm.predict import Stream, residual_stream
@@ -38,8 +39,6 @@ from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_, Worded, tr
 
-HEADS, RESIDUAL, HEAD = N_("heads"), N_("residual"), N_("head")
-WHAT = (HEADS, RESIDUAL, HEAD)
 LOGIT_DIFF, COREF_MARGIN = "logit_diff", "coref_margin"
 MIN_GAP = {LOGIT_DIFF: 0.5, COREF_MARGIN: 0.05}  # clean - corrupted below this: shares of the gap are noise
 

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from mha_core.analysis.coref.sentence import Word, with_probe
+from mha_core.analysis.lm.choices import TOP_K
 from mha_core.analysis.lm.head import answer_slot, check_lm_head, chosen_position, lm_head, read_at, token_id
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.budget import planned_bytes
@@ -30,8 +31,6 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize_ending, without_spaces
 from mha_core.i18n import N_, tr
-
-TOP_K = 10
 
 
 @dataclass(frozen=True)
