@@ -88,23 +88,27 @@ def test_typed_special_tokens_never_open_a_turn_of_the_chat(decoder):
     assert plain_batch.input_ids[0].tolist() == list(reference)  # a message without markers reads as before
 
 
-def test_help_and_a_mistyped_argument_answer_without_importing_torch():
+def test_help_a_mistyped_argument_and_an_unlisted_model_answer_without_importing_torch():
     """The parser is built from names that import no torch (engine/paths.py, analysis/lm/choices.py,
-    analysis/efficiency/choices.py): `--help` and a mistyped argument answer in a Python of their own at once (2.9 s
-    of imports before), with the same one line and exit status."""
+    analysis/efficiency/choices.py) and the model list is read without it (engine/loading/dirs.py): `--help`, a
+    mistyped argument and a model name the machine does not list answer in a Python of their own at once (2.9 s of
+    imports before), with the same one line and exit status."""
     import subprocess
     import sys
 
     from tests.conftest import ROOT
 
     code = ("import sys\nfrom mha_core.cli import main\n"
-            "for argv in (['--help'], ['attention', '--bogus'], ['ablate', 'x', '--mode', 'none']):\n"
-            "    try:\n        main(argv)\n    except SystemExit as stop:\n        print('exit', stop.code)\n"
+            "for argv in (['--help'], ['attention', '--bogus'], ['ablate', 'x', '--mode', 'none'],\n"
+            "             ['attention', 'x', '--model', 'no-such-model']):\n"
+            "    try:\n        code = main(argv)\n    except SystemExit as stop:\n        code = stop.code\n"
+            "    print('exit', code)\n"
             "print('imported', 'torch' in sys.modules, 'transformers' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                           check=False)
     lines = done.stdout.splitlines()
     assert "attention" in done.stdout and "ablate" in done.stdout, done.stderr[-2000:]  # the whole listing
-    assert [line for line in lines if line.startswith("exit")] == ["exit 0", "exit 2", "exit 2"]
+    assert [line for line in lines if line.startswith("exit")] == ["exit 0", "exit 2", "exit 2", "exit 2"]
     assert "unrecognized arguments: --bogus" in done.stderr and "invalid choice: 'none'" in done.stderr
+    assert "'no-such-model' is not a listed model" in done.stderr
     assert lines[-1] == "imported False False"

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
 
 def cmd_attention(args: argparse.Namespace) -> None:
+    model = load_chosen_model(args)  # a name it does not list is refused first, before torch is imported
     from mha_core.engine.forward import run
 
-    model = load_chosen_model(args)
     if model.arch.image:
         from mha_core.cli.vision import image_attention
 

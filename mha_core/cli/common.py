@@ -38,17 +38,19 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str | None = None) 
 
 
 def load_chosen_model(args: argparse.Namespace) -> LoadedModel:
-    from mha_core.engine.loading.model import load_model
     from mha_core.serving.menu import available_models
 
+    path = args.model_dir
     if args.model is not None and args.model_dir is None:  # --model, or the subcommand's default model
         choices = {choice.name: choice for choice in available_models()}
         if args.model not in choices:
             raise CliError(f"{args.model!r} is not a listed model: {', '.join(choices)} (python -m mha_core models)")
         if choices[args.model].refused:
             raise CliError(choices[args.model].refused)
-        return load_model(choices[args.model].path)
-    return load_model(args.model_dir)
+        path = choices[args.model].path
+    from mha_core.engine.loading.model import load_model  # torch and transformers: only for a model to load
+
+    return load_model(path)
 
 
 def write_json(data: object, out: str) -> None:

@@ -11,18 +11,15 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mha_core.engine.loading import bundled
-from mha_core.engine.loading.folder import parameter_count, read_config, read_revision, weight_headers
-from mha_core.engine.loading.model import (
-    MODEL_DIR_ENV,
-    LoadedModel,
-    ModelLoadError,
-    bundled_dirs,
-    check_model_dir,
-    resolve_model_dir,
-)
+from mha_core.engine.loading.dirs import MODEL_DIR_ENV, bundled_dirs, check_model_dir, resolve_model_dir
+from mha_core.engine.loading.folder import ModelLoadError, parameter_count, read_config, read_revision, weight_headers
 from mha_core.i18n import N_, Worded, tr
+
+if TYPE_CHECKING:
+    from mha_core.engine.loading.model import LoadedModel
 
 MODELS_DIR_ENV = "MHA_MODELS_DIR"  # each subfolder is a model the app offers in its list
 HF_CACHE_ENV = "MHA_HF_CACHE"  # "0": leave the Hugging Face cache out of the list
