@@ -1,4 +1,5 @@
-"""Find and load a model of a supported family from a local directory; expose its weights per layer.
+"""Load a model of a supported family from a local directory (dirs.py finds and checks the folder, without
+torch); expose its weights per layer.
 
 Shapes: H query heads, G key/value heads, D d_model, Dh head dim. Weights are read by weights.py into
 plain tensors (nn.Linear layout); per-head views come from `split_heads_in` / `split_heads_out`.
