@@ -112,3 +112,22 @@ def test_help_a_mistyped_argument_and_an_unlisted_model_answer_without_importing
     assert "unrecognized arguments: --bogus" in done.stderr and "invalid choice: 'none'" in done.stderr
     assert "'no-such-model' is not a listed model" in done.stderr
     assert lines[-1] == "imported False False"
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tiny_dir):
+    """`python -m mha_core attention … --json - | head`: the output (every map, far more than a pipe holds) stops
+    being read after its first bytes; the program ends with status 1 and nothing on stderr, as a pipe's writer
+    should, not with a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    text = " ".join(["the cat sat on the mat"] * 10)  # 62 pieces: 2 x 4 x 62 x 62 weights, about 300 kB of JSON
+    writer = subprocess.Popen([sys.executable, "-m", "mha_core", "attention", text, "--model-dir", str(tiny_dir),
+                               "--json", "-"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = writer.stdout.read(100)
+    writer.stdout.close()  # the reader stops, as head does
+    stderr = writer.stderr.read().decode()
+    assert writer.wait(timeout=60) == 1 and first.startswith(b"{"), (first, stderr)
+    assert stderr == ""

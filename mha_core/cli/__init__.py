@@ -7,6 +7,7 @@ Bad input exits with status 2 and one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -293,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
+        sys.stdout.flush()  # a reader that stopped early is found here, not at the interpreter's exit
+    except BrokenPipeError:  # `... --json - | head`: the reader has what it wanted; no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # what is left in the buffer goes nowhere
+        return 1
     except (CliError, Explained) as err:  # the project's errors: each one sentence
         print(f"error: {err}", file=sys.stderr)
         return 2
