@@ -237,10 +237,9 @@ def main() -> None:
         stop()
     key, texts, trees, note = chosen
     view = widget(st.segmented_control, "g_view", VIEWS[0], tr("View"), options=VIEWS, format_func=tr) or VIEWS[0]
-    if view == VIEWS[0]:  # distances and role metrics only: a bundled corpus's are kept on disk
-        corpus = queued(computed_corpus.head_distances_of, model, key, texts, note=note)
-    else:
-        corpus = queued(computed_corpus.corpus_pass_of, model, key, texts, note=note)
+    # The map reads distances and role metrics (a bundled corpus's kept on disk); the query-key view, the vectors too
+    compute = computed_corpus.head_distances_of if view == VIEWS[0] else computed_corpus.corpus_pass_of
+    corpus = queued(compute, model, key, texts, note=note)
     if corpus is None:
         stop()
     if note:

@@ -1,9 +1,9 @@
 """Results fixed by a model and files the app ships (the induction probe; the bundled corpora's head roles,
 syntactic heads and head distances), kept in the user's cache beside the converted models and the indexes (issue
 44). A server's first visitor, and every process after the first, reads them in milliseconds instead of computing
-them again (Gemma 3 over the Chinese treebank: about 40 s on 2 cores for its roles, 70 s for its head distances; the
-induction probe on a bundled decoder: about 9 s); `make prepare` writes them before the class, and the app writes
-one at its first use.
+them again (Gemma 3 over the Chinese treebank: about 40 s on 2 cores for its roles, about as long again for its head
+distances; the induction probe on a bundled decoder: about 9 s); `make prepare` writes them before the class, and
+the app writes one at its first use.
 
 A file is read only by the code that wrote it: its name holds the model's fingerprint, a digest of the inputs and one
 of the engine's and the analyses' code, so an edit to either computes afresh (and the file it replaces is removed).
