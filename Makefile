@@ -93,6 +93,10 @@ lint: install
 # work stealing, no process waits at the end on one long test.
 PYTEST := $(BIN)/python -m pytest -q --durations=20
 FAST := not browser and not serve and not slow
+# The browser and serving tiers collect only their own files (tests/scheduling.py's TIER_FILES says so and stops a
+# collection that finds a test of theirs elsewhere): their processes import no torch to start.
+BROWSER_TESTS := tests/test_browser_*.py
+SERVE_TESTS := tests/test_*serve.py
 
 test: prepare check test-slow test-browser test-serve
 
@@ -103,10 +107,10 @@ test-slow: install espeak chromium
 	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "slow and not browser and not serve"
 
 test-browser: install chromium espeak
-	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "browser and not serve"
+	$(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "browser and not serve" $(BROWSER_TESTS)
 
 test-serve: install haproxy espeak
-	$(PYTEST) -m "serve"
+	$(PYTEST) -m "serve" $(SERVE_TESTS)
 
 # The Chinese catalogue: every tr("…") and N_("…") of the app and mha_core, extracted by Babel and merged into
 # mha_core/locales/zh/LC_MESSAGES/messages.po (new entries arrive empty: translate them; tests/test_i18n.py fails

@@ -115,5 +115,20 @@ def proxy_group(workers: int, timeout: float = 180) -> Iterator[ServerGroup]:
         for worker in workers_at:
             wait_healthy(worker, timeout, proc, output)
         wait_healthy(url, timeout, proc, output)
-        time.sleep(2.5)  # HAProxy's first health checks (inter 2s) mark every process up
+        balanced(url, workers, timeout)
         yield ServerGroup(url, app_children(proc.pid), workers_at)
+
+
+def balanced(url: str, workers: int, timeout: float) -> None:
+    """Until HAProxy sends new visitors to every process (its first health checks mark each up): a request without
+    a cookie gets the cookie of the process that served it. (A fixed 2.5 s wait did the same.)"""
+    import urllib.request
+
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < workers:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} sent visitors only to {sorted(seen)} in {timeout:.0f} s")
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as answer:
+            seen.update(c.split(";")[0] for c in answer.headers.get_all("Set-Cookie") or [] if "MHA_WORKER" in c)
+        time.sleep(0.05)

@@ -21,6 +21,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+CLOSE_TIMEOUT_S = 1.0  # for the server's answer to our closing frame (Session.close)
 EARLY_FOR_RERUN = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
 
 
@@ -63,10 +64,14 @@ class Session:
         url = self.base_url.replace("http", "ws", 1).rstrip("/") + "/_stcore/stream"
         headers = {"Cookie": self.cookie} if self.cookie else None
         self._ws = await websockets.connect(url, subprotocols=["streamlit", "no-token"], max_size=MAX_MESSAGE_BYTES,
-                                            open_timeout=self.timeout, ping_interval=None, additional_headers=headers)
+                                            open_timeout=self.timeout, ping_interval=None, additional_headers=headers,
+                                            close_timeout=CLOSE_TIMEOUT_S)
         self.served_by = self._ws.response.headers.get("Set-Cookie", "").split(";")[0]
 
     async def close(self) -> None:
+        """Leave, as a closed tab does: a session that stopped reading its page's messages (a visitor who left in the
+        middle of a run) has its closing handshake stuck behind them, so the connection ends after CLOSE_TIMEOUT_S
+        (websockets' default, 10 s, held every such test for 10 s)."""
         if self._ws is not None:
             await self._ws.close()
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +25,74 @@ def streamlit_server(script: str = "app.py", timeout: float = 90) -> Iterator[st
     """Start `streamlit run` on loopback; yield its base URL; stop it afterwards."""
     with app_server(script, timeout) as group:
         yield group.url
+
+
+SERVER_FILE = "app-server.json"  # {"url", "owner"}: the run's server while it serves
+USERS = "app-server-users"  # one empty file per test process using it, named by its process id
+LAST_USER_WAIT_S = 900  # at most, for the other test processes to finish (the tier's own limit ends a hung one)
+
+
+@contextlib.contextmanager
+def server_for_the_run(shared: Path | None) -> Iterator[str]:
+    """The browser tier's one `streamlit run` (issue 44), shared by its test processes: `shared` is a folder every
+    process of the run sees (pytest-xdist's base temporary folder); None: a server of this process's own. The first
+    process to ask starts it; the others read its address. Each registers while it tests; the one that started it
+    stops it once every other user has left or its process has gone. (Two servers each loaded the models and
+    computed the first pages: about 30 s of CPU of the tier's 200.)"""
+    if shared is None:
+        with streamlit_server() as url:
+            yield url
+        return
+    users = shared / USERS
+    users.mkdir(exist_ok=True)
+    me = users / str(os.getpid())
+    with run_lock(shared):
+        known = shared / SERVER_FILE
+        started = None if known.is_file() else contextlib.ExitStack()
+        if started is not None:
+            url = started.enter_context(streamlit_server())
+            known.write_text(json.dumps({"url": url, "owner": os.getpid()}))
+        url = json.loads(known.read_text())["url"]
+        me.touch()
+    try:
+        yield url
+    finally:
+        me.unlink(missing_ok=True)
+        if started is not None:
+            wait_for_last_user(shared)
+            started.close()
+
+
+def wait_for_last_user(shared: Path) -> None:
+    """Until no other test process uses the server (its file gone, or its process), then the server's file goes
+    under the lock: a process that asks after that starts a server of its own."""
+    deadline = time.monotonic() + LAST_USER_WAIT_S
+    while True:
+        with run_lock(shared):
+            if not any(alive(int(f.name)) for f in (shared / USERS).iterdir()) or time.monotonic() > deadline:
+                (shared / SERVER_FILE).unlink(missing_ok=True)
+                return
+        time.sleep(0.5)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs: a process that has ended but that its parent has not yet waited for (a zombie:
+    pytest-xdist's workers are waited for at the end of the run) has gone."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@contextlib.contextmanager
+def run_lock(shared: Path) -> Iterator[None]:
+    with (shared / "app-server.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 PHONE_AGENT = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -68,6 +69,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # short ones from each other at the end instead of waiting on one long test started last. Within a tier, the
     # tests marked long are dealt to each process's share once -m has chosen the tier's tests (tests/scheduling.py).
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in ("slow", "browser", "serve")))
+    from tests.scheduling import misplaced
+
+    if wrong := misplaced(items):
+        raise pytest.UsageError("\n".join(wrong))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,16 +85,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def set_up_test_process() -> None:
     """What a process that runs tests needs, done before it collects them: pytest-xdist's controller runs none and
-    skips it (importing torch, transformers and Streamlit: about 6 s on 2 cores, while its test processes wait to
-    start). pytest -n N: N processes share the cores, so torch's and BLAS's own threads would spin against each other
-    (twice the CPU time for the same tests): one thread each, in child processes too."""
+    skips it. pytest -n N: N processes share the cores, so torch's and BLAS's own threads would spin against each
+    other (twice the CPU time for the same tests): one thread each, in child processes too. torch, OpenMP and
+    OpenBLAS read the variables when they load, so a process whose tests never import them (the browser tier's)
+    does not import them here (torch alone took 1.5 s of each process's start)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        import torch
-        from threadpoolctl import threadpool_limits
+        os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        if "torch" in sys.modules:  # loaded already (by a plugin): told instead
+            sys.modules["torch"].set_num_threads(1)
+        if "numpy" in sys.modules:
+            from threadpoolctl import threadpool_limits
 
-        torch.set_num_threads(1)
-        os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        threadpool_limits(1)
+            threadpool_limits(1)
     import tests.app_patches  # noqa: F401 - AppTest's media files kept, components scanned once
 
 
@@ -129,12 +136,13 @@ def _shared_chromium_closes() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def app_url() -> Iterator[str]:
-    """One `streamlit run` per test process, shared by the browser tests (each opens its own sessions; a test of a
-    fresh server's first request starts its own)."""
-    from tests.browser import streamlit_server
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One `streamlit run` for the run's test processes, shared by the browser tests (each opens its own sessions; a
+    test of a fresh server's first request starts its own): tests/browser.server_for_the_run."""
+    from tests.browser import server_for_the_run
 
-    with streamlit_server() as url:
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else None
+    with server_for_the_run(shared) as url:
         yield url
 
 
@@ -307,6 +315,14 @@ def decoder() -> LoadedModel:
     from mha_core.engine.loading.model import bundled_dirs
 
     return app_model(bundled_dirs()[DECODER_NAME])
+
+
+def converted(name: str) -> Path:
+    """A bundled model's folder, converted on first use as the app converts it, without loading the model into the
+    test process: for a browser test, which reads what the app's server shows."""
+    from mha_core.engine.loading import bundled
+
+    return bundled.ensure(next(b for b in bundled.BUNDLES if b.name == name))
 
 
 @pytest.fixture(scope="session")

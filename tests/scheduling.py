@@ -9,11 +9,17 @@ while the other took its short ones, and that process ended on a 20 s test with 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fnmatch import fnmatch
 from typing import TypeVar
 
 import pytest
 
 Item = TypeVar("Item")
+
+# Where the browser and serving tiers' tests live: make test-browser and make test-serve collect only these files
+# (importing every test module, and torch with them, took about 5 s of each test process's start). A test marked for
+# one of them in another file would run in no tier: every collection that sees one stops, naming it.
+TIER_FILES = {"serve": "test_*serve.py", "browser": "test_browser_*.py"}
 
 
 @pytest.hookimpl(trylast=True)  # after -m has deselected: the order of the tests that run
@@ -43,3 +49,13 @@ def dealt(items: Sequence[Item], long: Sequence[bool], workers: int) -> list[Ite
         ordered += share + shorts[:take]
         shorts = shorts[take:]
     return ordered + shorts
+
+
+def misplaced(items: Sequence[pytest.Item]) -> list[str]:
+    """Tests marked serve or browser (serve first: its tier takes a test marked both) outside their tier's files."""
+    found = []
+    for item in items:
+        tier = next((t for t in TIER_FILES if item.get_closest_marker(t) is not None), None)
+        if tier is not None and not fnmatch(item.path.name, TIER_FILES[tier]):
+            found.append(f"{item.nodeid} is marked {tier}: make test-{tier} collects only tests/{TIER_FILES[tier]}")
+    return found

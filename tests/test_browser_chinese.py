@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from mha_core.engine.loading.bundled import GEMMA_NAME
 from tests.browser import ARTIFACTS, browser_contexts, wait_idle
+from tests.conftest import converted
 
 pytestmark = pytest.mark.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.mark.long
-def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(gemma, app_url):
+def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(app_url):
     """No lang= in the address: the browser's zh-CN locale picks Chinese, which opens on Gemma with a Chinese
     sentence; the token labels on the head map are Chinese characters and the page text is Chinese."""
+    config = json.loads((converted(GEMMA_NAME) / "config.json").read_text())
     ARTIFACTS.mkdir(exist_ok=True)
     with browser_contexts() as new_page:
         page = new_page(locale="zh-CN", viewport={"width": 1400, "height": 1800})
@@ -34,5 +38,6 @@ def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(gemma, app_u
         state = parse_qs(urlparse(page.url).query)
     assert sum(bool(HAN.search(t)) for t in ticks) >= len(ticks) // 2, ticks  # 玛丽, 约翰, 她 …
     assert "单个头" in body and "所有头一览" in body  # the tabs and the overview, in Chinese
-    assert f"{gemma.n_layers} 层 × {gemma.n_heads} 个头" in sidebar and "语言" in sidebar  # Gemma, in Chinese
+    shape = f"{config['num_hidden_layers']} 层 × {config['num_attention_heads']} 个头"  # Gemma's, in Chinese
+    assert shape in sidebar and "语言" in sidebar
     assert state.get("lang") == ["zh"]

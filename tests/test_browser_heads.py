@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from mha_core.engine.loading.bundled import DECODER_NAME
 from mha_core.figures.charts import TILE_SPOTS
 from tests.browser import ARTIFACTS, choose_option, chromium_page, open_with_sentence, wait_idle
-from tests.conftest import ANIMAL_WIDE
+from tests.conftest import ANIMAL_WIDE, converted
 
 pytestmark = pytest.mark.browser
 
@@ -39,10 +41,11 @@ def test_heads_page_minimal_pair_open_head_change_token(app_url):
     assert state["query"] == ["2"]  # [CLS] the animal
 
 
-def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(decoder, app_url):
+def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(app_url):
+    config = json.loads((converted(DECODER_NAME) / "config.json").read_text())
     ARTIFACTS.mkdir(exist_ok=True)
     with chromium_page() as page:
-        page.goto(f"{app_url}/?model=SmolLM2-135M-Instruct&layer=5&head=2")
+        page.goto(f"{app_url}/?model={DECODER_NAME}&layer=5&head=2")
         page.get_by_label("Sentence", exact=True).wait_for(timeout=120_000)
         page.get_by_text("Layer 5, head 2: attention weights").wait_for(timeout=120_000)
         wait_idle(page, timeout=120_000)
@@ -50,6 +53,6 @@ def test_heads_page_on_the_bundled_decoder_shows_readable_token_labels(decoder, 
         labels = [t or "" for t in head_map.locator("svg text").all_text_contents()]
         sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
         page.screenshot(path=str(ARTIFACTS / "heads_decoder.png"), full_page=True)
-    assert "30 layers × 9 heads" in sidebar
+    assert f"{config['num_hidden_layers']} layers × {config['num_attention_heads']} heads" in sidebar
     assert any(label.endswith("␣animal") for label in labels) and any("<|im_start|>" in label for label in labels)
     assert not any("Ġ" in label for label in labels)
