@@ -75,17 +75,21 @@ def test_rows_at_8192_pieces_equal_transformers_eager_weights(decoder):
 @pytest.mark.slow
 @pytest.mark.long
 def test_the_needle_probe_equals_its_definition_on_the_full_maps(decoder):
-    """At about 1,000 pieces the explicit path keeps every map: each head's strongest key read off those maps, and
-    the model's own next-piece choices, give the same scores; SmolLM2 copies the whole code."""
-    from mha_core import run
+    """At about 1,000 pieces the explicit path makes every whole map: each head's strongest key read off those maps,
+    and the model's own next-piece choices, give the same scores; SmolLM2 copies the whole code. (Each layer's map
+    is read as the layer makes it: kept for all 30 layers, they held 1 GB.)"""
     from mha_core.analysis.long.roles import CODE, needle_probe
+    from mha_core.engine.forward import EXPLICIT, layer_outputs, prepare
+    from mha_core.engine.tokens import tokenize
 
     probe = needle_probe(decoder, 1000, 0.3)
     assert probe.success == 1.0 and "".join(probe.code) == CODE and probe.n_pieces <= 1024
-    full = run(decoder, probe.text, path="explicit")  # every map kept
-    assert full.lengths[0] == probe.n_pieces
+    batch = tokenize(decoder.tokenizer, probe.text, decoder.max_length, bos=decoder.bos_id)  # as run() reads it
+    assert batch.input_ids.shape[1] == probe.n_pieces
     queries = [a - 1 for a in probe.answer]
-    for layer in range(decoder.n_layers):
-        strongest = full.layer_probs[layer][0][:, queries].argmax(-1)  # (H,A)
-        expected = (strongest == torch.tensor(probe.needle)).float().mean(-1).numpy()
-        np.testing.assert_allclose(probe.scores[layer], expected, atol=1e-9)
+    with torch.inference_mode():
+        x, bias, rope = prepare(decoder, batch)
+        for layer, (_, attn) in enumerate(layer_outputs(decoder, x, bias, rope, EXPLICIT)):
+            strongest = attn.probs[0][:, queries].argmax(-1)  # (H,A) of the layer's whole (H,T,T) map
+            expected = (strongest == torch.tensor(probe.needle)).float().mean(-1).numpy()
+            np.testing.assert_allclose(probe.scores[layer], expected, atol=1e-9)
