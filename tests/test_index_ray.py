@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 EWT = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
 FAULTY_SHARD = 2
-ARGS = ("--conllu", str(EWT), "--limit", "60", "--layers", "0,3", "--shard-pieces", "64", "--model",
+ARGS = ("--conllu", str(EWT), "--limit", "60", "--layers", "0,3", "--shard-pieces", "128", "--model",
         "all-MiniLM-L6-v2")
 
 
