@@ -13,10 +13,12 @@ import pytest
 from mha_core.analysis.corpus.passes import HeadDistances
 from mha_core.analysis.corpus.readers import CHINESE_TREEBANK, chinese_treebank
 from mha_core.analysis.corpus.syntax import CorpusAnalysis
+from mha_core.analysis.lm.patching import HEADS
 from mha_core.serving import on_disk
 from mha_core.serving.computed import corpus as computed_corpus
 from mha_core.serving.computed import text as computed_text
 from mha_core.serving.server import Server, no_wait
+from tests.conftest import ANIMAL_TIRED, ANIMAL_WIDE
 
 TREEBANK = computed_corpus.corpus_key(CHINESE_TREEBANK)
 
@@ -90,6 +92,23 @@ def test_the_induction_probe_is_kept_and_read_back_equal(tiny, cache, monkeypatc
     assert computed_text.induction_path(tiny).is_file()
     monkeypatch.setattr(computed_text, "induction_scores", never)
     assert same(computed_text.induction_of(Server(), tiny), first)
+
+
+def test_an_example_s_patching_grid_is_kept_and_a_typed_pair_s_never_written(tiny, cache, monkeypatch):
+    """The Coreference page's offered example runs its grid before anyone asks (kept=True): every process of a
+    server, and the next server, reads it back equal; a typed pair's grid stays in its server's memory."""
+    def grid_of(server: Server, kept: bool, corrupted: str = ANIMAL_WIDE) -> object:
+        return computed_text.patch_grid_of(server, tiny, ANIMAL_TIRED, corrupted, None, None, HEADS, None, None,
+                                           no_wait, kept=kept)
+
+    typed = grid_of(Server(), kept=False)
+    assert not list(cache.rglob("*.npz"))
+    first = grid_of(Server(), kept=True)
+    assert same(first, typed) and len(list(cache.rglob("*.npz"))) == 1
+    monkeypatch.setattr(computed_text, "patch_grid", never)
+    assert same(grid_of(Server(), kept=True), first)  # a new server reads it: nothing computed
+    with pytest.raises(AssertionError, match="computed"):
+        grid_of(Server(), kept=True, corrupted=ANIMAL_WIDE.replace("wide", "busy"))  # another pair: another file
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "pickled", "foreign class", "missing field",

@@ -35,9 +35,9 @@ def json_button(result: object, model: LoadedModel, label: str, file_name: str, 
 
 
 def computed_grid(model: LoadedModel, clean: str, corrupted: str, answer: str | None, wrong: str | None,
-                  what: str, head: tuple[int, int] | None = None, coref: Sequence[Word] | None = None
-                  ) -> PatchGrid | None:
-    return queued(computed.patch_grid_of, model, clean, corrupted, answer, wrong, what, head, coref)
+                  what: str, head: tuple[int, int] | None = None, coref: Sequence[Word] | None = None,
+                  kept: bool = False) -> PatchGrid | None:
+    return queued(computed.patch_grid_of, model, clean, corrupted, answer, wrong, what, head, coref, kept=kept)
 
 
 def chosen_head(model: LoadedModel, heads_grid: PatchGrid, prefix: str) -> tuple[int, int]:
@@ -49,11 +49,12 @@ def chosen_head(model: LoadedModel, heads_grid: PatchGrid, prefix: str) -> tuple
 
 
 def patching_view(model: LoadedModel, clean: str, corrupted: str, answer: str | None, wrong: str | None,
-                  prefix: str, coref: Sequence[Word] | None = None) -> None:
-    """The radio, the grid of what it chose and the strongest heads; one grid computed per choice, per server."""
+                  prefix: str, coref: Sequence[Word] | None = None, kept: bool = False) -> None:
+    """The radio, the grid of what it chose and the strongest heads; one grid computed per choice, per server
+    (`kept`: an offered example's grid of heads, kept on disk for every process: serving.computed.patch_grid_of)."""
     what = widget(st.radio, f"{prefix}_what", WHAT[0], tr("Put back"), options=WHAT, horizontal=True,
                   format_func=lambda what: tr(PUT_BACK[what]))
-    heads_grid = computed_grid(model, clean, corrupted, answer, wrong, HEADS, coref=coref)
+    heads_grid = computed_grid(model, clean, corrupted, answer, wrong, HEADS, coref=coref, kept=kept)
     if heads_grid is None:
         return
     head = chosen_head(model, heads_grid, prefix) if what == HEAD else None

@@ -186,18 +186,18 @@ def waiting(note: str = "") -> Iterator[Wait]:
             bar.empty()
 
 
-def queued(compute: Callable[..., T], *args: object, note: str = "") -> T | None:
-    """compute(server, *args, wait) — a queued function of mha_core.serving.computed.text(_corpus) — with this page's
-    progress bar; None, with the reason shown, for input it cannot use or work over the budget."""
+def queued(compute: Callable[..., T], *args: object, note: str = "", **options: object) -> T | None:
+    """compute(server, *args, wait, **options) — a queued function of mha_core.serving.computed.text(_corpus) — with
+    this page's progress bar; None, with the reason shown, for input it cannot use or work over the budget."""
     with waiting(note) as wait:
-        return answered(compute, *args, wait)
+        return answered(compute, *args, wait, **options)
 
 
-def answered(compute: Callable[..., T], *args: object) -> T | None:
-    """compute(server, *args) — a function of mha_core.serving.computed.text(_corpus) that runs at once — or None, with
-    the reason shown, for input it cannot use."""
+def answered(compute: Callable[..., T], *args: object, **options: object) -> T | None:
+    """compute(server, *args, **options) — a function of mha_core.serving.computed.text(_corpus) that runs at once —
+    or None, with the reason shown, for input it cannot use."""
     try:
-        return compute(server(), *args)
+        return compute(server(), *args, **options)
     except InputError as err:
         st.warning(literal(worded(err)))
         return None

@@ -175,7 +175,8 @@ def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pr
     language-model head (both texts continued with the probe), else by the pronoun's coreference margin."""
     st.subheader(tr("Which heads cause the difference"))
     st.caption(literal(tr(PATCH_CAPTION) + " " + tr("Clean: sentence 1; corrupted: sentence 2.")))
-    if not patched_unasked(first_text, second_text, model.name) and not widget(
+    example = patched_unasked(first_text, second_text, model.name)
+    if not example and not widget(
             st.toggle, "c_patch_run", False, tr("Run the grid for this pair"),
             context=(str(model.model_dir), first_text, second_text)):
         st.caption(tr("The grid runs sentence 2 once for each of the model's {heads:,} heads, in turn with the "
@@ -187,7 +188,7 @@ def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pr
         answer, wrong, coref = first_piece(model, a.text), first_piece(model, b.text), None
     else:
         clean, corrupted, answer, wrong, coref = first_text, second_text, None, None, (pronoun, a, b)
-    patching_view(model, clean, corrupted, answer, wrong, "c_patch", coref)
+    patching_view(model, clean, corrupted, answer, wrong, "c_patch", coref, kept=example)
 
 
 def show_probe_answers(model: LoadedModel, text: str, words: list[Word], pronoun: int, candidates: list[int]

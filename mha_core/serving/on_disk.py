@@ -1,9 +1,10 @@
 """Results fixed by a model and files the app ships (the induction probe; the bundled corpora's head roles,
-syntactic heads and head distances), kept in the user's cache beside the converted models and the indexes (issue
-44). A server's first visitor, and every process after the first, reads them in milliseconds instead of computing
-them again (Gemma 3 over the Chinese treebank: about 40 s on 2 cores for its roles, about as long again for its head
-distances; the induction probe on a bundled decoder: about 9 s); `make prepare` writes them before the class, and
-the app writes one at its first use.
+syntactic heads and head distances; an offered example's patching grid), kept in the user's cache beside the
+converted models and the indexes (issue 44). A server's first visitor, and every process after the first, reads them
+in milliseconds instead of computing them again (Gemma 3 over the Chinese treebank: about 40 s on 2 cores for its
+roles, about as long again for its head distances; the induction probe on a bundled decoder: about 9 s; an example's
+patching grid on SmolLM2: about 10 s); `make prepare` writes most of them before the class, and the app writes one
+at its first use.
 
 A file is read only by the code that wrote it: its name holds the model's fingerprint, a digest of the inputs and one
 of the engine's and the analyses' code, so an edit to either computes afresh (and the file it replaces is removed).
@@ -31,13 +32,14 @@ from mha_core.analysis.corpus.syntax import CorpusAnalysis, RelationScore, Synta
 from mha_core.analysis.heads.induction import InductionScores
 from mha_core.analysis.heads.roles import HeadRoles
 from mha_core.analysis.index.store import model_fingerprint
+from mha_core.analysis.lm.patching import PatchGrid
 from mha_core.engine.batching import CorpusSelection
 from mha_core.engine.loading.bundled import cache_name, cache_root
 from mha_core.engine.loading.model import LoadedModel
 
 T = TypeVar("T")
 KEPT_CLASSES = {cls.__name__: cls for cls in (CorpusAnalysis, SyntaxResult, RelationScore, HeadRoles,
-                                               InductionScores, HeadDistances, CorpusSelection)}
+                                               InductionScores, HeadDistances, CorpusSelection, PatchGrid)}
 CODE_PACKAGES = ("engine", "analysis")  # mha_core's packages whose code makes a kept result
 TREE = "__tree__"  # the .npz entry holding the structure; the others are its arrays
 
