@@ -27,7 +27,7 @@ def streamlit_server(script: str = "app.py", timeout: float = 90) -> Iterator[st
         yield group.url
 
 
-SERVER_FILE = "app-server.json"  # {"url", "owner"}: the run's server while it serves
+SERVER_FILE = "app-server.url"  # the run's server's address, while it serves
 USERS = "app-server-users"  # one empty file per test process using it, named by its process id
 LAST_USER_WAIT_S = 900  # at most, for the other test processes to finish (the tier's own limit ends a hung one)
 
@@ -50,9 +50,8 @@ def server_for_the_run(shared: Path | None) -> Iterator[str]:
         known = shared / SERVER_FILE
         started = None if known.is_file() else contextlib.ExitStack()
         if started is not None:
-            url = started.enter_context(streamlit_server())
-            known.write_text(json.dumps({"url": url, "owner": os.getpid()}))
-        url = json.loads(known.read_text())["url"]
+            known.write_text(started.enter_context(streamlit_server()))
+        url = known.read_text()
         me.touch()
     try:
         yield url

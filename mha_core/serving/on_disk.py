@@ -15,12 +15,14 @@ written over.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
@@ -33,9 +35,10 @@ from mha_core.analysis.heads.induction import InductionScores
 from mha_core.analysis.heads.roles import HeadRoles
 from mha_core.analysis.index.store import model_fingerprint
 from mha_core.analysis.lm.patching import PatchGrid
-from mha_core.engine.batching import CorpusSelection
+from mha_core.engine.batching import CorpusSelection, Progress
 from mha_core.engine.loading.bundled import cache_name, cache_root
 from mha_core.engine.loading.model import LoadedModel
+from mha_core.serving.server import Server, Wait
 
 T = TypeVar("T")
 KEPT_CLASSES = {cls.__name__: cls for cls in (CorpusAnalysis, SyntaxResult, RelationScore, HeadRoles,
@@ -148,3 +151,12 @@ def written(path: Path, value: T) -> T:
     """`value`, kept in `path` (write)."""
     write(path, value)
     return value
+
+
+def read_or_queued(server: Server, store: str, key: tuple, label: str, read: Callable[[], T],
+                   keep: Callable[[Progress], T], wait: Wait) -> T:
+    """read() (a kept file) once for the server, in its `store`; when it is not kept, keep(progress) through the
+    heavy-work queue."""
+    with contextlib.suppress(NotKept):
+        return server.kept(store, key, read)
+    return server.queued(store, key, label, keep, wait)

@@ -7,14 +7,12 @@ Stores (serving.memory.STORES): "long" long texts, "corpus passes", "corpus anal
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from mha_core.analysis.coref.gap import CorefResult, analyse_coref
 from mha_core.analysis.corpus.distances import HeadMap
@@ -114,7 +112,6 @@ def corpus_key(path: Path) -> str:
     return f"corpus:{path}"
 
 
-T = TypeVar("T")
 KEPT_ON_DISK = (corpus_key(BUNDLED_CORPUS), corpus_key(CHINESE_TREEBANK))  # sources whose analyses the cache keeps
 
 
@@ -141,17 +138,9 @@ def corpus_analysis_of(server: Server, model: LoadedModel, source: str, sentence
         return server.in_slot("sentence analyses", key, lambda: compute(lambda done, total: None))
     if source not in KEPT_ON_DISK:
         return server.queued("corpus analyses", key, N_("Running the model over the sentences"), compute, wait)
-    return read_or_queued(server, key, N_("Running the model over the sentences"),
-                          lambda: kept_analysis(model, sentences),
-                          lambda progress: keep_analysis(model, sentences, progress), wait)
-
-
-def read_or_queued(server: Server, key: tuple, label: str, read: Callable[[], T], keep: Callable[[Progress], T],
-                   wait: Wait) -> T:
-    """read() (a kept file) once for the server; when it is not kept, keep(progress) through the heavy-work queue."""
-    with contextlib.suppress(on_disk.NotKept):
-        return server.kept("corpus analyses", key, read)
-    return server.queued("corpus analyses", key, label, keep, wait)
+    return on_disk.read_or_queued(server, "corpus analyses", key, N_("Running the model over the sentences"),
+                                  lambda: kept_analysis(model, sentences),
+                                  lambda progress: keep_analysis(model, sentences, progress), wait)
 
 
 def kept_analysis(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> CorpusAnalysis:
@@ -196,9 +185,9 @@ def head_distances_of(server: Server, model: LoadedModel, source: str, texts: Se
     upload's are its whole pass's, which the query-key view then shares."""
     if source not in KEPT_ON_DISK:
         return corpus_pass_of(server, model, source, texts, wait).distances()
-    return read_or_queued(server, ("distances", of(model), source), N_("Running the model over the corpus"),
-                          lambda: kept_distances(model, texts), lambda progress: keep_distances(model, texts, progress),
-                          wait)
+    return on_disk.read_or_queued(server, "corpus analyses", ("distances", of(model), source),
+                                  N_("Running the model over the corpus"), lambda: kept_distances(model, texts),
+                                  lambda progress: keep_distances(model, texts, progress), wait)
 
 
 def kept_distances(model: LoadedModel, texts: Sequence[str]) -> HeadDistances:

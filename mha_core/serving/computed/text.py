@@ -250,10 +250,9 @@ def patch_grid_of(server: Server, model: LoadedModel, clean: str, corrupted: str
 
     if not kept:
         return server.queued("small", key, label, compute, wait)
-    path = on_disk.kept_path(model, "patch-grid", [str(part) for part in key[2:]])
-    with contextlib.suppress(on_disk.NotKept):
-        return server.kept("small", key, lambda: on_disk.read(path, PatchGrid))
-    return server.queued("small", key, label, lambda progress: on_disk.written(path, compute(progress)), wait)
+    path = on_disk.kept_path(model, "patch-grid", key[2:])
+    return on_disk.read_or_queued(server, "small", key, label, lambda: on_disk.read(path, PatchGrid),
+                                  lambda progress: on_disk.written(path, compute(progress)), wait)
 
 
 def ablation_of(server: Server, model: LoadedModel, text: str, mode: str, measure: str, target: str | None,
