@@ -55,11 +55,13 @@ install: $(STAMP)
 prepare: install
 	$(BIN)/python -m mha_core prepare --json -
 
-# Debian's Chromium drives the browser tests and kaleido's static image export; Noto CJK draws Chinese in both
-# (a visitor's own browser needs no extra font: every system ships a Chinese one).
+# Debian's Chromium drives kaleido's static image export and the browser tests (its headless shell, Chromium's own
+# headless build, every page but the camera's: tests/browser.py); Noto CJK draws Chinese in both (a visitor's own
+# browser needs no extra font: every system ships a Chinese one).
 chromium:
-	@command -v chromium >/dev/null 2>&1 && fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || { $(SUDO) apt-get update -q && \
-		$(SUDO) apt-get install -y -q chromium fonts-noto-cjk; }
+	@command -v chromium >/dev/null 2>&1 && command -v chromium-headless-shell >/dev/null 2>&1 && \
+		fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || { $(SUDO) apt-get update -q && \
+		$(SUDO) apt-get install -y -q chromium chromium-headless-shell fonts-noto-cjk; }
 
 # Debian's espeak-ng speaks a typed sentence offline (English and Mandarin voices) for Whisper to hear.
 espeak:

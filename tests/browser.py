@@ -16,6 +16,11 @@ from benchmarks.serving import app_server
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Debian's chromium-headless-shell (`make chromium` installs it): Chromium's own headless build, the same Blink and V8
+# without the full browser's layers, drives every page but the camera's (it has no media devices: getUserMedia says
+# "Not supported"). The browser tier on 2 cores took 92 s and 165 busy core-seconds with it, 105 s and 191 with the
+# full browser for every page (one run after the other). The full browser stands in where it is missing.
+HEADLESS_SHELL = shutil.which("chromium-headless-shell") or CHROMIUM
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-sync"]
 
@@ -103,31 +108,33 @@ FAKE_CAMERA = ["--use-fake-device-for-media-stream"]
 # One renderer process for a site's pages within a context: a page opened where a page of the app is open already
 # finds the app's scripts compiled (a new renderer compiles Streamlit's and Plotly's anew: 1-3 s of CPU a page).
 ONE_PROCESS_A_SITE = ["--process-per-site"]
-_SHARED: dict[str, object] = {}  # "playwright", "browser": this test process's one driver and Chromium
+_SHARED: dict[str, object] = {}  # "playwright", executable path -> this test process's one driver and browsers
 _IDLE: dict[str, list[tuple[object, object]]] = {}  # context options -> (context, a page of it kept on the app)
 
 
-def shared_browser() -> object:
-    """This test process's one Chromium (issue 44: one browser a worker, a context per visitor), started at the first
-    call and again if it has gone; close_shared_browser ends it at the end of the session (tests/conftest.py)."""
-    browser = _SHARED.get("browser")
+def shared_browser(camera: bool = False) -> object:
+    """This test process's one headless Chromium (issue 44: one browser a worker, a context per visitor; `camera`:
+    the full Chromium, whose fake camera plays), started at the first call and again if it has gone;
+    close_shared_browser ends them at the end of the session (tests/conftest.py)."""
+    executable = CHROMIUM if camera else HEADLESS_SHELL
+    browser = _SHARED.get(executable)
     if browser is None or not browser.is_connected():
         if "playwright" not in _SHARED:
             from playwright.sync_api import sync_playwright
 
             _SHARED["playwright"] = sync_playwright().start()
-        _IDLE.clear()  # the gone browser's contexts
-        browser = _SHARED["playwright"].chromium.launch(executable_path=CHROMIUM,
+        browser = _SHARED["playwright"].chromium.launch(executable_path=executable,
                                                         args=CHROMIUM_ARGS + FAKE_CAMERA + ONE_PROCESS_A_SITE)
-        _SHARED["browser"] = browser
+        _SHARED[executable] = browser
     return browser
 
 
 def close_shared_browser() -> None:
     _IDLE.clear()
-    browser, driver = _SHARED.pop("browser", None), _SHARED.pop("playwright", None)
-    if browser is not None and browser.is_connected():
-        browser.close()
+    driver = _SHARED.pop("playwright", None)
+    for browser in [_SHARED.pop(executable) for executable in list(_SHARED)]:
+        if browser.is_connected():
+            browser.close()
     if driver is not None:
         driver.stop()
 
@@ -165,12 +172,13 @@ def browser_contexts() -> Iterator[object]:
     user agent, touch, permissions: a visitor of their own, with their own cookies and session). Afterwards each
     context, cleared, waits for the next visitor with the same options, one page of it left open on the app's site so
     that the next page finds the app's scripts compiled; a context that cannot be cleared is closed."""
-    browser, made = shared_browser(), []
+    made = []
 
     def new_page(viewport: dict | None = None, **options: object) -> object:
         """The viewport is the page's own (Playwright sizes the screen with it, as the context's option does), so
         visitors of one kind share contexts whatever their window."""
-        key = json.dumps(options, sort_keys=True, default=str)
+        key = json.dumps(options, sort_keys=True, default=str)  # a camera's options: the full Chromium's contexts
+        browser = shared_browser(camera="camera" in options.get("permissions", ()))
         context, page, kept = visitor_page(browser, key, options)
         if viewport is not None:
             page.set_viewport_size(viewport)

@@ -88,7 +88,11 @@ def set_up_test_process() -> None:
     skips it. pytest -n N: N processes share the cores, so torch's and BLAS's own threads would spin against each
     other (twice the CPU time for the same tests): one thread each, in child processes too. torch, OpenMP and
     OpenBLAS read the variables when they load, so a process whose tests never import them (the browser tier's)
-    does not import them here (torch alone took 1.5 s of each process's start)."""
+    does not import them here (torch alone took 1.5 s of each process's start). The pages' model cache keeps every
+    model a test process opens (the five bundled, the tiny ones of its tests), as a server with the memory would:
+    with the default three, the slow tier's processes loaded Gemma 3 eight times (1.5 s of its tokenizer each) and
+    Whisper nine, while the tests' own fixtures held the copies evicted."""
+    os.environ.setdefault("MHA_MODELS_KEPT", "16")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
         if "torch" in sys.modules:  # loaded already (by a plugin): told instead
@@ -308,13 +312,19 @@ def bad_model_dirs(tmp_path_factory: pytest.TempPathFactory, tiny_dir: Path) -> 
     return folders
 
 
+def bundled_model(name: str) -> LoadedModel:
+    """A bundled model (converted on first use), the one copy the app's pages in this test process use too."""
+    from mha_core.engine.loading.model import bundled_dirs
+
+    return app_model(bundled_dirs()[name])
+
+
 @pytest.fixture(scope="session")
 def decoder() -> LoadedModel:
     """The bundled SmolLM2-135M-Instruct (converted from GGUF on first use)."""
     from mha_core.engine.loading.bundled import DECODER_NAME
-    from mha_core.engine.loading.model import bundled_dirs
 
-    return app_model(bundled_dirs()[DECODER_NAME])
+    return bundled_model(DECODER_NAME)
 
 
 def converted(name: str) -> Path:
@@ -329,9 +339,8 @@ def converted(name: str) -> Path:
 def gemma() -> LoadedModel:
     """The bundled Gemma 3 270M (assembled from its chunk packages and converted from GGUF on first use)."""
     from mha_core.engine.loading.bundled import GEMMA_NAME
-    from mha_core.engine.loading.model import bundled_dirs
 
-    return app_model(bundled_dirs()[GEMMA_NAME])
+    return bundled_model(GEMMA_NAME)
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_core import load_model, with_pattern
+from mha_core import with_pattern
 from mha_core.engine.loading.bundled import DECODER_NAME
 from mha_core.serving.menu import available_models
-from tests.conftest import chart_json, decode, open_app
+from tests.conftest import bundled_model, chart_json, decode, open_app
 from tests.i18n_check import untranslated
 
 PAGE = "views/efficiency.py"
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def model_named(name):
-    return load_model(next(c.path for c in available_models() if c.name == name))
+    return bundled_model(name)
 
 
 def test_a_window_on_the_encoder_draws_what_the_api_computes(bundled):

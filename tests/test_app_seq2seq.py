@@ -13,7 +13,7 @@ import pytest
 from mha_core.engine.loading.bundled import ENCODER_NAME, WHISPER_NAME
 from mha_core.i18n import catalogue
 from mha_core.teaching.examples import SPOKEN
-from tests.conftest import decode, open_app
+from tests.conftest import bundled_model, decode, open_app
 from tests.i18n_check import untranslated
 from tests.test_seq2seq import transformers_maps
 from tests.tiny_models import make_tiny_seq2seq
@@ -53,7 +53,6 @@ def test_whisper_cross_attention_tab_shows_transformers_weights():
     import torch
     from transformers import WhisperFeatureExtractor
 
-    from mha_core import load_model
     from mha_core.engine.seq2seq.audio import RATE, read_audio
     from mha_core.serving.computed.seq2seq import spoken_of
     from mha_core.serving.server import Server
@@ -62,7 +61,7 @@ def test_whisper_cross_attention_tab_shows_transformers_weights():
     assert not at.exception and not at.error
     (spec,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if "under the spectrogram" in c.proto.spec]
     shown = decode(spec["data"][1]["z"])  # (rows, speech positions)
-    whisper, clip = load_model(WHISPER_NAME), read_audio(spoken_of(Server(), SPOKEN["en"], "en"))
+    whisper, clip = bundled_model(WHISPER_NAME), read_audio(spoken_of(Server(), SPOKEN["en"], "en"))
     features = WhisperFeatureExtractor.from_pretrained(whisper.model_dir)(clip.samples, sampling_rate=RATE,
                                                                           return_tensors="pt").input_features
     with torch.inference_mode():
@@ -77,13 +76,12 @@ def test_whisper_cross_attention_tab_shows_transformers_weights():
 
 @pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
 def test_whisper_page_in_chinese_has_no_english_left():
-    from mha_core import load_model
     from mha_core.serving.computed.seq2seq import heard_of
     from mha_core.serving.menu import available_models
     from mha_core.serving.server import Server
 
     zh, names = catalogue("zh").gettext, [choice.name for choice in available_models()]
-    heard = heard_of(Server(), load_model(WHISPER_NAME), SPOKEN["zh"]).text  # the user's text is only what was
+    heard = heard_of(Server(), bundled_model(WHISPER_NAME), SPOKEN["zh"]).text  # the user's text is only what was
     for tab in TABS:  # heard (every markdown line was taken for it, so that the check could not fail there)
         at = open_app(PAGE, lang="zh", x_tab=zh(tab))
         assert not at.exception, tab

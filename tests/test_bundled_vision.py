@@ -9,13 +9,12 @@ import pytest
 
 from mha_core.engine.loading import bundled
 from mha_core.engine.loading.bundled import VISION_NAME
+from tests.conftest import bundled_model
 
 
 @pytest.fixture(scope="module")
 def dinov2():
-    from mha_core import load_model
-
-    return load_model(bundled.ensure(bundled.DINOV2))
+    return bundled_model(bundled.DINOV2.name)
 
 
 def onnx_backbone(pixels: np.ndarray, names: list[str]) -> list[np.ndarray]:

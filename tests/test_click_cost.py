@@ -45,6 +45,19 @@ def test_the_spinner_is_shown_only_for_a_model_that_is_not_kept():
     assert not recent.seen("c") and not recent.seen("b") and recent.seen("c")  # b was evicted, as the cache does
 
 
+def test_a_server_keeps_as_many_models_as_it_is_told(monkeypatch):
+    """$MHA_MODELS_KEPT: a server with the memory keeps every model it lists loaded; its memory plan counts them."""
+    from mha_core.serving.memory import DEFAULT_MODELS_KEPT, MODELS_KEPT_ENV, memory_plan, models_kept
+
+    for raw, kept in (("", DEFAULT_MODELS_KEPT), ("5", 5), ("0", 1), ("many", DEFAULT_MODELS_KEPT)):
+        monkeypatch.setenv(MODELS_KEPT_ENV, raw)
+        assert models_kept() == kept, raw
+    gb = 2**30
+    plan = memory_plan([3 * gb, 1 * gb, 2 * gb], heavy_slots=1, kept=2)
+    assert plan.models == 5 * gb and "2 kept loaded" in plan.said()
+    assert memory_plan([3 * gb, 1 * gb, 2 * gb], heavy_slots=1, kept=5).models == 6 * gb
+
+
 def test_the_navigation_s_pages_are_made_once_per_language(monkeypatch):
     """Making a page resolves and checks its file: thirteen per run were about 4 % of a click. The server makes them
     once per language; each run navigates copies, in its visitor's language."""

@@ -13,19 +13,19 @@ import pytest
 import soundfile
 import torch
 
-from mha_core import load_model
 from mha_core.analysis.seq2seq.transcribe import transcribe
 from mha_core.cli import main
 from mha_core.engine.loading.bundled import WHISPER_NAME
 from mha_core.engine.seq2seq.audio import RATE, read_audio, speak
 from mha_core.engine.tokens import InputError
+from tests.conftest import bundled_model
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 
 
 @pytest.fixture(scope="module")
 def whisper():
-    return load_model(WHISPER_NAME)
+    return bundled_model(WHISPER_NAME)  # the process's one copy: the module's tests are dealt among others
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ budget, $MHA_COMPUTE_MB), and the models kept loaded. deploy/ prints it when a s
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from mha_core.engine.budget import budget_bytes
@@ -22,7 +23,17 @@ STORES = {
     "long": (4, 1600),  # long texts' q, k and log-sum-exp (about 750 MB at 8,192 pieces)
 }
 COMPUTE_SLOTS = 2  # forwards, view builds and light analyses at once per process (each within the budget)
-MODELS_KEPT = 3  # loaded models per process
+MODELS_KEPT_ENV, DEFAULT_MODELS_KEPT = "MHA_MODELS_KEPT", 3
+
+
+def models_kept() -> int:
+    """Loaded models a process keeps ($MHA_MODELS_KEPT, default 3; the least recently used goes first): a server with
+    the memory for every model it lists keeps them all, so no visitor who switches model waits for one to load."""
+    raw = os.environ.get(MODELS_KEPT_ENV, "").strip()
+    return max(1, int(raw)) if raw.isdigit() else DEFAULT_MODELS_KEPT
+
+
+MODELS_KEPT = models_kept()  # read when the process starts: the pages' model cache is made with this many entries
 
 
 @dataclass(frozen=True)
@@ -30,7 +41,8 @@ class MemoryPlan:
     stores: int  # bytes: every shared store full
     computations: int  # how many computations may run at once (compute slots and heavy-work slots)
     per_computation: int  # bytes each may add ($MHA_COMPUTE_MB)
-    models: int  # bytes: the largest MODELS_KEPT listed models, loaded
+    models: int  # bytes: the largest `kept` listed models, loaded
+    kept: int  # models kept loaded ($MHA_MODELS_KEPT)
 
     @property
     def total(self) -> int:
@@ -40,12 +52,12 @@ class MemoryPlan:
         gb = lambda n: f"{n / 2**30:.1f} GB"  # noqa: E731
         return (f"this server may hold up to {gb(self.total)}: shared stores {gb(self.stores)}, "
                 f"{self.computations} computations at once × {gb(self.per_computation)} (MHA_COMPUTE_MB), "
-                f"models {gb(self.models)} ({MODELS_KEPT} kept loaded)")
+                f"models {gb(self.models)} ({self.kept} kept loaded, MHA_MODELS_KEPT)")
 
 
-def memory_plan(model_bytes: list[int], heavy_slots: int) -> MemoryPlan:
-    """The plan for a process whose listed models weigh `model_bytes` and whose heavy-work queue runs `heavy_slots`
-    jobs at once."""
-    kept = sorted(model_bytes, reverse=True)[:MODELS_KEPT]
+def memory_plan(model_bytes: list[int], heavy_slots: int, kept: int = MODELS_KEPT) -> MemoryPlan:
+    """The plan for a process whose listed models weigh `model_bytes`, whose heavy-work queue runs `heavy_slots`
+    jobs at once and which keeps `kept` models loaded."""
+    largest = sorted(model_bytes, reverse=True)[:kept]
     return MemoryPlan(sum(mb for _, mb in STORES.values()) * MB, COMPUTE_SLOTS + heavy_slots, budget_bytes(),
-                      sum(kept))
+                      sum(largest), kept)
