@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,21 +28,32 @@ def peak_rss_mb_each(runs: list[Run]) -> list[float]:
 
 
 def run_forked(args: list[str], env: dict[str, str]) -> float:
-    pid = os.fork()
-    if pid == 0:  # the child: the CLI, then out without the parent's exit handlers
+    def cli() -> int:
         os.environ.update(env)
         from mha_core.cli import main
 
-        sys.stdout.flush()
+        return main(args)
+
+    return in_fork(cli, f"{args[:2]}")
+
+
+def in_fork(work: Callable[[], int], what: str) -> float:
+    """Run `work` in a forked child (its return value the child's exit status; out without the parent's exit
+    handlers) and return the child's peak resident memory in MB; a child that fails stops this process, naming
+    `what`."""
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
         code = 1
         try:
-            code = main(args)
+            code = work()
         finally:
+            sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
     _, status, usage = os.wait4(pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{args[:2]} failed with {os.waitstatus_to_exitcode(status)}")
+        raise SystemExit(f"{what} failed with {os.waitstatus_to_exitcode(status)}")
     return usage.ru_maxrss / 1024
 
 

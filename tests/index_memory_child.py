@@ -6,9 +6,9 @@ its own peak (a forked child's starts at its resident memory then)."""
 
 from __future__ import annotations
 
-import os
 import resource
 import sys
+from functools import partial
 from pathlib import Path
 
 
@@ -21,6 +21,7 @@ def main(model_dir: str, runs: list[tuple[int, str]]) -> None:
     from mha_core.analysis.index.build import build_index  # noqa: F401 - imported once, for every child
     from mha_core.engine.forward import run  # noqa: F401
     from mha_core.engine.loading.model import load_model  # noqa: F401
+    from tests.cli_forks import in_fork
     from tests.conftest import SHARED_DATA
 
     texts = [s.text for s in read_conllu(SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu")]
@@ -31,23 +32,11 @@ def main(model_dir: str, runs: list[tuple[int, str]]) -> None:
     for lines, out in runs:
         corpus = Path(out).with_suffix(".txt")
         corpus.write_text("\n".join(texts[i % len(texts)] for i in range(lines)) + "\n", encoding="utf-8")
-        sys.stdout.flush()
-        child = os.fork()
-        if child == 0:
-            code = 1
-            try:
-                print(growth(model_dir, texts, corpus, out))
-                code = 0
-            finally:
-                sys.stdout.flush()
-                os._exit(code)
-        _, status, _ = os.wait4(child, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"the build of {lines} lines failed")
+        in_fork(partial(measured_build, model_dir, texts, corpus, out), f"the build of {lines} lines")
 
 
-def growth(model_dir: str, texts: list[str], corpus: Path, out: str) -> str:
-    """'GROWN_MB PIECES SEARCH' of one build, after the model's own working memory is paid."""
+def measured_build(model_dir: str, texts: list[str], corpus: Path, out: str) -> int:
+    """Print 'GROWN_MB PIECES SEARCH' of one build, after the model's own working memory is paid."""
     from mha_core.analysis.index.build import build_index, text_corpus
     from mha_core.engine.forward import run
     from mha_core.engine.loading.model import load_model
@@ -56,7 +45,8 @@ def growth(model_dir: str, texts: list[str], corpus: Path, out: str) -> str:
     run(model, texts[:8], path="explicit")  # the model's own working memory, paid before the build
     before = peak_mb()
     manifest = build_index(model, text_corpus(corpus), [0, 1], out)
-    return f"{peak_mb() - before:.1f} {manifest['pieces']} {manifest['search']}"
+    print(f"{peak_mb() - before:.1f} {manifest['pieces']} {manifest['search']}")
+    return 0
 
 
 if __name__ == "__main__":
