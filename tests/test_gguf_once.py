@@ -97,3 +97,26 @@ def test_two_conversions_at_once_take_turns_and_leave_gguf_s_reader(tiny_gguf):
     for thread in threads:
         thread.join(20)
     assert overlapped == [False] and gguf.GGUFReader is original
+
+
+def test_a_conversion_reads_the_gguf_in_the_process_s_turn_for_loading(tiny_gguf, tmp_path, monkeypatch):
+    """transformers' loading is not safe in two threads at once (tests/test_model.py): a bundle's conversion on a
+    fresh machine reads its GGUF through transformers while another visitor's model may load, so it takes the same
+    turn as model.load_model."""
+    import transformers
+
+    from mha_core.engine.loading import bundled
+
+    seen = []
+
+    class Read(Exception):
+        """Stops the conversion once transformers was asked to read."""
+
+    def reading(*args, **kwargs):
+        seen.append(bundled.TRANSFORMERS_LOADING.locked())
+        raise Read
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", reading)
+    with pytest.raises(Read):
+        bundled.convert_gguf(tiny_gguf, tmp_path / "out", bundled.BUNDLES[0])
+    assert seen == [True] and not bundled.TRANSFORMERS_LOADING.locked()

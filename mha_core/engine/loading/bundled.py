@@ -25,11 +25,18 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from mha_core.messages import N_
+
+# transformers' from_pretrained is not safe in two threads at once: a server's first visitors opening Whisper and
+# DINOv2 together had Whisper's tied output weights reported missing 9 times in 10 (and the model kept as unusable
+# until a restart). Every load of a process (model.load_model, a GGUF bundle's conversion here) takes its turn; each
+# is CPU-bound under the GIL anyway.
+TRANSFORMERS_LOADING = threading.Lock()
 
 ENCODER_NAME = "all-MiniLM-L6-v2"
 DECODER_NAME = "SmolLM2-135M-Instruct"
@@ -267,7 +274,7 @@ def convert_gguf(gguf: Path, out: Path, bundle: GgufBundle) -> None:
 
     hf_logging.disable_progress_bar()
     out.mkdir()
-    with one_parse_per_file():
+    with TRANSFORMERS_LOADING, one_parse_per_file():
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     state = model.state_dict()

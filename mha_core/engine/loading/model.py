@@ -7,7 +7,6 @@ plain tensors (nn.Linear layout); per-head views come from `split_heads_in` / `s
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -121,12 +120,6 @@ def for_long_texts(model: LoadedModel) -> LoadedModel:
     return replace(model, arch=replace(model.arch, max_length=model.arch.long_max_length))
 
 
-# transformers' from_pretrained is not safe in two threads at once: a server's first visitors opening Whisper and
-# DINOv2 together had Whisper's tied output weights reported missing 9 times in 10 (and the model kept as unusable
-# until a restart). One load at a time per process; each is CPU-bound under the GIL anyway.
-TRANSFORMERS_LOADING = threading.Lock()
-
-
 def load_model(
     model_dir: str | Path | None = None, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
 ) -> LoadedModel:
@@ -148,7 +141,7 @@ def load_model(
             raise ModelLoadError("bundle_unavailable", N_("{reason}"), reason=str(err).splitlines()[0]) from None
     check_model_dir(path)
     try:
-        with TRANSFORMERS_LOADING:
+        with bundled.TRANSFORMERS_LOADING:
             config = AutoConfig.from_pretrained(path, local_files_only=True)
             vision = config.model_type in VISION
             tokenizer = None if vision else AutoTokenizer.from_pretrained(path, local_files_only=True, use_fast=True)
