@@ -108,7 +108,8 @@ FAKE_CAMERA = ["--use-fake-device-for-media-stream"]
 # One renderer process for a site's pages within a context: a page opened where a page of the app is open already
 # finds the app's scripts compiled (a new renderer compiles Streamlit's and Plotly's anew: 1-3 s of CPU a page).
 ONE_PROCESS_A_SITE = ["--process-per-site"]
-_SHARED: dict[str, object] = {}  # "playwright", executable path -> this test process's one driver and browsers
+_DRIVER: dict[str, object] = {}  # "playwright": this test process's one Playwright driver
+_BROWSERS: dict[str, object] = {}  # executable path -> this test process's browser of that kind
 _IDLE: dict[str, list[tuple[object, object]]] = {}  # context options -> (context, a page of it kept on the app)
 
 
@@ -117,24 +118,25 @@ def shared_browser(camera: bool = False) -> object:
     the full Chromium, whose fake camera plays), started at the first call and again if it has gone;
     close_shared_browser ends them at the end of the session (tests/conftest.py)."""
     executable = CHROMIUM if camera else HEADLESS_SHELL
-    browser = _SHARED.get(executable)
+    browser = _BROWSERS.get(executable)
     if browser is None or not browser.is_connected():
-        if "playwright" not in _SHARED:
+        if "playwright" not in _DRIVER:
             from playwright.sync_api import sync_playwright
 
-            _SHARED["playwright"] = sync_playwright().start()
-        browser = _SHARED["playwright"].chromium.launch(executable_path=executable,
+            _DRIVER["playwright"] = sync_playwright().start()
+        browser = _DRIVER["playwright"].chromium.launch(executable_path=executable,
                                                         args=CHROMIUM_ARGS + FAKE_CAMERA + ONE_PROCESS_A_SITE)
-        _SHARED[executable] = browser
+        _BROWSERS[executable] = browser
     return browser
 
 
 def close_shared_browser() -> None:
     _IDLE.clear()
-    driver = _SHARED.pop("playwright", None)
-    for browser in [_SHARED.pop(executable) for executable in list(_SHARED)]:
+    for browser in _BROWSERS.values():
         if browser.is_connected():
             browser.close()
+    _BROWSERS.clear()
+    driver = _DRIVER.pop("playwright", None)
     if driver is not None:
         driver.stop()
 
