@@ -30,7 +30,8 @@ def test_heads_page_minimal_pair_open_head_change_token(app_url):
         wait_idle(page)
         page.get_by_text("Layer 3, head 5: attention weights").wait_for(timeout=60_000)
         # change the query token in the token view
-        page.get_by_role("tab", name="One token").click()
+        page.get_by_role("tab", name="One token").click()  # a tab records itself: a run
+        wait_idle(page)  # else the next wait could end on this run, before the query is in the address
         choose_option(page, "Query token", ": animal")
         wait_idle(page)
         page.get_by_text("Weight from 'animal' to").first.wait_for(timeout=60_000)

@@ -25,7 +25,8 @@ def test_an_upload_on_a_desktop_and_the_camera_on_a_phone(app_url, tmp_path):
         page.get_by_text("16 × 16 patches of 14 px", exact=False).wait_for(timeout=180_000)
         wait_idle(page, timeout=120_000)
         page.locator('[data-testid="stImage"] img').first.wait_for(timeout=60_000)  # every head's overlay
-        page.get_by_role("tab", name="One head").click()
+        page.get_by_role("tab", name="One head").click()  # a tab records itself: a run
+        wait_idle(page)
         page.get_by_text("where [CLS] looks", exact=False).first.wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "images_upload_desktop.png"), full_page=True)
     with chromium_page(width=390, height=2400, phone=True, camera=True) as page:
