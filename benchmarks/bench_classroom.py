@@ -113,7 +113,7 @@ def summarise(label: str, steps: list[Interaction | Exception], cpu: float, wall
            "throughput": len(done) / wall, "rss_gb": rss / 1e9}
     print(f"{label:<28} n={row['interactions']:<4} p50 {row['p50']:6.2f} s  p95 {row['p95']:6.2f} s  "
           f"max {row['max']:6.2f} s  errors {row['errors']}  exceptions {row['exceptions']}  "
-          f"CPU/interaction {row['cpu_per']:.3f} s  {row['throughput']:.2f} interactions/s  "
+          f"CPU/interaction {row['cpu_per']:.4f} s  {row['throughput']:.2f} interactions/s  "
           f"peak RSS {row['rss_gb']:.2f} GB", flush=True)
     for s in failed[:3]:
         print(f"    failed: {s!r}"[:300])

@@ -1,4 +1,4 @@
-"""Sentences asked for at the same moment share a forward (mha_core.serving.forwards, issue 44)."""
+"""Sentences asked for at the same moment share a forward and a spaCy pipe (mha_core.serving.forwards, issue 44)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from mha_core import run
+from mha_core.analysis.coref.sentence import sentence_words, tagged_sentence
 from mha_core.engine.each import run_each
 from mha_core.engine.tokens import InputError
 from mha_core.serving.computed import text as computed
-from mha_core.serving.forwards import MAX_TEXTS, SharedForwards
+from mha_core.serving.forwards import MAX_BYTES, MAX_TEXTS, SharedBatches, SharedForwards, SharedTags
 from mha_core.serving.server import Server
 from tests.conftest import wait_for
 
@@ -24,23 +25,28 @@ SENTENCES = [f"The {noun} near the river was {adjective} because it rained." for
 def read_at_once(forwards: SharedForwards, model, texts: list[str]) -> list:
     """Every text asked for from its own thread while the slots are busy (as when a class clicks at once): all
     are waiting before the first slot frees. Each thread's result, or the exception it raised."""
+    return asked_at_once(forwards, lambda text: forwards.read(model, text, "auto"), texts, slots=2)
+
+
+def asked_at_once(batches: SharedBatches, ask, texts: list[str], slots: int) -> list:
+    """ask(text) for every text from its own thread while the batcher's `slots` are busy: each result or error."""
     results: list = [None] * len(texts)
 
-    def ask(i: int) -> None:
+    def one(i: int) -> None:
         try:
-            results[i] = forwards.read(model, texts[i], "auto")
+            results[i] = ask(texts[i])
         except Exception as err:  # noqa: BLE001 - a refused text's error is its result here
             results[i] = err
 
-    for _ in range(2):
-        forwards.slots.acquire()
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(texts))]
+    for _ in range(slots):
+        batches.slots.acquire()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(texts))]
     for thread in threads:
         thread.start()
-    assert wait_for(lambda: sum(len(waiting) for waiting in forwards._waiting.values()) >= len(texts), 30,
+    assert wait_for(lambda: sum(len(waiting) for waiting in batches._waiting.values()) >= len(texts), 30,
                     poll_s=0.005), "the threads never asked"
-    for _ in range(2):
-        forwards.slots.release()
+    for _ in range(slots):
+        batches.slots.release()
     for thread in threads:
         thread.join(60)
     return results
@@ -61,6 +67,27 @@ def test_a_class_asking_at_once_shares_forwards_and_each_gets_its_own_sentence(b
         assert result.batch.texts == (text,) and result.lengths == alone.lengths
         np.testing.assert_allclose(result.attention().numpy(), alone.attention().numpy(), atol=1e-5)
     assert not forwards._waiting  # nobody left behind
+
+
+def test_a_slot_takes_the_waiting_sentences_nearest_its_own_length(bundled):
+    """A padded forward costs every sentence the longest one's length: short and long sentences asked for in turn
+    are read as a forward of the short ones and a forward of the long ones, not two mixed ones."""
+    short = [f"The {noun} was {adjective}." for noun, adjective in zip(
+        ("bridge", "garden", "castle", "market", "school", "forest", "museum", "street"),
+        ("old", "new", "big", "wet", "dry", "far", "hot", "low"), strict=True)]
+    long = [sentence.replace(" because", ", and everyone in the village talked about it all week, because")
+            for sentence in SENTENCES[:MAX_TEXTS]]
+    batches: list[list[str]] = []
+
+    def counted(model, texts, path):
+        batches.append(sorted(texts))
+        return run_each(model, texts, path)
+
+    forwards = SharedForwards(threading.BoundedSemaphore(2), counted)
+    asked = [text for pair in zip(short, long, strict=True) for text in pair]  # short, long, short, ...
+    results = read_at_once(forwards, bundled, asked)
+    assert sorted(batches) == sorted([sorted(short), sorted(long)])
+    assert [result.batch.texts for result in results] == [(text,) for text in asked]
 
 
 def test_a_sentence_on_a_quiet_server_is_read_alone_at_once(bundled):
@@ -102,3 +129,25 @@ def test_a_shared_result_is_kept_once_per_sentence(bundled, path):
     server = Server()
     first = computed.result_of(server, bundled, (SENTENCES[3],), path)
     assert computed.result_of(server, bundled, (SENTENCES[3],), path) is first and server.forwards.forwards == 1
+
+
+def test_a_class_s_sentences_asked_at_once_are_tagged_in_one_pipe_each_with_its_own_words():
+    tags = SharedTags()
+    tagged_sentence.cache_clear()
+    words = asked_at_once(tags, tags.words, SENTENCES[:MAX_TEXTS], slots=1)
+    assert tags.batches == 1  # one pipe for the eight
+    tagged_sentence.cache_clear()
+    assert words == [sentence_words(text) for text in SENTENCES[:MAX_TEXTS]]  # each tagged alone
+    long = " ".join(SENTENCES) * 2
+    assert len(long.encode()) > MAX_BYTES and tags.words(long) == sentence_words(long) and tags.batches == 1  # alone
+
+
+def test_the_pages_words_come_through_the_shared_tags_and_focus_reads_them(monkeypatch):
+    from mha_core.analysis.coref import sentence
+
+    server = Server()
+    tagged_sentence.cache_clear()
+    monkeypatch.setattr(sentence, "tagged_words", lambda text: pytest.fail(f"{text!r} was tagged alone"))
+    assert computed.focus_of(server, SENTENCES[4]) == ("it", "station")  # focus read the shared pipe's words
+    monkeypatch.undo()
+    assert server.tags.batches == 1 and computed.words_of(server, SENTENCES[4]) == sentence_words(SENTENCES[4])

@@ -110,6 +110,9 @@ def test_the_overview_opens_a_head_from_anywhere_on_its_tile():
     markers = overview_figure(maps)["data"][1]
     x, y = array_of(markers["x"]), array_of(markers["y"])
     assert len(x) == len(y) == len(markers["customdata"]) == 2 * 3 * TILE_SPOTS**2
+    for (layer, head), x_i, y_i in zip(markers["customdata"], x, y, strict=True):  # every target on its own tile
+        top, left = tile_origin(layer, head, 10)
+        assert left - 0.5 < x_i < left + 9.5 and top - 0.5 < y_i < top + 9.5
     spots = [(x, y) for (layer, head), x, y in zip(markers["customdata"], x, y, strict=True)
              if (layer, head) == (1, 2)]
     top, left = tile_origin(1, 2, 10)

@@ -27,7 +27,6 @@ from mha_core.serving.export import (
     token_pair_csv,
     token_pair_json,
 )
-from mha_core.teaching.examples import focus_words
 from mha_core.teaching.walkthrough import PATH_HELP
 from views._inputs import pair_box, sentence_box
 from views._long import reads_long, show_long_heads
@@ -138,7 +137,7 @@ def show_line_view(view: AttentionView, layer: int, head: int, base: tuple) -> N
 def default_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int]:
     """The units holding the sentence's pronoun and the word it names (mha_core.teaching.examples.focus), found by
     AttentionResult.word_pieces (the rule every page and lesson uses); else the last unit and the first."""
-    pronoun, antecedent = focus_words(result.batch.texts[0])
+    pronoun, antecedent = computed.focus_of(server(), result.batch.texts[0])
     last = len(view.labels) - 1
     return (view.unit_of(result.word_pieces(0, pronoun), last) if pronoun else last,
             view.unit_of(result.word_pieces(0, antecedent), 0) if antecedent else 0)
@@ -147,7 +146,7 @@ def default_pair(view: AttentionView, result: AttentionResult) -> tuple[int, int
 def opening_head(view: AttentionView, result: AttentionResult) -> tuple[int, int]:
     """The head the page opens on: the one whose pronoun row gives the word it names the most weight (layer 0, head
     0 for a sentence without a pronoun)."""
-    pronoun, antecedent = focus_words(result.batch.texts[0])
+    pronoun, antecedent = computed.focus_of(server(), result.batch.texts[0])
     if not (pronoun and antecedent):
         return 0, 0
     return view.strongest_head(*default_pair(view, result))

@@ -12,7 +12,6 @@ from mha_core.analysis.lm.head import has_lm_head, lm_head, read_at
 from mha_core.figures import charts
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import text as computed
-from mha_core.teaching.examples import focus_words
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.step_shapes import (
     StepShapes,
@@ -50,7 +49,7 @@ def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]
                    format_func=tr)
     head = widget(c2.selectbox, "wt_head", min(1, model.n_heads - 1), tr("Head"), options=range(model.n_heads),
                   format_func=tr)
-    pronoun, _ = focus_words(text)  # 她 in the Chinese examples
+    pronoun, _ = computed.focus_of(server(), text)  # 她 in the Chinese examples
     fallback = min(1 + int(model.bos_id is not None), len(labels) - 1)
     default = next(iter(result.word_pieces(0, pronoun)), fallback) if pronoun else fallback
     query = widget(c3.selectbox, "wt_query", default, tr("Query token"), context=(str(model.model_dir), text),

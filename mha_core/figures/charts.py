@@ -120,13 +120,14 @@ def levels_colorscale(scale: Sequence[Sequence]) -> list[list]:
 @functools.lru_cache(maxsize=64)
 def click_targets(n_layers: int, n_heads: int, n: int) -> tuple[dict, dict, list[list[int]]]:
     """The overview's click targets, TILE_SPOTS × TILE_SPOTS on each n × n tile: x and y (typed arrays) and each
-    one's [layer, head]; the same for every sentence of a length (made once, shared by every figure: never mutated)."""
-    spots = [(i + 0.5) * n / TILE_SPOTS - 0.5 for i in range(TILE_SPOTS)]  # a grid of click targets over each tile
-    centers = [(layer, head, r + dr, c + dc) for layer in range(n_layers) for head in range(n_heads)
-               for r, c in [tile_origin(layer, head, n)] for dr in spots for dc in spots]
-    return (typed_array(np.array([c for *_, c in centers], np.float32)),
-            typed_array(np.array([r for *_, r, _ in centers], np.float32)),
-            [[layer, head] for layer, head, *_ in centers])
+    one's [layer, head]; the same for every sentence of a length (made once, shared by every figure: never mutated).
+    Ordered layer, head, then row and column within the tile."""
+    spots = (np.arange(TILE_SPOTS) + 0.5) * n / TILE_SPOTS - 0.5  # a grid of click targets over each tile
+    layer, head, dr, dc = np.meshgrid(np.arange(n_layers), np.arange(n_heads), spots, spots, indexing="ij")
+    top, left = tile_origin(layer, head, n)  # (L,H,S,S) each
+    customdata = np.stack([layer, head], axis=-1).reshape(-1, 2).tolist()  # [[layer, head], ...] one per target
+    return (typed_array((left + dc).ravel().astype(np.float32)), typed_array((top + dr).ravel().astype(np.float32)),
+            customdata)
 
 
 def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: tuple[int, int] | None = None,

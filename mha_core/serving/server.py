@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 from mha_core.engine.batching import Progress
-from mha_core.serving.forwards import SharedForwards
+from mha_core.serving.forwards import SharedForwards, SharedTags
 from mha_core.serving.heavy import HeavyQueue, HeavyWork, JobState
 from mha_core.serving.memory import COMPUTE_SLOTS, MB, STORES
 from mha_core.serving.store import SharedStore
@@ -34,6 +34,7 @@ class Server:
         self.stores = {name: SharedStore(entries, megabytes * MB) for name, (entries, megabytes) in STORES.items()}
         self.slots = threading.BoundedSemaphore(COMPUTE_SLOTS)
         self.forwards = SharedForwards(self.slots)  # sentences asked for at once share a forward (in the slots)
+        self.tags = SharedTags()  # and a spaCy pipe (in a lane of their own)
         self.heavy = HeavyWork(queue or HeavyQueue.from_env())
 
     def kept(self, store: str, key: Hashable, compute: Callable[[], T]) -> T:

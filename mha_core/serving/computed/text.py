@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_core.analysis.coref.sentence import AntecedentScores, Word, antecedent_scores, sentence_words
+from mha_core.analysis.coref.sentence import AntecedentScores, Word, antecedent_scores
 from mha_core.analysis.heads.contrib import (
     ValueWeighted,
     ValueWeightedSummary,
@@ -51,7 +51,7 @@ from mha_core.i18n import N_, Worded
 from mha_core.serving import on_disk
 from mha_core.serving.forwards import shareable
 from mha_core.serving.server import Server, Wait
-from mha_core.teaching.examples import Question, default_question
+from mha_core.teaching.examples import Question, default_question, focus_words
 from mha_core.teaching.walkthrough import Parity, PathTimings, Walkthrough, parity, time_paths, walkthrough
 
 
@@ -170,8 +170,16 @@ def keep_induction(model: LoadedModel) -> InductionScores:
 
 
 def words_of(server: Server, text: str) -> list[Word]:
-    """spaCy's words of a sentence (no model)."""
-    return server.kept("small", ("words", text), lambda: sentence_words(text))
+    """spaCy's words of a sentence (no model), tagged with the sentences other visitors ask for at the same moment
+    (serving.forwards.SharedTags), then kept where sentence_words finds them (teaching.examples.focus reads them)."""
+    return server.kept("small", ("words", text), lambda: server.tags.words(text))
+
+
+def focus_of(server: Server, text: str) -> tuple[str, str]:
+    """teaching.examples.focus_words (the sentence's pronoun and the word it names), its words tagged by words_of:
+    with the sentences other visitors ask for at the same moment."""
+    words_of(server, text)  # kept where focus_words's sentence_words reads them
+    return focus_words(text)
 
 
 def antecedents_of(server: Server, model: LoadedModel, text: str, path: str, words: Sequence[Word], pronoun: int,
