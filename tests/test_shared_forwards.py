@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -23,13 +24,13 @@ SENTENCES = [f"The {noun} near the river was {adjective} because it rained." for
 
 
 def read_at_once(forwards: SharedForwards, model, texts: list[str]) -> list:
-    """Every text asked for from its own thread while the slots are busy (as when a class clicks at once): all
-    are waiting before the first slot frees. Each thread's result, or the exception it raised."""
-    return asked_at_once(forwards, lambda text: forwards.read(model, text, "auto"), texts, slots=2)
+    """Every text asked for from its own thread while a forward runs (as when a class clicks at once): all are
+    waiting before the first turn comes. Each thread's result, or the exception it raised."""
+    return asked_at_once(forwards, lambda text: forwards.read(model, text, "auto"), texts)
 
 
-def asked_at_once(batches: SharedBatches, ask, texts: list[str], slots: int) -> list:
-    """ask(text) for every text from its own thread while the batcher's `slots` are busy: each result or error."""
+def asked_at_once(batches: SharedBatches, ask, texts: list[str]) -> list:
+    """ask(text) for every text from its own thread while the batcher's lane is busy: each result or error."""
     results: list = [None] * len(texts)
 
     def one(i: int) -> None:
@@ -38,15 +39,12 @@ def asked_at_once(batches: SharedBatches, ask, texts: list[str], slots: int) -> 
         except Exception as err:  # noqa: BLE001 - a refused text's error is its result here
             results[i] = err
 
-    for _ in range(slots):
-        batches.slots.acquire()
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(texts))]
-    for thread in threads:
-        thread.start()
-    assert wait_for(lambda: sum(len(waiting) for waiting in batches._waiting.values()) >= len(texts), 30,
-                    poll_s=0.005), "the threads never asked"
-    for _ in range(slots):
-        batches.slots.release()
+    with batches.lane:
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(texts))]
+        for thread in threads:
+            thread.start()
+        assert wait_for(lambda: sum(len(waiting) for waiting in batches._waiting.values()) >= len(texts), 30,
+                        poll_s=0.005), "the threads never asked"
     for thread in threads:
         thread.join(60)
     return results
@@ -88,6 +86,30 @@ def test_a_slot_takes_the_waiting_sentences_nearest_its_own_length(bundled):
     results = read_at_once(forwards, bundled, asked)
     assert sorted(batches) == sorted([sorted(short), sorted(long)])
     assert [result.batch.texts for result in results] == [(text,) for text in asked]
+
+
+def test_one_forward_runs_at_a_time_in_a_compute_slot_while_the_next_sentences_gather(bundled):
+    """Two batches' worth of sentences asked for at once, with both compute slots free: the forwards run one after
+    the other (the second gathers while the first runs), each holding a slot."""
+    slots = threading.BoundedSemaphore(2)
+    running, most, slots_held = [], [], []
+
+    def counted(model, texts, path):
+        running.append(1)
+        most.append(len(running))
+        time.sleep(0.2)  # long enough for a second forward to start beside it, if one could
+        slots_held.append(slots._value)  # free slots while this forward runs, the others waiting
+        running.pop()
+        return run_each(model, texts, path)
+
+    forwards = SharedForwards(slots, counted)
+    texts = SENTENCES + [text.replace("rained", "snowed") for text in SENTENCES[:2 * MAX_TEXTS - len(SENTENCES)]]
+    threads = [threading.Thread(target=forwards.read, args=(bundled, text, "auto")) for text in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert max(most) == 1 and forwards.forwards >= 2 and set(slots_held) == {1}
 
 
 def test_a_sentence_on_a_quiet_server_is_read_alone_at_once(bundled):
@@ -134,7 +156,7 @@ def test_a_shared_result_is_kept_once_per_sentence(bundled, path):
 def test_a_class_s_sentences_asked_at_once_are_tagged_in_one_pipe_each_with_its_own_words():
     tags = SharedTags()
     tagged_sentence.cache_clear()
-    words = asked_at_once(tags, tags.words, SENTENCES[:MAX_TEXTS], slots=1)
+    words = asked_at_once(tags, tags.words, SENTENCES[:MAX_TEXTS])
     assert tags.batches == 1  # one pipe for the eight
     tagged_sentence.cache_clear()
     assert words == [sentence_words(text) for text in SENTENCES[:MAX_TEXTS]]  # each tagged alone

@@ -3,11 +3,13 @@ at once waits anyway, so whoever gets a turn does every sentence waiting with it
 theirs. Nobody waits for a batch to fill: a sentence alone on a quiet server is read at once, alone.
 
 - Forwards (SharedForwards): one padded forward (engine.each.run_each: each result as the sentence alone gives it),
-  in the compute slots. A padded forward costs every sentence the longest one's length, so a slot takes the
-  waiting sentences nearest its own in length (oldest first among equals): in a class of 30 at once, 79 % of the
-  pieces read were real instead of 73 %. Nobody is passed over for good: each sentence's own thread takes it with
-  its neighbours when it gets a slot.
-- Parts of speech (SharedTags): one spaCy pipe (analysis.coref.sentence.tag_together), one pipe at a time, in a lane
+  one forward at a time in a lane of its own, in one of the compute slots. While it runs, the next sentences gather
+  for the next one: two at once read smaller batches and streamed the model's weights twice through a cache that
+  holds one copy (a class of 30 at once: about 10 % more CPU an interaction, the same p95). A padded forward costs
+  every sentence the longest one's length, so a turn takes the waiting sentences nearest its own in length (oldest
+  first among equals): 79 % of the pieces read were real instead of 73 %. Nobody is passed over for good: each
+  sentence's own thread takes it with its neighbours when its turn comes.
+- Parts of speech (SharedTags): one spaCy pipe (analysis.coref.sentence.tag_together), one pipe at a time in a lane
   of its own. Tagging a class's new sentences one by one took 3.7 ms of CPU an interaction, together 2.6 ms, and
   the whole interaction about 10 % less (fewer threads running numpy at once); two lanes read smaller batches and
   saved nothing (benchmarks/bench_classroom.py --at-once).
@@ -15,6 +17,7 @@ theirs. Nobody waits for a batch to fill: a sentence alone on a quiet server is 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -51,10 +54,11 @@ def shareable(model: LoadedModel, text: str, path: str) -> bool:
 
 class SharedBatches:
     """together(group, text, run_together): run_together(texts)[i] for this text, done with the texts of the same
-    group asked for meanwhile; at most `slots`' count of batches at once."""
+    group asked for meanwhile; one batch at a time (its `lane`), each also in one of `slots` where given."""
 
-    def __init__(self, slots: threading.Semaphore) -> None:
-        self.slots = slots
+    def __init__(self, slots: threading.Semaphore | None = None) -> None:
+        self.lane = threading.BoundedSemaphore(1)
+        self.slots = slots or contextlib.nullcontext()
         self._lock = threading.Lock()
         self._waiting: dict[Hashable, list[Asked]] = {}  # group -> texts not yet taken, oldest first
         self.batches = 0  # how many batches ran (for tests and the benchmark)
@@ -63,7 +67,7 @@ class SharedBatches:
         asked = Asked(text, len(text.encode()))
         with self._lock:
             self._waiting.setdefault(group, []).append(asked)
-        with self.slots:
+        with self.lane, self.slots:  # the lane first: nobody holds a compute slot while waiting for it
             with self._lock:
                 batch = [] if asked.taken else self._take(group, asked)
             if batch:
@@ -107,7 +111,7 @@ class SharedBatches:
 
 class SharedForwards(SharedBatches):
     """read(model, text, path): the result of run(model, [text], path), read together with the sentences asked for
-    meanwhile; at most `slots`' count of forwards at once."""
+    meanwhile; one forward at a time, in one of the compute `slots`."""
 
     def __init__(self, slots: threading.Semaphore, run_together: RunEach = run_each) -> None:
         super().__init__(slots)
@@ -123,9 +127,6 @@ class SharedForwards(SharedBatches):
 
 class SharedTags(SharedBatches):
     """words(text): sentence_words(text), the short sentences asked for meanwhile tagged in the same pipe."""
-
-    def __init__(self, lanes: threading.Semaphore | None = None) -> None:
-        super().__init__(lanes or threading.BoundedSemaphore(1))
 
     def words(self, text: str) -> list[Word]:
         if len(text.encode()) > MAX_BYTES:

@@ -33,8 +33,8 @@ class Server:
     def __init__(self, queue: HeavyQueue | None = None) -> None:
         self.stores = {name: SharedStore(entries, megabytes * MB) for name, (entries, megabytes) in STORES.items()}
         self.slots = threading.BoundedSemaphore(COMPUTE_SLOTS)
-        self.forwards = SharedForwards(self.slots)  # sentences asked for at once share a forward (in the slots)
-        self.tags = SharedTags()  # and a spaCy pipe (in a lane of their own)
+        self.forwards = SharedForwards(self.slots)  # sentences asked for at once share a forward (one at a time)
+        self.tags = SharedTags()  # and a spaCy pipe (one at a time, outside the slots)
         self.heavy = HeavyWork(queue or HeavyQueue.from_env())
 
     def kept(self, store: str, key: Hashable, compute: Callable[[], T]) -> T:
