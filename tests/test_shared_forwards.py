@@ -13,7 +13,15 @@ from mha_core.analysis.coref.sentence import sentence_words, tagged_sentence
 from mha_core.engine.each import run_each
 from mha_core.engine.tokens import InputError
 from mha_core.serving.computed import text as computed
-from mha_core.serving.forwards import MAX_BYTES, MAX_TEXTS, SharedBatches, SharedForwards, SharedTags
+from mha_core.serving.forwards import (
+    MAX_BYTES,
+    MAX_TEXTS,
+    TAGS,
+    SharedBatches,
+    SharedForwards,
+    SharedTags,
+    group_of,
+)
 from mha_core.serving.server import Server
 from tests.conftest import wait_for
 
@@ -26,11 +34,11 @@ SENTENCES = [f"The {noun} near the river was {adjective} because it rained." for
 def read_at_once(forwards: SharedForwards, model, texts: list[str]) -> list:
     """Every text asked for from its own thread while a forward runs (as when a class clicks at once): all are
     waiting before the first turn comes. Each thread's result, or the exception it raised."""
-    return asked_at_once(forwards, lambda text: forwards.read(model, text, "auto"), texts)
+    return asked_at_once(forwards, group_of(model, "auto"), lambda text: forwards.read(model, text, "auto"), texts)
 
 
-def asked_at_once(batches: SharedBatches, ask, texts: list[str]) -> list:
-    """ask(text) for every text from its own thread while the batcher's lane is busy: each result or error."""
+def asked_at_once(batches: SharedBatches, group, ask, texts: list[str]) -> list:
+    """ask(text) for every text from its own thread while the group's lane is busy: each result or error."""
     results: list = [None] * len(texts)
 
     def one(i: int) -> None:
@@ -39,7 +47,7 @@ def asked_at_once(batches: SharedBatches, ask, texts: list[str]) -> list:
         except Exception as err:  # noqa: BLE001 - a refused text's error is its result here
             results[i] = err
 
-    with batches.lane:
+    with batches.lane(group):
         threads = [threading.Thread(target=one, args=(i,)) for i in range(len(texts))]
         for thread in threads:
             thread.start()
@@ -112,6 +120,28 @@ def test_one_forward_runs_at_a_time_in_a_compute_slot_while_the_next_sentences_g
     assert max(most) == 1 and forwards.forwards >= 2 and set(slots_held) == {1}
 
 
+def test_two_groups_batches_run_side_by_side():
+    """Two models' sentences (two groups) do not wait for each other's forwards: a batch of group b starts while
+    group a's runs (each group's own batches run one at a time: the test above)."""
+    batches, a_running, b_started, seen = SharedBatches(), threading.Event(), threading.Event(), []
+
+    def run_a(texts):
+        a_running.set()
+        seen.append(b_started.wait(20))  # group b's batch starts meanwhile
+        return texts
+
+    def run_b(texts):
+        b_started.set()
+        return texts
+
+    a = threading.Thread(target=batches.together, args=("a", "first", run_a))
+    a.start()
+    assert a_running.wait(20)
+    assert batches.together("b", "second", run_b) == "second"
+    a.join(30)
+    assert seen == [True] and batches.batches == 2
+
+
 def test_a_sentence_on_a_quiet_server_is_read_alone_at_once(bundled):
     batches: list[int] = []
     forwards = SharedForwards(threading.BoundedSemaphore(2),
@@ -156,7 +186,7 @@ def test_a_shared_result_is_kept_once_per_sentence(bundled, path):
 def test_a_class_s_sentences_asked_at_once_are_tagged_in_one_pipe_each_with_its_own_words():
     tags = SharedTags()
     tagged_sentence.cache_clear()
-    words = asked_at_once(tags, tags.words, SENTENCES[:MAX_TEXTS])
+    words = asked_at_once(tags, TAGS, tags.words, SENTENCES[:MAX_TEXTS])
     assert tags.batches == 1  # one pipe for the eight
     tagged_sentence.cache_clear()
     assert words == [sentence_words(text) for text in SENTENCES[:MAX_TEXTS]]  # each tagged alone
