@@ -20,10 +20,6 @@ TEXT = "The animal didn't cross the street because it was too tired."
 pytestmark = pytest.mark.slow
 
 
-def model_named(name):
-    return bundled_model(name)
-
-
 def test_a_window_on_the_encoder_draws_what_the_api_computes(bundled):
     at = open_app(PAGE, text=TEXT, eff_kind="window", eff_W="4")
     assert not at.exception and not at.error
@@ -42,7 +38,7 @@ def test_a_pattern_on_the_decoder_gives_the_next_piece_s_kl_and_one_too_wide_is_
     at = open_app(PAGE, text=TEXT, model=DECODER_NAME, eff_kind="bigbird", eff_W="3", eff_G="1", eff_R="2",
                   eff_seed="0")
     assert not at.exception and not at.error
-    expected = with_pattern(model_named(DECODER_NAME), TEXT, "bigbird:3:1:2:0")
+    expected = with_pattern(bundled_model(DECODER_NAME), TEXT, "bigbird:3:1:2:0")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["KL(dense ‖ patterned) of the next piece"] == f"{expected.next_kl:.3f}"
     wide = open_app(PAGE, text="A short one.", eff_kind="window", eff_W="40")

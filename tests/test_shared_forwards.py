@@ -117,7 +117,7 @@ def test_one_forward_runs_at_a_time_in_a_compute_slot_while_the_next_sentences_g
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert max(most) == 1 and forwards.forwards >= 2 and set(slots_held) == {1}
+    assert max(most) == 1 and forwards.batches >= 2 and set(slots_held) == {1}
 
 
 def test_two_groups_batches_run_side_by_side():
@@ -168,19 +168,19 @@ def test_a_refused_sentence_raises_its_own_message_and_a_failed_forward_raises_f
 def test_the_pages_results_come_through_the_shared_forwards_but_pairs_long_texts_and_fused(bundled):
     server = Server()
     result = computed.result_of(server, bundled, (SENTENCES[0],))
-    assert server.forwards.forwards == 1 and result.batch.texts == (SENTENCES[0],)
+    assert server.forwards.batches == 1 and result.batch.texts == (SENTENCES[0],)
     computed.result_of(server, bundled, (SENTENCES[1],), pairs=(SENTENCES[2],))
     computed.result_of(server, bundled, (SENTENCES[1],), "fused")
     computed.result_of(server, bundled, (" ".join(["word"] * 200),))  # over 512 bytes: alone
     computed.result_of(server, bundled, SENTENCES[:2])
-    assert server.forwards.forwards == 1
+    assert server.forwards.batches == 1
 
 
 @pytest.mark.parametrize("path", ["auto", "explicit"])
 def test_a_shared_result_is_kept_once_per_sentence(bundled, path):
     server = Server()
     first = computed.result_of(server, bundled, (SENTENCES[3],), path)
-    assert computed.result_of(server, bundled, (SENTENCES[3],), path) is first and server.forwards.forwards == 1
+    assert computed.result_of(server, bundled, (SENTENCES[3],), path) is first and server.forwards.batches == 1
 
 
 def test_a_class_s_sentences_asked_at_once_are_tagged_in_one_pipe_each_with_its_own_words():

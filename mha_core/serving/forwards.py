@@ -131,10 +131,6 @@ class SharedForwards(SharedBatches):
     def read(self, model: LoadedModel, text: str, path: str) -> AttentionResult:
         return self.together(group_of(model, path), text, lambda texts: self.run_each(model, texts, path))
 
-    @property
-    def forwards(self) -> int:
-        return self.batches
-
 
 class SharedTags(SharedBatches):
     """words(text): sentence_words(text), the short sentences asked for meanwhile tagged in the same pipe."""
