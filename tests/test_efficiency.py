@@ -163,6 +163,24 @@ def test_the_cost_is_measured_per_kernel_and_lengths_over_the_budget_are_refused
         check_lengths([512, 8192], ["explicit"], 2, 16, 32)
 
 
+def test_every_kernel_s_peak_comes_from_a_fork_of_one_process(monkeypatch):
+    """One process imports torch for all the kernels (a process per kernel spent about 1.5 s each importing it),
+    and each kernel runs in a fork of it: explicit's peak holds at least one head's (T,T) weights, linear's far
+    less. The forks get torch's threads back (a fork using a pool its parent started would hang)."""
+    import subprocess
+
+    from mha_core.analysis.efficiency import cost
+
+    started: list[list[str]] = []
+    real_run = subprocess.run
+    monkeypatch.setattr(cost.subprocess, "run", lambda args, **kw: started.append(args) or real_run(args, **kw))
+    peaks = cost.peak_megabytes(("explicit", "linear"), [1024, 512], heads=4, head_dim=16, window=32)
+    assert len(started) == 1 and set(peaks) == {"explicit", "linear"}
+    one_head_mb = 1024 * 1024 * 4 / 2**20  # float32 weights of one head at 1,024 pieces
+    assert peaks["explicit"][0] >= one_head_mb and peaks["linear"][0] < peaks["explicit"][0] / 4
+    assert all(mb >= 0 for kernel in peaks.values() for mb in kernel)
+
+
 def test_the_cli_writes_the_api_s_numbers(tiny_models, tmp_path):
     out = tmp_path / "e.json"
     done = cli("efficiency", TEXT, "--model-dir", str(tiny_models["bert"]), "--pattern", "longformer:2:1",

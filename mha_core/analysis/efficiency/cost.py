@@ -8,15 +8,18 @@
 
 Time: the best of a few runs in this process. Memory: the peak resident memory of a process of its own that runs
 one kernel over the lengths in increasing order, less what it held before the first (the brief's "peak RSS of a
-process"). The analytic FLOPs and bytes stand beside each. Shapes: H heads, T pieces, Dh head width, W window."""
+process"; each kernel's process a fork of one that imported torch once). The analytic FLOPs and bytes stand beside
+each. Shapes: H heads, T pieces, Dh head width, W window."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,24 +167,79 @@ def best_seconds(kernel: str, n: int, heads: int, head_dim: int, window: int, de
     return min(times)
 
 
-PEAK_CHILD = ("import json, sys\nfrom mha_core.analysis.efficiency.cost import KERNEL_OF, inputs\n"
-              "kernel, lengths, heads, head_dim, window = json.loads(sys.argv[1])\n"
-              "KERNEL_OF[kernel](*inputs(64, heads, head_dim, 'cpu'), window)\n"
-              "peak = lambda: int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) / 1024\n"
-              "base, seen = peak(), []\n"
-              "for n in lengths:\n    KERNEL_OF[kernel](*inputs(n, heads, head_dim, 'cpu'), window)\n"
-              "    seen.append(peak() - base)\nprint(json.dumps(seen))")  # what peak_megabytes' child process runs
+PEAK_CHILD = ("import json, sys\nfrom mha_core.analysis.efficiency.cost import peaks_in_forks\n"
+              "print(json.dumps(peaks_in_forks(*json.loads(sys.argv[1]))))")  # what peak_megabytes' process runs
+PEAK_TIMEOUT_S = 600  # the explicit kernel at the page's longest length takes seconds; a stuck child is stopped
 
 
-def peak_megabytes(kernel: str, lengths: Sequence[int], heads: int, head_dim: int, window: int) -> list[float]:
-    """A process of its own runs `kernel` at each length, increasing: its peak resident memory after each, less its
-    peak before the first (torch loaded, a small run done). The peak is the kernel's VmHWM, which a new program
-    starts afresh (getrusage's ru_maxrss would carry this process's own peak over into its child)."""
-    asked = json.dumps([kernel, sorted(lengths), heads, head_dim, window])
+def peak_megabytes(kernels: Sequence[str], lengths: Sequence[int], heads: int, head_dim: int,
+                   window: int) -> dict[str, list[float]]:
+    """Per kernel, at each length: the peak resident memory of a process that ran it, less that process's peak
+    before the first length (torch loaded, a small run done). A process of its own imports torch once and forks a
+    child per kernel (peaks_in_forks): each child starts from the same memory, and its VmHWM is its own (getrusage's
+    ru_maxrss would carry this server's peak into a child)."""
+    asked = json.dumps([list(kernels), sorted(lengths), heads, head_dim, window])
     done = subprocess.run([sys.executable, "-c", PEAK_CHILD, asked], capture_output=True, text=True, check=True,
-                          cwd=Path(__file__).parents[3])
-    by_length = dict(zip(sorted(lengths), json.loads(done.stdout), strict=True))
-    return [round(by_length[n], 1) for n in lengths]
+                          cwd=Path(__file__).parents[3], timeout=PEAK_TIMEOUT_S)
+    measured = json.loads(done.stdout.splitlines()[-1])
+    by_length = {kernel: dict(zip(sorted(lengths), measured[kernel], strict=True)) for kernel in kernels}
+    return {kernel: [round(by_length[kernel][n], 1) for n in lengths] for kernel in kernels}
+
+
+def peaks_in_forks(kernels: Sequence[str], lengths: Sequence[int], heads: int, head_dim: int,
+                   window: int) -> dict[str, list[float]]:
+    """(peak_megabytes' process) Each kernel's peaks at `lengths` (increasing), each measured in a fork of this
+    process. Until the forks, torch runs on one thread: OpenMP's worker threads do not survive a fork, and a child
+    that used a pool its parent had started would wait for them for ever; each child gets the thread count back."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    for kernel in kernels:  # code each kernel loads on first use is loaded once, before the forks share it
+        KERNEL_OF[kernel](*inputs(64, heads, head_dim, "cpu"), window)
+    return {kernel: in_fork(lambda k=kernel: kernel_peaks(k, lengths, heads, head_dim, window, threads))
+            for kernel in kernels}
+
+
+def kernel_peaks(kernel: str, lengths: Sequence[int], heads: int, head_dim: int, window: int,
+                 threads: int) -> list[float]:
+    """(a fork: its peak starts from the memory it was forked with) The kernel's peak resident memory after each
+    length, in MB over its peak after a small run."""
+    torch.set_num_threads(threads)
+    KERNEL_OF[kernel](*inputs(64, heads, head_dim, "cpu"), window)
+    base, seen = peak_rss_mb(), []
+    for n in lengths:
+        KERNEL_OF[kernel](*inputs(n, heads, head_dim, "cpu"), window)
+        seen.append(peak_rss_mb() - base)
+    return seen
+
+
+def peak_rss_mb() -> float:
+    return int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) / 1024
+
+
+def in_fork(work: Callable[[], list[float]]) -> list[float]:
+    """`work()` run in a fork of this process, its result read back through a pipe; a child that fails raises."""
+    read, write = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: out without this process's exit handlers
+        code = 1
+        try:
+            os.close(read)
+            with os.fdopen(write, "w") as out:
+                json.dump(work(), out)
+            code = 0
+        except Exception:  # noqa: BLE001 -- shown on the process's stderr, which the caller reports
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if status != 0:
+        raise RuntimeError(f"the kernel's child process failed with status {status}")
+    return json.loads(text)
 
 
 def attention_cost(lengths: Sequence[int], heads: int = 12, head_dim: int = 64, kernels: Sequence[str] = KERNELS,
@@ -200,7 +258,7 @@ def attention_cost(lengths: Sequence[int], heads: int = 12, head_dim: int = 64, 
             done += 1
             if progress is not None:
                 progress(done, steps)
-    peaks = {kernel: peak_megabytes(kernel, lengths, heads, head_dim, window) for kernel in kernels} if memory else {}
+    peaks = peak_megabytes(kernels, lengths, heads, head_dim, window) if memory else {}
     figures = {kernel: [analytic(kernel, n, heads, head_dim, window) for n in lengths] for kernel in kernels}
     return AttentionCost(tuple(lengths), heads, head_dim, window, device, seconds, peaks,
                          {k: [f for f, _ in v] for k, v in figures.items()}, {k: [b for _, b in v] for k, v in
