@@ -234,3 +234,19 @@ def test_the_notebook_api_searches_and_draws(bundled, ewt_index):
     figure = found.figure()
     assert [a.text for a in figure.layout.annotations] == ["Words", "Parts of speech", "Relations"]
     assert "【" not in found._repr_html_() and "[" in found._repr_html_() and "<table" in found._repr_html_()
+
+
+def test_a_flat_index_written_a_shard_at_a_time_is_faiss_s_own_file():
+    """write_exact streams the vectors after flat_header: the file is byte for byte faiss's write_index of the index
+    holding them all, and faiss reads it back (the build never holds a whole column, issue 43)."""
+    import faiss
+
+    from mha_core.analysis.index.write import flat_header
+
+    vectors = np.random.default_rng(0).standard_normal((11, 7)).astype(np.float32)
+    whole = faiss.IndexFlatIP(7)
+    whole.add(vectors)
+    streamed = flat_header(7, 11) + vectors[:4].tobytes() + vectors[4:].tobytes()
+    assert streamed == bytes(faiss.serialize_index(whole))
+    read = faiss.deserialize_index(np.frombuffer(streamed, dtype=np.uint8))
+    assert read.ntotal == 11 and np.array_equal(read.reconstruct_n(0, 11), vectors)
