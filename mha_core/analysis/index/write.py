@@ -105,10 +105,15 @@ def write_exact(folder: Path, plan: CorpusPlan, name: str, width: int, path: Pat
 
         faiss.write_index(exact_index(folder, plan, name, width), str(path))
         return
+    written = 0
     with path.open("wb") as out:
         out.write(header)
         for rows in shard_vectors(folder, len(plan.shards), name):
             out.write(np.ascontiguousarray(rows, dtype=np.float32).tobytes())
+            written += len(rows)
+    if written != plan.pieces:  # the header counted the plan's pieces: a file that disagrees is never left whole
+        path.unlink()
+        raise ValueError(f"the shards hold {written:,} vectors of {name}; the plan counts {plan.pieces:,}")
 
 
 def pq_parts(width: int, n_heads: int, kind: str) -> int:
