@@ -82,14 +82,18 @@ def test_whisper_page_in_chinese_has_no_english_left():
 
     zh, names = catalogue("zh").gettext, [choice.name for choice in available_models()]
     heard = heard_of(Server(), bundled_model(WHISPER_NAME), SPOKEN["zh"]).text  # the user's text is only what was
-    for tab in TABS:  # heard (every markdown line was taken for it, so that the check could not fail there)
-        at = open_app(PAGE, lang="zh", x_tab=zh(tab))
+    for tab, task in [(tab, "transcribe") for tab in TABS] + [(TABS[0], "translate")]:  # heard (every markdown
+        at = open_app(PAGE, lang="zh", x_tab=zh(tab), task=task)  # line was taken for it: the check could not fail)
         assert not at.exception, tab
         assert any(heard in m.value for m in at.markdown), tab
         spoken = [box.value for box in at.text_input]
-        left = untranslated(at, [*names, *spoken, heard, "L", "H", "espeak-ng", "Whisper", "WAV", "FLAC", "OGG",
-                                 "MP3", "openai-whisper"])
+        english = [m.value.rsplit("**", 1)[-1] for m in at.markdown if task == "translate" and "Whisper" in m.value]
+        left = untranslated(at, [*names, *spoken, heard, *english, "L", "H", "espeak-ng", "Whisper", "WAV", "FLAC",
+                                 "OGG", "MP3", "openai-whisper"])
         assert not left, (tab, list(left.items())[:5])
+    # whisper-base loops translating espeak-ng's Mandarin: the decode stopped where its text first compressed above
+    # 2.4:1, and the page says so under its warning
+    assert len(at.warning) == 1 and any("解码在第" in c.value and "224" in c.value for c in at.caption)
 
 
 @pytest.mark.parametrize("family", ["t5", "bart"])

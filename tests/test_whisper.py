@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 import soundfile
 import torch
+from transformers.modeling_outputs import BaseModelOutput
 
-from mha_core.analysis.seq2seq.transcribe import transcribe
+from mha_core.analysis.seq2seq.decode import compression_ratio
+from mha_core.analysis.seq2seq.transcribe import MAX_WRITTEN, transcribe
 from mha_core.cli import main
 from mha_core.engine.loading.bundled import WHISPER_NAME
 from mha_core.engine.seq2seq.audio import RATE, read_audio, speak
@@ -199,6 +201,13 @@ def test_whisper_translates_spoken_chinese_into_english_with_its_cross_attention
     assert heard.compression_ratio < 2.4 and not heard.repeats_itself
     looped = transcribe(whisper, read_audio(speak("那只动物没有过马路，因为它太累了。", "zh")), "zh", task="translate",
                         timestamps=False)  # whisper-base loops on this synthetic Mandarin: the page says so
-    assert looped.repeats_itself and looped.compression_ratio > 2.4 and looped.decoded.stopped == "length"
+    assert looped.repeats_itself and looped.compression_ratio > 2.4 and looped.decoded.stopped == "repeats itself"
+    written = [s.id for s in looped.decoded.steps]  # stopped at the first piece past 2.4, generate's pieces so far
+    assert 8 <= len(written) < MAX_WRITTEN and compression_ratio(whisper.tokenizer.decode(written[:-1])) <= 2.4
+    ours = BaseModelOutput(last_hidden_state=looped.result.encoder.last_hidden_state)  # the encoder: checked above
+    with torch.inference_mode():
+        theirs = whisper.model.generate(encoder_outputs=ours, language="zh", task="translate",
+                                        max_new_tokens=len(written))[0].tolist()
+    assert list(looped.decoded.ids[looped.prompt_length:]) == theirs == written
     with pytest.raises(InputError, match="transcribe or translate"):
         transcribe(whisper, clip, "zh", task="summarise")

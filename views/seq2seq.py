@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, i18n
-from mha_core.analysis.seq2seq.transcribe import Transcript
+from mha_core.analysis.seq2seq.transcribe import MAX_WRITTEN, Transcript
 from mha_core.figures import seq2seq as figures
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import seq2seq as computed
@@ -94,6 +94,10 @@ def whisper_page(model: LoadedModel) -> None:
                       "a decode as failed and retries it): it did not understand this audio well enough. The "
                       "synthetic voice is hard for a small Whisper, above all in Mandarin and when translating: try "
                       "a recording of a person speaking.", ratio=heard.compression_ratio))
+        if heard.stopped_repeating:
+            st.caption(tr("Decoding stopped after {n} pieces, where the text first compressed above 2.4:1, instead "
+                          "of writing the same words on to the limit of {limit} pieces.", n=len(heard.decoded.steps),
+                          limit=MAX_WRITTEN))
         st.caption(tr("The same encoder output, a decoder told to translate (its task piece): the cross-attention "
                       "below shows which stretch of the speech each English word listens to, as translation's "
                       "alignment. On the Translation page a decoder-only model aligns text with its self-attention."))

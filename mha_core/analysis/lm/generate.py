@@ -110,14 +110,15 @@ def step_of(model: LoadedModel, logits: Tensor, token: int) -> Step:
 
 
 Advance = Callable[[list[int]], Tensor]  # the pieces so far, the newest last -> the logits (V,) of the next
+GivesUp = Callable[[Sequence[Step]], str | None]  # the steps so far -> why the output has failed (it stops), or None
 
 
 def sampled(model: LoadedModel, ids: list[int], logits: Tensor, advance: Advance, settings: Sampling,
-            ends: Collection[int | None], limit: int) -> tuple[tuple[Step, ...], str]:
+            ends: Collection[int | None], limit: int, gives_up: GivesUp | None = None) -> tuple[tuple[Step, ...], str]:
     """The one sampling loop of decoders and encoder–decoders: from the first step's `logits` (V,), choose a piece
-    (choose), append it to `ids`, stop at one of `ends` (the end piece, a line's end), after settings.new pieces or
-    at `limit` pieces, else `advance` (the key/value cache's step) to the next logits. Returns the steps and why it
-    stopped."""
+    (choose), append it to `ids`, stop at one of `ends` (the end piece, a line's end), after settings.new pieces, at
+    `limit` pieces or where `gives_up` names a reason, else `advance` (the key/value cache's step) to the next
+    logits. Returns the steps and why it stopped."""
     generator, steps, stopped = torch.Generator().manual_seed(settings.seed), [], N_("length")
     for _ in range(settings.new):
         token = choose(logits, settings.temperature, settings.top_k, generator)
@@ -128,6 +129,10 @@ def sampled(model: LoadedModel, ids: list[int], logits: Tensor, advance: Advance
             break
         if len(ids) >= limit:
             stopped = N_("model's limit")
+            break
+        failed = gives_up(steps) if gives_up is not None else None
+        if failed is not None:
+            stopped = failed
             break
         logits = advance(ids)
     return tuple(steps), stopped

@@ -8,6 +8,8 @@ Shapes: L decoder layers, H heads, P pieces so far, S source positions, D d_mode
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,8 +23,18 @@ from mha_core.engine.forward import Memory, final_norm
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.forward import Encoded, check_encoder_decoder, decoder_prefix, encode, target_batch
 from mha_core.engine.tokens import TokenBatch, tokenize
+from mha_core.i18n import N_
 
 MAX_NEW = 224  # Whisper writes at most half its 448 positions per window
+COMPRESSION_RATIO = 2.4  # openai-whisper's compression_ratio_threshold
+REPEATS = N_("repeats itself")  # why a decode that gives up on a loop stopped (Decoded.stopped)
+
+
+def compression_ratio(text: str) -> float:
+    """The text's bytes over their zlib-compressed bytes: openai-whisper's sign of a decode caught in a loop (a
+    sentence of ordinary words stays near 1; one phrase written over and over climbs past COMPRESSION_RATIO)."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
 @dataclass(frozen=True)
@@ -30,7 +42,7 @@ class Decoded:
     ids: tuple[int, ...]  # the decoder's input pieces: its prefix (start piece first), then the generated ones
     steps: tuple[Step, ...]  # one per generated piece (the last may be the end piece)
     text: str  # the generated pieces as text, specials left out
-    stopped: str  # "end of text", "length" or "model's limit"
+    stopped: str  # "end of text", "length", "model's limit" or REPEATS
 
     def as_json(self, model_name: str) -> dict:
         """As generate's: what was written, the decoder's input pieces, and each step's choice and probability."""
@@ -62,14 +74,27 @@ def suppressed(model: LoadedModel, first: bool) -> list[int]:
     return [i for i in ids if i < model.decoder.embeddings.word.shape[0]]  # a config may name pieces past its own
 
 
+def repeating(model: LoadedModel) -> Callable[[Sequence[Step]], str | None]:
+    """REPEATS once the text the steps write compresses above COMPRESSION_RATIO (sampled's gives_up)."""
+
+    def gives_up(steps: Sequence[Step]) -> str | None:
+        text = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
+        return REPEATS if compression_ratio(text.strip()) > COMPRESSION_RATIO else None
+
+    return gives_up
+
+
 @torch.inference_mode()
 def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperature: float = 0.0,
            top_k: int | None = None, seed: int = 0, prefix: list[int] | None = None,
-           encoded: Encoded | None = None) -> Decoded:
+           encoded: Encoded | None = None, stop_repeating: bool = False) -> Decoded:
     """The model's output for `source` (a text, or the first text of a batch: Whisper's frames_batch): greedy at
     temperature 0, else sampled (the same seed, the same output); stops at the end piece, after `new` pieces, or at
     the decoder's limit. `prefix`: the decoder's first pieces (default: decoder_prefix, Whisper's task prompt or
-    the start piece). `encoded`: the source already encoded (engine.seq2seq.encode), reused."""
+    the start piece). `encoded`: the source already encoded (engine.seq2seq.encode), reused. `stop_repeating`: stop
+    at the first piece where the text so far compresses above COMPRESSION_RATIO (stopped: REPEATS), the pieces up to
+    there those of a decode that runs on: a loop written out to the limit says nothing more and costs a step a
+    piece."""
     check_encoder_decoder(model)
     source = tokenize(model.tokenizer, source, model.max_length) if isinstance(source, str) else source
     check_settings(new, temperature, top_k, seed, max_new=MAX_NEW)
@@ -90,6 +115,7 @@ def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperat
         return next_logits(state, False)
 
     steps, stopped = sampled(model, ids, next_logits(last, True), advance, Sampling(new, temperature, top_k, seed),
-                             {model.config.eos_token_id}, model.decoder.max_length)
+                             {model.config.eos_token_id}, model.decoder.max_length,
+                             repeating(model) if stop_repeating else None)
     text = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)
     return Decoded(tuple(ids), tuple(steps), text.strip(), stopped)

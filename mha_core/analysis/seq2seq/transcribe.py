@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import zlib
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,7 +21,14 @@ from mha_core.analysis.seq2seq.alignment import (
     score_heads,
     word_timestamps,
 )
-from mha_core.analysis.seq2seq.decode import Decoded, decode, output_logits
+from mha_core.analysis.seq2seq.decode import (
+    COMPRESSION_RATIO,
+    REPEATS,
+    Decoded,
+    compression_ratio,
+    decode,
+    output_logits,
+)
 from mha_core.engine.cache import prefill
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.forward import Memory, final_norm
@@ -59,9 +65,6 @@ def simplified(text: str) -> str:
     return simplifier().convert(text)
 
 
-COMPRESSION_RATIO = 2.4  # openai-whisper's compression_ratio_threshold
-
-
 @dataclass(frozen=True)
 class Transcript(Drawable):
     text: str  # Chinese in Simplified characters (text_as_written: as the decoder wrote it)
@@ -78,13 +81,18 @@ class Transcript(Drawable):
     @property
     def compression_ratio(self) -> float:
         """The text's bytes over their zlib-compressed bytes: openai-whisper's sign of a decode caught in a loop."""
-        data = self.text.encode("utf-8")
-        return len(data) / len(zlib.compress(data)) if data else 0.0
+        return compression_ratio(self.text)
 
     @property
     def repeats_itself(self) -> bool:
-        """The decoder looped (openai-whisper retries such a decode above COMPRESSION_RATIO; here it is said)."""
-        return self.compression_ratio > COMPRESSION_RATIO
+        """The decoder looped (openai-whisper retries such a decode above COMPRESSION_RATIO; here it is said, and
+        the decode stopped where its text first compressed that far: decoded.stopped is REPEATS)."""
+        return self.stopped_repeating or self.compression_ratio > COMPRESSION_RATIO
+
+    @property
+    def stopped_repeating(self) -> bool:
+        """The decode stopped where its text first compressed above COMPRESSION_RATIO, not at its end or limit."""
+        return self.decoded.stopped == REPEATS
 
     @property
     def speech_positions(self) -> int:
@@ -93,7 +101,8 @@ class Transcript(Drawable):
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "text": self.text, "text_as_written": self.text_as_written,
-                "language": self.language, "task": self.task,
+                "language": self.language, "task": self.task, "stopped": self.decoded.stopped,
+                "compression_ratio": round(self.compression_ratio, 3),
                 "words": [{"word": w.word, "start": w.start, "end": w.end} for w in self.words],
                 "alignment_heads": [list(h) for h in self.heads.found],
                 "published_alignment_heads": [list(h) for h in self.heads.published]}
@@ -152,7 +161,7 @@ def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, time
     if language is None:
         language = detect_language(model, encoded[1])
     prompt = decoder_prefix(model, language, task)
-    decoded = decode(model, source, new=MAX_WRITTEN, prefix=prompt, encoded=encoded)
+    decoded = decode(model, source, new=MAX_WRITTEN, prefix=prompt, encoded=encoded, stop_repeating=True)
     result = forward_seq2seq(model, source, target_batch(model, [list(decoded.ids)]), path, encoded)
     written = list(decoded.ids[len(prompt):])
     written = written[:-1] if written and written[-1] == model.config.eos_token_id else written
