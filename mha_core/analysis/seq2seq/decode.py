@@ -9,14 +9,14 @@ Shapes: L decoder layers, H heads, P pieces so far, S source positions, D d_mode
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mha_core.analysis.lm.generate import Sampling, Step, check_settings, sampled
+from mha_core.analysis.lm.generate import GivesUp, Sampling, Step, check_settings, sampled
 from mha_core.engine.attention import keys_values
 from mha_core.engine.cache import prefill, step
 from mha_core.engine.forward import Memory, final_norm
@@ -74,7 +74,7 @@ def suppressed(model: LoadedModel, first: bool) -> list[int]:
     return [i for i in ids if i < model.decoder.embeddings.word.shape[0]]  # a config may name pieces past its own
 
 
-def repeating(model: LoadedModel) -> Callable[[Sequence[Step]], str | None]:
+def repeating(model: LoadedModel) -> GivesUp:
     """REPEATS once the text the steps write compresses above COMPRESSION_RATIO (sampled's gives_up)."""
 
     def gives_up(steps: Sequence[Step]) -> str | None:
