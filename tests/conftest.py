@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.tier_tools import shadow_undeclared_tools
+
 if TYPE_CHECKING:  # torch, transformers, Streamlit and mha_core load in the processes that run tests
     import numpy as np  # (set_up_test_process), never in pytest-xdist's controller, which runs none
 
@@ -21,6 +23,8 @@ if TYPE_CHECKING:  # torch, transformers, Streamlit and mha_core load in the pro
 # The machine's own Hugging Face cache stays out of the model list (a developer's models would change what pages
 # and lists show); tests of the cache listing turn it on with a cache of their own (tests/test_hf_cache.py).
 os.environ["MHA_HF_CACHE"] = "0"
+# A tier of make test sees only the Debian tools its Makefile target installs (tests/tier_tools.py).
+shadow_undeclared_tools()
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
