@@ -30,7 +30,8 @@ TEST_WORKERS ?= $(shell nproc)
 # Jupyter kernel of that venv named $(KERNEL) (examples/tour.ipynb asks for it), so that a notebook anywhere imports it.
 KERNEL := mha-explorer
 
-.PHONY: install prepare chromium haproxy espeak run serve test check test-slow test-browser test-serve lint bench messages
+.PHONY: install prepare chromium haproxy espeak run serve test check test-slow test-browser test-serve lint docs docs-serve \
+	bench messages
 
 $(STAMP): requirements.txt requirements-dev.txt Makefile pyproject.toml
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
@@ -87,10 +88,19 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# The documentation site (mkdocs.yml, docs/): built strictly (a broken link, a missing page or an unresolved API name
+# fails) into site/, gitignored; the CLI and API references are written from the code as it builds (docs_hooks/).
+# make check builds it. `make docs-serve` serves it on http://localhost:8000 while you edit.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 # The suite in tiers (issue 44), each its own CI step (.ci/run) with the slowest 20 tests listed: `make check` (lint,
-# contracts, the fast tests on tiny models, one SVG export; within 2 minutes on 2 cores), `make test-slow` (bundled
-# models, corpora, notebooks, CLI processes, image export), `make test-browser` (Chromium), `make test-serve` (HAProxy
-# and the heavy-work queue, serial). Each tier installs what it uses (image export draws with Chromium), so that each
+# contracts, the docs site, the fast tests on tiny models, one SVG export; within 2 minutes on 2 cores), `make
+# test-slow` (bundled models, corpora, notebooks, CLI processes, image export), `make test-browser` (Chromium),
+# `make test-serve` (HAProxy and the heavy-work queue, serial). Each tier installs what it uses (image export draws with Chromium), so that each
 # runs alone on a fresh machine. -n: one test process per core (pytest-xdist); tests/conftest.py gives each one torch
 # thread, and deals the tests marked long to the front of each process's share (tests/scheduling.py) so that, with
 # work stealing, no process waits at the end on one long test.
@@ -111,7 +121,7 @@ SERVE_TOOLS := haproxy espeak
 
 test: prepare check test-slow test-browser test-serve
 
-check: install lint $(CHECK_TOOLS)
+check: install lint docs $(CHECK_TOOLS)
 	MHA_TIER_TOOLS="$(CHECK_TOOLS)" $(PYTEST) -n $(TEST_WORKERS) --dist worksteal -m "$(FAST)"
 
 test-slow: install $(SLOW_TOOLS)

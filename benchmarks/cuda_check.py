@@ -1,4 +1,4 @@
-"""The fused path on a CUDA device, in one run (README: GPU): which SDPA kernel each path ran, both paths against
+"""The fused path on a CUDA device, in one run (docs: GPU): which SDPA kernel each path ran, both paths against
 transformers' eager attention for every family's tiny random model (tests/tiny_models.py, padding in the batch),
 the same for the bundled models' shapes at 512 pieces in float32 and bfloat16, then bench_core's ratios.
 

@@ -1,7 +1,7 @@
 """mha_core: recompute multi-head attention of a transformer (BERT-style encoders, GPT-2 and Llama-style
 decoders) from its weights.
 
-Pure computation: nothing here imports streamlit. The package is in layers (README: Layout): engine <- analysis <-
+Pure computation: nothing here imports streamlit. The package is in layers (docs: the layout): engine <- analysis <-
 figures | teaching <- serving <- cli. The public names below are imported on first use (PEP 562), so that a
 module of one layer (the heavy-work queue, say) can be imported without torch and transformers.
 """
@@ -12,7 +12,7 @@ import importlib
 import inspect
 from typing import Any
 
-_PUBLIC = {  # the public API (README: Python API): every analysis the app and the CLI have, and their results
+_PUBLIC = {  # the public API (docs/researchers/notebook.md): every analysis the app and the CLI have, and their results
     "mha_core.analysis.lm.ablation": ("AblationGrid", "ablate_heads", "ablation_grid"),
     "mha_core.analysis.efficiency.cost": ("AttentionCost", "attention_cost"),
     "mha_core.analysis.efficiency.fidelity": ("PatternedRun", "with_pattern"),

@@ -1,5 +1,6 @@
-"""Issue 45: the README's Layout names every module of mha_core where it lives, subject folders included (it missed
-about twenty: a reader could not find where long texts, images or encoder–decoders live)."""
+"""Issue 45: the Layout (docs/developers/layout.md, the README's until issue 79) names every module of mha_core where
+it lives, subject folders included (it missed about twenty: a reader could not find where long texts, images or
+encoder–decoders live)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ ENTRY = re.compile(r"^( *)((?:[a-z_0-9]+(?:\.py|/)(?:, )?)+)")
 def layout_paths() -> set[str]:
     """Every path the Layout tree names under mha_core/ ("engine/loading/model.py"), read from its indentation: two
     spaces a level; a line naming several files ("roles.py, corpus.py") names each."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("```", readme.index("## Layout")) + 3
-    tree = readme[start:readme.index("```", start)]
+    page = (ROOT / "docs" / "developers" / "layout.md").read_text(encoding="utf-8")
+    start = page.index("```") + 3
+    tree = page[start:page.index("```", start)]
     named, folders = set(), []  # folders: the open folder at each level
     for line in tree.splitlines():
         entry = ENTRY.match(line)
@@ -31,7 +32,7 @@ def layout_paths() -> set[str]:
     return {path.removeprefix("mha_core/") for path in named if path.startswith("mha_core/")}
 
 
-def test_the_readme_layout_names_every_module_where_it_lives():
+def test_the_layout_names_every_module_where_it_lives():
     named = layout_paths()
     missing = []
     for path in sorted((ROOT / "mha_core").rglob("*.py")):

@@ -34,7 +34,8 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str | None = None) 
     group = p.add_mutually_exclusive_group()
     group.add_argument("--model", default=default, help=f"a listed model: bundled, in $MHA_MODELS_DIR or in the "
                        f"Hugging Face cache (python -m mha_core models; default: {default or ENCODER_NAME})")
-    group.add_argument("--model-dir", default=None, help="a local model directory (see README: supported families)")
+    group.add_argument("--model-dir", default=None,
+                       help="a local model directory (a supported family: docs/researchers/models.md)")
 
 
 def load_chosen_model(args: argparse.Namespace) -> LoadedModel:

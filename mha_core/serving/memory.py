@@ -1,6 +1,6 @@
 """What a server may hold in memory at once, stated before anyone visits (issue 33): the stores shared by every
 visitor (each bounded by bytes), the computations that may run at the same time (each bounded by the per-computation
-budget, $MHA_COMPUTE_MB), and the models kept loaded. deploy/ prints it when a server starts; the README explains it.
+budget, $MHA_COMPUTE_MB), and the models kept loaded. deploy/ prints it at start; docs/teachers/server.md explains it.
 """
 
 from __future__ import annotations
