@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import shutil
@@ -239,6 +240,16 @@ RUN_FINISHED = """([session, run]) => { const marker = document.querySelector('.
     return marker && (marker.dataset.session !== session || +marker.dataset.run > run)
         && !document.querySelector('[data-testid="stStatusWidget"]'); }"""
 RUN_MARKER = "() => { const m = document.querySelector('.mha-run'); return [m.dataset.session, +m.dataset.run]; }"
+
+
+def save_picture(page: object, path: Path) -> int:
+    """The page's screen as a PNG of at most 256 colours (a screenshot's millions of colours took ten times the bytes
+    for the same look): a picture the docs and the README show. Its size in bytes."""
+    from PIL import Image
+
+    screen = Image.open(io.BytesIO(page.screenshot())).convert("RGB")
+    screen.quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE).save(path, optimize=True)
+    return path.stat().st_size
 
 
 def wait_idle(page: object, timeout: float = 60_000) -> None:

@@ -1,7 +1,8 @@
 """Issue 47 in Chromium: a teacher starts a class on the lesson page (on a projector: each step without scrolling),
 a phone opens the students' link, the teacher clicks Next twice and the phone shows the same step within 10 s without
 reloading; the student's own Next moves only the student, and "Follow the teacher" brings them back; the teacher's
-address without its key moves nothing."""
+address without its key moves nothing. On step 3 it photographs both screens for the docs and the README
+(docs/img/lesson-projector.png, docs/img/phone-following.png), so that the pictures a newcomer sees stay current."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from mha_core.teaching.lesson import STEPS
-from tests.browser import PHONE_AGENT, browser_contexts, wait_idle
+from tests.browser import PHONE_AGENT, ROOT, browser_contexts, save_picture, wait_idle
 
 pytestmark = pytest.mark.browser
+
+
+PICTURE_MAX_BYTES = 300_000  # each picture the README shows
 
 
 def address(page: object) -> dict[str, str]:
@@ -61,6 +65,10 @@ def follow_the_class(app_url: str, teacher: object, student: object, intruder: o
     started = time.monotonic()
     student.locator("h1", has_text=f"3. {STEPS[2].title}").wait_for(timeout=10_000)  # no reload: it follows
     assert time.monotonic() - started < 10
+    wait_idle(student, timeout=120_000)
+    student.wait_for_timeout(500)  # the charts drawn
+    for page, name in ((teacher, "lesson-projector.png"), (student, "phone-following.png")):
+        assert save_picture(page, ROOT / "docs" / "img" / name) <= PICTURE_MAX_BYTES, name
     student.get_by_role("button", name="Next").click()  # the student's own step: nobody else moves
     student.locator("h1", has_text=f"4. {STEPS[3].title}").wait_for(timeout=60_000)
     intruder.goto(f"{app_url}/lesson?class={code}&teach=guess&step=8")  # the code without the key
