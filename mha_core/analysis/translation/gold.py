@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-ALIGNMENT_DIR = Path(__file__).resolve().parents[3] / "assets" / "alignment"
+from mha_core.app_files import ASSETS
+
+ALIGNMENT_DIR = ASSETS / "alignment"
 NEWSWIRE = "zh_en_newswire"
 Links = frozenset[tuple[int, int]]  # (source word, target word)
 
