@@ -90,9 +90,10 @@ lint: install
 
 # The documentation site (mkdocs.yml, docs/): built strictly (a broken link, a missing page or an unresolved API name
 # fails) into site/, gitignored; the CLI and API references are written from the code as it builds (docs_hooks/).
-# make check builds it. `make docs-serve` serves it on http://localhost:8000 while you edit.
+# make check builds it (never with --quiet: it hides the warnings --strict counts, and a broken link passes). `make
+# docs-serve` serves it on http://localhost:8000 while you edit.
 docs: install
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 docs-serve: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
