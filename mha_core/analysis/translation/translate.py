@@ -6,7 +6,7 @@ Shapes: S source words, T target words.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +14,7 @@ import torch
 
 from mha_core.analysis.lm.generate import generate
 from mha_core.analysis.lm.head import check_next_piece_head
-from mha_core.analysis.translation.align import WordMaps, links_of, word_maps
+from mha_core.analysis.translation.align import WordMaps, links_of, read_pair, word_maps
 from mha_core.analysis.translation.gold import Links, pharaoh
 from mha_core.analysis.translation.heads import Progress, head_choice
 from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS, check_pair, prompt_for
@@ -23,6 +23,7 @@ from mha_core.engine.drawable import Drawable
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.pieces import fragmented_chars, unknown_spans
 from mha_core.engine.tokens import InputError, is_wide
+from mha_core.engine.words import simplified
 from mha_core.messages import N_
 
 MAX_NEW = 64  # pieces a translation may take (generate.MAX_NEW)
@@ -48,8 +49,44 @@ class Translation(Drawable):
     def prompt(self) -> str:
         return self.maps.prompt
 
+    @property
+    def simplified_translation(self) -> str:
+        """A Chinese translation in Simplified characters (the model may write Traditional ones: 牠 → 它, 為 → 为)."""
+        return simplified(self.translation) if self.target_language == "zh" else self.translation
+
     def aligned_to(self, target_word: int) -> list[int]:
         return sorted(s for s, t in self.links if t == target_word)
+
+    def aligned_from(self, source_word: int) -> list[int]:
+        return sorted(t for s, t in self.links if s == source_word)
+
+
+@dataclass(frozen=True)
+class PronounLink:
+    """A pronoun of one sentence and the words of the other it is linked to (none: nothing links it)."""
+
+    in_source: bool  # the pronoun is the source's (else the translation's)
+    word: str
+    linked: tuple[str, ...]  # the other sentence's words, in order
+    to_pronoun: bool  # one of them is a pronoun: the pronoun carried across languages
+
+
+def pronoun_links(result: Translation, pronouns: Mapping[str, Collection[str]]) -> tuple[PronounLink, ...]:
+    """The translation's pronouns and what each is linked to, then the source's pronouns that no pronoun of the
+    translation is linked to (an "it" left without a link is said, not hidden)."""
+    is_pronoun = lambda word, language: word.lower() in pronouns[language]  # noqa: E731
+    found, covered = [], set()
+    for t, word in enumerate(result.target_words):
+        if is_pronoun(word, result.target_language):
+            sources = result.aligned_to(t)
+            covered.update(sources)
+            linked = tuple(result.source_words[s] for s in sources)
+            found.append(PronounLink(False, word, linked, any(is_pronoun(w, result.source_language) for w in linked)))
+    for s, word in enumerate(result.source_words):
+        if is_pronoun(word, result.source_language) and s not in covered:
+            linked = tuple(result.target_words[t] for t in result.aligned_from(s))
+            found.append(PronounLink(True, word, linked, any(is_pronoun(w, result.target_language) for w in linked)))
+    return tuple(found)
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "source": self.source, "translation": self.translation,
@@ -82,9 +119,10 @@ def aligned(model: LoadedModel, source: str | Sequence[str], target: str | Seque
     choice = head_choice(model, source_language, target_language, progress)
     maps = word_maps(model, source, target, source_language, target_language, choice.rows).scaled(choice.scaling)
     matrix = maps.combined(choice.heads)
+    links = links_of(matrix, choice.rule, maps.allowed())
     text = lambda x, language: x if isinstance(x, str) else ("" if language == "zh" else " ").join(x)  # noqa: E731
     return Translation(text(source, source_language), text(target, target_language), source_language,
-                       target_language, maps.source_words, maps.target_words, links_of(matrix, choice.rule),
+                       target_language, maps.source_words, maps.target_words, links,
                        choice.heads, matrix, maps, generated, choice.rule, choice.scaling)
 
 
@@ -108,15 +146,24 @@ def translate(model: LoadedModel, text: str, source_language: str = "zh", target
     return aligned(model, source_words, translation, source_language, target_language, True, progress)
 
 
-@torch.inference_mode()
-def align(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str = "zh",
-          target_language: str = "en", progress: Progress | None = None) -> Translation:
-    """Forced alignment: `target` (a translation someone gives) read as the model's continuation of the prompt, and
-    its words linked to the source's. A sentence is a text or its words (a list, or words split by spaces)."""
+def alignable(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str = "zh",
+              target_language: str = "en") -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The pair's words, after every refusal `align` makes, without its forward (the CLI checks a file's every pair
+    before it aligns the first)."""
     check_next_piece_head(model)
     check_pair(source_language, target_language)
     source, target = (tuple(split_words(x, language)) if isinstance(x, str) else tuple(x)
                       for x, language in ((source, source_language), (target, target_language)))
     for words, language in ((source, source_language), (target, target_language)):
         check_reads(model, "".join(words), language)
+    read_pair(model, source, target, source_language, target_language)
+    return source, target
+
+
+@torch.inference_mode()
+def align(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str = "zh",
+          target_language: str = "en", progress: Progress | None = None) -> Translation:
+    """Forced alignment: `target` (a translation someone gives) read as the model's continuation of the prompt, and
+    its words linked to the source's. A sentence is a text or its words (a list, or words split by spaces)."""
+    source, target = alignable(model, source, target, source_language, target_language)
     return aligned(model, source, target, source_language, target_language, False, progress)
