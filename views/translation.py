@@ -65,7 +65,9 @@ def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside:
         chart(("t_matrix", *key), lambda: figures.alignment_matrix_figure(result), width="stretch")
     st.caption(tr("Each row is a word of the translation, each column a word of the source; the colour is how much "
                   "the chosen heads (their mean) attend from the translation word back to the source word, read "
-                  "from the model's self-attention over the whole prompt. Rule: {rule}.", rule=tr(RULES[result.rule])))
+                  "from the model's self-attention over the whole prompt. Rule: {rule}.", rule=tr(RULES[result.rule]))
+               + " " + tr("A punctuation mark links only to a punctuation mark and a word only to a word, unless the "
+                          "other sentence has none of its kind."))
     if result.scaling == "columns":
         st.caption(tr("Relative weight: each source word's column is divided by its mean over the translation's words, "
                       "so that a word every translation word attends to (a sink, such as the final full stop) does not "

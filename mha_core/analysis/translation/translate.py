@@ -24,7 +24,7 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.pieces import fragmented_chars, unknown_spans
 from mha_core.engine.tokens import InputError, is_wide
 from mha_core.engine.words import simplified
-from mha_core.messages import N_
+from mha_core.messages import N_, Worded
 
 MAX_NEW = 64  # pieces a translation may take (generate.MAX_NEW)
 
@@ -99,19 +99,22 @@ def pronoun_links(result: Translation, pronouns: Mapping[str, Collection[str]]) 
 def check_reads(model: LoadedModel, text: str, language: str) -> None:
     """Refuse a language the model reads only as bytes or unknown pieces (SmolLM2's Chinese, a BERT vocabulary's),
     naming them: `text`, and the prompt's own example in that language (a model that cannot write it cannot
-    translate into it)."""
+    translate into it). The characters named are the sentence's own, in its order (the example's only when the
+    sentence has none of them)."""
     if language != "zh":
         return
-    text = text + EXAMPLE_PAIRS[0][language]
-    encoded = model.tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    read = text + EXAMPLE_PAIRS[0][language]
+    encoded = model.tokenizer(read, return_offsets_mapping=True, add_special_tokens=False)
     offsets = encoded["offset_mapping"]
-    unknown = unknown_spans(text, [i == model.tokenizer.unk_token_id for i in encoded["input_ids"]], offsets)
-    split = sorted(fragmented_chars(text, offsets))
-    wide = {c for c in text if is_wide(c)}
+    unknown = unknown_spans(read, [i == model.tokenizer.unk_token_id for i in encoded["input_ids"]], offsets)
+    split = sorted(fragmented_chars(read, offsets))
+    wide = {c for c in read if is_wide(c)}
     if unknown or len(split) > len(wide) / 2:
+        found = list(dict.fromkeys(unknown or split))
+        named = sorted((f for f in found if f in text), key=text.find) or sorted(found, key=read.find)
         raise InputError("language_not_read", N_("{model} does not read {language}: it reads {chars} as unknown or "
                                                  "byte pieces; choose a model that reads it (Gemma 3)."),
-                         model=model.name, language=LANGUAGES[language], chars=" ".join((unknown or split)[:6]))
+                         model=model.name, language=Worded(LANGUAGES[language]), chars=" ".join(named[:6]))
 
 
 def aligned(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
