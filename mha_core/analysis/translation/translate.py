@@ -60,6 +60,13 @@ class Translation(Drawable):
     def aligned_from(self, source_word: int) -> list[int]:
         return sorted(t for s, t in self.links if s == source_word)
 
+    def as_json(self, model_name: str) -> dict:
+        return {"model": model_name, "source": self.source, "translation": self.translation,
+                "source_language": self.source_language, "target_language": self.target_language,
+                "source_words": list(self.source_words), "target_words": list(self.target_words),
+                "alignment": pharaoh(self.links).split(), "heads": [list(h) for h in self.heads],
+                "prompt": self.prompt, "generated": self.generated, "rule": self.rule}
+
 
 @dataclass(frozen=True)
 class PronounLink:
@@ -87,13 +94,6 @@ def pronoun_links(result: Translation, pronouns: Mapping[str, Collection[str]]) 
             linked = tuple(result.target_words[t] for t in result.aligned_from(s))
             found.append(PronounLink(True, word, linked, any(is_pronoun(w, result.target_language) for w in linked)))
     return tuple(found)
-
-    def as_json(self, model_name: str) -> dict:
-        return {"model": model_name, "source": self.source, "translation": self.translation,
-                "source_language": self.source_language, "target_language": self.target_language,
-                "source_words": list(self.source_words), "target_words": list(self.target_words),
-                "alignment": pharaoh(self.links).split(), "heads": [list(h) for h in self.heads],
-                "prompt": self.prompt, "generated": self.generated, "rule": self.rule}
 
 
 def check_reads(model: LoadedModel, text: str, language: str) -> None:
