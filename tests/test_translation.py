@@ -164,6 +164,14 @@ def test_traditional_chinese_is_split_as_its_simplified_and_simplified_writes_�
     assert simplified("那只动物没有过马路") == "那只动物没有过马路"
 
 
+def test_words_that_share_a_piece_are_one_word():
+    """Issue 77.6: 因为 -> "it": Gemma reads 因为它 as one piece, so 因为's and 它's columns were the same and the tie
+    went to 因为. Neighbours that share a piece are one word (the text between them kept)."""
+    spans, groups = [(0, 2), (2, 3), (3, 4), (4, 5), (6, 8)], [[5], [5], [6], [6, 7], [8]]
+    assert alignment.shared_pieces("因为它太累 ab", spans, groups) == ("因为它", "太累", "ab")
+    assert alignment.shared_pieces("因为它太累", spans[:4], [[1], [2], [3], [4]]) == ("因为", "它", "太", "累")
+
+
 def test_the_pronoun_lines_say_what_is_linked_and_what_is_not():
     """Issue 77.6: "牠… 对齐到原文的 —". Each pronoun of the translation with its links (none said as none), then
     each pronoun of the source that no pronoun of the translation is linked to."""

@@ -124,7 +124,8 @@ class ReadPair:
 def read_pair(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
               target_language: str) -> ReadPair:
     """The pair in the prompt, tokenized, refused (before any forward) where the prompt is too long for the model or
-    a word has no piece."""
+    a word has no piece. A sentence given as text has its neighbouring words that share a piece made one word
+    (shared_pieces: Gemma reads 因为它 as one piece, so no head can tell 因为 from 它); given words stay as given."""
     source_words = tuple(source) if not isinstance(source, str) else split_words(source, source_language)
     target_words = tuple(target) if not isinstance(target, str) else split_words(target, target_language)
     prompted = prompt_for(source_words, source_language, target_language, target_words)
@@ -137,7 +138,24 @@ def read_pair(model: LoadedModel, source: str | Sequence[str], target: str | Seq
                                     for spans in (prompted.source_spans, prompted.target_spans))
     check_read(source_groups, source_words)
     check_read(target_groups, target_words)
+    merged_source = shared_pieces(prompted.text, prompted.source_spans, source_groups)
+    merged_target = shared_pieces(prompted.text, prompted.target_spans, target_groups)
+    if (isinstance(source, str) and len(merged_source) < len(source_words)) or (
+            isinstance(target, str) and len(merged_target) < len(target_words)):
+        return read_pair(model, merged_source if isinstance(source, str) else source_words,
+                         merged_target if isinstance(target, str) else target_words, source_language, target_language)
     return ReadPair(source_words, target_words, prompted, batch, source_groups, target_groups)
+
+
+def shared_pieces(text: str, spans: Sequence[tuple[int, int]], groups: Sequence[Sequence[int]]) -> tuple[str, ...]:
+    """The words at `spans` of `text`, neighbours that share a piece made one (the text between them kept)."""
+    merged: list[tuple[int, int, set[int]]] = []
+    for (start, end), group in zip(spans, groups, strict=True):
+        if merged and merged[-1][2] & set(group):
+            merged[-1] = (merged[-1][0], end, merged[-1][2] | set(group))
+        else:
+            merged.append((start, end, set(group)))
+    return tuple(text[start:end] for start, end, _ in merged)
 
 
 @torch.inference_mode()

@@ -14,7 +14,7 @@ import torch
 
 from mha_core.analysis.lm.generate import generate
 from mha_core.analysis.lm.head import check_next_piece_head
-from mha_core.analysis.translation.align import WordMaps, links_of, read_pair, word_maps
+from mha_core.analysis.translation.align import ReadPair, WordMaps, links_of, read_pair, word_maps
 from mha_core.analysis.translation.gold import Links, pharaoh
 from mha_core.analysis.translation.heads import Progress, head_choice
 from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS, check_pair, prompt_for
@@ -146,21 +146,18 @@ def translate(model: LoadedModel, text: str, source_language: str = "zh", target
     if not translation:
         raise InputError("no_translation_written", N_("{model} wrote no translation of this sentence."),
                          model=model.name)
-    return aligned(model, source_words, translation, source_language, target_language, True, progress)
+    return aligned(model, text, translation, source_language, target_language, True, progress)
 
 
 def alignable(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str = "zh",
-              target_language: str = "en") -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The pair's words, after every refusal `align` makes, without its forward (the CLI checks a file's every pair
-    before it aligns the first)."""
+              target_language: str = "en") -> ReadPair:
+    """The pair as the model reads it, after every refusal `align` makes, without its forward (the CLI checks a file's
+    every pair before it aligns the first)."""
     check_next_piece_head(model)
     check_pair(source_language, target_language)
-    source, target = (tuple(split_words(x, language)) if isinstance(x, str) else tuple(x)
-                      for x, language in ((source, source_language), (target, target_language)))
-    for words, language in ((source, source_language), (target, target_language)):
-        check_reads(model, "".join(words), language)
-    read_pair(model, source, target, source_language, target_language)
-    return source, target
+    for x, language in ((source, source_language), (target, target_language)):
+        check_reads(model, "".join(split_words(x, language) if isinstance(x, str) else x), language)
+    return read_pair(model, source, target, source_language, target_language)
 
 
 @torch.inference_mode()
@@ -168,5 +165,5 @@ def align(model: LoadedModel, source: str | Sequence[str], target: str | Sequenc
           target_language: str = "en", progress: Progress | None = None) -> Translation:
     """Forced alignment: `target` (a translation someone gives) read as the model's continuation of the prompt, and
     its words linked to the source's. A sentence is a text or its words (a list, or words split by spaces)."""
-    source, target = alignable(model, source, target, source_language, target_language)
+    alignable(model, source, target, source_language, target_language)
     return aligned(model, source, target, source_language, target_language, False, progress)
