@@ -27,7 +27,7 @@ TECHNICAL = (  # names Chinese texts on attention write as they are
     r"BERT-base|probs|batch|seq_len|Text|Pronoun|Pronoun-offset|A-offset|A-coref|B-offset|B-coref|"
     r"Universal Dependencies|AttentionViz|Inf|causal|Top-k|GSD|GSDSimp|UD Chinese GSDSimp|Chinese GSDSimp|OpenCC"
 )
-TECHNICAL += r"|log-sum-exp|logsumexp"
+TECHNICAL += r"|log-sum-exp|logsumexp|TXT|WAV|MP3|FLAC|OGG|M4A|WEBM|JPG|JPEG|WEBP|PNG"  # file types (uploaders)
 # Longest first, so that "QK-norm" is one name rather than "QK" and an untranslated "norm".
 TECHNICAL_RE = re.compile(r"(?<![A-Za-z_])(?:" + "|".join(sorted(TECHNICAL.split("|"), key=len, reverse=True))
                           + r")(?![A-Za-z_])")
@@ -72,11 +72,27 @@ def shown_texts(at: object) -> list[str]:
             texts += [str(o) for o in getattr(element, "options", ()) or ()]
             if kind == "metric":
                 texts.append(proto.body)
+    texts += uploader_texts(at)
     for chart in at.get("plotly_chart"):
         texts += plotly_texts(chart.proto.spec)
     for frame in at.dataframe:
         texts += [str(c) for c in frame.value.columns]
     return [t for t in texts if isinstance(t, str) and t.strip()]
+
+
+def uploader_texts(at: object) -> list[str]:
+    """What each file uploader draws itself: Streamlit's button and limit, in English whatever the page's language
+    ("Upload", "20MB per file • TXT"), unless the page's CSS for that uploader's key puts texts after them
+    (views/_uploads.uploader_words): then those."""
+    styles = " ".join(element.proto.body for element in at.get("html"))
+    texts = []
+    for uploader in at.get("file_uploader"):
+        proto = uploader.proto
+        key = proto.id.split("-", 2)[-1]  # "$$ID-<hash>-<the widget's key>"
+        replaced = re.findall(rf"\.st-key-{re.escape(key)} [^{{}}]*::after\{{content:\"([^\"]*)\"", styles)
+        types = ", ".join(t.lstrip(".").upper() for t in proto.type)
+        texts += replaced if len(replaced) == 2 else ["Upload", f"{proto.max_upload_size_mb}MB per file • {types}"]
+    return texts
 
 
 QUOTED_RE = re.compile(r"“[^”]*”|‘[^’]*’|'[^']*'|\*[^*]*\*")  # a token, a title, the sentence: user text or a name

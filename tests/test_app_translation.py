@@ -27,6 +27,9 @@ def test_gemma_translates_both_ways_and_every_view_draws():
     back = open_app(PAGE, t_direction="en-zh")
     assert not back.exception and not back.error
     assert any(sum("\u4e00" <= c <= "\u9fff" for c in m.value) >= 8 for m in back.markdown)  # written in Chinese
+    pronouns = [m.value for m in back.markdown if " aligns to " in m.value]  # issue 77.6: "牠 … aligns to —"
+    assert pronouns and all("—" not in line and "****" not in line for line in pronouns), pronouns
+    assert not any("牠" in c.value for c in back.caption if "Simplified characters" in c.value)  # 它 in Simplified
 
 
 @pytest.mark.slow

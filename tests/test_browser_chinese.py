@@ -41,3 +41,25 @@ def test_a_chinese_browser_opens_the_heads_page_in_chinese_on_gemma(app_url):
     shape = f"{config['num_hidden_layers']} 层 × {config['num_attention_heads']} 个头"  # Gemma's, in Chinese
     assert shape in sidebar and "语言" in sidebar
     assert state.get("lang") == ["zh"]
+
+
+def test_the_uploader_speaks_chinese_on_a_phone_and_a_projector(app_url):
+    """Issue 77.8: Streamlit's uploader drew "Upload" and "20MB per file • TXT" on every Chinese page with a sentence
+    box. Its English texts are drawn at size 0 and the Chinese ones after them, at 390 px and at 1400 px."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    read = """() => { const zone = document.querySelector(".st-key-text_file [data-testid=stFileUploaderDropzone]");
+        const texts = [zone.querySelector("button [data-testid=stMarkdownContainer] p"),
+                       zone.querySelector("[data-testid=stFileUploaderDropzoneInstructions] span")];
+        return texts.map(e => [getComputedStyle(e).fontSize, getComputedStyle(e, "::after").content]); }"""
+    with browser_contexts() as new_page:
+        for width in (390, 1400):
+            page = new_page(viewport={"width": width, "height": 1400})
+            page.goto(f"{app_url}/?lang=zh")
+            uploader = page.locator(".st-key-text_file [data-testid=stFileUploaderDropzone]")
+            uploader.wait_for(timeout=120_000)
+            wait_idle(page)
+            uploader.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / f"uploader_zh_{width}.png"))
+            (button, button_after), (limit, limit_after) = page.evaluate(read)
+            assert button == limit == "0px", (button, limit)  # the English, drawn at size 0
+            assert (button_after, limit_after) == ('"上传"', '"每个文件不超过 20MB • TXT"')

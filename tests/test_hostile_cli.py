@@ -131,3 +131,78 @@ def test_a_reader_that_stops_early_gets_no_traceback(tiny_dir):
     stderr = writer.stderr.read().decode()
     assert writer.wait(timeout=60) == 1 and first.startswith(b"{"), (first, stderr)
     assert stderr == ""
+
+
+def align_files(tmp_path, sources: list[str], targets: list[str]) -> list[str]:
+    """`align`'s input arguments for these lines (zh -> en)."""
+    source, target = tmp_path / "s.zh", tmp_path / "t.en"
+    source.write_text("".join(line + "\n" for line in sources), encoding="utf-8")
+    target.write_text("".join(line + "\n" for line in targets), encoding="utf-8")
+    return ["--source-file", str(source), "--target-file", str(target), "--source-lang", "zh", "--target-lang", "en"]
+
+
+@pytest.mark.parametrize("where", ["folder", "under a file", "missing folder"])
+@pytest.mark.parametrize("flag", ["--out", "--json"])
+def test_align_refuses_an_output_it_cannot_write_before_any_work(tmp_path, tiny_dir, where, flag):
+    """Issue 78.6: `--out` at a folder, under a file or in a missing folder raised a traceback after every pair."""
+    (tmp_path / "plain").write_text("x", encoding="utf-8")
+    bad = {"folder": tmp_path, "under a file": tmp_path / "plain" / "a.txt",
+           "missing folder": tmp_path / "none" / "a.txt"}[where]
+    outputs = {"--out": str(tmp_path / "a.txt"), "--json": str(tmp_path / "a.json"), flag: str(bad)}
+    run = cli("align", *align_files(tmp_path, ["动物 过 马路"], ["the animal crossed"]), "--model-dir", str(tiny_dir),
+              *[v for item in outputs.items() for v in item])
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert f"cannot write {bad}" in run.stderr and not (tmp_path / "a.txt").exists()
+
+
+def test_align_reads_lines_split_at_line_feeds_only(tmp_path):
+    """Issue 78.11: str.splitlines also split at U+2028 (and U+0085, form feeds): two output lines for one line."""
+    from mha_core.cli.translation import sentence_lines
+
+    lines = tmp_path / "s.zh"
+    lines.write_bytes("动物 过\u2028马路\r\n那 只\x85 狗\x0c 走\n".encode())
+    assert sentence_lines(str(lines), "source") == ["动物 过\u2028马路", "那 只\x85 狗\x0c 走"]
+
+
+def counted_align(monkeypatch, stop_at: int | None = None) -> list:
+    """Count `align`'s pairs (the CLI imports it from translate when it runs); stop_at: interrupted there (Ctrl-C)."""
+    import mha_core.analysis.translation.translate as translate
+
+    calls, real = [], translate.align
+
+    def counting(*args, **kwargs):
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        calls.append(args[1:3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(translate, "align", counting)
+    return calls
+
+
+def test_align_checks_every_line_before_the_first_pair(gemma, tmp_path, monkeypatch):
+    """Issue 78.6: a last line too long for the model was refused after 199 pairs (28 s), and nothing written."""
+    from mha_core.analysis.translation.gold import newswire_pairs
+
+    pairs = newswire_pairs("zh")[:3]
+    args = align_files(tmp_path, [" ".join(p.source) for p in pairs] + ["动物 " * 40_000],
+                       [" ".join(p.target) for p in pairs] + ["animal"])
+    calls = counted_align(monkeypatch)
+    run = cli("align", *args, "--out", str(tmp_path / "a.txt"))
+    assert run.returncode == 2 and "line 4:" in run.stderr and "reads at most" in run.stderr, run.stderr
+    assert calls == [] and not (tmp_path / "a.txt").exists()
+
+
+def test_align_keeps_the_pairs_finished_when_interrupted(gemma, tmp_path, monkeypatch):
+    """Issue 78.6: each pair's line is written as it is aligned: Ctrl-C at the third pair keeps the first two."""
+    from mha_core.analysis.translation.gold import newswire_pairs, pharaoh
+    from mha_core.analysis.translation.translate import align
+
+    pairs = newswire_pairs("zh")[:3]
+    args = align_files(tmp_path, [" ".join(p.source) for p in pairs], [" ".join(p.target) for p in pairs])
+    counted_align(monkeypatch, stop_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        cli("align", *args, "--out", str(tmp_path / "a.txt"), "--json", str(tmp_path / "a.json"))
+    written = (tmp_path / "a.txt").read_text(encoding="utf-8").splitlines()
+    assert written == [pharaoh(align(gemma, p.source, p.target, "zh", "en").links) for p in pairs[:2]]
+    assert (tmp_path / "a.json").read_text(encoding="utf-8").count('"alignment"') == 2

@@ -18,7 +18,7 @@ from mha_core.engine.tokens import InputError
 from mha_core.engine.words import word_units
 from mha_core.teaching.examples import EXAMPLES, SPOKEN
 from tests.conftest import ROOT, open_app
-from tests.i18n_check import english_left, untranslated
+from tests.i18n_check import english_left, untranslated, uploader_texts
 
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
@@ -364,6 +364,41 @@ def test_an_upload_cap_note_is_one_whole_sentence_in_chinese(chinese, monkeypatc
     note = uploads.cap_note(30)
     assert note.startswith("只") and note.endswith("。") and not set("()（）") & set(note), note
     assert uploads.cap_note(12) == "" and progress_note(note).endswith(note)
+
+
+def test_the_uploaders_own_button_and_limit_are_chinese_on_a_chinese_page():
+    """Issue 77.8: Streamlit draws "Upload" and "20MB per file • TXT" in English on every page with a sentence box;
+    the Chinese page puts its own texts after them (CSS on the uploader's key). The checker reads them: without
+    that CSS, it reports the English."""
+    at = open_app("views/heads.py", lang="zh", model=ENCODER_NAME)
+    assert uploader_texts(at) == ["上传", "每个文件不超过 20MB • TXT"]
+    assert all(english_left(text, []) == "" for text in uploader_texts(at))
+    english = open_app("views/heads.py", model=ENCODER_NAME)
+    assert uploader_texts(english) == ["Upload", "20MB per file • TXT"]
+    assert english_left(uploader_texts(english)[1], []) == "per file"
+
+
+def test_a_model_that_cannot_read_chinese_is_told_in_chinese_with_the_sentence_s_characters(chinese):
+    """Issue 77.8: SmolLM2's refusal said "读不懂Chinese" and named 喝 and 天, the prompt example's characters."""
+    from types import SimpleNamespace
+
+    import transformers
+
+    from mha_core.analysis.translation.translate import check_reads
+    from mha_core.engine.loading.model import bundled_dirs
+
+    name = "SmolLM2-135M-Instruct"  # its tokenizer is all check_reads reads: the fast tier loads no such model
+    smol = SimpleNamespace(name=name, tokenizer=transformers.AutoTokenizer.from_pretrained(bundled_dirs()[name]))
+    with pytest.raises(InputError) as refused:
+        check_reads(smol, "那只动物没有过马路。", "zh")
+    said = refused.value.worded()
+    assert "读不懂中文" in said and english_left(said, [smol.name]) == "", said
+    named = said.split("它把 ")[1].split(" 读成")[0].split()
+    assert named and all(c in "那只动物没有过马路。" for c in named), named
+    assert named == sorted(named, key="那只动物没有过马路。".find)
+    with pytest.raises(InputError) as writing:  # no sentence (the target language): the example's characters
+        check_reads(smol, "", "zh")
+    assert all(c in EXAMPLE_PAIRS[0]["zh"] for c in writing.value.worded().split("它把 ")[1].split(" 读成")[0].split())
 
 
 # Issue 34: every string of mha_core a person reads is marked for the catalogue. What may stay unmarked, and why:

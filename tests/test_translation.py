@@ -116,6 +116,81 @@ def test_link_rules_against_naive_loops():
             assert any(abs(s - a) <= 1 and abs(t - b) <= 1 for a, b in grown if (a, b) != (s, t))
 
 
+def is_mark(word: str) -> bool:
+    return all(not c.isalnum() for c in word) or word in ("-LRB-", "-RRB-")
+
+
+def may_link(source: tuple[str, ...], target: tuple[str, ...], t: int, s: int) -> bool:
+    """The rule as the page states it: same kind, or a kind the other sentence lacks."""
+    return (is_mark(target[t]) == is_mark(source[s]) or is_mark(target[t]) not in {is_mark(w) for w in source}
+            or is_mark(source[s]) not in {is_mark(w) for w in target})
+
+
+def test_punctuation_links_only_to_punctuation_against_a_plain_loop():
+    """Issue 77.6: "，" linked to "because" and "was". A mark links only to a mark, a word only to a word, unless the
+    other sentence has none of its kind (then the heads' strongest link stands)."""
+    rng = np.random.default_rng(4)
+    vocabulary = ("动物", "，", "因为", "。", "(", "it", ".", "-LRB-", "?!", "tired")
+    for _ in range(40):
+        source = tuple(str(w) for w in rng.choice(vocabulary, rng.integers(1, 7)))
+        target = tuple(str(w) for w in rng.choice(vocabulary, rng.integers(1, 7)))
+        m = rng.random((len(target), len(source)))
+        rows = set()
+        for t in range(len(target)):
+            best = max((s for s in range(len(source)) if may_link(source, target, t, s)), key=lambda s: m[t, s])
+            rows.add((best, t))
+        allowed = alignment.same_kind(source, target)
+        assert alignment.links_of(m, "argmax", allowed) == rows
+        for rule in alignment.LINK_RULES:
+            assert all(may_link(source, target, t, s) for s, t in alignment.links_of(m, rule, allowed))
+    source, target = ("它", "，", "因为", "累"), ("it", "because", "tired", ".")  # "，" strongest for "because"
+    m = np.array([[0.6, 0.1, 0.1, 0.1], [0.1, 0.5, 0.3, 0.1], [0.1, 0.1, 0.1, 0.7], [0.1, 0.2, 0.3, 0.1]])
+    assert alignment.links_of(m, "argmax") == {(0, 0), (1, 1), (3, 2), (2, 3)}
+    assert alignment.links_of(m, "argmax", alignment.same_kind(source, target)) == {(0, 0), (2, 1), (3, 2), (1, 3)}
+    words = ("它", "因为", "累")  # no mark in the source: the full stop links where the heads say
+    assert alignment.links_of(m[:, [0, 2, 3]], "argmax", alignment.same_kind(words, target)) == {
+        (0, 0), (1, 1), (2, 2), (1, 3)}
+
+
+def test_traditional_chinese_is_split_as_its_simplified_and_simplified_writes_它():
+    """Issue 77.6: 因為 was cut into 因 and 為 (jieba's dictionary is Simplified), and the Simplified line kept 牠."""
+    from mha_core.engine.words import simplified
+
+    written = "牠不跨了路，因為牠太累了。"
+    words = split_words(written, "zh")
+    assert "".join(words) == written and "因為" in words  # the characters as written
+    assert [len(w) for w in words] == [len(w) for w in split_words(simplified(written), "zh")]
+    assert simplified(written) == "它不跨了路，因为它太累了。"
+    assert simplified("那只动物没有过马路") == "那只动物没有过马路"
+
+
+def test_words_that_share_a_piece_are_one_word():
+    """Issue 77.6: 因为 -> "it": Gemma reads 因为它 as one piece, so 因为's and 它's columns were the same and the tie
+    went to 因为. Neighbours that share a piece are one word (the text between them kept)."""
+    spans, groups = [(0, 2), (2, 3), (3, 4), (4, 5), (6, 8)], [[5], [5], [6], [6, 7], [8]]
+    assert alignment.shared_pieces("因为它太累 ab", spans, groups) == ("因为它", "太累", "ab")
+    assert alignment.shared_pieces("因为它太累", spans[:4], [[1], [2], [3], [4]]) == ("因为", "它", "太", "累")
+
+
+def test_the_pronoun_lines_say_what_is_linked_and_what_is_not():
+    """Issue 77.6: "牠… 对齐到原文的 —". Each pronoun of the translation with its links (none said as none), then
+    each pronoun of the source that no pronoun of the translation is linked to."""
+    from mha_core.analysis.translation.translate import PronounLink, Translation, pronoun_links
+    from mha_core.teaching.examples import PRONOUNS
+
+    source = ("The", "animal", "didn't", "cross", "because", "it", "was", "tired", ".")
+    target = ("牠", "不", "跨", "因為", "牠", "累", "。")
+    links = frozenset({(1, 0), (4, 3), (7, 5), (8, 6)})
+    maps = alignment.WordMaps(source, target, np.zeros((1, 1, len(target), len(source)), np.float32), "", "self")
+    result = Translation("", "".join(target), "en", "zh", source, target, links, ((0, 0),), maps.maps[0, 0], maps,
+                         True)
+    assert pronoun_links(result, PRONOUNS) == (PronounLink(False, "牠", ("animal",), False),
+                                               PronounLink(False, "牠", (), False), PronounLink(True, "it", (), False))
+    carried = Translation("", "", "en", "zh", source, target, links | {(5, 4)}, ((0, 0),), maps.maps[0, 0], maps, True)
+    assert pronoun_links(carried, PRONOUNS)[1:] == (PronounLink(False, "牠", ("it",), True),)
+    assert result.simplified_translation == "它不跨因为它累。"
+
+
 def test_aer_by_hand_and_the_pharaoh_format():
     sure, possible = read_pharaoh("0-0 1-2 2-1-P")
     assert sure == {(0, 0), (1, 2)} and possible == {(0, 0), (1, 2), (2, 1)}

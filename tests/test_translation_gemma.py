@@ -10,8 +10,11 @@ import json
 import pytest
 
 from mha_core.analysis.translation import heads
+from mha_core.analysis.translation.align import is_punctuation
 from mha_core.analysis.translation.gold import halves, newswire_pairs
 from mha_core.analysis.translation.translate import align, translate
+from mha_core.analysis.translation.words import split_words
+from mha_core.engine.words import simplified
 from tests.conftest import cli
 
 ANIMAL = "那只动物没有过马路，因为它太累了。"
@@ -26,12 +29,19 @@ def linked(result, source_word: str, target_word: str) -> bool:
 def test_gemma_translates_the_animal_sentence_and_links_the_animal_and_the_pronoun(gemma):
     result = translate(gemma, ANIMAL, "zh", "en")
     assert result.generated and "animal" in result.translation.lower()
-    assert linked(result, "动物", "animal") and linked(result, "它", "it")
+    assert linked(result, "动物", "animal")
+    it = [w.lower() for w in result.target_words].index("it")  # Gemma reads 因为它 as one piece: one word here
+    assert [result.source_words[s] for s in result.aligned_to(it)] == ["因为它"]
     assert result.heads == heads.shipped_choice(gemma, "zh-en").heads
     back = translate(gemma, "The animal didn't cross the street because it was too tired.", "en", "zh")
     assert sum("\u4e00" <= c <= "\u9fff" for c in back.translation) >= 8  # written in Chinese characters
     animal = back.source_words.index("animal")
     assert any(s == animal for s, _ in back.links)  # the animal has its word in the Chinese
+    for both in (result, back):  # issue 77.6: "，" linked to "because" and "was"; 因為 cut into 因 and 為
+        assert all(is_punctuation(both.source_words[s]) == is_punctuation(both.target_words[t]) for s, t in both.links)
+    assert [len(w) for w in back.target_words] == [len(w) for w in split_words(back.simplified_translation, "zh")]
+    written = back.simplified_translation  # 牠 -> 它, and nothing left for OpenCC to change
+    assert "牠" not in written and simplified(written) == written
 
 
 @pytest.mark.long

@@ -30,6 +30,7 @@ from views._state import (
     narrow_screen,
 )
 from views._text import literal
+from views._uploads import uploader_words
 from views._visit import choose, visit, widget
 
 
@@ -168,6 +169,8 @@ def sentence_box() -> str:
     examples.selectbox(tr("Examples"), [e.text for e in offered], index=None, key="example",
                        on_change=_pick_example, placeholder=tr("Pick an example sentence"))
     text = widget(box.text_area, "text", offered[0].text, tr("Sentence"), height=90)
+    with examples:
+        uploader_words("text_file", ["txt"])
     examples.file_uploader(tr("Or a .txt file"), type=["txt"], key="text_file", on_change=_load_text_file,
                            help=tr("UTF-8 text, at most {max_input_chars:,} characters; long texts are read up to "
                                    "the model's own limit on the Heads page.", max_input_chars=MAX_INPUT_CHARS))

@@ -9,12 +9,12 @@ corpus. Uploads are capped: at most UPLOAD_MAX_SENTENCES sentences or examples a
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import streamlit as st
 
-from mha_core import LoadedModel
+from mha_core import LoadedModel, i18n
 from mha_core.analysis.coref.gap import CorefResult
 from mha_core.analysis.corpus.readers import CorpusFormatError, ParsedSentence, decode_text, read_gap
 from mha_core.i18n import N_, tr, worded
@@ -28,6 +28,27 @@ UPLOAD_MAX_SENTENCES = 5_000  # sentences (CoNLL-U) or examples (GAP) analysed p
 SHARED_GAP = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
 
 
+def css_string(text: str) -> str:
+    """`text` as a CSS string literal (its characters as they are: CSS reads no JSON \\u escapes)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("<", "\\3c ") + '"'
+
+
+def uploader_words(key: str, types: Sequence[str]) -> None:
+    """Streamlit's uploader writes its button ("Upload") and its limit ("20MB per file • TXT") in English whatever
+    the page's language, and has no setting for them: on a page in another language, CSS scoped to this uploader's
+    key (its element's class st-key-KEY) shows the same texts in that language instead."""
+    if i18n.current() == "en":
+        return
+    limit = tr("{size}MB per file • {types}", size=st.get_option("server.maxUploadSize"),
+               types=", ".join(t.upper() for t in types))
+    button, zone = css_string(tr("Upload")), f".st-key-{key} [data-testid='stFileUploaderDropzone']"
+    st.html(f"<style>{zone} button [data-testid='stMarkdownContainer'] p{{font-size:0}}"
+            f"{zone} button [data-testid='stMarkdownContainer'] p::after{{content:{button};"
+            f"font-size:0.875rem}}{zone} [data-testid='stFileUploaderDropzoneInstructions'] span{{font-size:0}}"
+            f"{zone} [data-testid='stFileUploaderDropzoneInstructions'] span::after{{content:{css_string(limit)};"
+            "font-size:0.875rem}</style>")
+
+
 def parsed_corpus() -> list[ParsedSentence] | None:
     """The bundled corpus parsed by spaCy (once per server, with a progress bar)."""
     return queued(computed_corpus.parsed_corpus_of)
@@ -36,6 +57,7 @@ def parsed_corpus() -> list[ParsedSentence] | None:
 def uploaded_text(label: str, types: list[str], key: str) -> tuple[str, str, str] | None:
     """A file uploader; (cache key from the content, file name, text) once a file of UTF-8 text is given (with
     or without a byte-order mark); another encoding is an error naming the file, and None."""
+    uploader_words(key, types)
     upload = st.file_uploader(
         tr(label),
         type=types,
@@ -153,6 +175,7 @@ def media_bytes(upload: tuple[str, list[str], str] | None, capture: tuple[Callab
     st.camera_input, its label, key, and what to say while nothing is recorded: a refused device among the causes)."""
     if upload is not None:
         label, types, key = upload
+        uploader_words(key, types)
         file = st.file_uploader(label, type=types, key=key)
         return None if file is None else file.getvalue()
     draw, label, key, missing = capture

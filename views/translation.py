@@ -7,8 +7,7 @@ import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.analysis.lm.head import predicts_next
-from mha_core.analysis.seq2seq.transcribe import simplified
-from mha_core.analysis.translation.translate import Translation
+from mha_core.analysis.translation.translate import Translation, pronoun_links
 from mha_core.analysis.translation.words import LANGUAGES
 from mha_core.figures import translation as figures
 from mha_core.i18n import N_, tr
@@ -38,14 +37,23 @@ def not_a_translator(model: LoadedModel) -> None:
     stop()
 
 
+PRONOUN_LINES = {  # (the source's pronoun, linked, linked to a pronoun: never a source's, pronoun_links) -> line
+    (False, True, True): N_("**{word}** in the translation aligns to **{linked}** in the source: the pronoun carried "
+                            "across languages (on the Coreference page, a head links it to the animal)."),
+    (False, True, False): N_("**{word}** in the translation aligns to **{linked}** in the source."),
+    (False, False, False): N_("**{word}** in the translation aligns to no word of the source: no link of this rule "
+                              "reaches it."),
+    (True, True, False): N_("**{word}** in the source aligns to **{linked}** in the translation."),
+    (True, False, False): N_("**{word}** in the source aligns to no word of the translation: no link of this rule "
+                             "starts from it."),
+}
+
+
 def pronoun_note(result: Translation) -> None:
-    """The cross-lingual side of the coreference story: what the source's pronoun and the translation's align to."""
-    for t, word in enumerate(result.target_words):
-        if word.lower() in PRONOUNS[result.target_language]:
-            linked = [result.source_words[s] for s in result.aligned_to(t)]
-            st.markdown(tr("**{word}** in the translation aligns to **{linked}** in the source: the pronoun carried "
-                           "across languages (on the Coreference page, a head links it to the animal).",
-                           word=literal(word), linked=literal(" ".join(linked) or "—")))
+    """The cross-lingual side of the coreference story: what each pronoun is linked to, or that nothing is."""
+    for found in pronoun_links(result, PRONOUNS):
+        line = PRONOUN_LINES[found.in_source, bool(found.linked), found.to_pronoun]
+        st.markdown(tr(line, word=literal(found.word), linked=literal(" ".join(found.linked))))
 
 
 def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside: bool = False) -> None:
@@ -57,7 +65,9 @@ def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside:
         chart(("t_matrix", *key), lambda: figures.alignment_matrix_figure(result), width="stretch")
     st.caption(tr("Each row is a word of the translation, each column a word of the source; the colour is how much "
                   "the chosen heads (their mean) attend from the translation word back to the source word, read "
-                  "from the model's self-attention over the whole prompt. Rule: {rule}.", rule=tr(RULES[result.rule])))
+                  "from the model's self-attention over the whole prompt. Rule: {rule}.", rule=tr(RULES[result.rule]))
+               + " " + tr("A punctuation mark links only to a punctuation mark and a word only to a word, unless the "
+                          "other sentence has none of its kind."))
     if result.scaling == "columns":
         st.caption(tr("Relative weight: each source word's column is divided by its mean over the translation's words, "
                       "so that a word every translation word attends to (a sink, such as the final full stop) does not "
@@ -112,9 +122,9 @@ def translation_page(model: LoadedModel) -> None:
     written = tr("**{name} writes:** {text}", name=model.name, text=literal(result.translation)) if result.generated \
         else tr("**Aligned:** {text}", text=literal(result.translation))
     st.markdown(written)
-    if result.target_language == "zh" and simplified(result.translation) != result.translation:
+    if result.simplified_translation != result.translation:
         st.caption(tr("The model wrote Traditional characters; in Simplified characters (OpenCC): {text}",
-                      text=literal(simplified(result.translation))))
+                      text=literal(result.simplified_translation)))
     key = (str(model.model_dir), source, result.translation, direction)
     alignment_views(model, result, key)
     heads_view(model, source_language, target_language)

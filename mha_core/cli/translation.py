@@ -5,7 +5,11 @@ pair ("i-j": source word i, target word j, 0-based, as fast_align and awesome-al
 from __future__ import annotations
 
 import argparse
+import os
+from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from mha_core.cli.common import CliError, add_model_arguments, load_chosen_model, progress_bar, write_json
 
@@ -21,42 +25,92 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def sentence_lines(path: str, what: str) -> list[str]:
+    """The file's lines, split at line feeds only ("\\r\\n" too): a U+2028 or a form feed inside a sentence stays in
+    it, so line i is the source's line i as an editor numbers them."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        with Path(path).open(encoding="utf-8", newline="") as file:  # line ends as written, "\r\n" cut below
+            text = file.read()
     except (OSError, UnicodeDecodeError) as err:
         raise CliError(f"{path}: cannot read the {what} file as UTF-8 text ({err.__class__.__name__})") from None
+    lines = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
     empty = [i + 1 for i, line in enumerate(lines) if not line.strip()]
     if empty:
         raise CliError(f"{path}: line {empty[0]} is empty: one sentence per line, words separated by spaces")
     return lines
 
 
-def cmd_align(args: argparse.Namespace) -> None:
+def check_writable(path: str | None) -> None:
+    """Refuse an output path that cannot be written, before any work: a folder, a path under a file, a missing
+    folder, a folder without write permission."""
+    if path is None or path == "-":
+        return
+    out = Path(path)
+    if out.is_dir():
+        raise CliError(f"cannot write {path}: it is a folder")
+    parent = out.parent
+    if not parent.is_dir():
+        raise CliError(f"cannot write {path}: {parent} is not a folder" if parent.exists()
+                       else f"cannot write {path}: the folder {parent} does not exist")
+    if not os.access(out if out.exists() else parent, os.W_OK):
+        raise CliError(f"cannot write {path}: permission denied")
+
+
+def checked_pairs(model: object, sources: list[str], targets: list[str], args: argparse.Namespace
+                  ) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Every pair's words, each line checked as `align` would refuse it, before the first is aligned."""
+    from mha_core.analysis.translation.translate import alignable
+
+    pairs = []
+    for i, (source, target) in enumerate(zip(sources, targets, strict=True)):
+        try:
+            read = alignable(model, source.split(), target.split(), args.source_lang, args.target_lang)
+            pairs.append((read.source_words, read.target_words))  # the words only: 10,000 pairs kept small
+        except ValueError as err:
+            raise CliError(f"line {i + 1}: {err}") from None
+    return pairs
+
+
+def aligned_pairs(model: object, pairs: list, args: argparse.Namespace, out: TextIO) -> Iterator[dict]:
+    """Align pair after pair, each Pharaoh line written (and flushed) as it is made: an interruption keeps the
+    pairs finished; yields each pair's JSON."""
     from mha_core.analysis.translation.gold import pharaoh
-    from mha_core.analysis.translation.prompt import check_pair
     from mha_core.analysis.translation.translate import align
+
+    bar, update = progress_bar("pairs aligned")
+    try:
+        for i, (source, target) in enumerate(pairs):
+            result = align(model, source, target, args.source_lang, args.target_lang)
+            out.write(pharaoh(result.links) + "\n")
+            out.flush()
+            update(i + 1, len(pairs))
+            yield result.as_json(model.name)
+    finally:
+        bar.close()
+
+
+def cmd_align(args: argparse.Namespace) -> None:
+    from mha_core.analysis.translation.heads import head_choice
+    from mha_core.analysis.translation.prompt import check_pair
 
     check_pair(args.source_lang, args.target_lang)
     sources, targets = sentence_lines(args.source_file, "source"), sentence_lines(args.target_file, "target")
     if len(sources) != len(targets):
         raise CliError(f"{args.source_file} has {len(sources)} lines and {args.target_file} {len(targets)}: "
                        "give one target line per source line")
+    check_writable(args.out)
+    check_writable(args.json)
     model = load_chosen_model(args)
-    bar, update = progress_bar("pairs aligned")
-    results = []
+    pairs = checked_pairs(model, sources, targets, args)
+    heads = head_choice(model, args.source_lang, args.target_lang).heads if pairs else ()
     try:
-        for i, (source, target) in enumerate(zip(sources, targets, strict=True)):
-            try:
-                results.append(align(model, source.split(), target.split(), args.source_lang, args.target_lang))
-            except ValueError as err:
-                raise CliError(f"line {i + 1}: {err}") from None
-            update(i + 1, len(sources))
-    finally:
-        bar.close()
-    Path(args.out).write_text("".join(pharaoh(r.links) + "\n" for r in results), encoding="utf-8")
-    if args.json:
-        write_json({"model": model.name, "heads": [list(h) for h in results[0].heads] if results else [],
-                    "pairs": [r.as_json(model.name) for r in results]}, args.json)
+        with Path(args.out).open("w", encoding="utf-8") as out:
+            written = aligned_pairs(model, pairs, args, out)
+            if args.json:
+                write_json({"model": model.name, "heads": [list(h) for h in heads], "pairs": written}, args.json)
+            else:
+                deque(written, maxlen=0)
+    except OSError as err:
+        raise CliError(f"cannot write {args.out}: {err.strerror}") from None
 
 
 def add_translation_parsers(sub: argparse._SubParsersAction) -> None:

@@ -37,15 +37,35 @@ def piece_units(tokens: Sequence[str], word_ids: Sequence[int | None]) -> Units:
     )
 
 
+SIMPLIFIED_PRONOUNS = str.maketrans({"牠": "它"})  # OpenCC's t2s keeps 牠; Simplified Chinese writes 它 for an animal
+
+
+@functools.cache
+def simplifier() -> object:
+    """OpenCC's Traditional → Simplified converter (its t2s dictionaries, phrases before characters)."""
+    import opencc
+
+    return opencc.OpenCC("t2s")
+
+
+def simplified(text: str) -> str:
+    """Chinese text in Simplified characters (OpenCC's t2s, and 牠 → 它, which t2s keeps)."""
+    return simplifier().convert(text).translate(SIMPLIFIED_PRONOUNS)
+
+
 @functools.lru_cache(maxsize=256)
 def segmented_words(text: str) -> tuple[int, ...]:
     """The word of each character of `text` (an index), as jieba's Chinese segmenter splits it: text without spaces
-    between words has no other word boundaries. Loaded only for such text (jieba's dictionary takes a second)."""
+    between words has no other word boundaries. Traditional characters are segmented as their Simplified ones
+    (jieba's dictionary is Simplified: 因為 is one word as 因为 is), the characters themselves kept. Loaded only for
+    such text (jieba's dictionary takes a second)."""
     import jieba
 
     jieba.setLogLevel(60)  # no "Building prefix dict" lines on stderr
+    converted = simplified(text)
+    read = converted if len(converted) == len(text) else text  # character for character, or as written
     word_of = []
-    for w, word in enumerate(jieba.cut(text, HMM=False)):
+    for w, word in enumerate(jieba.cut(read, HMM=False)):
         word_of.extend([w] * len(word))
     return tuple(word_of)
 

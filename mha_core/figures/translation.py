@@ -22,7 +22,7 @@ def alignment_matrix_figure(translation: Translation, matrix: np.ndarray | None 
     """(T,S) target words (rows) over source words (columns), the links ringed: the translation's, or for another
     `matrix` (one head's) the links the same rule reads from it."""
     z = translation.matrix if matrix is None else matrix
-    links = translation.links if matrix is None else links_of(matrix, translation.rule)
+    links = translation.links if matrix is None else links_of(matrix, translation.rule, translation.maps.allowed())
     rows, columns = indexed_labels(translation.target_words), indexed_labels(translation.source_words)
     scale = tr("weight") if translation.scaling == "plain" else tr("relative weight")
     heat = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": columns, "y": rows,

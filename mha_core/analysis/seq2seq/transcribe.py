@@ -7,7 +7,6 @@ Shapes: L decoder layers, H heads, P prompt pieces, T written pieces, S encoder 
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, replace
 
@@ -44,25 +43,12 @@ from mha_core.engine.seq2seq.forward import (
 )
 from mha_core.engine.seq2seq.frames import clip_positions, frames_batch
 from mha_core.engine.tokens import InputError
+from mha_core.engine.words import simplified
 from mha_core.i18n import N_
 
 UNSPACED = ("zh", "ja", "th", "lo", "my", "yue")  # written without spaces: every character a word
 SIMPLIFIED = ("zh",)  # shown in Simplified characters (Cantonese, yue, keeps Traditional ones)
 MAX_WRITTEN = 224
-
-
-@functools.cache
-def simplifier() -> object:
-    """OpenCC's Traditional → Simplified converter (its t2s dictionaries, phrases before characters)."""
-    import opencc
-
-    return opencc.OpenCC("t2s")
-
-
-def simplified(text: str) -> str:
-    """Chinese text in Simplified characters: Whisper writes Mandarin in Traditional characters as often as not (its
-    training transcripts mix both), on an interface and in lessons written in Simplified."""
-    return simplifier().convert(text)
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,17 @@ Word level (Clark et al.'s pooling): a target word's row is the mean of its rows
 over its pieces. The rows are, by default, those of the pieces *before* each target piece: the row that predicted
 the piece (ROWS: "previous"; "self", the piece's own row, is measured too: bench_translate.py).
 Links: each target word to its strongest source word (argmax) under the mean of the chosen heads' maps; LINK_RULES
-lists the others measured, SCALINGS a column normalisation against attention sinks.
+lists the others measured, SCALINGS a column normalisation against attention sinks. Kinds (same_kind): a punctuation
+mark links only to a punctuation mark and a word only to a word, unless the other sentence has none of its kind (a
+translation's full stop after a source without one): then the heads' strongest link stands. On the hand alignments
+a mark's sure links are marks (benchmarks/bench_translate.py measures the AER with and without the rule).
 
 Shapes: L layers, H heads, P pieces of the prompt, S source words, T target words.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,12 +23,12 @@ import numpy as np
 import torch
 
 from mha_core.analysis.translation.gold import Links
-from mha_core.analysis.translation.prompt import prompt_for
-from mha_core.analysis.translation.words import split_words
+from mha_core.analysis.translation.prompt import Prompted, prompt_for
+from mha_core.analysis.translation.words import BRACKETS, split_words
 from mha_core.engine.cache import maps_after_start
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.engine.tokens import InputError, tokenize
+from mha_core.engine.tokens import InputError, TokenBatch, tokenize
 from mha_core.messages import N_
 
 ROWS = ("previous", "self")
@@ -55,6 +59,24 @@ class WordMaps(Drawable):
             return self
         columns = self.maps / (self.maps.mean(axis=2, keepdims=True) + 1e-9)  # (L,H,T,S)
         return WordMaps(self.source_words, self.target_words, columns.astype(np.float32), self.prompt, self.rows)
+
+    def allowed(self) -> np.ndarray:
+        """(T,S) where a link may be: same_kind."""
+        return same_kind(self.source_words, self.target_words)
+
+
+def is_punctuation(word: str) -> bool:
+    """A word made of punctuation marks only (，。. " ( and the treebank's -LRB-)."""
+    return word in BRACKETS or all(unicodedata.category(char).startswith("P") for char in word)
+
+
+def same_kind(source_words: Sequence[str], target_words: Sequence[str]) -> np.ndarray:
+    """(T,S) bool: True where a target word may link to a source word: both punctuation or both words; a word whose
+    kind the other sentence lacks may link anywhere (the heads say where)."""
+    source = np.array([is_punctuation(w) for w in source_words])
+    target = np.array([is_punctuation(w) for w in target_words])
+    same = target[:, None] == source[None, :]
+    return same | ~same.any(axis=1, keepdims=True) | ~same.any(axis=0, keepdims=True)
 
 
 def piece_groups(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> list[list[int]]:
@@ -87,17 +109,28 @@ def word_maps(model: LoadedModel, source: str | Sequence[str], target: str | Seq
     return both_rows(model, source, target, source_language, target_language)[rows]
 
 
-@torch.inference_mode()
-def both_rows(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
-              target_language: str) -> dict[str, WordMaps]:
-    """word_maps for each way of reading a target word's rows (ROWS), from one forward (the example pairs every
-    prompt in this direction starts with run once: maps_after_start)."""
+@dataclass(frozen=True)
+class ReadPair:
+    """A pair as the model reads it in the prompt: its words, the prompt's pieces and each word's pieces."""
+
+    source_words: tuple[str, ...]  # S
+    target_words: tuple[str, ...]  # T
+    prompted: Prompted
+    batch: TokenBatch
+    source_groups: list[list[int]]  # S piece groups
+    target_groups: list[list[int]]  # T piece groups
+
+
+def read_pair(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
+              target_language: str) -> ReadPair:
+    """The pair in the prompt, tokenized, refused (before any forward) where the prompt is too long for the model or
+    a word has no piece. A sentence given as text has its neighbouring words that share a piece made one word
+    (shared_pieces: Gemma reads 因为它 as one piece, so no head can tell 因为 from 它); given words stay as given."""
     source_words = tuple(source) if not isinstance(source, str) else split_words(source, source_language)
     target_words = tuple(target) if not isinstance(target, str) else split_words(target, target_language)
     prompted = prompt_for(source_words, source_language, target_language, target_words)
     batch = tokenize(model.tokenizer, prompted.text, model.max_length, bos=model.bos_id)
-    n = len(batch.tokens[0])
-    if batch.n_tokens[0] > n:
+    if batch.n_tokens[0] > len(batch.tokens[0]):
         raise InputError("translation_too_long", N_("The prompt with this pair has {n:,} pieces; {model} reads at "
                                                     "most {max_length:,}."), n=batch.n_tokens[0], model=model.name,
                          max_length=model.max_length)
@@ -105,15 +138,42 @@ def both_rows(model: LoadedModel, source: str | Sequence[str], target: str | Seq
                                     for spans in (prompted.source_spans, prompted.target_spans))
     check_read(source_groups, source_words)
     check_read(target_groups, target_words)
-    first_row = min(p for group in target_groups for p in group) - max(ROW_SHIFTS)  # the first row read below
-    start, maps = maps_after_start(model, batch, prompted.text[:prompted.examples_end], first_row)  # (L,H,P-k,P)
-    column_of = torch.from_numpy(member(source_groups, n, mean=False)).T  # (P,S)
+    merged_source = shared_pieces(prompted.text, prompted.source_spans, source_groups)
+    merged_target = shared_pieces(prompted.text, prompted.target_spans, target_groups)
+    if (isinstance(source, str) and len(merged_source) < len(source_words)) or (
+            isinstance(target, str) and len(merged_target) < len(target_words)):
+        return read_pair(model, merged_source if isinstance(source, str) else source_words,
+                         merged_target if isinstance(target, str) else target_words, source_language, target_language)
+    return ReadPair(source_words, target_words, prompted, batch, source_groups, target_groups)
+
+
+def shared_pieces(text: str, spans: Sequence[tuple[int, int]], groups: Sequence[Sequence[int]]) -> tuple[str, ...]:
+    """The words at `spans` of `text`, neighbours that share a piece made one (the text between them kept)."""
+    merged: list[tuple[int, int, set[int]]] = []
+    for (start, end), group in zip(spans, groups, strict=True):
+        if merged and merged[-1][2] & set(group):
+            merged[-1] = (merged[-1][0], end, merged[-1][2] | set(group))
+        else:
+            merged.append((start, end, set(group)))
+    return tuple(text[start:end] for start, end, _ in merged)
+
+
+@torch.inference_mode()
+def both_rows(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
+              target_language: str) -> dict[str, WordMaps]:
+    """word_maps for each way of reading a target word's rows (ROWS), from one forward (the example pairs every
+    prompt in this direction starts with run once: maps_after_start)."""
+    read = read_pair(model, source, target, source_language, target_language)
+    n, prompted = len(read.batch.tokens[0]), read.prompted
+    first_row = min(p for group in read.target_groups for p in group) - max(ROW_SHIFTS)  # the first row read below
+    start, maps = maps_after_start(model, read.batch, prompted.text[:prompted.examples_end], first_row)  # (L,H,P-k,P)
+    column_of = torch.from_numpy(member(read.source_groups, n, mean=False)).T  # (P,S)
     to_source = torch.matmul(maps, column_of)  # (L,H,P-k,S): each piece's attention to each source word
     pooled = {}
     for rows, shift in zip(ROWS, ROW_SHIFTS, strict=True):
-        row_of = member([[p - shift - start for p in group] for group in target_groups], n - start, mean=True)
+        row_of = member([[p - shift - start for p in group] for group in read.target_groups], n - start, mean=True)
         words = torch.matmul(torch.from_numpy(row_of), to_source).numpy()  # (T,P-k) @ (L,H,P-k,S) -> (L,H,T,S)
-        pooled[rows] = WordMaps(source_words, target_words, words, prompted.text, rows)
+        pooled[rows] = WordMaps(read.source_words, read.target_words, words, prompted.text, rows)
     return pooled
 
 
@@ -143,7 +203,10 @@ def grown(matrix: np.ndarray) -> Links:
     return frozenset(links)
 
 
-def links_of(matrix: np.ndarray, rule: str = "argmax") -> Links:
+def links_of(matrix: np.ndarray, rule: str = "argmax", allowed: np.ndarray | None = None) -> Links:
+    """The links `rule` reads from a (T,S) map, only where `allowed` (same_kind) is True when it is given."""
+    if allowed is not None:
+        matrix = np.where(allowed, matrix, -np.inf)
     if rule == "intersect":
         return argmax_links(matrix) & column_links(matrix)
     if rule == "grow":

@@ -69,13 +69,15 @@ def pair_maps(model: LoadedModel, pairs: Sequence[AlignedPair], source_language:
 def head_aers(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], rule: str = "argmax") -> np.ndarray:
     """(L,H) each head's AER over the pairs."""
     n_layers, n_heads = maps[0].maps.shape[:2]
-    return np.array([[aer([links_of(m.maps[layer, head], rule) for m in maps], pairs) for head in range(n_heads)]
-                     for layer in range(n_layers)])
+    allowed = [m.allowed() for m in maps]
+    links = lambda layer, head: [links_of(m.maps[layer, head], rule, a)  # noqa: E731
+                                 for m, a in zip(maps, allowed, strict=True)]
+    return np.array([[aer(links(layer, head), pairs) for head in range(n_heads)] for layer in range(n_layers)])
 
 
 def combined_aer(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], heads: Sequence[tuple[int, int]],
                  rule: str = "argmax") -> float:
-    return aer([links_of(m.combined(heads), rule) for m in maps], pairs)
+    return aer([links_of(m.combined(heads), rule, m.allowed()) for m in maps], pairs)
 
 
 def diagonal_aer(pairs: Sequence[AlignedPair]) -> float:

@@ -6,7 +6,7 @@ Shapes: S source words, T target words.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +14,7 @@ import torch
 
 from mha_core.analysis.lm.generate import generate
 from mha_core.analysis.lm.head import check_next_piece_head
-from mha_core.analysis.translation.align import WordMaps, links_of, word_maps
+from mha_core.analysis.translation.align import ReadPair, WordMaps, links_of, read_pair, word_maps
 from mha_core.analysis.translation.gold import Links, pharaoh
 from mha_core.analysis.translation.heads import Progress, head_choice
 from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS, check_pair, prompt_for
@@ -23,7 +23,8 @@ from mha_core.engine.drawable import Drawable
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.pieces import fragmented_chars, unknown_spans
 from mha_core.engine.tokens import InputError, is_wide
-from mha_core.messages import N_
+from mha_core.engine.words import simplified
+from mha_core.messages import N_, Worded
 
 MAX_NEW = 64  # pieces a translation may take (generate.MAX_NEW)
 
@@ -48,8 +49,16 @@ class Translation(Drawable):
     def prompt(self) -> str:
         return self.maps.prompt
 
+    @property
+    def simplified_translation(self) -> str:
+        """A Chinese translation in Simplified characters (the model may write Traditional ones: 牠 → 它, 為 → 为)."""
+        return simplified(self.translation) if self.target_language == "zh" else self.translation
+
     def aligned_to(self, target_word: int) -> list[int]:
         return sorted(s for s, t in self.links if t == target_word)
+
+    def aligned_from(self, source_word: int) -> list[int]:
+        return sorted(t for s, t in self.links if s == source_word)
 
     def as_json(self, model_name: str) -> dict:
         return {"model": model_name, "source": self.source, "translation": self.translation,
@@ -59,22 +68,53 @@ class Translation(Drawable):
                 "prompt": self.prompt, "generated": self.generated, "rule": self.rule}
 
 
+@dataclass(frozen=True)
+class PronounLink:
+    """A pronoun of one sentence and the words of the other it is linked to (none: nothing links it)."""
+
+    in_source: bool  # the pronoun is the source's (else the translation's)
+    word: str
+    linked: tuple[str, ...]  # the other sentence's words, in order
+    to_pronoun: bool  # one of them is a pronoun: the pronoun carried across languages
+
+
+def pronoun_links(result: Translation, pronouns: Mapping[str, Collection[str]]) -> tuple[PronounLink, ...]:
+    """The translation's pronouns and what each is linked to, then the source's pronouns that no pronoun of the
+    translation is linked to (an "it" left without a link is said, not hidden)."""
+    is_pronoun = lambda word, language: word.lower() in pronouns[language]  # noqa: E731
+    found, covered = [], set()
+    for t, word in enumerate(result.target_words):
+        if is_pronoun(word, result.target_language):
+            sources = result.aligned_to(t)
+            covered.update(sources)
+            linked = tuple(result.source_words[s] for s in sources)
+            found.append(PronounLink(False, word, linked, any(is_pronoun(w, result.source_language) for w in linked)))
+    for s, word in enumerate(result.source_words):
+        if is_pronoun(word, result.source_language) and s not in covered:
+            linked = tuple(result.target_words[t] for t in result.aligned_from(s))
+            found.append(PronounLink(True, word, linked, any(is_pronoun(w, result.target_language) for w in linked)))
+    return tuple(found)
+
+
 def check_reads(model: LoadedModel, text: str, language: str) -> None:
     """Refuse a language the model reads only as bytes or unknown pieces (SmolLM2's Chinese, a BERT vocabulary's),
     naming them: `text`, and the prompt's own example in that language (a model that cannot write it cannot
-    translate into it)."""
+    translate into it). The characters named are the sentence's own, in its order (the example's only when the
+    sentence has none of them)."""
     if language != "zh":
         return
-    text = text + EXAMPLE_PAIRS[0][language]
-    encoded = model.tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    read = text + EXAMPLE_PAIRS[0][language]
+    encoded = model.tokenizer(read, return_offsets_mapping=True, add_special_tokens=False)
     offsets = encoded["offset_mapping"]
-    unknown = unknown_spans(text, [i == model.tokenizer.unk_token_id for i in encoded["input_ids"]], offsets)
-    split = sorted(fragmented_chars(text, offsets))
-    wide = {c for c in text if is_wide(c)}
+    unknown = unknown_spans(read, [i == model.tokenizer.unk_token_id for i in encoded["input_ids"]], offsets)
+    split = sorted(fragmented_chars(read, offsets))
+    wide = {c for c in read if is_wide(c)}
     if unknown or len(split) > len(wide) / 2:
+        found = list(dict.fromkeys(unknown or split))
+        named = sorted((f for f in found if f in text), key=text.find) or sorted(found, key=read.find)
         raise InputError("language_not_read", N_("{model} does not read {language}: it reads {chars} as unknown or "
                                                  "byte pieces; choose a model that reads it (Gemma 3)."),
-                         model=model.name, language=LANGUAGES[language], chars=" ".join((unknown or split)[:6]))
+                         model=model.name, language=Worded(LANGUAGES[language]), chars=" ".join(named[:6]))
 
 
 def aligned(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
@@ -82,9 +122,10 @@ def aligned(model: LoadedModel, source: str | Sequence[str], target: str | Seque
     choice = head_choice(model, source_language, target_language, progress)
     maps = word_maps(model, source, target, source_language, target_language, choice.rows).scaled(choice.scaling)
     matrix = maps.combined(choice.heads)
+    links = links_of(matrix, choice.rule, maps.allowed())
     text = lambda x, language: x if isinstance(x, str) else ("" if language == "zh" else " ").join(x)  # noqa: E731
     return Translation(text(source, source_language), text(target, target_language), source_language,
-                       target_language, maps.source_words, maps.target_words, links_of(matrix, choice.rule),
+                       target_language, maps.source_words, maps.target_words, links,
                        choice.heads, matrix, maps, generated, choice.rule, choice.scaling)
 
 
@@ -105,7 +146,18 @@ def translate(model: LoadedModel, text: str, source_language: str = "zh", target
     if not translation:
         raise InputError("no_translation_written", N_("{model} wrote no translation of this sentence."),
                          model=model.name)
-    return aligned(model, source_words, translation, source_language, target_language, True, progress)
+    return aligned(model, text, translation, source_language, target_language, True, progress)
+
+
+def alignable(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str = "zh",
+              target_language: str = "en") -> ReadPair:
+    """The pair as the model reads it, after every refusal `align` makes, without its forward (the CLI checks a file's
+    every pair before it aligns the first)."""
+    check_next_piece_head(model)
+    check_pair(source_language, target_language)
+    for x, language in ((source, source_language), (target, target_language)):
+        check_reads(model, "".join(split_words(x, language) if isinstance(x, str) else x), language)
+    return read_pair(model, source, target, source_language, target_language)
 
 
 @torch.inference_mode()
@@ -113,10 +165,5 @@ def align(model: LoadedModel, source: str | Sequence[str], target: str | Sequenc
           target_language: str = "en", progress: Progress | None = None) -> Translation:
     """Forced alignment: `target` (a translation someone gives) read as the model's continuation of the prompt, and
     its words linked to the source's. A sentence is a text or its words (a list, or words split by spaces)."""
-    check_next_piece_head(model)
-    check_pair(source_language, target_language)
-    source, target = (tuple(split_words(x, language)) if isinstance(x, str) else tuple(x)
-                      for x, language in ((source, source_language), (target, target_language)))
-    for words, language in ((source, source_language), (target, target_language)):
-        check_reads(model, "".join(words), language)
+    alignable(model, source, target, source_language, target_language)
     return aligned(model, source, target, source_language, target_language, False, progress)
