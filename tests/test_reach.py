@@ -48,6 +48,8 @@ CASES = [  # (what the page knows, this machine's network address) -> (the link'
     pytest.param(Request({"host": "LOCALHOST"}, "http://localhost/app/", None, 80), NET, f"http://{NET}/app",
                  None, id="headers in any case, the default port left out, the app's path kept"),
     pytest.param(Request({}, None, None, 8501), NET, f"http://{NET}:8501", None, id="nothing known: the server's port"),
+    pytest.param(Request({"Host": "127.0.0.1:8501"}, "http://127.0.0.1:8501/school/lesson/", None, 8501), NET,
+                 f"http://{NET}:8501/school", None, id="the lesson page's address: the app's path, the page's dropped"),
 ]
 
 

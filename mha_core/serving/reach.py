@@ -30,8 +30,9 @@ NO_NETWORK = N_("This computer has no network address phones could reach: connec
 
 @dataclass(frozen=True)
 class Request:
-    """What the page knows of its request and its server: the request's headers, the app's address in the browser
-    (st.context.url: scheme, host, port, the app's path), the server's listen address and port, the setting."""
+    """What the page knows of its request and its server: the request's headers, the page's address in the browser
+    (st.context.url: scheme, host, port, the app's path and the page's), the server's listen address and port, the
+    setting."""
 
     headers: Mapping[str, str]
     app_url: str | None
@@ -95,7 +96,7 @@ def students_address(request: Request, network_ip: str | None) -> StudentsAddres
     app = urlsplit(request.app_url or "")
     scheme = header(request.headers, "X-Forwarded-Proto") or app.scheme or "http"
     host = header(request.headers, "X-Forwarded-Host") or header(request.headers, "Host") or app.netloc
-    path = app.path.rstrip("/")
+    path = app.path.rstrip("/").removesuffix(f"/{LESSON_PATH}")  # the app's own path: the lesson page's address
     name, port = host_and_port(host)
     if name and not is_loopback(name):
         return StudentsAddress(f"{scheme}://{host}{path}", None)
