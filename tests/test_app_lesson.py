@@ -150,3 +150,34 @@ def test_a_student_switches_their_own_language_and_stays_in_the_class():
     assert phone.title[0].value == f"1. {zh(STEPS[0].title)}"  # the class's step, in Chinese
     assert phone.query_params["lang"] in ("zh", ["zh"]) and phone.query_params["class"] in (code, [code])
     assert "End the class" not in labels(phone) and any(code in c.value for c in phone.caption)
+
+
+@pytest.mark.slow
+def test_the_students_link_is_the_network_s_and_a_loopback_only_server_is_said(monkeypatch):
+    from streamlit import config, net_util
+
+    monkeypatch.setattr(net_util, "get_internal_ip", lambda: "192.0.2.7")  # this machine on its network
+    listening = config.get_option("server.address")
+    config.set_option("server.address", "127.0.0.1")  # as `streamlit run --server.address 127.0.0.1` sets it
+    try:
+        loopback_only_server(monkeypatch)
+    finally:
+        config.set_option("server.address", listening)
+
+
+def loopback_only_server(monkeypatch) -> None:
+    from streamlit import config
+
+    at = open_app(PAGE)
+    at = next(b for b in at.button if b.label == "Start a class").click().run()
+    code = at.query_params["class"]
+    code = code[0] if isinstance(code, list) else code
+    port = config.get_option("server.port")
+    assert f"http://192.0.2.7:{port}/lesson?class={code}&lang=en" in [c.value for c in at.code]
+    assert [w.value for w in at.warning] == [
+        "This server listens only on this computer (127.0.0.1), so no phone can open the link: restart it listening "
+        "on the network (make serve, whose BIND is 0.0.0.0, or streamlit run app.py --server.address 0.0.0.0)."]
+    monkeypatch.setenv("MHA_PUBLIC_URL", "https://attention.school.example/")  # a school's proxy: its address
+    at.run()
+    assert f"https://attention.school.example/lesson?class={code}&lang=en" in [c.value for c in at.code]
+    assert not at.warning
