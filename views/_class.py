@@ -32,7 +32,9 @@ CHECK_SERVER_S = 1  # how often a class's page looks whether its connection is d
 # looks every CHECK_SERVER_S seconds for Streamlit's connection-status badge, shown only while the page is not
 # connected; once the badge has come and gone on a page still showing a class, it reloads the page with
 # `reconnected=1`, and the page reruns on the class's step and says so.
-RESTART_SCRIPT = """<span class="mha-class-page"></span><script>
+HIDDEN = ("<style>[data-testid='stElementContainer']:has(.mha-hidden){display:none}</style>"
+          "<span class='mha-hidden'></span>")  # a script's element takes no room (a projector shows the whole step)
+RESTART_SCRIPT = HIDDEN + """<span class="mha-class-page"></span><script>
 if (!window.mhaWatchesRestarts) {
   window.mhaWatchesRestarts = true;
   let down = false;
@@ -167,9 +169,9 @@ def is_teaching(code: str) -> bool:
     key = teacher_key(code)
     teaching = classroom().is_teacher(code, key)
     if teaching and key_cookie(code) != key:  # a reload keeps the teacher's
-        st.html(f"<script>document.cookie = '{KEY_COOKIE.format(code=code)}={key}; path=/; max-age={KEY_COOKIE_S}; "
-                "SameSite=Strict' + (location.protocol === 'https:' ? '; Secure' : '');</script>",
-                unsafe_allow_javascript=True, width="content")
+        cookie = f"{KEY_COOKIE.format(code=code)}={key}; path=/; max-age={KEY_COOKIE_S}; SameSite=Strict"
+        st.html(f"{HIDDEN}<script>document.cookie = '{cookie}' + (location.protocol === 'https:' ? '; Secure' : '');"
+                "</script>", unsafe_allow_javascript=True, width="content")
     return teaching
 
 
@@ -219,7 +221,10 @@ def teacher_panel(code: str) -> None:
     projector shows this panel), and the end of the class."""
     where = reachable()
     link = where.link(code, i18n.current())
-    with st.expander(tr("Class {code}: the students' link", code=code), expanded=False):
+    with st.expander(tr("Class {code}: the students' link", code=code), expanded=False,  # the step fits the screen
+                     icon=":material/wifi_off:" if where.warning else ":material/qr_code_2:"):
+        if where.warning:  # where the teacher looks for the link (on the projector's page it took the step's room)
+            st.warning(tr(where.warning, address=st.get_option("server.address")), icon=":material/wifi_off:")
         left, right = st.columns([1, 2])
         left.image(qr_png(link), output_format="PNG")  # as drawn: a JPEG copy would blur its modules
         right.markdown(tr("Students open this link (or scan the code): their pages follow your steps."))
@@ -228,8 +233,6 @@ def teacher_panel(code: str) -> None:
             st.caption(tr("It moves the class from another screen (a tablet, another browser): keep it to yourself."))
             st.code(f"{link}&{TEACH}={held_key(code)}", language=None)
         right.button(tr("End the class"), on_click=end_class, args=(code,))
-    if where.warning:
-        st.warning(tr(where.warning, address=st.get_option("server.address")), icon=":material/wifi_off:")
     following_count(code)
 
 
