@@ -199,8 +199,8 @@ def class_state(code: str) -> Class:
         return classroom().state(code)
     except InputError as err:
         if err.code == "class_ended":
-            way_on = tr("The lesson stays open: go on through its steps on your own.")
-            st.info(literal(f"{worded(err)} {way_on}"), icon=":material/waving_hand:")
+            st.info(literal(tr("{ended} The lesson stays open: go on through its steps on your own.",
+                               ended=worded(err))), icon=":material/waving_hand:")
         else:
             st.warning(literal(worded(err)), icon=":material/link_off:")
         st.button(tr("Continue on my own"), on_click=leave_class, type="primary")
@@ -228,10 +228,10 @@ def teacher_panel(code: str) -> None:
         left, right = st.columns([1, 2])
         left.image(qr_png(link), output_format="PNG")  # as drawn: a JPEG copy would blur its modules
         right.markdown(tr("Students open this link (or scan the code): their pages follow your steps."))
-        right.code(link, language=None)  # one line, copied with its button (a markdown link ran into the words)
+        right.code(link, language=None, wrap_lines=True)  # copied with its button (a markdown link ran into words)
         with right.popover(tr("Your teacher's link"), icon=":material/key:"):
             st.caption(tr("It moves the class from another screen (a tablet, another browser): keep it to yourself."))
-            st.code(f"{link}&{TEACH}={held_key(code)}", language=None)
+            st.code(f"{link}&{TEACH}={held_key(code)}", language=None, wrap_lines=True)
         right.button(tr("End the class"), on_click=end_class, args=(code,))
     following_count(code)
 
