@@ -143,7 +143,7 @@ def test_a_student_switches_their_own_language_and_stays_in_the_class():
     teacher = next(b for b in teacher.button if b.label == "Start a class").click().run()
     code = teacher.query_params["class"]
     code = code[0] if isinstance(code, list) else code
-    phone = open_app(PAGE, **{"class": code, "lang": "en"})  # the students' link carries the teacher's language
+    phone = deprecations_logged(lambda: open_app(PAGE, **{"class": code, "lang": "en"}))  # the students' link
     (switch,) = phone.button_group
     phone = switch.set_value("zh").run()
     zh = catalogue("zh").gettext
@@ -181,3 +181,19 @@ def loopback_only_server(monkeypatch) -> None:
     at.run()
     assert f"https://attention.school.example/lesson?class={code}&lang=en" in [c.value for c in at.code]
     assert not at.warning
+
+
+def deprecations_logged(run: object) -> object:
+    """run(), checking that Streamlit warned of no deprecation meanwhile (st.components.v1.html did, on every class
+    page's run)."""
+    from streamlit import deprecation_util
+
+    warned: list[str] = []
+    shown = deprecation_util.show_deprecation_warning
+    deprecation_util.show_deprecation_warning = lambda message, *args, **kwargs: warned.append(message)
+    try:
+        result = run()
+    finally:
+        deprecation_util.show_deprecation_warning = shown
+    assert not warned, warned
+    return result
