@@ -176,7 +176,8 @@ def loopback_only_server(monkeypatch) -> None:
     assert f"http://192.0.2.7:{port}/lesson?class={code}&lang=en" in [c.value for c in at.code]
     assert [w.value for w in at.warning] == [
         "This server listens only on this computer (127.0.0.1), so no phone can open the link: restart it listening "
-        "on the network (make serve, whose BIND is 0.0.0.0, or streamlit run app.py --server.address 0.0.0.0)."]
+        "on the network (`make serve`, whose `BIND` is `0.0.0.0`, or `streamlit run app.py --server.address "
+        "0.0.0.0`)."]
     monkeypatch.setenv("MHA_PUBLIC_URL", "https://attention.school.example/")  # a school's proxy: its address
     at.run()
     assert f"https://attention.school.example/lesson?class={code}&lang=en" in [c.value for c in at.code]

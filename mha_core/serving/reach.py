@@ -22,8 +22,8 @@ LESSON_PATH = "lesson"  # the lesson page's path under the app's address
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 ALL_INTERFACES = {"", "0.0.0.0", "::", "[::]"}  # noqa: S104 -- the listen addresses that reach the network
 LOOPBACK_ONLY = N_("This server listens only on this computer ({address}), so no phone can open the link: restart it "
-                   "listening on the network (make serve, whose BIND is 0.0.0.0, or streamlit run app.py "
-                   "--server.address 0.0.0.0).")
+                   "listening on the network (`make serve`, whose `BIND` is `0.0.0.0`, or `streamlit run app.py "
+                   "--server.address 0.0.0.0`).")
 NO_NETWORK = N_("This computer has no network address phones could reach: connect it to the class's network, or "
                 "give the address students open in the setting MHA_PUBLIC_URL.")
 
