@@ -19,7 +19,7 @@ from mha_core import InputError, i18n
 from mha_core.i18n import tr, worded
 from mha_core.serving.classroom import FOLLOWING_S, Classroom, qr_png
 from mha_core.serving.classroom import ClassState as Class
-from mha_core.serving.reach import PUBLIC_URL_ENV, Request, StudentsAddress, students_address
+from mha_core.serving.reach import PROXY_ADDRESS_ENV, PUBLIC_URL_ENV, Request, StudentsAddress, students_address
 from views._text import literal
 from views._visit import choose, chosen, forget, stop
 
@@ -212,7 +212,7 @@ def reachable() -> StudentsAddress:
     the setting MHA_PUBLIC_URL and this machine's network address."""
     headers = {name: value for name, value in (st.context.headers or {}).items()}
     request = Request(headers, st.context.url, st.get_option("server.address"), int(st.get_option("server.port")),
-                      os.environ.get(PUBLIC_URL_ENV))
+                      os.environ.get(PUBLIC_URL_ENV), os.environ.get(PROXY_ADDRESS_ENV))
     return students_address(request, net_util.get_internal_ip())
 
 

@@ -18,6 +18,7 @@ from urllib.parse import urlencode, urlsplit
 from mha_core.messages import N_
 
 PUBLIC_URL_ENV = "MHA_PUBLIC_URL"  # the address students open, as a school's proxy or DNS name gives it
+PROXY_ADDRESS_ENV = "MHA_PROXY_BIND"  # deploy/serve.sh: where its HAProxy listens (its processes listen on loopback)
 LESSON_PATH = "lesson"  # the lesson page's path under the app's address
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}
 ALL_INTERFACES = {"", "0.0.0.0", "::", "[::]"}  # noqa: S104 -- the listen addresses that reach the network
@@ -39,6 +40,7 @@ class Request:
     listen_address: str | None
     port: int
     public_url: str | None = None
+    proxy_address: str | None = None  # where the proxy in front listens (make serve's BIND), if the server knows
 
 
 @dataclass(frozen=True)
@@ -106,5 +108,6 @@ def students_address(request: Request, network_ip: str | None) -> StudentsAddres
     if not network_ip or is_loopback(network_ip):
         return StudentsAddress(f"{scheme}://{host or 'localhost'}{path}", NO_NETWORK)
     network = f"[{network_ip}]" if ":" in network_ip else network_ip
-    warning = LOOPBACK_ONLY if listens_only_on_loopback(request.listen_address) and not proxied else None
+    front = request.proxy_address if request.proxy_address is not None else None if proxied else request.listen_address
+    warning = LOOPBACK_ONLY if front is not None and listens_only_on_loopback(front) else None
     return StudentsAddress(f"{scheme}://{network}{shown_port}{path}", warning)
