@@ -85,11 +85,12 @@ def stop(proc: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def app_server(script: str = "app.py", timeout: float = 120, env: dict[str, str] | None = None,
-               port: int | None = None) -> Iterator[ServerGroup]:
-    """One `streamlit run` on a loopback port (a free one unless given: a restart reuses its server's)."""
+               port: int | None = None, address: str = "127.0.0.1") -> Iterator[ServerGroup]:
+    """One `streamlit run` on a port (a free one unless given: a restart reuses its server's) of `address`
+    (loopback unless given: 0.0.0.0 is every interface, as a class's phones reach it); its url is loopback's."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true"]
+           "--server.address", address, "--server.headless", "true"]
     url = f"http://127.0.0.1:{port}"
     with process_group(cmd, {**os.environ, **SERVER_ENV, **(env or {})}) as (proc, output):
         wait_healthy(url, timeout, proc, output)

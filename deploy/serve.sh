@@ -26,7 +26,9 @@ export STREAMLIT_SERVER_COOKIE_SECRET=${STREAMLIT_SERVER_COOKIE_SECRET:-$(head -
 cp deploy/haproxy.cfg "$run_dir/haproxy.cfg"
 for i in $(seq 1 "$WORKERS"); do
     port=$((FIRST_WORKER_PORT + i))
-    "$BIN/streamlit" run app.py --server.port "$port" --server.address 127.0.0.1 --server.headless true &
+    # MHA_PROXY_BIND: where the class's phones reach this process, for the lesson's warning (mha_core/serving/reach.py)
+    MHA_PROXY_BIND=$BIND "$BIN/streamlit" run app.py --server.port "$port" --server.address 127.0.0.1 \
+        --server.headless true &
     pids+=($!)
     echo "    server app$i 127.0.0.1:$port check cookie app$i inter 2s" >> "$run_dir/haproxy.cfg"
 done

@@ -8,9 +8,11 @@ import pytest
 
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import catalogue
+from mha_core.serving.classroom import Classroom
 from mha_core.teaching.lesson import STEPS, step_at
 from tests.conftest import open_app
 from tests.i18n_check import untranslated
+from views._class import KEYS
 
 PAGE = "views/lesson.py"
 
@@ -76,8 +78,9 @@ def test_the_chinese_steps_have_no_english_left():
 def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it():
     at = open_app(PAGE)
     at = next(b for b in at.button if b.label == "Start a class").click().run()
-    params = {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
-    code, key = params["class"], params["teach"]
+    code = at.query_params["class"][0] if isinstance(at.query_params["class"], list) else at.query_params["class"]
+    key = at.session_state[KEYS][code]
+    assert "teach" not in at.query_params  # the address a projector shows holds no key (issue 77.10)
     at = next(b for b in at.button if b.label == "Next").click().run()
     student = open_app(PAGE, **{"class": code})
     assert student.title[0].value.startswith("2. ") and "Follow the teacher (step 2)" not in labels(student)
@@ -92,10 +95,106 @@ def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it():
     wrong = key[:-1] + ("y" if key.endswith("x") else "x")  # a key ending in "x" had been "wrong" as itself (1 run
     intruder = open_app(PAGE, **{"class": code, "teach": wrong, "step": "9"})  # in 64: the teacher moved to step 9)
     assert intruder.title[0].value.startswith("3. ")  # a wrong key is a student: it moves nothing
+    assert "teach" not in intruder.query_params and "End the class" not in labels(intruder)
     assert student.run().title[0].value.startswith("3. ")
     ended = next(b for b in at.button if b.label == "End the class").click().run()
-    assert ended.title[0].value.startswith("3. ") and not ended.query_params.get("class")  # the teacher goes on alone
-    assert not ended.query_params.get("teach")
+    assert ended.title[0].value.startswith("3. ") and "class" not in ended.query_params  # not even an empty one
+    assert "teach" not in ended.query_params
     gone = student.run()
-    assert any("has ended" in e.value for e in gone.error)
+    assert not gone.error and any("has ended" in i.value for i in gone.info)  # a class ends: no error
     assert [b.label for b in gone.button] == ["Continue on my own"]
+    alone = gone.button[0].click().run()
+    assert alone.title[0].value.startswith("3. ") and "class" not in alone.query_params
+
+
+@pytest.mark.slow
+def test_the_teacher_s_link_reopens_as_teacher_and_leaves_the_address():
+    at = open_app(PAGE)
+    at = next(b for b in at.button if b.label == "Start a class").click().run()
+    code = at.query_params["class"][0] if isinstance(at.query_params["class"], list) else at.query_params["class"]
+    links = [c.value for c in at.code if "teach=" in c.value]
+    assert len(links) == 1 and f"class={code}" in links[0]  # the teacher's own link, in its folded popover
+    students = [c.value for c in at.code if "teach=" not in c.value and f"class={code}" in c.value]
+    assert links[0].startswith(students[0] + "&teach=")  # the students' link and the key
+    query = dict(part.split("=", 1) for part in links[0].split("?", 1)[1].split("&"))
+    tablet = open_app(PAGE, **query)  # the teacher's link opened on another screen: a teacher's page
+    assert "End the class" in labels(tablet) and "teach" not in tablet.query_params
+    tablet = next(b for b in tablet.button if b.label == "Next").click().run()
+    assert open_app(PAGE, **{"class": code}).title[0].value.startswith("2. ")  # it moved the class
+
+
+@pytest.mark.slow
+def test_the_teacher_counts_one_student_and_two_students_in_both_languages():
+    at = open_app(PAGE)
+    at = next(b for b in at.button if b.label == "Start a class").click().run()
+    code = at.query_params["class"][0] if isinstance(at.query_params["class"], list) else at.query_params["class"]
+    counts = {"en": [], "zh": []}
+    for language, phones in (("en", ["phone-1"]), ("zh", ["phone-1", "phone-2"])):
+        Classroom().seen(code, *phones)
+        at.query_params["lang"] = language
+        counts[language] = [c.value for c in at.run().caption if "follow" in c.value or "跟随" in c.value]
+    assert counts["en"] == ["1 student follows."], counts
+    assert counts["zh"] == [catalogue("zh").gettext("{n} students follow.").format(n=2)], counts
+
+
+@pytest.mark.slow
+def test_a_student_switches_their_own_language_and_stays_in_the_class():
+    teacher = open_app(PAGE)
+    teacher = next(b for b in teacher.button if b.label == "Start a class").click().run()
+    code = teacher.query_params["class"]
+    code = code[0] if isinstance(code, list) else code
+    phone = deprecations_logged(lambda: open_app(PAGE, **{"class": code, "lang": "en"}))  # the students' link
+    (switch,) = phone.button_group
+    phone = switch.set_value("zh").run()
+    zh = catalogue("zh").gettext
+    assert phone.title[0].value == f"1. {zh(STEPS[0].title)}"  # the class's step, in Chinese
+    assert phone.query_params["lang"] in ("zh", ["zh"]) and phone.query_params["class"] in (code, [code])
+    assert "End the class" not in labels(phone) and any(code in c.value for c in phone.caption)
+
+
+@pytest.mark.slow
+def test_the_students_link_is_the_network_s_and_a_loopback_only_server_is_said(monkeypatch):
+    from streamlit import config, net_util
+
+    monkeypatch.setattr(net_util, "get_internal_ip", lambda: "192.0.2.7")  # this machine on its network
+    listening = config.get_option("server.address")
+    config.set_option("server.address", "127.0.0.1")  # as `streamlit run --server.address 127.0.0.1` sets it
+    try:
+        loopback_only_server(monkeypatch)
+    finally:
+        config.set_option("server.address", listening)
+
+
+def loopback_only_server(monkeypatch) -> None:
+    from streamlit import config
+
+    at = open_app(PAGE)
+    at = next(b for b in at.button if b.label == "Start a class").click().run()
+    code = at.query_params["class"]
+    code = code[0] if isinstance(code, list) else code
+    port = config.get_option("server.port")
+    assert f"http://192.0.2.7:{port}/lesson?class={code}&lang=en" in [c.value for c in at.code]
+    assert [w.value for w in at.warning] == [
+        "This server listens only on this computer (127.0.0.1), so no phone can open the link: restart it listening "
+        "on the network (`make serve`, whose `BIND` is `0.0.0.0`, or `streamlit run app.py --server.address "
+        "0.0.0.0`)."]
+    monkeypatch.setenv("MHA_PUBLIC_URL", "https://attention.school.example/")  # a school's proxy: its address
+    at.run()
+    assert f"https://attention.school.example/lesson?class={code}&lang=en" in [c.value for c in at.code]
+    assert not at.warning
+
+
+def deprecations_logged(run: object) -> object:
+    """run(), checking that Streamlit warned of no deprecation meanwhile (st.components.v1.html did, on every class
+    page's run)."""
+    from streamlit import deprecation_util
+
+    warned: list[str] = []
+    shown = deprecation_util.show_deprecation_warning
+    deprecation_util.show_deprecation_warning = lambda message, *args, **kwargs: warned.append(message)
+    try:
+        result = run()
+    finally:
+        deprecation_util.show_deprecation_warning = shown
+    assert not warned, warned
+    return result

@@ -49,8 +49,9 @@ def follow_the_class(app_url: str, teacher: object, student: object, intruder: o
     wait_idle(teacher, timeout=240_000)
     teacher.get_by_role("button", name="Start a class").click()
     wait_idle(teacher, timeout=120_000)
-    code, key = address(teacher)["class"], address(teacher)["teach"]
-    assert len(code) == 6 and len(key) >= 32
+    code = address(teacher)["class"]
+    key = next(c["value"] for c in teacher.context.cookies() if c["name"] == f"mha_teach_{code}")
+    assert len(code) == 6 and len(key) >= 32 and "teach" not in address(teacher)  # not on the projector
     student.goto(f"{app_url}/lesson?class={code}")
     wait_idle(student, timeout=240_000)
     assert heading(student).startswith("1. ")

@@ -5,11 +5,12 @@ own rerun request, as a source-file change makes). The state and the rules are m
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import streamlit as st
-import streamlit.components.v1 as components
+from streamlit import net_util
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -18,6 +19,7 @@ from mha_core import InputError, i18n
 from mha_core.i18n import tr, worded
 from mha_core.serving.classroom import FOLLOWING_S, Classroom, qr_png
 from mha_core.serving.classroom import ClassState as Class
+from mha_core.serving.reach import PROXY_ADDRESS_ENV, PUBLIC_URL_ENV, Request, StudentsAddress, students_address
 from views._text import literal
 from views._visit import choose, chosen, forget, stop
 
@@ -26,23 +28,30 @@ CLASS, TEACH = "class", "teach"  # the address's class code and the teacher's ke
 RECONNECTED = "reconnected"  # set in the address by the page that reloaded itself after a server restart
 CHECK_SERVER_S = 1  # how often a class's page looks whether its connection is down (no request: it reads the page)
 # A restarted server has forgotten every session and no page reruns by itself: the page would go on showing the step
-# it had. This script (in a component's frame, same origin) looks every CHECK_SERVER_S seconds for Streamlit's
-# connection-status badge, shown only while the page is not connected; once the badge has come and gone, it reloads
-# the page with `reconnected=1` (through a timer of the page's own, as a frame may not navigate the page itself), and
-# the page reruns on the class's step and says so.
-RESTART_SCRIPT = """<script>
-let down = false;
-const page = window.parent;
-setInterval(() => {
-  const up = !page.document.querySelector('[data-testid="stConnectionStatus"]');
-  if (up && down) {
-    const address = new URL(page.location.href);
-    address.searchParams.set('RECONNECTED', '1');
-    page.setTimeout(new page.Function('location.replace(' + JSON.stringify(address.href) + ')'), 0);
-  }
-  down = !up;
-}, EVERY_MS);
+# it had. This script (st.html's, run in the page itself, once per page however often the class's runs draw it)
+# looks every CHECK_SERVER_S seconds for Streamlit's connection-status badge, shown only while the page is not
+# connected; once the badge has come and gone on a page still showing a class, it reloads the page with
+# `reconnected=1`, and the page reruns on the class's step and says so.
+HIDDEN = ("<style>[data-testid='stElementContainer']:has(.mha-hidden){display:none}</style>"
+          "<span class='mha-hidden'></span>")  # a script's element takes no room (a projector shows the whole step)
+RESTART_SCRIPT = HIDDEN + """<span class="mha-class-page"></span><script>
+if (!window.mhaWatchesRestarts) {
+  window.mhaWatchesRestarts = true;
+  let down = false;
+  setInterval(() => {
+    const up = !document.querySelector('[data-testid="stConnectionStatus"]');
+    if (up && down && document.querySelector('.mha-class-page')) {
+      const address = new URL(location.href);
+      address.searchParams.set('RECONNECTED', '1');
+      location.replace(address.href);
+    }
+    down = !up;
+  }, EVERY_MS);
+}
 </script>""".replace("RECONNECTED", RECONNECTED).replace("EVERY_MS", str(CHECK_SERVER_S * 1000))
+KEYS = "_teacher_keys"  # the session's teacher keys by class code: kept out of the address a projector shows
+KEY_COOKIE = "mha_teach_{code}"  # the browser keeps the key too: a reload or another tab of it is the teacher's
+KEY_COOKIE_S = 4 * 3600  # longer than a class may sit idle (classroom.IDLE_LIMIT_S)
 ASKED, ASK_AGAIN_S = "asked", 3.0  # a follower asked to rerun; asked again if its rerun has not shown the move
 
 
@@ -124,7 +133,7 @@ def watcher() -> Watcher:
 
 def reload_after_restart() -> None:
     """On a class's page: reload it when the server comes back after a restart, and say so on the reloaded page."""
-    components.html(RESTART_SCRIPT, height=0)
+    st.html(RESTART_SCRIPT, unsafe_allow_javascript=True, width="content")
     if chosen(RECONNECTED, None, like="") == "1":
         forget(RECONNECTED)
         st.toast(tr("The server restarted: this page reloaded on the class's current step."), icon=":material/sync:")
@@ -135,54 +144,119 @@ def class_code() -> str | None:
     return str(code).strip().upper() or None if code else None
 
 
+def key_cookie(code: str) -> str | None:
+    """The teacher's key to class `code` the browser sent (a string: AppTest's stand-in cookies are not)."""
+    cookie = st.context.cookies.get(KEY_COOKIE.format(code=code))
+    return cookie if isinstance(cookie, str) else None
+
+
+def held_key(code: str) -> str | None:
+    """The teacher's key to class `code` this session or this browser holds (None: a student's)."""
+    return st.session_state.get(KEYS, {}).get(code) or key_cookie(code)
+
+
+def teacher_key(code: str) -> str | None:
+    """held_key; a teacher's link brings the key in its address once: the session keeps it, the address drops it
+    (the address bar is on the projector)."""
+    given = chosen(TEACH, None, like="")
+    if given:
+        forget(TEACH)
+        st.session_state.setdefault(KEYS, {})[code] = str(given)
+    return held_key(code)
+
+
 def is_teaching(code: str) -> bool:
-    return classroom().is_teacher(code, chosen(TEACH, None, like=""))
+    key = teacher_key(code)
+    teaching = classroom().is_teacher(code, key)
+    if teaching and key_cookie(code) != key:  # a reload keeps the teacher's
+        cookie = f"{KEY_COOKIE.format(code=code)}={key}; path=/; max-age={KEY_COOKIE_S}; SameSite=Strict"
+        st.html(f"{HIDDEN}<script>document.cookie = '{cookie}' + (location.protocol === 'https:' ? '; Secure' : '');"
+                "</script>", unsafe_allow_javascript=True, width="content")
+    return teaching
 
 
 def start_class(text: str, step: int, model: str) -> None:
     code, secret = classroom().start(text, i18n.current(), model, step)
     choose(CLASS, code)
-    choose(TEACH, secret)
+    st.session_state.setdefault(KEYS, {})[code] = secret
+
+
+def leave_class() -> None:
+    """The page goes on alone: no class in its address (not even an empty one)."""
+    forget(CLASS)
+    forget(TEACH)
 
 
 def end_class(code: str) -> None:
-    classroom().end(code, chosen(TEACH, None, like=""))
-    choose(CLASS, "")
-    choose(TEACH, "")
+    classroom().end(code, held_key(code))
+    st.session_state.get(KEYS, {}).pop(code, None)
+    leave_class()
 
 
 def class_state(code: str) -> Class:
-    """The class, or one sentence and a way out when it has ended or never was."""
+    """The class, or one sentence and the way on when it has ended (no error: a class ends) or never was."""
     try:
         return classroom().state(code)
     except InputError as err:
-        st.error(literal(worded(err)))
-        st.button(tr("Continue on my own"), on_click=lambda: (choose(CLASS, ""), choose(TEACH, "")))
+        if err.code == "class_ended":
+            st.info(literal(tr("{ended} The lesson stays open: go on through its steps on your own.",
+                               ended=worded(err))), icon=":material/waving_hand:")
+        else:
+            st.warning(literal(worded(err)), icon=":material/link_off:")
+        st.button(tr("Continue on my own"), on_click=leave_class, type="primary")
         stop()
 
 
-def student_link(code: str) -> str:
-    """This page's address with the class's code (and the teacher's language), never the teacher's key."""
-    base = (st.context.url or "").split("?")[0] or "/lesson"  # no address known (a test): the page's path
-    return f"{base}?{CLASS}={code}&lang={i18n.current()}"
+def reachable() -> StudentsAddress:
+    """Where the class's phones open the lesson (mha_core.serving.reach): from this request, this server's options,
+    the setting MHA_PUBLIC_URL and this machine's network address."""
+    headers = {name: value for name, value in (st.context.headers or {}).items()}
+    request = Request(headers, st.context.url, st.get_option("server.address"), int(st.get_option("server.port")),
+                      os.environ.get(PUBLIC_URL_ENV), os.environ.get(PROXY_ADDRESS_ENV))
+    return students_address(request, net_util.get_internal_ip())
 
 
 def teacher_panel(code: str) -> None:
-    """The teacher's: the student link and its QR code, how many follow, and the end of the class."""
-    link = student_link(code)
-    with st.expander(tr("Class {code}: the students' link", code=code), expanded=False):
+    """The teacher's: the student link and its QR code, how many follow, the teacher's own link (folded: the
+    projector shows this panel), and the end of the class."""
+    where = reachable()
+    link = where.link(code, i18n.current())
+    with st.expander(tr("Class {code}: the students' link", code=code), expanded=False,  # the step fits the screen
+                     icon=":material/wifi_off:" if where.warning else ":material/qr_code_2:"):
+        if where.warning:  # where the teacher looks for the link (on the projector's page it took the step's room)
+            st.warning(tr(where.warning, address=st.get_option("server.address")), icon=":material/wifi_off:")
         left, right = st.columns([1, 2])
         left.image(qr_png(link), output_format="PNG")  # as drawn: a JPEG copy would blur its modules
         right.markdown(tr("Students open this link (or scan the code): their pages follow your steps."))
-        right.code(link, language=None)  # one line, copied with its button (a markdown link ran into the words)
-        right.caption(tr("Your own address holds the key that moves the class: do not share it; share this link."))
+        right.code(link, language=None, wrap_lines=True)  # copied with its button (a markdown link ran into words)
+        with right.popover(tr("Your teacher's link"), icon=":material/key:"):
+            st.caption(tr("It moves the class from another screen (a tablet, another browser): keep it to yourself."))
+            st.code(f"{link}&{TEACH}={held_key(code)}", language=None, wrap_lines=True)
         right.button(tr("End the class"), on_click=end_class, args=(code,))
     following_count(code)
 
 
 @st.fragment(run_every=5)
 def following_count(code: str) -> None:
-    st.caption(tr("{n} students follow.", n=classroom().following(code)))
+    count = classroom().following(code)
+    if count == 0:
+        st.caption(tr("No student follows yet."))
+    else:
+        st.caption(tr("{n} student follows.", n=count) if count == 1 else tr("{n} students follow.", n=count))
+
+
+def language_switch() -> None:
+    """A student's language, in view on a phone (the sidebar is folded there): the link carries the teacher's; the
+    page changes language and stays in the class."""
+    key = "_class_language"
+    st.session_state[key] = i18n.current()
+
+    def switched() -> None:
+        if st.session_state[key] in i18n.LANGUAGES:
+            choose("lang", st.session_state[key])
+
+    st.segmented_control(tr("Language"), list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get, key=key,
+                         on_change=switched, label_visibility="collapsed")
 
 
 def follow(code: str, shown: Class, exploring: bool = False) -> None:
@@ -195,4 +269,5 @@ def follow(code: str, shown: Class, exploring: bool = False) -> None:
         st.caption(tr("Class {code}: you explore on your own; the teacher is on step {step}.", code=code,
                       step=shown.step))
     else:
-        st.caption(tr("You follow class {code}: the teacher moves the steps.", code=code))
+        st.caption(tr("You follow class {code}: your page shows the teacher's step. Back and Next take only your page "
+                      "elsewhere; “Follow the teacher” brings it back.", code=code))

@@ -22,14 +22,15 @@ from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
 from views._class import (
-    TEACH,
     class_code,
     class_state,
     classroom,
     follow,
     is_teaching,
+    language_switch,
     reload_after_restart,
     start_class,
+    teacher_key,
     teacher_panel,
 )
 from views._images import chosen_image
@@ -204,6 +205,7 @@ def student_page(code: str, state: ClassState) -> None:
     if state.model in model_choices():
         choose("model", state.model)
     model_card()
+    language_switch()
     st.markdown(tr("**Sentence:** {text}", text=literal(state.text)))
     steps = list(range(1, len(STEPS) + 1))
     own = chosen(OWN_STEP, None, options=steps)
@@ -211,6 +213,7 @@ def student_page(code: str, state: ClassState) -> None:
     if own is not None:
         st.button(tr("Follow the teacher (step {step})", step=state.step), on_click=forget, args=(OWN_STEP,),
                   type="primary", icon=":material/groups:", key="lesson_follow")
+    choose("step", own or state.step)  # where the page goes on alone when the class ends
     step_controls(own or state.step, OWN_STEP)
     show_step(own or state.step, state.text)
 
@@ -225,7 +228,7 @@ def teacher_page(code: str | None, state: ClassState | None) -> None:
     number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
     if state is not None:  # every student's page follows this
         if (number, text) != (state.step, state.text):
-            classroom().move(code, chosen(TEACH, None, like=""), step=number, text=text)
+            classroom().move(code, teacher_key(code), step=number, text=text)
         teacher_panel(code)
     last = step_controls(number)
     if state is None:
