@@ -8,6 +8,7 @@ import streamlit as st
 
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.coref.sentence import InspectorError
+from mha_core.analysis.heads.display import words_by_default
 from mha_core.analysis.heads.roles import role_labels
 from mha_core.analysis.params.shapes import make_shape
 from mha_core.figures import charts
@@ -17,7 +18,21 @@ from mha_core.serving.classroom import ClassState
 from mha_core.serving.computed import seq2seq as computed_seq2seq
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed import translation as computed_translation
-from mha_core.teaching.examples import SPOKEN, TRANSLATED
+from mha_core.teaching.claims import (
+    Claim,
+    coreference_claims,
+    cross_claims,
+    four_steps_claims,
+    head_habits,
+    heads_claims,
+    parameters_claims,
+    pronoun_row,
+    roles_claims,
+    scores_row,
+    translation_claims,
+    why_claims,
+)
+from mha_core.teaching.examples import PRONOUNS, TRANSLATED, focus, written_language
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
@@ -42,6 +57,7 @@ from views._state import (
     current_model,
     load_listed_model,
     model_choices,
+    narrow_screen,
     server,
 )
 from views._text import literal
@@ -55,33 +71,53 @@ PROJECTOR_CSS = ("<style>[data-testid='stMainBlockContainer']{padding-top:4rem;p
                  "</style>")  # just below the header (3.75rem): no blank margins above and below a step
 
 
+def say(claims: tuple[Claim, ...]) -> None:
+    """A step's claims about its figure, in the page's language (one paragraph; a list's items on their own)."""
+    worded_claims = []
+    for said in claims:
+        values = {name: literal(tr(value) if name in said.words else value) if isinstance(value, str) else value
+                  for name, value in said.kwargs().items()}
+        worded_claims.append(tr(said.template, **values))
+    if worded_claims:
+        st.markdown(" ".join(worded_claims))
+
+
 def class_view(model: LoadedModel, text: str) -> tuple:
-    """The class's sentence on the class's model, as the Heads page shows it: result, view, the pronoun's head."""
+    """The class's sentence on the class's model, as the Heads page shows it: result, view, and step 1's figure
+    (the clearest head's row from the pronoun)."""
     result = checked_run(text)
-    view = computed.view_of(server(), model, text, "auto", True, True)
-    return result, view, heads.opening_head(view, result)
+    view = computed.view_of(server(), model, text, "auto", True, words_by_default(text))  # as the Heads page
+    computed.focus_of(server(), text)  # the words tagged once per server
+    found = focus(text, model.name)
+    return result, view, pronoun_row(view, result, found.pronoun, found.antecedent, found.other)
 
 
 def why_view(model: LoadedModel, text: str) -> None:
-    result, view, (layer, head) = class_view(model, text)
-    query, _ = heads.default_pair(view, result)
-    row = view.maps[layer, head, query]
-    chart(("lesson why", str(model.model_dir), text, layer, head, query), lambda: charts.token_bar_figure(
-        list(view.labels), row, tr("Layer {layer}, head {head}: where '{word}' looks", layer=layer, head=head,
-                                   word=view.labels[query])), key="lesson_why")
+    _, view, row = class_view(model, text)
+    chart(("lesson why", str(model.model_dir), text, row.layer, row.head, row.query), lambda: charts.token_bar_figure(
+        list(row.labels), row.weights, tr("Layer {layer}, head {head}: where '{word}' looks", layer=row.layer,
+                                          head=row.head, word=row.labels[row.query])), key="lesson_why")
+    say(why_claims(row))
 
 
 def four_steps_view(model: LoadedModel, text: str) -> None:
-    result, view, (layer, head) = class_view(model, text)
-    pieces = view.pieces[heads.default_pair(view, result)[0]] if view.pieces else (0,)
-    w = computed.walkthrough_of(server(), model, text, layer, head)
-    walkthrough.step_attention(w, model, step_shapes(model, layer, len(result.labels[0])), pieces[0],
-                               ("lesson", str(model.model_dir), text, layer, head), brief=True)
+    result, view, row = class_view(model, text)
+    query = view.pieces[row.query][0] if view.pieces else 0
+    w = computed.walkthrough_of(server(), model, text, row.layer, row.head)
+    walkthrough.step_attention(w, model, step_shapes(model, row.layer, len(result.labels[0])), query,
+                               ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
+    special = [word is None for word in result.word_ids[0]]
+    say(four_steps_claims(scores_row(w, view, row, query, special)))
 
 
 def heads_view(model: LoadedModel, text: str) -> None:
-    _, view, selected = class_view(model, text)
-    heads.show_overview(view.maps, selected, ("lesson heads", str(model.model_dir), text))
+    _, view, row = class_view(model, text)
+    layer = row.layer
+    if narrow_screen():  # a phone's overview shows one layer: the class picks which
+        layer = widget(st.select_slider, "lesson_layer", row.layer, tr("Layer"), context=(str(model.model_dir), text),
+                       options=list(range(view.maps.shape[0])))
+    say(heads_claims(head_habits(view.maps), (row.layer, row.head)))
+    heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text))
 
 
 def parameters_view(model: LoadedModel, text: str) -> None:
@@ -90,13 +126,16 @@ def parameters_view(model: LoadedModel, text: str) -> None:
     left, right = st.columns(2)
     left.metric(tr("{name}: parameters", name=model.name), f"{breakdown.total:,}")
     right.metric(tr("In attention (W_Q, W_K, W_V, W_O + biases)"), f"{breakdown.attention_total:,}")
+    say(parameters_claims(model.name, breakdown.total, breakdown.attention_total))
 
 
 def roles_view(model: LoadedModel, text: str) -> None:
     roles = computed.head_roles_of(server(), model, text)
     causal = model.arch.causal
-    chart(("lesson roles", str(model.model_dir), text), lambda: role_grid_figure(role_labels(roles, causal), roles,
-                                                                                  causal), key="lesson_roles")
+    labels = role_labels(roles, causal)
+    chart(("lesson roles", str(model.model_dir), text), lambda: role_grid_figure(labels, roles, causal),
+          key="lesson_roles")
+    say(roles_claims(labels))
 
 
 def coreference_view(model: LoadedModel, text: str) -> None:
@@ -111,32 +150,35 @@ def coreference_view(model: LoadedModel, text: str) -> None:
     cap_chart_heights(PAIR_CHART_PX)
     ranked, pair = st.columns([2, 3])
     with ranked:
-        coreference.show_heads(scores, None, listed=LESSON_ROWS)
+        coreference.show_heads(scores, None, listed=LESSON_ROWS, headline=False)
     with pair:
-        coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text), detail=False)
+        drawn = coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text), detail=False)
+    say(coreference_claims(scores, LESSON_ROWS, drawn))
 
 
 def cross_view(model: LoadedModel, text: str) -> None:
-    language = "zh" if i18n.current() == "zh" else "en"
-    spoken = SPOKEN[language]
-    audio = answered(computed_seq2seq.spoken_of, spoken, language)
+    language = written_language(text)
+    audio = answered(computed_seq2seq.spoken_of, text, language)
     heard = None if audio is None else answered(computed_seq2seq.transcript_of, model, audio, language)
     if heard is None:
         return
     player, words = st.columns(2, vertical_alignment="center")
     player.audio(audio)
-    words.markdown(tr("**Heard:** {text}", text=literal(heard.text)))
+    with words:
+        say(cross_claims(model.name, text, heard.text))
     seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
                                             "transcribe"))
 
 
 def translation_view(model: LoadedModel, text: str) -> None:
-    source = TRANSLATED["zh"]
-    result = answered(computed_translation.translation_of, model, source, "zh", "en")
+    source = written_language(text)
+    target = "en" if source == "zh" else "zh"
+    result = answered(computed_translation.translation_of, model, text, source, target)
     if result is None:
         return
-    st.markdown(tr("**{source}** → **{text}**", source=literal(source), text=literal(result.translation)))
-    translation.alignment_views(model, result, ("lesson", str(model.model_dir), source), beside=True)
+    st.markdown(tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation)))
+    say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target]))
+    translation.alignment_views(model, result, ("lesson", str(model.model_dir), text), beside=not narrow_screen())
 
 
 def images_view(model: LoadedModel, text: str) -> None:
