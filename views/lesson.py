@@ -178,7 +178,8 @@ def translation_view(model: LoadedModel, text: str) -> None:
         return
     st.markdown(tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation)))
     say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target]))
-    translation.alignment_views(model, result, ("lesson", str(model.model_dir), text), beside=not narrow_screen())
+    translation.alignment_views(model, result, ("lesson", str(model.model_dir), text), beside=not narrow_screen(),
+                                pronouns=False)
 
 
 def images_view(model: LoadedModel, text: str) -> None:

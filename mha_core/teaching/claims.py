@@ -239,24 +239,34 @@ class PairFigure:
 
 
 def coreference_claims(scores: AntecedentScores, listed: int, pair: PairFigure | None) -> tuple[Claim, ...]:
-    """Step 6: how the heads split over the candidates (all of them, and the table's), and what the pair changes."""
+    """Step 6: how the heads split over the candidates (all of them, and the table's), where that is weak the
+    clearest head for the pair's first candidate, and what the pair changes."""
     names = [c.text for c in scores.candidates]
     preferred = scores.preferred()
     shown = min(listed, preferred.size)
     in_table = np.bincount([preferred[lh] for lh in scores.ranked_heads()[:shown]], minlength=len(names))
     every = np.bincount(preferred.ravel(), minlength=len(names))
-    split = lambda counts: ", ".join(f"'{n}' {int(c)}" for n, c in zip(names, counts, strict=True))  # noqa: E731
+    split = lambda counts: ", ".join(f"{n} {int(c)}" for n, c in zip(names, counts, strict=True))  # noqa: E731
     claims = [claim(N_("'{pronoun}' attends more to each candidate in this many of all {n} heads: {every}. The "
                        "table lists the {listed} heads that prefer one most clearly: {table}."),
                     pronoun=scores.pronoun.text, n=int(preferred.size), every=split(every), listed=shown,
                     table=split(in_table))]
+    if pair is not None and pair.name_a in names and pair.name_b in names:
+        a, b = names.index(pair.name_a), names.index(pair.name_b)
+        if every[a] <= every[b]:
+            margin = scores.margin(a, b)
+            layer, head = np.unravel_index(int(np.argmax(margin)), margin.shape)
+            claims.append(claim(N_("More heads favour '{b}' than '{a}': on this model the link is weak. The clearest "
+                                   "head for '{a}' is layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f}."),
+                                a=pair.name_a, b=pair.name_b, layer=int(layer), head=int(head),
+                                w_a=float(scores.scores[a, layer, head]), w_b=float(scores.scores[b, layer, head])))
     return tuple(claims) + pair_claims(pair)
 
 
 def pair_claims(pair: PairFigure | None) -> tuple[Claim, ...]:
     if pair is None:
         return (claim(N_("This sentence has no minimal pair to compare."),),)
-    changes = ", ".join(f"'{x}' → '{y}'" for x, y in pair.changed)
+    changes = ", ".join(f"{x} → {y}" for x, y in pair.changed)
     flips = int(pair.comparison.flips.sum())
     largest = float(np.abs(pair.comparison.delta).max())
     claims = [claim(N_("The pair changes {changes}: the pronoun should then mean '{b}' instead of '{a}'."),
