@@ -12,6 +12,7 @@ from mha_core.analysis.heads.display import words_by_default
 from mha_core.analysis.heads.roles import role_labels
 from mha_core.analysis.params.shapes import make_shape
 from mha_core.figures import charts
+from mha_core.figures import translation as translation_figures
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import tr, worded
 from mha_core.serving.classroom import ClassState
@@ -69,6 +70,16 @@ PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel 
 PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
 PROJECTOR_CSS = ("<style>[data-testid='stMainBlockContainer']{padding-top:4rem;padding-bottom:1rem}"
                  "</style>")  # just below the header (3.75rem): no blank margins above and below a step
+CONTROLS = "lesson_controls"  # the container of Back, the step list and Next (one row on a phone too)
+PHONE_CSS = ("<style>@media (max-width: 640px){"  # a 390-px phone: the step's figure in the first screen
+             "[data-testid='stMainBlockContainer']{padding-left:.6rem;padding-right:.6rem}"
+             "[data-testid='stMainBlockContainer'] h1{font-size:1.3rem;padding:.1rem 0 .2rem}"
+             "[data-testid='stMarkdownContainer'] h4{font-size:.92rem;font-weight:400;line-height:1.35;padding:0}"
+             f".st-key-{CONTROLS} [data-testid='stHorizontalBlock']{{flex-wrap:wrap;gap:.4rem}}"
+             f".st-key-{CONTROLS} [data-testid='stColumn']{{min-width:0!important;flex:0 0 4.6rem!important}}"
+             f".st-key-{CONTROLS} [data-testid='stColumn']:nth-child(2){{flex:1 1 0!important}}"
+             f".st-key-{CONTROLS} [data-testid='stColumn']:nth-child(4){{flex:1 0 100%!important}}"
+             "}</style>")
 
 
 def say(claims: tuple[Claim, ...]) -> None:
@@ -178,8 +189,11 @@ def translation_view(model: LoadedModel, text: str) -> None:
         return
     st.markdown(tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation)))
     say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target]))
-    translation.alignment_views(model, result, ("lesson", str(model.model_dir), text), beside=not narrow_screen(),
-                                pronouns=False)
+    if narrow_screen():  # a phone: the links alone (the matrix's rotated labels crowd its title at 390 px)
+        chart(("lesson t_links", str(model.model_dir), text), lambda: translation_figures.links_figure(result),
+              width="stretch")
+        return
+    translation.alignment_views(model, result, ("lesson", str(model.model_dir), text), beside=True, pronouns=False)
 
 
 def images_view(model: LoadedModel, text: str) -> None:
@@ -218,7 +232,7 @@ def step_model(step: LessonStep) -> LoadedModel:
 def step_controls(number: int, name: str = "step") -> object:
     """Back, the step list and Next, setting the choice `name` (a student's own steps have a name of their own);
     returns the row's last place (the teacher's class button)."""
-    back, listed, forward, last = st.columns([1, 4, 1, 1.4], vertical_alignment="center")
+    back, listed, forward, last = st.container(key=CONTROLS).columns([1, 4, 1, 1.4], vertical_alignment="center")
     back.button(tr("Back"), on_click=choose, args=(name, number - 1), disabled=number == 1, key="lesson_back",
                 width="stretch")
     forward.button(tr("Next"), on_click=choose, args=(name, number + 1), disabled=number == len(STEPS),
@@ -279,7 +293,7 @@ def teacher_page(code: str | None, state: ClassState | None) -> None:
 
 
 def main() -> None:
-    st.html(PROJECTOR_CSS)
+    st.html(PROJECTOR_CSS + PHONE_CSS)
     cap_chart_heights(PROJECTOR_CHART_PX)
     code = class_code()
     state = class_state(code) if code else None
