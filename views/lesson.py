@@ -74,6 +74,7 @@ CONTROLS = "lesson_controls"  # the container of Back, the step list and Next (o
 PHONE_CSS = ("<style>@media (max-width: 640px){"  # a 390-px phone: the step's figure in the first screen
              "[data-testid='stMainBlockContainer']{padding-left:.6rem;padding-right:.6rem}"
              "[data-testid='stMainBlockContainer'] h1{font-size:1.3rem;padding:.1rem 0 .2rem}"
+             "[data-testid='stMainBlockContainer'] :is(h2,h3){font-size:1.05rem;padding:.3rem 0 .1rem}"
              "[data-testid='stMarkdownContainer'] h4{font-size:.92rem;font-weight:400;line-height:1.35;padding:0}"
              f".st-key-{CONTROLS} [data-testid='stHorizontalBlock']{{flex-wrap:wrap;gap:.4rem}}"
              f".st-key-{CONTROLS} [data-testid='stColumn']{{min-width:0!important;flex:0 0 4.6rem!important}}"
@@ -164,7 +165,8 @@ def coreference_view(model: LoadedModel, text: str) -> None:
         coreference.show_heads(scores, None, listed=LESSON_ROWS, headline=False)
     with pair:
         drawn = coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text), detail=False)
-    say(coreference_claims(scores, LESSON_ROWS, drawn))
+    with ranked:  # under the table: a projector shows them beside the pair's grid
+        say(coreference_claims(scores, LESSON_ROWS, drawn))
 
 
 def cross_view(model: LoadedModel, text: str) -> None:

@@ -257,7 +257,8 @@ def coreference_claims(scores: AntecedentScores, listed: int, pair: PairFigure |
             margin = scores.margin(a, b)
             layer, head = np.unravel_index(int(np.argmax(margin)), margin.shape)
             claims.append(claim(N_("More heads favour '{b}' than '{a}': on this model the link is weak. The clearest "
-                                   "head for '{a}' is layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f}."),
+                                   "head for '{a}' is layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f} (every "
+                                   "piece counted, special pieces too, as in step 2)."),
                                 a=pair.name_a, b=pair.name_b, layer=int(layer), head=int(head),
                                 w_a=float(scores.scores[a, layer, head]), w_b=float(scores.scores[b, layer, head])))
     return tuple(claims) + pair_claims(pair)
