@@ -76,7 +76,7 @@ def test_the_trophy_sentence_s_pair_changes_big_to_small():
     assert (found.antecedent, found.other) == ("trophy", "suitcase")
 
 
-def check_why(row: said.PronounRow, view, share: np.ndarray) -> tuple[said.Claim, ...]:
+def check_why(row: said.PronounRow, view, share: np.ndarray, causal: bool) -> tuple[said.Claim, ...]:
     claims = said.why_claims(row)
     worded_in_both(claims)
     assert np.allclose(row.weights, view.maps[row.layer, row.head, row.query])
@@ -95,6 +95,10 @@ def check_why(row: said.PronounRow, view, share: np.ndarray) -> tuple[said.Claim
     top = int(np.argmax(row.weights))
     largest = [c.kwargs()["word"] for c in claims if "largest bar" in c.template]
     assert largest == ([] if top == row.antecedent else [row.labels[top]])
+    later = [c.kwargs()["later"] for c in claims if "sees only itself" in c.template]
+    after = len(view.labels) - 1 - row.query
+    assert later == ([after] if causal and after else [])
+    assert not later or np.allclose(row.weights[row.query + 1:], 0)
     inside = [c.kwargs()["piece"] for c in claims if "inside the piece" in c.template]
     assert inside == ([] if said.plain(row.labels[row.query]) == row.pronoun else [row.labels[row.query]])
     return claims
@@ -132,7 +136,7 @@ def check_heads_and_roles(server: Server, model, text: str, view, row: said.Pron
     labels = role_labels(computed.head_roles_of(server, model, text), model.arch.causal)
     roles = said.roles_claims(labels)
     worded_in_both(roles)
-    counted = {c.kwargs()["role"]: c.kwargs()["count"] for c in roles if "role" in c.kwargs()}
+    counted = dict(roles[0].kwargs()["roles"])
     assert counted == {str(r): int((labels == r).sum()) for r in np.unique(labels.astype(str))}
     breakdown = computed.breakdown_of(server, model)
     cost = said.parameters_claims(model.name, breakdown.total, breakdown.attention_total)
@@ -196,7 +200,7 @@ def test_every_step_s_claims_match_its_figure(name):
         found = focus(text, model.name)
         row = said.pronoun_row(view, result, found.pronoun, found.antecedent, found.other)
         share = said.kept_share(view, result, row.query) if row.antecedent is not None else None
-        check_why(row, view, share)
+        check_why(row, view, share, model.causal)
         check_four_steps(server, model, text, result, view, row)
         check_heads_and_roles(server, model, text, view, row)
         check_coreference(server, model, text)

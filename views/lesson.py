@@ -83,13 +83,20 @@ PHONE_CSS = ("<style>@media (max-width: 640px){"  # a 390-px phone: the step's f
              "}</style>")
 
 
+def shown(value: object, marked: bool) -> object:
+    """A claim's value as the page writes it: text escaped (a marked word translated), a list of (word, count)
+    pairs as "word count, …"."""
+    if isinstance(value, tuple):
+        return ", ".join(f"{shown(word, marked)} {count}" for word, count in value)
+    if isinstance(value, str):
+        return literal(tr(value) if marked else value)
+    return value
+
+
 def say(claims: tuple[Claim, ...]) -> None:
     """A step's claims about its figure, in the page's language (one paragraph; a list's items on their own)."""
-    worded_claims = []
-    for said in claims:
-        values = {name: literal(tr(value) if name in said.words else value) if isinstance(value, str) else value
-                  for name, value in said.kwargs().items()}
-        worded_claims.append(tr(said.template, **values))
+    worded_claims = [tr(said.template, **{name: shown(value, name in said.words) for name, value in
+                                          said.kwargs().items()}) for said in claims]
     if worded_claims:
         st.markdown(" ".join(worded_claims))
 
@@ -128,8 +135,8 @@ def heads_view(model: LoadedModel, text: str) -> None:
     if narrow_screen():  # a phone's overview shows one layer: the class picks which
         layer = widget(st.select_slider, "lesson_layer", row.layer, tr("Layer"), context=(str(model.model_dir), text),
                        options=list(range(view.maps.shape[0])))
-    say(heads_claims(head_habits(view.maps), (row.layer, row.head)))
     heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text))
+    say(heads_claims(head_habits(view.maps), (row.layer, row.head)))
 
 
 def parameters_view(model: LoadedModel, text: str) -> None:

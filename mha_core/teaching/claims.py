@@ -50,6 +50,7 @@ class PronounRow:
     pronoun: str  # the words asked about ("" without a pronoun)
     antecedent_word: str
     other_word: str
+    causal: bool = False  # a decoder: the units after the query get no weight
 
     def weight(self, unit: int | None) -> float:
         return float(self.weights[unit]) if unit is not None else 0.0
@@ -90,7 +91,7 @@ def pronoun_row(view: AttentionView, result: AttentionResult, pronoun: str, ante
     else:
         layer, head = clearest_head(view, result, query, key, rival)
     return PronounRow(view.labels, view.maps[layer, head, query], layer, head, query, key, rival, pronoun,
-                      antecedent, other)
+                      antecedent, other, result.causal)
 
 
 def plain(label: str) -> str:
@@ -134,6 +135,10 @@ def why_claims(row: PronounRow) -> tuple[Claim, ...]:
                                "closest, layer {layer}, head {head}: {w_a:.2f} on '{antecedent}', {w_o:.2f} on "
                                "'{other}'."), pronoun=row.pronoun, antecedent=row.antecedent_word,
                             other=row.other_word, layer=row.layer, head=row.head, w_a=w_a, w_o=w_o))
+    later = len(row.labels) - 1 - row.query
+    if row.causal and later:
+        claims.append(claim(N_("In this decoder a word sees only itself and the words before it: the {later} after "
+                               "'{word}' get 0."), later=later, word=query_label))
     top = int(np.argmax(row.weights))
     if top != row.antecedent:
         claims.append(claim(N_("Its largest bar is '{word}' ({weight:.2f})."), word=row.labels[top],
@@ -218,12 +223,12 @@ def parameters_claims(name: str, total: int, attention: int) -> tuple[Claim, ...
 
 
 def roles_claims(labels: np.ndarray) -> tuple[Claim, ...]:
-    """Step 5: the grid's roles, most common first (values are role names, translated where worded)."""
+    """Step 5: how many heads of the grid have each role, most common first ((role, count) pairs; the roles are
+    marked words the page translates)."""
     names, counts = np.unique(labels.astype(str), return_counts=True)
     ordered = sorted(zip(counts.tolist(), names.tolist(), strict=True), key=lambda c: (-c[0], c[1]))
-    claims = [claim(N_("The grid's {n} heads on this sentence:"), n=int(labels.size))]
-    claims += [claim(N_("{role}: {count}"), words=("role",), role=name, count=count) for count, name in ordered]
-    return tuple(claims)
+    return (claim(N_("The grid's {n} heads on this sentence: {roles}."), words=("roles",), n=int(labels.size),
+                  roles=tuple((name, count) for count, name in ordered)),)
 
 
 @dataclass(frozen=True)
