@@ -98,7 +98,7 @@ def say(claims: tuple[Claim, ...]) -> None:
     worded_claims = [tr(said.template, **{name: shown(value, name in said.words) for name, value in
                                           said.kwargs().items()}) for said in claims]
     if worded_claims:
-        st.markdown(" ".join(worded_claims))
+        st.markdown(("" if i18n.current() == "zh" else " ").join(worded_claims))  # 。 ends a sentence
 
 
 def class_view(model: LoadedModel, text: str) -> tuple:
