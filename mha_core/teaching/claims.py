@@ -280,7 +280,10 @@ def pair_claims(pair: PairFigure | None) -> tuple[Claim, ...]:
     if pair.probed:
         claims.append(claim(N_("In a decoder the pronoun comes before the change and cannot see it, so both "
                                "sentences are continued with a question and the grid reads its last word."),))
-    if flips:
+    if flips == 1:
+        claims.append(claim(N_("1 head switches from '{a}' to '{b}', as a reader does; the largest change of a "
+                               "head's margin is {largest:.2f}."), a=pair.name_a, b=pair.name_b, largest=largest))
+    elif flips:
         claims.append(claim(N_("{flips} heads switch from '{a}' to '{b}', as a reader does; the largest change of "
                                "a head's margin is {largest:.2f}."), flips=flips, a=pair.name_a, b=pair.name_b,
                             largest=largest))
