@@ -76,8 +76,8 @@ def test_the_trophy_sentence_s_pair_changes_big_to_small():
     assert (found.antecedent, found.other) == ("trophy", "suitcase")
 
 
-def check_why(row: said.PronounRow, view, share: np.ndarray, causal: bool) -> tuple[said.Claim, ...]:
-    claims = said.why_claims(row)
+def check_why(row: said.PronounRow, view, share: np.ndarray, model) -> tuple[said.Claim, ...]:
+    claims = said.why_claims(row, model.tokenizer.unk_token)
     worded_in_both(claims)
     assert np.allclose(row.weights, view.maps[row.layer, row.head, row.query])
     if row.antecedent is None:
@@ -97,10 +97,13 @@ def check_why(row: said.PronounRow, view, share: np.ndarray, causal: bool) -> tu
     assert largest == ([] if top == row.antecedent else [row.labels[top]])
     later = [c.kwargs()["later"] for c in claims if "sees only itself" in c.template]
     after = len(view.labels) - 1 - row.query
-    assert later == ([after] if causal and after else [])
+    assert later == ([after] if model.causal and after else [])
     assert not later or np.allclose(row.weights[row.query + 1:], 0)
     inside = [c.kwargs()["piece"] for c in claims if "inside the piece" in c.template]
-    assert inside == ([] if said.plain(row.labels[row.query]) == row.pronoun else [row.labels[row.query]])
+    unread = [c.kwargs()["piece"] for c in claims if "cannot read" in c.template]
+    label = row.labels[row.query]
+    assert unread == ([label] if label == model.tokenizer.unk_token else [])
+    assert inside == ([] if unread or said.plain(label) == row.pronoun else [label])
     return claims
 
 
@@ -202,7 +205,7 @@ def test_every_step_s_claims_match_its_figure(name):
         found = focus(text, model.name)
         row = said.pronoun_row(view, result, found.pronoun, found.antecedent, found.other)
         share = said.kept_share(view, result, row.query) if row.antecedent is not None else None
-        check_why(row, view, share, model.causal)
+        check_why(row, view, share, model)
         check_four_steps(server, model, text, result, view, row)
         check_heads_and_roles(server, model, text, view, row)
         check_coreference(server, model, text)

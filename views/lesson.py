@@ -116,7 +116,7 @@ def why_view(model: LoadedModel, text: str) -> None:
     chart(("lesson why", str(model.model_dir), text, row.layer, row.head, row.query), lambda: charts.token_bar_figure(
         list(row.labels), row.weights, tr("Layer {layer}, head {head}: where '{word}' looks", layer=row.layer,
                                           head=row.head, word=row.labels[row.query])), key="lesson_why")
-    say(why_claims(row))
+    say(why_claims(row, model.tokenizer.unk_token))
 
 
 def four_steps_view(model: LoadedModel, text: str) -> None:

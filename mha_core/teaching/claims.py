@@ -99,9 +99,13 @@ def plain(label: str) -> str:
     return label.replace("␣", "").split("¹")[0].split("²")[0].strip()
 
 
-def where_pronoun_is(row: PronounRow) -> tuple[Claim, ...]:
-    """Nothing where the pronoun is a unit of its own; else the piece that holds it, or its first piece."""
+def where_pronoun_is(row: PronounRow, unknown: str | None) -> tuple[Claim, ...]:
+    """Nothing where the pronoun is a unit of its own; else the piece that holds it, or its first piece, or that the
+    model cannot read it (`unknown`: its vocabulary's unknown piece, [UNK])."""
     label = row.labels[row.query]
+    if unknown and label == unknown:
+        return (claim(N_("This model cannot read '{pronoun}': it reads the unknown piece '{piece}' there, so these "
+                         "bars say little about the pronoun."), pronoun=row.pronoun, piece=label),)
     if plain(label) == row.pronoun:
         return () if plain(label) == label.replace("␣", "").strip() else (
             claim(N_("The model reads '{pronoun}' in several pieces: the bars are the row of '{piece}'."),
@@ -110,7 +114,7 @@ def where_pronoun_is(row: PronounRow) -> tuple[Claim, ...]:
                   pronoun=row.pronoun, piece=label),)
 
 
-def why_claims(row: PronounRow) -> tuple[Claim, ...]:
+def why_claims(row: PronounRow, unknown: str | None = None) -> tuple[Claim, ...]:
     """Step 1: which head, which word, how much; where the pronoun sits inside a larger piece; where the head still
     prefers the other candidate (the link is weak on this model)."""
     query_label = row.labels[row.query]
@@ -118,7 +122,7 @@ def why_claims(row: PronounRow) -> tuple[Claim, ...]:
         return (claim(N_("This sentence has no pronoun with a noun before it: the bars are the last word's "
                          "('{word}') row in layer {layer}, head {head}."), word=query_label, layer=row.layer,
                       head=row.head),)
-    claims = list(where_pronoun_is(row))
+    claims = list(where_pronoun_is(row, unknown))
     w_a, w_o = row.weight(row.antecedent), row.weight(row.other)
     if row.other is None:
         claims.append(claim(N_("Layer {layer}, head {head} gives '{antecedent}' the most weight of every head: "
