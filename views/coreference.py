@@ -27,6 +27,7 @@ from mha_core.analysis.lm.predict import asked, first_piece
 from mha_core.figures import charts
 from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.serving.computed import text as computed
+from mha_core.teaching.claims import PairFigure
 from mha_core.teaching.examples import focus, patched_unasked
 from views._inputs import sentence_box
 from views._patching import CAPTION as PATCH_CAPTION
@@ -70,8 +71,10 @@ def pick_words(words: list[Word], context: tuple) -> tuple[int, list[int]]:
     return pronoun, chosen
 
 
-def show_heads(scores: AntecedentScores, gap: CorefResult | None, listed: int = TABLE_HEADS) -> None:
-    """The heads ranked by how strongly the pronoun prefers one candidate (the first `listed`), and the verdict."""
+def show_heads(scores: AntecedentScores, gap: CorefResult | None, listed: int = TABLE_HEADS,
+               headline: bool = True) -> None:
+    """The heads ranked by how strongly the pronoun prefers one candidate (the first `listed`), and (`headline`) the
+    verdict, counted over the heads the table lists."""
     names = [c.text for c in scores.candidates]
     margin, preferred = scores.top_two_margin(), scores.preferred()
     gap_rank = {(layer, head): (rank, acc) for rank, (layer, head, acc) in enumerate(gap.ranking()[:10])} if gap else {}
@@ -85,7 +88,8 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None, listed: int = 
             row[tr("GAP coreference head")] = f"#{rank + 1} ({100 * acc:.0f}%)"
         rows.append(row)
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="ranked_heads")
-    st.markdown("**" + literal(scores.headline()) + "**")
+    if headline:
+        st.markdown("**" + literal(scores.headline(listed)) + "**")
     n_heads = margin.shape[1]
     pronoun = literal(scores.pronoun.text)
     with st.expander(tr("Layer by layer")):
@@ -95,9 +99,9 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None, listed: int = 
 
 
 def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int], context: tuple,
-              detail: bool = True) -> None:
+              detail: bool = True) -> PairFigure | None:
     """The minimal pair: how each head's margin changed and (`detail`) both sentences' margins and which heads cause
-    the change."""
+    the change; returns what its grid drew (None where no pair was compared)."""
     st.subheader(tr("Minimal pair"))
     found = focus(first_text, current_model().name)  # the sentence's own pair: its pronoun swapped, or an example's
     second_text = widget(st.text_input, "pair", found.pair, tr("Second sentence (differs in a few words)"),
@@ -106,7 +110,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     names = [words[i].text for i in candidates]
     if len(candidates) < 2:
         st.info(tr("Choose two candidates to compare their margins across the pair."))
-        return
+        return None
     first = names.index(found.antecedent) if found.antecedent in names else 0
     second = names.index(found.other) if found.other in names and names.index(found.other) != first else 1
     c1, c2, c3 = st.columns(3)
@@ -117,18 +121,19 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
                format_func=lambda i: names[i])
     if a == b:
         st.info(tr("Pick two different candidates."))
-        return
+        return None
     words_2 = words_of(second_text) if second_text.strip() else []
     try:
         alignment = align_pair(words, words_2)
     except InspectorError as err:
         st.warning(literal(worded(err)))
-        return
+        return None
     c3.caption(tr("Changed: {changes}", changes=", ".join(f"{quoted(literal(x))} → {quoted(literal(y))}"
                                                            for x, y in alignment.changed)))
     # Aligned word for word: the second sentence's pronoun is its word at the same index (她 → 他 asks about 他).
     pronoun_2 = words_2[pronoun]
     originals = (first_text, second_text, words[pronoun], pronoun_2, words[candidates[a]], words[candidates[b]])
+    probed = False
     if blind_to_change(current_model().causal, pronoun, alignment):
         note = st.info if detail else st.expander(tr("Why both sentences are continued with a probe")).caption
         note(literal(tr("In this decoder '{text}' (word {pronoun}) comes before every changed word, and a decoder's "
@@ -138,6 +143,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
             text=words[pronoun].text, pronoun=pronoun, value=with_probe('…', words[pronoun]))))
         if not detail or widget(st.toggle, "pair_probe", True, tr("Continue both sentences with the probe")):
             first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, pronoun_2)
+            probed = True
             words, words_2 = words_of(first_text), words_of(second_text)
             pronoun = len(words) - 1  # the probe's last word asks the question
             (st.caption if detail else note)(literal(tr("Attention from the probe's last word '{text}' in: "
@@ -146,9 +152,11 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     scores_1 = scores_of(first_text, words, pronoun, candidates)
     scores_2 = scores_of(second_text, words_2, pronoun, candidates)
     base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
-    show_margin_grids(compare_pair(scores_1, scores_2, a, b), names[a], names[b], base, detail)
+    drawn = PairFigure(compare_pair(scores_1, scores_2, a, b), alignment.changed, names[a], names[b], probed)
+    show_margin_grids(drawn.comparison, names[a], names[b], base, detail)
     if detail:
         show_pair_patching(current_model(), *originals)
+    return drawn
 
 
 def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple, both: bool = True) -> None:

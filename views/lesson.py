@@ -8,16 +8,32 @@ import streamlit as st
 
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.coref.sentence import InspectorError
+from mha_core.analysis.heads.display import words_by_default
 from mha_core.analysis.heads.roles import role_labels
 from mha_core.analysis.params.shapes import make_shape
 from mha_core.figures import charts
+from mha_core.figures import translation as translation_figures
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import tr, worded
 from mha_core.serving.classroom import ClassState
 from mha_core.serving.computed import seq2seq as computed_seq2seq
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed import translation as computed_translation
-from mha_core.teaching.examples import SPOKEN, TRANSLATED
+from mha_core.teaching.claims import (
+    Claim,
+    coreference_claims,
+    cross_claims,
+    four_steps_claims,
+    head_habits,
+    heads_claims,
+    parameters_claims,
+    pronoun_row,
+    roles_claims,
+    scores_row,
+    translation_claims,
+    why_claims,
+)
+from mha_core.teaching.examples import PRONOUNS, TRANSLATED, focus, written_language
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
@@ -43,6 +59,7 @@ from views._state import (
     current_model,
     load_listed_model,
     model_choices,
+    narrow_screen,
     server,
 )
 from views._text import literal
@@ -54,35 +71,73 @@ PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel 
 PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
 PROJECTOR_CSS = ("<style>[data-testid='stMainBlockContainer']{padding-top:4rem;padding-bottom:1rem}"
                  "</style>")  # just below the header (3.75rem): no blank margins above and below a step
+CONTROLS = "lesson_controls"  # the container of Back, the step list and Next (one row on a phone too)
+PHONE_CSS = ("<style>@media (max-width: 640px){"  # a 390-px phone: the step's figure in the first screen
+             "[data-testid='stMainBlockContainer']{padding-left:.6rem;padding-right:.6rem}"
+             "[data-testid='stMainBlockContainer'] h1{font-size:1.3rem;padding:.1rem 0 .2rem}"
+             "[data-testid='stMainBlockContainer'] :is(h2,h3){font-size:1.05rem;padding:.3rem 0 .1rem}"
+             "[data-testid='stMarkdownContainer'] h4{font-size:.92rem;font-weight:400;line-height:1.35;padding:0}"
+             f".st-key-{CONTROLS} [data-testid='stHorizontalBlock']{{flex-wrap:wrap;gap:.4rem}}"
+             f".st-key-{CONTROLS} [data-testid='stColumn']{{min-width:0!important;flex:0 0 4.6rem!important}}"
+             f".st-key-{CONTROLS} [data-testid='stColumn']:nth-child(2){{flex:1 1 0!important}}"
+             f".st-key-{CONTROLS} [data-testid='stColumn']:nth-child(4){{flex:1 0 100%!important}}"
+             "}</style>")
+
+
+def shown(value: object, marked: bool) -> object:
+    """A claim's value as the page writes it: text escaped (a marked word translated), a list of (word, count)
+    pairs as "word count, …"."""
+    if isinstance(value, tuple):
+        return ", ".join(f"{shown(word, marked)} {count}" for word, count in value)
+    if isinstance(value, str):
+        return literal(tr(value) if marked else value)
+    return value
+
+
+def say(claims: tuple[Claim, ...]) -> None:
+    """A step's claims about its figure, in the page's language (one paragraph; a list's items on their own)."""
+    worded_claims = [tr(said.template, **{name: shown(value, name in said.words) for name, value in
+                                          said.kwargs().items()}) for said in claims]
+    if worded_claims:
+        st.markdown(("" if i18n.current() == "zh" else " ").join(worded_claims))  # 。 ends a sentence
 
 
 def class_view(model: LoadedModel, text: str) -> tuple:
-    """The class's sentence on the class's model, as the Heads page shows it: result, view, the pronoun's head."""
+    """The class's sentence on the class's model, as the Heads page shows it: result, view, and step 1's figure
+    (the clearest head's row from the pronoun)."""
     result = checked_run(text)
-    view = computed.view_of(server(), model, text, "auto", True, True)
-    return result, view, heads.opening_head(view, result)
+    view = computed.view_of(server(), model, text, "auto", True, words_by_default(text))  # as the Heads page
+    computed.focus_of(server(), text)  # the words tagged once per server
+    found = focus(text, model.name)
+    return result, view, pronoun_row(view, result, found.pronoun, found.antecedent, found.other)
 
 
 def why_view(model: LoadedModel, text: str) -> None:
-    result, view, (layer, head) = class_view(model, text)
-    query, _ = heads.default_pair(view, result)
-    row = view.maps[layer, head, query]
-    chart(("lesson why", str(model.model_dir), text, layer, head, query), lambda: charts.token_bar_figure(
-        list(view.labels), row, tr("Layer {layer}, head {head}: where '{word}' looks", layer=layer, head=head,
-                                   word=view.labels[query])), key="lesson_why")
+    _, view, row = class_view(model, text)
+    chart(("lesson why", str(model.model_dir), text, row.layer, row.head, row.query), lambda: charts.token_bar_figure(
+        list(row.labels), row.weights, tr("Layer {layer}, head {head}: where '{word}' looks", layer=row.layer,
+                                          head=row.head, word=row.labels[row.query])), key="lesson_why")
+    say(why_claims(row, model.tokenizer.unk_token))
 
 
 def four_steps_view(model: LoadedModel, text: str) -> None:
-    result, view, (layer, head) = class_view(model, text)
-    pieces = view.pieces[heads.default_pair(view, result)[0]] if view.pieces else (0,)
-    w = computed.walkthrough_of(server(), model, text, layer, head)
-    walkthrough.step_attention(w, model, step_shapes(model, layer, len(result.labels[0])), pieces[0],
-                               ("lesson", str(model.model_dir), text, layer, head), brief=True)
+    result, view, row = class_view(model, text)
+    query = view.pieces[row.query][0] if view.pieces else 0
+    w = computed.walkthrough_of(server(), model, text, row.layer, row.head)
+    walkthrough.step_attention(w, model, step_shapes(model, row.layer, len(result.labels[0])), query,
+                               ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
+    special = [word is None for word in result.word_ids[0]]
+    say(four_steps_claims(scores_row(w, view, row, query, special)))
 
 
 def heads_view(model: LoadedModel, text: str) -> None:
-    _, view, selected = class_view(model, text)
-    heads.show_overview(view.maps, selected, ("lesson heads", str(model.model_dir), text))
+    _, view, row = class_view(model, text)
+    layer = row.layer
+    if narrow_screen():  # a phone's overview shows one layer: the class picks which
+        layer = widget(st.select_slider, "lesson_layer", row.layer, tr("Layer"), context=(str(model.model_dir), text),
+                       options=list(range(view.maps.shape[0])))
+    heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text))
+    say(heads_claims(head_habits(view.maps), (row.layer, row.head)))
 
 
 def parameters_view(model: LoadedModel, text: str) -> None:
@@ -91,13 +146,16 @@ def parameters_view(model: LoadedModel, text: str) -> None:
     left, right = st.columns(2)
     left.metric(tr("{name}: parameters", name=model.name), f"{breakdown.total:,}")
     right.metric(tr("In attention (W_Q, W_K, W_V, W_O + biases)"), f"{breakdown.attention_total:,}")
+    say(parameters_claims(model.name, breakdown.total, breakdown.attention_total))
 
 
 def roles_view(model: LoadedModel, text: str) -> None:
     roles = computed.head_roles_of(server(), model, text)
     causal = model.arch.causal
-    chart(("lesson roles", str(model.model_dir), text), lambda: role_grid_figure(role_labels(roles, causal), roles,
-                                                                                  causal), key="lesson_roles")
+    labels = role_labels(roles, causal)
+    chart(("lesson roles", str(model.model_dir), text), lambda: role_grid_figure(labels, roles, causal),
+          key="lesson_roles")
+    say(roles_claims(labels))
 
 
 def coreference_view(model: LoadedModel, text: str) -> None:
@@ -112,32 +170,40 @@ def coreference_view(model: LoadedModel, text: str) -> None:
     cap_chart_heights(PAIR_CHART_PX)
     ranked, pair = st.columns([2, 3])
     with ranked:
-        coreference.show_heads(scores, None, listed=LESSON_ROWS)
+        coreference.show_heads(scores, None, listed=LESSON_ROWS, headline=False)
     with pair:
-        coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text), detail=False)
+        drawn = coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text), detail=False)
+    with ranked:  # under the table: a projector shows them beside the pair's grid
+        say(coreference_claims(scores, LESSON_ROWS, drawn))
 
 
 def cross_view(model: LoadedModel, text: str) -> None:
-    language = "zh" if i18n.current() == "zh" else "en"
-    spoken = SPOKEN[language]
-    audio = answered(computed_seq2seq.spoken_of, spoken, language)
+    language = written_language(text)
+    audio = answered(computed_seq2seq.spoken_of, text, language)
     heard = None if audio is None else answered(computed_seq2seq.transcript_of, model, audio, language)
     if heard is None:
         return
     player, words = st.columns(2, vertical_alignment="center")
     player.audio(audio)
-    words.markdown(tr("**Heard:** {text}", text=literal(heard.text)))
+    with words:
+        say(cross_claims(model.name, text, heard.text))
     seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
                                             "transcribe"))
 
 
 def translation_view(model: LoadedModel, text: str) -> None:
-    source = TRANSLATED["zh"]
-    result = answered(computed_translation.translation_of, model, source, "zh", "en")
+    source = written_language(text)
+    target = "en" if source == "zh" else "zh"
+    result = answered(computed_translation.translation_of, model, text, source, target)
     if result is None:
         return
-    st.markdown(tr("**{source}** → **{text}**", source=literal(source), text=literal(result.translation)))
-    translation.alignment_views(model, result, ("lesson", str(model.model_dir), source), beside=True)
+    st.markdown(tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation)))
+    say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target]))
+    if narrow_screen():  # a phone: the links alone (the matrix's rotated labels crowd its title at 390 px)
+        chart(("lesson t_links", str(model.model_dir), text), lambda: translation_figures.links_figure(result),
+              width="stretch")
+        return
+    translation.alignment_views(model, result, ("lesson", str(model.model_dir), text), beside=True, pronouns=False)
 
 
 def images_view(model: LoadedModel, text: str) -> None:
@@ -176,7 +242,7 @@ def step_model(step: LessonStep) -> LoadedModel:
 def step_controls(number: int, name: str = "step") -> object:
     """Back, the step list and Next, setting the choice `name` (a student's own steps have a name of their own);
     returns the row's last place (the teacher's class button)."""
-    back, listed, forward, last = st.columns([1, 4, 1, 1.4], vertical_alignment="center")
+    back, listed, forward, last = st.container(key=CONTROLS).columns([1, 4, 1, 1.4], vertical_alignment="center")
     back.button(tr("Back"), on_click=choose, args=(name, number - 1), disabled=number == 1, key="lesson_back",
                 width="stretch")
     forward.button(tr("Next"), on_click=choose, args=(name, number + 1), disabled=number == len(STEPS),
@@ -239,7 +305,7 @@ def teacher_page(code: str | None, state: ClassState | None) -> None:
 
 
 def main() -> None:
-    st.html(PROJECTOR_CSS)
+    st.html(PROJECTOR_CSS + PHONE_CSS)
     cap_chart_heights(PROJECTOR_CHART_PX)
     code = class_code()
     state = class_state(code) if code else None

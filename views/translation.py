@@ -56,7 +56,8 @@ def pronoun_note(result: Translation) -> None:
         st.markdown(tr(line, word=literal(found.word), linked=literal(" ".join(found.linked))))
 
 
-def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside: bool = False) -> None:
+def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside: bool = False,
+                    pronouns: bool = True) -> None:
     """The links and the matrix they are read from (`beside`: side by side, as a projector's wide screen fits)."""
     links, matrix = st.columns(2) if beside else (st.container(), st.container())
     with links:
@@ -72,7 +73,8 @@ def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside:
         st.caption(tr("Relative weight: each source word's column is divided by its mean over the translation's words, "
                       "so that a word every translation word attends to (a sink, such as the final full stop) does not "
                       "win every row. Measured on the hand alignments, it aligns better than the weights as read."))
-    pronoun_note(result)
+    if pronouns:  # the lesson words its own, from the same links
+        pronoun_note(result)
 
 
 def one_head(model: LoadedModel, result: Translation, key: tuple) -> None:

@@ -30,6 +30,11 @@ PRONOUNS = {"zh": ("它", "他", "她", "它们", "他们", "她们", "牠"),
             "en": ("it", "he", "she", "they", "him", "her", "them")}
 
 
+def written_language(text: str) -> str:
+    """"zh" for a text with Chinese characters in it, else "en" (what the lesson speaks and translates it from)."""
+    return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in text) else "en"
+
+
 @dataclass(frozen=True)
 class Example:
     language: str  # "en" or "zh"
@@ -74,10 +79,12 @@ PRONOUN_SWAPS = {"he": "she", "she": "he", "him": "her", "her": "him", "his": "h
                  "他": "她", "她": "他", "它": "他", "他们": "她们", "她们": "他们", "它们": "他们"}
 
 # What the pronoun's referent is said to be, for one referent and for the other ("because it was too tired": the
-# animal; "too wide": the street): swapping one for its partner is the minimal pair (Winograd schemas, the seeds' pair).
+# animal; "too wide": the street; the trophy "was too big" to fit the suitcase, which "was too small"): swapping one
+# for its partner is the minimal pair (Winograd schemas, the seeds' pair).
 ATTRIBUTE_SWAPS = {"tired": "wide", "wide": "tired", "exhausted": "busy", "busy": "exhausted", "scared": "dangerous",
-                   "dangerous": "scared", "sleepy": "long", "long": "sleepy", "累": "宽", "宽": "累", "困": "长",
-                   "长": "困"}
+                   "dangerous": "scared", "sleepy": "long", "long": "sleepy", "big": "small", "large": "small",
+                   "small": "big", "heavy": "weak", "weak": "heavy", "累": "宽", "宽": "累", "困": "长", "长": "困",
+                   "大": "小", "小": "大"}
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ class LessonStep:
 
 STEPS = (
     LessonStep("why", N_("Why attention: one word looks at all the others"),
-               N_("A word's meaning depends on the words around it: \"it\" means the animal here. Attention lets each "
-                  "word take a weighted mix of every other word; the bars are one word's weights, one row of the "
-                  "attention map, and they add up to 1."), CLASS_MODEL, "views/heads.py"),
+               N_("A word's meaning depends on the words around it. Attention lets each word take a weighted mix "
+                  "of every other word; the bars are one word's weights, one row of the attention map, and they add "
+                  "up to 1."), CLASS_MODEL, "views/heads.py"),
     LessonStep("four_steps", N_("One head in four steps"),
                N_("Each word is projected into a query, a key and a value. Scores are query · key divided by √d_k, "
                   "softmax turns each row into weights, and the weights mix the values. Below, the scores and the "
@@ -44,17 +44,18 @@ STEPS = (
                N_("Clark et al. (2019) found heads that attend to the previous word, to [CLS] or [SEP], or follow "
                   "syntax. The grid labels each head of this model by what it does most on this sentence, against "
                   "what a head spreading its weight evenly would do."), CLASS_MODEL, "views/roles.py"),
-    LessonStep("coreference", N_("it → animal: a head that resolves the pronoun"),
-               N_("Some heads link \"it\" to the noun it stands for. Change \"tired\" to \"wide\" and \"it\" should "
-                  "mean the street instead: the minimal pair shows which heads follow the meaning."),
+    LessonStep("coreference", N_("Pronouns: heads that resolve what a pronoun means"),
+               N_("Some heads link a pronoun to the noun it stands for. A minimal pair changes one word so that the "
+                  "pronoun should mean the other noun: its grid shows which heads follow the meaning."),
                CLASS_MODEL, "views/coreference.py"),
     LessonStep("cross", N_("Cross-attention: the decoder reads the encoder"),
                N_("In an encoder–decoder, the decoder's queries read the encoder's keys and values. Whisper hears the "
-                  "sentence spoken: each written word listens to a stretch of the audio."), WHISPER_NAME,
-               "views/seq2seq.py"),
+                  "class's sentence spoken by espeak-ng: each written word listens to a stretch of the audio."),
+               WHISPER_NAME, "views/seq2seq.py"),
     LessonStep("translation", N_("Translation: attention as alignment"),
                N_("Attention began in translation (Bahdanau et al.): each translated word looks back at the source "
-                  "words it comes from. Gemma 3 translates the sentence, and its heads align the two languages."),
+                  "words it comes from. Gemma 3 translates the "
+                  "class's sentence, and its heads align the two languages."),
                GEMMA_NAME, "views/translation.py"),
     LessonStep("images", N_("Images: an image is worth 16 × 16 words"),
                N_("A Vision Transformer cuts the image into patches and treats them as words. The [CLS] token's "
