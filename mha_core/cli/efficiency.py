@@ -32,12 +32,10 @@ def cmd_efficiency(args: argparse.Namespace) -> None:
         from mha_core.analysis.efficiency.cost import KERNELS, attention_cost, model_shape
 
         kernels = args.kernels.split(",") if args.kernels else list(KERNELS)
-        bar, update = progress_bar("lengths timed")
+        bar, update = progress_bar("lengths timed, then each kernel's peak memory")
         try:
             cost = attention_cost(args.lengths, *model_shape(model), kernels=kernels, window=args.window,
                                   progress=update)
-        except ValueError as err:
-            raise CliError(str(err)) from None
         finally:
             bar.close()
         write_json({"model": model.name, **cost.as_json()}, args.json)
