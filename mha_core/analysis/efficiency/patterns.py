@@ -80,7 +80,7 @@ def positive(spec: str, text: str, name: str, most: int = MAX_NUMBER) -> int:
 
 
 def seed_of(spec: str, text: str) -> int:
-    return whole(spec, text, N_("the seed"), 0, MAX_SEED)
+    return whole(spec, text, Worded(N_("the seed")), 0, MAX_SEED)
 
 
 NAMES = {"window": ("W",), "dilated": ("W", "D"), "longformer": ("W", "G"), "bigbird": ("W", "G", "R")}
