@@ -123,3 +123,30 @@ def test_the_issue_s_kernel_run_is_refused_at_once_naming_the_longest_text_that_
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     longest = longest_text(decoder, parse_pattern("performer:4096:1"), "auto")
     assert f"the longest text that fits is {longest:,} pieces" in refused.stderr
+
+
+def test_the_memory_phase_counts_on_the_progress_bar():
+    """Issue 77.10: the page sat at 20/20 for 26 s while each kernel's peak memory was measured; a step per kernel
+    now follows the timed lengths."""
+    seen: list[tuple[int, int]] = []
+    attention_cost([64, 128], heads=2, head_dim=8, kernels=("fused", "linear"), window=8, repeats=1,
+                   progress=lambda done, total: seen.append((done, total)))
+    assert [done for done, _ in seen] == list(range(1, 7)) and {total for _, total in seen} == {6}
+
+
+def test_the_slope_note_explains_explicit_s_slope_above_two_by_its_weights_bytes():
+    from mha_core.analysis.efficiency.cost import AttentionCost, analytic
+    from mha_core.teaching.efficiency import slope_note
+
+    lengths = (512, 1024, 2048, 4096, 8192)
+
+    def measured(explicit_slope):
+        seconds = {"explicit": [1e-3 * (n / 512) ** explicit_slope for n in lengths],
+                   "fused": [1e-3 * (n / 512) ** 2 for n in lengths]}
+        figures = {k: [analytic(k, n, 9, 64, 128) for n in lengths] for k in seconds}
+        return AttentionCost(lengths, 9, 64, 128, "cpu", seconds, {}, {k: [f for f, _ in v] for k, v in
+                             figures.items()}, {k: [b for _, b in v] for k, v in figures.items()})
+
+    above = slope_note(measured(2.48))
+    assert "2.48" in above and "memory traffic" in above and f"{2 * 8192 * 8192 * 4 / 2**20:,.0f} MB" in above
+    assert "memory traffic" not in slope_note(measured(2.0)) and "nˢ" in slope_note(measured(2.0))
