@@ -113,11 +113,12 @@ def one_head(model: LoadedModel, run: PatternedRun, key: tuple) -> None:
 
 def cost_section(model: LoadedModel) -> None:
     st.subheader(tr("The cost, measured on this server"))
-    st.caption(tr("One layer's attention of {name} ({heads} heads of {head_dim}) at {shortest:,} to {longest:,} "
-                  "pieces, by four kernels: the explicit softmax that stores the n × n weights, the fused kernel "
-                  "(SDPA) that never stores them, a window computed band by band (O(n·W)) and linear attention (O(n·d²)). Measured once per server, in "
-                  "the heavy-work queue: first each kernel is timed at each length, then each kernel's peak memory is "
-                  "measured in a process of its own (the last {kernels} steps of the bar, a few seconds each).",
+    st.caption(tr("One layer's attention of {name} ({heads} heads of {head_dim}) at {shortest:,} to {longest:,} pieces,"
+                  " by four kernels: the explicit softmax that stores the n × n weights, the fused kernel (SDPA) that "
+                  "never stores them, a window computed band by band (O(n·W)) and linear attention (O(n·d²)). Measured "
+                  "once per server, in the heavy-work queue: first each kernel is timed at each length, then each "
+                  "kernel's peak memory is measured in a process of its own (the last {kernels} steps of the bar, a few"
+                  " seconds each).",
                   name=model.name, heads=model.n_heads, head_dim=model.head_dim, shortest=computed.BENCH_LENGTHS[0],
                   longest=computed.BENCH_LENGTHS[-1], kernels=len(computed.KERNELS)))
     if not chosen("eff_measure", False):
