@@ -87,3 +87,16 @@ def test_a_decoder_is_asked_the_pronoun_question_with_the_pattern_and_without(la
     said = " ".join(m.value for m in at.markdown if expected.candidates[0] in m.value and "**" in m.value)
     assert f"**{literal(repr(expected.dense))}**" in said and f"**{literal(repr(expected.patterned))}**" in said
     assert f"{expected.dense_probs[0]:.0%}" in said and f"{expected.patterned_probs[1]:.0%}" in said
+
+
+def test_a_text_over_the_budget_is_refused_on_the_page_naming_the_longest_that_fits(monkeypatch):
+    """Issue 78.1: the page ran the issue's 962-piece text to a 4.97 GB peak; it is now estimated first."""
+    from mha_core.analysis.efficiency.fidelity import longest_fitting
+    from mha_core.analysis.efficiency.patterns import parse_pattern
+    from mha_core.engine.budget import BUDGET_ENV
+
+    monkeypatch.setenv(BUDGET_ENV, "256")
+    at = open_app(PAGE, text="The animal crossed the street. " * 160, model=DECODER_NAME, eff_kind="linear")
+    longest = longest_fitting(bundled_model(DECODER_NAME), parse_pattern("linear:elu"), "auto")
+    assert not at.exception and any(f"the longest text that fits is {longest:,} pieces" in w.value
+                                    for w in at.warning)

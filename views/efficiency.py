@@ -106,7 +106,7 @@ def one_head(model: LoadedModel, run: PatternedRun, key: tuple) -> None:
     for column, result, name in ((left, run.dense, tr("dense")), (right, run.patterned, run.pattern.spec)):
         with column:
             chart(("eff head", *key, name, layer, head), lambda result=result, name=name: charts.matrix_spec(
-                result.text_maps(0)[layer, head].numpy(), list(run.tokens),
+                result.text_layer_maps(0, layer)[head].numpy(), list(run.tokens),
                 tr("L{layer} H{head}, {name}", layer=layer, head=head, name=name), height=380,
                 cols=charts.indexed_labels(run.tokens), colorscale="Blues", zmid=None))
 
