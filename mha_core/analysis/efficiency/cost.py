@@ -158,9 +158,9 @@ def longest_fitting(kernel: str, heads: int, head_dim: int, window: int) -> int:
 
 def whole_in(name: str, value: object, least: int, most: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or not least <= value <= most:
-        raise InputError("cost_number_out_of_range", N_("{name} must be a whole number from {least:,} to {most:,}, not "
-                                                      "{value}."), name=name, least=least, most=most,
-                       value=str(value)[:40])
+        raise InputError("cost_number_out_of_range",
+                         N_("{name} must be a whole number from {least:,} to {most:,}, not {value}."), name=name,
+                         least=least, most=most, value=str(value)[:40])
     return int(value)
 
 
@@ -176,7 +176,7 @@ def checked_device(device: object) -> str:
     if text.startswith("cuda") and (index == "" or index.isascii() and index.isdecimal()) and int(index or 0) < count:
         return text
     raise InputError("cost_device_unknown", N_("The device '{device}' is not on this machine: use cpu{cuda}."),
-                   device=text[:40], cuda=f" or cuda:0–cuda:{count - 1}" if count else "")
+                     device=text[:40], cuda=f" or cuda:0–cuda:{count - 1}" if count else "")
 
 
 def check_cost_inputs(lengths: Sequence[int], kernels: Sequence[str], heads: int, head_dim: int, window: int,
@@ -194,7 +194,7 @@ def check_cost_inputs(lengths: Sequence[int], kernels: Sequence[str], heads: int
     wrong = [str(kernel)[:20] for kernel in kernels if kernel not in KERNEL_OF]
     if isinstance(kernels, str) or not kernels or wrong:
         raise InputError("cost_kernel_unknown", N_("'{kernel}' is not a kernel here: choose among {kernels}."),
-                       kernel=wrong[0] if wrong else "", kernels=", ".join(KERNELS))
+                         kernel=wrong[0] if wrong else "", kernels=", ".join(KERNELS))
     for kernel in dict.fromkeys(kernels):
         n = max(lengths)
         if not fits(kernel, n, heads, head_dim, window):
@@ -209,9 +209,9 @@ def refuse_length(kernel: str, n: int, heads: int, head_dim: int, window: int) -
               Worded(N_("no length fits this shape: use fewer heads, a narrower head or a smaller window")))
     what = Worded(N_("The {kernel} kernel at {n:,} pieces"), kernel=kernel, n=n)
     check_budget(int(need_bytes(kernel, n, heads, head_dim, window)), what, advice)
-    raise InputError("cost_too_much_work", N_("{what} would take about {flops:.1e} operations per run, over this lab's "
-                                            "limit of {limit:.0e}; {advice}."), what=what,
-                   flops=analytic(kernel, n, heads, head_dim, window)[0], limit=MAX_KERNEL_FLOPS, advice=advice)
+    raise InputError("cost_too_much_work", N_("{what} would take about {flops:.1e} operations per run, over this "
+                                              "lab's limit of {limit:.0e}; {advice}."), what=what,
+                     flops=analytic(kernel, n, heads, head_dim, window)[0], limit=MAX_KERNEL_FLOPS, advice=advice)
 
 
 def inputs(n: int, heads: int, head_dim: int, device: str) -> tuple[Tensor, Tensor, Tensor]:
