@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mha_core import load_model  # noqa: E402
 from mha_core.analysis.coref.sentence import antecedent_scores  # noqa: E402
+from mha_core.analysis.efficiency.answers import pronoun_and_candidates  # noqa: E402
 from mha_core.analysis.efficiency.cost import attention_cost, growth, inputs, model_shape  # noqa: E402
-from mha_core.analysis.efficiency.fidelity import pronoun_and_candidates, with_pattern  # noqa: E402
+from mha_core.analysis.efficiency.fidelity import with_pattern  # noqa: E402
 from mha_core.analysis.efficiency.patterns import allowed_keys, parse_pattern  # noqa: E402
 from mha_core.engine.allowed import AllowedKeys, allowed_bias  # noqa: E402
 from mha_core.engine.forward import run  # noqa: E402

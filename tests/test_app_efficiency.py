@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from mha_core import with_pattern
+from mha_core.analysis.coref.sentence import PROBE
 from mha_core.engine.loading.bundled import DECODER_NAME
 from mha_core.serving.menu import available_models
 from tests.conftest import bundled_model, chart_json, decode, open_app
@@ -41,6 +42,7 @@ def test_a_pattern_on_the_decoder_gives_the_next_piece_s_kl_and_one_too_wide_is_
     expected = with_pattern(bundled_model(DECODER_NAME), TEXT, "bigbird:3:1:2:0")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["KL(dense ‖ patterned) of the next piece"] == f"{expected.next_kl:.3f}"
+    assert all(repr(piece) in metrics["Most likely next piece"] for piece in expected.next_pieces)  # issue 77.7
     wide = open_app(PAGE, text="A short one.", eff_kind="window", eff_W="40")
     assert not wide.exception and any("larger than the text" in w.value for w in wide.warning)
     assert not wide.get("plotly_chart")
@@ -64,6 +66,37 @@ def test_the_page_in_chinese_has_no_english_left():
     names = [choice.name for choice in available_models()]
     at = open_app(PAGE, lang="zh", text=TEXT, eff_kind="longformer")
     typed = [box.value for box in at.text_area] + [box.value for box in at.text_input]
+    typed += [PROBE.format(pronoun="it"), "animal", "street"]  # the decoder's question is asked in the text's language
     left = untranslated(at, [*names, *typed, "O(n²)", "Longformer", "BigBird", "Performer", "elu", "SDPA", "KL", "L",
                              "H", "W", "G", "longformer:4:1"])
     assert not left, list(left.items())[:4]
+
+
+@pytest.mark.parametrize("lang,text", [("en", TEXT), ("zh", "那只动物没有过马路，因为它太累了。")])
+def test_a_decoder_is_asked_the_pronoun_question_with_the_pattern_and_without(lang, text):
+    """Issue 77.7: on a decoder the page answered only "KL 3.960" and "different"; the it → animal question was an
+    encoder's. Now the model is asked in words (the Coreference page's probe, Chinese for Chinese text), and both
+    answers are named as the API gives them."""
+    from mha_core.analysis.efficiency.answers import probe_answer
+    from views._text import literal
+
+    at = open_app(PAGE, lang=lang, text=text, model=DECODER_NAME, eff_kind="window", eff_W="2")
+    assert not at.exception and not at.error
+    expected = probe_answer(bundled_model(DECODER_NAME), text, "window:2")
+    assert expected is not None and ("句中的" in expected.probe) == (lang == "zh")
+    said = " ".join(m.value for m in at.markdown if expected.candidates[0] in m.value and "**" in m.value)
+    assert f"**{literal(repr(expected.dense))}**" in said and f"**{literal(repr(expected.patterned))}**" in said
+    assert f"{expected.dense_probs[0]:.0%}" in said and f"{expected.patterned_probs[1]:.0%}" in said
+
+
+def test_a_text_over_the_budget_is_refused_on_the_page_naming_the_longest_that_fits(monkeypatch):
+    """Issue 78.1: the page ran the issue's 962-piece text to a 4.97 GB peak; it is now estimated first."""
+    from mha_core.analysis.efficiency.fidelity import longest_fitting
+    from mha_core.analysis.efficiency.patterns import parse_pattern
+    from mha_core.engine.budget import BUDGET_ENV
+
+    monkeypatch.setenv(BUDGET_ENV, "256")
+    at = open_app(PAGE, text="The animal crossed the street. " * 160, model=DECODER_NAME, eff_kind="linear")
+    longest = longest_fitting(bundled_model(DECODER_NAME), parse_pattern("linear:elu"), "auto")
+    assert not at.exception and any(f"the longest text that fits is {longest:,} pieces" in w.value
+                                    for w in at.warning)

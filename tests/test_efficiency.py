@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mha_core import InputError, load_model, parse_pattern, with_pattern
-from mha_core.analysis.efficiency.cost import KERNEL_OF, attention_cost, check_lengths
+from mha_core.analysis.efficiency.cost import KERNEL_OF, attention_cost, check_cost_inputs
 from mha_core.analysis.efficiency.patterns import allowed_keys, kernel_map
 from mha_core.engine.budget import BudgetError
 from tests.conftest import cli
@@ -159,8 +159,8 @@ def test_the_cost_is_measured_per_kernel_and_lengths_over_the_budget_are_refused
     assert cost.flops["explicit"][1] == 16 * cost.flops["explicit"][0]  # analytic: n² grows 16x
     assert cost.flops["linear"][1] == 4 * cost.flops["linear"][0]
     monkeypatch.setenv("MHA_COMPUTE_MB", "64")
-    with pytest.raises(BudgetError, match="the longest that fits is 2,048 pieces"):
-        check_lengths([512, 8192], ["explicit"], 2, 16, 32)
+    with pytest.raises(BudgetError, match="the longest that fits is 2,872 pieces"):  # 8·n² + 3·2·16·n·4 bytes
+        check_cost_inputs([512, 8192], ["explicit"], 2, 16, 32)
 
 
 def test_every_kernel_s_peak_comes_from_a_fork_of_one_process(monkeypatch):
@@ -172,10 +172,12 @@ def test_every_kernel_s_peak_comes_from_a_fork_of_one_process(monkeypatch):
     from mha_core.analysis.efficiency import cost
 
     started: list[list[str]] = []
-    real_run = subprocess.run
-    monkeypatch.setattr(cost.subprocess, "run", lambda args, **kw: started.append(args) or real_run(args, **kw))
-    peaks = cost.peak_megabytes(("explicit", "linear"), [1024, 512], heads=4, head_dim=16, window=32)
-    assert len(started) == 1 and set(peaks) == {"explicit", "linear"}
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(cost.subprocess, "Popen", lambda args, **kw: started.append(args) or real_popen(args, **kw))
+    measured: list[str] = []
+    peaks = cost.peak_megabytes(("explicit", "linear"), [1024, 512], heads=4, head_dim=16, window=32,
+                                measured=measured.append)
+    assert len(started) == 1 and set(peaks) == {"explicit", "linear"} and measured == ["explicit", "linear"]
     one_head_mb = 1024 * 1024 * 4 / 2**20  # float32 weights of one head at 1,024 pieces
     assert peaks["explicit"][0] >= one_head_mb and peaks["linear"][0] < peaks["explicit"][0] / 4
     assert all(mb >= 0 for kernel in peaks.values() for mb in kernel)

@@ -206,3 +206,24 @@ def test_align_keeps_the_pairs_finished_when_interrupted(gemma, tmp_path, monkey
     written = (tmp_path / "a.txt").read_text(encoding="utf-8").splitlines()
     assert written == [pharaoh(align(gemma, p.source, p.target, "zh", "en").links) for p in pairs[:2]]
     assert (tmp_path / "a.json").read_text(encoding="utf-8").count('"alignment"') == 2
+@pytest.mark.parametrize("arguments", [["--window", "0"], ["--window", "1000000000"], ["--window", "-5"],
+                                       ["--lengths", "65536", "--kernels", "fused"], ["--kernels", "bogus"],
+                                       ["--lengths", "99999999999999999999999"]])
+def test_a_bench_argument_out_of_range_is_one_line_before_any_timing(tiny_dir, monkeypatch, arguments):
+    """Issue 78.8: --window 0 and 10⁹ crashed, -5 gave negative FLOPs, 65,536 fused pieces ran for minutes."""
+    from mha_core.analysis.efficiency import cost
+
+    monkeypatch.setattr(cost, "best_seconds", lambda *a, **k: pytest.fail("a kernel ran"))
+    run = cli("efficiency", "--bench", "--model-dir", str(tiny_dir), "--lengths", "64,128", *arguments)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr[-600:]
+
+
+@pytest.mark.parametrize("spec", ["performer:4:²", "bigbird:4:1:2:²", "dilated:2:99999999999999999999",
+                                  f"performer:4:{10**23}", f"bigbird:1:1:1:{10**23}"])
+def test_a_pattern_that_crashed_is_one_line_before_the_dense_run(tiny_dir, monkeypatch, spec):
+    """Issue 78.7: a superscript digit and an overflowing number raised tracebacks, a 10²³ seed after the dense run."""
+    from mha_core.analysis.efficiency import fidelity
+
+    monkeypatch.setattr(fidelity, "forward", lambda *a, **k: pytest.fail("the forward ran"))
+    run = cli("efficiency", "The cat sat on the mat.", "--pattern", spec, "--model-dir", str(tiny_dir))
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1 and "cannot be read" in run.stderr

@@ -222,3 +222,32 @@ def test_head_weight_norms_of_grouped_query_heads(family_dirs):
     for head in range(model.n_heads):
         assert torch.isclose(qk[1, head], torch.linalg.matrix_norm(hw.w_q[head] @ hw.w_k[head // group].T))
         assert torch.isclose(ov[1, head], torch.linalg.matrix_norm(hw.w_v[head // group] @ hw.w_o[head]))
+
+
+WIDE_HEADS = ("llama", "mistral", "qwen3", "gemma2", "gemma3_text")  # the families whose config sets head_dim apart
+
+
+@pytest.mark.parametrize("family", WIDE_HEADS)
+def test_the_model_s_cost_numbers_use_its_head_dim_not_d_model_over_h(family, tmp_path):
+    """Issue 77.4: lesson step 10 gave Gemma 3 270M 14,976 B per piece for its one key/value head (d_v taken as
+    640 / 4 = 160): the shape is read from the modules (here head_dim 16 on d_model 32 with 4 heads, not 8), every
+    KV-cache line counts L x g x (d_k + d_v) x 2 bytes, and the model's own layout is the line named as its own."""
+    from mha_core import load_model
+    from mha_core.analysis.params.counts import attention_shape, calculator_check
+    from mha_core.figures.params import kv_cache_figure
+    from mha_core.figures.spec import array_of
+    from tests.tiny_models import make_tiny
+
+    model = load_model(make_tiny(family, tmp_path / family, head_dim=16))
+    config = model.model.config
+    assert config.head_dim == 16 != config.hidden_size // config.num_attention_heads
+    shape = attention_shape(model)
+    assert (shape.d_k, shape.d_v, shape.n_kv_heads) == (16, 16, config.num_key_value_heads)
+    assert calculator_check(model, model_breakdown(model)).agrees
+    fig = kv_cache_figure(shape, model.n_layers, 1000, owner="tiny")
+    per_piece = {trace["name"]: array_of(trace["y"])[-1] / 1000 for trace in fig["data"]}
+    layers, heads = config.num_hidden_layers, config.num_attention_heads
+    expected = {g: layers * g * (16 + 16) * 2 for g in range(1, heads + 1) if heads % g == 0}
+    assert set(per_piece.values()) <= set(expected.values()) and expected[heads] in per_piece.values()
+    own = [name for name in per_piece if "(tiny's own)" in name]
+    assert len(own) == 1 and per_piece[own[0]] == expected[config.num_key_value_heads]

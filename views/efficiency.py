@@ -7,12 +7,12 @@ import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.analysis.coref.sentence import InspectorError
-from mha_core.analysis.efficiency.fidelity import PatternedRun, coref_answer
+from mha_core.analysis.efficiency.fidelity import PatternedRun
 from mha_core.figures import charts
 from mha_core.figures import efficiency as figures
 from mha_core.i18n import tr, worded
 from mha_core.serving.computed import efficiency as computed
-from mha_core.teaching.efficiency import KINDS, NUMBERS, TRADES, spec_of
+from mha_core.teaching.efficiency import KINDS, NUMBERS, TRADES, slope_note, spec_of
 from views._inputs import sentence_box
 from views._state import answered, chart, current_model, queued
 from views._text import literal
@@ -37,7 +37,7 @@ def pattern_picker(model: LoadedModel) -> tuple[str, str, tuple[int, ...] | None
 def coref_view(run: PatternedRun, text: str) -> None:
     """An encoder's it → animal: does the pronoun's clearest head keep its noun under the pattern?"""
     try:
-        answer = coref_answer(run, text)
+        answer = computed.coref_of(run, text)
     except InspectorError as err:
         st.info(literal(worded(err)))
         return
@@ -53,6 +53,31 @@ def coref_view(run: PatternedRun, text: str) -> None:
                    total=answer.total))
 
 
+def next_piece_view(model: LoadedModel, run: PatternedRun, text: str, layers: tuple[int, ...] | None) -> None:
+    """A decoder: the next piece after the text dense and patterned, both named, and the model asked in words which
+    noun the pronoun means, with the pattern and without."""
+    kl, agrees = st.columns(2)
+    kl.metric(tr("KL(dense ‖ patterned) of the next piece"), f"{run.next_kl:.3f}")
+    dense, patterned = (repr(piece) for piece in run.next_pieces)
+    agrees.metric(tr("Most likely next piece"), tr("{piece} in both runs", piece=dense) if run.top1_agrees else
+                  tr("{dense} dense, {patterned} patterned", dense=dense, patterned=patterned))
+    probe = answered(computed.probe_of, model, text, run.pattern.spec, layers)
+    if probe is None:
+        st.caption(tr("With a pronoun and two nouns before it (the seeds' it → animal), the model is asked which noun "
+                      "it means, with the pattern and without."))
+        return
+    first, second = (literal(name) for name in probe.candidates)
+    st.markdown(tr("Asked “{probe}”, the model answers **{dense}** dense ({first} {d1:.0%}, {second} {d2:.0%}) and "
+                   "**{patterned}** under the pattern ({first} {p1:.0%}, {second} {p2:.0%}): it {verdict}.",
+                   probe=literal(probe.probe), dense=literal(repr(probe.dense)),
+                   patterned=literal(repr(probe.patterned)), first=first, second=second, d1=probe.dense_probs[0],
+                   d2=probe.dense_probs[1], p1=probe.patterned_probs[0], p2=probe.patterned_probs[1],
+                   verdict=tr("still prefers {noun}", noun=literal(probe.preferred[1]))
+                   if probe.preferred[0] == probe.preferred[1] else
+                   tr("now prefers {after} over {before}", after=literal(probe.preferred[1]),
+                      before=literal(probe.preferred[0]))))
+
+
 def fidelity(model: LoadedModel, run: PatternedRun, text: str, key: tuple) -> None:
     left, right = st.columns(2)
     with left:
@@ -66,9 +91,7 @@ def fidelity(model: LoadedModel, run: PatternedRun, text: str, key: tuple) -> No
         chart(("eff kept", *key), lambda: figures.kept_mass_figure(run.kept_mass, run.pattern.spec), key="eff_kept")
     chart(("eff change", *key), lambda: figures.layer_change_figure(run.layer_change), key="eff_change")
     if run.next_kl is not None:
-        kl, agrees = st.columns(2)
-        kl.metric(tr("KL(dense ‖ patterned) of the next piece"), f"{run.next_kl:.3f}")
-        agrees.metric(tr("Most likely next piece"), tr("the same") if run.top1_agrees else tr("different"))
+        next_piece_view(model, run, text, key[3])
     elif not model.arch.causal:
         coref_view(run, text)
     one_head(model, run, key)
@@ -83,17 +106,21 @@ def one_head(model: LoadedModel, run: PatternedRun, key: tuple) -> None:
     for column, result, name in ((left, run.dense, tr("dense")), (right, run.patterned, run.pattern.spec)):
         with column:
             chart(("eff head", *key, name, layer, head), lambda result=result, name=name: charts.matrix_spec(
-                result.text_maps(0)[layer, head].numpy(), list(run.tokens),
+                result.text_layer_maps(0, layer)[head].numpy(), list(run.tokens),
                 tr("L{layer} H{head}, {name}", layer=layer, head=head, name=name), height=380,
                 cols=charts.indexed_labels(run.tokens), colorscale="Blues", zmid=None))
 
 
 def cost_section(model: LoadedModel) -> None:
     st.subheader(tr("The cost, measured on this server"))
-    st.caption(tr("One layer's attention of {name} ({heads} heads) at 512 to 8,192 pieces, by four kernels: the "
-                  "explicit softmax that stores the n × n weights, the fused kernel (SDPA) that never stores them, a "
-                  "window computed band by band (O(n·W)) and linear attention (O(n·d²)). Measured once per server, in "
-                  "the heavy-work queue.", name=model.name, heads=model.n_heads))
+    st.caption(tr("One layer's attention of {name} ({heads} heads of {head_dim}) at {shortest:,} to {longest:,} pieces,"
+                  " by four kernels: the explicit softmax that stores the n × n weights, the fused kernel (SDPA) that "
+                  "never stores them, a window computed band by band (O(n·W)) and linear attention (O(n·d²)). Measured "
+                  "once per server, in the heavy-work queue: first each kernel is timed at each length, then each "
+                  "kernel's peak memory is measured in a process of its own (the last {kernels} steps of the bar, a few"
+                  " seconds each).",
+                  name=model.name, heads=model.n_heads, head_dim=model.head_dim, shortest=computed.BENCH_LENGTHS[0],
+                  longest=computed.BENCH_LENGTHS[-1], kernels=len(computed.KERNELS)))
     if not chosen("eff_measure", False):
         st.button(tr("Measure on this server"), on_click=choose, args=("eff_measure", True), icon=":material/timer:")
         return
@@ -109,7 +136,8 @@ def cost_section(model: LoadedModel) -> None:
               key="eff_memory")
     cross = cost.crossing("fused", "window")
     st.markdown(tr("Slopes of time against length (log–log): {slopes}. 2 is quadratic, 1 linear.",
-                   slopes=", ".join(f"{k} {v:.2f}" for k, v in cost.slopes.items())) + " " + (
+                   slopes=", ".join(f"{k} {v:.2f}" for k, v in cost.slopes.items())) + " " + worded(slope_note(cost))
+                + " " + (
         tr("The window kernel overtakes the fused one at about {n:,.0f} pieces.", n=cross) if cross else
         tr("Within these lengths the window kernel does not overtake the fused one.")))
 

@@ -214,8 +214,7 @@ def images_view(model: LoadedModel, text: str) -> None:
 
 
 def cost_view(model: LoadedModel, text: str) -> None:
-    shape = make_shape(model.d_model, model.n_heads, model.arch.head_dim, n_kv_heads=model.arch.n_kv_heads)
-    parameters.show_costs(shape, model.n_layers, one_row=True)
+    parameters.show_model_costs(model, one_row=True)
 
 
 STEP_VIEWS = {"why": why_view, "four_steps": four_steps_view, "heads": heads_view, "parameters": parameters_view,

@@ -12,6 +12,7 @@ from mha_core.analysis.params.counts import (
     PATCHES,
     TOKEN_PARAMETERS,
     ModelBreakdown,
+    attention_shape,
     biased_projections,
     calculator_check,
     head_slices,
@@ -216,8 +217,14 @@ def show_single_vs_multi(shape: AttentionShape) -> None:
         st.caption(tr("With shared key/value heads (GQA/MQA) the single-head equivalent keeps one key/value head."))
 
 
-def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False) -> None:
-    """FLOPs, the attention map's bytes and the KV cache against the length (`one_row`: the three side by side)."""
+def show_model_costs(model: LoadedModel, one_row: bool = False) -> None:
+    """show_costs for the model's own shape (its modules' d_k, d_v and key/value heads), its layout marked."""
+    show_costs(attention_shape(model), model.n_layers, one_row, owner=model.name)
+
+
+def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False, owner: str | None = None) -> None:
+    """FLOPs, the attention map's bytes and the KV cache against the length (`one_row`: the three side by side;
+    `owner`: the model whose shape it is, named on its own KV-cache line)."""
     st.subheader(tr("Cost against sequence length"))
     n_max = widget(st.select_slider, "calc_nmax", 8192, tr("Longest n"), options=[512, 2048, 8192, 32768, 131072])
     c1, c2, c3 = st.columns(3) if one_row else (*st.columns(2), st.container())
@@ -226,8 +233,8 @@ def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False) -> N
     with c2:
         chart(("memory", shape, n_max), lambda: param_figures.memory_figure(shape, n_max), key="memory")
     with c3:
-        chart(("kv cache", shape, n_layers, n_max), lambda: param_figures.kv_cache_figure(shape, n_layers, n_max),
-              key="kv_cache")
+        chart(("kv cache", shape, n_layers, n_max, owner),
+              lambda: param_figures.kv_cache_figure(shape, n_layers, n_max, owner), key="kv_cache")
 
 
 def show_norms(model: LoadedModel) -> None:

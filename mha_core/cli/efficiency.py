@@ -29,15 +29,14 @@ def layers_list(text: str) -> list[int]:
 def cmd_efficiency(args: argparse.Namespace) -> None:
     model = load_chosen_model(args)
     if args.bench:
-        from mha_core.analysis.efficiency.cost import KERNELS, attention_cost, model_shape
+        from mha_core.analysis.efficiency.cost import KERNELS, attention_cost, check_cost_inputs, model_shape
 
         kernels = args.kernels.split(",") if args.kernels else list(KERNELS)
-        bar, update = progress_bar("lengths timed")
+        check_cost_inputs(args.lengths, kernels, *model_shape(model), args.window)  # before the bar: one line
+        bar, update = progress_bar("lengths timed, then each kernel's peak memory")
         try:
             cost = attention_cost(args.lengths, *model_shape(model), kernels=kernels, window=args.window,
                                   progress=update)
-        except ValueError as err:
-            raise CliError(str(err)) from None
         finally:
             bar.close()
         write_json({"model": model.name, **cost.as_json()}, args.json)

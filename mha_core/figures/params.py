@@ -147,25 +147,33 @@ def memory_figure(s: AttentionShape, n_max: int) -> FigureDict:
 
 
 def kv_variants(s: AttentionShape) -> dict[str, AttentionShape]:
-    """The same query heads with h (MHA), a GQA group count, and 1 (MQA) key/value heads."""
+    """The same query heads with h (MHA), a GQA group count, and 1 (MQA) key/value heads; the shape's own count
+    always among them (SmolLM2's 3 of 9 is the GQA line)."""
     counts = {"MHA": s.n_heads}
-    gqa = next((g for g in (8, 4, 2) if g < s.n_heads and s.n_heads % g == 0), None)
+    own_gqa = 1 < s.n_kv_heads < s.n_heads
+    gqa = s.n_kv_heads if own_gqa else next((g for g in (8, 4, 2) if g < s.n_heads and s.n_heads % g == 0), None)
     if gqa:
         counts[tr("GQA ({gqa} KV heads)", gqa=gqa)] = gqa
     counts["MQA"] = 1
     return {name: make_shape(s.d_model, s.n_heads, s.d_k, s.d_v, g, s.bias) for name, g in counts.items()}
 
 
-def kv_cache_figure(s: AttentionShape, n_layers: int, n_max: int) -> FigureDict:
-    """KV-cache bytes (fp16, all layers) for a context of n tokens: MHA vs GQA vs MQA."""
+def kv_cache_figure(s: AttentionShape, n_layers: int, n_max: int, owner: str | None = None) -> FigureDict:
+    """KV-cache bytes (fp16, all layers) for a context of n tokens: MHA vs GQA vs MQA, d_k and d_v the shape's own;
+    the shape's own layout named (`owner`: the model whose shape it is) and drawn thicker."""
     ns = lengths(n_max)
     fig = go.Figure()
     for name, shape in kv_variants(s).items():
         per_token = kv_cache_bytes_per_token(shape, n_layers)
         label = tr("{name}: {per_token:,} B per token", name=name, per_token=per_token)
-        fig.add_trace(go.Scatter(x=ns, y=[float(n * per_token) for n in ns], name=label))
+        own = shape.n_kv_heads == s.n_kv_heads
+        if own:
+            label += " " + (tr("({owner}'s own)", owner=owner) if owner else tr("(this shape)"))
+        fig.add_trace(go.Scatter(x=ns, y=[float(n * per_token) for n in ns], name=label,
+                                 line={"width": 4 if own else 1.5, "dash": "solid" if own else "dot"}))
     fig.update_xaxes(type="log", title=tr("context length n"))
     fig.update_yaxes(type="log", title=tr("bytes"))
-    fig.update_layout(title=tr("KV cache ({n_layers} layers, fp16)", n_layers=n_layers), height=380,
-                      margin={"t": 50, "b": 10})
+    fig.update_layout(title=tr("KV cache ({n_layers} layers, fp16, d_k = {d_k}, d_v = {d_v})", n_layers=n_layers,
+                               d_k=s.d_k, d_v=s.d_v), height=380, margin={"t": 50, "b": 10},
+                      legend={"orientation": "h", "y": -0.25})
     return finished(fig)

@@ -3,7 +3,14 @@ closing topic: O(n²), sparse by window or random sampling, linear attention, Fl
 
 from __future__ import annotations
 
-from mha_core.i18n import N_
+from typing import TYPE_CHECKING
+
+from mha_core.i18n import N_, Worded
+
+if TYPE_CHECKING:
+    from mha_core.analysis.efficiency.cost import AttentionCost
+
+MB = 2**20
 
 KINDS = {"dense": N_("dense (as trained)"), "window": N_("window (local)"), "dilated": N_("dilated window"),
          "longformer": N_("Longformer (window + global)"), "bigbird": N_("BigBird (window + global + random)"),
@@ -40,3 +47,19 @@ def spec_of(kind: str, numbers: dict[str, int]) -> str:
     if kind == "linear":
         return "linear:elu"
     return ":".join([kind, *(str(int(numbers[name])) for name in NUMBERS.get(kind, {}))])
+
+
+def slope_note(cost: AttentionCost) -> Worded:
+    """What a fitted slope says, and (where explicit's is clearly above 2) why: memory traffic, with its weights'
+    size at the longest length measured."""
+    said = Worded(N_("A slope s means time grows as nˢ: doubling the length multiplies the time by 2ˢ (2: four "
+                     "times, 1: twice)."))
+    slope = cost.slopes.get("explicit")
+    if slope is None or slope <= 2.1:
+        return said
+    n, weights = cost.lengths[-1], cost.bytes["explicit"][-1]
+    return Worded(N_("{said} The explicit kernel's {slope:.2f} is above the 2 of its n² arithmetic because of memory "
+                     "traffic: at {n:,} pieces one head's scores and weights take {mb:,.0f} MB, far more than the "
+                     "processor's caches hold, so each weight is written to main memory and read back, and that "
+                     "traffic grows faster than the arithmetic as n grows."), said=said, slope=slope, n=n,
+                  mb=weights / MB)

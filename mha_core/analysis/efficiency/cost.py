@@ -18,9 +18,10 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from torch import Tensor
 
 from mha_core.analysis.efficiency.choices import WINDOW
 from mha_core.engine.budget import budget_bytes, check_budget
+from mha_core.engine.tokens import InputError
 from mha_core.i18n import N_, Worded
 
 KERNELS = ("explicit", "fused", "window", "linear")
@@ -128,23 +130,88 @@ def slope(lengths: Sequence[int], seconds: Sequence[float]) -> float:
     return float(np.polyfit(np.log(lengths), np.log(seconds), 1)[0])
 
 
-def check_lengths(lengths: Sequence[int], kernels: Sequence[str], heads: int, head_dim: int, window: int) -> None:
-    """Refuse, before any work, lengths whose largest intermediate is over the memory budget, naming the longest
-    that fits."""
-    wrong = [kernel for kernel in kernels if kernel not in KERNEL_OF]
-    if wrong or not lengths or min(lengths) < 2:
-        raise ValueError(f"kernels are {', '.join(KERNELS)} and lengths at least 2 (got {wrong or list(lengths)})")
+MAX_LENGTH = 131_072  # pieces: the longest length the lab reads (what fits is smaller still, see fits)
+MAX_HEADS, MAX_HEAD_DIM, MAX_LENGTHS, MAX_REPEATS = 1024, 1024, 32, 100
+MAX_KERNEL_FLOPS = 5e11  # one timed run of one kernel at one length (seconds on a laptop; explicit at 8,192 × 12
+#                          heads × 64 is 2.1e11): past it a measurement runs for minutes
 
-    def need(kernel: str, n: int) -> float:  # q, k and v, and the kernel's largest intermediate
-        return 3 * heads * n * head_dim * FLOAT + analytic(kernel, n, heads, head_dim, window)[1]
 
-    for kernel in kernels:
-        if need(kernel, max(lengths)) > budget_bytes():
-            longest = max(n for n in (2 ** e for e in range(1, 20)) if need(kernel, n) <= budget_bytes())
-            check_budget(int(need(kernel, max(lengths))),
-                         Worded(N_("The {kernel} kernel at {n:,} pieces"), kernel=kernel, n=max(lengths)),
-                         Worded(N_("the longest that fits is {longest:,} pieces, or leave the {kernel} kernel out"),
-                                longest=longest, kernel=kernel))
+def need_bytes(kernel: str, n: int, heads: int, head_dim: int, window: int) -> float:
+    """What one kernel's run at length n holds at its peak: q, k and v, and its largest intermediate."""
+    return 3 * heads * n * head_dim * FLOAT + analytic(kernel, n, heads, head_dim, window)[1]
+
+
+def fits(kernel: str, n: int, heads: int, head_dim: int, window: int) -> bool:
+    """The one rule of what the lab runs: the memory budget and MAX_KERNEL_FLOPS, both analytic."""
+    return (need_bytes(kernel, n, heads, head_dim, window) <= budget_bytes()
+            and analytic(kernel, n, heads, head_dim, window)[0] <= MAX_KERNEL_FLOPS)
+
+
+def longest_fitting(kernel: str, heads: int, head_dim: int, window: int) -> int:
+    """The longest length `fits` lets `kernel` run (both costs grow with n), 0 when not even 2 pieces do."""
+    low, high = 1, MAX_LENGTH + 1  # fits(low) (or low = 1: none), not fits(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(kernel, middle, heads, head_dim, window) else (low, middle)
+    return low if low >= 2 else 0
+
+
+def whole_in(name: str, value: object, least: int, most: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not least <= value <= most:
+        raise InputError("cost_number_out_of_range",
+                         N_("{name} must be a whole number from {least:,} to {most:,}, not {value}."), name=name,
+                         least=least, most=most, value=str(value)[:40])
+    return int(value)
+
+
+def checked_device(device: object) -> str:
+    """'cpu', or a CUDA device this machine has ('cuda', 'cuda:0'); None: CUDA when there is one."""
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    text = str(device)
+    if text == "cpu":
+        return text
+    index = text.removeprefix("cuda").removeprefix(":")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if text.startswith("cuda") and (index == "" or index.isascii() and index.isdecimal()) and int(index or 0) < count:
+        return text
+    raise InputError("cost_device_unknown", N_("The device '{device}' is not on this machine: use cpu{cuda}."),
+                     device=text[:40], cuda=f" or cuda:0–cuda:{count - 1}" if count else "")
+
+
+def check_cost_inputs(lengths: Sequence[int], kernels: Sequence[str], heads: int, head_dim: int, window: int,
+                      repeats: int = 1) -> None:
+    """Every argument of the lab checked before any work: one sentence for the first that is wrong, and each length
+    held to `fits`, the refusal naming the longest that fits."""
+    whole_in(Worded(N_("The number of heads")), heads, 1, MAX_HEADS)
+    whole_in(Worded(N_("The head width")), head_dim, 1, MAX_HEAD_DIM)
+    whole_in(Worded(N_("The window W")), window, 1, MAX_LENGTH)
+    whole_in(Worded(N_("The number of repeats")), repeats, 1, MAX_REPEATS)
+    if isinstance(lengths, str) or not lengths or len(lengths) > MAX_LENGTHS:
+        raise InputError("cost_lengths_missing", N_("Give from 1 to {most} lengths to measure."), most=MAX_LENGTHS)
+    for n in lengths:
+        whole_in(Worded(N_("A length")), n, 2, MAX_LENGTH)
+    wrong = [str(kernel)[:20] for kernel in kernels if kernel not in KERNEL_OF]
+    if isinstance(kernels, str) or not kernels or wrong:
+        raise InputError("cost_kernel_unknown", N_("'{kernel}' is not a kernel here: choose among {kernels}."),
+                         kernel=wrong[0] if wrong else "", kernels=", ".join(KERNELS))
+    for kernel in dict.fromkeys(kernels):
+        n = max(lengths)
+        if not fits(kernel, n, heads, head_dim, window):
+            refuse_length(kernel, n, heads, head_dim, window)
+
+
+def refuse_length(kernel: str, n: int, heads: int, head_dim: int, window: int) -> None:
+    """The sentence for a length `fits` refuses: its memory (the budget's sentence) or its work, and the longest."""
+    longest = longest_fitting(kernel, heads, head_dim, window)
+    advice = (Worded(N_("the longest that fits is {longest:,} pieces, or leave the {kernel} kernel out"),
+                     longest=longest, kernel=kernel) if longest else
+              Worded(N_("no length fits this shape: use fewer heads, a narrower head or a smaller window")))
+    what = Worded(N_("The {kernel} kernel at {n:,} pieces"), kernel=kernel, n=n)
+    check_budget(int(need_bytes(kernel, n, heads, head_dim, window)), what, advice)
+    raise InputError("cost_too_much_work", N_("{what} would take about {flops:.1e} operations per run, over this "
+                                              "lab's limit of {limit:.0e}; {advice}."), what=what,
+                     flops=analytic(kernel, n, heads, head_dim, window)[0], limit=MAX_KERNEL_FLOPS, advice=advice)
 
 
 def inputs(n: int, heads: int, head_dim: int, device: str) -> tuple[Tensor, Tensor, Tensor]:
@@ -168,35 +235,49 @@ def best_seconds(kernel: str, n: int, heads: int, head_dim: int, window: int, de
 
 
 PEAK_CHILD = ("import json, sys\nfrom mha_core.analysis.efficiency.cost import peaks_in_forks\n"
-              "print(json.dumps(peaks_in_forks(*json.loads(sys.argv[1]))))")  # what peak_megabytes' process runs
+              "for measured in peaks_in_forks(*json.loads(sys.argv[1])):\n"
+              "    print(json.dumps(measured), flush=True)")  # what peak_megabytes' process runs: a line a kernel
 PEAK_TIMEOUT_S = 600  # the explicit kernel at the page's longest length takes seconds; a stuck child is stopped
 
 
-def peak_megabytes(kernels: Sequence[str], lengths: Sequence[int], heads: int, head_dim: int,
-                   window: int) -> dict[str, list[float]]:
+def peak_megabytes(kernels: Sequence[str], lengths: Sequence[int], heads: int, head_dim: int, window: int,
+                   measured: Callable[[str], None] | None = None) -> dict[str, list[float]]:
     """Per kernel, at each length: the peak resident memory of a process that ran it, less that process's peak
     before the first length (torch loaded, a small run done). A process of its own imports torch once and forks a
     child per kernel (peaks_in_forks): each child starts from the same memory, and its VmHWM is its own (getrusage's
-    ru_maxrss would carry this server's peak into a child)."""
+    ru_maxrss would carry this server's peak into a child). measured(kernel) as each kernel's line arrives."""
     asked = json.dumps([list(kernels), sorted(lengths), heads, head_dim, window])
-    done = subprocess.run([sys.executable, "-c", PEAK_CHILD, asked], capture_output=True, text=True, check=True,
-                          cwd=Path(__file__).parents[3], timeout=PEAK_TIMEOUT_S)
-    measured = json.loads(done.stdout.splitlines()[-1])
-    by_length = {kernel: dict(zip(sorted(lengths), measured[kernel], strict=True)) for kernel in kernels}
+    child = subprocess.Popen([sys.executable, "-c", PEAK_CHILD, asked], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[3])
+    stopper = threading.Timer(PEAK_TIMEOUT_S, child.kill)
+    stopper.start()
+    by_length = {}
+    try:
+        for line in child.stdout:
+            kernel, peaks = json.loads(line)
+            by_length[kernel] = dict(zip(sorted(lengths), peaks, strict=True))
+            if measured is not None:
+                measured(kernel)
+        failed = child.wait() != 0
+    finally:
+        stopper.cancel()
+    if failed or set(by_length) != set(kernels):
+        raise RuntimeError(f"the peak-memory process failed: {child.stderr.read()[-2000:]}")
     return {kernel: [round(by_length[kernel][n], 1) for n in lengths] for kernel in kernels}
 
 
 def peaks_in_forks(kernels: Sequence[str], lengths: Sequence[int], heads: int, head_dim: int,
-                   window: int) -> dict[str, list[float]]:
+                   window: int) -> Iterator[tuple[str, list[float]]]:
     """(peak_megabytes' process) Each kernel's peaks at `lengths` (increasing), each measured in a fork of this
-    process. Until the forks, torch runs on one thread: OpenMP's worker threads do not survive a fork, and a child
-    that used a pool its parent had started would wait for them for ever; each child gets the thread count back."""
+    process, yielded as each fork ends. Until the forks, torch runs on one thread: OpenMP's worker threads do not
+    survive a fork, and a child that used a pool its parent had started would wait for them for ever; each child
+    gets the thread count back."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     for kernel in kernels:  # code each kernel loads on first use is loaded once, before the forks share it
         KERNEL_OF[kernel](*inputs(64, heads, head_dim, "cpu"), window)
-    return {kernel: in_fork(lambda k=kernel: kernel_peaks(k, lengths, heads, head_dim, window, threads))
-            for kernel in kernels}
+    for kernel in kernels:
+        yield kernel, in_fork(lambda k=kernel: kernel_peaks(k, lengths, heads, head_dim, window, threads))
 
 
 def kernel_peaks(kernel: str, lengths: Sequence[int], heads: int, head_dim: int, window: int,
@@ -246,19 +327,27 @@ def attention_cost(lengths: Sequence[int], heads: int = 12, head_dim: int = 64, 
                    window: int = WINDOW, device: str | None = None, repeats: int = 2, memory: bool = True,
                    progress: Callable[[int, int], None] | None = None) -> AttentionCost:
     """One layer's attention of `heads` heads of `head_dim` (a model's: model.n_heads, model.arch.head_dim) timed by
-    each kernel at each length (the device: CUDA when there is one); `memory`: also each kernel's peak memory (CPU)."""
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    check_lengths(lengths, kernels, heads, head_dim, window)
+    each kernel at each length (the device: CUDA when there is one); `memory`: also each kernel's peak memory (CPU).
+    progress(done, steps): a step per length timed, then (`memory`) a step per kernel's peak measured. Every argument
+    is checked before any work (check_cost_inputs)."""
+    check_cost_inputs(lengths, kernels, heads, head_dim, window, repeats)
+    device = checked_device(device)
+    lengths, kernels = [int(n) for n in lengths], list(dict.fromkeys(kernels))
     seconds: dict[str, list[float]] = {}
-    steps, done = len(kernels) * len(lengths), 0
+    steps, done = len(kernels) * len(lengths) + (len(kernels) if memory else 0), 0
+
+    def step(*_: object) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, steps)
+
     for kernel in kernels:
         seconds[kernel] = []
         for n in lengths:
             seconds[kernel].append(best_seconds(kernel, n, heads, head_dim, window, device, repeats))
-            done += 1
-            if progress is not None:
-                progress(done, steps)
-    peaks = peak_megabytes(kernels, lengths, heads, head_dim, window) if memory else {}
+            step()
+    peaks = peak_megabytes(kernels, lengths, heads, head_dim, window, step) if memory else {}
     figures = {kernel: [analytic(kernel, n, heads, head_dim, window) for n in lengths] for kernel in kernels}
     return AttentionCost(tuple(lengths), heads, head_dim, window, device, seconds, peaks,
                          {k: [f for f, _ in v] for k, v in figures.items()}, {k: [b for _, b in v] for k, v in

@@ -13,15 +13,18 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from mha_core.analysis.efficiency.patterns import Pattern, allowed_keys, check_fits, kernel_map, parse_pattern
+from mha_core.analysis.efficiency.patterns import Pattern, allowed_keys, check_fits, checked_pattern, kernel_map
 from mha_core.engine.allowed import AllowedKeys
 from mha_core.engine.attention import repeat_kv
-from mha_core.engine.forward import AUTO, EXPLICIT, run
+from mha_core.engine.budget import budget_bytes, check_budget, forward_bytes
+from mha_core.engine.forward import AUTO, EXPLICIT, FUSED, forward, model_path
 from mha_core.engine.hooks import HookPoint, Reader, hooks_of
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
-from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.engine.tokens import InputError, tokenize
+from mha_core.i18n import N_, Worded
+
+FLOAT, DOUBLE = 4, 8  # bytes
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,8 @@ class PatternedRun:
     keeps (a mask: the dense weights on the keys it allows, mean over queries; a kernel: Σ_j min(dense, kernel));
     layer_change (L,): ‖h_l − h_l^dense‖ / ‖h_l^dense‖ of each layer's output; last_hidden (T,D) the patterned
     run's final hidden states; next_kl and top1_agrees (a decoder with a language-model head, else None): KL(dense ‖
-    patterned) of the next piece's distribution after the text, and whether their likeliest pieces agree."""
+    patterned) of the next piece's distribution after the text, and whether their likeliest pieces agree;
+    next_pieces: those two pieces."""
 
     model: str
     tokens: tuple[str, ...]
@@ -44,6 +48,7 @@ class PatternedRun:
     patterned: AttentionResult
     next_kl: float | None
     top1_agrees: bool | None
+    next_pieces: tuple[str, str] | None = None  # the likeliest next piece, dense and patterned (a decoder's)
 
     @property
     def most_changed_head(self) -> tuple[int, int]:
@@ -55,7 +60,8 @@ class PatternedRun:
         return {"model": self.model, "tokens": list(self.tokens), "pattern": self.pattern.spec,
                 "layers": list(self.layers), "kept_mass": self.kept_mass.round(6).tolist(),
                 "layer_change": self.layer_change.round(6).tolist(), "last_hidden": self.last_hidden.tolist(),
-                "next_token_kl": self.next_kl, "top1_agrees": self.top1_agrees}
+                "next_token_kl": self.next_kl, "top1_agrees": self.top1_agrees,
+                "next_pieces": None if self.next_pieces is None else list(self.next_pieces)}
 
 
 def check_text_model(model: LoadedModel) -> None:
@@ -98,93 +104,100 @@ def kernel_hooks(model: LoadedModel, pattern: Pattern, layers: tuple[int, ...]) 
 
 
 def kept_mass(dense: AttentionResult, patterned: AttentionResult, allowed: Tensor | None) -> np.ndarray:
-    """(L,H): the dense weight inside the pattern (a mask), or the overlap Σ_j min(dense, kernel) (a kernel)."""
-    maps = dense.text_maps(0)  # (L,H,T,T)
-    if allowed is not None:
-        return (maps * allowed).sum(-1).mean(-1).numpy()
-    return torch.minimum(maps, patterned.text_maps(0)).sum(-1).mean(-1).numpy()
+    """(L,H): the dense weight inside the pattern (a mask), or the overlap Σ_j min(dense, kernel) (a kernel); one
+    layer's maps at a time (never the (L,H,T,T) stacks)."""
+    kept = []
+    for layer in range(dense.n_layers):
+        maps = dense.text_layer_maps(0, layer)  # (H,T,T)
+        if allowed is not None:
+            kept.append((maps * allowed).sum(-1).mean(-1))
+        else:
+            kept.append(torch.minimum(maps, patterned.text_layer_maps(0, layer)).sum(-1).mean(-1))
+    return torch.stack(kept).numpy()
 
 
-def next_piece(model: LoadedModel, dense: AttentionResult, patterned: AttentionResult) -> tuple[float | None,
-                                                                                                  bool | None]:
-    """A decoder's next piece after the text, dense against patterned: KL(dense ‖ patterned) and top-1 agreement."""
+def next_piece(model: LoadedModel, dense: AttentionResult, patterned: AttentionResult
+               ) -> tuple[float | None, bool | None, tuple[str, str] | None]:
+    """A decoder's next piece after the text, dense against patterned: KL(dense ‖ patterned), top-1 agreement and
+    the two likeliest pieces."""
     from mha_core.analysis.lm.head import lm_logits, predicts_next
 
-    if not predicts_next(model):
-        return None, None
+    if not model.arch.causal or not predicts_next(model):
+        return None, None, None
     dense_log, patterned_log = (torch.log_softmax(lm_logits(model, r.hidden_states[-1][0, -1]).double(), -1)
                                 for r in (dense, patterned))  # (V,)
     kl = float((dense_log.exp() * (dense_log - patterned_log)).sum())
-    return kl, bool(dense_log.argmax() == patterned_log.argmax())
+    pieces = tuple(model.tokenizer.decode([int(log.argmax())]) for log in (dense_log, patterned_log))
+    return kl, bool(dense_log.argmax() == patterned_log.argmax()), pieces
+
+
+def paths_of(model: LoadedModel, pattern: Pattern, n: int, path: str) -> tuple[str, str]:
+    """(dense run's path, patterned run's): `path` resolved for n pieces (AUTO: fused past a few hundred pieces,
+    keeping q, k and the log-sum-exp instead of every map), a kernel's run explicit (it replaces the maps)."""
+    chosen = model_path(model, path, n)[0]
+    return chosen, chosen if pattern.masked else EXPLICIT
+
+
+def pattern_bytes(model: LoadedModel, pattern: Pattern, n: int, path: str) -> int:
+    """with_pattern's peak at n pieces, estimated before any work: the two results (each forward's own estimate,
+    its layer's work included), one layer's dense and patterned maps and their product as kept_mass compares them,
+    the pattern's (T,T) mask and bias, a kernel's float64 features (up to six (H,T,M) at once) and weights in the
+    layer it replaces with the softmax's map it replaces and its float32 copy (SmolLM2 under performer:4096 at 602
+    pieces grew 1,564 MB, 2 % over the budget, with four), and on an encoder the (L,H,T,T) maps the pronoun's answer
+    reads."""
+    dense_path, patterned_path = paths_of(model, pattern, n, path)
+    h, square = model.n_heads, n * n
+    total = sum(forward_bytes(model, 1, n, keeps_maps=chosen != FUSED) for chosen in (dense_path, patterned_path))
+    total += 3 * h * square * FLOAT + (1 + 2 * FLOAT) * square
+    if not pattern.masked:
+        width = pattern.features or model.head_dim
+        total += DOUBLE * h * (3 * square + 6 * n * width + 2 * n * model.head_dim) + 2 * FLOAT * h * square
+    if not model.arch.causal:
+        total += model.n_layers * h * square * FLOAT
+    return total
+
+
+def longest_fitting(model: LoadedModel, pattern: Pattern, path: str) -> int:
+    """The most pieces pattern_bytes lets under the budget (0: none)."""
+    low, high = 0, model.max_length + 1
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if pattern_bytes(model, pattern, middle, path) <= budget_bytes() else (low, middle)
+    return low
+
+
+def check_pattern_budget(model: LoadedModel, pattern: Pattern, n: int, path: str) -> None:
+    """Refuse, before any work, a text whose two runs under `pattern` would not fit the memory budget."""
+    needed = pattern_bytes(model, pattern, n, path)
+    if needed > budget_bytes():
+        check_budget(needed, Worded(N_("Running {n:,} pieces dense and under {spec}"), n=n, spec=pattern.spec),
+                     Worded(N_("the longest text that fits is {longest:,} pieces"),
+                            longest=longest_fitting(model, pattern, path)))
 
 
 @torch.inference_mode()
 def with_pattern(model: LoadedModel, text: str, pattern: str | Pattern, layers: Sequence[int] | None = None,
                  path: str = AUTO) -> PatternedRun:
-    """`text` run dense and under `pattern` (a spec, patterns.py) in `layers` (default: every layer); kernels run on
-    the explicit path, masks on `path`."""
+    """`text` run dense and under `pattern` (a spec, patterns.py) in `layers` (default: every layer): masks on `path`
+    (both runs), kernels on the explicit path. Everything is checked, and the memory estimated, before any work."""
     check_text_model(model)
-    pattern = parse_pattern(pattern) if isinstance(pattern, str) else pattern
+    pattern = checked_pattern(pattern)
     chosen = chosen_layers(model, layers)
-    dense = run(model, text, EXPLICIT)
-    n = dense.batch.input_ids.shape[1]
+    batch = tokenize(model.tokenizer, text, model.max_length, bos=model.bos_id)
+    n = batch.input_ids.shape[1]
     check_fits(pattern, n)
+    check_pattern_budget(model, pattern, n, path)
+    dense_path, patterned_path = paths_of(model, pattern, n, path)
+    dense = forward(model, batch, dense_path)
     if pattern.masked:
         allowed = allowed_keys(pattern, n, model.arch.causal)
-        patterned = run(model, text, path, allowed=AllowedKeys(allowed.to(model.device), chosen))
+        patterned = forward(model, batch, patterned_path, allowed=AllowedKeys(allowed.to(model.device), chosen))
     else:
         allowed = None
-        patterned = run(model, text, EXPLICIT, hooks=hooks_of(kernel_hooks(model, pattern, chosen)))
-    states = [(h[0].double(), d[0].double()) for h, d in zip(patterned.hidden_states[1:], dense.hidden_states[1:],
-                                                              strict=True)]
-    change = np.array([float((h - d).norm() / d.norm()) for h, d in states])
-    kl, agrees = next_piece(model, dense, patterned) if model.arch.causal else (None, None)
+        patterned = forward(model, batch, EXPLICIT, hooks=hooks_of(kernel_hooks(model, pattern, chosen)))
+    change = np.array([float((h[0].double() - d[0].double()).norm() / d[0].double().norm())
+                       for h, d in zip(patterned.hidden_states[1:], dense.hidden_states[1:], strict=True)])
     return PatternedRun(model.name, tuple(dense.labels[0]), pattern, chosen,
                         None if allowed is None else allowed.numpy(), kept_mass(dense, patterned, allowed), change,
-                        patterned.hidden_states[-1][0].float().numpy(), dense, patterned, kl, agrees)
-
-
-@dataclass(frozen=True)
-class CorefAnswer:
-    """An encoder's pronoun → antecedent under a pattern: in the head whose dense preference is clearest (layer,
-    head), the candidate it prefers dense (`before`) and patterned (`after`); `kept` of `total` heads prefer the same
-    candidate in both runs."""
-
-    pronoun: str
-    candidates: tuple[str, str]
-    layer: int
-    head: int
-    before: str
-    after: str
-    kept: int
-    total: int
-
-
-def pronoun_and_candidates(text: str) -> tuple[list, int, list[int]] | None:
-    """The text's words, its first pronoun and the two nouns before it (spaCy, as the Coreference page picks them);
-    None when it has no pronoun with two nouns before it."""
-    from mha_core.analysis.coref.sentence import candidates_before, default_pronoun, sentence_words
-
-    words = sentence_words(text)
-    pronoun = default_pronoun(words)
-    candidates = candidates_before(words, pronoun)[:2] if pronoun is not None else []
-    return (words, pronoun, candidates) if len(candidates) == 2 else None
-
-
-def coref_answer(run: PatternedRun, text: str) -> CorefAnswer | None:
-    """The text's first pronoun with two nouns before it (the seeds' it → animal), dense and patterned; None when the
-    text has none (an InspectorError when a word lies beyond the model's cut)."""
-    from mha_core.analysis.coref.sentence import antecedent_scores
-
-    found = pronoun_and_candidates(text)
-    if found is None:
-        return None
-    words, pronoun, candidates = found
-    dense, patterned = (antecedent_scores(r, 0, words, pronoun, candidates).scores for r in (run.dense,
-                                                                                            run.patterned))  # (2,L,H)
-    margin = dense[0] - dense[1]  # (L,H)
-    layer, head = np.unravel_index(np.abs(margin).argmax(), margin.shape)
-    names = tuple(words[i].text for i in candidates)
-    return CorefAnswer(words[pronoun].text, names, int(layer), int(head), names[int(dense[:, layer, head].argmax())],
-                       names[int(patterned[:, layer, head].argmax())],
-                       int(((patterned[0] > patterned[1]) == (dense[0] > dense[1])).sum()), int(margin.size))
+                        patterned.hidden_states[-1][0].float().numpy(), dense, patterned,
+                        *next_piece(model, dense, patterned))

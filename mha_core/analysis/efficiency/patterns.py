@@ -18,6 +18,7 @@ M random features."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -58,18 +59,40 @@ def bad_pattern(spec: str, why: str, **values: object) -> InputError:
                       spec=spec, why=Worded(why, **values), patterns=Worded(SPEC_HELP))
 
 
-def positive(spec: str, text: str, name: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise bad_pattern(spec, N_("{name} must be a whole number"), name=name) from None
-    if value <= 0:
-        raise bad_pattern(spec, N_("{name} must be at least 1"), name=name)
+MAX_NUMBER = 1_000_000  # W, D, G and R: far past any model's length (a text is refused later when they do not fit it)
+MAX_SEED = 2**32 - 1
+DIGITS = re.compile(r"[0-9]{1,20}")  # ASCII digits only (str.isdigit() accepts ², int() accepts ４)
+
+
+def whole(spec: str, text: str, name: str, least: int, most: int) -> int:
+    """`text` read as a whole number from `least` to `most`, or one sentence saying why not."""
+    if not DIGITS.fullmatch(text) and not (text.startswith("-") and DIGITS.fullmatch(text[1:])):
+        raise bad_pattern(spec, N_("{name} must be a whole number"), name=name)
+    value = int(text)
+    if not least <= value <= most:
+        raise bad_pattern(spec, N_("{name} must be a whole number from {least:,} to {most:,}"), name=name,
+                          least=least, most=most)
     return value
 
 
+def positive(spec: str, text: str, name: str, most: int = MAX_NUMBER) -> int:
+    return whole(spec, text, name, 1, most)
+
+
+def seed_of(spec: str, text: str) -> int:
+    return whole(spec, text, Worded(N_("the seed")), 0, MAX_SEED)
+
+
+NAMES = {"window": ("W",), "dilated": ("W", "D"), "longformer": ("W", "G"), "bigbird": ("W", "G", "R")}
+
+
 def parse_pattern(spec: str) -> Pattern:
-    """'window:8' -> Pattern(kind='window', window=8); anything else that does not parse is one sentence."""
+    """'window:8' -> Pattern(kind='window', window=8); anything else that does not parse is one sentence. Every
+    number is read strictly (ASCII digits) and bounded here, before any work."""
+    if not isinstance(spec, str):
+        raise bad_pattern(str(spec)[:40], N_("a pattern is written as text"))
+    if len(spec) > 200:
+        raise bad_pattern(spec[:40] + "…", N_("a pattern is a few words long"))
     kind, *parts = [part.strip() for part in spec.strip().lower().split(":")]
     if kind not in ARITY:
         raise bad_pattern(spec, N_("'{kind}' is not a pattern"), kind=kind)
@@ -80,20 +103,35 @@ def parse_pattern(spec: str) -> Pattern:
             raise bad_pattern(spec, N_("linear attention's feature map here is elu (linear:elu)"))
         return Pattern(spec, kind)
     if kind == "performer":
-        features, seed = positive(spec, parts[0], "M"), int(parts[1]) if parts[1].isdigit() else -1
-        if seed < 0:
-            raise bad_pattern(spec, N_("the seed must be a whole number ≥ 0"))
-        if features > MAX_FEATURES:
-            raise bad_pattern(spec, N_("M must be at most {most}"), most=MAX_FEATURES)
-        return Pattern(spec, kind, features=features, seed=seed)
-    names = {"window": ("W",), "dilated": ("W", "D"), "longformer": ("W", "G"),
-             "bigbird": ("W", "G", "R")}.get(kind, ())
-    numbers = [positive(spec, text, name) for text, name in zip(parts, names, strict=False)]
-    seed = int(parts[3]) if kind == "bigbird" and parts[3].isdigit() else 0
-    if kind == "bigbird" and not parts[3].isdigit():
-        raise bad_pattern(spec, N_("the seed must be a whole number ≥ 0"))
+        return Pattern(spec, kind, features=positive(spec, parts[0], "M", MAX_FEATURES), seed=seed_of(spec, parts[1]))
+    numbers = [positive(spec, text, name) for text, name in zip(parts, NAMES.get(kind, ()), strict=False)]
+    seed = seed_of(spec, parts[3]) if kind == "bigbird" else 0
     fields = dict(zip(("window", "dilation" if kind == "dilated" else "globals_", "random"), numbers, strict=False))
     return Pattern(spec, kind, seed=seed, **fields)
+
+
+def spec_of_pattern(pattern: Pattern) -> str:
+    """The spec a Pattern's own fields say ('window:4'), whatever its `spec` text claims."""
+    numbers = {"dense": (), "window": (pattern.window,), "dilated": (pattern.window, pattern.dilation),
+               "longformer": (pattern.window, pattern.globals_),
+               "bigbird": (pattern.window, pattern.globals_, pattern.random, pattern.seed),
+               "linear": ("elu",), "performer": (pattern.features, pattern.seed)}[pattern.kind]
+    return ":".join(str(part) for part in (pattern.kind, *numbers))
+
+
+def checked_pattern(pattern: object) -> Pattern:
+    """A spec parsed, or a Pattern built by hand checked by the same rules (its kind, each number's bounds)."""
+    if isinstance(pattern, str):
+        return parse_pattern(pattern)
+    if not isinstance(pattern, Pattern):
+        raise bad_pattern(repr(pattern)[:40], N_("a pattern is a spec such as window:4, or a Pattern"))
+    if pattern.kind not in ARITY:
+        raise bad_pattern(str(pattern.spec)[:40], N_("'{kind}' is not a pattern"), kind=str(pattern.kind)[:40])
+    fields = (pattern.window, pattern.dilation, pattern.globals_, pattern.random, pattern.seed, pattern.features)
+    if not all(isinstance(value, int) and not isinstance(value, bool) for value in fields):
+        raise bad_pattern(str(pattern.spec)[:40], N_("its numbers must be whole numbers"))
+    parse_pattern(spec_of_pattern(pattern))  # each number the kind uses, bounded as a spec's
+    return pattern
 
 
 def check_fits(pattern: Pattern, n_tokens: int) -> None:

@@ -277,9 +277,16 @@ class CalculatorCheck:
         return self.calculated == self.counted
 
 
+def attention_shape(loaded: LoadedModel) -> AttentionShape:
+    """The model's own attention shape from its layer 0 modules: d_k from W_Q's rows per query head, d_v from W_V's
+    rows per key/value head (Gemma 3 270M: 4 query heads × 256 on d_model 640, 1 key/value head — never d_model / h)."""
+    a = loaded.layers[0].attention
+    return make_shape(loaded.d_model, loaded.n_heads, a.w_q.shape[0] // loaded.n_heads,
+                      a.w_v.shape[0] // loaded.n_kv_heads, loaded.n_kv_heads, bias=False)
+
+
 def calculator_check(loaded: LoadedModel, breakdown: ModelBreakdown) -> CalculatorCheck:
-    shape = make_shape(loaded.d_model, loaded.n_heads, loaded.head_dim, loaded.head_dim, loaded.n_kv_heads,
-                       bias=False)
+    shape = attention_shape(loaded)
     counted = sum(r.count for r in breakdown.rows
                   if r.group == layer_group(loaded, 0) and r.kind == "attention" and r.part.startswith("W"))
     return CalculatorCheck(shape, count_shape(shape).total, counted)
