@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mha_core import act_name, load_model, run_with_cache, run_with_hooks
+from mha_core import act_name, hook_names, load_model, run_with_cache, run_with_hooks
 from mha_core.engine.seq2seq.forward import source_targets
 from mha_core.engine.vision.arch import vision_module
 from tests.test_seq2seq import source_of
@@ -110,6 +110,7 @@ def test_the_points_have_transformerlens_shapes(text_model):
         assert torch.equal(cache[f"blocks.{layer}.hook_resid_post"], result.hidden_states[layer + 1]) or (
             layer == model.n_layers - 1)
     assert torch.equal(cache["ln_final.hook_normalized"], result.last_hidden_state)
+    assert list(cache) == list(hook_names(model)), name  # the names a hook is checked against: every point, in order
 
 
 @pytest.fixture(scope="module", params=list(SEQ2SEQ_CONFIGS))
@@ -131,6 +132,7 @@ def test_encoder_decoders_name_their_stacks_and_equal_transformers(seq2seq, path
                            output_attentions=True, output_hidden_states=True)
 
     ref = with_pre_hooks([], reference)
+    assert list(cache) == list(hook_names(model)), name
     s, t = source.attention_mask.bool(), target.attention_mask.bool()
     for layer in range(model.n_layers):
         assert masked_worst(cache["pattern", layer, "encoder"], ref.encoder_attentions[layer], s, s) <= 1e-5
@@ -168,6 +170,7 @@ def test_image_models_name_their_stack_and_equal_transformers(vision, path):
         return stack(pixel_values=pixels, output_attentions=True, output_hidden_states=True)
 
     ref = with_pre_hooks([], reference)
+    assert list(cache) == list(hook_names(model)), name
     for layer in range(model.n_layers):
         assert (cache["pattern", layer, "vision"] - ref.attentions[layer]).abs().max() <= 1e-5, (name, layer)
     ablated = run_with_hooks(model, pixels, [(act_name("z", 0, "vision"), zero_head(3))], path=path)
