@@ -68,7 +68,7 @@ def test_per_head_weights_tile_the_full_projections():
     ctx = torch.randn(4, 5, 6)  # (H,T,Dh)
     summed = sum(ctx[h] @ per_out[h] for h in range(4))
     concat = merge_heads(ctx[None])[0] @ w_out.T
-    assert_close_to_scale(summed, concat, 1e-4)
+    assert_close_to_scale(summed, concat, 1e-5)
 
 
 def test_rows_sum_to_one_and_padded_keys_get_zero(tiny):

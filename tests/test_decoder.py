@@ -41,8 +41,8 @@ def test_explicit_and_fused_equal_transformers_eager(case):
         assert explicit.lengths[0] > 300
     for layer in range(30):
         theirs = ref.attentions[layer].float()  # (1,9,T,T)
-        assert_close_to_scale(explicit.layer_maps(layer), theirs, 1e-5, what=f"explicit layer {layer}")
-        assert_close_to_scale(fused.layer_maps(layer), theirs, 1e-5, what=f"fused layer {layer}")
+        assert_close_to_scale(explicit.layer_maps(layer), theirs, 1e-4, what=f"explicit layer {layer}")
+        assert_close_to_scale(fused.layer_maps(layer), theirs, 1e-4, what=f"fused layer {layer}")
     assert_close_to_scale(explicit.last_hidden_state, ref.last_hidden_state, 1e-4, what="explicit")
     assert_close_to_scale(fused.last_hidden_state, ref.last_hidden_state, 1e-4, what="fused")
 

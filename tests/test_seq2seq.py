@@ -76,8 +76,8 @@ def test_three_kinds_of_maps_and_hidden_states_equal_transformers(seq2seq, path)
     assert_maps_close(enc, ref.encoder_attentions, s, s, (name, "encoder"))
     assert_maps_close(dec, ref.decoder_attentions, t, t, (name, "decoder"))
     assert_maps_close(cross, ref.cross_attentions, t, s, (name, "cross"))
-    assert_close_to_scale(result.encoder.last_hidden_state, ref.encoder_last_hidden_state, 1e-4, s[..., None], name)
-    assert_close_to_scale(result.decoder.last_hidden_state, ref.decoder_hidden_states[-1], 1e-4, t[..., None], name)
+    assert_close_to_scale(result.encoder.last_hidden_state, ref.encoder_last_hidden_state, 1e-5, s[..., None], name)
+    assert_close_to_scale(result.decoder.last_hidden_state, ref.decoder_hidden_states[-1], 1e-5, t[..., None], name)
     assert result.encoder.path == result.decoder.path == result.cross.path == path
 
 

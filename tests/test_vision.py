@@ -46,8 +46,8 @@ def test_every_map_and_hidden_state_equals_transformers(vision, side, path):
     assert_close_to_scale(maps, torch.stack(ref.attentions, dim=1), 1e-5, what=family)
     assert len(result.hidden_states) == len(ref.hidden_states) == model.n_layers + 1
     for ours, theirs in zip(result.hidden_states[:-1], ref.hidden_states[:-1], strict=True):  # the embeddings, layers
-        assert_close_to_scale(ours, theirs, 1e-4, what=family)
-    assert_close_to_scale(result.last_hidden_state, ref.last_hidden_state, 1e-4, what=family)  # after the final norm
+        assert_close_to_scale(ours, theirs, 1e-5, what=family)
+    assert_close_to_scale(result.last_hidden_state, ref.last_hidden_state, 1e-5, what=family)  # after the final norm
 
 
 def test_the_description_names_what_differs(vision):
@@ -191,7 +191,7 @@ def test_by_default_an_image_is_prepared_exactly_as_the_folder_s_processor_prepa
     assert_close_to_scale(ours, theirs, 1e-6)
     result, ref = run_images(model, ours, path), reference(model, theirs)
     assert_close_to_scale(result.attention()[0], torch.stack(ref.attentions, 1)[0], 1e-5)
-    assert_close_to_scale(result.last_hidden_state, ref.last_hidden_state, 1e-4)
+    assert_close_to_scale(result.last_hidden_state, ref.last_hidden_state, 1e-5)
 
 
 def transformers_processor(folder):

@@ -2,7 +2,7 @@
 largest absolute value of the reference, so that one bound holds for maps (at most 1), a BERT's hidden states (about
 1) and Gemma's (scaled by √d_model and its norms' weights) alike, on any CPU's summation order.
 
-Each bound is at least 10x the worst error measured (README: Tests); MHA_TOLERANCE_LOG=<file> appends every measured
+Each bound is at least 10x the worst error measured (the house rule); MHA_TOLERANCE_LOG=<file> appends every measured
 error with its call site and test, to measure them again (`python -m tests.tolerance <file>` prints the worst by
 site)."""
 
