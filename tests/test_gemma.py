@@ -69,7 +69,7 @@ def test_the_walkthrough_s_parity_holds_gemma_s_large_hidden_state(gemma):
 
     found = parity(gemma, "那只动物没有过马路，因为它太累了。")
     assert found.hidden_scale > 100 and found.max_hidden_vs_model <= found.hidden_tolerance and found.ok
-    assert max(found.max_map_vs_model, found.max_map_explicit_vs_fused) <= 1e-5
+    assert max(found.max_map_vs_model, found.max_map_explicit_vs_fused) <= 2e-5  # 1.9e-6 measured (maps: scale 1)
 
 
 def test_gemma_reads_chinese_as_words_and_answers_the_probe(gemma):
