@@ -46,7 +46,7 @@ _PUBLIC = {  # the public API (docs/researchers/notebook.md): every analysis the
     "mha_core.engine.seq2seq.forward": ("Seq2SeqResult", "run_seq2seq"),
     "mha_core.engine.attention": ("AUTO", "EXPLICIT", "FUSED", "PATHS", "ProjectionWeights", "multi_head_attention"),
     "mha_core.engine.forward": ("run",),
-    "mha_core.engine.hooked": ("ActivationCache", "act_name", "run_with_cache", "run_with_hooks"),
+    "mha_core.engine.hooked": ("ActivationCache", "act_name", "hook_names", "run_with_cache", "run_with_hooks"),
     "mha_core.engine.hooks": ("HookPoint",),
     "mha_core.engine.vision.images": ("prepare_images", "read_image", "run_images"),
     "mha_core.engine.loading.model": ("LoadedModel", "ModelLoadError", "bundled_dirs", "bundled_model_dir",

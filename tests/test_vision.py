@@ -11,6 +11,7 @@ from mha_core import load_model
 from mha_core.engine.vision.arch import vision_module
 from mha_core.engine.vision.images import run_images
 from tests.tiny_models import VISION_CONFIGS, make_tiny_vision
+from tests.tolerance import assert_close_to_scale
 
 PREFIX = {"deit": 2, "dinov2_with_registers": 5}  # [CLS] [DIST]; [CLS] and 4 registers; else [CLS]
 
@@ -42,11 +43,11 @@ def test_every_map_and_hidden_state_equals_transformers(vision, side, path):
     last = side // 8 - 1
     assert result.tokens[0][PREFIX.get(family, 1)] == "patch 0,0" and result.tokens[0][-1] == f"patch {last},{last}"
     maps = result.attention()  # (B,L,H,N,N), rebuilt from the log-sum-exp on the fused path
-    assert (maps - torch.stack(ref.attentions, dim=1)).abs().max() <= 1e-5
+    assert_close_to_scale(maps, torch.stack(ref.attentions, dim=1), 1e-5, what=family)
     assert len(result.hidden_states) == len(ref.hidden_states) == model.n_layers + 1
     for ours, theirs in zip(result.hidden_states[:-1], ref.hidden_states[:-1], strict=True):  # the embeddings, layers
-        assert (ours - theirs).abs().max() <= 1e-4
-    assert (result.last_hidden_state - ref.last_hidden_state).abs().max() <= 1e-4  # the last, through the final norm
+        assert_close_to_scale(ours, theirs, 1e-5, what=family)
+    assert_close_to_scale(result.last_hidden_state, ref.last_hidden_state, 1e-5, what=family)  # after the final norm
 
 
 def test_the_description_names_what_differs(vision):
@@ -186,10 +187,11 @@ def test_by_default_an_image_is_prepared_exactly_as_the_folder_s_processor_prepa
     processor = transformers_processor(model.model_dir)
     theirs = processor(images=[Image.open(tmp_path / "p.png").convert("RGB")], return_tensors="pt")["pixel_values"]
     ours = prepare_images(model, [photo])
-    assert ours.shape == theirs.shape == (1, 3, 32, 32) and torch.allclose(ours, theirs, atol=1e-6)
+    assert ours.shape == theirs.shape == (1, 3, 32, 32)
+    assert_close_to_scale(ours, theirs, 1e-6)
     result, ref = run_images(model, ours, path), reference(model, theirs)
-    assert torch.allclose(result.attention()[0], torch.stack(ref.attentions, 1)[0], atol=1e-5)
-    assert torch.allclose(result.last_hidden_state, ref.last_hidden_state, atol=1e-4)
+    assert_close_to_scale(result.attention()[0], torch.stack(ref.attentions, 1)[0], 1e-5)
+    assert_close_to_scale(result.last_hidden_state, ref.last_hidden_state, 1e-5)
 
 
 def transformers_processor(folder):

@@ -96,6 +96,15 @@ def as_path(hint: object, value: object) -> object:
     return value
 
 
+def refuse_type(function: str, name: str, hint: object, value: object) -> None:
+    """One sentence naming the function, the argument and what it takes, where `value` is not of the type `hint`
+    (also for an argument hinted `object` whose type depends on another: hooked.py's inputs by model)."""
+    if not accepts(hint, value):
+        raise InputError("api_argument_type", N_("{function}() takes {name} as {expected}, not {given}."),
+                         function=function, name=name, expected=described(hint),
+                         given="None" if value is None else type(value).__name__)
+
+
 def checked(function: Callable) -> Callable:
     """`function` with its arguments checked against its type hints before it runs."""
     signature, hints = inspect.signature(function), resolved_hints(function)
@@ -116,10 +125,7 @@ def checked(function: Callable) -> Callable:
                 raise InputError("api_argument_none", N_("{function}() takes {name} as a folder or a listed model's "
                                                          "name; leave it out for the default."),
                                  function=function.__name__, name=name)
-            if not accepts(hints[name], value):
-                raise InputError("api_argument_type", N_("{function}() takes {name} as {expected}, not {given}."),
-                                 function=function.__name__, name=name, expected=described(hints[name]),
-                                 given="None" if value is None else type(value).__name__)
+            refuse_type(function.__name__, name, hints[name], value)
             bound.arguments[name] = as_path(hints[name], value)
         return function(*bound.args, **bound.kwargs)
 

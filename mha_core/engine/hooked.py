@@ -8,27 +8,37 @@ The names and shapes are hooks.py's. A text model reads texts; an image model pi
 bytes) or prepared pixels (B,C,H,W), its points under "vision."; an encoder–decoder a source (texts, or a Whisper
 clip) and a `target` its decoder reads, its points under "encoder." and "decoder.". The result is the recompute's
 (AttentionResult, or Seq2SeqResult for an encoder–decoder), on the path asked for.
+
+Refused before any work, each in one sentence (InputError): inputs the model does not read, a `target` for a model
+without a decoder, and a hook name (or run_with_cache's names) the model has no point of (hook_names lists them
+all; the error names the nearest). A hook's return is checked at its point (hooks.Checked).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from PIL import Image
 from torch import Tensor
 
+from mha_core.engine.arguments import refuse_type
 from mha_core.engine.attention import AUTO
 from mha_core.engine.forward import run
-from mha_core.engine.hooks import HookFn, HookPoint, Hooks, NameFilter, Reader, hooks_of
+from mha_core.engine.hooks import Checked, HookFn, HookPoint, Hooks, NameFilter, Reader, hooks_of
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.audio import Clip, model_log_mel
-from mha_core.engine.seq2seq.forward import forward_seq2seq, source_targets
+from mha_core.engine.seq2seq.forward import check_encoder_decoder, forward_seq2seq, source_targets
 from mha_core.engine.seq2seq.frames import frames_batch
-from mha_core.engine.tokens import InputError, TokenBatch, tokenize
+from mha_core.engine.tokens import InputError, TextsLike, TokenBatch, tokenize
 from mha_core.engine.vision.images import prepare_images, read_image, run_images
 from mha_core.messages import N_
 
 ATTENTION_POINTS = ("q", "k", "v", "rot_q", "rot_k", "pattern", "z")  # short names under attn.
+Picture = str | bytes | Path | Image.Image
+INPUTS = {"text": TextsLike, "image": Tensor | Picture | Sequence[Picture],  # what each kind of model reads
+          "encoder_decoder": Clip | TokenBatch | TextsLike}
 
 
 def act_name(name: str, layer: int, stack: str = "") -> str:
@@ -46,10 +56,75 @@ class ActivationCache(dict):
         return super().__getitem__(act_name(*key) if isinstance(key, tuple) else key)
 
 
+def attention_points(prefix: str, rotated: bool) -> list[str]:
+    return [f"{prefix}hook_{point}" for point in ATTENTION_POINTS if rotated or not point.startswith("rot_")]
+
+
+def stack_names(stack: LoadedModel, prefix: str) -> list[str]:
+    """Every hook point of one stack, in the order a run passes them (prefix "", "encoder.", "decoder.", "vision.")."""
+    names = []
+    for layer, weights in enumerate(stack.layers):
+        block = f"{prefix}blocks.{layer}."
+        names += [f"{block}hook_resid_pre",
+                  *attention_points(f"{block}attn.", stack.arch.rotary or weights.attention.q_norm is not None),
+                  f"{block}hook_attn_out", f"{block}hook_resid_mid"]
+        if weights.cross_attention is not None:
+            names += [*attention_points(f"{block}cross_attn.", weights.cross_attention.q_norm is not None),
+                      f"{block}hook_cross_attn_out"]
+        names += [f"{block}hook_mlp_out", f"{block}hook_resid_post"]
+    return [*names, f"{prefix}ln_final.hook_normalized"]
+
+
+def stacks_of(model: LoadedModel) -> list[tuple[LoadedModel, str]]:
+    """Each stack of `model` and the prefix of its points' names."""
+    if model.encoder_decoder:
+        return [(model, "encoder."), (model.decoder, "decoder.")]
+    return [(model, "vision." if model.arch.image else "")]
+
+
+def hook_names(model: LoadedModel) -> tuple[str, ...]:
+    """Every hook point's name of `model` (TransformerLens's `model.hook_dict`), in the order a run passes them."""
+    return tuple(name for stack, prefix in stacks_of(model) for name in stack_names(stack, prefix))
+
+
+def points_pattern(stack: LoadedModel, prefix: str) -> str:
+    """A stack's points in a line: "blocks.<0 to 2>.<hook_resid_pre, attn.hook_q, …>, ln_final.hook_normalized"."""
+    first = f"{prefix}blocks.0."
+    points = [name.removeprefix(first) for name in stack_names(stack, prefix) if name.startswith(first)]
+    return (f"{prefix}blocks.<0 to {stack.n_layers - 1}>.<{', '.join(points)}>, "
+            f"{prefix}ln_final.hook_normalized")
+
+
+def check_names(model: LoadedModel, names: Sequence[str]) -> None:
+    """Refuse a name `model` has no hook point of, with the nearest names and the pattern of its points."""
+    known = hook_names(model)
+    unknown = [name for name in names if name not in set(known)]
+    if unknown:
+        raise InputError("hook_point_unknown", N_("{model} has no hook point {name!r} (nearest: {nearest}); its "
+                                                  "points are {points}."),
+                         model=model.name, name=unknown[0],
+                         nearest=", ".join(difflib.get_close_matches(unknown[0], known, n=3, cutoff=0)),
+                         points="; ".join(points_pattern(stack, prefix) for stack, prefix in stacks_of(model)))
+
+
 def pictures(images: object) -> list:
     """Pictures as a list of Pillow images: a file, bytes or an image, or a list of them."""
     items = images if isinstance(images, list | tuple) else [images]
     return [read_image(item) if isinstance(item, bytes | Path | str) else item for item in items]
+
+
+def check_call(function: str, model: LoadedModel, inputs: object, target: object,
+               names: Sequence[NameFilter]) -> None:
+    """What is refused before any work (module docstring)."""
+    kind = "encoder_decoder" if model.encoder_decoder else "image" if model.arch.image else "text"
+    refuse_type(function, "inputs", INPUTS[kind], inputs)
+    if target is not None:
+        check_encoder_decoder(model)
+    check_names(model, [name for name in names if isinstance(name, str)])
+
+
+def user_hooks(fwd_hooks: Sequence[tuple[NameFilter, HookFn]]) -> list[tuple[NameFilter, HookFn]]:
+    return [(name_filter, Checked(fn)) for name_filter, fn in fwd_hooks]
 
 
 def hooked_run(model: LoadedModel, inputs: object, hooks: Hooks, target: str | Sequence[str] | None = None,
@@ -75,7 +150,8 @@ def run_with_hooks(model: LoadedModel, inputs: object, fwd_hooks: Sequence[tuple
                    target: str | Sequence[str] | None = None, path: str = AUTO) -> object:
     """The recompute with `fwd_hooks`: (name or name filter, fn(tensor, hook)) pairs; a fn may return a replacement
     for the tensor it is given (or change it in place). Head ablation: zero blocks.{l}.attn.hook_z[:, :, h]."""
-    return hooked_run(model, inputs, hooks_of(fwd_hooks), target, path)
+    check_call("run_with_hooks", model, inputs, target, [name for name, _ in fwd_hooks])
+    return hooked_run(model, inputs, hooks_of(user_hooks(fwd_hooks)), target, path)
 
 
 def names_filter_of(names_filter: NameFilter | Sequence[str] | None) -> Callable[[str], bool]:
@@ -94,11 +170,14 @@ def run_with_cache(model: LoadedModel, inputs: object, names_filter: NameFilter 
                    fwd_hooks: Sequence[tuple[NameFilter, HookFn]] = ()) -> tuple[object, ActivationCache]:
     """The recompute and every hook point's tensor (those `names_filter` keeps: a name, names or a function of the
     name), after any `fwd_hooks` ran there. On the fused path the patterns are rebuilt from the log-sum-exp."""
+    kept_names = [names_filter] if isinstance(names_filter, str) else [] if names_filter is None or callable(
+        names_filter) else list(names_filter)
+    check_call("run_with_cache", model, inputs, target, [*(name for name, _ in fwd_hooks), *kept_names])
     cache = ActivationCache()
     keep = names_filter_of(names_filter)
 
     def store(tensor: Tensor, hook: HookPoint) -> None:
         dict.__setitem__(cache, hook.name, tensor.detach())
 
-    result = hooked_run(model, inputs, hooks_of([*fwd_hooks, (keep, Reader(store))]), target, path)
+    result = hooked_run(model, inputs, hooks_of([*user_hooks(fwd_hooks), (keep, Reader(store))]), target, path)
     return result, cache

@@ -21,6 +21,10 @@ of one stack (text models; an image model's stack is `vision.`, an encoder–dec
 
 Shapes: B batch, T query positions, S key positions, H query heads, G key/value heads, Dh head dim, D d_model.
 Internally heads come before positions (B,H,T,Dh); a point transposes to TransformerLens's (B,T,H,Dh) and back.
+
+A user's hook (run_with_hooks, run_with_cache's fwd_hooks) is Checked: it returns None or a tensor of the shape,
+dtype and device it was given, and puts no NaN or infinity into a tensor that had none (InputError naming the
+point); an exception of its own passes through unchanged, as in TransformerLens.
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
+
+from mha_core.messages import N_, InputError, Worded
 
 NameFilter = str | Callable[[str], bool]
 
@@ -59,6 +66,38 @@ class Reader:
 
     def __call__(self, tensor: Tensor, hook: HookPoint) -> None:
         self.fn(tensor, hook)
+
+
+def described_tensor(value: object) -> Worded:
+    """What a hook returned, as an error names it: "a tensor of shape (1, 5, 4, 8), torch.float32 on cpu", "a value
+    of type str"."""
+    if isinstance(value, Tensor):
+        return Worded(N_("a tensor of shape {shape}, {dtype} on {device}"), shape=tuple(value.shape),
+                      dtype=str(value.dtype), device=str(value.device))
+    return Worded(N_("a value of type {kind}"), kind=type(value).__name__)
+
+
+class Checked:
+    """A user's hook: what it returns is checked at its point (module docstring); what it raises passes through."""
+
+    def __init__(self, fn: HookFn) -> None:
+        self.fn = fn
+
+    def __call__(self, tensor: Tensor, hook: HookPoint) -> Tensor | None:
+        was_finite = bool(torch.isfinite(tensor).all())
+        replaced = self.fn(tensor, hook)
+        if replaced is not None and not (isinstance(replaced, Tensor) and replaced.shape == tensor.shape
+                                         and replaced.dtype == tensor.dtype and replaced.device == tensor.device):
+            raise InputError("hook_returned_unlike", N_("The hook at {point} returned {returned}; a hook returns None "
+                                                        "or {expected}, like the tensor it is given."),
+                             point=hook.name, returned=described_tensor(replaced), expected=described_tensor(tensor))
+        out = tensor if replaced is None else replaced
+        if was_finite and not bool(torch.isfinite(out).all()):
+            raise InputError("hook_returned_not_finite", N_("The hook at {point} put {count:,} NaN or infinite values "
+                                                            "into a tensor that had none: nothing computed from them "
+                                                            "would mean anything."),
+                             point=hook.name, count=int((~torch.isfinite(out)).sum()))
+        return replaced
 
 
 def matches(name_filter: NameFilter, name: str) -> bool:
