@@ -22,14 +22,14 @@ from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
 from views._class import (
-    TEACH,
     class_code,
     class_state,
-    classroom,
     follow,
     is_teaching,
     reload_after_restart,
+    say_refused,
     start_class,
+    teacher_follows,
     teacher_panel,
 )
 from views._images import chosen_image
@@ -44,7 +44,7 @@ from views._state import (
     model_choices,
     server,
 )
-from views._text import literal
+from views._text import literal, one_line
 from views._visit import choose, chosen, forget, stop, widget
 
 OWN_STEP = "own_step"  # the step a student of a class went to on their own (none: the teacher's)
@@ -204,7 +204,7 @@ def student_page(code: str, state: ClassState) -> None:
     if state.model in model_choices():
         choose("model", state.model)
     model_card()
-    st.markdown(tr("**Sentence:** {text}", text=literal(state.text)))
+    st.markdown(tr("**Sentence:** {text}", text=one_line(state.text)))
     steps = list(range(1, len(STEPS) + 1))
     own = chosen(OWN_STEP, None, options=steps)
     follow(code, state, exploring=own is not None)
@@ -217,15 +217,17 @@ def student_page(code: str, state: ClassState) -> None:
 
 def teacher_page(code: str | None, state: ClassState | None) -> None:
     """The teacher's page (or a visitor's alone): the sentence (folded away: a projector shows the step), the steps,
-    and the class it moves."""
+    and the class it moves. A teacher's tab shows the class's step and follows it (views/_class.teacher_follows):
+    two tabs of one teacher show one step."""
     if chosen("text", None) is None:  # the lesson opens on the seeds' sentence (the teacher may change it once)
         choose("text", TRANSLATED["zh"] if i18n.current() == "zh" else TRANSLATED["en"])
-    with st.expander(tr("**Sentence:** {text}", text=literal(str(chosen("text", "")))), icon=":material/edit:"):
+    if state is not None:  # every student's page follows this
+        state = teacher_follows(code, state, list(range(1, len(STEPS) + 1)))
+    say_refused()
+    with st.expander(tr("**Sentence:** {text}", text=one_line(str(chosen("text", "")))), icon=":material/edit:"):
         text = sentence_box()
     number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
-    if state is not None:  # every student's page follows this
-        if (number, text) != (state.step, state.text):
-            classroom().move(code, chosen(TEACH, None, like=""), step=number, text=text)
+    if state is not None:
         teacher_panel(code)
     last = step_controls(number)
     if state is None:
@@ -242,10 +244,10 @@ def main() -> None:
     state = class_state(code) if code else None
     if state is not None:
         reload_after_restart()
-    if state is not None and not is_teaching(code):
-        student_page(code, state)
+    if state is not None and not is_teaching(state.code):
+        student_page(state.code, state)
     else:
-        teacher_page(code if state else None, state)
+        teacher_page(state.code if state else None, state)
 
 
 if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)
