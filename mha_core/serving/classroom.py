@@ -38,6 +38,7 @@ MAX_CLASSES = 100  # open classes a server holds (3,000 phones: far beyond what 
 MAX_CLASSES_PER_VISITOR = 3  # open classes one visitor (a teacher's session) runs at once
 BUSY_S = 2.0  # how long a read or write waits for another process's write before the store says it is locked
 SCHEMA_VERSION = 2  # 2: classes.visitor (issue 78); an older file's classes are dropped
+STORE_NAME = f"classes-v{SCHEMA_VERSION}.sqlite"  # a file per schema: processes of an older version keep theirs
 SCHEMA = """
 create table if not exists classes (code text primary key, secret text not null, step integer not null,
     text text not null, language text not null, model text not null, moved real not null,
@@ -45,7 +46,7 @@ create table if not exists classes (code text primary key, secret text not null,
 create table if not exists students (code text not null, student text not null, seen real not null,
     primary key (code, student));
 """
-UNAVAILABLE = "class_store_unavailable"  # the code of the error a failing store raises
+UNAVAILABLE = "class_store_unavailable"  # the code of the error a failing store raises (unavailable())
 REASONS = {  # SQLite's error names -> why, in one phrase a page words in its language
     "SQLITE_CORRUPT": N_("its store is damaged"), "SQLITE_NOTADB": N_("its store is damaged"),
     "SQLITE_READONLY": N_("its store cannot be written"), "SQLITE_BUSY": N_("its store is locked by another program"),
@@ -97,8 +98,8 @@ def checked_code(code: object) -> str:
 
 
 def unavailable(reason: str) -> InputError:
-    return InputError(UNAVAILABLE, N_("Class mode is unavailable just now: {reason}; pages follow again once it is "
-                                      "back."), reason=Worded(reason))
+    return InputError("class_store_unavailable", N_("Class mode is unavailable just now: {reason}; pages follow again "
+                                                    "once it is back."), reason=Worded(reason))
 
 
 def checked_text(text: str) -> str:
@@ -216,11 +217,11 @@ def prepare(db: sqlite3.Connection) -> None:
 
 
 class Classroom:
-    """The classes of one machine, in `path` (default: classes.sqlite under the cache folder); `clock` for tests."""
+    """The classes of one machine, in `path` (default: STORE_NAME under the cache folder); `clock` for tests."""
 
     def __init__(self, path: Path | None = None, clock: Callable[[], float] = time.time,
                  busy_s: float = BUSY_S) -> None:
-        self.path = path or cache_root() / "classes.sqlite"
+        self.path = path or cache_root() / STORE_NAME
         self.clock = clock
         self.store = Store(self.path, busy_s)
 
