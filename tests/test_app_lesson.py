@@ -196,3 +196,22 @@ def test_start_a_class_past_the_server_s_classes_is_refused_in_one_sentence(room
     assert not at.query_params.get("class") and not at.exception
     assert [w.value.replace("\\", "") for w in at.warning] == ["This server holds 1 classes, its most: start yours "
                                                                "when one has ended."]
+
+
+@pytest.mark.slow
+def test_a_teacher_s_move_on_a_locked_store_is_said_and_the_class_stays(room, tmp_path):
+    """Issue 78.2: a store another program locks (writes refused, reads go on): the teacher's Next says so in one
+    sentence and the tab stays on the class's step (no rerun loop: it shows what the class shows); unlocked, Next
+    moves the class."""
+    code, secret = room.start("The animal was tired.", "en", step=3)
+    teacher = open_app(PAGE, **{"class": code, "teach": secret})
+    locker = sqlite3.connect(tmp_path / "classes.sqlite", isolation_level=None)
+    locker.execute("begin exclusive")
+    teacher = next(b for b in teacher.button if b.label == "Next").click().run()
+    assert [w.value.replace("\\", "") for w in teacher.warning] == [
+        "Class mode is unavailable just now: its store is locked by another program; pages follow again once it is "
+        "back."]
+    assert teacher.title[0].value.startswith("3. ") and room.state(code).step == 3
+    locker.close()
+    teacher = next(b for b in teacher.button if b.label == "Next").click().run()
+    assert teacher.title[0].value.startswith("4. ") and room.state(code).step == 4 and not teacher.warning

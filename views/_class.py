@@ -283,11 +283,9 @@ def teacher_follows(code: str, state: Class, steps: list[int]) -> Class:
             state = classroom().move(code, teacher_key(), replace(state, step=shown[1], text=shown[2]),
                                      step=asked[0] if asked[0] != shown[1] else None,
                                      text=asked[1] if asked[1] != shown[2] else None)
-        except InputError as err:
-            if err.code == UNAVAILABLE:
-                store_failed(code, err)
-            st.warning(literal(worded(err)))  # moved meanwhile, or a sentence too long: the class's is shown
-            state = class_state(code)
+        except InputError as err:  # moved meanwhile, too long a sentence, a store that cannot be written
+            st.warning(literal(worded(err)))
+            state = class_state(code)  # the class as it is (a store that cannot be read says so and stops)
     choose("step", state.step)
     choose("text", state.text)
     st.session_state[TEACHER_SHOWN] = (state.code, state.step, state.text)
