@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 
 class Follower(NamedTuple):
     shown: tuple | str  # what its page shows: (step, text), UNAVAILABLE_SHOWN, or (ASKED, now, when, asks)
-    page: str  # the page's script hash: a session showing another page has left the lesson
     counted: bool  # a student's (the teacher's count); a teacher's tab follows too, uncounted
 
 
@@ -80,14 +79,14 @@ class Watcher:
             self.thread = threading.Thread(target=self.watch, name="class-watcher", daemon=True)
             self.thread.start()
 
-    def follow(self, code: str, session: str, shown: tuple | str, page: str = "", counted: bool = True) -> None:
+    def follow(self, code: str, session: str, shown: tuple | str, counted: bool = True) -> None:
         """Session `session` shows `shown` of class `code`; a value that cannot be a class code is not kept."""
         code = canonical(code)
         if code is None:
             return
         self.alive()
         with self.lock:
-            self.followers.setdefault(code, {})[session] = Follower(shown, page, counted)
+            self.followers.setdefault(code, {})[session] = Follower(shown, counted)
 
     def watch(self) -> None:
         last_seen = 0.0
@@ -125,8 +124,8 @@ class Watcher:
         for session, follower in sessions.items():
             info = manager.get_active_session_info(session)
             with self.lock:
-                if info is None or left_page(info.session, follower.page) or gave_up(follower.shown, now):
-                    self.forget(code, session)  # closed, gone to another page, or no longer registering
+                if info is None or gave_up(follower.shown, now):
+                    self.forget(code, session)  # closed, or no longer registering (another page, the class left)
                     continue
                 if follower.shown == now or asked_lately(follower.shown, now):
                     continue
@@ -152,12 +151,6 @@ def asked_lately(shown: tuple | str, now: tuple | str | None) -> bool:
 def gave_up(shown: tuple | str, now: tuple | str | None) -> bool:
     """Asked MAX_ASKS times for `now` and its page never registered it: it follows no more."""
     return asked_for(shown, now) and shown[3] >= MAX_ASKS and not asked_lately(shown, now)
-
-
-def left_page(session: object, page: str) -> bool:
-    """The session's last request was for another page than the one that followed."""
-    asked = getattr(getattr(session, "_client_state", None), "page_script_hash", "")
-    return bool(page and asked and asked != page)
 
 
 def session_manager() -> object | None:
@@ -269,7 +262,7 @@ def register(code: str, shown: tuple | str, counted: bool = True) -> None:
     ctx = get_script_run_ctx()
     value = canonical(code)
     if ctx is not None and value is not None and Runtime.exists():
-        watcher().follow(value, ctx.session_id, shown, ctx.page_script_hash, counted)
+        watcher().follow(value, ctx.session_id, shown, counted)
 
 
 def teacher_follows(code: str, state: Class, steps: list[int]) -> Class:
