@@ -149,8 +149,10 @@ def asked_lately(shown: tuple | str, now: tuple | str | None) -> bool:
 
 
 def gave_up(shown: tuple | str, now: tuple | str | None) -> bool:
-    """Asked MAX_ASKS times for `now` and its page never registered it: it follows no more."""
-    return asked_for(shown, now) and shown[3] >= MAX_ASKS and not asked_lately(shown, now)
+    """Asked MAX_ASKS times for `now` (once for a class that ended or is unknown: its page then says so and follows
+    no more) and its page never registered it: it follows no more."""
+    asks = 1 if now is None else MAX_ASKS
+    return asked_for(shown, now) and shown[3] >= asks and not asked_lately(shown, now)
 
 
 def session_manager() -> object | None:
