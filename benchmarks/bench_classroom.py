@@ -19,6 +19,8 @@ Heads, 0 errors.
 computed, the forward and spaCy's tags alone, beside the page's own cost (benchmarks/floor.py).
 `--follow` (issue 47): N students following the teacher on the lesson page: from the teacher's move to every page
 updated (p95 <= 2 s) and the server's CPU while they follow an idle class (<= 5 % of a core): benchmarks/following.py.
+`--bogus N` (issue 78): N sessions open /lesson?class=CODE-i and go; the idle server's CPU (< 2 % of a core) and disk
+writes after them: benchmarks/bogus_codes.py.
 `--heavy ablation|tsne|patching`: 29 students on Heads, first alone, then while one more visitor runs the heaviest
 analysis a page offers (the ablation grid of a 512-piece text, t-SNE of one head over the bundled corpus, or the
 residual patching grid of SmolLM2's default pair); prints the students' p95 with / without (issue 18: target <= 1.5)
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.bogus_codes import bogus_codes  # noqa: E402
 from benchmarks.floor import cpu_per_click as typed_cpu  # noqa: E402
 from benchmarks.floor import floor_of_a_click  # noqa: E402
 from benchmarks.following import follow_class  # noqa: E402
@@ -240,6 +243,8 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="first students after a start against the next ones")
     parser.add_argument("--follow", action="store_true",
                         help="issue 47: students following the teacher on the lesson page (benchmarks/following.py)")
+    parser.add_argument("--bogus", type=int, metavar="N",
+                        help="issue 78: N sessions of bogus class values opened and gone, then the idle server's CPU")
     parser.add_argument("--at-once", action="store_true",
                         help="issue 44's shape: every student at the same moment, 3 sentences each, no think time")
     parser.add_argument("--floor", action="store_true", help="issue 44: the least a Heads click can cost")
@@ -251,6 +256,9 @@ def main() -> None:
         return
     if args.follow:
         follow_class(args.students, args.timeout)
+        return
+    if args.bogus:
+        bogus_codes(args.bogus, args.timeout)
         return
     if args.cold:
         cold_and_warm(args.students, args.timeout)

@@ -65,7 +65,7 @@ async def run(url: str, classroom: object, code: str, secret: str, students: int
     lags = []
     for step in STEPS_MOVED:
         moved = time.monotonic()
-        await asyncio.to_thread(classroom.move, code, secret, step)
+        await asyncio.to_thread(lambda to=step: classroom.move(code, secret, classroom.state(code), step=to))
         deadline = moved + 30
         while len(seen.get(step, [])) < students and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

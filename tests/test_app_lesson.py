@@ -4,6 +4,8 @@ Chinese steps have no English left; a class follows its teacher, a student explo
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from mha_core.engine.tokens import InputError
@@ -198,3 +200,117 @@ def deprecations_logged(run: object) -> object:
         deprecation_util.show_deprecation_warning = shown
     assert not warned, warned
     return result
+
+
+@pytest.fixture
+def room(tmp_path, monkeypatch):
+    """The pages' class store, in a file of the test's own."""
+    import views._class as class_view
+    from mha_core.serving.classroom import Classroom
+
+    store = Classroom(tmp_path / "classes.sqlite", busy_s=0.1)
+    monkeypatch.setattr(class_view, "classroom", lambda: store)
+    return store
+
+
+def shown_texts(at) -> list[str]:
+    return [e.value for kind in ("markdown", "caption", "error", "warning", "title") for e in at.get(kind)]
+
+
+@pytest.mark.slow
+def test_a_class_page_says_when_the_store_fails_and_follows_again_once_it_is_back(room, tmp_path):
+    """Issue 78.2: a damaged store showed raw sqlite3.DatabaseError on every class page. Each page (a student's, the
+    teacher's) says in one sentence, in its language, that class mode is unavailable and why; once the file is back
+    the same pages show the class."""
+    import os
+
+    from views._text import literal
+
+    code, secret = room.start("The animal was tired.", "en", step=10)
+    path = tmp_path / "classes.sqlite"
+    with sqlite3.connect(tmp_path / "backup.sqlite") as copy, sqlite3.connect(path) as live:
+        live.backup(copy)
+    (tmp_path / "garbage").write_bytes(b"not a database " * 4096)
+    os.replace(tmp_path / "garbage", path)
+    pages = {(lang, teacher): open_app(PAGE, lang=lang, **{"class": code}, **({"teach": secret} if teacher else {}))
+             for lang in ("en", "zh") for teacher in (False, True)}
+    for (lang, _), at in pages.items():
+        words = catalogue(lang).gettext
+        said = words("Class mode is unavailable just now: {reason}; pages follow again once it is back.").format(
+            reason=words("its store is damaged"))
+        assert not at.exception and [w.value for w in at.warning] == [literal(said)], at.warning
+    os.replace(tmp_path / "backup.sqlite", path)
+    for at in pages.values():
+        assert at.run().title[0].value.startswith("10. ") and not at.warning
+
+
+@pytest.mark.slow
+def test_what_the_address_and_the_class_give_is_shown_as_text(room):
+    """Issue 78.4 / 78.11: `?class=CODE[CLICK TO SIGN IN](HTTPS://…)` showed a live link in "You follow class …" (the
+    page read the code's 6 characters and showed the whole value); a sentence's 4-space indent showed as a code
+    block. The code shown is the canonical one, the rest refused as text; the sentence is one line of text."""
+    code, _ = room.start("The animal didn't cross.\n\n    It was [tired](https://evil.example).", "en", step=10)
+    student = open_app(PAGE, **{"class": code})
+    sentence = next(m.value for m in student.markdown if m.value.startswith("**Sentence:**"))
+    assert "\n" not in sentence and "](" not in sentence and "tired\\]\\(https" in sentence
+    assert any(f"You follow class {code}:" in c.value for c in student.caption)
+    for given in (f"{code}[CLICK TO SIGN IN](HTTPS://EVIL.EXAMPLE/LOGIN)", f"{code}![x](https://evil.example/a.png)",
+                  f"{code}**BOLD**", f"{code}-1"):
+        at = open_app(PAGE, **{"class": given})
+        texts = shown_texts(at)
+        assert not at.exception and any("is not a class code" in t for t in texts), texts
+        assert not any("](" in t or "**BOLD" in t for t in texts), texts
+
+
+@pytest.mark.slow
+def test_two_teacher_tabs_show_one_step_and_a_stale_tab_moves_nothing(room):
+    """Issues 77.3 / 78.10: tab B's Next took the class 3 -> 4; tab A, still showing 3, pressed Back and the class went
+    to 2; a tab merely rerunning put the class back on its own step. Now a teacher's tab follows the class: A's Back
+    from a step the class has left is refused in one sentence and A shows the class's step."""
+    tab_a = open_app(PAGE, step="3")
+    tab_a = next(b for b in tab_a.button if b.label == "Start a class").click().run()
+    params = {k: v[0] if isinstance(v, list) else v for k, v in tab_a.query_params.items()}
+    code, key = params["class"], params["teach"]
+    tab_b = open_app(PAGE, **{"class": code, "teach": key, "step": "7"})  # an old address: the class's step shows
+    assert tab_b.title[0].value.startswith("3. ") and room.state(code).step == 3
+    tab_b = next(b for b in tab_b.button if b.label == "Next").click().run()
+    assert tab_b.title[0].value.startswith("4. ") and room.state(code).step == 4
+    tab_a = next(b for b in tab_a.button if b.label == "Back").click().run()  # tab A still showed 3
+    assert room.state(code).step == 4 and tab_a.title[0].value.startswith("4. ")
+    assert any(f"Class {code} moved to step 4 meanwhile" in w.value.replace("\\", "") for w in tab_a.warning)
+    assert tab_a.run().title[0].value.startswith("4. ") and room.state(code).step == 4  # a rerun moves nothing
+    tab_a = next(b for b in tab_a.button if b.label == "Back").click().run()  # from the class's step: it moves
+    assert room.state(code).step == 3 and tab_b.run().title[0].value.startswith("3. ")
+
+
+@pytest.mark.slow
+def test_start_a_class_past_the_server_s_classes_is_refused_in_one_sentence(room, monkeypatch):
+    """Issue 78.5: nothing bounded the classes (10,000 starts kept)."""
+    from mha_core.serving import classroom
+
+    monkeypatch.setattr(classroom, "MAX_CLASSES", 1)
+    room.start("Another teacher's class.", "en")
+    at = open_app(PAGE, step="10")
+    at = next(b for b in at.button if b.label == "Start a class").click().run()
+    assert not at.query_params.get("class") and not at.exception
+    assert [w.value.replace("\\", "") for w in at.warning] == ["This server holds 1 classes, its most: start yours "
+                                                               "when one has ended."]
+
+
+@pytest.mark.slow
+def test_a_teacher_s_move_on_a_locked_store_is_said_and_the_class_stays(room, tmp_path):
+    """Issue 78.2: a store another program locks (writes refused, reads go on): the teacher's Next says so in one
+    sentence and the tab stays on the class's step (no rerun loop: it shows what the class shows); unlocked, Next
+    moves the class."""
+    code, secret = room.start("The animal was tired.", "en", step=3)
+    teacher = open_app(PAGE, **{"class": code, "teach": secret})
+    locker = sqlite3.connect(tmp_path / "classes.sqlite", isolation_level=None)
+    locker.execute("begin exclusive")
+    teacher = next(b for b in teacher.button if b.label == "Next").click().run()
+    assert [w.value.replace("\\", "") for w in teacher.warning] == [
+        "Class mode is unavailable just now: its store is locked by another program; pages follow again once it is "
+        "back."]
+    assert teacher.title[0].value.startswith("3. ") and room.state(code).step == 3
+    locker.close()
+    teacher = next(b for b in teacher.button if b.label == "Next").click().run()
+    assert teacher.title[0].value.startswith("4. ") and room.state(code).step == 4 and not teacher.warning

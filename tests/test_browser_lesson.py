@@ -113,3 +113,28 @@ def test_a_restarted_server_s_pages_reload_on_the_class_s_step(tmp_path):
 def run_marker(page: object) -> str:
     """The session and run the page last showed (views/_visit.run_marker): a reloaded page has a new session."""
     return page.locator(".mha-run").last.get_attribute("data-session")
+
+
+@pytest.mark.long
+def test_two_teacher_tabs_stay_on_one_step(app_url):
+    """Issues 77.3 / 78.10: the teacher's address open in two tabs (a laptop and a tablet): each tab's Next moves the
+    class from the step it shows, and the other tab follows without a reload, as a student's page does. Before, the
+    tabs did not follow each other and a stale tab's Back (or a mere rerun) moved the class back to its own step."""
+    with browser_contexts() as new_page:
+        tab_a = new_page(viewport={"width": 1920, "height": 1080})
+        tab_b = new_page(viewport={"width": 1400, "height": 1000})
+        tab_a.goto(f"{app_url}/lesson")
+        wait_idle(tab_a, timeout=240_000)
+        tab_a.get_by_role("button", name="Start a class").click()
+        wait_idle(tab_a, timeout=120_000)
+        code, key = address(tab_a)["class"], address(tab_a)["teach"]
+        tab_b.goto(f"{app_url}/lesson?class={code}&teach={key}&step=5")  # an old address of the teacher's
+        wait_idle(tab_b, timeout=240_000)
+        assert heading(tab_b).startswith("1. ")  # the class's step, not the address's
+        for moving, following, button, step in ((tab_b, tab_a, "Next", 2), (tab_a, tab_b, "Next", 3),
+                                                (tab_b, tab_a, "Back", 2)):
+            moving.get_by_role("button", name=button).click()
+            moving.locator("h1", has_text=f"{step}. {STEPS[step - 1].title}").wait_for(timeout=60_000)
+            following.locator("h1", has_text=f"{step}. {STEPS[step - 1].title}").wait_for(timeout=10_000)
+        time.sleep(2.5)  # several of the watcher's checks: neither tab moved the class back
+        assert heading(tab_a).startswith("2. ") and heading(tab_b).startswith("2. ")

@@ -5,9 +5,13 @@ own rerun request, as a source-file change makes). The state and the rules are m
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import threading
 import time
+from dataclasses import replace
+from typing import NamedTuple
 
 import streamlit as st
 from streamlit import net_util
@@ -17,7 +21,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from mha_core import InputError, i18n
 from mha_core.i18n import tr, worded
-from mha_core.serving.classroom import FOLLOWING_S, Classroom, qr_png
+from mha_core.serving.classroom import FOLLOWING_S, UNAVAILABLE, Classroom, canonical, qr_png
 from mha_core.serving.classroom import ClassState as Class
 from mha_core.serving.reach import PROXY_ADDRESS_ENV, PUBLIC_URL_ENV, Request, StudentsAddress, students_address
 from views._text import literal
@@ -52,56 +56,112 @@ if (!window.mhaWatchesRestarts) {
 KEYS = "_teacher_keys"  # the session's teacher keys by class code: kept out of the address a projector shows
 KEY_COOKIE = "mha_teach_{code}"  # the browser keeps the key too: a reload or another tab of it is the teacher's
 KEY_COOKIE_S = 4 * 3600  # longer than a class may sit idle (classroom.IDLE_LIMIT_S)
-ASKED, ASK_AGAIN_S = "asked", 3.0  # a follower asked to rerun; asked again if its rerun has not shown the move
+ASKED, ASK_AGAIN_S, MAX_ASKS = "asked", 3.0, 2  # a follower asked to rerun; asked again if its rerun has not
+# registered what it shows, at most MAX_ASKS times: a page that no longer follows (another page, the class left,
+# ended) is forgotten
+REFUSED = "_class_refused"  # a class button's callback refused (too many classes, no store): said on the page
+TEACHER_SHOWN = "_class_shown"  # the class's (code, step, text) this teacher's tab last drew: its moves start there
+UNAVAILABLE_SHOWN = "unavailable"  # what a page shows while the class store fails (the watcher reruns it once back)
+log = logging.getLogger(__name__)
+
+
+class Follower(NamedTuple):
+    shown: tuple | str  # what its page shows: (step, text), UNAVAILABLE_SHOWN, or (ASKED, now, when, asks)
+    counted: bool  # a student's (the teacher's count); a teacher's tab follows too, uncounted
 
 
 class Watcher:
-    """The sessions of this process that follow each class, and the thread that reruns them when it moves."""
+    """The sessions of this process that follow each class (by canonical code: the page follows only a class the
+    store knows), and the thread that reruns them when it moves. The thread survives any error: a store that fails is
+    said on the pages (rerun once) and followed until it is back."""
 
-    def __init__(self, room: Classroom) -> None:
+    def __init__(self, room: Classroom, thread: bool = True) -> None:
         self.room = room
-        self.followers: dict[str, dict[str, tuple]] = {}  # code -> session id -> what its page shows
+        self.followers: dict[str, dict[str, Follower]] = {}  # code -> session id -> its page
         self.lock = threading.Lock()
-        threading.Thread(target=self.watch, name="class-watcher", daemon=True).start()
+        self.thread: threading.Thread | None = None
+        self.threaded = thread  # False: a test calls tick() itself
+        self.alive()
 
-    def follow(self, code: str, session: str, shown: tuple) -> None:
+    def alive(self) -> None:
+        if self.threaded and (self.thread is None or not self.thread.is_alive()):
+            self.thread = threading.Thread(target=self.watch, name="class-watcher", daemon=True)
+            self.thread.start()
+
+    def follow(self, code: str, session: str, shown: tuple | str, counted: bool = True) -> None:
+        """Session `session` shows `shown` of class `code`; a value that cannot be a class code is not kept."""
+        code = canonical(code)
+        if code is None:
+            return
+        self.alive()
         with self.lock:
-            self.followers.setdefault(code, {})[session] = shown
+            self.followers.setdefault(code, {})[session] = Follower(shown, counted)
 
     def watch(self) -> None:
         last_seen = 0.0
         while True:
             time.sleep(WATCH_S)
-            with self.lock:
-                classes = {code: dict(sessions) for code, sessions in self.followers.items()}
-            for code, sessions in classes.items():
-                self.rerun_moved(code, sessions)
-            if time.monotonic() - last_seen > FOLLOWING_S / 2:  # the teacher's count: one write per class
-                last_seen = time.monotonic()
-                for code, sessions in classes.items():
-                    if sessions:
-                        self.room.seen(code, *sessions)
+            try:
+                counting = time.monotonic() - last_seen > FOLLOWING_S / 2
+                last_seen = time.monotonic() if counting else last_seen
+                self.tick(counting)
+            except Exception:  # noqa: BLE001 -- the watcher outlives anything a tick meets; the next tick tries again
+                log.exception("class watcher")
 
-    def rerun_moved(self, code: str, sessions: dict[str, tuple]) -> None:
+    def tick(self, counting: bool) -> None:
+        with self.lock:
+            classes = {code: dict(sessions) for code, sessions in self.followers.items()}
+        manager = session_manager()
+        for code, sessions in classes.items():
+            now = self.class_now(code)
+            if manager is not None:
+                self.rerun_moved(manager, code, sessions, now)
+            students = [s for s, follower in sessions.items() if follower.counted]
+            if counting and students and isinstance(now, tuple):  # the teacher's count: one write per class
+                with contextlib.suppress(InputError):
+                    self.room.seen(code, *students)
+
+    def class_now(self, code: str) -> tuple | str | None:
+        """What a page of the class shows now: (step, text), UNAVAILABLE_SHOWN, or None (ended or no such class)."""
         try:
             state = self.room.state(code)
-            now = (state.step, state.text)
-        except InputError:
-            now = None  # ended: each page says so on its rerun
-        manager = session_manager()
-        if manager is None:
-            return
-        for session, shown in sessions.items():
+        except InputError as err:
+            return UNAVAILABLE_SHOWN if err.code == UNAVAILABLE else None
+        return state.step, state.text
+
+    def rerun_moved(self, manager: object, code: str, sessions: dict[str, Follower], now: tuple | str | None) -> None:
+        for session, follower in sessions.items():
             info = manager.get_active_session_info(session)
             with self.lock:
-                if info is None:  # the student left
-                    self.followers.get(code, {}).pop(session, None)
+                if info is None or gave_up(follower.shown, now):
+                    self.forget(code, session)  # closed, or no longer registering (another page, the class left)
                     continue
-                asked = shown[0] == ASKED and shown[1] == now and time.monotonic() - shown[2] < ASK_AGAIN_S
-                if shown == now or asked:
+                if follower.shown == now or asked_lately(follower.shown, now):
                     continue
-                self.followers[code][session] = (ASKED, now, time.monotonic())  # its rerun registers what it shows
-            info.session.request_rerun(page_rerun(info.session))
+                asks = follower.shown[3] + 1 if asked_for(follower.shown, now) else 1
+                self.followers[code][session] = follower._replace(shown=(ASKED, now, time.monotonic(), asks))
+            info.session.request_rerun(page_rerun(info.session))  # its rerun registers what it shows
+
+    def forget(self, code: str, session: str) -> None:
+        sessions = self.followers.get(code, {})
+        sessions.pop(session, None)
+        if not sessions:
+            self.followers.pop(code, None)
+
+
+def asked_for(shown: tuple | str, now: tuple | str | None) -> bool:
+    return isinstance(shown, tuple) and len(shown) == 4 and shown[0] == ASKED and shown[1] == now
+
+
+def asked_lately(shown: tuple | str, now: tuple | str | None) -> bool:
+    return asked_for(shown, now) and time.monotonic() - shown[2] < ASK_AGAIN_S
+
+
+def gave_up(shown: tuple | str, now: tuple | str | None) -> bool:
+    """Asked MAX_ASKS times for `now` (once for a class that ended or is unknown: its page then says so and follows
+    no more) and its page never registered it: it follows no more."""
+    asks = 1 if now is None else MAX_ASKS
+    return asked_for(shown, now) and shown[3] >= asks and not asked_lately(shown, now)
 
 
 def session_manager() -> object | None:
@@ -140,8 +200,9 @@ def reload_after_restart() -> None:
 
 
 def class_code() -> str | None:
+    """The address's class code as given (the store checks it: a value that cannot be a code is said, never kept)."""
     code = chosen(CLASS, None, like="")
-    return str(code).strip().upper() or None if code else None
+    return str(code).strip() or None if code else None
 
 
 def key_cookie(code: str) -> str | None:
@@ -167,7 +228,10 @@ def teacher_key(code: str) -> str | None:
 
 def is_teaching(code: str) -> bool:
     key = teacher_key(code)
-    teaching = classroom().is_teacher(code, key)
+    try:
+        teaching = classroom().is_teacher(code, key)
+    except InputError as err:
+        store_failed(code, err)
     if teaching and key_cookie(code) != key:  # a reload keeps the teacher's
         cookie = f"{KEY_COOKIE.format(code=code)}={key}; path=/; max-age={KEY_COOKIE_S}; SameSite=Strict"
         st.html(f"{HIDDEN}<script>document.cookie = '{cookie}' + (location.protocol === 'https:' ? '; Secure' : '');"
@@ -176,7 +240,13 @@ def is_teaching(code: str) -> bool:
 
 
 def start_class(text: str, step: int, model: str) -> None:
-    code, secret = classroom().start(text, i18n.current(), model, step)
+    """"Start a class" (a callback): refused in one sentence (too many classes, too long a sentence, no store)."""
+    ctx = get_script_run_ctx()
+    try:
+        code, secret = classroom().start(text, i18n.current(), model, step, visitor=ctx.session_id if ctx else "")
+    except InputError as err:
+        st.session_state[REFUSED] = err
+        return
     choose(CLASS, code)
     st.session_state.setdefault(KEYS, {})[code] = secret
 
@@ -188,16 +258,30 @@ def leave_class() -> None:
 
 
 def end_class(code: str) -> None:
-    classroom().end(code, held_key(code))
+    try:
+        classroom().end(code, held_key(code))
+    except InputError as err:
+        st.session_state[REFUSED] = err
+        return
     st.session_state.get(KEYS, {}).pop(code, None)
     leave_class()
 
 
+def say_refused() -> None:
+    """What a class button's callback was refused, in one sentence, once."""
+    refused = st.session_state.pop(REFUSED, None)
+    if refused is not None:
+        st.warning(literal(worded(refused)), icon=":material/block:")
+
+
 def class_state(code: str) -> Class:
-    """The class, or one sentence and the way on when it has ended (no error: a class ends) or never was."""
+    """The class, or one sentence and the way on when it has ended (no error: a class ends) or never was; while the
+    store fails, the sentence that says so (the page follows the class until it is back)."""
     try:
         return classroom().state(code)
     except InputError as err:
+        if err.code == UNAVAILABLE:
+            store_failed(code, err)
         if err.code == "class_ended":
             st.info(literal(tr("{ended} The lesson stays open: go on through its steps on your own.",
                                ended=worded(err))), icon=":material/waving_hand:")
@@ -214,6 +298,46 @@ def reachable() -> StudentsAddress:
     request = Request(headers, st.context.url, st.get_option("server.address"), int(st.get_option("server.port")),
                       os.environ.get(PUBLIC_URL_ENV), os.environ.get(PROXY_ADDRESS_ENV))
     return students_address(request, net_util.get_internal_ip())
+
+
+def store_failed(code: str, err: InputError) -> None:
+    """The class store fails: the page says so in one sentence and is rerun by the watcher once it is back."""
+    if err.code != UNAVAILABLE:
+        raise err
+    register(code, UNAVAILABLE_SHOWN, counted=False)
+    st.warning(literal(worded(err)), icon=":material/cloud_off:")
+    stop()
+
+
+def register(code: str, shown: tuple | str, counted: bool = True) -> None:
+    """This session follows class `code` (canonical) with `shown` on its page: the watcher reruns it when that
+    changes. (An AppTest has no server: its next run reads the class as a page does.)"""
+    ctx = get_script_run_ctx()
+    value = canonical(code)
+    if ctx is not None and value is not None and Runtime.exists():
+        watcher().follow(value, ctx.session_id, shown, counted)
+
+
+def teacher_follows(code: str, state: Class, steps: list[int]) -> Class:
+    """A teacher's tab shows the class's step and sentence and follows them as a student's page does (another tab's
+    move reruns it); its own controls move the class from what it showed. A move from a step or sentence the class
+    has left (this tab had not yet followed another's move) is refused, and the tab shows where the class is."""
+    shown = st.session_state.get(TEACHER_SHOWN)
+    asked = (chosen("step", state.step, options=steps), str(chosen("text", state.text)))
+    if shown is not None and shown[0] == state.code and asked != shown[1:]:
+        try:
+            state = classroom().move(code, teacher_key(code), replace(state, step=shown[1], text=shown[2]),
+                                     step=asked[0] if asked[0] != shown[1] else None,
+                                     text=asked[1] if asked[1] != shown[2] else None)
+        except InputError as err:  # moved meanwhile, too long a sentence, a store that cannot be written
+            st.warning(literal(worded(err)))
+            state = class_state(code)  # the class as it is (a store that cannot be read says so and stops)
+    choose("step", state.step)
+    choose("text", state.text)
+    st.session_state[TEACHER_SHOWN] = (state.code, state.step, state.text)
+    register(state.code, (state.step, state.text), counted=False)
+    return state
+
 
 
 def teacher_panel(code: str) -> None:
@@ -238,7 +362,11 @@ def teacher_panel(code: str) -> None:
 
 @st.fragment(run_every=5)
 def following_count(code: str) -> None:
-    count = classroom().following(code)
+    try:
+        count = classroom().following(code)
+    except InputError as err:
+        st.caption(literal(worded(err)))
+        return
     if count == 0:
         st.caption(tr("No student follows yet."))
     else:
@@ -262,12 +390,10 @@ def language_switch() -> None:
 def follow(code: str, shown: Class, exploring: bool = False) -> None:
     """A student's page: registered with this process's watcher, which reruns it when the teacher moves (a student
     exploring on their own is rerun too: their page says where the teacher is)."""
-    ctx = get_script_run_ctx()
-    if ctx is not None and Runtime.exists():  # (an AppTest has no server: its next run reads the class as a page does)
-        watcher().follow(code, ctx.session_id, (shown.step, shown.text))
+    register(shown.code, (shown.step, shown.text))
     if exploring:
-        st.caption(tr("Class {code}: you explore on your own; the teacher is on step {step}.", code=code,
-                      step=shown.step))
+        st.caption(tr("Class {code}: you explore on your own; the teacher is on step {step}.",
+                      code=literal(shown.code), step=shown.step))
     else:
         st.caption(tr("You follow class {code}: your page shows the teacher's step. Back and Next take only your page "
-                      "elsewhere; “Follow the teacher” brings it back.", code=code))
+                      "elsewhere; “Follow the teacher” brings it back.", code=literal(shown.code)))

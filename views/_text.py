@@ -18,6 +18,12 @@ def literal(text: str) -> str:
     return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)
 
 
+def one_line(text: str) -> str:
+    """User text shown in one line of markdown (a caption, a label): its line breaks and runs of spaces as single
+    spaces (a line indented by four spaces would show as a code block), then literal."""
+    return literal(" ".join(text.split()))
+
+
 def literal_lines(text: str) -> str:
     """User or model text of several lines for markdown: each line literal, its line breaks kept."""
     return "  \n".join(literal(line) for line in text.split("\n"))

@@ -40,13 +40,13 @@ from views import coreference, heads, images, parameters, seq2seq, translation, 
 from views._class import (
     class_code,
     class_state,
-    classroom,
     follow,
     is_teaching,
     language_switch,
     reload_after_restart,
+    say_refused,
     start_class,
-    teacher_key,
+    teacher_follows,
     teacher_panel,
 )
 from views._images import chosen_image
@@ -62,7 +62,7 @@ from views._state import (
     narrow_screen,
     server,
 )
-from views._text import literal
+from views._text import literal, one_line
 from views._visit import choose, chosen, forget, stop, widget
 
 OWN_STEP = "own_step"  # the step a student of a class went to on their own (none: the teacher's)
@@ -271,7 +271,7 @@ def student_page(code: str, state: ClassState) -> None:
         choose("model", state.model)
     model_card()
     language_switch()
-    st.markdown(tr("**Sentence:** {text}", text=literal(state.text)))
+    st.markdown(tr("**Sentence:** {text}", text=one_line(state.text)))
     steps = list(range(1, len(STEPS) + 1))
     own = chosen(OWN_STEP, None, options=steps)
     follow(code, state, exploring=own is not None)
@@ -285,15 +285,17 @@ def student_page(code: str, state: ClassState) -> None:
 
 def teacher_page(code: str | None, state: ClassState | None) -> None:
     """The teacher's page (or a visitor's alone): the sentence (folded away: a projector shows the step), the steps,
-    and the class it moves."""
+    and the class it moves. A teacher's tab shows the class's step and follows it (views/_class.teacher_follows):
+    two tabs of one teacher show one step."""
     if chosen("text", None) is None:  # the lesson opens on the seeds' sentence (the teacher may change it once)
         choose("text", TRANSLATED["zh"] if i18n.current() == "zh" else TRANSLATED["en"])
-    with st.expander(tr("**Sentence:** {text}", text=literal(str(chosen("text", "")))), icon=":material/edit:"):
+    if state is not None:  # every student's page follows this
+        state = teacher_follows(code, state, list(range(1, len(STEPS) + 1)))
+    say_refused()
+    with st.expander(tr("**Sentence:** {text}", text=one_line(str(chosen("text", "")))), icon=":material/edit:"):
         text = sentence_box()
     number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
-    if state is not None:  # every student's page follows this
-        if (number, text) != (state.step, state.text):
-            classroom().move(code, teacher_key(code), step=number, text=text)
+    if state is not None:
         teacher_panel(code)
     last = step_controls(number)
     if state is None:
@@ -310,10 +312,10 @@ def main() -> None:
     state = class_state(code) if code else None
     if state is not None:
         reload_after_restart()
-    if state is not None and not is_teaching(code):
-        student_page(code, state)
+    if state is not None and not is_teaching(state.code):
+        student_page(state.code, state)
     else:
-        teacher_page(code if state else None, state)
+        teacher_page(state.code if state else None, state)
 
 
 if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)
