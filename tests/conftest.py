@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ if TYPE_CHECKING:  # torch, transformers, Streamlit and mha_core load in the pro
 os.environ["MHA_HF_CACHE"] = "0"
 # A tier of make test sees only the Debian tools its Makefile target installs (tests/tier_tools.py).
 shadow_undeclared_tools()
+# The class store of a test process is its own (the browser tier's app server inherits it), and each test's its own
+# (the autouse fixture below): classes started by earlier runs in the user's cache count towards a server's cap.
+os.environ["MHA_CLASS_STORE"] = os.path.join(tempfile.mkdtemp(prefix="mha-classes-"), "classes.sqlite")
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
@@ -375,3 +379,9 @@ def mlm_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def corpus_uploader(at: object, index: int = 0) -> object:
     """A page's index-th file uploader after the sentence box's own (.txt into the box, key "text_file")."""
     return [u for u in at.get("file_uploader") if "text_file" not in u.proto.id][index]
+
+
+@pytest.fixture(autouse=True)
+def own_class_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's classes in a store of its own: AppTests share one visitor, whose classes count towards its cap."""
+    monkeypatch.setenv("MHA_CLASS_STORE", str(tmp_path_factory.mktemp("classes") / "classes.sqlite"))

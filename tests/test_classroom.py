@@ -225,3 +225,16 @@ def stored(path, query: str) -> object:
     finally:
         db.close()
     return row[0] if len(row) == 1 else tuple(row)
+
+
+def test_the_store_lives_where_mha_class_store_says(tmp_path, monkeypatch):
+    """A server's classes in $MHA_CLASS_STORE (each test's own: tests/conftest.own_class_store), else the cache's."""
+    from mha_core.engine.loading.bundled import cache_root
+    from mha_core.serving.classroom import STORE_NAME, store_path
+
+    monkeypatch.setenv("MHA_CLASS_STORE", str(tmp_path / "elsewhere.sqlite"))
+    room = Classroom()
+    code, _ = room.start("The animal was tired.", "en")
+    assert room.path == tmp_path / "elsewhere.sqlite" and room.state(code).step == 1
+    monkeypatch.delenv("MHA_CLASS_STORE")
+    assert store_path() == cache_root() / STORE_NAME

@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import NamedTuple
 
 import streamlit as st
@@ -21,7 +22,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from mha_core import InputError, i18n
 from mha_core.i18n import tr, worded
-from mha_core.serving.classroom import FOLLOWING_S, UNAVAILABLE, Classroom, canonical, qr_png
+from mha_core.serving.classroom import FOLLOWING_S, UNAVAILABLE, Classroom, canonical, qr_png, store_path
 from mha_core.serving.classroom import ClassState as Class
 from mha_core.serving.reach import PROXY_ADDRESS_ENV, PUBLIC_URL_ENV, Request, StudentsAddress, students_address
 from views._text import literal
@@ -181,14 +182,23 @@ def page_rerun(session: object) -> ClientState:
     return state
 
 
-@st.cache_resource(show_spinner=False)
 def classroom() -> Classroom:
-    return Classroom()
+    """This server's class store (one per store file: $MHA_CLASS_STORE or the cache folder's)."""
+    return classroom_at(str(store_path()))
 
 
 @st.cache_resource(show_spinner=False)
+def classroom_at(path: str) -> Classroom:
+    return Classroom(Path(path))
+
+
 def watcher() -> Watcher:
-    return Watcher(classroom())
+    return watcher_of(str(store_path()))
+
+
+@st.cache_resource(show_spinner=False)
+def watcher_of(path: str) -> Watcher:
+    return Watcher(classroom_at(path))
 
 
 def reload_after_restart() -> None:

@@ -39,6 +39,13 @@ MAX_CLASSES_PER_VISITOR = 3  # open classes one visitor (a teacher's session) ru
 BUSY_S = 2.0  # how long a read or write waits for another process's write before the store says it is locked
 SCHEMA_VERSION = 2  # 2: classes.visitor (issue 78); an older file's classes are dropped
 STORE_NAME = f"classes-v{SCHEMA_VERSION}.sqlite"  # a file per schema: processes of an older version keep theirs
+STORE_ENV = "MHA_CLASS_STORE"  # the store's file, where a server's classes live elsewhere (a test's own, a shared disk)
+
+
+def store_path() -> Path:
+    """Where this process keeps its classes: $MHA_CLASS_STORE, else STORE_NAME under the cache folder."""
+    chosen = os.environ.get(STORE_ENV)
+    return Path(chosen).expanduser() if chosen else cache_root() / STORE_NAME
 SCHEMA = """
 create table if not exists classes (code text primary key, secret text not null, step integer not null,
     text text not null, language text not null, model text not null, moved real not null,
@@ -217,11 +224,11 @@ def prepare(db: sqlite3.Connection) -> None:
 
 
 class Classroom:
-    """The classes of one machine, in `path` (default: STORE_NAME under the cache folder); `clock` for tests."""
+    """The classes of one machine, in `path` (default: store_path()); `clock` for tests."""
 
     def __init__(self, path: Path | None = None, clock: Callable[[], float] = time.time,
                  busy_s: float = BUSY_S) -> None:
-        self.path = path or cache_root() / STORE_NAME
+        self.path = path or store_path()
         self.clock = clock
         self.store = Store(self.path, busy_s)
 
