@@ -24,6 +24,7 @@ from mha_core.cli.common import (
     write_json,
 )
 from mha_core.cli.efficiency import add_efficiency_parser
+from mha_core.cli.explain import add_explain_parser
 from mha_core.cli.index import add_index_parsers
 from mha_core.cli.prepare import add_prepare_parser
 from mha_core.cli.seq2seq import add_transcribe_parser
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_transcribe_parser(sub)
     add_translation_parsers(sub)
     add_efficiency_parser(sub)
+    add_explain_parser(sub)
     add_index_parsers(sub)
     add_prepare_parser(sub)
     models = sub.add_parser("models", help="the models this machine lists: bundled, $MHA_MODELS_DIR, HF cache")

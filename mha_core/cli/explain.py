@@ -1,0 +1,44 @@
+"""`explain TEXT --model M [--answer WORD --wrong WORD] --methods attention,rollout,gradxattn,ig,occlusion --json
+OUT`: attention beside gradient attributions and occlusion for one target, each measured for faithfulness (issue 81).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mha_core.cli.common import add_model_arguments, layer_head, load_chosen_model, write_json
+
+
+def method_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def cmd_explain(args: argparse.Namespace) -> None:
+    from mha_core.analysis.explain.explain import explain
+
+    model = load_chosen_model(args)
+    found = explain(model, args.text, args.answer, args.wrong, args.methods, args.steps, args.baseline, args.head)
+    write_json(found.as_json(), args.json)
+
+
+def add_explain_parser(sub: argparse._SubParsersAction) -> None:
+    from mha_core.analysis.explain.choices import BASELINES, DEFAULT_METHODS, DEFAULT_STEPS, MAX_STEPS, METHODS
+
+    p = sub.add_parser("explain", help="attention beside gradient attributions and occlusion for one target, each "
+                       "measured for faithfulness (comprehensiveness, sufficiency)")
+    p.add_argument("text")
+    add_model_arguments(p)
+    p.add_argument("--answer", default=None, help="the word whose piece the decoder (or a masked-LM head) should "
+                   "predict; default: the model's own prediction (an encoder without such a head: the "
+                   "coreference margin of the text's first pronoun)")
+    p.add_argument("--wrong", default=None, help="a wrong word: the target is then logit(answer) - logit(wrong)")
+    p.add_argument("--methods", type=method_list, default=list(DEFAULT_METHODS),
+                   help=f"comma-separated, from {','.join(METHODS)}")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"Integrated Gradients' steps (1 to {MAX_STEPS})")
+    p.add_argument("--baseline", choices=BASELINES, default=BASELINES[0],
+                   help="Integrated Gradients' baseline: zero or the padding piece's embedding (special pieces keep "
+                   "their own)")
+    p.add_argument("--head", type=layer_head, default=None,
+                   help="LAYER,HEAD for attention_head (default: the head whose output matters most to the target)")
+    p.add_argument("--json", default="-", help="output file, '-' for stdout")
+    p.set_defaults(func=cmd_explain)
