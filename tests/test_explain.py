@@ -220,3 +220,15 @@ def test_the_baselines_keep_the_special_pieces_and_replace_every_other(lm_dirs):
     assert torch.equal(zero[special], words[special]) and torch.equal(pad[special], words[special])
     assert not zero[~special].any()
     assert torch.equal(pad[~special], model.embeddings.word[model.tokenizer.pad_token_id].expand_as(pad[~special]))
+
+
+def test_words_are_cut_at_spaces_where_the_tokenizer_numbers_the_text_as_one_word(lm_dirs):
+    from dataclasses import replace
+
+    from mha_core.analysis.explain.explain import units_of
+
+    model = load_model(lm_dirs["gpt2"])
+    batch = tokenize(model.tokenizer, TEXT, model.max_length, bos=model.bos_id)
+    one = replace(batch, word_ids=(tuple(None if w is None else 0 for w in batch.word_ids[0]),))  # Gemma 3's
+    assert units_of(one).groups == units_of(batch).groups and len(units_of(batch).groups) > 10
+    assert units_of(one).labels == units_of(batch).labels
