@@ -70,26 +70,26 @@ def gap_file(tmp_path):
 
 def test_the_dataset_table_averages_explain_over_the_texts(lm_dirs, tmp_path):
     from mha_core.analysis.corpus.readers import bundled_corpus
-    from mha_core.analysis.explain.choices import METHODS
-
     out = tmp_path / "table.json"
-    run = cli("explain", "--dataset", "corpus", "--limit", "2", "--steps", "4", "--model-dir", str(lm_dirs["gpt2"]),
-              "--json", str(out))
+    methods = ["attention", "inputxgrad", "occlusion"]
+    run = cli("explain", "--dataset", "corpus", "--limit", "2", "--methods", ",".join(methods), "--model-dir",
+              str(lm_dirs["gpt2"]), "--json", str(out))
     assert run.returncode == 0, run.stderr
     table = json.loads(out.read_text())
     model = mha_core.load_model(lm_dirs["gpt2"])
-    each = [mha_core.explain(model, text, methods=METHODS, steps=4) for text in bundled_corpus()[:2]]
+    each = [mha_core.explain(model, text, methods=methods) for text in bundled_corpus()[:2]]
     assert table["explained"] == 2 and table["skipped"] == 0
-    for name in METHODS:
+    assert list(table["methods"]) == methods
+    for name in methods:
         mean = np.mean([e.methods[name].faithfulness.aopc_comprehensiveness for e in each])
         assert table["methods"][name]["aopc_comprehensiveness"] == pytest.approx(mean, rel=1e-4, abs=1e-6)
     ranking = [value for _, value in table["ranking"]]
     assert ranking == sorted(ranking, reverse=True) and table["most_faithful"] == table["ranking"][0][0]
-    gap = cli("explain", "--dataset", "gap", "--gap-file", str(gap_file(tmp_path)), "--steps", "4", "--model-dir",
-              str(lm_dirs["gpt2"]), "--json", str(out))
+    gap = cli("explain", "--dataset", "gap", "--gap-file", str(gap_file(tmp_path)), "--methods", "attention",
+              "--model-dir", str(lm_dirs["gpt2"]), "--json", str(out))
     assert gap.returncode == 0, gap.stderr
     table = json.loads(out.read_text())
     assert table["explained"] + table["skipped"] == 2 and table["explained"] >= 1
     first = mha_core.explain(model, "john met mary because she was kind . The word 'she' refers to", "mary", "john",
-                             METHODS, steps=4)
+                             ["attention"])
     assert first.target.answer_id != first.target.wrong_id

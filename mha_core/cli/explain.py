@@ -15,6 +15,7 @@ def method_list(text: str) -> list[str]:
 
 
 def cmd_explain(args: argparse.Namespace) -> None:
+    from mha_core.analysis.explain.choices import DEFAULT_METHODS, METHODS
     from mha_core.analysis.explain.explain import explain
 
     if (args.text is None) == (args.dataset is None):
@@ -23,14 +24,16 @@ def cmd_explain(args: argparse.Namespace) -> None:
     if args.dataset is not None:
         from mha_core.analysis.explain.dataset import dataset_table
 
-        write_json(dataset_table(model, args.dataset, args.limit, args.gap_file, args.steps).as_json(), args.json)
+        write_json(dataset_table(model, args.dataset, args.limit, args.gap_file, args.steps,
+                                 args.methods or METHODS).as_json(), args.json)
         return
-    found = explain(model, args.text, args.answer, args.wrong, args.methods, args.steps, args.baseline, args.head)
+    found = explain(model, args.text, args.answer, args.wrong, args.methods or DEFAULT_METHODS, args.steps,
+                    args.baseline, args.head)
     write_json(found.as_json(), args.json)
 
 
 def add_explain_parser(sub: argparse._SubParsersAction) -> None:
-    from mha_core.analysis.explain.choices import BASELINES, DEFAULT_METHODS, DEFAULT_STEPS, MAX_STEPS, METHODS
+    from mha_core.analysis.explain.choices import BASELINES, DEFAULT_STEPS, MAX_STEPS, METHODS
 
     p = sub.add_parser("explain", help="attention beside gradient attributions and occlusion for one target, each "
                        "measured for faithfulness (comprehensiveness, sufficiency)")
@@ -40,8 +43,8 @@ def add_explain_parser(sub: argparse._SubParsersAction) -> None:
                    "predict; default: the model's own prediction (an encoder without such a head: the "
                    "coreference margin of the text's first pronoun)")
     p.add_argument("--wrong", default=None, help="a wrong word: the target is then logit(answer) - logit(wrong)")
-    p.add_argument("--methods", type=method_list, default=list(DEFAULT_METHODS),
-                   help=f"comma-separated, from {','.join(METHODS)}")
+    p.add_argument("--methods", type=method_list, default=None,
+                   help=f"comma-separated, from {','.join(METHODS)} (--dataset: default all)")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"Integrated Gradients' steps (1 to {MAX_STEPS})")
     p.add_argument("--baseline", choices=BASELINES, default=BASELINES[0],
                    help="Integrated Gradients' baseline: zero or the padding piece's embedding (special pieces keep "

@@ -7,7 +7,7 @@ A text the target cannot be read on (no pronoun, a name of several pieces) is co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,13 +79,13 @@ def dataset_items(model: LoadedModel, dataset: str, limit: int, gap_file: str | 
 
 
 def dataset_table(model: LoadedModel, dataset: str, limit: int = 20, gap_file: str | Path | None = None,
-                  steps: int = DEFAULT_STEPS) -> DatasetTable:
-    """Every method on each text of the dataset, its faithfulness averaged (module docstring)."""
+                  steps: int = DEFAULT_STEPS, methods: Sequence[str] = METHODS) -> DatasetTable:
+    """Every method of `methods` on each text of the dataset, its faithfulness averaged (module docstring)."""
     found: list[Explanation] = []
     skipped = 0
     for text, answer, wrong in dataset_items(model, dataset, limit, gap_file):
         try:
-            explanation = explain(model, text, answer, wrong, METHODS, steps)
+            explanation = explain(model, text, answer, wrong, methods, steps)
         except InputError:
             skipped += 1
             continue
@@ -95,7 +95,8 @@ def dataset_table(model: LoadedModel, dataset: str, limit: int = 20, gap_file: s
             skipped += 1
 
     def mean(read: object) -> dict[str, float]:
-        return {name: float(np.mean([read(e.methods[name]) for e in found])) for name in METHODS} if found else {}
+        names = found[0].methods if found else ()
+        return {name: float(np.mean([read(e.methods[name]) for e in found])) for name in names}
 
     return DatasetTable(model.name, dataset, len(found), skipped,
                         mean(lambda m: m.faithfulness.aopc_comprehensiveness),
