@@ -29,7 +29,7 @@ from mha_core.engine.tokens import tokenize  # noqa: E402
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
 QUESTION = SENTENCE + " The word 'it' refers to the"
-NEW = "The trophy didn't fit into the suitcase because it was too big."
+NEW = "The trophy didn't fit into the box because it was too big."
 
 
 def transformers_score(ref: torch.nn.Module, target: object) -> object:
@@ -70,7 +70,7 @@ def ig_side_by_side(steps: int, repeats: int) -> None:
 def whole_page(name: str) -> None:
     model = load_model(bundled_dirs()[name])
     text, answer = (NEW, (None, None)) if not model.causal else (NEW + " The word 'it' refers to the",
-                                                                 ("trophy", "suitcase"))
+                                                                 ("trophy", "box"))
     started = time.perf_counter()
     found = explain(model, text, *answer, methods=METHODS)
     seconds = time.perf_counter() - started

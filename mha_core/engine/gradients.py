@@ -84,6 +84,31 @@ def input_embeddings(model: LoadedModel, batch: TokenBatch) -> Tensor:
     return word_embeddings(model.embeddings, batch.input_ids.to(model.device)).detach()
 
 
+def scored(model: LoadedModel, batch: TokenBatch, score: Score, words: Tensor, readers: list) -> Tensor:
+    """(B,) `score` of the layer loop's pass over the input embeddings `words` (B,T,D); `readers` (name filter,
+    Reader) pairs, one of which must keep the last layer's map for `score` (maps_reader)."""
+    _, bias, rope = prepare(model, batch)
+    types = None if batch.token_type_ids is None else batch.token_type_ids.to(model.device)
+    x = embed_words(model.embeddings, words, position_ids(batch.attention_mask.to(model.device), model.arch), types)
+    maps = []
+    last = model.n_layers - 1
+
+    def keep_last(probs: Tensor, hook: HookPoint) -> None:
+        if hook.layer() == last:
+            maps.append(probs)
+
+    hooks = hooks_of([*readers, (is_point("attn.hook_pattern"), Reader(keep_last))])
+    final, _ = last_output(layer_outputs(model, x, bias, rope, EXPLICIT, hooks=hooks))
+    return score(final_norm(model, final), maps[-1])
+
+
+@torch.inference_mode()
+def embeddings_scores(model: LoadedModel, batch: TokenBatch, score: Score, words: Tensor) -> Tensor:
+    """(B,) `score` of the pass over the input embeddings `words` (B,T,D), without gradients."""
+    check_text_model(model)
+    return scored(model, batch, score, words, [])
+
+
 def gradients(model: LoadedModel, batch: TokenBatch, score: Score, words: Tensor | None = None,
               heads: bool = True) -> Gradients:
     """The target `score` of every row of `batch` and its gradients. `words` (B,T,D): input embeddings to read
@@ -93,26 +118,18 @@ def gradients(model: LoadedModel, batch: TokenBatch, score: Score, words: Tensor
     check_gradient_budget(model, *batch.input_ids.shape)
     maps: list[Tensor] = []
     outputs: list[Tensor] = []
-    last = model.n_layers - 1
 
     def keep_map(probs: Tensor, hook: HookPoint) -> None:
-        if heads or hook.layer() == last:
-            maps.append(probs)
+        maps.append(probs)
 
     def keep_output(z: Tensor, hook: HookPoint) -> None:  # (B,T,H,Dh): the view the layer goes on with
         outputs.append(z)
 
-    readers = [(is_point("attn.hook_pattern"), Reader(keep_map))]
-    if heads:
-        readers.append((is_point("attn.hook_z"), Reader(keep_output)))
+    readers = [(is_point("attn.hook_pattern"), Reader(keep_map)), (is_point("attn.hook_z"), Reader(keep_output))]
+    readers = readers if heads else []
     with torch.inference_mode(False), torch.enable_grad():
-        _, bias, rope = prepare(model, batch)
         x_words = (input_embeddings(model, batch) if words is None else words.detach()).clone().requires_grad_()
-        types = None if batch.token_type_ids is None else batch.token_type_ids.to(model.device)
-        x = embed_words(model.embeddings, x_words, position_ids(batch.attention_mask.to(model.device), model.arch),
-                        types)
-        final, _ = last_output(layer_outputs(model, x, bias, rope, EXPLICIT, hooks=hooks_of(readers)))
-        scores = score(final_norm(model, final), maps[-1])  # (B,)
+        scores = scored(model, batch, score, x_words, readers)  # (B,)
         wanted = [x_words, *maps, *outputs] if heads else [x_words]
         found = torch.autograd.grad(scores.sum(), wanted, allow_unused=True)
     found = [torch.zeros_like(t) if g is None else g for t, g in zip(wanted, found, strict=True)]

@@ -21,7 +21,13 @@ from torch import Tensor
 from mha_core.analysis.explain.choices import BASELINES, DEFAULT_STEPS, MAX_STEPS, PAD, ZERO  # noqa: F401
 from mha_core.analysis.explain.targets import Target
 from mha_core.engine.budget import forward_bytes, rows_within
-from mha_core.engine.gradients import GRADIENT_COST, check_gradient_budget, gradients, input_embeddings
+from mha_core.engine.gradients import (
+    GRADIENT_COST,
+    check_gradient_budget,
+    embeddings_scores,
+    gradients,
+    input_embeddings,
+)
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch
 from mha_core.i18n import N_
@@ -96,7 +102,7 @@ def integrated_gradients(model: LoadedModel, batch: TokenBatch, target: Target, 
         w = torch.tensor(weights[start:start + chunk], dtype=torch.float64)[:, None, None]
         total += (found.words_grad.double() * w).sum(0)
     attributions = (words[0] - base[0]).double() * total  # (T,D)
-    ends = gradients(model, rows_of(batch, 2), target.score, words=torch.cat([words, base]), heads=False).score
+    ends = embeddings_scores(model, rows_of(batch, 2), target.score, torch.cat([words, base]))
     score, base_score = float(ends[0]), float(ends[1])
     delta = float(attributions.sum()) - (score - base_score)
     return Integrated(attributions, attributions.sum(-1).numpy(), steps, baseline, score, base_score, delta)
