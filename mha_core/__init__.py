@@ -17,6 +17,7 @@ _PUBLIC = {  # the public API (docs/researchers/notebook.md): every analysis the
     "mha_core.analysis.efficiency.cost": ("AttentionCost", "attention_cost"),
     "mha_core.analysis.efficiency.fidelity": ("PatternedRun", "with_pattern"),
     "mha_core.analysis.efficiency.patterns": ("Pattern", "allowed_keys", "parse_pattern"),
+    "mha_core.analysis.explain.explain": ("Explanation", "explain", "faithfulness"),
     "mha_core.analysis.heads.contrib": ("ValueWeighted", "rollout_of", "value_weighted"),
     "mha_core.analysis.coref.gap": ("CorefResult", "analyse_coref"),
     "mha_core.analysis.corpus.readers": ("bundled_corpus", "read_conllu", "read_gap"),

@@ -58,6 +58,7 @@ PAGES = (  # the app's pages (app.py routes to them): file, title, icon; the fir
     ("views/roles.py", N_("Roles"), ":material/label:"),
     ("views/coreference.py", N_("Coreference"), ":material/link:"),
     ("views/contributions.py", N_("Contributions"), ":material/bolt:"),
+    ("views/explanations.py", N_("Explanations"), ":material/psychology_alt:"),
     ("views/predictions.py", N_("Predictions"), ":material/trending_up:"),
     ("views/corpus.py", N_("Across a corpus"), ":material/scatter_plot:"),
     ("views/parameters.py", N_("Parameters"), ":material/calculate:"),

@@ -25,6 +25,7 @@ from mha_core.cli.common import (
     write_json,
 )
 from mha_core.cli.efficiency import add_efficiency_parser
+from mha_core.cli.explain import add_explain_parser
 from mha_core.cli.index import add_index_parsers
 from mha_core.cli.prepare import add_prepare_parser
 from mha_core.cli.seq2seq import add_transcribe_parser
@@ -143,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_transcribe_parser(sub)
     add_translation_parsers(sub)
     add_efficiency_parser(sub)
+    add_explain_parser(sub)
     add_index_parsers(sub)
     add_prepare_parser(sub)
     add_app_parser(sub)

@@ -60,9 +60,18 @@ def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor, token_types
     """Word embeddings (times Gemma's √d_model), plus learned positions and token types (all 0 unless `token_types`,
     (B,T), says which text of a pair each piece is) where the model has them, then its embedding norm where it has
     one: (B,T) -> (B,T,D)."""
+    return embed_words(w, word_embeddings(w, input_ids), positions, token_types)
+
+
+def word_embeddings(w: EmbeddingWeights, input_ids: Tensor) -> Tensor:
+    """(B,T) -> (B,T,D) the word embeddings as transformers' input embeddings module gives them (inputs_embeds;
+    Gemma's times √d_model): what attribution methods attribute to."""
     x = w.word[input_ids]  # (B,T,D)
-    if w.scale != 1.0:
-        x = x * torch.tensor(w.scale, dtype=x.dtype)
+    return x * torch.tensor(w.scale, dtype=x.dtype) if w.scale != 1.0 else x
+
+
+def embed_words(w: EmbeddingWeights, x: Tensor, positions: Tensor, token_types: Tensor | None = None) -> Tensor:
+    """Word embeddings x (B,T,D) plus learned positions and token types, then the embedding norm (embed's rest)."""
     if w.token_type is not None:
         x = x + (w.token_type[0] if token_types is None else w.token_type[token_types])
     if w.position is not None:

@@ -1,0 +1,37 @@
+"""The Explanations page's figures: every method's word scores side by side, and the deletion curves."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_core.analysis.explain.choices import METHOD_NAMES
+from mha_core.analysis.explain.explain import Explanation
+from mha_core.figures.charts import indexed_labels, matrix_spec, safe_label
+from mha_core.figures.spec import FigureDict, finished
+from mha_core.i18n import tr
+
+
+def scaled_rows(explanation: Explanation) -> np.ndarray:
+    """(M,W) each method's word scores divided by its largest |score| (rows in -1..1; a zero row stays zero)."""
+    rows = np.stack([m.word_scores for m in explanation.methods.values()])
+    top = np.abs(rows).max(-1, keepdims=True)
+    return np.divide(rows, top, out=np.zeros_like(rows), where=top > 0)
+
+
+def methods_figure(explanation: Explanation) -> FigureDict:
+    """(M,W) heatmap: a row per method, a column per word, each row scaled to its largest |score|."""
+    names = [tr(METHOD_NAMES[name]) for name in explanation.methods]
+    return matrix_spec(scaled_rows(explanation), names, tr("Each method's word scores (scaled to its largest)"),
+                       cols=indexed_labels(explanation.words), colorscale="RdBu", zmid=0)
+
+
+def deletion_figure(explanation: Explanation) -> FigureDict:
+    """The target's score as each method's top words are removed, one more at a time (steeper: more faithful)."""
+    data = [{"type": "scatter", "mode": "lines+markers", "name": safe_label(tr(METHOD_NAMES[name])),
+             "x": list(range(len(m.faithfulness.deletion))), "y": np.asarray(m.faithfulness.deletion)}
+            for name, m in explanation.methods.items() if m.faithfulness is not None]
+    spec = {"data": data, "layout": {
+        "title": {"text": safe_label(tr("The score as each method's top words are removed"))},
+        "xaxis": {"title": {"text": tr("words removed")}}, "yaxis": {"title": {"text": tr("score")}},
+        "height": 360, "margin": {"l": 10, "r": 10, "t": 40, "b": 10}}}
+    return finished(spec)

@@ -1,0 +1,51 @@
+"""AppTest for the Explanations page (issue 81): on the bundled encoder the page draws the API's word scores of
+every method (scaled per method) and its faithfulness table; a decoder is asked about the pronoun with the nouns
+before it as answer and wrong word; the page in Chinese has no English left."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_core
+from mha_core.analysis.explain.choices import METHODS
+from mha_core.analysis.explain.targets import question_for
+from mha_core.serving.menu import available_models
+from tests.conftest import chart_json, decode, open_app
+from tests.i18n_check import untranslated
+
+PAGE = "views/explanations.py"
+TEXT = "The animal didn't cross the street because it was too tired."
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_page_draws_every_methods_word_scores_and_their_faithfulness(bundled):
+    at = open_app(PAGE, text=TEXT)
+    assert not at.exception and not at.error
+    expected = mha_core.explain(bundled, TEXT, methods=METHODS)
+    z = decode(chart_json(at, "explain_methods")["data"][0]["z"])
+    rows = np.stack([m.word_scores for m in expected.methods.values()])
+    assert np.allclose(z, rows / np.abs(rows).max(-1, keepdims=True), atol=1e-5)
+    table = at.dataframe[0].value
+    assert len(table) == len(METHODS)
+    np.testing.assert_allclose(table.iloc[:, 1], [round(m.faithfulness.aopc_comprehensiveness, 4)
+                                                  for m in expected.methods.values()], atol=1e-3)
+    assert any("coreference margin" in m.value and "**animal**" in m.value for m in at.markdown)
+
+
+def test_a_decoder_is_asked_about_the_pronoun():
+    question = question_for(TEXT)
+    assert question.text.endswith("The word 'it' refers to the") and (question.answer, question.wrong) == (
+        "animal", "street")
+    assert question_for("No pronoun here at all.") is None
+
+
+def test_the_page_in_chinese_has_no_english_left():
+    names = [choice.name for choice in available_models()]
+    at = open_app(PAGE, lang="zh", text=TEXT)
+    assert not at.exception
+    typed = [box.value for box in at.text_area] + [box.value for box in at.text_input]
+    allowed = ["animal", "street", "L", "H", "AOPC", "Abnar", "Zuidema", "Kobayashi", "Chefer", "Sundararajan"]
+    left = untranslated(at, [*names, *typed, question_for(TEXT).text, *allowed])
+    assert not left, list(left.items())[:4]

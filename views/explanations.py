@@ -1,0 +1,93 @@
+"""Explanations (issue 81): is attention the explanation? The sentence's words scored by attention and by its
+alternatives side by side, for one target, and each method's faithfulness measured. Computed in
+mha_core.analysis.explain; the figures in mha_core.figures.explain."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_core import LoadedModel
+from mha_core.analysis.explain.choices import BASELINE_NAMES, METHOD_NAMES, METHOD_NOTES
+from mha_core.analysis.explain.explain import Explanation
+from mha_core.analysis.explain.targets import COREF, question_for
+from mha_core.figures import explain as figures
+from mha_core.i18n import tr
+from mha_core.serving.computed import explain as computed
+from views._inputs import sentence_box
+from views._state import chart, current_model, queued
+from views._text import literal
+from views._visit import stop, widget
+
+
+def asked(model: LoadedModel, text: str) -> tuple[str, str | None, str | None]:
+    """What the model reads and the target's answer and wrong word: a decoder is asked about the pronoun."""
+    if not model.causal:
+        return text, None, None
+    question = question_for(text)
+    if question is None:
+        st.info(tr("A decoder is asked which word the pronoun refers to: type a sentence with a pronoun and two "
+                   "nouns before it."))
+        stop()
+    st.caption(tr("The model reads: {text}", text=literal(question.text)))
+    left, right = st.columns(2)
+    answer = widget(left.text_input, "explain_answer", question.answer, tr("Answer"), context=(text,))
+    wrong = widget(right.text_input, "explain_wrong", question.wrong, tr("Wrong word"), context=(text,))
+    return question.text, answer.strip() or None, wrong.strip() or None
+
+
+def target_line(explanation: Explanation) -> None:
+    target = explanation.target
+    if target.kind == COREF:
+        st.markdown(tr("Target: the coreference margin, attention from the pronoun to **{a}** minus **{b}** in the "
+                       "last-layer head where it is largest: **{score:.3f}**.", a=literal(target.answer),
+                       b=literal(target.wrong), score=explanation.score))
+    elif target.wrong is not None:
+        st.markdown(tr("Target: logit(**{a}**) − logit(**{b}**) after the last piece: **{score:.3f}**.",
+                       a=literal(target.answer), b=literal(target.wrong), score=explanation.score))
+    else:
+        st.markdown(tr("Target: the model's score for **{a}**: **{score:.3f}**.", a=literal(target.answer),
+                       score=explanation.score))
+
+
+def faithfulness_table(explanation: Explanation) -> None:
+    rows = [{tr("Method"): tr(METHOD_NAMES[name]),
+             tr("Comprehensiveness (AOPC)"): round(m.faithfulness.aopc_comprehensiveness, 4),
+             tr("Sufficiency (AOPC)"): round(m.faithfulness.aopc_sufficiency, 4),
+             tr("Seconds"): round(m.seconds, 2)} for name, m in explanation.methods.items()]
+    st.dataframe(rows, hide_index=True, width="stretch")
+    best = explanation.most_faithful()
+    if best is not None:
+        st.markdown(tr("Most faithful here: **{method}** (removing its top words changes the score most, keeping "
+                       "only them least).", method=tr(METHOD_NAMES[best])))
+    if explanation.ig is not None:
+        ig = explanation.ig
+        st.caption(tr("Integrated Gradients: {steps} steps from the {baseline} baseline (score {base:.3f}); "
+                      "convergence delta {delta:.3f}.", steps=ig.steps, baseline=tr(BASELINE_NAMES[ig.baseline]),
+                      base=ig.baseline_score, delta=ig.delta))
+
+
+def main() -> None:
+    st.title(tr("Explanations: is attention the explanation?"))
+    st.caption(tr("Attention says where each word looks; an explanation should say which words the answer depends "
+                  "on. Here attention stands beside gradient methods and occlusion, and each is measured: remove a "
+                  "method's top words and see how much the answer moves."))
+    model = current_model()
+    text, answer, wrong = asked(model, sentence_box())
+    explanation = queued(computed.explanation_of, model, text, answer, wrong)
+    if explanation is None:
+        stop()
+    target_line(explanation)
+    key = (str(model.model_dir), text, answer, wrong)
+    chart(("explain methods", *key), lambda: figures.methods_figure(explanation), key="explain_methods")
+    layer, head = explanation.head
+    st.caption(tr("The chosen head: L{layer} H{head}, the one whose output moves the target most (its gradient "
+                  "times its output).", layer=layer, head=head))
+    faithfulness_table(explanation)
+    chart(("explain deletion", *key), lambda: figures.deletion_figure(explanation), key="explain_deletion")
+    with st.expander(tr("What each method measures")):
+        for name in explanation.methods:
+            st.markdown(f"**{tr(METHOD_NAMES[name])}**: {tr(METHOD_NOTES[name])}")
+
+
+if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)
+    main()
