@@ -150,3 +150,11 @@ def test_the_slope_note_explains_explicit_s_slope_above_two_by_its_weights_bytes
     above = slope_note(measured(2.48))
     assert "2.48" in above and "memory traffic" in above and f"{2 * 8192 * 8192 * 4 / 2**20:,.0f} MB" in above
     assert "memory traffic" not in slope_note(measured(2.0)) and "nˢ" in slope_note(measured(2.0))
+
+
+def test_a_decoder_s_small_answers_keep_their_size():
+    """Gemma, Chinese: "玛丽 0%, 书 0%: it now prefers 书 over 玛丽" (two answers under 1 % both shown as 0 %)."""
+    from mha_core.teaching.efficiency import share
+
+    assert [share(p) for p in (0.62, 0.0031, 0.00004, 0.0)] == ["62%", "0.3%", "0.004%", "0%"]
+    assert share(0.0031) != share(0.0012)  # the verdict's two numbers differ where the model's do

@@ -213,12 +213,19 @@ def head_habits(maps: np.ndarray) -> HeadHabits:
     return HeadHabits(counts["previous"], counts["first"], counts["itself"], total - sum(counts.values()))
 
 
-def heads_claims(habits: HeadHabits, selected: tuple[int, int]) -> tuple[Claim, ...]:
-    return (claim(N_("On this sentence, {previous} heads look mostly at the word before, {first} at the first word, "
-                     "{itself} at the word itself and {elsewhere} elsewhere (each head's most common largest "
-                     "weight). The outlined tile is step 1's head, layer {layer}, head {head}."),
-                  previous=habits.previous, first=habits.first, itself=habits.itself, elsewhere=habits.elsewhere,
-                  layer=selected[0], head=selected[1]),)
+def heads_claims(habits: HeadHabits, selected: tuple[int, int], hidden: int = 0) -> tuple[Claim, ...]:
+    """Step 3's sentence; `hidden` special pieces left out of the overview (as in step 1) add one saying why step 5,
+    which counts them, finds other numbers (on Gemma: 0 heads on the first word here, 38 on the first token there)."""
+    counts = claim(N_("On this sentence, {previous} heads look mostly at the word before, {first} at the first word, "
+                      "{itself} at the word itself and {elsewhere} elsewhere (each head's most common largest "
+                      "weight). The outlined tile is step 1's head, layer {layer}, head {head}."),
+                   previous=habits.previous, first=habits.first, itself=habits.itself, elsewhere=habits.elsewhere,
+                   layer=selected[0], head=selected[1])
+    if not hidden:
+        return (counts,)
+    return counts, claim(N_("As in step 1, the maps hide the {n} special pieces and rescale each row to 1; step 5 "
+                            "counts them, so a head it labels by a special piece (its first token or [CLS]) is counted "
+                            "here by where the rest of its weight goes."), n=hidden)
 
 
 def parameters_claims(name: str, total: int, attention: int) -> tuple[Claim, ...]:
