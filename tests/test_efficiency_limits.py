@@ -158,3 +158,16 @@ def test_a_decoder_s_small_answers_keep_their_size():
 
     assert [share(p) for p in (0.62, 0.0031, 0.00004, 0.0)] == ["62%", "0.3%", "0.004%", "0%"]
     assert share(0.0031) != share(0.0012)  # the verdict's two numbers differ where the model's do
+
+
+def test_a_patterned_answer_that_is_neither_noun_is_not_called_a_preference():
+    """SmolLM2 under window:4 answered ' world' (animal 0%, street 0%) and the page said "it now prefers street over
+    animal"; Gemma's '玛' is 玛丽's first piece and still names it."""
+    from mha_core.analysis.efficiency.answers import ProbeAnswer
+
+    def asked(patterned: str) -> ProbeAnswer:
+        return ProbeAnswer("…", "it", ("animal", "street"), " animal", patterned, (0.42, 0.001), (0.0001, 0.0003))
+
+    assert not asked(" world").patterned_names_one and not asked(" ").patterned_names_one
+    assert asked(" street").patterned_names_one and asked(" anim").patterned_names_one
+    assert ProbeAnswer("…", "她", ("玛丽", "书"), "玛", "玛", (0.62, 0.0), (0.5, 0.0)).patterned_names_one

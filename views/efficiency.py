@@ -73,7 +73,8 @@ def next_piece_view(model: LoadedModel, run: PatternedRun, text: str, layers: tu
                    patterned=literal(repr(probe.patterned)), first=first, second=second,
                    d1=share(probe.dense_probs[0]), d2=share(probe.dense_probs[1]),
                    p1=share(probe.patterned_probs[0]), p2=share(probe.patterned_probs[1]),
-                   verdict=tr("still prefers {noun}", noun=literal(probe.preferred[1]))
+                   verdict=tr("no longer answers with either noun") if not probe.patterned_names_one else
+                   tr("still prefers {noun}", noun=literal(probe.preferred[1]))
                    if probe.preferred[0] == probe.preferred[1] else
                    tr("now prefers {after} over {before}", after=literal(probe.preferred[1]),
                       before=literal(probe.preferred[0]))))

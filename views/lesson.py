@@ -86,9 +86,10 @@ PHONE_CSS = ("<style>@media (max-width: 640px){"  # a 390-px phone: the step's f
 
 def shown(value: object, marked: bool) -> object:
     """A claim's value as the page writes it: text escaped (a marked word translated), a list of (word, count)
-    pairs as "word count, …"."""
+    pairs as "word count, …" ("word count、…" in Chinese)."""
     if isinstance(value, tuple):
-        return ", ".join(f"{shown(word, marked)} {count}" for word, count in value)
+        separator = "、" if i18n.current() == "zh" else ", "  # Chinese lists its items with the enumeration comma
+        return separator.join(f"{shown(word, marked)} {count}" for word, count in value)
     if isinstance(value, str):
         return literal(tr(value) if marked else value)
     return value
