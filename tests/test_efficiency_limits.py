@@ -156,7 +156,8 @@ def test_a_decoder_s_small_answers_keep_their_size():
     """Gemma, Chinese: "玛丽 0%, 书 0%: it now prefers 书 over 玛丽" (two answers under 1 % both shown as 0 %)."""
     from mha_core.teaching.efficiency import share
 
-    assert [share(p) for p in (0.62, 0.0031, 0.00004, 0.0)] == ["62%", "0.3%", "0.004%", "0%"]
+    assert [share(p) for p in (0.62, 0.0031, 0.00023, 0.00004, 5e-9, 0.0)] == ["62%", "0.3%", "0.02%", "<0.01%",
+                                                                                 "<0.01%", "0%"]
     assert share(0.0031) != share(0.0012)  # the verdict's two numbers differ where the model's do
 
 

@@ -66,8 +66,10 @@ def slope_note(cost: AttentionCost) -> Worded:
 
 
 def share(p: float) -> str:
-    """A probability as a percentage that keeps a small one visible: 62%, 0.3%, 0.004% (the Efficiency page said
+    """A probability as a percentage that keeps a small one visible: 62%, 0.3%, 0.02%, <0.01% (the Efficiency page said
     "玛丽 0%, 书 0%: it now prefers 书 over 玛丽" of two answers under 1 %)."""
     if p >= 0.01 or p <= 0:
         return f"{p:.0%}"
+    if p < 1e-4:  # no "5e-07%" on a page
+        return "<0.01%"
     return f"{float(f'{p * 100:.1g}'):g}%"
