@@ -342,7 +342,14 @@ def translation_claims(source_words: Sequence[str], target_words: Sequence[str],
     claims = []
     for t in found:
         linked = " ".join(source_words[s] for s, target in sorted(links) if target == t)
-        claims.append(claim(N_("'{word}' in the translation aligns to '{linked}' in the source."), word=target_words[t],
+        word = target_words[t]
+        if target_words.count(word) > 1:  # 牠不跨了路，因為牠太累了: which 牠, as the figure's rows number them
+            claims.append(claim(N_("'{word}' (translation word {index}) aligns to '{linked}' in the source."),
+                                word=word, index=t, linked=linked) if linked else
+                          claim(N_("'{word}' (translation word {index}) aligns to no word of the source."), word=word,
+                                index=t))
+            continue
+        claims.append(claim(N_("'{word}' in the translation aligns to '{linked}' in the source."), word=word,
                             linked=linked) if linked else
-                      claim(N_("'{word}' in the translation aligns to no word of the source."), word=target_words[t]))
+                      claim(N_("'{word}' in the translation aligns to no word of the source."), word=word))
     return tuple(claims)
