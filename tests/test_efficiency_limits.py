@@ -150,3 +150,25 @@ def test_the_slope_note_explains_explicit_s_slope_above_two_by_its_weights_bytes
     above = slope_note(measured(2.48))
     assert "2.48" in above and "memory traffic" in above and f"{2 * 8192 * 8192 * 4 / 2**20:,.0f} MB" in above
     assert "memory traffic" not in slope_note(measured(2.0)) and "nˢ" in slope_note(measured(2.0))
+
+
+def test_a_decoder_s_small_answers_keep_their_size():
+    """Gemma, Chinese: "玛丽 0%, 书 0%: it now prefers 书 over 玛丽" (two answers under 1 % both shown as 0 %)."""
+    from mha_core.teaching.efficiency import share
+
+    assert [share(p) for p in (0.62, 0.0031, 0.00023, 0.00004, 5e-9, 0.0)] == ["62%", "0.3%", "0.02%", "<0.01%",
+                                                                                 "<0.01%", "0%"]
+    assert share(0.0031) != share(0.0012)  # the verdict's two numbers differ where the model's do
+
+
+def test_a_patterned_answer_that_is_neither_noun_is_not_called_a_preference():
+    """SmolLM2 under window:4 answered ' world' (animal 0%, street 0%) and the page said "it now prefers street over
+    animal"; Gemma's '玛' is 玛丽's first piece and still names it."""
+    from mha_core.analysis.efficiency.answers import ProbeAnswer
+
+    def asked(patterned: str) -> ProbeAnswer:
+        return ProbeAnswer("…", "it", ("animal", "street"), " animal", patterned, (0.42, 0.001), (0.0001, 0.0003))
+
+    assert not asked(" world").patterned_names_one and not asked(" ").patterned_names_one
+    assert asked(" street").patterned_names_one and asked(" anim").patterned_names_one
+    assert ProbeAnswer("…", "她", ("玛丽", "书"), "玛", "玛", (0.62, 0.0), (0.5, 0.0)).patterned_names_one

@@ -64,6 +64,26 @@ def test_every_step_has_claims_or_only_teaching_words():
             assert not re.search(r"\d", step.text), step.key
 
 
+def test_step_3_says_it_hides_the_special_pieces_step_5_counts():
+    """Gemma, Chinese: step 3 said 0 heads look at the first word and 30 at the word itself, step 5 38 on the first
+    token and 2 on themselves, with no word on why (step 3's maps hide <bos> and rescale the rows)."""
+    habits = said.HeadHabits(previous=11, first=0, itself=30, elsewhere=31)
+    assert len(said.heads_claims(habits, (9, 2))) == 1  # nothing hidden (a model without special pieces)
+    counts, hidden = said.heads_claims(habits, (9, 2), hidden=1)
+    worded_in_both((counts, hidden))
+    assert hidden.kwargs() == {"n": 1} and "step 5" in hidden.template
+
+
+def test_step_8_says_which_of_two_equal_pronouns_it_means():
+    """English class, Gemma's 牠不跨了路，因為牠太累了。: "'牠' aligns to 'The animal'. '牠' aligns to no word"."""
+    target = ["牠", "不", "跨", "了", "路", "，", "因為", "牠", "太", "累", "了", "。"]
+    first, second = said.translation_claims(["The", "animal", "it"], target, [(1, 0)], PRONOUNS["zh"])
+    worded_in_both((first, second))
+    assert first.kwargs() == {"word": "牠", "index": 0, "linked": "animal"} and second.kwargs()["index"] == 7
+    only, = said.translation_claims(["The", "animal", "it"], target[1:], [(2, 6)], PRONOUNS["zh"])
+    assert only.kwargs() == {"word": "牠", "linked": "it"}  # one 牠: no number needed
+
+
 def test_a_character_error_rate_counts_edits_over_what_was_spoken():
     assert said.character_error_rate("动物没有过马路", "动物没有过马路。") == 0
     assert said.character_error_rate("abcd", "abxd") == pytest.approx(1 / 4)

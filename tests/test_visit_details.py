@@ -102,6 +102,16 @@ def test_phone_figures_keep_words_and_wrap_long_titles():
     assert for_narrow_screen(words)["data"][0]["texttemplate"] == "%{text}"  # the logit lens's words stay
 
 
+def test_the_overviews_click_targets_leave_the_maps_uncoloured():
+    """The lesson caps the overview's height on a projector: its 26-px click targets then overlapped 16 to a tile, and
+    their 1 % opacities added up to an orange wash that hid every map (Gemma, step 3, 1920 x 1080)."""
+    from mha_core.figures.charts import overview_figure
+
+    markers = overview_figure(np.random.default_rng(0).random((18, 4, 10, 10)))["data"][1]
+    colour = markers["marker"].get("color", "")
+    assert colour.replace(" ", "").startswith("rgba(") and colour.replace(" ", "").endswith(",0)"), colour
+
+
 def test_the_overview_opens_a_head_from_anywhere_on_its_tile():
     from mha_core.figures.charts import TILE_SPOTS, overview_figure, tile_origin
     from mha_core.figures.spec import array_of

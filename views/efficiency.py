@@ -12,7 +12,7 @@ from mha_core.figures import charts
 from mha_core.figures import efficiency as figures
 from mha_core.i18n import tr, worded
 from mha_core.serving.computed import efficiency as computed
-from mha_core.teaching.efficiency import KINDS, NUMBERS, TRADES, slope_note, spec_of
+from mha_core.teaching.efficiency import KINDS, NUMBERS, TRADES, share, slope_note, spec_of
 from views._inputs import sentence_box
 from views._state import answered, chart, current_model, queued
 from views._text import literal
@@ -67,12 +67,14 @@ def next_piece_view(model: LoadedModel, run: PatternedRun, text: str, layers: tu
                       "it means, with the pattern and without."))
         return
     first, second = (literal(name) for name in probe.candidates)
-    st.markdown(tr("Asked “{probe}”, the model answers **{dense}** dense ({first} {d1:.0%}, {second} {d2:.0%}) and "
-                   "**{patterned}** under the pattern ({first} {p1:.0%}, {second} {p2:.0%}): it {verdict}.",
+    st.markdown(tr("Asked “{probe}”, the model answers **{dense}** dense ({first} {d1}, {second} {d2}) and "
+                   "**{patterned}** under the pattern ({first} {p1}, {second} {p2}): it {verdict}.",
                    probe=literal(probe.probe), dense=literal(repr(probe.dense)),
-                   patterned=literal(repr(probe.patterned)), first=first, second=second, d1=probe.dense_probs[0],
-                   d2=probe.dense_probs[1], p1=probe.patterned_probs[0], p2=probe.patterned_probs[1],
-                   verdict=tr("still prefers {noun}", noun=literal(probe.preferred[1]))
+                   patterned=literal(repr(probe.patterned)), first=first, second=second,
+                   d1=share(probe.dense_probs[0]), d2=share(probe.dense_probs[1]),
+                   p1=share(probe.patterned_probs[0]), p2=share(probe.patterned_probs[1]),
+                   verdict=tr("no longer answers with either noun") if not probe.patterned_names_one else
+                   tr("still prefers {noun}", noun=literal(probe.preferred[1]))
                    if probe.preferred[0] == probe.preferred[1] else
                    tr("now prefers {after} over {before}", after=literal(probe.preferred[1]),
                       before=literal(probe.preferred[0]))))

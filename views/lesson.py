@@ -86,9 +86,10 @@ PHONE_CSS = ("<style>@media (max-width: 640px){"  # a 390-px phone: the step's f
 
 def shown(value: object, marked: bool) -> object:
     """A claim's value as the page writes it: text escaped (a marked word translated), a list of (word, count)
-    pairs as "word count, …"."""
+    pairs as "word count, …" ("word count、…" in Chinese)."""
     if isinstance(value, tuple):
-        return ", ".join(f"{shown(word, marked)} {count}" for word, count in value)
+        separator = "、" if i18n.current() == "zh" else ", "  # Chinese lists its items with the enumeration comma
+        return separator.join(f"{shown(word, marked)} {count}" for word, count in value)
     if isinstance(value, str):
         return literal(tr(value) if marked else value)
     return value
@@ -131,13 +132,14 @@ def four_steps_view(model: LoadedModel, text: str) -> None:
 
 
 def heads_view(model: LoadedModel, text: str) -> None:
-    _, view, row = class_view(model, text)
+    result, view, row = class_view(model, text)
     layer = row.layer
     if narrow_screen():  # a phone's overview shows one layer: the class picks which
         layer = widget(st.select_slider, "lesson_layer", row.layer, tr("Layer"), context=(str(model.model_dir), text),
                        options=list(range(view.maps.shape[0])))
     heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text))
-    say(heads_claims(head_habits(view.maps), (row.layer, row.head)))
+    hidden = sum(word is None for word in result.word_ids[0])  # the special pieces the Heads page's view leaves out
+    say(heads_claims(head_habits(view.maps), (row.layer, row.head), hidden))
 
 
 def parameters_view(model: LoadedModel, text: str) -> None:

@@ -88,6 +88,9 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
 
 
 TILE_SPOTS = 4  # click targets across a tile (and down): a tap anywhere on a tile opens it
+CLICK_TARGET_COLOUR = "rgba(0,0,0,0)"  # invisible: under a height cap (the lesson on a projector) 26-px targets
+# overlapped 16 to a tile and their 1 % opacities added up to an orange wash over every map (hover and clicks still
+# find them)
 LEVELS = 255  # the overview's colours: a weight in [0, 1] as one of 254 levels (1..255), a gap as 0
 COLORBAR_TICKS = (0, 0.25, 0.5, 0.75, 1)
 
@@ -145,7 +148,7 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
     x, y, customdata = click_targets(n_layers, n_heads, n)
     markers = {"type": "scatter", "x": x, "y": y, "customdata": customdata, "mode": "markers",
                "name": tr("heads"),
-               "marker": {"size": 26, "opacity": 0.01, "symbol": "square"},
+               "marker": {"size": 26, "opacity": 0.01, "symbol": "square", "color": CLICK_TARGET_COLOUR},
                "hovertemplate": tr("layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>")}
     layout = {
         "title": {"text": safe_label(tr(title)), "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 12}},

@@ -213,12 +213,19 @@ def head_habits(maps: np.ndarray) -> HeadHabits:
     return HeadHabits(counts["previous"], counts["first"], counts["itself"], total - sum(counts.values()))
 
 
-def heads_claims(habits: HeadHabits, selected: tuple[int, int]) -> tuple[Claim, ...]:
-    return (claim(N_("On this sentence, {previous} heads look mostly at the word before, {first} at the first word, "
-                     "{itself} at the word itself and {elsewhere} elsewhere (each head's most common largest "
-                     "weight). The outlined tile is step 1's head, layer {layer}, head {head}."),
-                  previous=habits.previous, first=habits.first, itself=habits.itself, elsewhere=habits.elsewhere,
-                  layer=selected[0], head=selected[1]),)
+def heads_claims(habits: HeadHabits, selected: tuple[int, int], hidden: int = 0) -> tuple[Claim, ...]:
+    """Step 3's sentence; `hidden` special pieces left out of the overview (as in step 1) add one saying why step 5,
+    which counts them, finds other numbers (on Gemma: 0 heads on the first word here, 38 on the first token there)."""
+    counts = claim(N_("On this sentence, {previous} heads look mostly at the word before, {first} at the first word, "
+                      "{itself} at the word itself and {elsewhere} elsewhere (each head's most common largest "
+                      "weight). The outlined tile is step 1's head, layer {layer}, head {head}."),
+                   previous=habits.previous, first=habits.first, itself=habits.itself, elsewhere=habits.elsewhere,
+                   layer=selected[0], head=selected[1])
+    if not hidden:
+        return (counts,)
+    return counts, claim(N_("As in step 1, the maps hide the {n} special pieces and rescale each row to 1; step 5 "
+                            "counts them, so a head it labels by a special piece (its first token or [CLS]) is counted "
+                            "here by where the rest of its weight goes."), n=hidden)
 
 
 def parameters_claims(name: str, total: int, attention: int) -> tuple[Claim, ...]:
@@ -335,7 +342,14 @@ def translation_claims(source_words: Sequence[str], target_words: Sequence[str],
     claims = []
     for t in found:
         linked = " ".join(source_words[s] for s, target in sorted(links) if target == t)
-        claims.append(claim(N_("'{word}' in the translation aligns to '{linked}' in the source."), word=target_words[t],
+        word = target_words[t]
+        if target_words.count(word) > 1:  # 牠不跨了路，因為牠太累了: which 牠, as the figure's rows number them
+            claims.append(claim(N_("'{word}' (translation word {index}) aligns to '{linked}' in the source."),
+                                word=word, index=t, linked=linked) if linked else
+                          claim(N_("'{word}' (translation word {index}) aligns to no word of the source."), word=word,
+                                index=t))
+            continue
+        claims.append(claim(N_("'{word}' in the translation aligns to '{linked}' in the source."), word=word,
                             linked=linked) if linked else
-                      claim(N_("'{word}' in the translation aligns to no word of the source."), word=target_words[t]))
+                      claim(N_("'{word}' in the translation aligns to no word of the source."), word=word))
     return tuple(claims)

@@ -63,3 +63,13 @@ def slope_note(cost: AttentionCost) -> Worded:
                      "processor's caches hold, so each weight is written to main memory and read back, and that "
                      "traffic grows faster than the arithmetic as n grows."), said=said, slope=slope, n=n,
                   mb=weights / MB)
+
+
+def share(p: float) -> str:
+    """A probability as a percentage that keeps a small one visible: 62%, 0.3%, 0.02%, <0.01% (the Efficiency page said
+    "玛丽 0%, 书 0%: it now prefers 书 over 玛丽" of two answers under 1 %)."""
+    if p >= 0.01 or p <= 0:
+        return f"{p:.0%}"
+    if p < 1e-4:  # no "5e-07%" on a page
+        return "<0.01%"
+    return f"{float(f'{p * 100:.1g}'):g}%"

@@ -89,6 +89,13 @@ class ProbeAnswer:
     patterned_probs: tuple[float, float]
 
     @property
+    def patterned_names_one(self) -> bool:
+        """Whether the patterned run's answer is a candidate's start (SmolLM2 under window:4 answered ' world', of
+        which "it now prefers street over animal", both under 1 %, said nothing true)."""
+        said = self.patterned.strip()
+        return bool(said) and any(name.startswith(said) for name in self.candidates)
+
+    @property
     def preferred(self) -> tuple[str, str]:
         """The candidate each run finds likelier (dense, patterned)."""
         return tuple(self.candidates[int(probs[1] > probs[0])] for probs in (self.dense_probs,
