@@ -22,6 +22,7 @@ from mha_core.serving.computed import translation as computed_translation
 from mha_core.teaching.claims import (
     Claim,
     coreference_claims,
+    cost_claims,
     cross_claims,
     four_steps_claims,
     head_habits,
@@ -216,6 +217,7 @@ def images_view(model: LoadedModel, text: str) -> None:
 def cost_view(model: LoadedModel, text: str) -> None:
     shape = make_shape(model.d_model, model.n_heads, model.arch.head_dim, n_kv_heads=model.arch.n_kv_heads)
     parameters.show_costs(shape, model.n_layers, one_row=True)
+    say(cost_claims(model.name, model.arch.windows, model.causal))
 
 
 STEP_VIEWS = {"why": why_view, "four_steps": four_steps_view, "heads": heads_view, "parameters": parameters_view,
