@@ -137,7 +137,7 @@ def heads_view(model: LoadedModel, text: str) -> None:
     if narrow_screen():  # a phone's overview shows one layer: the class picks which
         layer = widget(st.select_slider, "lesson_layer", row.layer, tr("Layer"), context=(str(model.model_dir), text),
                        options=list(range(view.maps.shape[0])))
-    heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text))
+    heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text), across=True)
     say(heads_claims(head_habits(view.maps), (row.layer, row.head)))
 
 
@@ -184,12 +184,15 @@ def cross_view(model: LoadedModel, text: str) -> None:
     heard = None if audio is None else answered(computed_seq2seq.transcript_of, model, audio, language)
     if heard is None:
         return
-    player, words = st.columns(2, vertical_alignment="center")
+    narrow = narrow_screen()  # a phone: the chart under the player, its pickers and the words under it
+    player, words = (st.container(), None) if narrow else st.columns(2, vertical_alignment="center")
     player.audio(audio)
-    with words:
+    figure = st.container()
+    with words or st.container():
         say(cross_claims(model.name, text, heard.text))
-    seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
-                                            "transcribe"))
+    with figure:
+        seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
+                                                "transcribe"), pickers_below=narrow)
 
 
 def translation_view(model: LoadedModel, text: str) -> None:
@@ -208,7 +211,10 @@ def translation_view(model: LoadedModel, text: str) -> None:
 
 
 def images_view(model: LoadedModel, text: str) -> None:
-    controls, picture = st.columns([1, 3])
+    if narrow_screen():  # a phone: every head's picture first, its choices under it
+        picture, controls = st.container(), st.container()
+    else:
+        controls, picture = st.columns([1, 3])
     with controls:
         data, side, summary = chosen_image(model)
     images.every_head_tab(model, data, side, summary, wide=True, where=(controls, picture))
