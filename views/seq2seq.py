@@ -18,7 +18,7 @@ from mha_core.serving.computed.seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
 from mha_core.teaching.examples import SPOKEN
 from views._inputs import model_card, sentence_box
 from views._stacks import CAPTIONS, kind_pickers, show_frames, show_steps
-from views._state import answered, chart, current_model, model_choices
+from views._state import answered, chart, current_model, model_choices, narrow_screen
 from views._text import literal
 from views._uploads import media_bytes
 from views._visit import choose, chosen, stop, tabs, widget
@@ -123,8 +123,8 @@ def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple, p
     with pickers or contextlib.nullcontext():
         layer, head = head_pickers(model, key[:1])
     with figure or contextlib.nullcontext():
-        chart(("x_spectrogram", *key, layer, head), lambda: figures.spectrogram_cross_figure(heard, layer, head),
-              width="stretch")
+        chart(("x_spectrogram", *key, layer, head), lambda: figures.spectrogram_cross_figure(
+            heard, layer, head, narrow_screen()), width="stretch")
     if head is not None:
         show_steps(computed.heard_steps_of, model, audio, heard.language, layer, head, heard.task)
     st.caption(tr("Top: the clip's log-mel spectrogram (time across, pitch up), each word's span outlined. Bottom: "
