@@ -304,3 +304,14 @@ def test_the_page_opens_on_the_pronoun_s_strongest_head(bundled):
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (layer, head) != (0, 0)
     other = start(text="The keys to the cabinet are on the table.")  # no pronoun: layer 0, head 0
     assert (other.selectbox(key="layer").value, other.selectbox(key="head").value) == (0, 0)
+
+
+@pytest.mark.slow
+def test_gemma_merges_an_english_sentence_into_its_words(gemma):  # issue 77: Gemma called the sentence word 0
+    at = start(model=gemma.name)
+    at.text_area(key="text").input("The animal didn't cross the street because it was tired.").run()
+    at.checkbox(key="merge_words").check().run()
+    assert not at.exception
+    words = [label.split(" ", 1)[1].strip() for label in head_axis(at)]
+    assert words == ["&lt;bos&gt;", "The", "animal", "didn't", "cross", "the", "street", "because", "it", "was",
+                     "tired."]

@@ -315,3 +315,12 @@ def test_a_teacher_s_move_on_a_locked_store_is_said_and_the_class_stays(room, tm
     locker.close()
     teacher = next(b for b in teacher.button if b.label == "Next").click().run()
     assert teacher.title[0].value.startswith("4. ") and room.state(code).step == 4 and not teacher.warning
+@pytest.mark.slow
+def test_step_6_asks_a_chinese_sentence_in_chinese_and_shows_that_probe(gemma):  # issue 77: the caption was English
+    from mha_core.analysis.coref.sentence import PROBE, PROBE_ZH
+
+    at = open_app(PAGE, lang="zh", step="6", model=gemma.name)
+    assert not at.exception and not at.error
+    said = " ".join(c.value for c in at.caption)
+    asked_zh, asked_en = PROBE_ZH.split("{")[0], PROBE.split("{")[0].strip()  # 句中的“ / The word '
+    assert said.count(asked_zh) == 2 and asked_en not in said, said  # the probe named, and the sentence it ends

@@ -1,6 +1,7 @@
 """Issue 77.9 in Chromium: the Chinese lesson on Gemma 3 on a 390-px phone shows each step's figure in its first
 screen, as wide as the screen allows, under a title that fits; Back, the step list and Next share one row; step 8
-draws the links alone (the alignment matrix's rotated labels crowded its title at this width)."""
+draws the links alone (the alignment matrix's rotated labels crowded its title at this width); step 7's chart sits
+above its layer and head pickers with its plot wide, step 9's picture of every head whole in the first screen."""
 
 from __future__ import annotations
 
@@ -33,3 +34,29 @@ def test_on_a_phone_each_step_s_figure_is_in_the_first_screen(app_url):
         assert phone.locator(".js-plotly-plot").count() == 1  # step 8: the links, no matrix
         back, forward = phone.evaluate(ROW)
         assert back == forward  # one row
+PLOT_AREA = """() => { const figure = document.querySelector('[data-testid="stMain"] .js-plotly-plot');
+    const area = figure.querySelector('.nsewdrag').getBoundingClientRect();
+    const picker = [...document.querySelectorAll('[data-testid="stSelectbox"]')]
+        .find(s => s.innerText.includes('解码器层'));
+    return [figure.getBoundingClientRect().top, area.width, picker.getBoundingClientRect().top]; }"""
+PICTURE = """() => { const box = document.querySelector('[data-testid="stMain"] [data-testid="stImage"] img')
+    .getBoundingClientRect(); return [box.top, box.bottom, box.width]; }"""
+
+
+@pytest.mark.long
+def test_on_a_phone_steps_7_and_9_show_their_figure_first(app_url):
+    """Step 7 (Whisper): the chart above the layer and head pickers, its plot at least half the screen wide (the
+    colour bar under it); step 9 (DINOv2): the picture of every head whole in the first screen, above its choices."""
+    with browser_contexts() as new_page:
+        phone = new_page(viewport=PHONE, user_agent=PHONE_AGENT, is_mobile=True, has_touch=True)
+        phone.goto(f"{app_url}/lesson?lang=zh&step=7")
+        wait_idle(phone, timeout=240_000)
+        phone.locator('[data-testid="stMain"] .js-plotly-plot .nsewdrag').first.wait_for(timeout=60_000)
+        top, plot_width, picker = phone.evaluate(PLOT_AREA)
+        assert top < PHONE["height"] - 150 and top < picker, (top, picker)
+        assert plot_width >= 0.5 * PHONE["width"], plot_width
+        phone.goto(f"{app_url}/lesson?lang=zh&step=9")
+        wait_idle(phone, timeout=240_000)
+        phone.locator('[data-testid="stMain"] [data-testid="stImage"] img').first.wait_for(timeout=60_000)
+        top, bottom, width = phone.evaluate(PICTURE)
+        assert bottom <= PHONE["height"] and width >= 0.8 * PHONE["width"], (top, bottom, width)

@@ -35,8 +35,8 @@ from tests.conftest import bundled_model
 MODELS = ("all-MiniLM-L6-v2", DECODER_NAME, GEMMA_NAME)
 TROPHY = "The trophy didn't fit into the suitcase because it was too big."
 CLOSE = 1e-5  # weights are float32 probabilities: a claim rounds them only when worded
-STEP_CLAIMS = {"why", "four_steps", "heads", "parameters", "roles", "coreference", "cross", "translation"}
-FIXED = {"images", "cost"}  # their words are the teaching part only: no number, word or head of a figure
+STEP_CLAIMS = {"why", "four_steps", "heads", "parameters", "roles", "coreference", "cross", "translation", "cost"}
+FIXED = {"images"}  # their words are the teaching part only: no number, word or head of a figure
 
 
 def value(claims: tuple[said.Claim, ...], template_part: str, name: str) -> object:
@@ -94,6 +94,41 @@ def test_the_trophy_sentence_s_pair_changes_big_to_small():
     found = focus(TROPHY)
     assert found.pair == TROPHY.replace("big", "small")
     assert (found.antecedent, found.other) == ("trophy", "suitcase")
+
+
+def config_windows(config) -> tuple[int, int | None]:
+    """(windowed layers, their window) read from a config as transformers reads it: `layer_types` where it has them
+    (Gemma 3), else one `sliding_window` for every layer (Mistral); (0, None) without a window."""
+    window = getattr(config, "sliding_window", None) or None
+    types = getattr(config, "layer_types", None)
+    if window is None:
+        return 0, None
+    if types:
+        return sum(kind == "sliding_attention" for kind in types[:config.num_hidden_layers]), window
+    return config.num_hidden_layers, window
+
+
+def check_cost(model) -> None:
+    """Step 10 says how many layers pay the square and how many look at a window, as the config says."""
+    claims = said.cost_claims(model.name, model.arch.windows, model.causal)
+    worded_in_both(claims)
+    windowed, window = config_windows(model.config)
+    values = claims[0].kwargs()
+    assert values["layers"] == model.n_layers == model.config.num_hidden_layers
+    assert values.get("windowed", model.n_layers if windowed else 0) == windowed
+    assert values.get("full", model.n_layers - windowed) == model.n_layers - windowed
+    assert values.get("window") == window
+    assert ("earlier" in claims[0].template) == (model.causal and windowed < model.n_layers)
+
+
+def test_step_10_counts_the_windowed_layers_of_every_windowed_family(tmp_path):
+    """Gemma 3's layer_types (sliding, full, sliding) and Mistral's one window for all: the step's words follow the
+    config of each, on the tiny models."""
+    from mha_core.engine.loading.model import load_model
+    from tests.tiny_models import make_tiny
+
+    for family in ("gemma3_text", "mistral", "llama"):
+        check_cost(load_model(make_tiny(family, tmp_path / family)))
 
 
 def check_why(row: said.PronounRow, view, share: np.ndarray, model) -> tuple[said.Claim, ...]:
@@ -229,6 +264,7 @@ def test_every_step_s_claims_match_its_figure(name):
         check_four_steps(server, model, text, result, view, row)
         check_heads_and_roles(server, model, text, view, row)
         check_coreference(server, model, text)
+    check_cost(model)
     pair = lesson_pair(server, model, TROPHY)
     assert pair.changed == (("big", "small"),) and (pair.name_a, pair.name_b) == ("trophy", "suitcase")
 

@@ -204,6 +204,30 @@ def test_every_chart_names_its_axes_and_rows():  # issue 19: titles, axis labels
     assert spec["layout"]["yaxis"]["dtick"] == 1 and spec["layout"]["height"] >= 16 * charts.ROW_PX
 
 
+def test_a_projector_sees_many_layers_across():  # issue 77: Gemma's 18 × 4 heads were a thin strip
+    n_layers, n_heads, n = 18, 4, 5
+    maps = np.broadcast_to((np.arange(n_layers)[:, None] * 10 + np.arange(n_heads))[:, :, None, None],
+                           (n_layers, n_heads, n, n)).astype(np.float32) / 1000
+    fig = charts.layers_across_figure(maps, selected=(9, 2))
+    shown = charts.level_weights(array_of(fig["data"][0]["z"]))
+    assert shown.shape[1] > 4 * shown.shape[0]  # wide: 18 tiles across, 4 down
+    xt, yt, spots = fig["layout"]["xaxis"], fig["layout"]["yaxis"], charts.TILE_SPOTS**2
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            r, c = charts.tile_origin(head, layer, n)  # the head's row, the layer's column
+            assert np.allclose(shown[r:r + n, c:c + n], maps[layer, head, 0, 0], atol=1 / charts.LEVELS)
+            assert xt["ticktext"][layer] == f"L{layer}" and c <= xt["tickvals"][layer] <= c + n - 1
+            assert yt["ticktext"][head] == f"H{head}" and r <= yt["tickvals"][head] <= r + n - 1
+    markers = fig["data"][1]
+    for x, y, (layer, head) in zip(array_of(markers["x"]), array_of(markers["y"]), markers["customdata"], strict=True):
+        r, c = charts.tile_origin(head, layer, n)  # a click on a tile opens the tile's head
+        assert r <= y <= r + n - 1 and c <= x <= c + n - 1
+    (outline,) = fig["layout"]["shapes"]
+    assert outline["x0"] < charts.tile_origin(2, 9, n)[1] < outline["x1"]  # the chosen head: layer 9's column
+    assert xt["title"]["text"] == "layer" and yt["title"]["text"] == "head"
+    assert charts.click_targets(n_heads, n_layers, n)[2][spots] == [0, 1]  # the shared targets left as they were
+
+
 def test_a_phone_sees_one_layer_three_heads_to_a_row():  # issue 19: the overview on a narrow screen
     spec = charts.layer_tiles_figure(random_maps((9, 6, 6)), layer=4, selected_head=7)
     markers = spec["data"][1]

@@ -19,6 +19,7 @@ from mha_core.analysis.coref.sentence import (
     candidates_before,
     compare_pair,
     default_pronoun,
+    probe_for,
     with_probe,
 )
 from mha_core.analysis.heads.roles import head_label
@@ -140,7 +141,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
                         "word attends only to itself and the words before it: its attention is the same in both "
                         "sentences. The decoder form of the test continues both with a probe, {value!r}, whose last "
                         "word comes after the change.",
-            text=words[pronoun].text, pronoun=pronoun, value=with_probe('…', words[pronoun]))))
+            text=words[pronoun].text, pronoun=pronoun, value='…' + probe_for(first_text, words[pronoun].text))))
         if not detail or widget(st.toggle, "pair_probe", True, tr("Continue both sentences with the probe")):
             first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, pronoun_2)
             probed = True

@@ -67,7 +67,9 @@ def head_pickers(n_layers: int, n_heads: int, default: tuple[int, int] = (0, 0))
     return layer, (0 if n_heads == 1 else head)
 
 
-def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple) -> None:
+def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple, across: bool = False) -> None:
+    """Every head's tile, clicking one opens it; a phone sees one layer; `across` (the lesson on a projector): a model
+    with more layers than heads draws its layers across the screen, not down a thin strip."""
     st.subheader(tr("All heads at a glance"))
     st.caption(tr("Each tile is one head's map (query rows, key columns); click a tile to open that head in the views "
                   "above. Longer texts are pooled (keys summed, queries averaged) to at most "
@@ -76,9 +78,11 @@ def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple) -> N
         st.caption(tr("On a narrow screen the overview shows layer {selected}: pick another layer above.",
             selected=selected[0]))
         build = lambda: charts.layer_tiles_figure(maps[selected[0]], *selected)  # noqa: E731
+    elif across and maps.shape[0] > maps.shape[1]:
+        build = lambda: charts.layers_across_figure(maps, selected)  # noqa: E731
     else:
         build = lambda: charts.overview_figure(maps, selected=selected)  # noqa: E731
-    chart((*base, "overview", selected), build, key="overview", on_select=pick_head_from_overview,
+    chart((*base, "overview", selected, across), build, key="overview", on_select=pick_head_from_overview,
           selection_mode="points")
     if narrow_screen():
         head_taps(maps.shape[1], *selected)

@@ -22,6 +22,7 @@ from mha_core.serving.computed import translation as computed_translation
 from mha_core.teaching.claims import (
     Claim,
     coreference_claims,
+    cost_claims,
     cross_claims,
     four_steps_claims,
     head_habits,
@@ -137,7 +138,7 @@ def heads_view(model: LoadedModel, text: str) -> None:
     if narrow_screen():  # a phone's overview shows one layer: the class picks which
         layer = widget(st.select_slider, "lesson_layer", row.layer, tr("Layer"), context=(str(model.model_dir), text),
                        options=list(range(view.maps.shape[0])))
-    heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text))
+    heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text), across=True)
     hidden = sum(word is None for word in result.word_ids[0])  # the special pieces the Heads page's view leaves out
     say(heads_claims(head_habits(view.maps), (row.layer, row.head), hidden))
 
@@ -185,12 +186,15 @@ def cross_view(model: LoadedModel, text: str) -> None:
     heard = None if audio is None else answered(computed_seq2seq.transcript_of, model, audio, language)
     if heard is None:
         return
-    player, words = st.columns(2, vertical_alignment="center")
+    narrow = narrow_screen()  # a phone: the chart under the player, its pickers and the words under it
+    player, words = (st.container(), None) if narrow else st.columns(2, vertical_alignment="center")
     player.audio(audio)
-    with words:
+    figure = st.container()
+    with words or st.container():
         say(cross_claims(model.name, text, heard.text))
-    seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
-                                            "transcribe"))
+    with figure:
+        seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
+                                                "transcribe"), pickers_below=narrow)
 
 
 def translation_view(model: LoadedModel, text: str) -> None:
@@ -209,7 +213,10 @@ def translation_view(model: LoadedModel, text: str) -> None:
 
 
 def images_view(model: LoadedModel, text: str) -> None:
-    controls, picture = st.columns([1, 3])
+    if narrow_screen():  # a phone: every head's picture first, its choices under it
+        picture, controls = st.container(), st.container()
+    else:
+        controls, picture = st.columns([1, 3])
     with controls:
         data, side, summary = chosen_image(model)
     images.every_head_tab(model, data, side, summary, wide=True, where=(controls, picture))
@@ -217,6 +224,7 @@ def images_view(model: LoadedModel, text: str) -> None:
 
 def cost_view(model: LoadedModel, text: str) -> None:
     parameters.show_model_costs(model, one_row=True)
+    say(cost_claims(model.name, model.arch.windows, model.causal))
 
 
 STEP_VIEWS = {"why": why_view, "four_steps": four_steps_view, "heads": heads_view, "parameters": parameters_view,

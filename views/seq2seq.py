@@ -4,6 +4,8 @@ takes Q from the decoder and K, V from the encoder's output: where the decoder l
 
 from __future__ import annotations
 
+import contextlib
+
 import pandas as pd
 import streamlit as st
 
@@ -16,7 +18,7 @@ from mha_core.serving.computed.seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
 from mha_core.teaching.examples import SPOKEN
 from views._inputs import model_card, sentence_box
 from views._stacks import CAPTIONS, kind_pickers, show_frames, show_steps
-from views._state import answered, chart, current_model, model_choices
+from views._state import answered, chart, current_model, model_choices, narrow_screen
 from views._text import literal
 from views._uploads import media_bytes
 from views._visit import choose, chosen, stop, tabs, widget
@@ -114,10 +116,15 @@ def whisper_page(model: LoadedModel) -> None:
                 TAB_VIEWS[tab_id](model, heard, audio, key)
 
 
-def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -> None:
-    layer, head = head_pickers(model, key[:1])
-    chart(("x_spectrogram", *key, layer, head), lambda: figures.spectrogram_cross_figure(heard, layer, head),
-          width="stretch")
+def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple, pickers_below: bool = False) -> None:
+    """The spectrogram over one decoder head's cross-attention, its layer and head picked above it (`pickers_below`:
+    under it, so that a phone's first screen shows the chart)."""
+    figure, pickers = (st.container(), st.container()) if pickers_below else (None, None)
+    with pickers or contextlib.nullcontext():
+        layer, head = head_pickers(model, key[:1])
+    with figure or contextlib.nullcontext():
+        chart(("x_spectrogram", *key, layer, head), lambda: figures.spectrogram_cross_figure(
+            heard, layer, head, narrow_screen()), width="stretch")
     if head is not None:
         show_steps(computed.heard_steps_of, model, audio, heard.language, layer, head, heard.task)
     st.caption(tr("Top: the clip's log-mel spectrogram (time across, pitch up), each word's span outlined. Bottom: "

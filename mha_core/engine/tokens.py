@@ -114,8 +114,9 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: i
             )
         tokens.append(tuple(tokenizer.convert_ids_to_tokens(ids[b, :n].tolist())))
         labels.append(readable_pieces(tokenizer, ids[b, :n].tolist(), tokens[-1]))
-        word_ids.append(tuple([None] * lead + enc.word_ids(b)[: n - lead]))
         offsets.append(tuple([(0, 0)] * lead + [tuple(o) for o in enc["offset_mapping"][b, : n - lead].tolist()]))
+        words = tuple([None] * lead + enc.word_ids(b)[: n - lead])
+        word_ids.append(words if pre_split else spaced_words(items[b], words, offsets[-1]))
     return TokenBatch(
         texts=tuple(t if isinstance(t, str) else " ".join(t) for t in items),
         input_ids=ids,
@@ -130,6 +131,25 @@ def tokenize(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, max_length: i
         ),
         unknown=tuple(unknown_flags(tokenizer, t) for t in tokens),
     )
+
+
+def spaced_words(text: str, word_ids: Sequence[int | None], offsets: Sequence[tuple[int, int]]
+                 ) -> tuple[int | None, ...]:
+    """The tokenizer's words split wherever the text has white space between two pieces, numbered again from 0:
+    a SentencePiece tokenizer that turns spaces into '▁' before it splits (Gemma) calls a whole sentence word 0,
+    while its words start at each '▁'. Tokenizers that split at spaces themselves (WordPiece, byte-level BPE,
+    Metaspace) keep their words; specials (None) stay None."""
+    numbered, word, last = [], -1, None  # last: (tokenizer's word, end offset) of the previous word piece
+    for wid, (start, end) in zip(word_ids, offsets, strict=True):
+        if wid is None:
+            numbered.append(None)
+            continue
+        gap = text[last[1] - 1:start + 1] if last is not None and last[1] > 0 else text[start:start + 1]
+        if last is None or wid != last[0] or any(c.isspace() for c in gap):
+            word += 1
+        numbered.append(word)
+        last = (wid, max(end, start + 1))
+    return tuple(numbered)
 
 
 def tokenize_pairs(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, pairs: Sequence[str], max_length: int
@@ -157,6 +177,7 @@ def tokenize_pairs(tokenizer: PreTrainedTokenizerBase, texts: TextsLike, pairs: 
                                                                                           strict=True)))
         offsets.append(tuple((a + shift, e + shift) if s == 1 else (a, e)
                              for (a, e), s in zip(enc["offset_mapping"][b, :n].tolist(), segment, strict=True)))
+        word_ids[-1] = spaced_words(f"{items[b]} {seconds[b]}", word_ids[-1], offsets[-1])
         segments.append(tuple(segment))
     # (B,T) the token types the tokenizer gives (BERT: 0 then 1); a model whose tokenizer gives none reads zeros
     types = enc["token_type_ids"] * mask if "token_type_ids" in enc else torch.zeros_like(ids)

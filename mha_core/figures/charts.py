@@ -87,6 +87,22 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
     return spec
 
 
+def layers_across_figure(maps: np.ndarray, selected: tuple[int, int], bins: int = OVERVIEW_MAX_BINS) -> FigureDict:
+    """All heads with the layers across and the heads down: a model with many more layers than heads (Gemma 3's
+    18 × 4) fills a wide screen (a projector) instead of a thin strip; clicking a tile opens that head, as in
+    overview_figure."""
+    n_layers, n_heads = maps.shape[:2]
+    spec = overview_figure(np.swapaxes(maps, 0, 1), bins, (selected[1], selected[0]))
+    markers = spec["data"][1]
+    markers["customdata"] = [[layer, head] for head, layer in markers["customdata"]]  # a new list: click_targets'
+    layout = spec["layout"]  # is shared
+    layout["xaxis"]["ticktext"] = [layer_tick(layer) for layer in range(n_layers)]
+    layout["xaxis"]["title"]["text"] = tr("layer")
+    layout["yaxis"]["ticktext"] = [head_tick(head) for head in range(n_heads)]
+    layout["yaxis"]["title"]["text"] = tr("head")
+    return spec
+
+
 TILE_SPOTS = 4  # click targets across a tile (and down): a tap anywhere on a tile opens it
 CLICK_TARGET_COLOUR = "rgba(0,0,0,0)"  # invisible: under a height cap (the lesson on a projector) 26-px targets
 # overlapped 16 to a tile and their 1 % opacities added up to an orange wash over every map (hover and clicks still

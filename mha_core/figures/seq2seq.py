@@ -62,10 +62,12 @@ def transcript_figure(transcript: Transcript) -> FigureDict:
     return spec
 
 
-def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | None) -> FigureDict:
+def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | None, narrow: bool = False
+                             ) -> FigureDict:
     """The clip's log-mel spectrogram (mel bins up, seconds across) above one head's cross-attention (`head` None:
     the layer's heads averaged) from each written piece over the same seconds; each word's span outlined on the
-    spectrogram."""
+    spectrogram. `narrow` (a phone): the colour bar across the bottom and no side titles, so that the plot keeps the
+    screen's width beside the pieces' labels."""
     n = transcript.speech_positions
     mel = transcript.result.encoder.batch.features[0, :, : 2 * n].numpy()  # (C,2n) 10 ms frames
     rows = speech_rows(transcript)[layer]  # (H,T+1,S)
@@ -93,6 +95,20 @@ def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | Non
             "height": 420 + 18 * len(labels), "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
             "shapes": [{"type": "rect", "xref": "x", "yref": "y domain", "x0": w.start, "x1": w.end, "y0": 0,
                         "y1": 1, "line": {"color": "white", "width": 1}} for w in transcript.words]}}
+    return narrowed(spec) if narrow else spec
+
+
+def narrowed(spec: FigureDict) -> FigureDict:
+    """spectrogram_cross_figure on a phone: the colour bar under the plot, the axes untitled (the seconds in the
+    ticks, the hover names the rest), the plot's width given to the plot."""
+    layout = spec["layout"]
+    spec["data"][1]["colorbar"] = {"title": {"text": tr("weight"), "side": "right"}, "orientation": "h", "y": -0.07,
+                                   "yanchor": "top", "len": 1, "thickness": 12}
+    for axis in ("yaxis", "yaxis2"):
+        layout[axis]["title"] = {"text": ""}
+    layout["xaxis"].update(title={"text": ""}, ticksuffix=" s")
+    layout["height"] += 40  # the colour bar's row
+    layout["margin"]["b"] = 60
     return spec
 
 

@@ -233,6 +233,30 @@ def parameters_claims(name: str, total: int, attention: int) -> tuple[Claim, ...
                   name=name, attention=attention, total=total, share=attention / max(total, 1)),)
 
 
+def cost_claims(name: str, windows: Sequence[int | None], causal: bool) -> tuple[Claim, ...]:
+    """Step 10: which of the model's layers pay the square (every word attends to every word, a decoder's to every
+    earlier one) and which look only at a sliding window of the last pieces (per layer, from its config: Gemma 3's
+    layer_types and sliding_window), where the cost grows with n × window once n is longer than the window."""
+    windowed = [w for w in windows if w is not None]
+    layers, full = len(windows), len(windows) - len(windowed)
+    if not windowed:
+        return (claim(N_("All {layers} layers of {name} attend to every earlier word: each pays the square.")
+                      if causal else N_("All {layers} layers of {name} attend to every word: each pays the square."),
+                      layers=layers, name=name),)
+    window = max(windowed)  # one size per model (arch.sliding_window)
+    if not full:
+        return (claim(N_("All {layers} layers of {name} look only at the last {window} pieces (a sliding window): "
+                         "past {window} pieces the cost grows with n × {window}, not n²."),
+                      layers=layers, name=name, window=window),)
+    return (claim(N_("On {name} only {full} of the {layers} layers attend to every earlier word and pay the square; "
+                     "the other {windowed} look only at the last {window} pieces (a sliding window), so past {window} "
+                     "pieces their cost grows with n × {window}, not n².") if causal else
+                  N_("On {name} only {full} of the {layers} layers attend to every word and pay the square; the other "
+                     "{windowed} look only at the nearest {window} pieces (a sliding window), so past {window} pieces "
+                     "their cost grows with n × {window}, not n²."),
+                  name=name, full=full, layers=layers, windowed=len(windowed), window=window),)
+
+
 def roles_claims(labels: np.ndarray) -> tuple[Claim, ...]:
     """Step 5: how many heads of the grid have each role, most common first ((role, count) pairs; the roles are
     marked words the page translates)."""

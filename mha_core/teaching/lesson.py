@@ -62,9 +62,9 @@ STEPS = (
                   "attention, drawn as light on the photo, shows what each head looks at."), VISION_NAME,
                "views/images.py"),
     LessonStep("cost", N_("The cost: attention grows with n²"),
-               N_("Every word attends to every word, so time and memory grow with the square of the length. A decoder "
-                  "keeps its keys and values (the KV cache) so that each new word costs one row; sparse and linear "
-                  "attention cut the square."), CLASS_MODEL, "views/efficiency.py"),
+               N_("In full attention every word attends to every word, so time and memory grow with the square of the "
+                  "length. A decoder keeps its keys and values (the KV cache) so that each new word costs one row; "
+                  "sparse and linear attention cut the square."), CLASS_MODEL, "views/efficiency.py"),
 )
 
 
