@@ -69,11 +69,13 @@ def head_pickers(n_layers: int, n_heads: int, default: tuple[int, int] = (0, 0))
 
 def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple, across: bool = False) -> None:
     """Every head's tile, clicking one opens it; a phone sees one layer; `across` (the lesson on a projector): a model
-    with more layers than heads draws its layers across the screen, not down a thin strip."""
-    st.subheader(tr("All heads at a glance"))
-    st.caption(tr("Each tile is one head's map (query rows, key columns); click a tile to open that head in the views "
-                  "above. Longer texts are pooled (keys summed, queries averaged) to at most "
-                  "{overview_max_bins}×{overview_max_bins} per tile.", overview_max_bins=charts.OVERVIEW_MAX_BINS))
+    with more layers than heads draws its layers across the screen, not down a thin strip, under the step's own title
+    and words (no heading of its own: the step fits a 1080-pixel projector)."""
+    if not across:
+        st.subheader(tr("All heads at a glance"))
+        st.caption(tr("Each tile is one head's map (query rows, key columns); click a tile to open that head in the "
+                      "views above. Longer texts are pooled (keys summed, queries averaged) to at most "
+                      "{overview_max_bins}×{overview_max_bins} per tile.", overview_max_bins=charts.OVERVIEW_MAX_BINS))
     if narrow_screen():  # a phone: one layer, three heads to a row, stays legible
         st.caption(tr("On a narrow screen the overview shows layer {selected}: pick another layer above.",
             selected=selected[0]))
