@@ -1,0 +1,56 @@
+"""Hostile sweep after issues 77/78: the students' address from hostile request headers and settings. A header
+value no link can carry (a markdown link, a user, a path, a port outside 1-65535 or written in other digits, CRLF,
+unicode, a bare or scoped IPv6 address) is as if no header came: the link is this machine's network address.
+A forwarded scheme other than http/https is not used. MHA_PUBLIC_URL without a scheme is http://; one that is no
+http(s) address of a host is not used, and the teacher is told."""
+
+from __future__ import annotations
+
+import pytest
+
+from mha_core.serving.reach import PUBLIC_URL_UNUSABLE, Request, students_address
+
+NETWORK = "192.168.1.5"
+HOSTILE_HOSTS = ["localhost:²", "example.org:²", "[::1]:²", "example.org:٣", "example.org:99999", "example.org:0",
+                 "example.org:", "evil](javascript:alert(1))", "[CLICK](https://evil.example)", "user:pw@example.org",
+                 "exa mple.org", "例子.中国", "[fe80::1%eth0]:8501", "::1", "a" * 10_000, "example.org:8501\r\nX: y",
+                 "0.0.0.0:8501", "[::]:8501", ":8501", "]", "example.org/../x", "example.org#frag", "example.org?q=1",
+                 "\u202eexample.org", "<script>x</script>"]
+
+
+def address(headers: dict, public_url: str | None = None):
+    return students_address(Request(headers, "http://localhost:8501/lesson", "0.0.0.0", 8501, public_url), NETWORK)
+
+
+@pytest.mark.parametrize("header", ["Host", "X-Forwarded-Host"])
+@pytest.mark.parametrize("host", HOSTILE_HOSTS)
+def test_a_host_no_link_can_carry_gives_the_network_address(header, host):
+    """Before: '…:²' raised ValueError (the teacher's page crashed); the others became the link verbatim."""
+    headers = {"Host": "localhost:8501", header: host} if header != "Host" else {header: host}
+    assert address(headers).base == f"http://{NETWORK}:8501"
+
+
+@pytest.mark.parametrize("host", ["example.org:8501", "[2001:db8::1]:8501", "10.0.0.5:8501", "xn--fsq.xn--fiqs8s",
+                                  "school-pc.local", "[2001:db8::1]"])
+def test_a_real_host_is_still_the_link(host):
+    assert address({"Host": host}).base == f"http://{host}"
+
+
+@pytest.mark.parametrize("proto", ["javascript", "JAVASCRIPT", "data", "ftp", "http\r\nx"])
+def test_a_forwarded_scheme_other_than_http_is_not_used(proto):
+    assert address({"Host": "example.org", "X-Forwarded-Proto": proto}).base == "http://example.org"
+    assert address({"Host": "example.org", "X-Forwarded-Proto": "HTTPS"}).base == "https://example.org"
+
+
+@pytest.mark.parametrize(("setting", "base"), [("school.example.org", "http://school.example.org"),
+                                               ("school.example.org:8080/x/", "http://school.example.org:8080/x"),
+                                               ("HTTPS://school.example.org/", "https://school.example.org")])
+def test_a_public_url_without_a_scheme_is_http(setting, base):
+    assert address({}, setting) == type(address({}))(base, None)
+
+
+@pytest.mark.parametrize("setting", ["javascript:alert(1)", "http://a b/", "ftp://example.org", "http://",
+                                     "http://user@example.org", "http://example.org:99999", "http://x.org/?q=<b>"])
+def test_a_public_url_that_is_no_address_is_not_used_and_said(setting):
+    where = address({}, setting)
+    assert where.base == f"http://{NETWORK}:8501" and where.warning == PUBLIC_URL_UNUSABLE
