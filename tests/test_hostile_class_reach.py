@@ -54,3 +54,48 @@ def test_a_public_url_without_a_scheme_is_http(setting, base):
 def test_a_public_url_that_is_no_address_is_not_used_and_said(setting):
     where = address({}, setting)
     assert where.base == f"http://{NETWORK}:8501" and where.warning == PUBLIC_URL_UNUSABLE
+
+
+@pytest.fixture
+def room(tmp_path):
+    from mha_core.serving.classroom import Classroom
+
+    return Classroom(tmp_path / "classes.sqlite")
+
+
+BAD_STEPS = [0, -1, 11, 10**30, 2**63, 1.5, "3", None, True]
+
+
+@pytest.mark.parametrize("step", BAD_STEPS, ids=repr)
+def test_a_class_starts_only_on_a_lesson_step(room, step):
+    """Before: 0, -1, 1.5 and '3' were stored; 10**30 and 2**63 raised OverflowError; None raised 'no free class
+    code' (its NOT NULL failure was read as a code in use, 20 times)."""
+    from mha_core import InputError
+
+    with pytest.raises(InputError) as refused:
+        room.start("The animal crossed.", "en", "m", step, visitor="v")
+    assert refused.value.code == "no_such_step"
+
+
+@pytest.mark.parametrize("step", [step for step in BAD_STEPS if step is not None], ids=repr)  # None: no move
+def test_a_class_moves_only_to_a_lesson_step(room, step):
+    from mha_core import InputError
+
+    code, key = room.start("The animal crossed.", "en", "m", 2, visitor="v")
+    with pytest.raises(InputError) as refused:
+        room.move(code, key, room.state(code), step=step)
+    assert refused.value.code == "no_such_step" and room.state(code).step == 2
+
+
+@pytest.mark.parametrize("where", ["start", "move", "key", "seen", "language", "visitor"])
+def test_a_lone_surrogate_is_no_raw_error(room, where):
+    """Before: UnicodeEncodeError from SQLite's or SHA-256's UTF-8 (a class sentence, a key, a student's id)."""
+    lone = "it\ud800was"
+    code, key = room.start(lone if where == "start" else "x", lone if where == "language" else "en", "m", 1,
+                           visitor=lone if where == "visitor" else "v")
+    if where == "move":
+        room.move(code, key, room.state(code), text=lone)
+    if where == "seen":
+        room.seen(code, lone)
+    assert room.is_teacher(code, lone if where == "key" else key) is (where != "key")
+    assert room.state(code).text == ("it\ufffdwas" if where in ("start", "move") else "x")
