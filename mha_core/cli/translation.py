@@ -28,7 +28,8 @@ def sentence_lines(path: str, what: str) -> list[str]:
     """The file's lines, split at line feeds only ("\\r\\n" too): a U+2028 or a form feed inside a sentence stays in
     it, so line i is the source's line i as an editor numbers them."""
     try:
-        with Path(path).open(encoding="utf-8", newline="") as file:  # line ends as written, "\r\n" cut below
+        with Path(path).open(encoding="utf-8-sig", newline="") as file:  # line ends as written, "\r\n" cut below;
+            # a byte-order mark (Windows Notepad's) is no part of the first word
             text = file.read()
     except (OSError, UnicodeDecodeError) as err:
         raise CliError(f"{path}: cannot read the {what} file as UTF-8 text ({err.__class__.__name__})") from None
@@ -53,6 +54,24 @@ def check_writable(path: str | None) -> None:
                        else f"cannot write {path}: the folder {parent} does not exist")
     if not os.access(out if out.exists() else parent, os.W_OK):
         raise CliError(f"cannot write {path}: permission denied")
+
+
+def check_distinct(args: argparse.Namespace) -> None:
+    """--out and --json are two files, neither an input: the same path for both interleaved the Pharaoh lines and the
+    JSON in one file; --out at the source file truncated it (the user's sentences lost)."""
+    outputs = [("--out", args.out)] + ([("--json", args.json)] if args.json not in (None, "-") else [])
+    named = [("--source-file", args.source_file), ("--target-file", args.target_file), *outputs]
+    for i, (flag, path) in enumerate(outputs, start=2):
+        for other_flag, other in named[:i]:
+            if same_file(path, other):
+                raise CliError(f"{flag} {path} is the file {other_flag} names: give another path")
+
+
+def same_file(one: str, other: str) -> bool:
+    try:
+        return Path(one).resolve() == Path(other).resolve() or os.path.samefile(one, other)
+    except OSError:  # a file not there yet is no other file
+        return False
 
 
 def checked_pairs(model: object, sources: list[str], targets: list[str], args: argparse.Namespace
@@ -99,6 +118,7 @@ def cmd_align(args: argparse.Namespace) -> None:
                        "give one target line per source line")
     check_writable(args.out)
     check_writable(args.json)
+    check_distinct(args)
     model = load_chosen_model(args)
     pairs = checked_pairs(model, sources, targets, args)
     heads = head_choice(model, args.source_lang, args.target_lang).heads if pairs else ()

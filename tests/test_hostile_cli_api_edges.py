@@ -1,0 +1,68 @@
+"""Hostile sweep after issues 77/78: a hook returning a sparse tensor, `app --port` past 65535, and `align` with a
+byte-order mark or an output path that is another of its files. Each was a raw error, a failure left to Streamlit,
+or a silent wrong result before."""
+
+from __future__ import annotations
+
+import pytest
+
+from mha_core import InputError, load_model, run_with_hooks
+from tests.conftest import cli
+from tests.test_hostile_cli import align_files
+from tests.tiny_models import make_tiny
+
+TEXT = "The animal didn't cross the street."
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    return load_model(make_tiny("llama", tmp_path_factory.mktemp("llama")))
+
+
+@pytest.mark.parametrize("point", ["blocks.0.attn.hook_z", "blocks.0.attn.hook_pattern", "blocks.1.hook_resid_post"])
+def test_a_hook_returning_a_sparse_tensor_is_told_so(llama, point):
+    """Before: NotImplementedError "Could not run 'aten::ne.Scalar' with arguments from the 'SparseCPU' backend" (a
+    sparse tensor of the right shape, dtype and device passed the check)."""
+    with pytest.raises(InputError) as refused:
+        run_with_hooks(llama, TEXT, [(point, lambda tensor, _: tensor.to_sparse())])
+    assert refused.value.code == "hook_returned_unlike" and "sparse_coo" in str(refused.value)
+
+
+@pytest.mark.parametrize(("port", "accepted"), [("0", False), ("-1", False), ("65536", False), ("70000", False),
+                                                ("99999999999999999999", False), ("²", False), ("1", True),
+                                                ("65535", True)])
+def test_app_takes_a_tcp_port_only(port, accepted):
+    """Before: 65536 and 70000 were handed to Streamlit (which cannot listen there)."""
+    from mha_core.cli import build_parser
+
+    if accepted:
+        assert build_parser().parse_args(["app", "--port", port]).port == int(port)
+        return
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["app", "--port", port])
+    assert stopped.value.code == 2
+
+
+def test_align_reads_past_a_byte_order_mark(tmp_path):
+    """Before: a file saved by Windows Notepad kept U+FEFF in its first word ('\\ufeff动物')."""
+    from mha_core.cli.translation import sentence_lines
+
+    lines = tmp_path / "s.zh"
+    lines.write_bytes("\ufeff动物 过 马路\r\n那 只 狗\n".encode())
+    assert sentence_lines(str(lines), "source") == ["动物 过 马路", "那 只 狗"]
+
+
+@pytest.mark.parametrize(("flag", "same_as"), [("--out", "--source-file"), ("--out", "--target-file"),
+                                               ("--json", "--out"), ("--json", "--source-file")])
+def test_align_refuses_an_output_that_is_another_of_its_files(tmp_path, tiny_dir, flag, same_as):
+    """Before: --out at the source file truncated the user's sentences; --json at --out interleaved the Pharaoh
+    lines and the JSON in one file (both exit 0)."""
+    args = align_files(tmp_path, ["动物 过 马路"], ["the animal crossed"])
+    paths = {"--source-file": args[1], "--target-file": args[3], "--out": str(tmp_path / "a.txt"),
+             "--json": str(tmp_path / "a.json")}
+    paths[flag] = paths[same_as]
+    before = {path: (tmp_path / path).read_bytes() for path in ("s.zh", "t.en")}
+    run = cli("align", *args[4:], "--model-dir", str(tiny_dir), *[v for item in paths.items() for v in item])
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert f"{flag} {paths[flag]} is the file {same_as} names" in run.stderr
+    assert {path: (tmp_path / path).read_bytes() for path in ("s.zh", "t.en")} == before
