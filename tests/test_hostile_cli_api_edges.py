@@ -66,3 +66,38 @@ def test_align_refuses_an_output_that_is_another_of_its_files(tmp_path, tiny_dir
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert f"{flag} {paths[flag]} is the file {same_as} names" in run.stderr
     assert {path: (tmp_path / path).read_bytes() for path in ("s.zh", "t.en")} == before
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    return make_tiny("llama", tmp_path_factory.mktemp("llama-cli"))
+
+
+LONE = "The animal\udcff crossed."  # what argv holds for a byte a UTF-8 terminal could not decode (surrogateescape)
+
+
+@pytest.mark.parametrize("command", [["attention", LONE], ["efficiency", LONE, "--pattern", "window:1"]],
+                         ids=["attention", "efficiency"])
+def test_a_lone_surrogate_in_a_text_is_read(llama_dir, command):
+    """Before: TypeError 'TextEncodeInput must be Union[…]' from the tokenizer (a traceback, exit 1)."""
+    run = cli(*command, "--model-dir", str(llama_dir), "--json", "-")
+    assert run.returncode == 0 and run.stderr == "" and '"animal"' in run.stdout, run.stderr[-300:]
+
+
+def test_the_api_reads_a_lone_surrogate_as_u_fffd(llama):
+    """The text's length is kept (offsets hold): the surrogate's character is U+FFFD."""
+    assert run_with_hooks(llama, LONE).tokens == run_with_hooks(llama, LONE.replace("\udcff", "\ufffd")).tokens
+
+
+@pytest.mark.parametrize("lengths", [[2, 2, 2], [4, 4]])
+def test_bench_lengths_repeated_are_timed_once_with_no_slope(lengths):
+    """Before: each repeat was timed again and polyfit warned (RankWarning) while a 'slope' of noise was given."""
+    import math
+    import warnings
+
+    from mha_core.analysis.efficiency.cost import attention_cost
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cost = attention_cost(lengths, heads=2, head_dim=4, kernels=["explicit"], memory=False)
+    assert cost.lengths == (lengths[0],) and math.isnan(cost.slopes["explicit"])

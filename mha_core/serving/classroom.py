@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mha_core.engine.loading.bundled import cache_root
+from mha_core.engine.pieces import whole_text
 from mha_core.messages import N_, InputError, Worded
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector
@@ -86,13 +87,6 @@ def qr_png(link: str, scale: int = 8) -> bytes:
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate: a wrong key
-
-
-def whole_text(value: str) -> str:
-    """`value` as SQLite can store it: a lone surrogate (no UTF-8 for it) becomes U+FFFD, a pair its character."""
-    if not isinstance(value, str):
-        raise TypeError(f"expected text, not {type(value).__name__}")
-    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def checked_step(step: object) -> int:
