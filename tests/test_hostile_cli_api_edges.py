@@ -101,3 +101,14 @@ def test_bench_lengths_repeated_are_timed_once_with_no_slope(lengths):
         warnings.simplefilter("error")
         cost = attention_cost(lengths, heads=2, head_dim=4, kernels=["explicit"], memory=False)
     assert cost.lengths == (lengths[0],) and math.isnan(cost.slopes["explicit"])
+
+
+@pytest.mark.parametrize("call", [lambda m: run_with_hooks(m, TEXT, [(None, lambda t, _: None)]),
+                                  lambda m: run_with_hooks(m, TEXT, "blocks.0.attn.hook_z"),
+                                  lambda m: __import__("mha_core").run_with_cache(m, TEXT, 7)],
+                         ids=["name None", "hooks a str", "filter an int"])
+def test_a_wrong_argument_type_is_said_as_a_reader_says_it(llama, call):
+    """Before: "Callable[[<class 'str'>], bool]" (a Callable's parameter list was printed as Python's repr)."""
+    with pytest.raises(InputError) as refused:
+        call(llama)
+    assert "Callable[[str], bool]" in str(refused.value) and "<class" not in str(refused.value)
