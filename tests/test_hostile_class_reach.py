@@ -50,7 +50,8 @@ def test_a_public_url_without_a_scheme_is_http(setting, base):
 
 
 @pytest.mark.parametrize("setting", ["javascript:alert(1)", "http://a b/", "ftp://example.org", "http://",
-                                     "http://user@example.org", "http://example.org:99999", "http://x.org/?q=<b>"])
+                                     "http://user@example.org", "http://example.org:99999", "http://x.org/?q=<b>",
+                                     "http://x.org/" + "a" * 5_000])
 def test_a_public_url_that_is_no_address_is_not_used_and_said(setting):
     where = address({}, setting)
     assert where.base == f"http://{NETWORK}:8501" and where.warning == PUBLIC_URL_UNUSABLE

@@ -28,6 +28,7 @@ LOOPBACK_ONLY = N_("This server listens only on this computer ({address}), so no
                    "--server.address 0.0.0.0`).")
 PUBLIC_URL_UNUSABLE = N_("The setting MHA_PUBLIC_URL is not an http:// or https:// address of a host, so the link "
                          "below is this computer's network address: correct the setting and restart the server.")
+MAX_PUBLIC_URL = 1000  # characters: the link and its code must fit one QR code a phone reads off a projector
 SCHEMES = ("http", "https")  # what a phone's camera opens; a forwarded javascript: or data: scheme is not used
 LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # one part of a DNS name (IDNA: xn--)
 HOST_NAME = re.compile(rf"(?=.{{1,253}}$){LABEL}(?:\.{LABEL})*\.?", re.ASCII)  # a Host header's name, nothing more
@@ -157,6 +158,8 @@ def public_base(public_url: str | None) -> str | None:
     value = (public_url or "").strip()
     if not value:
         return ""
+    if len(value) > MAX_PUBLIC_URL:  # the QR code carries at most about 2,300 bytes (segno raised DataOverflowError)
+        return None
     parts = urlsplit(value if "://" in value else f"http://{value}")
     usable = (parts.scheme.lower() in SCHEMES and valid_host(parts.netloc) and not parts.query and not parts.fragment
               and not any(char.isspace() or char in "<>\"`" for char in parts.path))
