@@ -112,3 +112,16 @@ def test_a_wrong_argument_type_is_said_as_a_reader_says_it(llama, call):
     with pytest.raises(InputError) as refused:
         call(llama)
     assert "Callable[[str], bool]" in str(refused.value) and "<class" not in str(refused.value)
+
+
+def test_align_out_dash_is_standard_output_and_not_with_json_dash(tmp_path, tiny_dir, monkeypatch):
+    """Before: `--out -` wrote a file named '-' (while `--json -` meant standard output)."""
+    import mha_core.cli.translation as translation
+
+    monkeypatch.chdir(tmp_path)
+    args = align_files(tmp_path, ["动物 过 马路"], ["the animal crossed"])
+    both = cli("align", *args, "--model-dir", str(tiny_dir), "--out", "-", "--json", "-")
+    assert both.returncode == 2 and "cannot both be '-'" in both.stderr and not (tmp_path / "-").exists()
+    with translation.output_file("-") as out:
+        assert out is __import__("sys").stdout
+    assert not (tmp_path / "-").exists()

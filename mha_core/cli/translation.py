@@ -5,7 +5,9 @@ pair ("i-j": source word i, target word j, 0-based, as fast_align and awesome-al
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import sys
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,7 +61,9 @@ def check_writable(path: str | None) -> None:
 def check_distinct(args: argparse.Namespace) -> None:
     """--out and --json are two files, neither an input: the same path for both interleaved the Pharaoh lines and the
     JSON in one file; --out at the source file truncated it (the user's sentences lost)."""
-    outputs = [("--out", args.out)] + ([("--json", args.json)] if args.json not in (None, "-") else [])
+    if args.out == "-" and args.json == "-":
+        raise CliError("--out and --json cannot both be '-' (standard output): give one of them a file")
+    outputs = [(flag, path) for flag, path in (("--out", args.out), ("--json", args.json)) if path not in (None, "-")]
     named = [("--source-file", args.source_file), ("--target-file", args.target_file), *outputs]
     for i, (flag, path) in enumerate(outputs, start=2):
         for other_flag, other in named[:i]:
@@ -107,6 +111,11 @@ def aligned_pairs(model: object, pairs: list, args: argparse.Namespace, out: Tex
         bar.close()
 
 
+def output_file(path: str) -> contextlib.AbstractContextManager[TextIO]:
+    """The Pharaoh lines' file; "-" is standard output (as --json's; a file named '-' was written before)."""
+    return contextlib.nullcontext(sys.stdout) if path == "-" else Path(path).open("w", encoding="utf-8")
+
+
 def cmd_align(args: argparse.Namespace) -> None:
     from mha_core.analysis.translation.heads import head_choice
     from mha_core.analysis.translation.prompt import check_pair
@@ -123,7 +132,7 @@ def cmd_align(args: argparse.Namespace) -> None:
     pairs = checked_pairs(model, sources, targets, args)
     heads = head_choice(model, args.source_lang, args.target_lang).heads if pairs else ()
     try:
-        with Path(args.out).open("w", encoding="utf-8") as out:
+        with output_file(args.out) as out:
             written = aligned_pairs(model, pairs, args, out)
             if args.json:
                 write_json({"model": model.name, "heads": [list(h) for h in heads], "pairs": written}, args.json)
@@ -140,7 +149,7 @@ def add_translation_parsers(sub: argparse._SubParsersAction) -> None:
     align = sub.add_parser("align", help="forced alignment of given translations, one Pharaoh line per pair")
     align.add_argument("--source-file", required=True, help="one sentence per line, words separated by spaces")
     align.add_argument("--target-file", required=True, help="its translations, line for line")
-    align.add_argument("--out", required=True, help="the alignments, one line per pair: i-j …")
+    align.add_argument("--out", required=True, help="the alignments, one line per pair: i-j … ('-' for stdout)")
     from mha_core.engine.loading.bundled import GEMMA_NAME
 
     for p in (translate, align):
