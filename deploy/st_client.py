@@ -35,6 +35,7 @@ class Interaction:
     texts: list[str] = field(default_factory=list)  # markdown, captions, alerts: what a reader sees
     charts: int = 0  # plotly charts received
     text_values: dict[str, str] = field(default_factory=dict)  # text widgets' values shown, by label
+    codes: list[str] = field(default_factory=list)  # st.code blocks' text (the class's links)
     bytes: int = 0  # size of the ForwardMsgs
     elements: Counter = field(default_factory=Counter)  # what the run drew: elements by kind, "block:" + containers
 
@@ -51,6 +52,7 @@ class Session:
     page_script_hash: str = ""
     session_id: str = ""
     cookie: str = ""  # sent with the websocket handshake (a proxy's sticky-session cookie)
+    headers: dict[str, str] = field(default_factory=dict)  # more handshake headers (a proxy's X-Forwarded-Host)
     served_by: str = ""  # the sticky-session cookie a proxy set in its handshake response, if any
     auto_reruns: dict[str, float] = field(default_factory=dict)  # fragment id -> seconds (st.fragment(run_every))
     _ws: object = None
@@ -62,7 +64,7 @@ class Session:
 
     async def _connect(self) -> None:
         url = self.base_url.replace("http", "ws", 1).rstrip("/") + "/_stcore/stream"
-        headers = {"Cookie": self.cookie} if self.cookie else None
+        headers = {**self.headers, **({"Cookie": self.cookie} if self.cookie else {})} or None
         self._ws = await websockets.connect(url, subprotocols=["streamlit", "no-token"], max_size=MAX_MESSAGE_BYTES,
                                             open_timeout=self.timeout, ping_interval=None, additional_headers=headers,
                                             close_timeout=CLOSE_TIMEOUT_S)
@@ -156,6 +158,8 @@ class Session:
                 result.errors.append(body.body)
         elif kind in ("markdown", "heading"):
             result.texts.append(body.body)
+        elif kind == "code":
+            result.codes.append(body.code_text)
         elif kind == "plotly_chart":
             result.charts += 1
         elif kind == "progress":

@@ -213,7 +213,7 @@ def test_one_connection_serves_every_read_and_write_of_a_process(tmp_path, monke
         room.state(code)
         room.seen(code, "s1")
         room.following(code)
-        room.move(code, secret, room.state(code), step=step)
+        room.move(code, secret, room.state(code), step=1 + step % 10)  # the lesson's steps only
     assert len(opened) == 1
 
 

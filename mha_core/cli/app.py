@@ -11,7 +11,16 @@ import sys
 from mha_core.app_files import app_dir
 from mha_core.cli.common import CliError, positive_int
 
+LAST_PORT = 65535  # TCP's: 70000 was handed to Streamlit, which failed on it
 MALLOC_ARENA_MAX = "2"  # as deploy/run.sh: each session's thread kept its own malloc arena of freed memory
+
+
+def port_number(value: str) -> int:
+    """argparse type: a TCP port, 1 to 65535 (argparse says what is wrong in one line, exit 2)."""
+    number = positive_int(value)
+    if number > LAST_PORT:
+        raise argparse.ArgumentTypeError(f"a port is at most {LAST_PORT}, not {number}")
+    return number
 
 
 def streamlit_command(port: int, address: str | None) -> list[str]:
@@ -33,6 +42,6 @@ def cmd_app(args: argparse.Namespace) -> None:
 
 def add_app_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("app", help="start the web app (http://localhost:PORT); Ctrl+C stops it")
-    p.add_argument("--port", type=positive_int, default=8501, help="the port it listens on")
+    p.add_argument("--port", type=port_number, default=8501, help="the port it listens on")
     p.add_argument("--address", default=None, help="the address it listens on (default: every interface)")
     p.set_defaults(func=cmd_app)

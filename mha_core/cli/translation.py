@@ -5,7 +5,9 @@ pair ("i-j": source word i, target word j, 0-based, as fast_align and awesome-al
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import sys
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +30,8 @@ def sentence_lines(path: str, what: str) -> list[str]:
     """The file's lines, split at line feeds only ("\\r\\n" too): a U+2028 or a form feed inside a sentence stays in
     it, so line i is the source's line i as an editor numbers them."""
     try:
-        with Path(path).open(encoding="utf-8", newline="") as file:  # line ends as written, "\r\n" cut below
+        with Path(path).open(encoding="utf-8-sig", newline="") as file:  # line ends as written, "\r\n" cut below;
+            # a byte-order mark (Windows Notepad's) is no part of the first word
             text = file.read()
     except (OSError, UnicodeDecodeError) as err:
         raise CliError(f"{path}: cannot read the {what} file as UTF-8 text ({err.__class__.__name__})") from None
@@ -53,6 +56,26 @@ def check_writable(path: str | None) -> None:
                        else f"cannot write {path}: the folder {parent} does not exist")
     if not os.access(out if out.exists() else parent, os.W_OK):
         raise CliError(f"cannot write {path}: permission denied")
+
+
+def check_distinct(args: argparse.Namespace) -> None:
+    """--out and --json are two files, neither an input: the same path for both interleaved the Pharaoh lines and the
+    JSON in one file; --out at the source file truncated it (the user's sentences lost)."""
+    if args.out == "-" and args.json == "-":
+        raise CliError("--out and --json cannot both be '-' (standard output): give one of them a file")
+    outputs = [(flag, path) for flag, path in (("--out", args.out), ("--json", args.json)) if path not in (None, "-")]
+    named = [("--source-file", args.source_file), ("--target-file", args.target_file), *outputs]
+    for i, (flag, path) in enumerate(outputs, start=2):
+        for other_flag, other in named[:i]:
+            if same_file(path, other):
+                raise CliError(f"{flag} {path} is the file {other_flag} names: give another path")
+
+
+def same_file(one: str, other: str) -> bool:
+    try:
+        return Path(one).resolve() == Path(other).resolve() or os.path.samefile(one, other)
+    except OSError:  # a file not there yet is no other file
+        return False
 
 
 def checked_pairs(model: object, sources: list[str], targets: list[str], args: argparse.Namespace
@@ -88,6 +111,11 @@ def aligned_pairs(model: object, pairs: list, args: argparse.Namespace, out: Tex
         bar.close()
 
 
+def output_file(path: str) -> contextlib.AbstractContextManager[TextIO]:
+    """The Pharaoh lines' file; "-" is standard output (as --json's; a file named '-' was written before)."""
+    return contextlib.nullcontext(sys.stdout) if path == "-" else Path(path).open("w", encoding="utf-8")
+
+
 def cmd_align(args: argparse.Namespace) -> None:
     from mha_core.analysis.translation.heads import head_choice
     from mha_core.analysis.translation.prompt import check_pair
@@ -99,11 +127,12 @@ def cmd_align(args: argparse.Namespace) -> None:
                        "give one target line per source line")
     check_writable(args.out)
     check_writable(args.json)
+    check_distinct(args)
     model = load_chosen_model(args)
     pairs = checked_pairs(model, sources, targets, args)
     heads = head_choice(model, args.source_lang, args.target_lang).heads if pairs else ()
     try:
-        with Path(args.out).open("w", encoding="utf-8") as out:
+        with output_file(args.out) as out:
             written = aligned_pairs(model, pairs, args, out)
             if args.json:
                 write_json({"model": model.name, "heads": [list(h) for h in heads], "pairs": written}, args.json)
@@ -120,7 +149,7 @@ def add_translation_parsers(sub: argparse._SubParsersAction) -> None:
     align = sub.add_parser("align", help="forced alignment of given translations, one Pharaoh line per pair")
     align.add_argument("--source-file", required=True, help="one sentence per line, words separated by spaces")
     align.add_argument("--target-file", required=True, help="its translations, line for line")
-    align.add_argument("--out", required=True, help="the alignments, one line per pair: i-j …")
+    align.add_argument("--out", required=True, help="the alignments, one line per pair: i-j … ('-' for stdout)")
     from mha_core.engine.loading.bundled import GEMMA_NAME
 
     for p in (translate, align):

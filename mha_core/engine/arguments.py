@@ -83,6 +83,8 @@ def described(hint: object) -> str:
         return " or ".join(described(arg) for arg in args)
     if hint is None or hint is type(None):
         return "None"
+    if isinstance(hint, list):  # a Callable's parameters: Callable[[str], bool]
+        return f"[{', '.join(described(arg) for arg in hint)}]"
     if origin is not None:
         return f"{getattr(origin, '__name__', str(origin))}[{', '.join(described(a) for a in args)}]"
     return getattr(hint, "__name__", str(hint))

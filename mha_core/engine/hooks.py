@@ -72,8 +72,9 @@ def described_tensor(value: object) -> Worded:
     """What a hook returned, as an error names it: "a tensor of shape (1, 5, 4, 8), torch.float32 on cpu", "a value
     of type str"."""
     if isinstance(value, Tensor):
+        layout = "" if value.layout == torch.strided else f" {str(value.layout).removeprefix('torch.')}"
         return Worded(N_("a tensor of shape {shape}, {dtype} on {device}"), shape=tuple(value.shape),
-                      dtype=str(value.dtype), device=str(value.device))
+                      dtype=f"{value.dtype}{layout}", device=str(value.device))
     return Worded(N_("a value of type {kind}"), kind=type(value).__name__)
 
 
@@ -87,7 +88,8 @@ class Checked:
         was_finite = bool(torch.isfinite(tensor).all())
         replaced = self.fn(tensor, hook)
         if replaced is not None and not (isinstance(replaced, Tensor) and replaced.shape == tensor.shape
-                                         and replaced.dtype == tensor.dtype and replaced.device == tensor.device):
+                                         and replaced.dtype == tensor.dtype and replaced.device == tensor.device
+                                         and replaced.layout == tensor.layout):
             raise InputError("hook_returned_unlike", N_("The hook at {point} returned {returned}; a hook returns None "
                                                         "or {expected}, like the tensor it is given."),
                              point=hook.name, returned=described_tensor(replaced), expected=described_tensor(tensor))

@@ -15,6 +15,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+
+def whole_text(value: str) -> str:
+    """`value` as UTF-8 can carry it: a lone surrogate (a byte a terminal could not decode, in argv; a broken paste)
+    becomes U+FFFD, a pair its character; the length is kept where there is no pair (offsets hold)."""
+    if not isinstance(value, str):
+        raise TypeError(f"expected text, not {type(value).__name__}")
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 VISIBLE_WHITESPACE = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
 SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 SUBSCRIPT = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from mha_core.engine.pieces import is_wide, readable_pieces, unknown_flags
+from mha_core.engine.pieces import is_wide, readable_pieces, unknown_flags, whole_text
 from mha_core.messages import N_, InputError
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ def as_text_list(texts: TextsLike) -> tuple[list[str] | list[list[str]], bool]:
     if not items:
         raise InputError('no_text_given', N_('No text given.'))
     pre_split = not isinstance(items[0], str)
+    items = [whole_text(item) if isinstance(item, str) else [whole_text(word) for word in item] for item in items]
     for i, item in enumerate(items):
         joined = item if isinstance(item, str) else " ".join(item)
         if not joined.strip():

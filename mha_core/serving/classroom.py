@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mha_core.engine.loading.bundled import cache_root
+from mha_core.engine.pieces import whole_text
 from mha_core.messages import N_, InputError, Worded
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector
@@ -85,7 +86,18 @@ def qr_png(link: str, scale: int = 8) -> bytes:
 
 
 def digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate: a wrong key
+
+
+def checked_step(step: object) -> int:
+    """A lesson step (1 to the lesson's last), refused in one sentence before it is stored: a step past SQLite's
+    integers, 0, a fraction or None was stored, raised OverflowError, or read as a used code."""
+    from mha_core.teaching.lesson import STEPS  # imported here: reading a class's step needs no torch
+
+    if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= len(STEPS):
+        raise InputError("no_such_step", N_("The lesson has steps 1 to {last}, not {number}."), last=len(STEPS),
+                         number=str(step) if len(str(step)) <= 20 else f"{str(step)[:20]}…")
+    return step
 
 
 def canonical(code: object) -> str | None:
@@ -114,6 +126,7 @@ def checked_text(text: str) -> str:
     refused before it is stored or sent to a student."""
     from mha_core.engine.tokens import MAX_INPUT_CHARS  # imported here: reading a class's step needs no torch
 
+    text = whole_text(text)
     if len(text) > MAX_INPUT_CHARS:
         raise InputError("class_text_too_long", N_("The class's sentence has {chars:,} characters; a class takes at "
                                                    "most {limit:,}."), chars=len(text), limit=MAX_INPUT_CHARS)
@@ -236,6 +249,8 @@ class Classroom:
         """A new class on `text` (read by `model`) at `step`: its code (for students) and its secret (for the
         teacher only). Refused past MAX_CLASSES open classes, or MAX_CLASSES_PER_VISITOR of one visitor's."""
         text, secret, now = checked_text(text), secrets.token_urlsafe(24), self.clock()
+        step, language, model = checked_step(step), whole_text(language), whole_text(model)
+        visitor = whole_text(visitor)
         with self.store.transaction(create=True) as db:
             self.delete_finished(db, now)
             check_room(db, visitor)
@@ -245,7 +260,9 @@ class Classroom:
                     db.execute("insert into classes values (?, ?, ?, ?, ?, ?, ?, 0, ?)",
                                (code, digest(secret), step, text, language, model, now, visitor))
                     return code, secret
-                except sqlite3.IntegrityError:  # a code in use: draw again
+                except sqlite3.IntegrityError as err:  # a code in use: draw again
+                    if "UNIQUE" not in str(err):
+                        raise
                     continue
         raise RuntimeError("no free class code")
 
@@ -294,10 +311,11 @@ class Classroom:
         code = self.state(code).code
         self.check_teacher(code, secret)
         text = None if text is None else checked_text(text)
+        step = None if step is None else checked_step(step)
         with self.store.transaction() as db:
             moved = db.execute("update classes set step = ?, text = ?, moved = ? where code = ? and step = ? and "
                                "text = ? and ended = 0",
-                               (since.step if step is None else int(step), since.text if text is None else text,
+                               (since.step if step is None else step, since.text if text is None else text,
                                 self.clock(), code, since.step, since.text)).rowcount
         now = self.state(code)
         if not moved:
@@ -315,7 +333,7 @@ class Classroom:
         code, now = checked_code(code), self.clock()
         with self.store.transaction() as db:
             db.executemany("insert or replace into students values (?, ?, ?)",
-                           [(code, student, now) for student in students])
+                           [(code, whole_text(student), now) for student in students])
 
     def following(self, code: str) -> int:
         """Students seen within FOLLOWING_S."""

@@ -125,7 +125,7 @@ class AttentionCost:
 
 def slope(lengths: Sequence[int], seconds: Sequence[float]) -> float:
     """The least-squares slope of log(seconds) against log(length): 2 for O(n²), 1 for O(n)."""
-    if len(lengths) < 2:
+    if len(set(lengths)) < 2:  # one length (or one repeated): no slope (polyfit warned, and fit noise)
         return float("nan")
     return float(np.polyfit(np.log(lengths), np.log(seconds), 1)[0])
 
@@ -332,7 +332,7 @@ def attention_cost(lengths: Sequence[int], heads: int = 12, head_dim: int = 64, 
     is checked before any work (check_cost_inputs)."""
     check_cost_inputs(lengths, kernels, heads, head_dim, window, repeats)
     device = checked_device(device)
-    lengths, kernels = [int(n) for n in lengths], list(dict.fromkeys(kernels))
+    lengths, kernels = list(dict.fromkeys(int(n) for n in lengths)), list(dict.fromkeys(kernels))  # each once
     seconds: dict[str, list[float]] = {}
     steps, done = len(kernels) * len(lengths) + (len(kernels) if memory else 0), 0
 
