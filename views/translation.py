@@ -39,7 +39,7 @@ def not_a_translator(model: LoadedModel) -> None:
 
 PRONOUN_LINES = {  # (the source's pronoun, linked, linked to a pronoun: never a source's, pronoun_links) -> line
     (False, True, True): N_("**{word}** in the translation aligns to **{linked}** in the source: the pronoun carried "
-                            "across languages (on the Coreference page, a head links it to the animal)."),
+                            "across languages."),  # which noun it means is the Coreference page's, measured there
     (False, True, False): N_("**{word}** in the translation aligns to **{linked}** in the source."),
     (False, False, False): N_("**{word}** in the translation aligns to no word of the source: no link of this rule "
                               "reaches it."),
