@@ -56,6 +56,13 @@ def pronoun_note(result: Translation) -> None:
         st.markdown(tr(line, word=literal(found.word), linked=literal(" ".join(found.linked))))
 
 
+def simplified_note(result: Translation) -> None:
+    """The translation in Simplified characters where the model wrote Traditional ones (牠…因為牠 → 它…因为它)."""
+    if result.simplified_translation != result.translation:
+        st.caption(tr("The model wrote Traditional characters; in Simplified characters (OpenCC): {text}",
+                      text=literal(result.simplified_translation)))
+
+
 def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside: bool = False,
                     pronouns: bool = True) -> None:
     """The links and the matrix they are read from (`beside`: side by side, as a projector's wide screen fits)."""
@@ -124,9 +131,7 @@ def translation_page(model: LoadedModel) -> None:
     written = tr("**{name} writes:** {text}", name=model.name, text=literal(result.translation)) if result.generated \
         else tr("**Aligned:** {text}", text=literal(result.translation))
     st.markdown(written)
-    if result.simplified_translation != result.translation:
-        st.caption(tr("The model wrote Traditional characters; in Simplified characters (OpenCC): {text}",
-                      text=literal(result.simplified_translation)))
+    simplified_note(result)
     key = (str(model.model_dir), source, result.translation, direction)
     alignment_views(model, result, key)
     heads_view(model, source_language, target_language)
