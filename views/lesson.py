@@ -201,7 +201,7 @@ def translation_view(model: LoadedModel, text: str) -> None:
         return
     st.markdown(tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation)))
     translation.simplified_note(result)
-    say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target]))
+    say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target], PRONOUNS[source]))
     if narrow_screen():  # a phone: the links alone (the matrix's rotated labels crowd its title at 390 px)
         chart(("lesson t_links", str(model.model_dir), text), lambda: translation_figures.links_figure(result),
               width="stretch")
