@@ -24,13 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mha_core import load_model  # noqa: E402
 from mha_core.analysis.coref.sentence import antecedent_scores  # noqa: E402
-from mha_core.analysis.efficiency.answers import pronoun_and_candidates  # noqa: E402
 from mha_core.analysis.efficiency.cost import attention_cost, growth, inputs, model_shape  # noqa: E402
 from mha_core.analysis.efficiency.fidelity import with_pattern  # noqa: E402
 from mha_core.analysis.efficiency.patterns import allowed_keys, parse_pattern  # noqa: E402
 from mha_core.engine.allowed import AllowedKeys, allowed_bias  # noqa: E402
 from mha_core.engine.forward import run  # noqa: E402
 from mha_core.serving.menu import available_models  # noqa: E402
+from mha_core.teaching.examples import compared_words  # noqa: E402
 
 TEXT = "The animal didn't cross the street because it was too tired."
 WINDOWS = (12, 10, 8, 7, 6, 5, 4, 3, 2, 1)
@@ -85,7 +85,7 @@ def patterned_run(model: object) -> None:
 def heads_losing_the_link(name: str) -> None:
     """Each head that links it -> animal densely: the widest window at which it no longer prefers 'animal'."""
     model = load_model(next(c.path for c in available_models() if c.name == name))
-    words, pronoun, candidates = pronoun_and_candidates(TEXT)
+    words, pronoun, candidates = compared_words(TEXT)
     dense = with_pattern(model, TEXT, "dense")
     scores = antecedent_scores(dense.dense, 0, words, pronoun, candidates).scores  # (2,L,H)
     linked = [(int(layer), int(head)) for layer, head in zip(*torch.nonzero(torch.as_tensor(scores[0] - scores[1])

@@ -79,17 +79,30 @@ def test_a_decoder_is_asked_the_pronoun_question_with_the_pattern_and_without(la
     answers are named as the API gives them."""
     from mha_core.analysis.efficiency.answers import probe_answer
     from mha_core.teaching.efficiency import share
+    from mha_core.teaching.examples import compared_words
     from views._text import literal
 
     at = open_app(PAGE, lang=lang, text=text, model=DECODER_NAME, eff_kind="window", eff_W="2")
     assert not at.exception and not at.error
-    expected = probe_answer(bundled_model(DECODER_NAME), text, "window:2")
+    expected = probe_answer(bundled_model(DECODER_NAME), text, compared_words(text), "window:2")
     assert expected is not None and ("句中的" in expected.probe) == (lang == "zh")
     said = " ".join(m.value for m in at.markdown if expected.candidates[0] in m.value and "**" in m.value)
     assert f"**{literal(repr(expected.dense))}**" in said and f"**{literal(repr(expected.patterned))}**" in said
     assert f" {share(expected.dense_probs[0])}" in said and f" {share(expected.patterned_probs[1])}" in said
     verdict = "no longer answers with either noun" if not expected.patterned_names_one else "prefers"
     assert lang == "zh" or verdict in said
+
+
+@pytest.mark.parametrize("text,pair", [("玛丽把书给了约翰，因为她已经读过了。", ("玛丽", "约翰")),
+                                       (TEXT, ("animal", "street"))])
+def test_the_decoder_s_probe_compares_the_nouns_the_coreference_page_compares(gemma, text, pair):
+    """Issue 77 (a new user's trial): the probe took the first two nouns before the pronoun and compared 玛丽 with 书
+    while the Coreference page compares 玛丽 with 约翰; both now take the pair teaching.examples.compared picks."""
+    at = open_app(PAGE, lang="zh" if "玛" in text else "en", text=text, model=gemma.name, eff_kind="window",
+                  eff_W="2")
+    assert not at.exception and not at.error
+    said = " ".join(m.value for m in at.markdown if "**" in m.value and pair[0] in m.value)
+    assert all(f"{name} " in said for name in pair) and (" 书 " not in said), said
 
 
 def test_a_text_over_the_budget_is_refused_on_the_page_naming_the_longest_that_fits(monkeypatch):

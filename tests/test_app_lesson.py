@@ -324,3 +324,22 @@ def test_step_6_asks_a_chinese_sentence_in_chinese_and_shows_that_probe(gemma): 
     said = " ".join(c.value for c in at.caption)
     asked_zh, asked_en = PROBE_ZH.split("{")[0], PROBE.split("{")[0].strip()  # 句中的“ / The word '
     assert said.count(asked_zh) == 2 and asked_en not in said, said  # the probe named, and the sentence it ends
+
+
+@pytest.mark.slow
+def test_step_8_in_english_shows_gemma_s_traditional_translation_in_simplified_characters():
+    """Issue 77 (a new user's trial): Gemma writes the English sentence in Traditional characters (牠…因為牠…) and
+    step 8 showed no Simplified line, as the Translation page does (its helper, reused)."""
+    from mha_core.engine.loading.bundled import GEMMA_NAME
+    from mha_core.serving.computed import translation as computed_translation
+    from mha_core.serving.server import Server
+    from tests.conftest import bundled_model
+
+    number = next(i for i, step in enumerate(STEPS, start=1) if step.key == "translation")
+    at = open_app(PAGE, lang="en", step=str(number))
+    assert not at.exception and not at.error
+    text = at.text_area[0].value if at.text_area else at.text_input[0].value
+    result = computed_translation.translation_of(Server(), bundled_model(GEMMA_NAME), text, "en", "zh")
+    assert result.simplified_translation != result.translation  # the case the issue saw: 牠 → 它, 為 → 为
+    shown = [c.value for c in at.caption if "Simplified characters" in c.value]
+    assert shown and result.simplified_translation in shown[0].replace("\\", ""), shown

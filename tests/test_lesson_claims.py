@@ -82,6 +82,11 @@ def test_step_8_says_which_of_two_equal_pronouns_it_means():
     assert first.kwargs() == {"word": "牠", "index": 0, "linked": "animal"} and second.kwargs()["index"] == 7
     only, = said.translation_claims(["The", "animal", "it"], target[1:], [(2, 6)], PRONOUNS["zh"])
     assert only.kwargs() == {"word": "牠", "linked": "it"}  # one 牠: no number needed
+    *_, unlinked = said.translation_claims(["The", "animal", "it"], target, [(1, 0)], PRONOUNS["zh"], PRONOUNS["en"])
+    worded_in_both((unlinked,))  # issue 77: the figure drew 'it' without a line and the step said nothing of it
+    assert unlinked.kwargs() == {"word": "it"} and "source" in unlinked.template
+    assert len(said.translation_claims(["The", "animal", "it"], target, [(1, 0), (2, 7)], PRONOUNS["zh"],
+                                       PRONOUNS["en"])) == 2  # 'it' linked: nothing more to say
 
 
 def test_a_character_error_rate_counts_edits_over_what_was_spoken():

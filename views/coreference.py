@@ -29,7 +29,7 @@ from mha_core.figures import charts
 from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.claims import PairFigure
-from mha_core.teaching.examples import focus, patched_unasked
+from mha_core.teaching.examples import compared, focus, patched_unasked
 from views._inputs import sentence_box
 from views._patching import CAPTION as PATCH_CAPTION
 from views._patching import patching_view
@@ -112,8 +112,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     if len(candidates) < 2:
         st.info(tr("Choose two candidates to compare their margins across the pair."))
         return None
-    first = names.index(found.antecedent) if found.antecedent in names else 0
-    second = names.index(found.other) if found.other in names and names.index(found.other) != first else 1
+    first, second = compared(names, found)
     c1, c2, c3 = st.columns(3)
     context = (*context, pronoun, tuple(candidates))
     a = widget(c1.selectbox, "cand_a", first, tr("Candidate a"), context=context, options=range(len(names)),

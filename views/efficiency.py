@@ -34,10 +34,10 @@ def pattern_picker(model: LoadedModel) -> tuple[str, str, tuple[int, ...] | None
     return kind, spec_of(kind, numbers), tuple(layers) or None
 
 
-def coref_view(run: PatternedRun, text: str) -> None:
+def coref_view(model: LoadedModel, run: PatternedRun, text: str) -> None:
     """An encoder's it → animal: does the pronoun's clearest head keep its noun under the pattern?"""
     try:
-        answer = computed.coref_of(run, text)
+        answer = computed.coref_of(run, text, model.name)
     except InspectorError as err:
         st.info(literal(worded(err)))
         return
@@ -95,7 +95,7 @@ def fidelity(model: LoadedModel, run: PatternedRun, text: str, key: tuple) -> No
     if run.next_kl is not None:
         next_piece_view(model, run, text, key[3])
     elif not model.arch.causal:
-        coref_view(run, text)
+        coref_view(model, run, text)
     one_head(model, run, key)
 
 

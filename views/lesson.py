@@ -204,7 +204,8 @@ def translation_view(model: LoadedModel, text: str) -> None:
     if result is None:
         return
     st.markdown(tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation)))
-    say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target]))
+    translation.simplified_note(result)
+    say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target], PRONOUNS[source]))
     if narrow_screen():  # a phone: the links alone (the matrix's rotated labels crowd its title at 390 px)
         chart(("lesson t_links", str(model.model_dir), text), lambda: translation_figures.links_figure(result),
               width="stretch")

@@ -39,7 +39,7 @@ def not_a_translator(model: LoadedModel) -> None:
 
 PRONOUN_LINES = {  # (the source's pronoun, linked, linked to a pronoun: never a source's, pronoun_links) -> line
     (False, True, True): N_("**{word}** in the translation aligns to **{linked}** in the source: the pronoun carried "
-                            "across languages (on the Coreference page, a head links it to the animal)."),
+                            "across languages."),  # which noun it means is the Coreference page's, measured there
     (False, True, False): N_("**{word}** in the translation aligns to **{linked}** in the source."),
     (False, False, False): N_("**{word}** in the translation aligns to no word of the source: no link of this rule "
                               "reaches it."),
@@ -54,6 +54,13 @@ def pronoun_note(result: Translation) -> None:
     for found in pronoun_links(result, PRONOUNS):
         line = PRONOUN_LINES[found.in_source, bool(found.linked), found.to_pronoun]
         st.markdown(tr(line, word=literal(found.word), linked=literal(" ".join(found.linked))))
+
+
+def simplified_note(result: Translation) -> None:
+    """The translation in Simplified characters where the model wrote Traditional ones (牠…因為牠 → 它…因为它)."""
+    if result.simplified_translation != result.translation:
+        st.caption(tr("The model wrote Traditional characters; in Simplified characters (OpenCC): {text}",
+                      text=literal(result.simplified_translation)))
 
 
 def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside: bool = False,
@@ -124,9 +131,7 @@ def translation_page(model: LoadedModel) -> None:
     written = tr("**{name} writes:** {text}", name=model.name, text=literal(result.translation)) if result.generated \
         else tr("**Aligned:** {text}", text=literal(result.translation))
     st.markdown(written)
-    if result.simplified_translation != result.translation:
-        st.caption(tr("The model wrote Traditional characters; in Simplified characters (OpenCC): {text}",
-                      text=literal(result.simplified_translation)))
+    simplified_note(result)
     key = (str(model.model_dir), source, result.translation, direction)
     alignment_views(model, result, key)
     heads_view(model, source_language, target_language)

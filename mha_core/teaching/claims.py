@@ -358,11 +358,23 @@ def cross_claims(name: str, spoken: str, heard: str) -> tuple[Claim, ...]:
 
 
 def translation_claims(source_words: Sequence[str], target_words: Sequence[str],
-                       links: Sequence[tuple[int, int]], pronouns: Sequence[str]) -> tuple[Claim, ...]:
-    """Step 8: what the translation's pronouns align to in the source (links: (source word, target word))."""
+                       links: Sequence[tuple[int, int]], pronouns: Sequence[str],
+                       source_pronouns: Sequence[str] = ()) -> tuple[Claim, ...]:
+    """Step 8: what the translation's pronouns align to in the source (links: (source word, target word)), then each
+    source pronoun (`source_pronouns`) that no link leaves (the English class's 'it' on Gemma: the figure draws it
+    without a line)."""
+    unlinked = [claim(N_("'{word}' in the source aligns to no word of the translation."), word=word)
+                for s, word in enumerate(source_words)
+                if word.lower() in source_pronouns and all(source != s for source, _ in links)]
     found = [t for t, word in enumerate(target_words) if word.lower() in pronouns]
     if not found:
-        return (claim(N_("The translation has no pronoun: its heads align the other words."),),)
+        return (claim(N_("The translation has no pronoun: its heads align the other words."),), *unlinked)
+    return (*target_pronoun_claims(source_words, target_words, links, found), *unlinked)
+
+
+def target_pronoun_claims(source_words: Sequence[str], target_words: Sequence[str],
+                          links: Sequence[tuple[int, int]], found: Sequence[int]) -> list[Claim]:
+    """What each translation pronoun (`found`: target word indices) aligns to, numbered where one is written twice."""
     claims = []
     for t in found:
         linked = " ".join(source_words[s] for s, target in sorted(links) if target == t)
@@ -376,4 +388,4 @@ def translation_claims(source_words: Sequence[str], target_words: Sequence[str],
         claims.append(claim(N_("'{word}' in the translation aligns to '{linked}' in the source."), word=word,
                             linked=linked) if linked else
                       claim(N_("'{word}' in the translation aligns to no word of the source."), word=word))
-    return tuple(claims)
+    return claims

@@ -117,6 +117,27 @@ def focus(text: str, model_name: str = "") -> Focus:
     return Focus(pronoun.text, antecedent, other, minimal_pair(text, words, pronoun, example, model_name))
 
 
+def compared(names: list[str], found: Focus) -> tuple[int, int]:
+    """Which two of the candidates `names` the Coreference page compares by default (indices into `names`): the
+    focus's antecedent and its other candidate, else the first two."""
+    first = names.index(found.antecedent) if found.antecedent in names else 0
+    second = names.index(found.other) if found.other in names and names.index(found.other) != first else 1
+    return first, second
+
+
+def compared_words(text: str, model_name: str = "") -> tuple[list[Word], int, list[int]] | None:
+    """The text's words, its pronoun and the two nouns before it that the Coreference page compares by default
+    (玛丽 and 约翰 in 玛丽把书给了约翰，因为她已经读过了; animal and street in the seeds), as word indices; None when
+    the pronoun has fewer than two nouns before it."""
+    words = sentence_words(text)
+    pronoun = default_pronoun(words)  # the page's pronoun and candidates (views/coreference.py pick_words)
+    candidates = candidates_before(words, pronoun) if pronoun is not None else []
+    if len(candidates) < 2:
+        return None
+    first, second = compared([words[i].text for i in candidates], focus(text, model_name))
+    return words, pronoun, [candidates[first], candidates[second]]
+
+
 def minimal_pair(text: str, words: list[Word], pronoun: Word, example: Example | None, model_name: str) -> str:
     """An example's own partner (on a model it is offered on); else the sentence with the word after the pronoun
     that decides its referent swapped (tired → wide: the animal → the street, as the seeds' pair does); else with

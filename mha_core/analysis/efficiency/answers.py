@@ -44,26 +44,18 @@ class CorefAnswer:
     total: int
 
 
-def pronoun_and_candidates(text: str) -> tuple[list, int, list[int]] | None:
-    """The text's words, its first pronoun and the two nouns before it (spaCy, jieba for Chinese, as the Coreference
-    page picks them); None when it has no pronoun with two nouns before it."""
-    from mha_core.analysis.coref.sentence import candidates_before, default_pronoun, sentence_words
-
-    words = sentence_words(text)
-    pronoun = default_pronoun(words)
-    candidates = candidates_before(words, pronoun)[:2] if pronoun is not None else []
-    return (words, pronoun, candidates) if len(candidates) == 2 else None
+Asked = tuple[Sequence, int, Sequence[int]]  # the text's words, its pronoun, the two candidates (word indices)
 
 
-def coref_answer(run: PatternedRun, text: str) -> CorefAnswer | None:
-    """The text's first pronoun with two nouns before it (the seeds' it → animal), dense and patterned; None when the
-    text has none (an InspectorError when a word lies beyond the model's cut)."""
+def coref_answer(run: PatternedRun, asked: Asked | None) -> CorefAnswer | None:
+    """The text's pronoun and its two candidates (`asked`: the Coreference page's, teaching.examples.compared_words;
+    the seeds' it → animal, street), dense and patterned; None when the text has none (an InspectorError when a word
+    lies beyond the model's cut)."""
     from mha_core.analysis.coref.sentence import antecedent_scores
 
-    found = pronoun_and_candidates(text)
-    if found is None:
+    if asked is None:
         return None
-    words, pronoun, candidates = found
+    words, pronoun, candidates = asked
     dense, patterned = (antecedent_scores(r, 0, words, pronoun, candidates).scores for r in (run.dense,
                                                                                             run.patterned))  # (2,L,H)
     margin = dense[0] - dense[1]  # (L,H)
@@ -118,21 +110,20 @@ def next_distribution(model: LoadedModel, batch: TokenBatch, path: str, pattern:
 
 
 @torch.inference_mode()
-def probe_answer(model: LoadedModel, text: str, pattern: str | Pattern, layers: Sequence[int] | None = None,
-                 path: str = AUTO) -> ProbeAnswer | None:
-    """A decoder's answer to the question about the text's first pronoun with two nouns before it, dense and under
-    `pattern` (one run at a time); None for an encoder, a model without a next-piece head, or a text without such a
-    pronoun."""
+def probe_answer(model: LoadedModel, text: str, asked: Asked | None, pattern: str | Pattern,
+                 layers: Sequence[int] | None = None, path: str = AUTO) -> ProbeAnswer | None:
+    """A decoder's answer to the question about the text's pronoun, between its two candidates (`asked`: the
+    Coreference page's, teaching.examples.compared_words), dense and under `pattern` (one run at a time); None for an
+    encoder, a model without a next-piece head, or a text without such a pronoun."""
     from mha_core.analysis.coref.sentence import with_probe
     from mha_core.analysis.lm.head import predicts_next
     from mha_core.analysis.lm.predict import first_piece_id
 
     check_text_model(model)
     pattern, chosen = checked_pattern(pattern), chosen_layers(model, layers)
-    found = pronoun_and_candidates(text) if model.arch.causal and predicts_next(model) else None
-    if found is None:
+    if asked is None or not (model.arch.causal and predicts_next(model)):
         return None
-    words, pronoun, candidates = found
+    words, pronoun, candidates = asked
     probe = with_probe(text, words[pronoun])
     batch = tokenize(model.tokenizer, probe, model.max_length, bos=model.bos_id)
     n = batch.input_ids.shape[1]

@@ -10,6 +10,7 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.i18n import N_
 from mha_core.serving.computed.text import of
 from mha_core.serving.server import Server, Wait
+from mha_core.teaching.examples import compared_words
 
 BENCH_LENGTHS = (512, 1024, 2048, 4096, 8192)  # the page's: each kernel's curve to where explicit still fits
 
@@ -24,12 +25,13 @@ def probe_of(server: Server, model: LoadedModel, text: str, spec: str, layers: t
              ) -> ProbeAnswer | None:
     """A decoder asked which noun the text's pronoun means, dense and under the pattern (None: no such question)."""
     return server.in_slot("small", ("pattern probe", of(model), text, spec, layers),
-                          lambda: probe_answer(model, text, spec, layers))
+                          lambda: probe_answer(model, text, compared_words(text, model.name), spec, layers))
 
 
-def coref_of(run: PatternedRun, text: str) -> CorefAnswer | None:
-    """An encoder's pronoun → noun in its clearest head, dense and patterned (read from the run the page holds)."""
-    return coref_answer(run, text)
+def coref_of(run: PatternedRun, text: str, model_name: str) -> CorefAnswer | None:
+    """An encoder's pronoun → noun in its clearest head, dense and patterned (read from the run the page holds),
+    between the two nouns the Coreference page compares."""
+    return coref_answer(run, compared_words(text, model_name))
 
 
 def cost_of(server: Server, model: LoadedModel, wait: Wait) -> AttentionCost:
