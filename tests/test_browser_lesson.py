@@ -44,13 +44,18 @@ def test_a_phone_follows_the_teacher_and_only_the_teacher_moves_the_class(app_ur
         follow_the_class(app_url, teacher, student, intruder)
 
 
-def follow_the_class(app_url: str, teacher: object, student: object, intruder: object) -> None:
+def started_class(app_url: str, teacher: object) -> tuple[str, str]:
+    """The teacher opens the lesson and starts a class: its code (in the address) and key (in a cookie only)."""
     teacher.goto(f"{app_url}/lesson")
     wait_idle(teacher, timeout=240_000)
     teacher.get_by_role("button", name="Start a class").click()
     wait_idle(teacher, timeout=120_000)
     code = address(teacher)["class"]
-    key = next(c["value"] for c in teacher.context.cookies() if c["name"] == f"mha_teach_{code}")
+    return code, next(c["value"] for c in teacher.context.cookies() if c["name"] == f"mha_teach_{code}")
+
+
+def follow_the_class(app_url: str, teacher: object, student: object, intruder: object) -> None:
+    code, key = started_class(app_url, teacher)
     assert len(code) == 6 and len(key) >= 32 and "teach" not in address(teacher)  # not on the projector
     student.goto(f"{app_url}/lesson?class={code}")
     wait_idle(student, timeout=240_000)
@@ -123,12 +128,7 @@ def test_two_teacher_tabs_stay_on_one_step(app_url):
     with browser_contexts() as new_page:
         tab_a = new_page(viewport={"width": 1920, "height": 1080})
         tab_b = new_page(viewport={"width": 1400, "height": 1000})
-        tab_a.goto(f"{app_url}/lesson")
-        wait_idle(tab_a, timeout=240_000)
-        tab_a.get_by_role("button", name="Start a class").click()
-        wait_idle(tab_a, timeout=120_000)
-        code = address(tab_a)["class"]
-        key = next(c["value"] for c in tab_a.context.cookies() if c["name"] == f"mha_teach_{code}")
+        code, key = started_class(app_url, tab_a)
         tab_b.goto(f"{app_url}/lesson?class={code}&teach={key}&step=5")  # the teacher's link, on a tablet
         wait_idle(tab_b, timeout=240_000)
         assert heading(tab_b).startswith("1. ")  # the class's step, not the address's
