@@ -33,7 +33,7 @@ from mha_core.engine.gradients import Gradients, check_gradient_budget, check_te
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch, tokenize
-from mha_core.engine.words import Units, unit_label, word_units
+from mha_core.engine.words import Units, word_units
 from mha_core.i18n import N_
 
 
@@ -101,23 +101,10 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
 
 
 def units_of(batch: TokenBatch) -> Units:
-    """Text 0's words as the pages merge them (engine/words.py), each also cut where a piece starts after a space: a
-    tokenizer without a pre-tokenizer (Gemma 3's) numbers the whole text as one word."""
-    text, offsets, labels = batch.texts[0], batch.offsets[0], batch.labels[0]
+    """Text 0's words as the pages merge them (engine/words.py; a tokenizer that numbers the whole text as one word,
+    Gemma 3's, has its words cut at spaces by engine/tokens.spaced_words)."""
     unknown = batch.unknown[0] if batch.unknown else ()
-    units = word_units(text, labels, batch.word_ids[0], offsets, unknown)
-    groups, special, names = [], [], []
-    for group, is_special, name in zip(units.groups, units.special, units.labels, strict=True):
-        parts = [[group[0]]]
-        for p in group[1:]:
-            start = offsets[p][0]
-            spaced = start < len(text) and (text[start].isspace() or (start > 0 and text[start - 1].isspace()))
-            parts[-1:] = [parts[-1], [p]] if spaced else [[*parts[-1], p]]
-        groups.extend(tuple(part) for part in parts)
-        special.extend([is_special] * len(parts))
-        names.extend([name] if len(parts) == 1 else
-                     [unit_label(text, part, labels, offsets, unknown).strip() for part in parts])
-    return Units(tuple(names), tuple(groups), tuple(special))
+    return word_units(batch.texts[0], batch.labels[0], batch.word_ids[0], batch.offsets[0], unknown)
 
 
 def piece_scores(model: LoadedModel, batch: TokenBatch, target: Target, grads: Gradients, head: tuple[int, int],
