@@ -349,7 +349,6 @@ def teacher_follows(code: str, state: Class, steps: list[int]) -> Class:
     return state
 
 
-
 def teacher_panel(code: str) -> None:
     """The teacher's: the student link and its QR code, how many follow, the teacher's own link (folded: the
     projector shows this panel), and the end of the class."""

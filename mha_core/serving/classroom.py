@@ -42,11 +42,6 @@ SCHEMA_VERSION = 2  # 2: classes.visitor (issue 78); an older file's classes are
 STORE_NAME = f"classes-v{SCHEMA_VERSION}.sqlite"  # a file per schema: processes of an older version keep theirs
 STORE_ENV = "MHA_CLASS_STORE"  # the store's file, where a server's classes live elsewhere (a test's own, a shared disk)
 
-
-def store_path() -> Path:
-    """Where this process keeps its classes: $MHA_CLASS_STORE, else STORE_NAME under the cache folder."""
-    chosen = os.environ.get(STORE_ENV)
-    return Path(chosen).expanduser() if chosen else cache_root() / STORE_NAME
 SCHEMA = """
 create table if not exists classes (code text primary key, secret text not null, step integer not null,
     text text not null, language text not null, model text not null, moved real not null,
@@ -62,6 +57,12 @@ REASONS = {  # SQLite's error names -> why, in one phrase a page words in its la
     "SQLITE_FULL": N_("the disk under its store is full")}
 MISSING = N_("its store was deleted")
 FAILED = N_("its store failed")
+
+
+def store_path() -> Path:
+    """Where this process keeps its classes: $MHA_CLASS_STORE, else STORE_NAME under the cache folder."""
+    chosen = os.environ.get(STORE_ENV)
+    return Path(chosen).expanduser() if chosen else cache_root() / STORE_NAME
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,10 @@ def digest(secret: str) -> str:
 
 
 def checked_step(step: object) -> int:
-    """A lesson step (1 to the lesson's last), refused in one sentence before it is stored: a step past SQLite's
-    integers, 0, a fraction or None was stored, raised OverflowError, or read as a used code."""
-    from mha_core.teaching.lesson import STEPS  # imported here: reading a class's step needs no torch
+    """teaching.lesson.checked_step, before a step is stored (imported here: reading a class's step needs no torch)."""
+    from mha_core.teaching.lesson import checked_step as lesson_step
 
-    if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= len(STEPS):
-        raise InputError("no_such_step", N_("The lesson has steps 1 to {last}, not {number}."), last=len(STEPS),
-                         number=str(step) if len(str(step)) <= 20 else f"{str(step)[:20]}…")
-    return step
+    return lesson_step(step)
 
 
 def canonical(code: object) -> str | None:

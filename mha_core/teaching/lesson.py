@@ -68,9 +68,15 @@ STEPS = (
 )
 
 
+def checked_step(step: object) -> int:
+    """A step number of the lesson (1 to the last), refused in one sentence otherwise: 0, a fraction, a bool, None
+    or a number past SQLite's integers (the class store keeps what this lets through)."""
+    if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= len(STEPS):
+        raise InputError("no_such_step", N_("The lesson has steps 1 to {last}, not {number}."), last=len(STEPS),
+                         number=str(step) if len(str(step)) <= 20 else f"{str(step)[:20]}…")
+    return step
+
+
 def step_at(number: int) -> LessonStep:
     """Step `number`, counted from 1."""
-    if not 1 <= number <= len(STEPS):
-        raise InputError("no_such_step", N_("The lesson has steps 1 to {last}, not {number}."), last=len(STEPS),
-                         number=number)
-    return STEPS[number - 1]
+    return STEPS[checked_step(number) - 1]
