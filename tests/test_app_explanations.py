@@ -9,8 +9,8 @@ import pytest
 
 import mha_core
 from mha_core.analysis.explain.choices import METHODS
-from mha_core.analysis.explain.targets import question_for
 from mha_core.serving.menu import available_models
+from mha_core.teaching.examples import question_for
 from tests.conftest import chart_json, decode, open_app
 from tests.i18n_check import untranslated
 
@@ -39,6 +39,8 @@ def test_a_decoder_is_asked_about_the_pronoun():
     assert question.text.endswith("The word 'it' refers to the") and (question.answer, question.wrong) == (
         "animal", "street")
     assert question_for("No pronoun here at all.") is None
+    chinese = question_for("玛丽把书给了约翰，因为她已经读过了。")  # the nouns Coreference compares, not 玛丽 and 书
+    assert chinese.text.endswith("句中的“她”是指") and (chinese.answer, chinese.wrong) == ("玛丽", "约翰")
 
 
 def test_the_page_in_chinese_has_no_english_left():

@@ -9,10 +9,11 @@ import streamlit as st
 from mha_core import LoadedModel
 from mha_core.analysis.explain.choices import BASELINE_NAMES, METHOD_NAMES, METHOD_NOTES
 from mha_core.analysis.explain.explain import Explanation
-from mha_core.analysis.explain.targets import COREF, question_for
+from mha_core.analysis.explain.targets import COREF
 from mha_core.figures import explain as figures
 from mha_core.i18n import tr
 from mha_core.serving.computed import explain as computed
+from mha_core.teaching.examples import question_for
 from views._inputs import sentence_box
 from views._state import chart, current_model, queued
 from views._text import literal
@@ -23,7 +24,7 @@ def asked(model: LoadedModel, text: str) -> tuple[str, str | None, str | None]:
     """What the model reads and the target's answer and wrong word: a decoder is asked about the pronoun."""
     if not model.causal:
         return text, None, None
-    question = question_for(text)
+    question = question_for(text, model.name)
     if question is None:
         st.info(tr("A decoder is asked which word the pronoun refers to: type a sentence with a pronoun and two "
                    "nouns before it."))

@@ -14,7 +14,15 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mha_core.analysis.coref.sentence import Word, candidates_before, default_pronoun, probe_for, sentence_words
+from mha_core.analysis.coref.sentence import (
+    Word,
+    candidates_before,
+    default_pronoun,
+    probe_for,
+    sentence_words,
+    with_probe,
+)
+from mha_core.analysis.explain import targets
 from mha_core.analysis.lm.predict import first_piece, first_piece_id
 from mha_core.app_files import ASSETS
 from mha_core.engine.loading.model import LoadedModel
@@ -136,6 +144,16 @@ def compared_words(text: str, model_name: str = "") -> tuple[list[Word], int, li
         return None
     first, second = compared([words[i].text for i in candidates], focus(text, model_name))
     return words, pronoun, [candidates[first], candidates[second]]
+
+
+def question_for(sentence: str, model_name: str = "") -> targets.Question | None:
+    """The question the seeds ask a decoder about the sentence's pronoun, its answer and wrong word the two nouns
+    the Coreference page compares (compared_words: 玛丽 and 约翰, not 玛丽 and 书); None without such a pronoun."""
+    asked = compared_words(sentence, model_name)
+    if asked is None:
+        return None
+    words, pronoun, (answer, wrong) = asked
+    return targets.Question(with_probe(sentence, words[pronoun]), words[answer].text, words[wrong].text)
 
 
 def minimal_pair(text: str, words: list[Word], pronoun: Word, example: Example | None, model_name: str) -> str:

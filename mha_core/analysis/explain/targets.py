@@ -131,17 +131,5 @@ class Question:
     """A decoder's question about a sentence's pronoun, and the two nouns before it as answer and wrong word."""
 
     text: str  # the sentence continued with " The word 'it' refers to the" (or its Chinese)
-    answer: str  # the first noun before the pronoun
-    wrong: str  # the second
-
-
-def question_for(sentence: str) -> Question | None:
-    """The question the seeds ask about the sentence's first pronoun with two nouns before it (None without one)."""
-    from mha_core.analysis.coref.sentence import candidates_before, default_pronoun, sentence_words, with_probe
-
-    words = sentence_words(sentence)
-    pronoun = default_pronoun(words)
-    candidates = [] if pronoun is None else candidates_before(words, pronoun)
-    if len(candidates) < 2:
-        return None
-    return Question(with_probe(sentence, words[pronoun]), words[candidates[0]].text, words[candidates[1]].text)
+    answer: str  # the noun the Coreference page compares first (teaching.examples.question_for)
+    wrong: str  # the other
