@@ -30,6 +30,7 @@ from mha_core.analysis.seq2seq.transcribe import simplified, transcribe  # noqa:
 from mha_core.engine.loading.bundled import WHISPER_NAME  # noqa: E402
 from mha_core.engine.loading.model import bundled_dirs  # noqa: E402
 from mha_core.engine.seq2seq.audio import VOICES, model_log_mel, read_audio  # noqa: E402
+from mha_core.teaching.claims import character_error_rate  # noqa: E402
 
 SENTENCES = ("那只动物没有过马路，因为它太累了。", "注意力机制让每个词都能看到句子里的其他词。",
              "多头注意力把同一个句子分给几个头去看。", "老师在黑板上写了一个公式。",
@@ -37,22 +38,6 @@ SENTENCES = ("那只动物没有过马路，因为它太累了。", "注意力�
              "每个头都学会了自己的关注方式。", "我们用一张猫的照片来看视觉模型。",
              "计算量随着句子长度的平方增长。", "学生们在手机上跟着老师的步骤学习。")
 PROMPT = "以下是普通话的句子。"
-
-
-def letters(text: str) -> str:
-    return "".join(ch for ch in text if ch.isalnum())
-
-
-def cer(reference: str, heard: str) -> float:
-    ref, hyp = letters(reference), letters(heard)
-    row = list(range(len(hyp) + 1))
-    for i in range(1, len(ref) + 1):
-        previous, row[0] = row[0], i
-        for j in range(1, len(hyp) + 1):
-            current = row[j]
-            row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (ref[i - 1] != hyp[j - 1]))
-            previous = current
-    return row[len(hyp)] / len(ref)
 
 
 def spoken(text: str, speed: int = 175) -> object:
@@ -71,7 +56,7 @@ def generated(model: object, clip: object, **settings: object) -> str:
 
 
 def report(name: str, heard: list[str]) -> None:
-    rates = [cer(s, h) for s, h in zip(SENTENCES, heard, strict=True)]
+    rates = [character_error_rate(s, h) for s, h in zip(SENTENCES, heard, strict=True)]
     print(f"{name:58s} CER {np.mean(rates):.3f}  (median {np.median(rates):.2f})", flush=True)
 
 
