@@ -98,7 +98,8 @@ def points_pattern(stack: LoadedModel, prefix: str) -> str:
 def check_names(model: LoadedModel, names: Sequence[str]) -> None:
     """Refuse a name `model` has no hook point of, with the nearest names and the pattern of its points."""
     known = hook_names(model)
-    unknown = [name for name in names if name not in set(known)]
+    points = set(known)
+    unknown = [name for name in names if name not in points]
     if unknown:
         raise InputError("hook_point_unknown", N_("{model} has no hook point {name!r} (nearest: {nearest}); its "
                                                   "points are {points}."),
