@@ -18,6 +18,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -247,22 +248,24 @@ def peak_megabytes(kernels: Sequence[str], lengths: Sequence[int], heads: int, h
     child per kernel (peaks_in_forks): each child starts from the same memory, and its VmHWM is its own (getrusage's
     ru_maxrss would carry this server's peak into a child). measured(kernel) as each kernel's line arrives."""
     asked = json.dumps([list(kernels), sorted(lengths), heads, head_dim, window])
-    child = subprocess.Popen([sys.executable, "-c", PEAK_CHILD, asked], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[3])
-    stopper = threading.Timer(PEAK_TIMEOUT_S, child.kill)
-    stopper.start()
-    by_length = {}
-    try:
-        for line in child.stdout:
-            kernel, peaks = json.loads(line)
-            by_length[kernel] = dict(zip(sorted(lengths), peaks, strict=True))
-            if measured is not None:
-                measured(kernel)
-        failed = child.wait() != 0
-    finally:
-        stopper.cancel()
-    if failed or set(by_length) != set(kernels):
-        raise RuntimeError(f"the peak-memory process failed: {child.stderr.read()[-2000:]}")
+    with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a child that writes much to it never blocks
+        child = subprocess.Popen([sys.executable, "-c", PEAK_CHILD, asked], stdout=subprocess.PIPE, stderr=errors,
+                                 text=True, cwd=Path(__file__).parents[3])
+        stopper = threading.Timer(PEAK_TIMEOUT_S, child.kill)
+        stopper.start()
+        by_length = {}
+        try:
+            for line in child.stdout:
+                kernel, peaks = json.loads(line)
+                by_length[kernel] = dict(zip(sorted(lengths), peaks, strict=True))
+                if measured is not None:
+                    measured(kernel)
+            failed = child.wait() != 0
+        finally:
+            stopper.cancel()
+        if failed or set(by_length) != set(kernels):
+            errors.seek(0)
+            raise RuntimeError(f"the peak-memory process failed: {errors.read()[-2000:]}")
     return {kernel: [round(by_length[kernel][n], 1) for n in lengths] for kernel in kernels}
 
 
