@@ -22,6 +22,18 @@ def query(url: str) -> dict[str, str]:
     return {key: values[-1] for key, values in parse_qs(urlparse(url).query).items()}
 
 
+UNCOVERED = """picture => new Promise((done, fail) => {
+    const spots = [[0.5, 0.5], [0.02, 0.02], [0.02, 0.98], [0.5, 0.98], [0.98, 0.98]];  // top right: its toolbar
+    const covered = () => { const r = picture.getBoundingClientRect();
+        return r.width < 50 || spots.some(([x, y]) =>
+            document.elementFromPoint(r.left + x * r.width, r.top + y * r.height) !== picture); };
+    let clear = 0, frames = 0;
+    const look = () => { clear = covered() ? 0 : clear + 1; frames += 1;
+        if (clear >= 10) done(); else if (frames > 600) fail(new Error("the QR code stays covered"));
+        else requestAnimationFrame(look); };
+    requestAnimationFrame(look); })"""
+
+
 def decoded_qr(page: object) -> str:
     """The text of the QR code the teacher's panel shows, read off the page's pixels as a phone's camera would."""
     import zxingcpp
@@ -30,7 +42,13 @@ def decoded_qr(page: object) -> str:
     picture = page.locator("[data-testid='stExpanderDetails'] img").first
     picture.wait_for(timeout=30_000)
     picture.evaluate("picture => picture.decode()")  # its pixels loaded (a screenshot before had caught none)
-    shot = picture.screenshot()
+    picture.scroll_into_view_if_needed()
+    # The expander still opening laid the text under it over the picture's lower part (a shot in three had no code
+    # to read): wait until the picture is what the screen shows at its centre and near three corners (the fourth
+    # holds its toolbar), ten frames running.
+    page.mouse.move(0, 0)  # no hover toolbar over the code
+    picture.evaluate(UNCOVERED)
+    shot = picture.screenshot(animations="disabled")
     found = zxingcpp.read_barcodes(Image.open(io.BytesIO(shot)))
     if len(found) != 1:
         ARTIFACTS.mkdir(exist_ok=True)
