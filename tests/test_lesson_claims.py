@@ -114,7 +114,7 @@ def config_windows(config) -> tuple[int, int | None]:
 
 
 def check_cost(model) -> None:
-    """Step 10 says how many layers pay the square and how many look at a window, as the config says."""
+    """Step 11 says how many layers pay the square and how many look at a window, as the config says."""
     claims = said.cost_claims(model.name, model.arch.windows, model.causal)
     worded_in_both(claims)
     windowed, window = config_windows(model.config)

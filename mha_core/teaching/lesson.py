@@ -83,6 +83,11 @@ def checked_step(step: object) -> int:
     return step
 
 
+def step_number(key: str) -> int:
+    """The number of the step showing view `key` (counted from 1)."""
+    return next(number for number, step in enumerate(STEPS, start=1) if step.key == key)
+
+
 def step_at(number: int) -> LessonStep:
     """Step `number`, counted from 1."""
     return STEPS[checked_step(number) - 1]
