@@ -19,7 +19,7 @@ from tests.i18n_check import untranslated
 
 PAGE = "views/lesson.py"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def shown_claims(at) -> str:
