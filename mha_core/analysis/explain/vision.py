@@ -172,15 +172,25 @@ def per_patch(values: Tensor, grid: tuple[int, int], patch: int) -> np.ndarray:
     return cut.reshape(cut.shape[0], rows, patch, columns, patch).sum((0, 2, 4)).numpy()
 
 
-def occlusion_block(grid: tuple[int, int], block: int | None) -> int:
-    """The block's side in patches: `block` (1 to the grid's larger side), else the smallest running at most
-    MAX_COPIES copies."""
+def occlusion_block(grid: tuple[int, int], block: int | None, most: int = MAX_COPIES) -> int:
+    """The block's side in patches: `block` (1 to the grid's larger side), else the smallest running at most `most`
+    copies."""
     if block is not None:
         if not 1 <= block <= max(grid):
             raise InputError("occlusion_block_out_of_range", N_("An occlusion block is 1 to {most} patches a side, "
                                                                 "not {block}."), most=max(grid), block=block)
         return block
-    return next(b for b in range(1, max(grid) + 1) if math.ceil(grid[0] / b) * math.ceil(grid[1] / b) <= MAX_COPIES)
+    return next(b for b in range(1, max(grid) + 1) if copies_of(grid, b) <= most)
+
+
+def copies_of(grid: tuple[int, int], block: int) -> int:
+    """How many edited copies occlusion runs with blocks of `block` patches a side."""
+    return math.ceil(grid[0] / block) * math.ceil(grid[1] / block)
+
+
+def block_choices(grid: tuple[int, int]) -> list[int]:
+    """The blocks a page offers: those running at most 4 × MAX_COPIES, MAX_COPIES and MAX_COPIES / 4 copies."""
+    return sorted({occlusion_block(grid, None, most) for most in (4 * MAX_COPIES, MAX_COPIES, MAX_COPIES // 4)})
 
 
 def blocks_of(grid: tuple[int, int], block: int) -> list[tuple[slice, slice]]:
