@@ -36,7 +36,7 @@ from views._visit import choose, stop, tabs, widget
 TABS = (N_("Every head"), N_("One head"), N_("Step by step"), N_("Rollout"), N_("Explanations"),
         N_("Distance by depth"), N_("Roles"))
 EXPLAINED_BY = ("occlusion", "ig")  # the methods a photo's patches are ranked by (input × gradient is 0 at the photo)
-IG_STEPS = (8, 16, 32, 64)
+IG_STEPS = (16, 32, 64, 128)  # DINOv2-small's pixels need about 128 (bench_explain_vision.py): the default
 
 
 def every_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads, wide: bool = False,
@@ -95,7 +95,7 @@ def explanation_choices(grid: tuple[int, int]) -> tuple[str, int, int | None]:
     method = widget(left.radio, "img_method", EXPLAINED_BY[0], tr("Method"), options=list(EXPLAINED_BY),
                     format_func=lambda name: tr(METHOD_NAMES[name]), horizontal=True)
     if method == "ig":
-        return method, widget(right.select_slider, "img_steps", 16, tr("Steps"), options=list(IG_STEPS)), None
+        return method, widget(right.select_slider, "img_steps", IG_STEPS[-1], tr("Steps"), options=list(IG_STEPS)), None
     blocks = block_choices(grid)
     block = widget(right.select_slider, "img_block", occlusion_block(grid, None), tr("Block (patches a side)"),
                    options=blocks, context=(grid,))
@@ -118,7 +118,8 @@ def explanation_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHead
         top = found.ranked(name)[:found.top_count]
         with place:
             chart((*key, name), lambda name=name, title=title, top=top: figures.ranked_overlay_figure(
-                seen[1], found.methods[name].scores, title, top, 380 if narrow else 320), width="stretch")
+                seen[1], found.methods[name].scores, title, top, 380 if narrow else 320), width="stretch",
+                  key=f"img_explain_{name}")
     explanation_words(found, method)
 
 
