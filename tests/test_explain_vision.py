@@ -175,6 +175,9 @@ def test_two_methods_are_compared_on_their_top_tenth_and_by_rank(tiny_vision):
         flat = found.methods[name].scores.ravel()
         return {divmod(int(i), 4) for i in np.argsort(-flat, kind="stable")[:k]}
 
+    for name in ("attention", "rollout", "occlusion"):  # highest first, the earlier patch first on a tie
+        flat = found.methods[name].scores.ravel()
+        assert found.ranked(name) == [divmod(int(i), 4) for i in np.lexsort((np.arange(16), -flat))], name
     assert found.overlap("occlusion", "attention") == len(top("occlusion") & top("attention"))
     assert found.correlation("occlusion", "rollout") == pytest.approx(spearmanr(
         found.methods["occlusion"].scores.ravel(), found.methods["rollout"].scores.ravel()).statistic)
