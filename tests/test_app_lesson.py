@@ -11,7 +11,7 @@ import pytest
 from mha_core.engine.tokens import InputError
 from mha_core.i18n import catalogue
 from mha_core.serving.classroom import Classroom
-from mha_core.teaching.lesson import STEPS, step_at
+from mha_core.teaching.lesson import STEPS, step_at, step_number
 from tests.conftest import open_app
 from tests.i18n_check import untranslated
 from views._class import KEYS
@@ -58,10 +58,11 @@ def test_back_and_next_move_one_step_and_the_address_says_which():
 
 def test_steps_are_counted_from_one_and_a_wrong_one_is_one_sentence():
     assert step_at(1) is STEPS[0] and step_at(len(STEPS)) is STEPS[-1]
-    with pytest.raises(InputError, match="steps 1 to 10, not 11"):
+    with pytest.raises(InputError, match=f"steps 1 to {len(STEPS)}, not {len(STEPS) + 1}"):
         step_at(len(STEPS) + 1)
-    assert [s.key for s in STEPS] == ["why", "four_steps", "heads", "parameters", "roles", "coreference", "cross",
-                                      "translation", "images", "cost"]  # the seeds' order
+    assert [s.key for s in STEPS] == ["why", "four_steps", "heads", "parameters", "roles", "coreference",
+                                      "explanation", "cross", "translation", "images", "cost"]  # the seeds' order
+    assert len(STEPS) == 11 and step_number("explanation") == step_number("coreference") + 1  # after it → animal
 
 
 @pytest.mark.slow
@@ -69,7 +70,7 @@ def test_the_chinese_steps_have_no_english_left():
     from mha_core.serving.menu import available_models
 
     names = [choice.name for choice in available_models()]
-    for number in (1, 3, 4, 10):
+    for number in (1, 3, 4, step_number("explanation"), step_number("cost")):
         at = open_app(PAGE, lang="zh", step=str(number))
         typed = [box.value for box in at.text_area] + [box.value for box in at.text_input]
         left = untranslated(at, [*names, *typed, "[CLS]", "[SEP]", "Bahdanau", "Whisper", "KV", "A", "S", "P"])
@@ -226,7 +227,7 @@ def test_a_class_page_says_when_the_store_fails_and_follows_again_once_it_is_bac
 
     from views._text import literal
 
-    code, secret = room.start("The animal was tired.", "en", step=10)
+    code, secret = room.start("The animal was tired.", "en", step=step_number("cost"))
     path = tmp_path / "classes.sqlite"
     with sqlite3.connect(tmp_path / "backup.sqlite") as copy, sqlite3.connect(path) as live:
         live.backup(copy)
@@ -241,7 +242,7 @@ def test_a_class_page_says_when_the_store_fails_and_follows_again_once_it_is_bac
         assert not at.exception and [w.value for w in at.warning] == [literal(said)], at.warning
     os.replace(tmp_path / "backup.sqlite", path)
     for at in pages.values():
-        assert at.run().title[0].value.startswith("10. ") and not at.warning
+        assert at.run().title[0].value.startswith(f"{step_number('cost')}. ") and not at.warning
 
 
 @pytest.mark.slow
@@ -249,7 +250,8 @@ def test_what_the_address_and_the_class_give_is_shown_as_text(room):
     """Issue 78.4 / 78.11: `?class=CODE[CLICK TO SIGN IN](HTTPS://…)` showed a live link in "You follow class …" (the
     page read the code's 6 characters and showed the whole value); a sentence's 4-space indent showed as a code
     block. The code shown is the canonical one, the rest refused as text; the sentence is one line of text."""
-    code, _ = room.start("The animal didn't cross.\n\n    It was [tired](https://evil.example).", "en", step=10)
+    code, _ = room.start("The animal didn't cross.\n\n    It was [tired](https://evil.example).", "en",
+                         step=step_number("cost"))
     student = open_app(PAGE, **{"class": code})
     sentence = next(m.value for m in student.markdown if m.value.startswith("**Sentence:**"))
     assert "\n" not in sentence and "](" not in sentence and "tired\\]\\(https" in sentence
@@ -291,7 +293,7 @@ def test_start_a_class_past_the_server_s_classes_is_refused_in_one_sentence(room
 
     monkeypatch.setattr(classroom, "MAX_CLASSES", 1)
     room.start("Another teacher's class.", "en")
-    at = open_app(PAGE, step="10")
+    at = open_app(PAGE, step=str(step_number("cost")))
     at = next(b for b in at.button if b.label == "Start a class").click().run()
     assert not at.query_params.get("class") and not at.exception
     assert [w.value.replace("\\", "") for w in at.warning] == ["This server holds 1 classes, its most: start yours "
@@ -327,15 +329,15 @@ def test_step_6_asks_a_chinese_sentence_in_chinese_and_shows_that_probe(gemma): 
 
 
 @pytest.mark.slow
-def test_step_8_in_english_shows_gemma_s_traditional_translation_in_simplified_characters():
+def test_the_translation_step_in_english_shows_gemma_s_traditional_translation_in_simplified_characters():
     """Issue 77 (a new user's trial): Gemma writes the English sentence in Traditional characters (牠…因為牠…) and
-    step 8 showed no Simplified line, as the Translation page does (its helper, reused)."""
+    the translation step (then step 8) showed no Simplified line, as the Translation page does (its helper, reused)."""
     from mha_core.engine.loading.bundled import GEMMA_NAME
     from mha_core.serving.computed import translation as computed_translation
     from mha_core.serving.server import Server
     from tests.conftest import bundled_model
 
-    number = next(i for i, step in enumerate(STEPS, start=1) if step.key == "translation")
+    number = step_number("translation")
     at = open_app(PAGE, lang="en", step=str(number))
     assert not at.exception and not at.error
     text = at.text_area[0].value if at.text_area else at.text_input[0].value

@@ -93,3 +93,22 @@ def test_the_dataset_table_averages_explain_over_the_texts(lm_dirs, tmp_path):
     first = mha_core.explain(model, "john met mary because she was kind . The word 'she' refers to", "mary", "john",
                              ["attention"])
     assert first.target.answer_id != first.target.wrong_id
+
+
+def test_explain_an_image_writes_the_apis_patch_scores(tmp_path):
+    from tests.test_vision import picture
+    from tests.tiny_models import make_tiny_vision
+
+    folder = make_tiny_vision("dinov2", tmp_path / "dinov2", initializer_range=0.2)
+    photo = picture(tmp_path / "p.png")
+    out = tmp_path / "image.json"
+    run = cli("explain", str(photo), "--model-dir", str(folder), "--methods", "attention,occlusion", "--block", "2",
+              "--json", str(out))
+    assert run.returncode == 0, run.stderr
+    shown = json.loads(out.read_text())
+    api = mha_core.explain(mha_core.load_model(folder), str(photo), methods=["attention", "occlusion"], block=2)
+    assert shown["grid"] == [4, 4] and shown["occlusion_block"] == 2 and shown["target"]["kind"] == "cls_cosine"
+    for name, method in api.methods.items():
+        np.testing.assert_allclose(shown["methods"][name]["scores"], method.scores, rtol=1e-4, atol=1e-9)
+    bad = cli("explain", str(photo), "--model-dir", str(folder), "--answer", "cat", "--json", str(out))
+    assert bad.returncode == 2 and "cls_cosine" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -29,13 +29,15 @@ from mha_core.serving.computed import translation as computed_translation
 from mha_core.serving.server import Server
 from mha_core.teaching import claims as said
 from mha_core.teaching.examples import PRONOUNS, TRANSLATED, focus, written_language
+from mha_core.teaching.explain_step import attention_beside, explanation_claims
 from mha_core.teaching.lesson import STEPS
 from tests.conftest import bundled_model
 
 MODELS = ("all-MiniLM-L6-v2", DECODER_NAME, GEMMA_NAME)
 TROPHY = "The trophy didn't fit into the suitcase because it was too big."
 CLOSE = 1e-5  # weights are float32 probabilities: a claim rounds them only when worded
-STEP_CLAIMS = {"why", "four_steps", "heads", "parameters", "roles", "coreference", "cross", "translation", "cost"}
+STEP_CLAIMS = {"why", "four_steps", "heads", "parameters", "roles", "coreference", "explanation", "cross",
+               "translation", "cost"}
 FIXED = {"images"}  # their words are the teaching part only: no number, word or head of a figure
 
 
@@ -74,7 +76,7 @@ def test_step_3_says_it_hides_the_special_pieces_step_5_counts():
     assert hidden.kwargs() == {"n": 1} and "step 5" in hidden.template
 
 
-def test_step_8_says_which_of_two_equal_pronouns_it_means():
+def test_step_9_says_which_of_two_equal_pronouns_it_means():
     """English class, Gemma's 牠不跨了路，因為牠太累了。: "'牠' aligns to 'The animal'. '牠' aligns to no word"."""
     target = ["牠", "不", "跨", "了", "路", "，", "因為", "牠", "太", "累", "了", "。"]
     first, second = said.translation_claims(["The", "animal", "it"], target, [(1, 0)], PRONOUNS["zh"])
@@ -114,7 +116,7 @@ def config_windows(config) -> tuple[int, int | None]:
 
 
 def check_cost(model) -> None:
-    """Step 10 says how many layers pay the square and how many look at a window, as the config says."""
+    """Step 11 says how many layers pay the square and how many look at a window, as the config says."""
     claims = said.cost_claims(model.name, model.arch.windows, model.causal)
     worded_in_both(claims)
     windowed, window = config_windows(model.config)
@@ -126,7 +128,7 @@ def check_cost(model) -> None:
     assert ("earlier" in claims[0].template) == (model.causal and windowed < model.n_layers)
 
 
-def test_step_10_counts_the_windowed_layers_of_every_windowed_family(tmp_path):
+def test_step_11_counts_the_windowed_layers_of_every_windowed_family(tmp_path):
     """Gemma 3's layer_types (sliding, full, sliding) and Mistral's one window for all: the step's words follow the
     config of each, on the tiny models."""
     from mha_core.engine.loading.model import load_model
@@ -253,6 +255,25 @@ def check_coreference(server: Server, model, text: str) -> None:
     assert value(claims, "The pair changes", "changes") == ", ".join(f"{x} → {y}" for x, y in pair.changed)
 
 
+def check_explanation(model, text: str) -> None:
+    """Step 7: each method's first word, its removal's change (occlusion's score of that word) and the verdict, as
+    the figure's numbers say."""
+    found = attention_beside(model, text)
+    claims = explanation_claims(found)
+    worded_in_both(claims)
+    tops = {name: found.words[int(np.argmax(found.scores[name]))] for name in found.scores}
+    assert value(claims, "looks most at", "attention") == tops["attention_head"]
+    assert value(claims, "ranks '{gradient}' first", "gradient") == tops["inputxgrad"]
+    drops = {name: float(found.scores["occlusion"][int(np.argmax(found.scores[name]))]) for name in found.scores}
+    assert value(claims, "Removing the head's top word", "occlusion") == pytest.approx(max(found.scores[
+        "occlusion"]), abs=CLOSE)
+    assert value(claims, "Removing the head's top word", "attention") == pytest.approx(drops["attention_head"],
+                                                                                       abs=CLOSE)
+    agrees = tops["attention_head"] == tops["occlusion"]
+    assert any("does point at" in c.template for c in claims) == (agrees and drops["occlusion"] > 0)
+    assert any("not the explanation" in c.template for c in claims) == (not agrees and drops["occlusion"] > 0)
+
+
 @pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
@@ -269,6 +290,7 @@ def test_every_step_s_claims_match_its_figure(name):
         check_four_steps(server, model, text, result, view, row)
         check_heads_and_roles(server, model, text, view, row)
         check_coreference(server, model, text)
+        check_explanation(model, text)
     check_cost(model)
     pair = lesson_pair(server, model, TROPHY)
     assert pair.changed == (("big", "small"),) and (pair.name_a, pair.name_b) == ("trophy", "suitcase")
@@ -277,7 +299,7 @@ def test_every_step_s_claims_match_its_figure(name):
 @pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.parametrize("text", [TRANSLATED["zh"], TROPHY])
-def test_steps_7_and_8_say_what_whisper_heard_and_what_the_pronoun_aligns_to(text):
+def test_steps_8_and_9_say_what_whisper_heard_and_what_the_pronoun_aligns_to(text):
     server, language = Server(), written_language(text)
     whisper = bundled_model(WHISPER_NAME)
     heard = computed_seq2seq.transcript_of(server, whisper, computed_seq2seq.spoken_of(server, text, language),

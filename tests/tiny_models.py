@@ -122,13 +122,14 @@ VISION_CONFIGS = {  # family -> (transformers config class, sizes); CLIP both as
 }
 
 
-def make_tiny_vision(family: str, path: Path) -> Path:
+def make_tiny_vision(family: str, path: Path, **overrides: object) -> Path:
     """A random Vision Transformer of `family` (32 px images in 8 px patches: 16 patches) saved as safetensors, no
-    image processor (images are prepared by mha_core's default); norms, biases and layer scales random."""
+    image processor (images are prepared by mha_core's default); norms, biases and layer scales random. `overrides`:
+    config fields (initializer_range=0.2: weights large enough that [CLS] depends on the patches)."""
     import transformers
 
     name, sizes = VISION_CONFIGS[family]
-    config = getattr(transformers, name)(**sizes)
+    config = getattr(transformers, name)(**sizes, **overrides)
     torch.manual_seed(0)
     model = transformers.AutoModel.from_config(config, attn_implementation="eager")
     with torch.no_grad():

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
+from mha_core.analysis.explain.choices import DEFAULT_STEPS, METHOD_NAMES
+from mha_core.analysis.explain.vision import ImageExplanation, block_choices, copies_of, occlusion_block
 from mha_core.analysis.vision.heads import (
     HIGH_NORM,
     LOCAL_PIXELS,
@@ -27,10 +30,13 @@ from mha_core.i18n import N_, tr
 from mha_core.serving.computed import vision as computed
 from views._images import chosen_image, head_and_query, pick_patch, query_picker, show_steps, token_name
 from views._inputs import model_card
-from views._state import answered, chart, current_model, model_choices, narrow_screen
-from views._visit import choose, stop, tabs
+from views._state import answered, chart, current_model, model_choices, narrow_screen, queued
+from views._visit import choose, stop, tabs, widget
 
-TABS = (N_("Every head"), N_("One head"), N_("Step by step"), N_("Rollout"), N_("Distance by depth"), N_("Roles"))
+TABS = (N_("Every head"), N_("One head"), N_("Step by step"), N_("Rollout"), N_("Explanations"),
+        N_("Distance by depth"), N_("Roles"))
+EXPLAINED_BY = ("occlusion", "ig")  # the methods a photo's patches are ranked by (input × gradient is 0 at the photo)
+IG_STEPS = (16, 32, 64, 128)  # DINOv2-small's pixels need about 128 (bench_explain_vision.py): the default
 
 
 def every_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads, wide: bool = False,
@@ -83,6 +89,69 @@ def rollout_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -
                   "stream (0.5·A + 0.5·I), the layers multiplied in order; the row of [CLS] over the patches."))
 
 
+def explanation_choices(grid: tuple[int, int]) -> tuple[str, int, int | None]:
+    """The method, Integrated Gradients' steps and occlusion's block the visitor chose."""
+    left, right = st.columns(2)
+    method = widget(left.radio, "img_method", EXPLAINED_BY[0], tr("Method"), options=list(EXPLAINED_BY),
+                    format_func=lambda name: tr(METHOD_NAMES[name]), horizontal=True)
+    if method == "ig":
+        return method, widget(right.select_slider, "img_steps", IG_STEPS[-1], tr("Steps"), options=list(IG_STEPS)), None
+    blocks = block_choices(grid)
+    block = widget(right.select_slider, "img_block", occlusion_block(grid, None), tr("Block (patches a side)"),
+                   options=blocks, context=(grid,))
+    return method, 0, block
+
+
+def explanation_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> None:
+    """The patches ranked by occlusion or Integrated Gradients beside attention and rollout, each map's top patches
+    outlined, and how far the rankings agree."""
+    method, steps, block = explanation_choices(heads.grid)
+    found = queued(computed.explanation_of, model, data, side, method, steps or DEFAULT_STEPS, block)
+    seen = answered(computed.result_of, model, data, side)
+    if found is None or seen is None:
+        return
+    narrow = narrow_screen()  # a phone: one map under the other
+    places = [st.container() for _ in range(3)] if narrow else st.columns(3)
+    key = ("img_explain", str(model.model_dir), computed.digest(data), side, method, steps, block)
+    for place, name in zip(places, (method, "attention", "rollout"), strict=True):
+        title = tr(METHOD_NAMES[name]) if name != "attention" else tr("Attention ([CLS], last layer, mean of heads)")
+        top = found.ranked(name)[:found.top_count]
+        with place:
+            chart((*key, name), lambda name=name, title=title, top=top: figures.ranked_overlay_figure(
+                seen[1], found.methods[name].scores, title, top, 380 if narrow else 320), width="stretch",
+                  key=f"img_explain_{name}")
+    explanation_words(found, method)
+
+
+def explanation_words(found: ImageExplanation, method: str) -> None:
+    """What the maps explain, how the method scored the patches, and how far its ranking agrees with attention's
+    and rollout's."""
+    st.markdown(tr("Explained: the cosine of [CLS]'s final output to its own on this photo, {score:.3f}. A patch "
+                   "scores high when editing it moves [CLS] away; the {k} highest of each map are outlined.",
+                   score=found.score, k=found.top_count))
+    if method == "ig":
+        ig = found.ig
+        st.caption(tr("Integrated Gradients: {steps} steps from a plain image of the mean colour (cosine "
+                      "{base:.3f}); the patches' scores add up to {total:.3f} for a change of {change:.3f} "
+                      "(convergence delta {delta:.3f}).", steps=ig.steps, base=ig.baseline_score,
+                      total=ig.change + ig.delta, change=ig.change, delta=ig.delta))
+        if not ig.converged:
+            st.warning(tr("Too few steps for this photo: the scores miss the change by more than a tenth of it. "
+                          "Choose more steps."))
+    else:
+        st.caption(tr("Occlusion: each block of {block} × {block} patches set to the mean colour, {copies} copies of "
+                      "the photo run; a patch's score is 1 − the cosine without its block.", block=found.block,
+                      copies=copies_of(found.grid, found.block)))
+    rho = {name: found.correlation(method, name) for name in ("attention", "rollout")}
+    st.markdown(tr("Of the {k} patches {method} ranks highest, {on_attention} are among attention's {k} and "
+                   "{on_rollout} among rollout's.", k=found.top_count, method=tr(METHOD_NAMES[method]),
+                   on_attention=found.overlap(method, "attention"), on_rollout=found.overlap(method, "rollout")))
+    if not any(np.isnan(list(rho.values()))):
+        st.markdown(tr("Rank correlation over all {n} patches: {attention:.2f} with attention, {rollout:.2f} with "
+                       "rollout (1: the same order; 0: unrelated).", n=found.grid[0] * found.grid[1],
+                       attention=rho["attention"], rollout=rho["rollout"]))
+
+
 def distance_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> None:
     chart(("img_distance", str(model.model_dir), computed.digest(data), side),
           lambda: figures.distance_figure(heads.distances, heads.side_px), width="stretch")
@@ -130,7 +199,8 @@ def roles_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> 
     st.dataframe(pd.DataFrame(by_layer), hide_index=True)
 
 
-TAB_VIEWS = dict(zip(TABS, (every_head_tab, one_head_tab, show_steps, rollout_tab, distance_tab, roles_tab),
+TAB_VIEWS = dict(zip(TABS, (every_head_tab, one_head_tab, show_steps, rollout_tab, explanation_tab, distance_tab,
+                            roles_tab),
                      strict=True))
 
 

@@ -4,18 +4,22 @@ words are mha_core.teaching.lesson's."""
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.coref.sentence import InspectorError
+from mha_core.analysis.explain.choices import METHOD_NAMES
 from mha_core.analysis.heads.display import words_by_default
 from mha_core.analysis.heads.roles import role_labels
 from mha_core.analysis.params.shapes import make_shape
 from mha_core.figures import charts
+from mha_core.figures import explain as explain_figures
 from mha_core.figures import translation as translation_figures
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import tr, worded
 from mha_core.serving.classroom import ClassState
+from mha_core.serving.computed import explain as computed_explain
 from mha_core.serving.computed import seq2seq as computed_seq2seq
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed import translation as computed_translation
@@ -35,6 +39,7 @@ from mha_core.teaching.claims import (
     why_claims,
 )
 from mha_core.teaching.examples import PRONOUNS, TRANSLATED, focus, written_language
+from mha_core.teaching.explain_step import ATTENTION, explanation_claims
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
@@ -61,6 +66,7 @@ from views._state import (
     load_listed_model,
     model_choices,
     narrow_screen,
+    queued,
     server,
 )
 from views._text import literal, one_line
@@ -180,6 +186,23 @@ def coreference_view(model: LoadedModel, text: str) -> None:
         say(coreference_claims(scores, LESSON_ROWS, drawn))
 
 
+def explanation_view(model: LoadedModel, text: str) -> None:
+    found = queued(computed_explain.lesson_explanation_of, model, text)
+    if found is None:
+        return
+    if found.asked.text != text:
+        st.caption(tr("The model reads: {text}", text=literal(found.asked.text)))
+    layer, head = found.head
+    narrow = narrow_screen()  # a phone: a row per word, the methods across
+    names = [tr("Attention, L{layer} H{head}", layer=layer, head=head),
+             *(tr(METHOD_NAMES[name]) for name in found.scores if name != ATTENTION)]
+    chart(("lesson explanation", str(model.model_dir), text), lambda: explain_figures.word_scores_figure(
+        np.stack(list(found.scores.values())), names, found.words, tr("Each method's word scores (scaled to its "
+                                                                      "largest)"), words_down=narrow),
+          key="lesson_explanation")
+    say(explanation_claims(found))
+
+
 def cross_view(model: LoadedModel, text: str) -> None:
     language = written_language(text)
     audio = answered(computed_seq2seq.spoken_of, text, language)
@@ -229,8 +252,8 @@ def cost_view(model: LoadedModel, text: str) -> None:
 
 
 STEP_VIEWS = {"why": why_view, "four_steps": four_steps_view, "heads": heads_view, "parameters": parameters_view,
-              "roles": roles_view, "coreference": coreference_view, "cross": cross_view,
-              "translation": translation_view, "images": images_view, "cost": cost_view}
+              "roles": roles_view, "coreference": coreference_view, "explanation": explanation_view,
+              "cross": cross_view, "translation": translation_view, "images": images_view, "cost": cost_view}
 
 
 def step_model(step: LessonStep) -> LoadedModel:

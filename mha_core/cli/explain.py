@@ -15,7 +15,7 @@ def method_list(text: str) -> list[str]:
 
 
 def cmd_explain(args: argparse.Namespace) -> None:
-    from mha_core.analysis.explain.choices import DEFAULT_METHODS, METHODS
+    from mha_core.analysis.explain.choices import METHODS
     from mha_core.analysis.explain.explain import explain
 
     if (args.text is None) == (args.dataset is None):
@@ -27,8 +27,8 @@ def cmd_explain(args: argparse.Namespace) -> None:
         write_json(dataset_table(model, args.dataset, args.limit, args.gap_file, args.steps,
                                  args.methods or METHODS).as_json(), args.json)
         return
-    found = explain(model, args.text, args.answer, args.wrong, args.methods or DEFAULT_METHODS, args.steps,
-                    args.baseline, args.head)
+    found = explain(model, args.text, args.answer, args.wrong, args.methods, args.steps, args.baseline, args.head,
+                    block=args.block)
     write_json(found.as_json(), args.json)
 
 
@@ -37,20 +37,24 @@ def add_explain_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("explain", help="attention beside gradient attributions and occlusion for one target, each "
                        "measured for faithfulness (comprehensiveness, sufficiency)")
-    p.add_argument("text", nargs="?", default=None)
+    p.add_argument("text", nargs="?", default=None, help="the text; for a Vision Transformer (DINOv2, ViT) an image "
+                   "file, explained by the cosine of its final [CLS] to its own, patch by patch")
     add_model_arguments(p)
     p.add_argument("--answer", default=None, help="the word whose piece the decoder (or a masked-LM head) should "
                    "predict; default: the model's own prediction (an encoder without such a head: the "
                    "coreference margin of the text's first pronoun)")
     p.add_argument("--wrong", default=None, help="a wrong word: the target is then logit(answer) - logit(wrong)")
     p.add_argument("--methods", type=method_list, default=None,
-                   help=f"comma-separated, from {','.join(METHODS)} (--dataset: default all)")
+                   help=f"comma-separated, from {','.join(METHODS)} (--dataset: default all; an image: attention, "
+                   "rollout, inputxgrad, gradxattn, ig, occlusion)")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"Integrated Gradients' steps (1 to {MAX_STEPS})")
     p.add_argument("--baseline", choices=BASELINES, default=BASELINES[0],
                    help="Integrated Gradients' baseline: zero or the padding piece's embedding (special pieces keep "
                    "their own)")
     p.add_argument("--head", type=layer_head, default=None,
                    help="LAYER,HEAD for attention_head (default: the head whose output matters most to the target)")
+    p.add_argument("--block", type=positive_int, default=None, help="an image's occlusion: blocks of this many "
+                   "patches a side (default: the smallest that runs at most 64 copies)")
     p.add_argument("--dataset", choices=("corpus", "gap"), default=None,
                    help="instead of TEXT: the faithfulness table over the bundled corpus or a GAP file (decoders)")
     p.add_argument("--limit", type=positive_int, default=20, help="for --dataset: at most this many texts")

@@ -44,8 +44,8 @@ class Gradients:
     """One pass forward and back: the score of each row and its gradients (all detached, float as computed)."""
 
     score: Tensor  # (B,)
-    words: Tensor  # (B,T,D) the input embeddings the pass read
-    words_grad: Tensor  # (B,T,D) d score / d words
+    words: Tensor  # (B,T,D) the input embeddings the pass read (an image's: its pixels (B,C,Hpx,Wpx))
+    words_grad: Tensor  # d score / d words, the same shape
     probs: tuple[Tensor, ...]  # L x (B,H,T,T) every head's attention weights
     probs_grad: tuple[Tensor, ...]  # L x (B,H,T,T)
     z: tuple[Tensor, ...]  # L x (B,H,T,Dh) every head's output before W_O (hook_z)
@@ -86,10 +86,15 @@ def input_embeddings(model: LoadedModel, batch: TokenBatch) -> Tensor:
 
 def scored(model: LoadedModel, batch: TokenBatch, score: Score, words: Tensor, readers: list) -> Tensor:
     """(B,) `score` of the layer loop's pass over the input embeddings `words` (B,T,D); `readers` (name filter,
-    Reader) pairs, one of which must keep the last layer's map for `score` (maps_reader)."""
+    Reader) pairs read the layers' hook points on the way."""
     _, bias, rope = prepare(model, batch)
     types = None if batch.token_type_ids is None else batch.token_type_ids.to(model.device)
     x = embed_words(model.embeddings, words, position_ids(batch.attention_mask.to(model.device), model.arch), types)
+    return scored_from(model, x, bias, rope, score, readers)
+
+
+def scored_from(model: LoadedModel, x: Tensor, bias: object, rope: object, score: Score, readers: list) -> Tensor:
+    """(B,) `score` of the layers' pass from their input x (B,T,D), the last layer's maps kept for it."""
     maps = []
     last = model.n_layers - 1
 
@@ -116,6 +121,16 @@ def gradients(model: LoadedModel, batch: TokenBatch, score: Score, words: Tensor
     only (the maps and heads' outputs are then left empty)."""
     check_text_model(model)
     check_gradient_budget(model, *batch.input_ids.shape)
+    start = input_embeddings(model, batch) if words is None else words
+    return gradient_pass(model, start, heads, lambda leaf, readers: scored(model, batch, score, leaf, readers))
+
+
+Pass = Callable[[Tensor, list], Tensor]  # (the input to differentiate by, readers) -> (B,) scores
+
+
+def gradient_pass(model: LoadedModel, start: Tensor, heads: bool, run: Pass) -> Gradients:
+    """The scores `run` computes from a copy of `start` (the input embeddings, or an image's pixels) and their
+    gradients with respect to it and, with `heads`, to every head's attention weights and output."""
     maps: list[Tensor] = []
     outputs: list[Tensor] = []
 
@@ -126,15 +141,14 @@ def gradients(model: LoadedModel, batch: TokenBatch, score: Score, words: Tensor
         outputs.append(z)
 
     readers = [(is_point("attn.hook_pattern"), Reader(keep_map)), (is_point("attn.hook_z"), Reader(keep_output))]
-    readers = readers if heads else []
     with torch.inference_mode(False), torch.enable_grad():
-        x_words = (input_embeddings(model, batch) if words is None else words.detach()).clone().requires_grad_()
-        scores = scored(model, batch, score, x_words, readers)  # (B,)
-        wanted = [x_words, *maps, *outputs] if heads else [x_words]
+        leaf = start.detach().clone().requires_grad_()
+        scores = run(leaf, readers if heads else [])  # (B,)
+        wanted = [leaf, *maps, *outputs] if heads else [leaf]
         found = torch.autograd.grad(scores.sum(), wanted, allow_unused=True)
     found = [torch.zeros_like(t) if g is None else g for t, g in zip(wanted, found, strict=True)]
     n = model.n_layers if heads else 0
-    return Gradients(scores.detach(), x_words.detach(), found[0],
+    return Gradients(scores.detach(), leaf.detach(), found[0],
                      tuple(m.detach() for m in maps[:n]), tuple(found[1:1 + n]),
                      tuple(z.detach().transpose(1, 2) for z in outputs), tuple(g.transpose(1, 2) for g in
                                                                                  found[1 + n:]))

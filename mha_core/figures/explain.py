@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from mha_core.analysis.explain.choices import METHOD_NAMES
@@ -11,9 +13,8 @@ from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import tr
 
 
-def scaled_rows(explanation: Explanation) -> np.ndarray:
-    """(M,W) each method's word scores divided by its largest |score| (rows in -1..1; a zero row stays zero)."""
-    rows = np.stack([m.word_scores for m in explanation.methods.values()])
+def scaled(rows: np.ndarray) -> np.ndarray:
+    """(M,W) each row divided by its largest |value| (rows in -1..1; a zero row stays zero)."""
     top = np.abs(rows).max(-1, keepdims=True)
     return np.divide(rows, top, out=np.zeros_like(rows), where=top > 0)
 
@@ -21,8 +22,19 @@ def scaled_rows(explanation: Explanation) -> np.ndarray:
 def methods_figure(explanation: Explanation) -> FigureDict:
     """(M,W) heatmap: a row per method, a column per word, each row scaled to its largest |score|."""
     names = [tr(METHOD_NAMES[name]) for name in explanation.methods]
-    return matrix_spec(scaled_rows(explanation), names, tr("Each method's word scores (scaled to its largest)"),
-                       cols=indexed_labels(explanation.words), colorscale="RdBu", zmid=0)
+    return word_scores_figure(np.stack([m.word_scores for m in explanation.methods.values()]), names,
+                              explanation.words, tr("Each method's word scores (scaled to its largest)"))
+
+
+def word_scores_figure(rows: np.ndarray, names: Sequence[str], words: Sequence[str], title: str,
+                       words_down: bool = False) -> FigureDict:
+    """(M,W) methods' word scores, each method scaled to its largest |score|: a row per method and a column per word,
+    or (`words_down`, a phone's narrow screen) a row per word and a column per method."""
+    z = scaled(np.asarray(rows, dtype=np.float64))
+    if words_down:
+        return matrix_spec(z.T, list(words), title, cols=[safe_label(name) for name in names], colorscale="RdBu",
+                           zmid=0)
+    return matrix_spec(z, list(names), title, cols=indexed_labels(words), colorscale="RdBu", zmid=0)
 
 
 def deletion_figure(explanation: Explanation) -> FigureDict:

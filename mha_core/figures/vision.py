@@ -126,6 +126,21 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
     return {"data": data, "layout": layout}
 
 
+def ranked_overlay_figure(photo: np.ndarray, scores: np.ndarray, title: str, top: list[tuple[int, int]],
+                          height: int = 520) -> FigureDict:
+    """A method's score per patch (R,C) as light on the photo (its positive part, as one head's weights are drawn;
+    hover: the score itself), the patches it ranks highest (`top`: (row, column) each) outlined."""
+    spec = head_overlay_figure(photo, np.clip(scores, 0, None), title, None, height)
+    heat = spec["data"][0]
+    heat.update(customdata=scores.tolist(), showscale=False,
+                hovertemplate=tr("%{x:.0f}, %{y:.0f} px: score %{customdata:.4f}") + "<extra></extra>")
+    (height_px, width_px), (rows, columns) = photo.shape[:2], scores.shape
+    step_x, step_y = width_px / columns, height_px / rows
+    spec["layout"]["shapes"] = [{"type": "rect", "x0": c * step_x, "x1": (c + 1) * step_x, "y0": r * step_y,
+                                 "y1": (r + 1) * step_y, "line": {"color": "#ffd400", "width": 2}} for r, c in top]
+    return spec
+
+
 HEAD_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
                 "#bcbd22", "#393b79", "#637939")  # strong hues a head each, cycled past twelve heads
 

@@ -234,7 +234,7 @@ def parameters_claims(name: str, total: int, attention: int) -> tuple[Claim, ...
 
 
 def cost_claims(name: str, windows: Sequence[int | None], causal: bool) -> tuple[Claim, ...]:
-    """Step 10: which of the model's layers pay the square (every word attends to every word, a decoder's to every
+    """Step 11: which of the model's layers pay the square (every word attends to every word, a decoder's to every
     earlier one) and which look only at a sliding window of the last pieces (per layer, from its config: Gemma 3's
     layer_types and sliding_window), where the cost grows with n × window once n is longer than the window."""
     windowed = [w for w in windows if w is not None]
@@ -347,7 +347,7 @@ def character_error_rate(spoken: str, heard: str) -> float:
 
 
 def cross_claims(name: str, spoken: str, heard: str) -> tuple[Claim, ...]:
-    """Step 7: how well Whisper heard the sentence espeak-ng spoke (its character error rate)."""
+    """Step 8: how well Whisper heard the sentence espeak-ng spoke (its character error rate)."""
     rate = character_error_rate(spoken, heard)
     if rate > MISHEARD:
         return (claim(N_("{name} hears espeak-ng's synthetic voice poorly here: it heard '{heard}' for '{spoken}', "
@@ -360,7 +360,7 @@ def cross_claims(name: str, spoken: str, heard: str) -> tuple[Claim, ...]:
 def translation_claims(source_words: Sequence[str], target_words: Sequence[str],
                        links: Sequence[tuple[int, int]], pronouns: Sequence[str],
                        source_pronouns: Sequence[str] = ()) -> tuple[Claim, ...]:
-    """Step 8: what the translation's pronouns align to in the source (links: (source word, target word)), then each
+    """Step 9: what the translation's pronouns align to in the source (links: (source word, target word)), then each
     source pronoun (`source_pronouns`) that no link leaves (the English class's 'it' on Gemma: the figure draws it
     without a line)."""
     unlinked = [claim(N_("'{word}' in the source aligns to no word of the translation."), word=word)

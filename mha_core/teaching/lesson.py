@@ -48,6 +48,12 @@ STEPS = (
                N_("Some heads link a pronoun to the noun it stands for. A minimal pair changes one word so that the "
                   "pronoun should mean the other noun: its grid shows which heads follow the meaning."),
                CLASS_MODEL, "views/coreference.py"),
+    LessonStep("explanation", N_("Is attention the explanation?"),
+               N_("A head that looks at a word does not show that the answer needs it. Beside one head's attention, "
+                  "two other measures of what the answer depends on: input × gradient (each word's embedding times "
+                  "the answer's gradient, one pass back) and occlusion (the model run again without each word, "
+                  "exact). Where they disagree, attention is not the explanation."), CLASS_MODEL,
+               "views/explanations.py"),
     LessonStep("cross", N_("Cross-attention: the decoder reads the encoder"),
                N_("In an encoder–decoder, the decoder's queries read the encoder's keys and values. Whisper hears the "
                   "class's sentence spoken by espeak-ng: each written word listens to a stretch of the audio."),
@@ -75,6 +81,11 @@ def checked_step(step: object) -> int:
         raise InputError("no_such_step", N_("The lesson has steps 1 to {last}, not {number}."), last=len(STEPS),
                          number=str(step) if len(str(step)) <= 20 else f"{str(step)[:20]}…")
     return step
+
+
+def step_number(key: str) -> int:
+    """The number of the step showing view `key` (counted from 1)."""
+    return next(number for number, step in enumerate(STEPS, start=1) if step.key == key)
 
 
 def step_at(number: int) -> LessonStep:

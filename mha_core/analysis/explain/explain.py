@@ -27,6 +27,7 @@ from mha_core.analysis.explain.faithfulness import (
 )
 from mha_core.analysis.explain.integrated import DEFAULT_STEPS, ZERO, Integrated, check_steps, integrated_gradients
 from mha_core.analysis.explain.targets import Target, target_for
+from mha_core.analysis.explain.vision import CLS_COSINE, ImageExplanation, explain_image
 from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import forward
 from mha_core.engine.gradients import Gradients, check_gradient_budget, check_text_model, gradients
@@ -124,12 +125,18 @@ def piece_scores(model: LoadedModel, batch: TokenBatch, target: Target, grads: G
     }
 
 
-def explain(model: LoadedModel, text: str, answer: str | None = None, wrong: str | None = None,
-            methods: Sequence[str] = DEFAULT_METHODS, steps: int = DEFAULT_STEPS, baseline: str = ZERO,
-            head: tuple[int, int] | None = None, measure: bool = True) -> Explanation:
-    """Every method of `methods` on `text` for its target (targets.py: `answer` and `wrong` for a model with a
-    language-model head), per piece and per word, and with `measure` each one's faithfulness (faithfulness.py)."""
-    methods = check_methods(methods)
+def explain(model: LoadedModel, text: object, answer: str | None = None, wrong: str | None = None,
+            methods: Sequence[str] | None = None, steps: int = DEFAULT_STEPS, baseline: str = ZERO,
+            head: tuple[int, int] | None = None, measure: bool = True, block: int | None = None
+            ) -> Explanation | ImageExplanation:
+    """Every method of `methods` (default DEFAULT_METHODS) on `text` for its target (targets.py: `answer` and `wrong`
+    for a model with a language-model head), per piece and per word, and with `measure` each one's faithfulness
+    (faithfulness.py). A Vision Transformer reads an image instead (a path, bytes, a Pillow picture or prepared
+    pixels) and explains the cosine of its final [CLS] to its own, per patch (vision.py; `block`: occlusion's block
+    of patches a side)."""
+    if model.arch.image:
+        return explain_picture(model, text, answer or wrong, methods, steps, baseline, block)
+    methods = check_methods(DEFAULT_METHODS if methods is None else methods)
     check_steps(steps)
     batch, target, units = prepared(model, text, answer, wrong)
     word_of_piece = pieces_word(units, len(batch.tokens[0]))
@@ -160,6 +167,18 @@ def explain(model: LoadedModel, text: str, answer: str | None = None, wrong: str
     return Explanation(model.name, tuple(batch.input_ids[0].tolist()), batch.labels[0], units.labels,
                        tuple(int(w) for w in word_of_piece), target, score, results, chosen,
                        m.head_importance(grads), done.get("ig"), removable_words(units, target))
+
+
+def explain_picture(model: LoadedModel, image: object, asked: str | None, methods: Sequence[str] | None, steps: int,
+                    baseline: str, block: int | None) -> ImageExplanation:
+    """An image's explanation (vision.py), refusing what only a text's target takes."""
+    if asked is not None:
+        raise InputError("no_head_for_target", N_("{model} has no head that predicts {answer!r}: its targets are "
+                                                  "{targets}."), model=model.name, answer=asked, targets=CLS_COSINE)
+    if baseline != ZERO:
+        raise InputError("unknown_baseline", N_("Unknown baseline {baseline!r}: choose one of {baselines}."),
+                         baseline=baseline, baselines=ZERO)
+    return explain_image(model, image, methods, steps, block)
 
 
 def pieces_word(units: Units, n_pieces: int) -> np.ndarray:

@@ -9,6 +9,7 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.i18n import N_
 from mha_core.serving.computed.text import of
 from mha_core.serving.server import Server, Wait
+from mha_core.teaching.explain_step import AttentionBeside, attention_beside
 
 
 def explanation_of(server: Server, model: LoadedModel, text: str, answer: str | None, wrong: str | None,
@@ -16,3 +17,11 @@ def explanation_of(server: Server, model: LoadedModel, text: str, answer: str | 
     return server.queued("small", ("explanation", of(model), text, answer, wrong),
                          N_("Computing every explanation and its faithfulness"),
                          lambda progress: explain(model, text, answer, wrong, METHODS), wait)
+
+
+def lesson_explanation_of(server: Server, model: LoadedModel, text: str, wait: Wait) -> AttentionBeside:
+    """The lesson's step "Is attention the explanation?" on the class's sentence: the chosen head's attention beside
+    input × gradient and occlusion (teaching.explain_step), once per server, model and sentence."""
+    return server.queued("small", ("lesson explanation", of(model), text),
+                         N_("Comparing the head's attention with input × gradient and occlusion"),
+                         lambda progress: attention_beside(model, text), wait)

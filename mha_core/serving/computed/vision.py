@@ -6,20 +6,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from mha_core.analysis.explain.vision import ImageExplanation, explain_image
 from mha_core.analysis.vision.heads import ImageHeads, image_heads, query_maps
+from mha_core.engine.batching import Progress
 from mha_core.engine.loading.bundled import VISION_NAME
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.vision.arch import MAX_SIDE
 from mha_core.engine.vision.images import prepare_images, read_image, run_images, seen_pictures
 from mha_core.figures.vision import mosaic_png
+from mha_core.i18n import N_
 from mha_core.serving.computed.text import digest, of
-from mha_core.serving.server import Server
+from mha_core.serving.server import Server, Wait
 from mha_core.teaching.vision_photos import PHOTOS, available_photos, photo_file
 from mha_core.teaching.vision_steps import ImageSteps, image_steps
 
-__all__ = ["MAX_SIDE", "OWN", "PHOTOS", "VISION_NAME", "available_photos", "digest", "heads_of", "image_of",
-           "mosaic_of",
+__all__ = ["MAX_SIDE", "OWN", "PHOTOS", "VISION_NAME", "available_photos", "digest", "explanation_of", "heads_of",
+           "image_of", "mosaic_of",
            "photo_bytes", "query_maps_of", "result_of", "sides", "steps_of"]
 
 SIDES = (224, 336, 448, 518)  # sizes offered beside the model's own (DINOv2's 14-pixel patches divide each)
@@ -82,3 +85,16 @@ def steps_of(server: Server, model: LoadedModel, data: bytes, side: int, layer: 
     key = ("image steps", of(model), digest(data), side, layer, head, query)
     return server.kept("small", key, lambda: image_steps(model, result_of(server, model, data, side)[0], layer, head,
                                                          query))
+
+
+def explanation_of(server: Server, model: LoadedModel, data: bytes, side: int, method: str, steps: int,
+                   block: int | None, wait: Wait) -> ImageExplanation:
+    """The photo's [CLS] explained patch by patch by `method` (occlusion with blocks of `block` patches, or
+    Integrated Gradients in `steps` steps), beside attention and rollout (analysis.explain.vision), through the
+    heavy-work queue once per server and choice."""
+    def compute(progress: Progress) -> ImageExplanation:
+        pixels = prepare_images(model, [image_of(server, data)], side or None)
+        return explain_image(model, pixels, ("attention", "rollout", method), steps, block, progress=progress)
+
+    key = ("image explanation", of(model), digest(data), side, method, steps if method == "ig" else None, block)
+    return server.queued("small", key, N_("Explaining the photo's [CLS], patch by patch"), compute, wait)

