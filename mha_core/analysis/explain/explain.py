@@ -189,7 +189,8 @@ def explain(model: LoadedModel, text: str, answer: str | None = None, wrong: str
     done: dict[str, Integrated] = {}
 
     def ig() -> Integrated:
-        done["ig"] = integrated_gradients(model, batch, target, steps, baseline, score, tally.stage("ig", GRADIENT_COST))
+        done["ig"] = integrated_gradients(model, batch, target, steps, baseline, score,
+                                          tally.stage("ig", GRADIENT_COST))
         return done["ig"]
 
     makers = piece_scores(model, batch, target, grads, chosen, ig)
