@@ -15,5 +15,5 @@ from mha_core.serving.server import Server, Wait
 def explanation_of(server: Server, model: LoadedModel, text: str, answer: str | None, wrong: str | None,
                    wait: Wait) -> Explanation:
     return server.queued("small", ("explanation", of(model), text, answer, wrong),
-                         N_("Computing every explanation and its faithfulness"),
+                         N_("Computing every explanation and its faithfulness (copies of the sentence run)"),
                          lambda progress: explain(model, text, answer, wrong, METHODS, progress=progress), wait)
