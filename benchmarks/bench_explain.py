@@ -2,9 +2,9 @@
 transformers' eager model (the same baseline, steps and Gauss–Legendre points), side by side in one run: seconds of
 each (interleaved medians, wall and this process's CPU), their ratio (target <= 1) and the largest relative
 difference of the attributions; then the whole Explanations page's work for a new sentence (every method and its
-faithfulness, as the page asks serving for it), each model in a process of its own: seconds, the copies of the
-sentence run, and peak RSS (VmHWM: the whole process, and above the model loaded), on MiniLM's coreference margin
-and SmolLM2's it -> trophy vs box.
+faithfulness, as the page asks serving for it), each model in a process of its own: seconds (wall and CPU), the
+copies of the sentence run, and the process's peak RSS while it works (VmHWM, reset once the model is loaded)
+beside its peak before, on MiniLM's coreference margin and SmolLM2's it -> trophy vs box.
 The machine's load average is printed beside the figures: on a shared machine, compare runs made together.
 Run: .venv/bin/python benchmarks/bench_explain.py [--repeats N] [--steps N] [--threads N] [--models M,...]
      [--skip-ig]
@@ -100,10 +100,11 @@ def page_work(name: str) -> dict:
 
     faithfulness.edited_scores = counted  # every copy is run through it, in its module
     loaded = peak_mb()
-    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here: the work's own peak above the model
-    started = time.perf_counter()
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here on: the peak while the page's work runs
+    started, cpu = time.perf_counter(), time.process_time()
     found = explain(model, text, *answer, methods=METHODS)
-    return {"model": name, "seconds": time.perf_counter() - started, "copies": sum(copies), "peak_mb": peak_mb(),
+    return {"model": name, "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
+            "copies": sum(copies), "peak_mb": peak_mb(),
             "loaded_mb": loaded, "most_faithful": found.most_faithful(),
             "ig_seconds": found.methods["ig"].seconds, "threads": torch.get_num_threads()}
 
@@ -112,10 +113,11 @@ def whole_page(name: str, threads: int | None) -> None:
     command = [sys.executable, __file__, "--page", name, *(["--threads", str(threads)] if threads else [])]
     run = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
     shown = json.loads(run.stdout.strip().splitlines()[-1])
-    print(f"{name}: the page's work for a new sentence {shown['seconds']:.1f} s ({shown['copies']} copies of the "
+    print(f"{name}: the page's work for a new sentence {shown['seconds']:.1f} s, CPU {shown['cpu_seconds']:.1f} s "
+          f"({shown['copies']} copies of the "
           f"sentence run, Integrated Gradients {shown['ig_seconds']:.1f} s; {shown['threads']} thread(s), load "
-          f"{load_average()}), peak RSS {shown['peak_mb']:,.0f} MB (the model loaded: {shown['loaded_mb']:,.0f} "
-          f"MB); most faithful: {shown['most_faithful']}", flush=True)
+          f"{load_average()}), peak RSS {shown['peak_mb']:,.0f} MB while it works (before, the model "
+          f"loaded: {shown['loaded_mb']:,.0f} MB); most faithful: {shown['most_faithful']}", flush=True)
 
 
 def main() -> None:
