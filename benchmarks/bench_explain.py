@@ -1,15 +1,21 @@
 """Integrated Gradients' 50 steps batched through our layer loop against Captum's IntegratedGradients on
 transformers' eager model (the same baseline, steps and Gauss–Legendre points), side by side in one run: seconds of
-each (interleaved medians), their ratio (target <= 1) and the largest relative difference of the attributions; then
-the whole explanation of a new sentence (every method and its faithfulness), seconds and peak RSS, on MiniLM's
-coreference margin and SmolLM2's it -> animal vs street.
-Run: .venv/bin/python benchmarks/bench_explain.py [--repeats N] [--steps N] [--models all-MiniLM-L6-v2,...]
+each (interleaved medians, wall and this process's CPU), their ratio (target <= 1) and the largest relative
+difference of the attributions; then the whole Explanations page's work for a new sentence (every method and its
+faithfulness, as the page asks serving for it), each model in a process of its own: seconds (wall and CPU), the
+copies of the sentence run, and the process's peak RSS while it works (VmHWM, reset once the model is loaded)
+beside its peak before, on MiniLM's coreference margin and SmolLM2's it -> trophy vs box.
+The machine's load average is printed beside the figures: on a shared machine, compare runs made together.
+Run: .venv/bin/python benchmarks/bench_explain.py [--repeats N] [--steps N] [--threads N] [--models M,...]
+     [--skip-ig]
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
+import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 from benchmarks._timing import interleaved_medians  # noqa: E402
 from mha_core import explain, load_model  # noqa: E402
 from mha_core.analysis.explain.choices import METHODS  # noqa: E402
@@ -40,6 +47,10 @@ def transformers_score(ref: torch.nn.Module, target: object) -> object:
     return score
 
 
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def ig_side_by_side(steps: int, repeats: int) -> None:
     from captum.attr import IntegratedGradients
     from transformers import AutoModelForCausalLM
@@ -60,34 +71,73 @@ def ig_side_by_side(steps: int, repeats: int) -> None:
             words, baselines=base, n_steps=steps, method="gausslegendre", internal_batch_size=steps)
         found["captum"] = attributions[0].sum(-1).detach().double().numpy()
 
-    medians = interleaved_medians({"ours": ours, "captum": captum}, repeats, warmup=1)
+    candidates = {"ours": ours, "captum": captum}
+    wall = interleaved_medians(candidates, repeats, warmup=1)
+    cpu = interleaved_medians(candidates, repeats, warmup=0, clock=time.process_time)
     differ = np.abs(found["ours"] - found["captum"]).max() / np.abs(found["captum"]).max()
-    print(f"IG {steps} steps on {model.name} ({batch.input_ids.shape[1]} pieces): ours {medians['ours']:.2f} s, "
-          f"Captum {medians['captum']:.2f} s, ratio {medians['ours'] / medians['captum']:.2f}, "
-          f"max relative difference {differ:.1e}", flush=True)
+    print(f"IG {steps} steps on {model.name} ({batch.input_ids.shape[1]} pieces, {torch.get_num_threads()} "
+          f"thread(s), load {load_average()}): wall ours {wall['ours']:.2f} s, Captum {wall['captum']:.2f} s, ratio "
+          f"{wall['ours'] / wall['captum']:.2f}; CPU ours {cpu['ours']:.2f} s, Captum {cpu['captum']:.2f} s, ratio "
+          f"{cpu['ours'] / cpu['captum']:.2f}; max relative difference {differ:.1e}", flush=True)
 
 
-def whole_page(name: str) -> None:
+def peak_mb() -> float:
+    return int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) / 1024
+
+
+def page_work(name: str) -> dict:
+    """(In a process of its own) the page's explanation of the new sentence: seconds, copies run, peak RSS."""
+    from mha_core.analysis.explain import faithfulness
+
     model = load_model(bundled_dirs()[name])
     text, answer = (NEW, (None, None)) if not model.causal else (NEW + " The word 'it' refers to the",
                                                                  ("trophy", "box"))
-    started = time.perf_counter()
+    copies, edited = [], faithfulness.edited_scores
+
+    def counted(model: object, batch: object, target: object, kept: list, *rest: object) -> np.ndarray:
+        copies.append(len(kept))
+        return edited(model, batch, target, kept, *rest)
+
+    faithfulness.edited_scores = counted  # every copy is run through it, in its module
+    loaded = peak_mb()
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here on: the peak while the page's work runs
+    started, cpu = time.perf_counter(), time.process_time()
     found = explain(model, text, *answer, methods=METHODS)
-    seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{name}: every method and its faithfulness {seconds:.1f} s, peak RSS {peak:,.0f} MB; most faithful: "
-          f"{found.most_faithful()}", flush=True)
+    return {"model": name, "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
+            "copies": sum(copies), "peak_mb": peak_mb(),
+            "loaded_mb": loaded, "most_faithful": found.most_faithful(),
+            "ig_seconds": found.methods["ig"].seconds, "threads": torch.get_num_threads()}
+
+
+def whole_page(name: str, threads: int | None) -> None:
+    command = [sys.executable, __file__, "--page", name, *(["--threads", str(threads)] if threads else [])]
+    run = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+    shown = json.loads(run.stdout.strip().splitlines()[-1])
+    print(f"{name}: the page's work for a new sentence {shown['seconds']:.1f} s, CPU {shown['cpu_seconds']:.1f} s "
+          f"({shown['copies']} copies of the "
+          f"sentence run, Integrated Gradients {shown['ig_seconds']:.1f} s; {shown['threads']} thread(s), load "
+          f"{load_average()}), peak RSS {shown['peak_mb']:,.0f} MB while it works (before, the model "
+          f"loaded: {shown['loaded_mb']:,.0f} MB); most faithful: {shown['most_faithful']}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--models", default=f"{ENCODER_NAME},{DECODER_NAME}")
+    parser.add_argument("--skip-ig", action="store_true", help="only the pages")
+    parser.add_argument("--page", default=None, help=argparse.SUPPRESS)  # the child process of whole_page
     args = parser.parse_args()
-    ig_side_by_side(args.steps, args.repeats)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.page:
+        print(json.dumps(page_work(args.page)))
+        return
+    if not args.skip_ig:
+        ig_side_by_side(args.steps, args.repeats)
     for name in args.models.split(","):
-        whole_page(name)
+        whole_page(name, args.threads)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ TECHNICAL = (  # names Chinese texts on attention write as they are
     r"Elhage|spaCy|jieba|umap-learn|scikit-learn|TSV|WSJ|Stanford|CoNLL-2012|dep2head|head2dep|obj|nmod:poss|dobj|"
     r"poss|Winograd|RMS|QK-norm|Jensen-Shannon|Jensen–Shannon|Lx Hy|UTF-8|UTF-16|rollout|logit lens|attention sink|"
     r"BERT-base|probs|batch|seq_len|Text|Pronoun|Pronoun-offset|A-offset|A-coref|B-offset|B-coref|"
-    r"Universal Dependencies|AttentionViz|Inf|causal|Top-k|GSD|GSDSimp|UD Chinese GSDSimp|Chinese GSDSimp|OpenCC"
+    r"Universal Dependencies|AttentionViz|Inf|causal|Top-k|GSD|GSDSimp|UD Chinese GSDSimp|Chinese GSDSimp|OpenCC|"
+    r"Chefer|Sundararajan|AOPC|ERASER|DeYoung"
 )
 TECHNICAL += r"|log-sum-exp|logsumexp|TXT|WAV|MP3|FLAC|OGG|M4A|WEBM|JPG|JPEG|WEBP|PNG"  # file types (uploaders)
 # Longest first, so that "QK-norm" is one name rather than "QK" and an untranslated "norm".

@@ -19,7 +19,7 @@ from tests.tiny_models import make_tiny_seq2seq
 
 STACK_PAGES = ("views/heads.py", "views/roles.py", "views/walkthrough.py")
 WHOLE_PAGES = ("views/predictions.py", "views/parameters.py", "views/seq2seq.py")
-ENCODER_PAGES = ("views/coreference.py", "views/contributions.py", "views/corpus.py")
+ENCODER_PAGES = ("views/coreference.py", "views/contributions.py", "views/corpus.py", "views/explanations.py")
 KINDS = ("encoder", "decoder", "cross")
 
 

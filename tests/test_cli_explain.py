@@ -69,7 +69,7 @@ def gap_file(tmp_path):
 
 
 def test_the_dataset_table_averages_explain_over_the_texts(lm_dirs, tmp_path):
-    from mha_core.analysis.corpus.readers import bundled_corpus
+    from mha_core.analysis.explain.dataset import CORPUS, dataset_items, sampled
     out = tmp_path / "table.json"
     methods = ["attention", "inputxgrad", "occlusion"]
     run = cli("explain", "--dataset", "corpus", "--limit", "2", "--methods", ",".join(methods), "--model-dir",
@@ -77,7 +77,8 @@ def test_the_dataset_table_averages_explain_over_the_texts(lm_dirs, tmp_path):
     assert run.returncode == 0, run.stderr
     table = json.loads(out.read_text())
     model = mha_core.load_model(lm_dirs["gpt2"])
-    each = [mha_core.explain(model, text, methods=methods) for text in bundled_corpus()[:2]]
+    each = [mha_core.explain(model, text, methods=methods) for text, _, _ in sampled(dataset_items(
+        model, CORPUS, None), 0)[:2]]
     assert table["explained"] == 2 and table["skipped"] == 0
     assert list(table["methods"]) == methods
     for name in methods:

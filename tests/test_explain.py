@@ -153,27 +153,29 @@ def test_occlusion_is_transformers_forward_on_the_text_without_each_word(lm_dirs
 
 def test_comprehensiveness_and_sufficiency_are_a_plain_loop(lm_dirs):
     model = load_model(lm_dirs["llama-tied"])
-    found = explain(model, TEXT, "animal", "street", methods=["inputxgrad"])
+    found = explain(model, TEXT, "animal", "street", methods=["inputxgrad", "occlusion"], curves="full")
     ref = reference(lm_dirs["llama-tied"])
     method = found.methods["inputxgrad"]
     order = sorted(found.removable, key=lambda w: -method.word_scores[w])
-    comprehensiveness, sufficiency = [], []
+    n = len(found.removable)
     with torch.no_grad():
         full = reference_logit_margin(ref, found.target, found.ids)
-        for k in (1, 2, 3, 5):
-            top = set(order[:k])
-            rest = set(found.removable) - top
-            comprehensiveness.append(full - reference_logit_margin(ref, found.target, without(
-                found.ids, found.word_of_piece, top)))
-            sufficiency.append(full - reference_logit_margin(ref, found.target, without(
-                found.ids, found.word_of_piece, rest)))
+        deletion = [reference_logit_margin(ref, found.target, without(found.ids, found.word_of_piece, set(order[:k])))
+                    for k in range(n + 1)]
+        insertion = [reference_logit_margin(ref, found.target, without(
+            found.ids, found.word_of_piece, set(found.removable) - set(order[:k]))) for k in range(n + 1)]
     faith = method.faithfulness
-    assert faith.ks == (1, 2, 3, 5)
-    assert relative(faith.comprehensiveness, comprehensiveness) < 1e-5
-    assert relative(faith.sufficiency, sufficiency) < 1e-5
-    assert faith.aopc_comprehensiveness == pytest.approx(np.mean(comprehensiveness), rel=1e-5)
-    assert faith.deletion[0] == pytest.approx(full, rel=1e-5)
-    assert len(faith.deletion) == len(faith.insertion) == len(found.removable) + 1
+    assert faith.ks == (1, 2, 3, 5) and faith.curve_ks == tuple(range(n + 1))
+    assert relative(faith.comprehensiveness, [full - deletion[k] for k in faith.ks]) < 1e-5
+    assert relative(faith.sufficiency, [full - insertion[k] for k in faith.ks]) < 1e-5
+    assert faith.aopc_comprehensiveness == pytest.approx(np.mean([full - deletion[k] for k in faith.ks]), rel=1e-5)
+    assert deletion[0] == pytest.approx(full, rel=1e-5)
+    assert relative(faith.deletion, deletion) < 1e-5 and relative(faith.insertion, insertion) < 1e-5
+    short = explain(model, TEXT, "animal", "street", methods=["inputxgrad"]).methods["inputxgrad"].faithfulness
+    assert short.curve_ks == (0, 1, 2, 3, 5, n)
+    assert relative(short.deletion, [deletion[k] for k in short.curve_ks]) < 1e-5
+    assert relative(short.insertion, [insertion[k] for k in short.curve_ks]) < 1e-5
+    assert relative(short.comprehensiveness, faith.comprehensiveness) < 1e-5
 
 
 def test_the_explanation_json_has_the_issues_shape(lm_dirs):
@@ -234,3 +236,12 @@ def test_words_are_cut_at_spaces_where_the_tokenizer_numbers_the_text_as_one_wor
     one = replace(batch, word_ids=(spaced_words(batch.texts[0], gemma_s, batch.offsets[0]),))
     assert units_of(one).groups == units_of(batch).groups and len(units_of(batch).groups) > 10
     assert units_of(one).labels == units_of(batch).labels
+
+
+def test_progress_rises_to_the_end_through_every_stage(lm_dirs):
+    model = load_model(lm_dirs["gpt2"])
+    seen = []
+    explain(model, TEXT, "animal", "street", methods=["attention", "ig", "occlusion"], steps=4,
+            progress=lambda done, planned: seen.append((done, planned)))
+    fractions = [done / planned for done, planned in seen]
+    assert len(seen) >= 4 and fractions == sorted(fractions) and seen[-1][0] == seen[-1][1]

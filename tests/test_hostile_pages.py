@@ -18,7 +18,7 @@ from tests.tiny_models import CONFIGS
 BUNDLED = (ENCODER_NAME,)
 
 PAGES = ["views/heads.py", "views/roles.py", "views/coreference.py", "views/parameters.py", "views/walkthrough.py",
-         "views/contributions.py", "views/corpus.py", "views/predictions.py"]
+         "views/contributions.py", "views/corpus.py", "views/predictions.py", "views/explanations.py"]
 
 
 @pytest.fixture

@@ -198,6 +198,7 @@ PAGES_AND_TABS = {  # page: (its tabs' URL key, the English tab labels)
     "views/corpus.py": (None, ()),
     "views/parameters.py": ("ptab", ("This model", "Any shape", "Head weight norms")),
     "views/walkthrough.py": ("wt_tab", ("Walkthrough", "Lessons")),
+    "views/explanations.py": (None, ()),
 }
 
 

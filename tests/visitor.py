@@ -29,11 +29,13 @@ TITLES = {  # page: its title as written (the catalogue gives the Chinese)
     "views/walkthrough.py": "Multi-head attention, step by step",
     "views/seq2seq.py": "Encoder–decoder: cross-attention",
     "views/images.py": "Images: attention over patches",
+    "views/explanations.py": "Explanations: is attention the explanation?",
 }
 PAGES = tuple(TITLES)
 TOKEN_PICKERS = ("query", "key", "pronoun", "wt_query")  # the choices that name a piece or word of the sentence
 PRONOUN_PICKERS = ("query", "pronoun", "wt_query")  # start from the sentence's pronoun unless picked by hand
-ANSWER_BOXES = ("p_piece", "a_answer", "a_wrong", "pt_answer", "pt_wrong")  # pieces the Predictions page scores
+ANSWER_BOXES = ("p_piece", "a_answer", "a_wrong", "pt_answer", "pt_wrong",  # pieces the Predictions page scores
+                "explain_answer", "explain_wrong")  # and the Explanations page's target
 KEPT_OUT = {"text_file", "example"}  # an uploader, and a picker that only fills the sentence box
 PROBE_WORD = re.compile(r"'([^']+)'|“([^”]+)”|\"([^\"]+)\"")
 

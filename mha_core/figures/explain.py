@@ -38,9 +38,9 @@ def word_scores_figure(rows: np.ndarray, names: Sequence[str], words: Sequence[s
 
 
 def deletion_figure(explanation: Explanation) -> FigureDict:
-    """The target's score as each method's top words are removed, one more at a time (steeper: more faithful)."""
+    """The target's score as each method's top k words are removed, at the curves' k (steeper: more faithful)."""
     data = [{"type": "scatter", "mode": "lines+markers", "name": safe_label(tr(METHOD_NAMES[name])),
-             "x": list(range(len(m.faithfulness.deletion))), "y": np.asarray(m.faithfulness.deletion)}
+             "x": list(m.faithfulness.curve_ks), "y": np.asarray(m.faithfulness.deletion)}
             for name, m in explanation.methods.items() if m.faithfulness is not None]
     spec = {"data": data, "layout": {
         "title": {"text": safe_label(tr("The score as each method's top words are removed"))},

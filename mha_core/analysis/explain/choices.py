@@ -6,6 +6,8 @@ DEFAULT_METHODS = ("attention", "rollout", "gradxattn", "ig", "occlusion")
 ZERO, PAD = "zero", "pad"
 BASELINES = (ZERO, PAD)
 DEFAULT_STEPS, MAX_STEPS = 50, 300
+FULL, SHORT = "full", "short"  # faithfulness curves at every k, or at the k of the measures (faithfulness.py)
+CURVES = (FULL, SHORT)
 
 from mha_core.messages import N_  # noqa: E402 -- after the names the command line reads
 

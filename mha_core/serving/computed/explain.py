@@ -1,5 +1,6 @@
 """What the Explanations page asks for: every method on a text for its target, with its faithfulness, once per
-server and key, through the heavy-work queue (Integrated Gradients and the faithfulness runs take seconds)."""
+server and key, through the heavy-work queue (Integrated Gradients and the faithfulness runs take seconds), its
+progress counted in copies of the text run."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from mha_core.teaching.explain_step import AttentionBeside, attention_beside
 def explanation_of(server: Server, model: LoadedModel, text: str, answer: str | None, wrong: str | None,
                    wait: Wait) -> Explanation:
     return server.queued("small", ("explanation", of(model), text, answer, wrong),
-                         N_("Computing every explanation and its faithfulness"),
-                         lambda progress: explain(model, text, answer, wrong, METHODS), wait)
+                         N_("Computing every explanation and its faithfulness (copies of the sentence run)"),
+                         lambda progress: explain(model, text, answer, wrong, METHODS, progress=progress), wait)
 
 
 def lesson_explanation_of(server: Server, model: LoadedModel, text: str, wait: Wait) -> AttentionBeside:
