@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_core.analysis.translation.align import LINK_RULES, ROWS, SCALINGS, WordMaps, both_rows, links_of
+from mha_core.analysis.translation.align import LINK_RULES, ROWS, SCALINGS, WordMaps, links_of
 from mha_core.analysis.translation.gold import ALIGNMENT_DIR, AlignedPair, aer, diagonal, halves, newswire_pairs
+from mha_core.analysis.translation.run import both_rows
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.loading.model import LoadedModel, bundled_dirs
 

@@ -14,10 +14,11 @@ import torch
 
 from mha_core.analysis.lm.generate import generate
 from mha_core.analysis.lm.head import check_next_piece_head
-from mha_core.analysis.translation.align import ReadPair, WordMaps, links_of, read_pair, word_maps
+from mha_core.analysis.translation.align import ReadPair, WordMaps, links_of, read_pair
 from mha_core.analysis.translation.gold import Links, pharaoh
 from mha_core.analysis.translation.heads import Progress, head_choice
 from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS, check_pair, prompt_for
+from mha_core.analysis.translation.run import word_maps
 from mha_core.analysis.translation.words import LANGUAGES, split_words
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.loading.model import LoadedModel
