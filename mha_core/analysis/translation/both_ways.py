@@ -1,7 +1,7 @@
 """A pair read both ways: the translation as the continuation of the source (zh → en) and the source as the
 continuation of the translation (en → zh), two forwards of the same model. The methods that read both directions
 (methods.py) work in the hand alignments' order, Chinese words as the source (CANONICAL): a pair asked the other way
-round is turned before and its links after, so that it aligns the same whichever language is typed first.
+round has its links turned after, so that it aligns the same whichever language is typed first.
 
 Shapes: L layers, H heads, S source words, T target words (in CANONICAL order: S Chinese, T English).
 """
@@ -55,13 +55,13 @@ class BothWays:
 
 def both_ways(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
               target_language: str, poolings: Sequence[str] = POOLINGS) -> BothWays:
-    """Both runs of the pair (texts or their words), in CANONICAL order whichever language is the source; the second
-    run reads the words the first found."""
-    if (source_language, target_language) != CANONICAL:
-        return both_ways(model, target, source, target_language, source_language, poolings)
-    forward = direction_run(model, source, target, *CANONICAL, poolings)
-    backward = direction_run(model, forward.target_words, forward.source_words, *reversed(CANONICAL), poolings)
-    return BothWays(forward.source_words, forward.target_words, {DIRECTIONS[0]: forward, DIRECTIONS[1]: backward})
+    """Both runs of the pair (texts or their words): the direction asked first, reading the words as the heads
+    method reads them, then the other way round with those words; every matrix in CANONICAL order."""
+    asked = direction_run(model, source, target, source_language, target_language, poolings)
+    other = direction_run(model, asked.target_words, asked.source_words, target_language, source_language, poolings)
+    runs = {f"{source_language}-{target_language}": asked, f"{target_language}-{source_language}": other}
+    canonical = runs[DIRECTIONS[0]]
+    return BothWays(canonical.source_words, canonical.target_words, {d: runs[d] for d in DIRECTIONS})
 
 
 def turned(links: Links) -> Links:

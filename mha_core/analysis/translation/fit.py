@@ -18,7 +18,7 @@ import numpy as np
 
 from mha_core.analysis.translation.align import ROWS
 from mha_core.analysis.translation.both_ways import DIRECTIONS, BothWays
-from mha_core.analysis.translation.gold import AlignedPair, aer
+from mha_core.analysis.translation.gold import AlignedPair, Links, aer
 from mha_core.analysis.translation.hidden import MATCHINGS, matched_links
 from mha_core.analysis.translation.methods import (
     THRESHOLD,
@@ -93,31 +93,42 @@ def greedy_heads(matrices: list[dict[Head, np.ndarray]], allowed: list[np.ndarra
     return tuple(chosen), best
 
 
-def choose_both(ways: Sequence[BothWays], pairs: Sequence[AlignedPair]) -> BothChoice:
+def both_by_rule(ways: Sequence[BothWays], pairs: Sequence[AlignedPair]) -> dict[str, BothChoice]:
+    """Each symmetrization's heads and pooling, chosen on these pairs."""
     allowed = [w.allowed() for w in ways]
-    choices = []
+    best: dict[str, BothChoice] = {}
     for pooling in POOLINGS:
         matrices = head_matrices(ways, pooling)
         ranked = ranked_heads(matrices, allowed, pairs)
         for rule in SYMMETRIZATIONS:
             heads, score = greedy_heads(matrices, allowed, pairs, rule, ranked)
-            choices.append(BothChoice(rule, pooling, heads, score))
-    return min(choices, key=lambda choice: choice.development_aer)
+            if rule not in best or score < best[rule].development_aer:
+                best[rule] = BothChoice(rule, pooling, heads, score)
+    return best
 
 
-def choose_hidden(ways: Sequence[BothWays], pairs: Sequence[AlignedPair]) -> HiddenChoice:
+def choose_both(ways: Sequence[BothWays], pairs: Sequence[AlignedPair]) -> BothChoice:
+    return min(both_by_rule(ways, pairs).values(), key=lambda choice: choice.development_aer)
+
+
+def hidden_by_matching(ways: Sequence[BothWays], pairs: Sequence[AlignedPair]) -> dict[str, HiddenChoice]:
+    """Each matching's pooling and run of consecutive layers, chosen on these pairs."""
     allowed = [w.allowed() for w in ways]
-    choices = []
+    best: dict[str, HiddenChoice] = {}
     for pooling in POOLINGS:
         totals = [np.cumsum(np.mean(w.similarities(pooling), axis=0), axis=0) for w in ways]  # (L+1,T,S) running sums
         n_states = totals[0].shape[0]
-        for first in range(n_states):
-            for last in range(first, n_states):
-                means = [(t[last] - (t[first - 1] if first else 0)) / (last - first + 1) for t in totals]
-                for matching in MATCHINGS:
-                    score = aer([matched_links(m, matching, a) for m, a in zip(means, allowed, strict=True)], pairs)
-                    choices.append(HiddenChoice(matching, pooling, tuple(range(first, last + 1)), score))
-    return min(choices, key=lambda choice: choice.development_aer)
+        for first, last in ((a, b) for a in range(n_states) for b in range(a, n_states)):
+            means = [(t[last] - (t[first - 1] if first else 0)) / (last - first + 1) for t in totals]
+            for matching in MATCHINGS:
+                score = aer([matched_links(m, matching, a) for m, a in zip(means, allowed, strict=True)], pairs)
+                if matching not in best or score < best[matching].development_aer:
+                    best[matching] = HiddenChoice(matching, pooling, tuple(range(first, last + 1)), score)
+    return best
+
+
+def choose_hidden(ways: Sequence[BothWays], pairs: Sequence[AlignedPair]) -> HiddenChoice:
+    return min(hidden_by_matching(ways, pairs).values(), key=lambda choice: choice.development_aer)
 
 
 def sure_cells(pair: AlignedPair) -> np.ndarray:
@@ -164,6 +175,7 @@ def best_decoding(predicted: list[np.ndarray], allowed: list[np.ndarray], pairs:
                   ) -> tuple[float, str, float]:
     """(AER, rule, threshold) of the decoding (DECODINGS x THRESHOLDS) that aligns best."""
     scores = []
+    predicted = [masked(p, a, 0.0) for p, a in zip(predicted, allowed, strict=True)]
     for rule in DECODINGS:
         candidates = [candidate_links(p, rule, a) for p, a in zip(predicted, allowed, strict=True)]
         for threshold in THRESHOLDS:
@@ -203,13 +215,15 @@ def choose_all(ways: Sequence[BothWays], pairs: Sequence[AlignedPair]) -> Method
     return MethodChoices(*(CHOOSERS[method](ways, pairs) for method in ("both", "hidden", "weighted", "ensemble")))
 
 
-def cross_validated(method: str, ways: Sequence[BothWays], pairs: Sequence[AlignedPair], k: int = FOLDS
-                    ) -> list[frozenset]:
-    """Each pair's links by `method` chosen on the other folds (k folds of the given pairs)."""
-    links: list[frozenset] = [frozenset()] * len(pairs)
+def cross_validated(choose: Callable[[Sequence[BothWays], Sequence[AlignedPair]], dict[str, Choice]],
+                    ways: Sequence[BothWays], pairs: Sequence[AlignedPair], k: int = FOLDS) -> dict[str, list[Links]]:
+    """Each pair's links by each choice `choose` makes (keyed as it keys them), made on the other folds (k folds of
+    consecutive pairs): what the choice does on pairs it has not seen."""
+    links: dict[str, list[Links]] = {}
     for fold in folds(len(pairs), k):
         rest = [i for i in range(len(pairs)) if i not in fold]
-        choice = CHOOSERS[method]([ways[i] for i in rest], [pairs[i] for i in rest])
-        for i in fold:
-            links[i] = choice.links(ways[i])[0]
+        for key, choice in choose([ways[i] for i in rest], [pairs[i] for i in rest]).items():
+            made = links.setdefault(key, [frozenset()] * len(pairs))
+            for i in fold:
+                made[i] = choice.links(ways[i])[0]
     return links

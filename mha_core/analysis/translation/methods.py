@@ -22,11 +22,11 @@ import numpy as np
 
 from mha_core.analysis.translation.align import ROWS, argmax_links, column_links
 from mha_core.analysis.translation.both_ways import DIRECTIONS, BothWays
+from mha_core.analysis.translation.choices import METHODS
 from mha_core.analysis.translation.gold import Links
 from mha_core.analysis.translation.hidden import matched_links, pooled_similarity
 from mha_core.analysis.translation.symmetric import symmetrized
 
-METHODS = ("heads", "both", "hidden", "weighted", "ensemble")
 THRESHOLD = "threshold"  # a weighted method's decoding: every cell above the threshold (else a symmetrization)
 LOG_FLOOR = 1e-3  # attention enters the regression as log(scaled weight + LOG_FLOOR): a link is a ratio, not a sum
 Head = tuple[str, str, int, int]  # (direction, rows, layer, head)
@@ -119,8 +119,10 @@ def candidate_links(probability: np.ndarray, rule: str, allowed: np.ndarray) -> 
 
 
 def decoded(probability: np.ndarray, rule: str, threshold: float, allowed: np.ndarray) -> Links:
-    """Links from a (T,S) link probability: candidate_links whose probability is above `threshold`."""
-    return frozenset((s, t) for s, t in candidate_links(probability, rule, allowed) if probability[t, s] > threshold)
+    """Links from a (T,S) link probability: candidate_links whose probability (0 where not allowed) is above
+    `threshold`."""
+    kept = masked(probability, allowed, 0.0)
+    return frozenset((s, t) for s, t in candidate_links(probability, rule, allowed) if kept[t, s] > threshold)
 
 
 @dataclass(frozen=True)
