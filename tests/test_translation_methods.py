@@ -149,7 +149,8 @@ def test_the_similarity_standardizes_each_dimension_over_the_pair_s_words():
 
 def synthetic_ways(pairs: list[AlignedPair], seed: int, planted: dict) -> list[BothWays]:
     """Runs of random maps (2 layers x 2 heads) and similarities (3 states) where `planted` cells follow the sure
-    links: {direction: (rows, layer, head)} and "hidden": a state index."""
+    links: {direction: [(rows, layer, head, parity)]} (parity: only the links of even or odd continuation words;
+    None: all) and "hidden": a state index."""
     rng = np.random.default_rng(seed)
     ways = []
     for pair in pairs:
@@ -159,11 +160,12 @@ def synthetic_ways(pairs: list[AlignedPair], seed: int, planted: dict) -> list[B
             gold = pair.sure if direction == DIRECTIONS[0] else {(t, s) for s, t in pair.sure}
             maps, similarity = {}, {}
             for pooling in POOLINGS:
-                for rows in ("previous", "self"):
+                for rows in ROWS:
                     m = rng.random((2, 2, len(target), len(source))).astype(np.float32) * 0.5
-                    if planted.get(direction, ("",))[0] == rows:
+                    for rows_planted, layer, head, parity in planted[direction]:
                         for s, t in gold:
-                            m[planted[direction][1], planted[direction][2], t, s] += 1.0
+                            if rows_planted == rows and parity in (None, t % 2):
+                                m[layer, head, t, s] += 1.0
                     maps[pooling, rows] = m
                 sim = rng.random((3, len(target), len(source))).astype(np.float32) * 0.5
                 for s, t in gold:
@@ -174,9 +176,14 @@ def synthetic_ways(pairs: list[AlignedPair], seed: int, planted: dict) -> list[B
     return ways
 
 
+def feature(direction: str, rows: str, layer: int, head: int) -> int:
+    """A head's column of methods.features on 2 layers x 2 heads."""
+    return (DIRECTIONS.index(direction) * len(ROWS) + ROWS.index(rows)) * 4 + layer * 2 + head
+
+
 def test_the_both_ways_choices_find_what_follows_the_gold_links():
     pairs = newswire_pairs("zh")[:8]
-    planted = {"zh-en": ("self", 1, 0), "en-zh": ("previous", 0, 1), "hidden": 2}
+    planted = {"zh-en": [("self", 1, 0, None)], "en-zh": [("previous", 0, 1, None)], "hidden": 2}
     ways = synthetic_ways(pairs, 11, planted)
     both = fit.choose_both(ways, pairs)
     assert ("zh-en", "self", 1, 0) in both.heads and ("en-zh", "previous", 0, 1) in both.heads
@@ -184,11 +191,20 @@ def test_the_both_ways_choices_find_what_follows_the_gold_links():
     chosen = fit.choose_hidden(ways, pairs)
     assert 2 in chosen.layers and chosen.development_aer < 0.5
     weighted = fit.fit_weighted(ways, pairs)
-    feature = lambda d, rows, layer, head: (DIRECTIONS.index(d) * 2 + ROWS.index(rows)) * 4 + layer * 2 + head  # noqa: E731
     strongest = set(np.argsort(-weighted.weights)[:2].tolist())
     assert strongest == {feature("zh-en", "self", 1, 0), feature("en-zh", "previous", 0, 1)}
     links = [weighted.links(w)[0] for w in ways]
     assert aer(links, pairs) < 0.2 and precision_recall(links, pairs)[0] > 0.8
+
+
+def test_the_greedy_choice_adds_the_head_that_completes_another():
+    """Two heads of one direction each follow half the gold links (the even and the odd English words'): the mean of
+    both aligns every word, so the greedy choice takes the second after the first."""
+    pairs = newswire_pairs("zh")[:8]
+    planted = {"zh-en": [("self", 1, 0, 0), ("self", 0, 1, 1)], "en-zh": [("self", 1, 1, None)], "hidden": 0}
+    ways = synthetic_ways(pairs, 12, planted)
+    both = fit.choose_both(ways, pairs)
+    assert {("zh-en", "self", 1, 0), ("zh-en", "self", 0, 1)} <= set(both.heads)
 
 
 def test_a_weighted_method_s_decoding_against_a_loop():
