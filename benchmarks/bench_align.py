@@ -162,7 +162,7 @@ def printed(rows: list[Row]) -> None:
     for r in rows:
         cv = "–" if r.cross_validated is None else f"{r.cross_validated:.3f}"
         mark = " (chosen)" if r.chosen and r.method not in ("heads", "diagonal") else ""
-        print(f"| {r.method}{mark} | {r.setting} | {r.development:.3f} | {r.held_back:.3f} | {cv} | "
+        print(f"| {r.method}{mark} | {r.setting or '–'} | {r.development:.3f} | {r.held_back:.3f} | {cv} | "
               f"{r.precision:.3f} | {r.recall:.3f} | {r.seconds if r.seconds is not None else '–'} |")
     attention = min(r.held_back for r in rows if r.method in ATTENTION_ONLY and r.chosen)
     overall = min(r.held_back for r in rows if r.chosen and r.method != "diagonal")

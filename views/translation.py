@@ -109,8 +109,8 @@ def heads_view(model: LoadedModel, source_language: str, target_language: str) -
                   combined=choice.combined_aer, diagonal=choice.diagonal_aer))
 
 
-SETTINGS = {**DIRECTIONS, "argmax": "ArgMax", "itermax": "IterMax"}  # a table row's setting as shown (a
-#                                                                         symmetrization keeps its Moses name)
+SETTINGS = {**DIRECTIONS, "argmax": "ArgMax", "itermax": "IterMax", "intersection": N_("intersection"),
+            "union": N_("union")}  # a table row's setting as shown (grow-diag… keep their Moses names)
 COLUMNS = {"development": N_("AER, development half"), "held_back": N_("AER, held-back half"),
            "cross_validated": N_("AER, cross-validated"), "precision": N_("precision"), "recall": N_("recall"),
            "seconds": N_("seconds per pair")}
@@ -134,13 +134,15 @@ def representations_view(model: LoadedModel, result: Translation, source: str, k
         chart(("t_hidden", *key), lambda: figures.alignment_matrix_figure(
             hidden, title=tr("What the representations say: each word's similarity, each link ringed")),
             width="stretch")
+    layers = hidden_layers(model)
     st.caption(tr("The heads read attention: where each word of the translation looks back in the source. The "
                   "representations read the words' hidden states: the two sentences' words compared by cosine in "
-                  "layers {first}–{last} (each dimension standardized over the pair's words), linked where each is "
-                  "the other's most similar, then again among the words left (IterMax, as SimAlign). They agree on "
-                  "{both} links; {heads_only} are the heads' alone, {hidden_only} the representations' alone.",
-                  first=hidden_layers(model)[0], last=hidden_layers(model)[-1], both=both,
-                  heads_only=len(result.links) - both, hidden_only=len(hidden.links) - both))
+                  "hidden states {first}–{last} (0 is the embeddings, n the output of layer n; each dimension "
+                  "standardized over the pair's words first), linked where each word is the other's most similar, "
+                  "then again among the words left (IterMax, as SimAlign). They agree on {both} links; {heads_only} "
+                  "are the heads' alone, {hidden_only} the representations' alone.", first=layers[0],
+                  last=layers[-1], both=both, heads_only=len(result.links) - both,
+                  hidden_only=len(hidden.links) - both))
     methods_table(model)
 
 

@@ -173,10 +173,13 @@ def add_translation_parsers(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--source-lang", choices=LANGUAGE_CHOICES, required=True)
         p.add_argument("--target-lang", choices=LANGUAGE_CHOICES, required=True)
     translate.add_argument("--json", default="-", help="output file, '-' for stdout")
-    from mha_core.analysis.translation.choices import METHOD_HELP, METHODS
+    from mha_core.analysis.translation.choices import METHODS
 
     for p in (translate, align):
-        p.add_argument("--method", choices=METHODS, default=METHODS[0], help=METHOD_HELP)
+        p.add_argument("--method", choices=METHODS, default=METHODS[0], help=(
+            "heads: one direction's chosen heads; both: both directions' chosen heads, symmetrized; hidden: the "
+            "layers' word similarity (SimAlign); weighted: every head of both directions, weighted by a regression "
+            "fitted on the development pairs; ensemble: the weighted heads and the similarity together"))
     align.add_argument("--json", default=None, help="also every pair's words, links and the heads, as JSON")
     translate.set_defaults(func=cmd_translate)
     align.set_defaults(func=cmd_align)

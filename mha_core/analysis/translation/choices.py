@@ -6,9 +6,6 @@ ATTENTION_ONLY = ("heads", "both", "weighted")  # the methods that read attentio
 
 from mha_core.messages import N_  # noqa: E402 -- after the names the command line reads
 
-METHOD_HELP = ("heads: one direction's chosen heads; both: both directions' chosen heads, symmetrized; hidden: the "
-               "layers' word similarity (SimAlign); weighted: every head of both directions, weighted by a regression "
-               "fitted on the development pairs; ensemble: the weighted heads and the similarity together")
 METHOD_NAMES = {
     "heads": N_("What the heads say: one direction"),
     "both": N_("What the heads say: both directions"),

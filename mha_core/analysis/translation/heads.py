@@ -5,7 +5,7 @@ The choice: for each pooling of a word's pieces (run.POOLINGS), way of reading a
 scaling the maps (align.SCALINGS), heads ranked by their own AER (argmax links), then the k best (k from 1 to
 MAX_COMBINED) and the link rule (align.LINK_RULES: argmax, intersection or grow-diag of both directions' argmax) whose
 mean map gives the lowest AER on the development half; the best of those. A bundled model's choice is shipped
-(assets/alignment/heads.json, written by benchmarks/bench_translate.py --write-heads; a test recomputes it); another
+(assets/alignment/heads.json, written by benchmarks/bench_align.py --write; a test recomputes it); another
 model's is computed on first use. Both directions at once, the representations and weighted heads: methods.py.
 """
 
