@@ -3,19 +3,18 @@
 first half (development) only; the second half is held back and only reported.
 
   (a) AER of the chosen heads on the development half and on the held-back half, each beside the diagonal
-      baseline (target: held-back AER <= 0.45), for zh -> en and en -> zh, both ways of reading a word's rows and
-      both scalings (plain, columns divided by their mean: sinks down-weighted);
+      baseline (target: held-back AER <= 0.45), for zh -> en and en -> zh, each pooling of a word's pieces, both ways
+      of reading a word's rows and both scalings (plain, columns divided by their mean: sinks down-weighted);
   (b) aligning the 150 pairs: seconds per pair (target <= 1 s on 2 cores);
   (c) translating the it -> animal sentence (zh -> en): seconds to the first piece (what the page waits for before
       anything is written) and to the aligned translation, and what was written and linked.
-Run: .venv/bin/python benchmarks/bench_translate.py [--write-heads]
-     (--write-heads: store the choice in assets/alignment/heads.json, which the app and the CLI read)
+Run: .venv/bin/python benchmarks/bench_translate.py
+(the choice the app and the CLI read, assets/alignment/heads.json, is written by bench_align.py --write, beside the
+methods that read both directions and the hidden states)
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mha_core import load_model  # noqa: E402
 from mha_core.analysis.lm.generate import generate  # noqa: E402
 from mha_core.analysis.translation import heads  # noqa: E402
-from mha_core.analysis.translation.align import ROWS, SCALINGS  # noqa: E402
+from mha_core.analysis.translation.align import SCALINGS  # noqa: E402
 from mha_core.analysis.translation.gold import halves, newswire_pairs  # noqa: E402
 from mha_core.analysis.translation.prompt import prompt_for  # noqa: E402
 from mha_core.analysis.translation.translate import translate  # noqa: E402
@@ -42,13 +41,13 @@ def direction(model: object, source: str, target: str) -> dict:
     maps = heads.pair_maps(model, development + held_back, source, target)
     seconds = (time.perf_counter() - started) / (len(development) + len(held_back))
     report, choices = {}, []
-    for rows in ROWS:
+    for pooling, rows in maps:
         for scaling in SCALINGS:
-            dev_maps, test_maps = maps[rows][:len(development)], maps[rows][len(development):]
-            choice = heads.choose(dev_maps, development, f"{source}-{target}", scaling)
+            dev_maps, test_maps = maps[pooling, rows][:len(development)], maps[pooling, rows][len(development):]
+            choice = heads.choose(dev_maps, development, f"{source}-{target}", scaling, pooling)
             choices.append(choice)
             held = [m.scaled(scaling) for m in test_maps]
-            report[f"{rows}/{scaling}"] = {
+            report[f"{pooling}/{rows}/{scaling}"] = {
                 "heads": choice.heads, "rule": choice.rule, "development": round(choice.combined_aer, 3),
                 "held_back": round(heads.combined_aer(held, held_back, choice.heads, choice.rule), 3),
                 "best_single_head": round(float(choice.aers.min()), 3),
@@ -59,24 +58,16 @@ def direction(model: object, source: str, target: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--write-heads", action="store_true")
-    args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     model = load_model(GEMMA_NAME)
-    shipped = {}
     for source, target in (("zh", "en"), ("en", "zh")):
         measured = direction(model, source, target)
-        shipped[f"{source}-{target}"] = measured["chosen"].as_json()
         print(f"{source} -> {target}: {measured['seconds_per_pair']} s a pair (target <= 1)")
         for rows, line in measured["rows"].items():
             print(f"  rows={rows}: {line}")
         chosen = measured["chosen"]
-        print(f"  chosen: rows={chosen.rows}, scaling={chosen.scaling}, rule={chosen.rule}, heads={chosen.heads}")
-    heads.CHOSEN.clear()
-    if args.write_heads:
-        heads.HEADS_FILE.write_text(json.dumps({model.name: shipped}, indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {heads.HEADS_FILE}")
+        print(f"  chosen: pooling={chosen.pooling}, rows={chosen.rows}, scaling={chosen.scaling}, rule={chosen.rule}, "
+              f"heads={chosen.heads}")
     prompt = prompt_for(split_words(ANIMAL, "zh"), "zh", "en").text
     started = time.perf_counter()
     generate(model, prompt, new=1)

@@ -23,7 +23,11 @@ def test_gemma_translates_both_ways_and_every_view_draws():
     written = " ".join(m.value for m in at.markdown)
     assert "gemma" in written.lower() and "animal" in written.lower()
     assert re.search(r"\*\*it\*\* in the translation aligns to \*\*[^*]*它[^*]*\*\*", written), written
-    assert len(at.get("plotly_chart")) == 4  # links, the matrix, the heads by AER, one head large
+    assert len(at.get("plotly_chart")) == 6  # links, the matrix, the heads by AER, one head large, what the heads and
+    #                                          the representations link, the representations' similarity
+    assert any("They agree on" in c.value for c in at.caption)
+    table = at.dataframe[0].value  # every method measured, as methods.json holds it
+    assert len(table) >= 10 and "What the representations say" in set(table.iloc[:, 0])
     back = open_app(PAGE, t_direction="en-zh")
     assert not back.exception and not back.error
     assert any(sum("\u4e00" <= c <= "\u9fff" for c in m.value) >= 8 for m in back.markdown)  # written in Chinese
@@ -54,7 +58,8 @@ def test_the_page_in_chinese_has_no_english_left():
     assert catalogue("zh").gettext("Translation: alignment inside a decoder") in at.title[0].value
     typed = [box.value for box in at.text_input]
     said = [m.value.replace("\\", "") for m in at.markdown]  # what the model wrote, shown in markdown
-    kept = ["AER", "A", "S", "P", "DeNero", "zh–en", "Gemma 3", "L", "H", "grow-diag", "OpenCC"]
+    kept = ["AER", "A", "S", "P", "DeNero", "zh–en", "Gemma 3", "L", "H", "grow-diag", "OpenCC", "SimAlign", "IterMax",
+            "ArgMax", "grow-diag-final", "grow-diag-final-and", "benchmarks/bench_align.py", "align", "–", "✓"]
     left = untranslated(at, [*names, *typed, *said, *kept])
     assert not left, list(left.items())[:5]
 

@@ -10,6 +10,7 @@ import torch
 
 from mha_core import load_model, run
 from mha_core.analysis.translation import align as alignment
+from mha_core.analysis.translation import run as reading
 from mha_core.analysis.translation.gold import (
     AlignedPair,
     aer,
@@ -71,7 +72,7 @@ def test_the_prompt_holds_the_examples_then_the_pair_and_every_word_where_it_say
 
 
 def test_word_maps_equal_a_naive_loop_over_the_run_s_maps(llama):
-    both = alignment.both_rows(llama, SOURCE, TARGET, "zh", "en")
+    both = reading.both_rows(llama, SOURCE, TARGET, "zh", "en")
     result = run(llama, both["self"].prompt, path="explicit")
     maps = result.text_attention(0)  # (L,H,P,P)
     offsets = result.batch.offsets[0]
@@ -89,7 +90,7 @@ def test_word_maps_equal_a_naive_loop_over_the_run_s_maps(llama):
                 assert np.abs(ours[:, :, t, s] - naive).max() <= 1e-5, (rows, t, s)
     assert both["previous"].maps.shape == (llama.n_layers, llama.n_heads, len(prompted.target_spans),
                                            len(prompted.source_spans))
-    assert alignment.word_maps(llama, SOURCE, TARGET, "zh", "en").rows == "previous"  # the default
+    assert reading.word_maps(llama, SOURCE, TARGET, "zh", "en").rows == "previous"  # the default
 
 
 def test_column_scaling_divides_each_source_word_by_its_mean_over_the_translation():
@@ -239,4 +240,4 @@ def test_bad_input_is_one_sentence(llama, tiny):
     with pytest.raises(InputError, match="does not read Chinese: it reads 那 只 动 物 没 过 as unknown"):
         align(llama, SOURCE, TARGET, "zh", "en")  # a BERT vocabulary: most Chinese characters are [UNK]
     with pytest.raises(InputError, match="reads at most 256"):
-        alignment.word_maps(llama, SOURCE * 8, TARGET * 8, "zh", "en")
+        reading.word_maps(llama, SOURCE * 8, TARGET * 8, "zh", "en")

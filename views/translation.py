@@ -7,6 +7,7 @@ import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.analysis.lm.head import predicts_next
+from mha_core.analysis.translation.choices import METHOD_NAMES
 from mha_core.analysis.translation.translate import Translation, pronoun_links
 from mha_core.analysis.translation.words import LANGUAGES
 from mha_core.figures import translation as figures
@@ -108,6 +109,66 @@ def heads_view(model: LoadedModel, source_language: str, target_language: str) -
                   combined=choice.combined_aer, diagonal=choice.diagonal_aer))
 
 
+SETTINGS = {**DIRECTIONS, "argmax": "ArgMax", "itermax": "IterMax", "intersection": N_("intersection"),
+            "union": N_("union")}  # a table row's setting as shown (grow-diag… keep their Moses names)
+COLUMNS = {"development": N_("AER, development half"), "held_back": N_("AER, held-back half"),
+           "cross_validated": N_("AER, cross-validated"), "precision": N_("precision"), "recall": N_("recall"),
+           "seconds": N_("seconds per pair")}
+
+
+def representations_view(model: LoadedModel, result: Translation, source: str, key: tuple) -> None:
+    """What the heads say beside what the representations say (SimAlign on the same model's hidden states), and
+    every method measured on the hand alignments."""
+    if queued(computed.method_choices_of, model) is None:
+        return
+    hidden = answered(computed.alignment_of, model, source, result.translation, result.source_language,
+                      result.target_language, "hidden")
+    if hidden is None or (hidden.source_words, hidden.target_words) != (result.source_words, result.target_words):
+        return
+    st.subheader(tr("What the heads say, what the representations say"))
+    both = len(result.links & hidden.links)
+    heads_view_, representations = st.columns(2)
+    with heads_view_:
+        chart(("t_agree", *key), lambda: figures.agreement_figure(result, hidden), width="stretch")
+    with representations:
+        chart(("t_hidden", *key), lambda: figures.alignment_matrix_figure(
+            hidden, title=tr("What the representations say: each word's similarity, each link ringed")),
+            width="stretch")
+    layers = hidden_layers(model)
+    st.caption(tr("The heads read attention: where each word of the translation looks back in the source. The "
+                  "representations read the words' hidden states: the two sentences' words compared by cosine in "
+                  "hidden states {first}–{last} (0 is the embeddings, n the output of layer n; each dimension "
+                  "standardized over the pair's words first), linked where each word is the other's most similar, "
+                  "then again among the words left (IterMax, as SimAlign). They agree on {both} links; {heads_only} "
+                  "are the heads' alone, {hidden_only} the representations' alone.", first=layers[0],
+                  last=layers[-1], both=both, heads_only=len(result.links) - both,
+                  hidden_only=len(hidden.links) - both))
+    methods_table(model)
+
+
+def hidden_layers(model: LoadedModel) -> tuple[int, ...]:
+    choices = computed.known_method_choices(model)
+    return choices.hidden.layers if choices is not None else (0,)
+
+
+def methods_table(model: LoadedModel) -> None:
+    """The methods' AER on the hand alignments, as measured (benchmarks/bench_align.py)."""
+    table = computed.methods_table_of(model)
+    if table is None:
+        st.caption(tr("The methods are measured on the bundled Gemma 3 only."))
+        return
+    shown = [{tr("method"): tr(METHOD_NAMES[row["method"]]),
+              tr("setting"): tr(SETTINGS[row["setting"]]) if row["setting"] in SETTINGS else row["setting"],
+              **{tr(name): row[column] for column, name in COLUMNS.items()},
+              tr("align uses it"): "✓" if row["chosen"] else ""} for row in table.rows]
+    st.dataframe(shown, hide_index=True, width="stretch")
+    st.caption(tr("Each method's settings are chosen on the first {development} hand-aligned pairs only and measured "
+                  "on the other {held_back}; cross-validated: each of {folds} parts of all the pairs aligned by the "
+                  "settings chosen on the rest. Precision and recall on the held-back pairs; seconds per pair on the "
+                  "machine that measured them (benchmarks/bench_align.py).", development=table.development,
+                  held_back=table.held_back, folds=table.folds))
+
+
 def translation_page(model: LoadedModel) -> None:
     direction = widget(st.radio, "t_direction", "zh-en", tr("Direction"), options=list(DIRECTIONS),
                        format_func=lambda d: tr(DIRECTIONS[d]), horizontal=True)
@@ -136,6 +197,7 @@ def translation_page(model: LoadedModel) -> None:
     alignment_views(model, result, key)
     heads_view(model, source_language, target_language)
     one_head(model, result, key)
+    representations_view(model, result, source, key)
     with st.expander(tr("The prompt the model reads")):
         st.code(result.prompt, language=None, wrap_lines=True)
     json_button(result, model, tr("JSON: the translation and its alignment"), "translation.json", "t_json")

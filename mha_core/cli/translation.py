@@ -1,6 +1,7 @@
 """`translate TEXT --source-lang zh --target-lang en --json OUT`: a decoder's translation and its word alignment;
-`align --source-file S --target-file T --out A.txt`: forced alignment of given translations, one Pharaoh line per
-pair ("i-j": source word i, target word j, 0-based, as fast_align and awesome-align write them)."""
+`align --source-file S --target-file T --out A.txt [--method heads|both|hidden|weighted|ensemble]`: forced alignment of
+given translations, one Pharaoh line per pair ("i-j": source word i, target word j, 0-based, as fast_align and
+awesome-align write them); the methods: analysis/translation/methods.py."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     from mha_core.analysis.translation.translate import translate
 
     model = load_chosen_model(args)
-    result = translate(model, args.text, args.source_lang, args.target_lang)
+    result = translate(model, args.text, args.source_lang, args.target_lang, method=args.method)
     write_json(result.as_json(model.name), args.json)
 
 
@@ -102,7 +103,7 @@ def aligned_pairs(model: object, pairs: list, args: argparse.Namespace, out: Tex
     bar, update = progress_bar("pairs aligned")
     try:
         for i, (source, target) in enumerate(pairs):
-            result = align(model, source, target, args.source_lang, args.target_lang)
+            result = align(model, source, target, args.source_lang, args.target_lang, method=args.method)
             out.write(pharaoh(result.links) + "\n")
             out.flush()
             update(i + 1, len(pairs))
@@ -116,8 +117,23 @@ def output_file(path: str) -> contextlib.AbstractContextManager[TextIO]:
     return contextlib.nullcontext(sys.stdout) if path == "-" else Path(path).open("w", encoding="utf-8")
 
 
-def cmd_align(args: argparse.Namespace) -> None:
+def method_heads(model: object, args: argparse.Namespace) -> list[list]:
+    """The heads a method reads, for the JSON: [layer, head] (heads), [direction, rows, layer, head] (both), none for
+    the others. A model without shipped choices has them made here, with progress."""
+    from mha_core.analysis.translation.chosen import method_choices
     from mha_core.analysis.translation.heads import head_choice
+
+    if args.method == "heads":
+        return [list(h) for h in head_choice(model, args.source_lang, args.target_lang).heads]
+    bar, update = progress_bar("development pairs read both ways")
+    try:
+        choice = method_choices(model, update).of(args.method)
+    finally:
+        bar.close()
+    return [list(h) for h in getattr(choice, "heads", ())]
+
+
+def cmd_align(args: argparse.Namespace) -> None:
     from mha_core.analysis.translation.prompt import check_pair
 
     check_pair(args.source_lang, args.target_lang)
@@ -130,12 +146,12 @@ def cmd_align(args: argparse.Namespace) -> None:
     check_distinct(args)
     model = load_chosen_model(args)
     pairs = checked_pairs(model, sources, targets, args)
-    heads = head_choice(model, args.source_lang, args.target_lang).heads if pairs else ()
+    heads = method_heads(model, args) if pairs else []
     try:
         with output_file(args.out) as out:
             written = aligned_pairs(model, pairs, args, out)
             if args.json:
-                write_json({"model": model.name, "heads": [list(h) for h in heads], "pairs": written}, args.json)
+                write_json({"model": model.name, "method": args.method, "heads": heads, "pairs": written}, args.json)
             else:
                 deque(written, maxlen=0)
     except OSError as err:
@@ -157,6 +173,13 @@ def add_translation_parsers(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--source-lang", choices=LANGUAGE_CHOICES, required=True)
         p.add_argument("--target-lang", choices=LANGUAGE_CHOICES, required=True)
     translate.add_argument("--json", default="-", help="output file, '-' for stdout")
+    from mha_core.analysis.translation.choices import METHODS
+
+    for p in (translate, align):
+        p.add_argument("--method", choices=METHODS, default=METHODS[0], help=(
+            "heads: one direction's chosen heads; both: both directions' chosen heads, symmetrized; hidden: the "
+            "layers' word similarity (SimAlign); weighted: every head of both directions, weighted by a regression "
+            "fitted on the development pairs; ensemble: the weighted heads and the similarity together"))
     align.add_argument("--json", default=None, help="also every pair's words, links and the heads, as JSON")
     translate.set_defaults(func=cmd_translate)
     align.set_defaults(func=cmd_align)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
 
-from mha_core.engine.attention import EXPLICIT
+from mha_core.engine.attention import EXPLICIT, AttentionOutput
 from mha_core.engine.forward import (
     Memory,
     check_forward_budget,
@@ -64,17 +65,25 @@ def extend(model: LoadedModel, ids: Tensor, cache: Cache, memory: Memory | None 
     the last layer's output (1,N,D), the grown cache, and each layer's maps of the new rows over every piece
     (1,H,N,P+N). The new pieces' keys depend on no later piece, so a prompt's start is computed once for every text
     that shares it."""
+    x, layers = extension(model, ids, cache, memory)
+    new_cache, maps, out = [], [], x
+    for out, attn in layers:  # noqa: B007
+        new_cache.append((attn.k, attn.v))
+        maps.append(attn.probs)
+    return out, new_cache, tuple(maps)
+
+
+def extension(model: LoadedModel, ids: Tensor, cache: Cache, memory: Memory | None = None
+              ) -> tuple[Tensor, Iterator[tuple[Tensor, AttentionOutput]]]:
+    """The embeddings (1,N,D) of `ids` (1,N), new pieces after the P in `cache`, and the layer loop over them (each
+    layer's output and attention, the earlier pieces read from the cache)."""
     arch, n = model.arch, ids.shape[1]
     mask = torch.ones(1, cache[0][0].shape[2] + n, dtype=torch.long, device=model.device)
     positions = position_ids(mask, arch)[:, -n:]  # (1,N)
     x = embed(model.embeddings, ids.to(model.device), positions)  # (1,N,D)
     bias = newest_rows_bias(model, mask, x.dtype, n)
     rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
-    new_cache, maps, out = [], [], x
-    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT, past=cache, memory=memory):  # noqa: B007
-        new_cache.append((attn.k, attn.v))
-        maps.append(attn.probs)
-    return out, new_cache, tuple(maps)
+    return x, layer_outputs(model, x, bias, rope, EXPLICIT, past=cache, memory=memory)
 
 
 def step(model: LoadedModel, token: int, length: int, cache: Cache, memory: Memory | None = None
@@ -143,3 +152,22 @@ def maps_after_start(model: LoadedModel, batch: TokenBatch, start: str, before: 
         return 0, forward(model, batch, EXPLICIT, keep_hidden=False).text_maps(0)
     _, _, maps = extend(model, ids[:, k:], cache)
     return k, torch.stack([m[0].float() for m in maps])  # (L,H,P-k,P)
+
+
+@torch.inference_mode()
+def layers_after_start(model: LoadedModel, batch: TokenBatch, start: str, before: int) -> tuple[int, Tensor, Tensor]:
+    """(k, maps, hidden): maps_after_start's rows (L,H,P-k,P) float32, and the same rows' hidden states (L+1,P-k,D)
+    float32: the embeddings, then each layer's output (before the final norm), as a whole-text run gives them."""
+    ids = batch.input_ids[:, : len(batch.tokens[0])]  # (1,P)
+    check_forward_budget(model, 1, ids.shape[1], EXPLICIT, keep_hidden=True, kernel_causal=False)
+    k, cache = shared_start(model, ids, start, before)
+    if k == 0:
+        x, bias, rope = prepare(model, batch)
+        layers = layer_outputs(model, x, bias, rope, EXPLICIT)
+    else:
+        x, layers = extension(model, ids[:, k:], cache)
+    hidden, maps = [x[0].float()], []
+    for out, attn in layers:
+        hidden.append(out[0].float())
+        maps.append(attn.probs[0].float())
+    return k, torch.stack(maps), torch.stack(hidden)

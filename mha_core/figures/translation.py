@@ -24,7 +24,7 @@ def alignment_matrix_figure(translation: Translation, matrix: np.ndarray | None 
     z = translation.matrix if matrix is None else matrix
     links = translation.links if matrix is None else links_of(matrix, translation.rule, translation.maps.allowed())
     rows, columns = indexed_labels(translation.target_words), indexed_labels(translation.source_words)
-    scale = tr("weight") if translation.scaling == "plain" else tr("relative weight")
+    scale = value_name(translation)
     heat = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": columns, "y": rows,
             "colorscale": named_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(np.max(z), 1e-9)),
             "colorbar": {"title": {"text": scale}},
@@ -41,22 +41,50 @@ def alignment_matrix_figure(translation: Translation, matrix: np.ndarray | None 
         "margin": {"l": 10, "r": 10, "t": 110, "b": 10}}})
 
 
+def value_name(translation: Translation) -> str:
+    """What a matrix cell holds, by the method that made it (methods.py)."""
+    if translation.method == "hidden":
+        return tr("similarity")
+    if translation.method in ("weighted", "ensemble"):
+        return tr("link probability")
+    return tr("weight") if translation.scaling == "plain" else tr("relative weight")
+
+
 def links_figure(translation: Translation) -> FigureDict:
     """The source's words down the left, the translation's down the right, a line for each link: readable at a
     phone's width however long the sentences are."""
+    return word_lines(translation, [(translation.links, "#d62728", tr("link"))],
+                      tr("Which source word each word of the translation aligns to"))
+
+
+def agreement_figure(heads: Translation, representations: Translation) -> FigureDict:
+    """word_lines of two alignments of the same pair: the links both make, those only the heads make and those only
+    the representations make, each in its colour."""
+    both = heads.links & representations.links
+    groups = [(both, "#2ca02c", tr("both")), (heads.links - both, "#d62728", tr("only the heads")),
+              (representations.links - both, "#1f77b4", tr("only the representations"))]
+    spec = word_lines(heads, groups, tr("What the heads say and what the representations say"))
+    spec["layout"].update(showlegend=True, legend={"orientation": "h", "y": -0.02, "yanchor": "top"})
+    return spec
+
+
+def word_lines(translation: Translation, groups: list[tuple[frozenset, str, str]], title: str) -> FigureDict:
+    """The words of both sentences in two columns and a line per link, one colour per group (links, colour, name)."""
     source, target = translation.source_words, translation.target_words
     n = max(len(source), len(target), 2)
     ys = lambda count: [i * (n - 1) / max(count - 1, 1) for i in range(count)]  # noqa: E731 -- spread over n rows
     y_source, y_target = ys(len(source)), ys(len(target))
-    lines = {"type": "scatter", "mode": "lines", "hoverinfo": "skip", "line": {"color": "#d62728", "width": 2},
-             "x": [v for _ in translation.links for v in (0, 1, None)],
-             "y": [v for s, t in sorted(translation.links) for v in (y_source[s], y_target[t], None)]}
+    lines = [{"type": "scatter", "mode": "lines", "hoverinfo": "skip", "line": {"color": colour, "width": 2},
+              "name": name, "x": [v for _ in links for v in (0, 1, None)],
+              "y": [v for s, t in sorted(links) for v in (y_source[s], y_target[t], None)]}
+             for links, colour, name in groups]
     words = [{"type": "scatter", "mode": "markers+text", "x": [x] * len(labels), "y": y, "text": list(labels),
-              "textposition": position, "textfont": {"size": 15}, "hoverinfo": "text", "marker": {"size": 5}}
+              "textposition": position, "textfont": {"size": 15}, "hoverinfo": "text", "marker": {"size": 5},
+              "showlegend": False}
              for x, y, labels, position in ((0, y_source, source, "middle left"),
                                             (1, y_target, target, "middle right"))]
-    return charts.finished({"data": [lines, *words], "layout": {
-        "title": {"text": safe_label(tr("Which source word each word of the translation aligns to"))},
+    return charts.finished({"data": [*lines, *words], "layout": {
+        "title": {"text": safe_label(title)},
         "xaxis": {"visible": False, "range": [-0.9, 1.9], "fixedrange": True},
         "yaxis": {"visible": False, "range": [n - 0.5, -0.5], "fixedrange": True},
         "height": 80 + 26 * n, "showlegend": False, "margin": {"l": 10, "r": 10, "t": 50, "b": 10}}})

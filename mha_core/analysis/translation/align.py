@@ -1,9 +1,10 @@
 """A decoder's alignment of a translation to its source, read from self-attention: in the prompt
 "Chinese: {source}\nEnglish: {translation}", a translation word's rows look back at the source's pieces.
 
-Word level (Clark et al.'s pooling): a target word's row is the mean of its rows, attention to a source word the sum
-over its pieces. The rows are, by default, those of the pieces *before* each target piece: the row that predicted
-the piece (ROWS: "previous"; "self", the piece's own row, is measured too: bench_translate.py).
+Word level (run.py; Clark et al.'s pooling by default): a target word's row is the mean of its rows, attention to a
+source word the sum over its pieces (run.POOLINGS: the max or the first piece's are measured too). The rows are, by
+default, those of the pieces *before* each target piece: the row that predicted the piece (ROWS: "previous"; "self",
+the piece's own row, is measured too: bench_translate.py).
 Links: each target word to its strongest source word (argmax) under the mean of the chosen heads' maps; LINK_RULES
 lists the others measured, SCALINGS a column normalisation against attention sinks. Kinds (same_kind): a punctuation
 mark links only to a punctuation mark and a word only to a word, unless the other sentence has none of its kind (a
@@ -20,12 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
+from mha_core.analysis.translation import symmetric
 from mha_core.analysis.translation.gold import Links
 from mha_core.analysis.translation.prompt import Prompted, prompt_for
 from mha_core.analysis.translation.words import BRACKETS, split_words
-from mha_core.engine.cache import maps_after_start
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, tokenize
@@ -91,24 +91,6 @@ def check_read(groups: Sequence[Sequence[int]], words: Sequence[str]) -> None:
                          word=missing[0])
 
 
-def member(groups: Sequence[Sequence[int]], n_pieces: int, mean: bool) -> np.ndarray:
-    """(W,P): 1 (or 1/len for a mean) where piece p is in word w."""
-    out = np.zeros((len(groups), n_pieces), dtype=np.float32)
-    for w, group in enumerate(groups):
-        out[w, group] = 1.0 / len(group) if mean else 1.0
-    return out
-
-
-@torch.inference_mode()
-def word_maps(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
-              target_language: str, rows: str = "previous") -> WordMaps:
-    """Forced alignment: the prompt with `target` appended as the model's continuation, one explicit forward, and
-    every head's (T,S) word map. A sentence is a text (split into words) or its words."""
-    if rows not in ROWS:
-        raise InputError("unknown_rows", N_("Rows are {rows}, not {given!r}."), rows=", ".join(ROWS), given=rows)
-    return both_rows(model, source, target, source_language, target_language)[rows]
-
-
 @dataclass(frozen=True)
 class ReadPair:
     """A pair as the model reads it in the prompt: its words, the prompt's pieces and each word's pieces."""
@@ -158,25 +140,6 @@ def shared_pieces(text: str, spans: Sequence[tuple[int, int]], groups: Sequence[
     return tuple(text[start:end] for start, end, _ in merged)
 
 
-@torch.inference_mode()
-def both_rows(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
-              target_language: str) -> dict[str, WordMaps]:
-    """word_maps for each way of reading a target word's rows (ROWS), from one forward (the example pairs every
-    prompt in this direction starts with run once: maps_after_start)."""
-    read = read_pair(model, source, target, source_language, target_language)
-    n, prompted = len(read.batch.tokens[0]), read.prompted
-    first_row = min(p for group in read.target_groups for p in group) - max(ROW_SHIFTS)  # the first row read below
-    start, maps = maps_after_start(model, read.batch, prompted.text[:prompted.examples_end], first_row)  # (L,H,P-k,P)
-    column_of = torch.from_numpy(member(read.source_groups, n, mean=False)).T  # (P,S)
-    to_source = torch.matmul(maps, column_of)  # (L,H,P-k,S): each piece's attention to each source word
-    pooled = {}
-    for rows, shift in zip(ROWS, ROW_SHIFTS, strict=True):
-        row_of = member([[p - shift - start for p in group] for group in read.target_groups], n - start, mean=True)
-        words = torch.matmul(torch.from_numpy(row_of), to_source).numpy()  # (T,P-k) @ (L,H,P-k,S) -> (L,H,T,S)
-        pooled[rows] = WordMaps(read.source_words, read.target_words, words, prompted.text, rows)
-    return pooled
-
-
 def argmax_links(matrix: np.ndarray) -> Links:
     """Each target word to its strongest source word: (T,S) -> {(s, t)}."""
     return frozenset((int(s), t) for t, s in enumerate(matrix.argmax(axis=1)))
@@ -188,19 +151,9 @@ def column_links(matrix: np.ndarray) -> Links:
 
 
 def grown(matrix: np.ndarray) -> Links:
-    """grow-diag (Koehn et al. 2003) from both directions' argmax: their intersection, then neighbouring links of
-    the union that align a word not yet aligned."""
-    rows, columns = argmax_links(matrix), column_links(matrix)
-    links, union = set(rows & columns), rows | columns
-    added = True
-    while added:
-        added = False
-        for s, t in sorted(union - links):
-            near = any((s + ds, t + dt) in links for ds in (-1, 0, 1) for dt in (-1, 0, 1) if ds or dt)
-            if near and (all(a != s for a, _ in links) or all(b != t for _, b in links)):
-                links.add((s, t))
-                added = True
-    return frozenset(links)
+    """grow-diag (Koehn et al. 2003; symmetric.py) from both directions' argmax of one map: their intersection,
+    then neighbouring links of the union that align a word not yet aligned."""
+    return symmetric.grown(argmax_links(matrix), column_links(matrix))
 
 
 def links_of(matrix: np.ndarray, rule: str = "argmax", allowed: np.ndarray | None = None) -> Links:

@@ -72,3 +72,11 @@ def diagonal(n_source: int, n_target: int) -> Links:
     sentence."""
     scale = (n_source - 1) / max(n_target - 1, 1)
     return frozenset((round(j * scale), j) for j in range(n_target))
+
+
+def precision_recall(predicted: Sequence[Links], pairs: Sequence[AlignedPair]) -> tuple[float, float]:
+    """(precision |A∩P| / |A|, recall |A∩S| / |S|) over the whole set (Och & Ney 2003)."""
+    made = sum(len(a) for a in predicted)
+    possible = sum(len(a & p.possible) for a, p in zip(predicted, pairs, strict=True))
+    sure = sum(len(a & p.sure) for a, p in zip(predicted, pairs, strict=True))
+    return (possible / made if made else 0.0), sure / max(sum(len(p.sure) for p in pairs), 1)

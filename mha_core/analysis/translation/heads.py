@@ -1,12 +1,12 @@
 """Which heads align: every head's AER on the development half of the hand alignments (gold.py), and the heads the
 app combines, chosen there without looking at the held-back half.
 
-The choice: for each way of reading a word's rows (align.ROWS) and of scaling the maps (align.SCALINGS), heads ranked
-by their own AER (argmax links), then the k best (k from 1 to MAX_COMBINED) and the link rule (align.LINK_RULES:
-argmax, intersection or grow-diag of both directions' argmax) whose mean map gives the lowest AER on the development
-half; the best of those. A bundled model's choice is shipped (assets/alignment/heads.json,
-written by benchmarks/bench_translate.py --write-heads; a test recomputes it); another model's is computed on first
-use.
+The choice: for each pooling of a word's pieces (run.POOLINGS), way of reading a word's rows (align.ROWS) and of
+scaling the maps (align.SCALINGS), heads ranked by their own AER (argmax links), then the k best (k from 1 to
+MAX_COMBINED) and the link rule (align.LINK_RULES: argmax, intersection or grow-diag of both directions' argmax) whose
+mean map gives the lowest AER on the development half; the best of those. A bundled model's choice is shipped
+(assets/alignment/heads.json, written by benchmarks/bench_align.py --write; a test recomputes it); another
+model's is computed on first use. Both directions at once, the representations and weighted heads: methods.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mha_core.analysis.translation.align import LINK_RULES, ROWS, SCALINGS, WordMaps, both_rows, links_of
+from mha_core.analysis.translation.align import LINK_RULES, ROWS, SCALINGS, WordMaps, links_of
 from mha_core.analysis.translation.gold import ALIGNMENT_DIR, AlignedPair, aer, diagonal, halves, newswire_pairs
+from mha_core.analysis.translation.run import POOLINGS, direction_run
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.loading.model import LoadedModel, bundled_dirs
 
@@ -40,27 +41,30 @@ class HeadChoice(Drawable):
     rows: str = "previous"
     rule: str = "argmax"  # how links are read from the mean map (align.links_of)
     scaling: str = "plain"  # align.SCALINGS: the maps as read, or each source column divided by its mean
+    pooling: str = "sum"  # run.POOLINGS: how a word's pieces are pooled
 
     def as_json(self) -> dict:
         return {"direction": self.direction, "rows": self.rows, "heads": [list(h) for h in self.heads],
-                "rule": self.rule, "scaling": self.scaling, "combined_aer": round(self.combined_aer, 4),
-                "diagonal_aer": round(self.diagonal_aer, 4), "aers": self.aers.round(4).tolist()}
+                "rule": self.rule, "scaling": self.scaling, "pooling": self.pooling,
+                "combined_aer": round(self.combined_aer, 4), "diagonal_aer": round(self.diagonal_aer, 4),
+                "aers": self.aers.round(4).tolist()}
 
     @classmethod
     def from_json(cls, data: dict) -> HeadChoice:
         return cls(data["direction"], np.array(data["aers"], dtype=np.float64),
                    tuple((int(layer), int(head)) for layer, head in data["heads"]), float(data["combined_aer"]),
                    float(data["diagonal_aer"]), data.get("rows", "previous"), data.get("rule", "argmax"),
-                   data.get("scaling", "plain"))
+                   data.get("scaling", "plain"), data.get("pooling", "sum"))
 
 
 def pair_maps(model: LoadedModel, pairs: Sequence[AlignedPair], source_language: str, target_language: str,
-              progress: Progress | None = None) -> dict[str, list[WordMaps]]:
-    """Every pair's word maps, for each way of reading the rows (align.ROWS)."""
-    maps: dict[str, list[WordMaps]] = {rows: [] for rows in ROWS}
+              progress: Progress | None = None) -> dict[tuple[str, str], list[WordMaps]]:
+    """Every pair's word maps, for each pooling and way of reading the rows: (pooling, rows) -> one per pair."""
+    maps: dict[tuple[str, str], list[WordMaps]] = {(pooling, rows): [] for pooling in POOLINGS for rows in ROWS}
     for i, pair in enumerate(pairs):
-        for rows, pooled in both_rows(model, pair.source, pair.target, source_language, target_language).items():
-            maps[rows].append(pooled)
+        run = direction_run(model, pair.source, pair.target, source_language, target_language)
+        for pooling, rows in maps:
+            maps[pooling, rows].append(run.word_maps(rows, pooling))
         if progress is not None:
             progress(i + 1, len(pairs))
     return maps
@@ -84,8 +88,8 @@ def diagonal_aer(pairs: Sequence[AlignedPair]) -> float:
     return aer([diagonal(len(p.source), len(p.target)) for p in pairs], pairs)
 
 
-def choose(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], direction: str, scaling: str = "plain"
-           ) -> HeadChoice:
+def choose(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], direction: str, scaling: str = "plain",
+           pooling: str = "sum") -> HeadChoice:
     """The heads to combine, from these (development) pairs only (their maps scaled as `scaling` says)."""
     maps = [m.scaled(scaling) for m in maps]
     aers = head_aers(maps, pairs)
@@ -94,7 +98,7 @@ def choose(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], direction: st
               for k in range(1, MAX_COMBINED + 1)}
     rule, k = min(scores, key=scores.get)
     return HeadChoice(direction, aers, tuple(ranked[:k]), scores[rule, k], diagonal_aer(pairs), maps[0].rows, rule,
-                      scaling)
+                      scaling, pooling)
 
 
 def development_choice(model: LoadedModel, source_language: str, target_language: str,
@@ -102,9 +106,9 @@ def development_choice(model: LoadedModel, source_language: str, target_language
     """The choice made on the development half of the bundled set in this direction (the held-back half unread)."""
     development, _ = halves(newswire_pairs(source_language))
     maps = pair_maps(model, development, source_language, target_language, progress)
-    choices = [choose(maps[rows], development, f"{source_language}-{target_language}", scaling) for rows in ROWS
-               for scaling in SCALINGS]
-    return min(choices, key=lambda choice: choice.combined_aer)  # the rows and scaling that align better, too
+    choices = [choose(maps[pooling, rows], development, f"{source_language}-{target_language}", scaling, pooling)
+               for pooling, rows in maps for scaling in SCALINGS]
+    return min(choices, key=lambda choice: choice.combined_aer)  # the pooling, rows and scaling that align better
 
 
 def shipped_choice(model: LoadedModel, direction: str) -> HeadChoice | None:

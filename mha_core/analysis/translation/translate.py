@@ -14,10 +14,14 @@ import torch
 
 from mha_core.analysis.lm.generate import generate
 from mha_core.analysis.lm.head import check_next_piece_head
-from mha_core.analysis.translation.align import ReadPair, WordMaps, links_of, read_pair, word_maps
+from mha_core.analysis.translation.align import ReadPair, WordMaps, links_of, read_pair
+from mha_core.analysis.translation.both_ways import CANONICAL, both_ways, turned
+from mha_core.analysis.translation.choices import METHODS
+from mha_core.analysis.translation.chosen import method_choices
 from mha_core.analysis.translation.gold import Links, pharaoh
 from mha_core.analysis.translation.heads import Progress, head_choice
 from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS, check_pair, prompt_for
+from mha_core.analysis.translation.run import word_maps
 from mha_core.analysis.translation.words import LANGUAGES, split_words
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.loading.model import LoadedModel
@@ -42,8 +46,9 @@ class Translation(Drawable):
     matrix: np.ndarray  # (T,S) that mean map
     maps: WordMaps  # every head's (L,H,T,S)
     generated: bool  # the model wrote the translation
-    rule: str = "argmax"  # how the links were read from `matrix` (align.links_of)
+    rule: str = "argmax"  # how the links were read from `matrix` (align.links_of; a method's rule, methods.py)
     scaling: str = "plain"  # how `matrix` and `maps` were scaled (align.SCALINGS)
+    method: str = "heads"  # methods.METHODS: what `matrix` holds (weights, similarity, probability) and links
 
     @property
     def prompt(self) -> str:
@@ -65,7 +70,7 @@ class Translation(Drawable):
                 "source_language": self.source_language, "target_language": self.target_language,
                 "source_words": list(self.source_words), "target_words": list(self.target_words),
                 "alignment": pharaoh(self.links).split(), "heads": [list(h) for h in self.heads],
-                "prompt": self.prompt, "generated": self.generated, "rule": self.rule}
+                "prompt": self.prompt, "generated": self.generated, "rule": self.rule, "method": self.method}
 
 
 @dataclass(frozen=True)
@@ -118,23 +123,56 @@ def check_reads(model: LoadedModel, text: str, language: str) -> None:
 
 
 def aligned(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str,
-            target_language: str, generated: bool, progress: Progress | None = None) -> Translation:
+            target_language: str, generated: bool, progress: Progress | None = None,
+            method: str = "heads") -> Translation:
+    if method != "heads":
+        return aligned_both_ways(model, source, target, source_language, target_language, generated, progress, method)
     choice = head_choice(model, source_language, target_language, progress)
-    maps = word_maps(model, source, target, source_language, target_language, choice.rows).scaled(choice.scaling)
+    maps = word_maps(model, source, target, source_language, target_language, choice.rows,
+                     choice.pooling).scaled(choice.scaling)
     matrix = maps.combined(choice.heads)
     links = links_of(matrix, choice.rule, maps.allowed())
-    text = lambda x, language: x if isinstance(x, str) else ("" if language == "zh" else " ").join(x)  # noqa: E731
-    return Translation(text(source, source_language), text(target, target_language), source_language,
+    return Translation(as_text(source, source_language), as_text(target, target_language), source_language,
                        target_language, maps.source_words, maps.target_words, links,
                        choice.heads, matrix, maps, generated, choice.rule, choice.scaling)
 
 
+def as_text(sentence: str | Sequence[str], language: str) -> str:
+    return sentence if isinstance(sentence, str) else ("" if language == "zh" else " ").join(sentence)
+
+
+def aligned_both_ways(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str],
+                      source_language: str, target_language: str, generated: bool, progress: Progress | None,
+                      method: str) -> Translation:
+    """A both-ways method's links (methods.py), turned to the order asked; `maps` the asked direction's heads."""
+    choice = method_choices(model, progress).of(method)
+    ways = both_ways(model, source, target, source_language, target_language, (choice.pooling,))
+    links, matrix = choice.links(ways)
+    if (source_language, target_language) != CANONICAL:
+        links, matrix = turned(links), matrix.T
+    direction = f"{source_language}-{target_language}"
+    run = ways.runs[direction]
+    heads = tuple((layer, head) for d, _, layer, head in getattr(choice, "heads", ()) if d == direction)
+    rule = getattr(choice, "rule", getattr(choice, "matching", ""))
+    return Translation(as_text(source, source_language), as_text(target, target_language), source_language,
+                       target_language, run.source_words, run.target_words, links, heads, matrix,
+                       run.word_maps("self", choice.pooling), generated, rule, "columns", method)
+
+
+def check_method(method: str) -> str:
+    if method not in METHODS:
+        raise InputError("unknown_alignment_method", N_("Alignment methods are {methods}, not {given!r}."),
+                         methods=", ".join(METHODS), given=str(method)[:20])
+    return method
+
+
 @torch.inference_mode()
 def translate(model: LoadedModel, text: str, source_language: str = "zh", target_language: str = "en",
-              progress: Progress | None = None) -> Translation:
+              progress: Progress | None = None, method: str = "heads") -> Translation:
     """The model's own translation of `text` (greedy, the few-shot prompt of prompt.py), aligned word by word."""
     check_next_piece_head(model)
     check_pair(source_language, target_language)
+    check_method(method)
     source_words = split_words(text, source_language)
     check_reads(model, text, source_language)
     check_reads(model, "", target_language)
@@ -146,7 +184,7 @@ def translate(model: LoadedModel, text: str, source_language: str = "zh", target
     if not translation:
         raise InputError("no_translation_written", N_("{model} wrote no translation of this sentence."),
                          model=model.name)
-    return aligned(model, text, translation, source_language, target_language, True, progress)
+    return aligned(model, text, translation, source_language, target_language, True, progress, method)
 
 
 def alignable(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str = "zh",
@@ -162,8 +200,9 @@ def alignable(model: LoadedModel, source: str | Sequence[str], target: str | Seq
 
 @torch.inference_mode()
 def align(model: LoadedModel, source: str | Sequence[str], target: str | Sequence[str], source_language: str = "zh",
-          target_language: str = "en", progress: Progress | None = None) -> Translation:
+          target_language: str = "en", progress: Progress | None = None, method: str = "heads") -> Translation:
     """Forced alignment: `target` (a translation someone gives) read as the model's continuation of the prompt, and
     its words linked to the source's. A sentence is a text or its words (a list, or words split by spaces)."""
+    check_method(method)
     alignable(model, source, target, source_language, target_language)
-    return aligned(model, source, target, source_language, target_language, False, progress)
+    return aligned(model, source, target, source_language, target_language, False, progress, method)
