@@ -139,7 +139,7 @@ def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, time
     """Transcribe `clip` (its language detected unless given), with every map and, with `timestamps`, each word's
     times from the alignment heads found in those maps. `task="translate"`: Whisper writes what is said in English
     (its own translation), and the cross-attention aligns the English words with the speech."""
-    if model.arch.family != "whisper":
+    if not model.arch.audio:
         raise InputError("transcribe_needs_whisper", N_("{model} does not hear audio: choose a Whisper model."),
                          model=model.name)
     source = frames_batch(model_log_mel(model, clip))
