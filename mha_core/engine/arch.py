@@ -1,7 +1,7 @@
 """What differs between attention families, read from config.json. The one layer loop (forward.py) reads
 only this description, and nothing else in mha_core or the pages branches on a family's name (the bundled-model
-loaders aside): the weights are read by `layout`, the language-model head by `tied_head`, `unembedding` and
-`masked_head`, Whisper is `audio` (its encoder) and `task_prompt` (its decoder); tests/test_families.py checks it.
+loaders aside): the weights are read by `layout`, the language-model head by `unembedding` and `masked_head`,
+Whisper is `audio` (its encoder) and `task_prompt` (its decoder); tests/test_families.py checks it.
 
 | family        | norm      | placement            | positions              | attention                      | MLP     |
 |---------------|-----------|----------------------|------------------------|--------------------------------|---------|
@@ -172,8 +172,7 @@ class Architecture:
     norm_offset: float = 0.0  # Gemma: its RMSNorms scale by (1 + weight)
     task_prompt: bool = False  # Whisper's decoder: its prompt names the language and task, and a transcript's text
     #                            is read with the space it starts with (seq2seq/forward.py: decoder_prefix)
-    tied_head: bool = False  # a decoder's unembedding is its input embeddings (else the folder's `unembedding`)
-    unembedding: str = "lm_head.weight"  # the tensor of a decoder's own unembedding (GPT-NeoX: embed_out.weight)
+    unembedding: str = "lm_head.weight"  # a decoder's own unembedding where untied (GPT-NeoX: embed_out.weight)
     masked_head: MaskedHead | None = None  # an encoder's masked-LM head, where its family has one
     asks_interpolation: bool = False  # ViT, DeiT, CLIP: their embedding module interpolates the positions to another
     #                                   resolution only when asked (DINOv2's always does)
@@ -254,7 +253,6 @@ def describe(config: PretrainedConfig) -> Architecture:
         attn_softcap=getattr(config, "attn_logit_softcapping", None) if gemma else None,
         final_softcap=getattr(config, "final_logit_softcapping", None) if gemma else None,
         alibi=family == "bloom", layout=LAYOUTS.get(family, Layout.LLAMA), norm_offset=1.0 if gemma else 0.0,
-        tied_head=bool(getattr(config, "tie_word_embeddings", False)),
         unembedding="embed_out.weight" if family == "gpt_neox" else "lm_head.weight", masked_head=masked_head(config),
     )
 

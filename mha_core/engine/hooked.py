@@ -128,6 +128,13 @@ def user_hooks(fwd_hooks: Sequence[tuple[NameFilter, HookFn]]) -> list[tuple[Nam
     return [(name_filter, Checked(fn)) for name_filter, fn in fwd_hooks]
 
 
+def checked_hooks(model: LoadedModel, fwd_hooks: Sequence[tuple[NameFilter, HookFn]]) -> Hooks:
+    """A user's `fwd_hooks` as the Hooks of a run of `model` (generate's and decode's too): a name it has no point of
+    refused before any work, each fn's return checked at its point."""
+    check_names(model, [name for name, _ in fwd_hooks if isinstance(name, str)])
+    return hooks_of(user_hooks(fwd_hooks))
+
+
 def hooked_run(model: LoadedModel, inputs: object, hooks: Hooks, target: str | Sequence[str] | None = None,
                path: str = AUTO) -> object:
     """The recompute of `inputs` (module docstring) with `hooks` on its points."""

@@ -146,7 +146,7 @@ def lm_head(model: LoadedModel) -> LmHead | None:
     if not model.causal:
         return masked_head(model)
     softcap = model.arch.final_softcap
-    if model.arch.tied_head:
+    if getattr(model.config, "tie_word_embeddings", False):
         return LmHead(model.embeddings.word, None, None, None, None, False, softcap)
     head = stored_tensors(str(model.model_dir), (model.arch.unembedding,)).get(model.arch.unembedding)
     return None if head is None else LmHead(head.to(model.embeddings.word.dtype), None, None, None, None, False,

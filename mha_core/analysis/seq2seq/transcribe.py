@@ -30,7 +30,7 @@ from mha_core.analysis.seq2seq.decode import (
 )
 from mha_core.engine.cache import prefill
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.forward import Memory, final_norm
+from mha_core.engine.forward import Memory
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.audio import RATE, Clip, model_log_mel
 from mha_core.engine.seq2seq.forward import (
@@ -108,7 +108,7 @@ def detect_language(model: LoadedModel, memory: Memory) -> str:
     if not codes:
         return "en"
     last, _ = prefill(model.decoder, target_batch(model, [[int(model.config.decoder_start_token_id)]]), memory)
-    logits = output_logits(model, final_norm(model.decoder, last))[0]  # (V,)
+    logits = output_logits(model, last)[0]  # (V,)
     ids = torch.tensor(list(codes.values()))
     return list(codes)[int(logits[ids].argmax())]
 
