@@ -30,8 +30,8 @@ from mha_core.engine.loading.model import bundled_dirs, for_long_texts, load_mod
 from mha_core.engine.seq2seq.forward import forward_seq2seq, target_batch, target_ids  # noqa: E402
 from mha_core.engine.seq2seq.frames import frames_batch  # noqa: E402
 from mha_core.engine.tokens import tokenize  # noqa: E402
-from mha_core.engine.vision.arch import vision_module  # noqa: E402
 from mha_core.engine.vision.images import run_images  # noqa: E402
+from mha_core.engine.vision.weights import vision_module  # noqa: E402
 from tests import tiny_models  # noqa: E402
 
 TEXTS = ["The animal didn't cross the street because it was too tired.", "A short one."]  # padding in the batch

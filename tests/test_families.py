@@ -3,6 +3,9 @@ and fused) equals transformers' eager attention in every layer and head, with pa
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -91,3 +94,28 @@ def test_an_opt_that_projects_its_embeddings_is_refused_in_one_sentence(tmp_path
 
     with pytest.raises(ModelLoadError, match="word_embed_proj_dim.*supported are the encoders"):
         load_model(make_tiny("opt", tmp_path, word_embed_proj_dim=16))
+
+
+ARCH_OWNERS = ("mha_core/engine/arch.py", "mha_core/engine/loading/bundled")  # arch, and the bundled-model loaders
+
+
+def family_rules(tree: ast.AST) -> list[int]:
+    """Lines of `tree` that branch on a family's name: a comparison with one (== "whisper", in ("bert", …)) or a
+    table keyed by them."""
+    def names(node: ast.AST) -> bool:
+        items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+        return any(isinstance(item, ast.Constant) and item.value in SUPPORTED_MODEL_TYPES for item in items)
+
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Compare) and any(names(side) for side in [node.left, *node.comparators])
+            or isinstance(node, ast.Dict) and any(key is not None and names(key) for key in node.keys)]
+
+
+def test_no_family_rule_outside_arch():
+    root = Path(__file__).resolve().parents[1]
+    found = {str(path.relative_to(root)): lines for path in sorted([*root.glob("mha_core/**/*.py"),
+                                                                    *root.glob("views/**/*.py")])
+             if not str(path.relative_to(root)).startswith(ARCH_OWNERS)
+             and (lines := family_rules(ast.parse(path.read_text())))}
+    assert not found, f"branches on a family's name outside engine/arch.py: {found}"
+    assert family_rules(ast.parse('model.arch.family == "whisper"\nx = {"bert": 1}')) == [1, 2]  # the probe sees them

@@ -9,7 +9,7 @@ import torch
 
 from mha_core import act_name, hook_names, load_model, run_with_cache, run_with_hooks
 from mha_core.engine.seq2seq.forward import source_targets
-from mha_core.engine.vision.arch import vision_module
+from mha_core.engine.vision.weights import vision_module
 from tests.test_seq2seq import source_of
 from tests.tiny_models import CONFIGS, SEQ2SEQ_CONFIGS, VISION_CONFIGS, make_tiny, make_tiny_seq2seq, make_tiny_vision
 from tests.tolerance import assert_close_to_scale

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from mha_core import load_model
-from mha_core.engine.vision.arch import vision_module
 from mha_core.engine.vision.images import run_images
+from mha_core.engine.vision.weights import vision_module
 from tests.tiny_models import VISION_CONFIGS, make_tiny_vision
 from tests.tolerance import assert_close_to_scale
 

@@ -51,16 +51,16 @@ CONFIGS = {
 }
 
 
-def make_tiny(family: str, path: Path, **overrides: object) -> Path:
+def make_tiny(family: str, path: Path, lm: bool = False, **overrides: object) -> Path:
     """A random model of `family` saved as safetensors, with the bundled word-piece tokenizer; `overrides` change
-    its config (OPT's norm placement, say)."""
+    its config (OPT's norm placement, say). `lm`: a decoder saved with its language-model head (...ForCausalLM)."""
     import transformers
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     name, sizes = CONFIGS[family]
     config = getattr(transformers, name)(**SIZES, **{**sizes, **overrides})
     torch.manual_seed(0)
-    model = AutoModel.from_config(config, attn_implementation="eager")
+    model = (AutoModelForCausalLM if lm else AutoModel).from_config(config, attn_implementation="eager")
     with torch.no_grad():  # random norms and biases, so a wrong placement or a dropped bias shows
         for name_, p in model.named_parameters():
             if p.ndim == 1:

@@ -231,7 +231,7 @@ def main() -> None:
     st.page_link("views/translation.py", icon=":material/g_translate:",
                  label=tr("Translation's alignment inside a decoder (Gemma 3, Chinese ↔ English)"))
     model = current_model()
-    if model.arch.family == "whisper":
+    if model.arch.audio:
         model_card()
         whisper_page(model)
     elif model.encoder_decoder:

@@ -31,7 +31,7 @@ def seq2seq_attention(model: LoadedModel, args: argparse.Namespace) -> dict:
 
     if args.heads is not None or args.rows is not None or args.pair is not None:
         raise CliError("an encoder–decoder writes every head of its three kinds of maps: no --heads, --rows or --pair")
-    clip, source = audio_source(model, args) if model.arch.family == "whisper" else (None, None)
+    clip, source = audio_source(model, args) if model.arch.audio else (None, None)
     if source is None:
         from mha_core.cli.common import attention_text
 
@@ -77,7 +77,7 @@ def cmd_transcribe(args: argparse.Namespace) -> None:
     from mha_core.engine.seq2seq.audio import read_audio
 
     model = load_chosen_model(args)
-    if model.arch.family != "whisper":
+    if not model.arch.audio:
         raise CliError(f"{model.name} does not hear audio: choose a Whisper model (--model whisper-base)")
     clip = read_audio(Path(args.audio))
     result = transcribe(model, clip, language=args.language, timestamps=args.timestamps, task=args.task)

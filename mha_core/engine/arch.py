@@ -1,5 +1,7 @@
 """What differs between attention families, read from config.json. The one layer loop (forward.py) reads
-only this description; nothing else in the recompute branches on the family's name.
+only this description, and nothing else in mha_core or the pages branches on a family's name (the bundled-model
+loaders aside): the weights are read by `layout`, the language-model head by `unembedding` and `masked_head`,
+Whisper is `audio` (its encoder) and `task_prompt` (its decoder); tests/test_families.py checks it.
 
 | family        | norm      | placement            | positions              | attention                      | MLP     |
 |---------------|-----------|----------------------|------------------------|--------------------------------|---------|
@@ -32,11 +34,25 @@ the decoder, K and V from the encoder's output):
 | m2m_100 (NLLB)    | layer | pre       | sinusoidal from pad + 1, × √d_model        | plain            |
 | whisper           | layer | pre       | encoder: 2 convolutions on log-mels, sinusoidal; decoder: learned | plain |
 T5's scores are not scaled by 1/√d_k (its initialisation absorbs it).
+
+Vision Transformers (describe_vision: an image's patches become tokens; vision/weights.py reads them):
+
+| family                 | tokens before the patches     | norm placement | layer scale | MLP            | final norm |
+|------------------------|-------------------------------|----------------|-------------|----------------|------------|
+| vit                    | [CLS]                         | pre            | no          | GELU           | yes        |
+| deit                   | [CLS], [DIST] (distillation)  | pre            | no          | GELU           | yes        |
+| dinov2                 | [CLS]                         | pre            | λ per sub-layer | GELU or SwiGLU | yes    |
+| dinov2_with_registers  | [CLS], registers              | pre            | λ per sub-layer | GELU or SwiGLU | yes    |
+| clip_vision_model      | [CLS]; a norm after the embeddings (pre_layrnorm) | pre | no | quick GELU | no  |
+A `clip` checkpoint is read as its vision tower. The patch embedding (a convolution, stride = patch size), the
+class token, registers and the position embeddings (interpolated for another resolution) are transformers' own
+embedding module, called as is: the recompute starts at the first layer's input.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,7 +63,8 @@ DECODERS = ("gpt2", "opt", "bloom", "gpt_neox", "llama", "mistral", "qwen2", "qw
 T5_LIKE = ("t5", "mt5", "umt5")
 BART_LIKE = ("bart", "mbart", "marian", "m2m_100", "whisper")  # one layer layout (self_attn, encoder_attn, fc1/2)
 ENCODER_DECODERS = T5_LIKE + BART_LIKE
-VISION = ("vit", "deit", "dinov2", "dinov2_with_registers", "clip_vision_model", "clip")  # engine/vision/arch.py
+VISION = ("vit", "deit", "dinov2", "dinov2_with_registers", "clip_vision_model", "clip")  # describe_vision
+DINO = ("dinov2", "dinov2_with_registers")
 SUPPORTED_MODEL_TYPES = ENCODERS + DECODERS + ENCODER_DECODERS + VISION
 PRE_NORM_SEQ2SEQ = ("t5", "mt5", "umt5", "mbart", "m2m_100", "whisper")
 GEMMA = ("gemma2", "gemma3_text")
@@ -55,8 +72,63 @@ ROTARY = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gpt_neox", *GEMMA)
 RMS_NORM = ("llama", "mistral", "qwen2", "qwen3", "phi3", *GEMMA)
 GATED_MLP = RMS_NORM
 QK_NORM = ("qwen3", "gemma3_text")
+SPEECH = ("whisper",)  # encoder–decoders that hear audio (transformers' speech-to-text class loads them)
+DEFAULT_SIDE = 224  # pixels a side an image is read at when the model folder's processor does not say
+MAX_SIDE = 518  # the largest side an image is read at (DINOv2: 37 × 37 = 1,369 patches of 14 px)
 MAX_PIECES = 1024  # longest text recomputed with every map (a decoder's 8,192-token window would need GBs of maps)
 LONG_MAX_PIECES = 8192  # longest text recomputed for chosen heads and rows (q, k and the log-sum-exp kept)
+
+
+class Layout(Enum):
+    """Which transformers module layout a family's weights are read from (weights.py, seq2seq/weights.py): the
+    modules' names and how q, k and v are stored."""
+
+    BERT = "BertLayer: attention.self.query/key/value, intermediate, output (BERT, RoBERTa, XLM-RoBERTa)"
+    DISTILBERT = "q_lin/k_lin/v_lin, ffn.lin1/lin2"
+    GPT2 = "one Conv1D c_attn for q, k and v"
+    OPT = "self_attn.q/k/v/out_proj, fc1/fc2"
+    BLOOM = "self_attention.query_key_value per head, word_embeddings_layernorm"
+    GPT_NEOX = "attention.query_key_value per head, embed_in"
+    LLAMA = "self_attn.q/k/v/o_proj, mlp.gate/up/down_proj (Llama, Mistral, Qwen, Gemma)"
+    PHI3 = "self_attn.qkv_proj, mlp.gate_up_proj"
+    T5 = "blocks of layer[0] self-attention, layer[1] cross-attention, then the feed-forward"
+    BART = "self_attn, encoder_attn, fc1/fc2 (BART, mBART, Marian, M2M100, Whisper)"
+    VISION = "vision/weights.py reads each vision family's modules"
+
+
+LAYOUTS = {"bert": Layout.BERT, "roberta": Layout.BERT, "xlm-roberta": Layout.BERT, "distilbert": Layout.DISTILBERT,
+           "gpt2": Layout.GPT2, "opt": Layout.OPT, "bloom": Layout.BLOOM, "gpt_neox": Layout.GPT_NEOX,
+           "phi3": Layout.PHI3, **dict.fromkeys(T5_LIKE, Layout.T5), **dict.fromkeys(BART_LIKE, Layout.BART)}
+
+
+@dataclass(frozen=True)
+class MaskedHead:
+    """Where an encoder's ...ForMaskedLM checkpoint keeps its head (tensor names), and the head's activation."""
+
+    dense: str
+    norm: str
+    decoder: str
+    bias: str
+    activation: str  # a key of ACT2FN, after the dense layer
+
+
+MASKED_HEADS = {  # family: (dense, norm, decoder, bias) tensor names of its ...ForMaskedLM checkpoints
+    "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.decoder",
+             "cls.predictions.bias"),
+    "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+    "xlm-roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
+    "distilbert": ("vocab_transform", "vocab_layer_norm", "vocab_projector", "vocab_projector.bias"),
+}
+
+
+def masked_head(config: PretrainedConfig) -> MaskedHead | None:
+    """An encoder family's masked-LM head: its tensors' names and activation (DistilBERT's config names it
+    `activation`, BERT's `hidden_act`; RoBERTa's head is GELU whatever the layers use)."""
+    names = MASKED_HEADS.get(config.model_type)
+    if names is None:
+        return None
+    activation = {"distilbert": getattr(config, "activation", None), "bert": getattr(config, "hidden_act", "gelu")}
+    return MaskedHead(*names, activation=activation.get(config.model_type) or "gelu")
 
 
 @dataclass(frozen=True)
@@ -91,11 +163,19 @@ class Architecture:
     cross: bool = False  # an encoder–decoder's decoder: each layer attends to the encoder's output too
     relative_bias: bool = False  # T5: a learned bias per head on the keys' relative positions, in buckets
     audio: bool = False  # Whisper's encoder: frames of a log-mel spectrogram in, through two convolutions
-    image: bool = False  # a Vision Transformer: an image's patches in (engine/vision/arch.py)
+    image: bool = False  # a Vision Transformer: an image's patches in (describe_vision)
     layer_scale: bool = False  # DINOv2: each sub-layer's output times a learned λ (D,) before the residual
     patch_size: int = 0  # pixels a side of one patch
     image_size: int = 0  # pixels a side the model was trained at
     n_prefix: int = 0  # tokens before the patches: [CLS], DeiT's [DIST], DINOv2's registers
+    layout: Layout = Layout.VISION  # the transformers modules its weights are read from
+    norm_offset: float = 0.0  # Gemma: its RMSNorms scale by (1 + weight)
+    task_prompt: bool = False  # Whisper's decoder: its prompt names the language and task, and a transcript's text
+    #                            is read with the space it starts with (seq2seq/forward.py: decoder_prefix)
+    unembedding: str = "lm_head.weight"  # a decoder's own unembedding where untied (GPT-NeoX: embed_out.weight)
+    masked_head: MaskedHead | None = None  # an encoder's masked-LM head, where its family has one
+    asks_interpolation: bool = False  # ViT, DeiT, CLIP: their embedding module interpolates the positions to another
+    #                                   resolution only when asked (DINOv2's always does)
 
     @property
     def grouped(self) -> bool:
@@ -110,6 +190,13 @@ class Architecture:
     def fused_exact(self) -> bool:
         """Whether a fused kernel computes this model's attention (Gemma 2's soft-capping: no kernel does)."""
         return self.attn_softcap is None
+
+
+def projects_embeddings(config: dict) -> bool:
+    """Whether a config.json (a dict, read without transformers) projects its word embeddings to another width
+    than the stream's (OPT-350m's word_embed_proj_dim, with project_in/out): a step the layer loop does not take."""
+    width = config.get("hidden_size")
+    return config.get("model_type") == "opt" and config.get("word_embed_proj_dim", width) != width
 
 
 def first(config: PretrainedConfig, *names: str, default: Any = None) -> Any:
@@ -165,7 +252,8 @@ def describe(config: PretrainedConfig) -> Architecture:
         scale=float(config.query_pre_attn_scalar) ** -0.5 if gemma else None,
         attn_softcap=getattr(config, "attn_logit_softcapping", None) if gemma else None,
         final_softcap=getattr(config, "final_logit_softcapping", None) if gemma else None,
-        alibi=family == "bloom",
+        alibi=family == "bloom", layout=LAYOUTS.get(family, Layout.LLAMA), norm_offset=1.0 if gemma else 0.0,
+        unembedding="embed_out.weight" if family == "gpt_neox" else "lm_head.weight", masked_head=masked_head(config),
     )
 
 
@@ -191,7 +279,7 @@ def describe_stacks(config: PretrainedConfig) -> tuple[Architecture, Architectur
         n_heads = int(first(config, f"{side}_attention_heads", "num_heads"))
         positions = int(first(config, "max_target_positions" if decoder else "max_source_positions",
                               "max_position_embeddings", "n_positions", default=512))
-        max_length = min(positions, MAX_PIECES) if not (family == "whisper" and not decoder) else positions
+        max_length = min(positions, MAX_PIECES) if not (family in SPEECH and not decoder) else positions
         return Architecture(
             family=family, causal=decoder, norm="rms" if t5 else "layer", pre_norm=family in PRE_NORM_SEQ2SEQ,
             rotary=False, position_offset=offset, token_types=False,
@@ -201,7 +289,7 @@ def describe_stacks(config: PretrainedConfig) -> tuple[Architecture, Architectur
             max_length=max_length, long_max_length=min(positions, LONG_MAX_PIECES),
             norm_eps=float(first(config, "layer_norm_epsilon", default=1e-5)), windows=(None,) * n_layers,
             rope_kinds=(None,) * n_layers, scale=scale, cross=decoder, relative_bias=t5,
-            audio=family == "whisper" and not decoder,
+            audio=family in SPEECH and not decoder, layout=LAYOUTS[family], task_prompt=family in SPEECH and decoder,
         )
 
     return stack(False), stack(True)
@@ -210,3 +298,34 @@ def describe_stacks(config: PretrainedConfig) -> tuple[Architecture, Architectur
 def seq2seq_activation(config: PretrainedConfig) -> str:
     """The MLP's activation: T5's dense_act_fn (relu, or gelu_new in the gated v1.1 and mT5), else the config's."""
     return str(first(config, "dense_act_fn", "activation_function", default="gelu"))
+
+
+def vision_config(config: object) -> object:
+    """The config of the vision stack: a `clip` checkpoint's vision_config, else the config itself."""
+    return config.vision_config if config.model_type == "clip" else config
+
+
+def prefix_names(config: object) -> tuple[str, ...]:
+    """The tokens before the patches, in order: [CLS], DeiT's distillation token, DINOv2's registers."""
+    registers = int(getattr(config, "num_register_tokens", 0) or 0) if config.model_type in DINO else 0
+    return ("[CLS]", *(("[DIST]",) if config.model_type == "deit" else ()), *(f"[REG {i}]" for i in range(registers)))
+
+
+def describe_vision(config: object) -> Architecture:
+    """The description of a vision stack (model_type checked before)."""
+    family, vision = config.model_type, vision_config(config)
+    d_model, n_heads = int(vision.hidden_size), int(vision.num_attention_heads)
+    n_layers = int(vision.num_hidden_layers)
+    patch, side = int(vision.patch_size), int(first(vision, "image_size", default=DEFAULT_SIDE))
+    prefix = len(prefix_names(config if family != "clip" else vision))
+    most = prefix + (max(side, MAX_SIDE) // patch) ** 2
+    swiglu = bool(getattr(vision, "use_swiglu_ffn", False))
+    return Architecture(
+        family=family, causal=False, norm="layer", pre_norm=True, rotary=False, position_offset=0,
+        token_types=False, gated_mlp=swiglu, activation="silu" if swiglu else str(vision.hidden_act),
+        n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_heads, d_model=d_model, head_dim=d_model // n_heads,
+        max_length=min(most, LONG_MAX_PIECES), long_max_length=min(most, LONG_MAX_PIECES),
+        norm_eps=float(first(vision, "layer_norm_eps", default=1e-12)), windows=(None,) * n_layers,
+        rope_kinds=(None,) * n_layers, image=True, layer_scale=family in DINO, patch_size=patch, image_size=side,
+        n_prefix=prefix, asks_interpolation=family not in DINO,
+    )

@@ -186,13 +186,29 @@ def explicit_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale:
                     softcap: float | None = None) -> tuple[Tensor, Tensor]:
     """softmax(q k^T * scale + bias) v, written out; returns (context (B,H,T,Dh), probs (B,H,T,S)). `softcap`
     c: the scores pass through tanh(s / c) · c before the bias (Gemma 2's attention-logit soft-capping)."""
-    scores = torch.matmul(q, k.transpose(2, 3)).mul_(scale)  # (B,H,T,S), fresh: scaled in place
+    scores = scaled_scores(q, k, scale)  # (B,H,T,S) q k^T * scale
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     if bias is not None:
         scores = scores.add_(bias) if bias.dtype == scores.dtype else scores + bias
-    probs = torch.softmax(scores, dim=-1)  # (B,H,T,S)
+    probs = softmax_over_keys(scores)  # (B,H,T,S)
     return torch.matmul(probs, v), probs  # (B,H,T,Dh)
+
+
+def scaled_scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
+    """q (B,H,T,Dh), k (B,H,S,Dh) -> q k^T * scale (B,H,T,S), the scale applied inside the product (baddbmm's
+    alpha) rather than in a pass of its own over the (T,S) scores."""
+    b, h, t, dh = q.shape
+    q3, k3 = q.reshape(b * h, t, dh), k.reshape(b * h, k.shape[2], dh)
+    return torch.baddbmm(q3.new_zeros(()), q3, k3.transpose(1, 2), beta=0, alpha=scale).view(b, h, t, -1)
+
+
+def softmax_over_keys(scores: Tensor) -> Tensor:
+    """softmax(scores) over the keys (the last dimension), written into the scores' own buffer where no gradient
+    flows through them: a layer then holds one (B,H,T,S) tensor, the map, instead of the scores and the map."""
+    if scores.requires_grad:
+        return torch.softmax(scores, dim=-1)
+    return torch._softmax(scores, -1, False, out=scores)  # aten's softmax with an output: the same kernel, in place
 
 
 def fused_kernel(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, scale: float, causal: bool = False

@@ -1,6 +1,9 @@
 """The key/value cache of a decoder, for decoders and encoder–decoders alike: a prefill runs the prompt through every
 layer and keeps each layer's keys (after RoPE) and values; each step then runs only the new piece, its
 self-attention reading the earlier pieces from the cache (and an encoder–decoder's cross-attention its `memory`).
+Each returns the final states (after the final norm), and `hooks` (hooks.py) run at every point of every layer on
+the way, as in a whole forward: a generation can be read or steered (TransformerLens's generate with fwd_hooks;
+with the cache, a step's points see its new pieces only, their maps over every piece so far).
 
 Shapes: L layers, G key/value heads, P pieces so far, D d_model, Dh head dim.
 """
@@ -19,6 +22,7 @@ from mha_core.engine.forward import (
     Memory,
     check_forward_budget,
     embed,
+    final_states,
     forward,
     layer_biases,
     layer_outputs,
@@ -27,20 +31,22 @@ from mha_core.engine.forward import (
     prepare,
     scores_bias,
 )
+from mha_core.engine.hooks import NO_HOOKS, Hooks
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import TokenBatch, tokenize
 
 Cache = list[tuple[Tensor, Tensor]]  # L x (keys (1,G,P,Dh) after RoPE, values (1,G,P,Dh))
 
 
-def prefill(model: LoadedModel, batch: TokenBatch, memory: Memory | None = None) -> tuple[Tensor, Cache]:
+def prefill(model: LoadedModel, batch: TokenBatch, memory: Memory | None = None, hooks: Hooks = NO_HOOKS
+            ) -> tuple[Tensor, Cache]:
     """The prompt (one text) through every layer of `model` (a decoder, or an encoder–decoder's .decoder reading
-    `memory`): the last piece's last-layer output (1,D), before the final norm, and each layer's keys and values."""
+    `memory`): the last piece's final state (1,D), after the final norm, and each layer's keys and values."""
     x, bias, rope = prepare(model, batch)
     cache, out = [], x
-    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT, memory=memory):  # noqa: B007 -- the last's
+    for out, attn in layer_outputs(model, x, bias, rope, EXPLICIT, hooks=hooks, memory=memory):  # noqa: B007
         cache.append((attn.k, attn.v))
-    return out[:, -1], cache
+    return final_states(model, out, hooks)[:, -1], cache
 
 
 def newest_rows_bias(model: LoadedModel, mask: Tensor, dtype: torch.dtype, n: int = 1) -> object:
@@ -59,21 +65,21 @@ def newest_rows_bias(model: LoadedModel, mask: Tensor, dtype: torch.dtype, n: in
     return per_layer(arch.windows, last_rows)
 
 
-def extend(model: LoadedModel, ids: Tensor, cache: Cache, memory: Memory | None = None
+def extend(model: LoadedModel, ids: Tensor, cache: Cache, memory: Memory | None = None, hooks: Hooks = NO_HOOKS
            ) -> tuple[Tensor, Cache, tuple[Tensor, ...]]:
     """`ids` (1,N): new pieces after the P in `cache`, through every layer, the earlier ones read from the cache:
-    the last layer's output (1,N,D), the grown cache, and each layer's maps of the new rows over every piece
-    (1,H,N,P+N). The new pieces' keys depend on no later piece, so a prompt's start is computed once for every text
-    that shares it."""
-    x, layers = extension(model, ids, cache, memory)
+    their final states (1,N,D), after the final norm, the grown cache, and each layer's maps of the new rows over
+    every piece (1,H,N,P+N). The new pieces' keys depend on no later piece, so a prompt's start is computed once for
+    every text that shares it."""
+    x, layers = extension(model, ids, cache, memory, hooks)
     new_cache, maps, out = [], [], x
     for out, attn in layers:  # noqa: B007
         new_cache.append((attn.k, attn.v))
         maps.append(attn.probs)
-    return out, new_cache, tuple(maps)
+    return final_states(model, out, hooks), new_cache, tuple(maps)
 
 
-def extension(model: LoadedModel, ids: Tensor, cache: Cache, memory: Memory | None = None
+def extension(model: LoadedModel, ids: Tensor, cache: Cache, memory: Memory | None = None, hooks: Hooks = NO_HOOKS
               ) -> tuple[Tensor, Iterator[tuple[Tensor, AttentionOutput]]]:
     """The embeddings (1,N,D) of `ids` (1,N), new pieces after the P in `cache`, and the layer loop over them (each
     layer's output and attention, the earlier pieces read from the cache)."""
@@ -83,16 +89,16 @@ def extension(model: LoadedModel, ids: Tensor, cache: Cache, memory: Memory | No
     x = embed(model.embeddings, ids.to(model.device), positions)  # (1,N,D)
     bias = newest_rows_bias(model, mask, x.dtype, n)
     rope = per_layer(arch.rope_kinds, lambda kind: model.rotary(x, positions, kind)) if arch.rotary else None
-    return x, layer_outputs(model, x, bias, rope, EXPLICIT, past=cache, memory=memory)
+    return x, layer_outputs(model, x, bias, rope, EXPLICIT, hooks=hooks, past=cache, memory=memory)
 
 
-def step(model: LoadedModel, token: int, length: int, cache: Cache, memory: Memory | None = None
-         ) -> tuple[Tensor, Cache]:
+def step(model: LoadedModel, token: int, length: int, cache: Cache, memory: Memory | None = None,
+         hooks: Hooks = NO_HOOKS) -> tuple[Tensor, Cache]:
     """One new piece at position `length - 1` (length: pieces so far, the new one included) through every layer,
-    the earlier ones read from `cache`: its last-layer output (1,D) and the grown cache."""
+    the earlier ones read from `cache`: its final state (1,D) and the grown cache."""
     if length != cache[0][0].shape[2] + 1:
         raise ValueError(f"step: {length} pieces with the new one, but the cache holds {cache[0][0].shape[2]}")
-    out, new_cache, _ = extend(model, torch.tensor([[token]], device=model.device), cache, memory)
+    out, new_cache, _ = extend(model, torch.tensor([[token]], device=model.device), cache, memory, hooks)
     return out[:, -1], new_cache
 
 
@@ -128,13 +134,15 @@ def shared_start(model: LoadedModel, ids: Tensor, start: str, most: int) -> tupl
     return k, [(keys[:, :, :k], values[:, :, :k]) for keys, values in cache]
 
 
-def prefill_after_start(model: LoadedModel, batch: TokenBatch, start: str) -> tuple[Tensor, Cache]:
+def prefill_after_start(model: LoadedModel, batch: TokenBatch, start: str, hooks: Hooks = NO_HOOKS
+                        ) -> tuple[Tensor, Cache]:
     """prefill, the pieces `batch`'s text shares with `start` read from start_of's keys and values (a few-shot
-    prompt's examples run once): the same last output and cache, to float rounding."""
+    prompt's examples run once): the same last output and cache, to float rounding. With `hooks` the whole prompt
+    runs (the start's keys were made without them)."""
     ids = batch.input_ids[:, : len(batch.tokens[0])]  # (1,P)
-    k, cache = shared_start(model, ids, start, ids.shape[1] - 1) if start else (0, [])
+    k, cache = shared_start(model, ids, start, ids.shape[1] - 1) if start and not hooks.fwd_hooks else (0, [])
     if k == 0:
-        return prefill(model, batch)
+        return prefill(model, batch, hooks=hooks)
     out, cache, _ = extend(model, ids[:, k:], cache)
     return out[:, -1], cache
 

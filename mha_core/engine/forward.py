@@ -195,6 +195,11 @@ def final_norm(model: LoadedModel, x: Tensor) -> Tensor:
     return norm(x) if norm is not None else x
 
 
+def final_states(model: LoadedModel, x: Tensor, hooks: Hooks = NO_HOOKS) -> Tensor:
+    """The last layer's output x (B,T,D) through the final norm and its hook point (ln_final.hook_normalized)."""
+    return hooks("ln_final.hook_normalized", final_norm(model, x))
+
+
 def model_path(model: LoadedModel, path: str, n_tokens: int) -> tuple[str, str]:
     """choose_path for `model`: explicit where no fused kernel computes what it does."""
     chosen, reason = choose_path(path, n_tokens, model.device)
@@ -366,7 +371,7 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
         layer_context=None if chosen == FUSED else tuple(c for _, _, (_, c) in kept),
         layer_probs=None if chosen == FUSED else tuple(p for _, _, (p, _) in kept),
         layer_lse=tuple(lse for _, _, lse in kept) if chosen == FUSED else None,
-        hidden_states=(*hidden[:-1], hooks("ln_final.hook_normalized", final_norm(model, hidden[-1]))),
+        hidden_states=(*hidden[:-1], final_states(model, hidden[-1], hooks)),
         path=chosen,
         backend=backend,
         path_reason=reason,

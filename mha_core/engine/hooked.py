@@ -6,8 +6,9 @@
 
 The names and shapes are hooks.py's. A text model reads texts; an image model pictures (Pillow images, files or
 bytes) or prepared pixels (B,C,H,W), its points under "vision."; an encoder–decoder a source (texts, or a Whisper
-clip) and a `target` its decoder reads, its points under "encoder." and "decoder.". The result is the recompute's
-(AttentionResult, or Seq2SeqResult for an encoder–decoder), on the path asked for.
+clip) and a `target` its decoder reads, its points under "encoder." and "decoder."; a text or image model (or one
+stack of an encoder–decoder) also a TokenBatch, such as a result's (`result.batch.one(b)`: text b again). The result
+is the recompute's (AttentionResult, or Seq2SeqResult for an encoder–decoder), on the path asked for.
 
 Refused before any work, each in one sentence (InputError): inputs the model does not read, a `target` for a model
 without a decoder, and a hook name (or run_with_cache's names) the model has no point of (hook_names lists them
@@ -25,7 +26,7 @@ from torch import Tensor
 
 from mha_core.engine.arguments import refuse_type
 from mha_core.engine.attention import AUTO
-from mha_core.engine.forward import run
+from mha_core.engine.forward import forward, run
 from mha_core.engine.hooks import Checked, HookFn, HookPoint, Hooks, NameFilter, Reader, hooks_of
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.audio import Clip, model_log_mel
@@ -37,8 +38,8 @@ from mha_core.messages import N_
 
 ATTENTION_POINTS = ("q", "k", "v", "rot_q", "rot_k", "pattern", "z")  # short names under attn.
 Picture = str | bytes | Path | Image.Image
-INPUTS = {"text": TextsLike, "image": Tensor | Picture | Sequence[Picture],  # what each kind of model reads
-          "encoder_decoder": Clip | TokenBatch | TextsLike}
+INPUTS = {"text": TextsLike | TokenBatch, "image": Tensor | Picture | Sequence[Picture] | TokenBatch,  # each kind's
+          "encoder_decoder": Clip | TokenBatch | TextsLike}  # inputs (a TokenBatch: one a result was computed from)
 
 
 def act_name(name: str, layer: int, stack: str = "") -> str:
@@ -128,6 +129,13 @@ def user_hooks(fwd_hooks: Sequence[tuple[NameFilter, HookFn]]) -> list[tuple[Nam
     return [(name_filter, Checked(fn)) for name_filter, fn in fwd_hooks]
 
 
+def checked_hooks(model: LoadedModel, fwd_hooks: Sequence[tuple[NameFilter, HookFn]]) -> Hooks:
+    """A user's `fwd_hooks` as the Hooks of a run of `model` (generate's and decode's too): a name it has no point of
+    refused before any work, each fn's return checked at its point."""
+    check_names(model, [name for name, _ in fwd_hooks if isinstance(name, str)])
+    return hooks_of(user_hooks(fwd_hooks))
+
+
 def hooked_run(model: LoadedModel, inputs: object, hooks: Hooks, target: str | Sequence[str] | None = None,
                path: str = AUTO) -> object:
     """The recompute of `inputs` (module docstring) with `hooks` on its points."""
@@ -141,9 +149,12 @@ def hooked_run(model: LoadedModel, inputs: object, hooks: Hooks, target: str | S
         else:
             source = inputs if isinstance(inputs, TokenBatch) else tokenize(model.tokenizer, inputs, model.max_length)
         return forward_seq2seq(model, source, source_targets(model, source, targets), path, hooks=hooks)
+    stack_hooks = hooks.at("vision") if model.arch.image else hooks
+    if isinstance(inputs, TokenBatch):
+        return forward(model, inputs, path, hooks=stack_hooks)
     if model.arch.image:
         pixels = inputs if isinstance(inputs, Tensor) else prepare_images(model, pictures(inputs))
-        return run_images(model, pixels, path, hooks=hooks.at("vision"))
+        return run_images(model, pixels, path, hooks=stack_hooks)
     return run(model, inputs, path, hooks=hooks)
 
 

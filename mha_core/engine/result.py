@@ -142,6 +142,11 @@ class AttentionResult(Drawable, LayerQueries):
         bias = bias if bias.shape[0] == 1 else bias[texts]  # a causal-only bias is shared
         return bias if bias.shape[1] == 1 else bias[:, heads]  # ALiBi: one bias per head
 
+    def added_bias(self, layer: int, b: int = 0) -> Tensor | None:
+        """(1,1|H,T,T) float32, what `layer` added to text b's scores: padding, the causal mask and window, ALiBi's
+        or T5's bias per head (the model's own, as its forward built it); None where nothing."""
+        return self._bias_for(layer, slice(b, b + 1))
+
     def head_map(self, layer: int, head: int) -> Tensor:
         """Attention probabilities of one head, (B,T,T) float32, padded rows and columns 0.
 

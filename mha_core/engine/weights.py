@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from transformers.activations import ACT2FN
 
-from mha_core.engine.arch import GEMMA, Architecture
+from mha_core.engine.arch import Architecture, Layout
 from mha_core.engine.attention import ProjectionWeights, split_heads_in, split_heads_out
 
 
@@ -143,7 +143,7 @@ def projections(q: tuple, k: tuple, v: tuple, o: tuple, arch: Architecture, atte
                 ) -> ProjectionWeights:
     """The four projections as (weight, bias) pairs; `attention`'s q_norm and k_norm where the family has QK-norm."""
     (wq, bq), (wk, bk), (wv, bv), (wo, bo) = q, k, v, o
-    offset = 1.0 if arch.family in GEMMA else 0.0
+    offset = arch.norm_offset
     q_norm, k_norm = (norm_of(attention.q_norm, True, offset), norm_of(attention.k_norm, True, offset)) if (
         arch.qk_norm) else (None, None)
     return ProjectionWeights(wq, zeros_if_none(bq, wq), wk, zeros_if_none(bk, wk), wv, zeros_if_none(bv, wv),
@@ -183,13 +183,14 @@ def llama_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
     attention = projections(linear(a.q_proj), linear(a.k_proj), linear(a.v_proj), linear(a.o_proj), arch, a)
     (w_up, b_up), (w_gate, _), (w_down, b_down) = linear(m.up_proj), linear(m.gate_proj), linear(m.down_proj)
     mlp = MlpWeights(w_up, b_up, w_gate, w_down, b_down, arch.activation)
+    offset = arch.norm_offset
     if arch.sandwich:
-        return LayerWeights(attention, norm_of(layer.input_layernorm, True, 1.0), mlp,
-                            norm_of(layer.pre_feedforward_layernorm, True, 1.0),
-                            norm_of(layer.post_attention_layernorm, True, 1.0),
-                            norm_of(layer.post_feedforward_layernorm, True, 1.0))
-    return LayerWeights(attention, norm_of(layer.input_layernorm, True), mlp,
-                        norm_of(layer.post_attention_layernorm, True))
+        return LayerWeights(attention, norm_of(layer.input_layernorm, True, offset), mlp,
+                            norm_of(layer.pre_feedforward_layernorm, True, offset),
+                            norm_of(layer.post_attention_layernorm, True, offset),
+                            norm_of(layer.post_feedforward_layernorm, True, offset))
+    return LayerWeights(attention, norm_of(layer.input_layernorm, True, offset), mlp,
+                        norm_of(layer.post_attention_layernorm, True, offset))
 
 
 def phi3_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
@@ -217,7 +218,7 @@ def per_head_fused(module: torch.nn.Module, arch: Architecture) -> tuple[tuple, 
 
 def neox_bloom_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
     """GPT-NeoX (attention, parallel blocks) and BLOOM (self_attention): fused per-head q/k/v, plain MLP."""
-    a = layer.attention if arch.family == "gpt_neox" else layer.self_attention
+    a = layer.attention if arch.layout == Layout.GPT_NEOX else layer.self_attention
     q, k, v = per_head_fused(a.query_key_value, arch)
     attention = projections(q, k, v, linear(a.dense), arch)
     mlp = MlpWeights(*linear(layer.mlp.dense_h_to_4h), None, *linear(layer.mlp.dense_4h_to_h), arch.activation)
@@ -233,37 +234,62 @@ def opt_layer(layer: torch.nn.Module, arch: Architecture) -> LayerWeights:
                         norm_of(layer.final_layer_norm, False))
 
 
-def read_weights(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
-    """The base model's (AutoModel's) embeddings and layers, whatever the family."""
-    family = arch.family
-    if family in ("bert", "roberta", "xlm-roberta", "distilbert"):
-        emb = model.embeddings
-        token_type = getattr(emb, "token_type_embeddings", None)
-        embeddings = EmbeddingWeights(emb.word_embeddings.weight.detach(), emb.position_embeddings.weight.detach(),
-                                      None if token_type is None else token_type.weight.detach(),
-                                      norm_of(emb.LayerNorm, False), None)
-        if family == "distilbert":
-            return embeddings, tuple(distilbert_layer(m, arch) for m in model.transformer.layer)
-        return embeddings, tuple(bert_like_layer(m, arch) for m in model.encoder.layer)
-    if family == "gpt2":
-        embeddings = EmbeddingWeights(model.wte.weight.detach(), model.wpe.weight.detach(), None, None,
-                                      norm_of(model.ln_f, False))
-        return embeddings, tuple(gpt2_layer(m, arch) for m in model.h)
-    if family == "opt":
-        d = model.decoder
-        final = getattr(d, "final_layer_norm", None)
-        embeddings = EmbeddingWeights(d.embed_tokens.weight.detach(), d.embed_positions.weight.detach(), None, None,
-                                      None if final is None else norm_of(final, False))
-        return embeddings, tuple(opt_layer(m, arch) for m in d.layers)
-    if family == "bloom":
-        embeddings = EmbeddingWeights(model.word_embeddings.weight.detach(), None, None,
-                                      norm_of(model.word_embeddings_layernorm, False), norm_of(model.ln_f, False))
-        return embeddings, tuple(neox_bloom_layer(m, arch) for m in model.h)
-    if family == "gpt_neox":
-        embeddings = EmbeddingWeights(model.embed_in.weight.detach(), None, None, None,
-                                      norm_of(model.final_layer_norm, False))
-        return embeddings, tuple(neox_bloom_layer(m, arch) for m in model.layers)
+def bert_like_embeddings(model: torch.nn.Module) -> EmbeddingWeights:
+    """BERT's, RoBERTa's and DistilBERT's embeddings: words, positions, token types where it has them, a norm."""
+    emb = model.embeddings
+    token_type = getattr(emb, "token_type_embeddings", None)
+    return EmbeddingWeights(emb.word_embeddings.weight.detach(), emb.position_embeddings.weight.detach(),
+                            None if token_type is None else token_type.weight.detach(), norm_of(emb.LayerNorm, False),
+                            None)
+
+
+def read_bert(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    return bert_like_embeddings(model), tuple(bert_like_layer(m, arch) for m in model.encoder.layer)
+
+
+def read_distilbert(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    return bert_like_embeddings(model), tuple(distilbert_layer(m, arch) for m in model.transformer.layer)
+
+
+def read_gpt2(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    embeddings = EmbeddingWeights(model.wte.weight.detach(), model.wpe.weight.detach(), None, None,
+                                  norm_of(model.ln_f, False))
+    return embeddings, tuple(gpt2_layer(m, arch) for m in model.h)
+
+
+def read_opt(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    d = model.decoder
+    final = getattr(d, "final_layer_norm", None)
+    embeddings = EmbeddingWeights(d.embed_tokens.weight.detach(), d.embed_positions.weight.detach(), None, None,
+                                  None if final is None else norm_of(final, False))
+    return embeddings, tuple(opt_layer(m, arch) for m in d.layers)
+
+
+def read_bloom(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    embeddings = EmbeddingWeights(model.word_embeddings.weight.detach(), None, None,
+                                  norm_of(model.word_embeddings_layernorm, False), norm_of(model.ln_f, False))
+    return embeddings, tuple(neox_bloom_layer(m, arch) for m in model.h)
+
+
+def read_gpt_neox(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    embeddings = EmbeddingWeights(model.embed_in.weight.detach(), None, None, None,
+                                  norm_of(model.final_layer_norm, False))
+    return embeddings, tuple(neox_bloom_layer(m, arch) for m in model.layers)
+
+
+def read_llama(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    """Llama's layout (Mistral, Qwen, Gemma; Phi-3 with its fused projections)."""
     embeddings = EmbeddingWeights(model.embed_tokens.weight.detach(), None, None, None,
-                                  norm_of(model.norm, True, 1.0 if family in GEMMA else 0.0), arch.embed_scale)
-    read = phi3_layer if family == "phi3" else llama_layer
+                                  norm_of(model.norm, True, arch.norm_offset), arch.embed_scale)
+    read = phi3_layer if arch.layout == Layout.PHI3 else llama_layer
     return embeddings, tuple(read(m, arch) for m in model.layers)
+
+
+READERS = {Layout.BERT: read_bert, Layout.DISTILBERT: read_distilbert, Layout.GPT2: read_gpt2, Layout.OPT: read_opt,
+           Layout.BLOOM: read_bloom, Layout.GPT_NEOX: read_gpt_neox, Layout.LLAMA: read_llama,
+           Layout.PHI3: read_llama}
+
+
+def read_weights(model: torch.nn.Module, arch: Architecture) -> tuple[EmbeddingWeights, tuple[LayerWeights, ...]]:
+    """The base model's (AutoModel's) embeddings and layers, read by its family's module layout (arch.layout)."""
+    return READERS[arch.layout](model, arch)

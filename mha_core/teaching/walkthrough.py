@@ -1,8 +1,9 @@
 """The classroom walkthrough: multi-head attention of one layer, step by step, on the real tensors.
 
-Shapes: T tokens, D d_model, H heads, Dh head dim (= d_k). Every tensor here is recomputed from
-the layer's input with the same functions `multi_head_attention` uses, so the steps add up to the
-model's own output (checked by `parity`).
+Shapes: T tokens, D d_model, H heads, Dh head dim (= d_k). Every tensor here is read from the model's own run
+(run_with_cache on the explicit path: the layer's hook points), so the steps add up to the model's own output
+(checked by `parity`); what no point holds is one step on from one: the normed input, Q before RoPE, Q·Kᵀ, the
+concatenation and W_O.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -19,18 +20,10 @@ import torch.nn.functional as F
 
 from mha_core.analysis.heads.roles import top_indices
 from mha_core.engine import attention
-from mha_core.engine.attention import (
-    EXPLICIT,
-    attention_bias,
-    heads_sharing,
-    kv_head,
-    merge_heads,
-    multi_head_attention,
-    split_heads,
-)
-from mha_core.engine.forward import layer_biases, position_ids, run
+from mha_core.engine.attention import EXPLICIT, attention_bias, heads_sharing, kv_head, merge_heads
+from mha_core.engine.forward import run
+from mha_core.engine.hooked import run_with_cache
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.engine.per_layer import at_layer
 from mha_core.engine.result import AttentionResult
 from mha_core.i18n import N_, tr
 from mha_core.teaching.step_shapes import scale_note, step_shapes, width_note
@@ -97,35 +90,47 @@ class Walkthrough:
         return heads_sharing(self.kv_head, self.q.shape[0], self.k.shape[0])
 
 
+HEADS_FIRST = ("attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q", "attn.hook_rot_k", "attn.hook_z")
+
+
+def layer_points(model: LoadedModel, result: AttentionResult, layer: int, b: int) -> dict[str, torch.Tensor]:
+    """Text b of `result` run again with run_with_cache on the explicit path: `layer`'s hook points by their short
+    name ("attn.hook_q"), the heads' tensors heads first (1,H,T,Dh) as multi_head_attention holds them."""
+    stack = replace(model, decoder=None)  # an encoder–decoder's walkthrough is its encoder's (the result's stack)
+    block = f"{'vision.' if model.arch.image else ''}blocks.{layer}."
+    _, cache = run_with_cache(stack, result.batch.one(b), lambda name: name.startswith(block), path=EXPLICIT)
+    points = {name.removeprefix(block): tensor for name, tensor in cache.items()}
+    return {name: tensor.transpose(1, 2) if name in HEADS_FIRST else tensor for name, tensor in points.items()}
+
+
 @torch.inference_mode()
 def walkthrough(model: LoadedModel, result: AttentionResult, layer: int, head: int, b: int = 0) -> Walkthrough:
-    """One layer's attention, step by step, exactly as `multi_head_attention` computes it for this model."""
+    """One layer's attention, step by step, as the model's own run computes it (its hook points)."""
     lw, arch = model.layers[layer], model.arch
     n = result.lengths[b]
-    x = result.hidden_states[layer][b:b + 1, :n].float()  # (1,T,D) the layer's input
+    seen = layer_points(model, result, layer, b)
+    x = seen["hook_resid_pre"].float()  # (1,T,D) the layer's input
     x = lw.attn_norm(x) if arch.pre_norm else x  # pre-norm: attention reads the normed stream
-    mask = torch.ones(1, n, dtype=torch.long)  # one text, no padding
-    window = arch.windows[layer]
-    masked = attention_bias(mask, x.dtype, arch.causal, window)  # (1,1,T,T) or None: the causal mask and window
-    bias = at_layer(layer_biases(model, mask, x.dtype), layer)  # with ALiBi's or T5's bias per head where it has one
-    rope = model.rotary(x, position_ids(mask, arch), arch.rope_kinds[layer]) if arch.rotary else None  # (1,T,R)
-    out = multi_head_attention(x, lw.attention, bias, EXPLICIT, rope=rope)  # the model's own four steps
-    unrotated = multi_head_attention(x, lw.attention, bias, EXPLICIT).q if rope is not None else None  # (1,H,T,Dh)
-    q, k, v = out.q, out.k, out.v  # (1,H,T,Dh), (1,G,T,Dh), (1,G,T,Dh)
+    projected = seen["attn.hook_q"]  # (1,H,T,Dh) straight from W_Q
+    q, k, v = seen.get("attn.hook_rot_q", projected), seen.get("attn.hook_rot_k", seen["attn.hook_k"]), seen[
+        "attn.hook_v"]  # (1,H,T,Dh), (1,G,T,Dh), (1,G,T,Dh): after QK-norm and RoPE where the model has them
+    unrotated = (projected if lw.attention.q_norm is None else lw.attention.q_norm(projected)) if arch.rotary else None
+    context = seen["attn.hook_z"]  # (1,H,T,Dh)
+    concat = merge_heads(context)  # (1,T,D)
     scale = arch.scale if arch.scale is not None else q.shape[-1] ** -0.5
     raw = q[0, head] @ k[0, head * k.shape[1] // q.shape[1]].T  # (T,T) the head's key/value head
-    concat = merge_heads(out.context)  # (1,T,D)
+    masked = attention_bias(torch.ones(1, n, dtype=torch.long), x.dtype, arch.causal, arch.windows[layer])  # (1,1,T,T)
     visible = np.ones((n, n), dtype=bool) if masked is None else np.broadcast_to((masked[0, 0] == 0).numpy(), (n, n))
-    positional = arch.alibi or arch.relative_bias
-    position_bias = (bias - (masked if masked is not None else 0))[0, head].expand(n, n).numpy() if positional else None
+    bias = result.added_bias(layer, b) if arch.alibi or arch.relative_bias else None  # ALiBi's or T5's, and the mask
+    position_bias = None if bias is None else (bias[..., :n, :n] - (masked if masked is not None else 0))[
+        0, head].expand(n, n).numpy()
     return Walkthrough(
         tokens=result.labels[b], layer=layer, head=head, x=x[0].numpy(), q=q[0].numpy(),
         q_unrotated=None if unrotated is None else unrotated[0].numpy(),
-        q_projected=split_heads(F.linear(x, lw.attention.w_q, lw.attention.b_q), model.n_heads)[0].numpy()
-        if arch.qk_norm else None, k=k[0].numpy(), v=v[0].numpy(),
-        raw_scores=raw.numpy(), visible=visible, scale=scale, probs=out.probs[0, head].numpy(),
-        position_bias=position_bias, softcap=arch.attn_softcap,
-        context=out.context[0].numpy(), concat=concat[0].numpy(), output=out.output[0].numpy(),
+        q_projected=projected[0].numpy() if arch.qk_norm else None, k=k[0].numpy(), v=v[0].numpy(),
+        raw_scores=raw.numpy(), visible=visible, scale=scale, probs=seen["attn.hook_pattern"][0, head].numpy(),
+        position_bias=position_bias, softcap=arch.attn_softcap, context=context[0].numpy(), concat=concat[0].numpy(),
+        output=F.linear(concat, lw.attention.w_o, lw.attention.b_o)[0].numpy(),  # concat @ W_O^T + b_O
     )
 
 

@@ -1,6 +1,8 @@
 """Continue a text, one piece at a time, with the key/value cache (engine/cache.py): each step runs only the new
-piece through the layers; every layer's keys (after RoPE) and values of the earlier pieces are kept and reused. The
-sampling loop here (`sampled`) serves encoder–decoders too (seq2seq_decode.py).
+piece through the layers; every layer's keys (after RoPE) and values of the earlier pieces are kept and reused.
+`fwd_hooks` (hooks.py's names) run in every forward of the generation: a head zeroed at blocks.{l}.attn.hook_z
+writes what the model writes without it. The sampling loop here (`sampled`) serves encoder–decoders too
+(analysis/seq2seq/decode.py).
 
 Shapes: L layers, G key/value heads, P pieces so far, D d_model, Dh head dim, V vocabulary.
 """
@@ -17,7 +19,8 @@ from mha_core.analysis.lm.head import check_next_piece_head, lm_logits
 from mha_core.analysis.lm.predict import pieces_of
 from mha_core.engine.cache import prefill, prefill_after_start, step
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.forward import final_norm
+from mha_core.engine.hooked import checked_hooks
+from mha_core.engine.hooks import NO_HOOKS, HookFn, Hooks, NameFilter
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize_ending
 from mha_core.i18n import N_
@@ -138,10 +141,10 @@ def sampled(model: LoadedModel, ids: list[int], logits: Tensor, advance: Advance
     return tuple(steps), stopped
 
 
-def uncached_last(model: LoadedModel, ids: list[int]) -> Tensor:
-    """The whole text recomputed (no cache): the last piece's last-layer output (1,D)."""
+def uncached_last(model: LoadedModel, ids: list[int], hooks: Hooks = NO_HOOKS) -> Tensor:
+    """The whole text recomputed (no cache): the last piece's final state (1,D)."""
     specials = set(model.tokenizer.all_special_ids)
-    return prefill(model, ids_batch(model.tokenizer, [ids], [[i in specials for i in ids]]))[0]
+    return prefill(model, ids_batch(model.tokenizer, [ids], [[i in specials for i in ids]]), hooks=hooks)[0]
 
 
 def has_chat_template(model: LoadedModel) -> bool:
@@ -197,30 +200,33 @@ def generate(
     chat: bool = False,
     stop_pieces: Sequence[int] = (),
     start: str = "",
+    fwd_hooks: Sequence[tuple[NameFilter, HookFn]] = (),
 ) -> Generation:
     """Continue `text` by up to `new` pieces (greedy at temperature 0; sampled otherwise, the same seed giving the
     same text); stops at the tokenizer's end-of-text piece or the model's limit. A text over the model's limit is
     read from its end (its first pieces left out and counted), leaving room for the new pieces. `chat`: answer
     `text` as a user's message in the tokenizer's chat template (Instruct models) instead of continuing it.
     `stop_pieces`: pieces that end the text as the end piece does (a translation's line end). `start`: a text that
-    many prompts begin with (a few-shot prompt's examples): its pieces' keys and values are computed once."""
+    many prompts begin with (a few-shot prompt's examples): its pieces' keys and values are computed once.
+    `fwd_hooks`: (name or name filter, fn(tensor, hook)) pairs run in every forward, as run_with_hooks runs them."""
     check_next_piece_head(model)
     check_settings(new, temperature, top_k, seed)
+    hooks = checked_hooks(model, fwd_hooks)
     room = model.max_length - new  # a long text keeps its end, with room for the new pieces
     prompt, batch = chat_prompt(model, text) if chat else (text, tokenize_ending(model.tokenizer, text, room,
                                                                                  model.bos_id))
     ids = batch.input_ids[0, : int(batch.attention_mask[0].sum())].tolist()
-    last, cache = prefill_after_start(model, batch, start)
+    last, cache = prefill_after_start(model, batch, start, hooks)
     caches = [cache]
 
     def advance(grown: list[int]) -> Tensor:
         if use_cache:
-            last, caches[0] = step(model, grown[-1], len(grown), caches[0])
+            last, caches[0] = step(model, grown[-1], len(grown), caches[0], hooks=hooks)
         else:
-            last = uncached_last(model, grown)
-        return lm_logits(model, final_norm(model, last))[0]  # (V,)
+            last = uncached_last(model, grown, hooks)
+        return lm_logits(model, last)[0]  # (V,)
 
-    steps, stopped = sampled(model, ids, lm_logits(model, final_norm(model, last))[0], advance,
+    steps, stopped = sampled(model, ids, lm_logits(model, last)[0], advance,
                              Sampling(new, temperature, top_k, seed), {model.tokenizer.eos_token_id, *stop_pieces},
                              model.max_length)
     continuation = model.tokenizer.decode([s.id for s in steps], skip_special_tokens=True)

@@ -26,17 +26,6 @@ from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces
 from mha_core.engine.weights import Norm
 from mha_core.i18n import N_, tr
 
-MASKED_HEADS = {  # family: (dense, norm, decoder, bias) tensor names of its ...ForMaskedLM checkpoints
-    "bert": ("cls.predictions.transform.dense", "cls.predictions.transform.LayerNorm", "cls.predictions.decoder",
-             "cls.predictions.bias"),
-    "roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
-    "xlm-roberta": ("lm_head.dense", "lm_head.layer_norm", "lm_head.decoder", "lm_head.bias"),
-    "distilbert": ("vocab_transform", "vocab_layer_norm", "vocab_projector", "vocab_projector.bias"),
-}
-
-
-SEPARATE_HEADS = ("lm_head.weight", "embed_out.weight")  # a decoder's untied unembedding, by family
-
 
 @lru_cache(maxsize=8)
 def stored_tensors(model_dir: str, names: tuple[str, ...]) -> dict[str, Tensor]:
@@ -132,10 +121,12 @@ def answer_slot(model: LoadedModel) -> str:
 
 
 def masked_head(model: LoadedModel) -> LmHead | None:
-    names = MASKED_HEADS.get(model.arch.family)
+    """An encoder's masked-LM head, where its family has one (arch.masked_head names its tensors) and the folder
+    holds it."""
+    names = model.arch.masked_head
     if names is None:
         return None
-    dense, norm, decoder, bias = names
+    dense, norm, decoder, bias = names.dense, names.norm, names.decoder, names.bias
     wanted = (f"{dense}.weight", f"{dense}.bias", f"{norm}.weight", f"{norm}.bias", f"{decoder}.weight", bias,
               f"{decoder}.bias")
     found = stored_tensors(str(model.model_dir), wanted)
@@ -143,10 +134,8 @@ def masked_head(model: LoadedModel) -> LmHead | None:
         return None
     config, dtype = model.config, model.embeddings.word.dtype
     cast = {name: tensor.to(dtype) for name, tensor in found.items()}
-    activation = getattr(config, "activation", None) if model.arch.family == "distilbert" else (
-        getattr(config, "hidden_act", "gelu") if model.arch.family == "bert" else "gelu")
     return LmHead(cast.get(f"{decoder}.weight", model.embeddings.word), cast.get(bias, cast.get(f"{decoder}.bias")),
-                  (cast[f"{dense}.weight"], cast[f"{dense}.bias"]), activation,
+                  (cast[f"{dense}.weight"], cast[f"{dense}.bias"]), names.activation,
                   Norm(cast[f"{norm}.weight"], cast[f"{norm}.bias"], getattr(config, "layer_norm_eps", 1e-12), False),
                   masked=True)
 
@@ -159,8 +148,7 @@ def lm_head(model: LoadedModel) -> LmHead | None:
     softcap = model.arch.final_softcap
     if getattr(model.config, "tie_word_embeddings", False):
         return LmHead(model.embeddings.word, None, None, None, None, False, softcap)
-    found = stored_tensors(str(model.model_dir), SEPARATE_HEADS)
-    head = next((found[name] for name in SEPARATE_HEADS if name in found), None)  # GPT-NeoX: embed_out
+    head = stored_tensors(str(model.model_dir), (model.arch.unembedding,)).get(model.arch.unembedding)
     return None if head is None else LmHead(head.to(model.embeddings.word.dtype), None, None, None, None, False,
                                             softcap)
 

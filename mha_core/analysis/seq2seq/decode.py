@@ -1,7 +1,9 @@
 """An encoder–decoder's own output, one piece at a time (translation, transcription): the encoder runs once; each
 decoder layer's cross-attention keys and values are projected once from its output, and each step runs only the
 new piece through the decoder, its self-attention reading the earlier pieces from the key/value cache
-(engine/cache.py, the decoders' own), chosen by the decoders' sampling loop (generate.sampled).
+(engine/cache.py, the decoders' own), chosen by the decoders' sampling loop (generate.sampled). `fwd_hooks` run
+in every forward: the encoder's points ("encoder.blocks.{l}…", where the source is encoded here) and the decoder's
+at each step ("decoder.blocks.{l}…", cross_attn's keys and values once, where they are projected).
 
 Shapes: L decoder layers, H heads, P pieces so far, S source positions, D d_model, Dh head dim, V vocabulary.
 """
@@ -19,7 +21,9 @@ from torch import Tensor
 from mha_core.analysis.lm.generate import GivesUp, Sampling, Step, check_settings, sampled
 from mha_core.engine.attention import keys_values
 from mha_core.engine.cache import prefill, step
-from mha_core.engine.forward import Memory, final_norm
+from mha_core.engine.forward import Memory
+from mha_core.engine.hooked import checked_hooks
+from mha_core.engine.hooks import NO_HOOKS, HookFn, Hooks, NameFilter
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.forward import Encoded, check_encoder_decoder, decoder_prefix, encode, target_batch
 from mha_core.engine.tokens import TokenBatch, tokenize
@@ -61,9 +65,15 @@ def output_logits(model: LoadedModel, states: Tensor) -> Tensor:
     return logits if bias is None else logits + bias[0]
 
 
-def cross_keys_values(model: LoadedModel, memory: Memory) -> list[tuple[Tensor, Tensor]]:
-    """Per decoder layer, its cross-attention's keys and values (B,H,S,Dh) of the encoder's output, projected once."""
-    return [keys_values(w.cross_attention, memory.states) for w in model.decoder.layers]
+def cross_keys_values(model: LoadedModel, memory: Memory, hooks: Hooks = NO_HOOKS) -> list[tuple[Tensor, Tensor]]:
+    """Per decoder layer, its cross-attention's keys and values (B,H,S,Dh) of the encoder's output, projected once
+    (through the decoder's cross_attn.hook_k and hook_v: `hooks` are the decoder's)."""
+    kept = []
+    for layer, w in enumerate(model.decoder.layers):
+        point = hooks.block(layer).at("cross_attn")
+        k, v = keys_values(w.cross_attention, memory.states)
+        kept.append((point("hook_k", k, heads_first=True), point("hook_v", v, heads_first=True)))
+    return kept
 
 
 def suppressed(model: LoadedModel, first: bool) -> list[int]:
@@ -87,31 +97,34 @@ def repeating(model: LoadedModel) -> GivesUp:
 @torch.inference_mode()
 def decode(model: LoadedModel, source: TokenBatch | str, new: int = 32, temperature: float = 0.0,
            top_k: int | None = None, seed: int = 0, prefix: list[int] | None = None,
-           encoded: Encoded | None = None, stop_repeating: bool = False) -> Decoded:
+           encoded: Encoded | None = None, stop_repeating: bool = False,
+           fwd_hooks: Sequence[tuple[NameFilter, HookFn]] = ()) -> Decoded:
     """The model's output for `source` (a text, or the first text of a batch: Whisper's frames_batch): greedy at
     temperature 0, else sampled (the same seed, the same output); stops at the end piece, after `new` pieces, or at
     the decoder's limit. `prefix`: the decoder's first pieces (default: decoder_prefix, Whisper's task prompt or
     the start piece). `encoded`: the source already encoded (engine.seq2seq.encode), reused. `stop_repeating`: stop
     at the first piece where the text so far compresses above COMPRESSION_RATIO (stopped: REPEATS), the pieces up to
     there those of a decode that runs on: a loop written out to the limit says nothing more and costs a step a
-    piece."""
+    piece. `fwd_hooks`: (name or name filter, fn(tensor, hook)) pairs, as run_with_hooks takes them."""
     check_encoder_decoder(model)
     source = tokenize(model.tokenizer, source, model.max_length) if isinstance(source, str) else source
     check_settings(new, temperature, top_k, seed, max_new=MAX_NEW)
-    _, memory = encoded if encoded is not None else encode(model, source)
+    hooks = checked_hooks(model, fwd_hooks)
+    _, memory = encoded if encoded is not None else encode(model, source, hooks=hooks.at("encoder"))
     first = Memory(memory.states[:1], None if memory.bias is None else memory.bias[:1])  # the first text's
-    memory = Memory(None, first.bias, cross_keys_values(model, first))
+    decoder_hooks = hooks.at("decoder")
+    memory = Memory(None, first.bias, cross_keys_values(model, first, decoder_hooks))
     ids = list(prefix or decoder_prefix(model))
-    last, cache = prefill(model.decoder, target_batch(model, [ids]), memory)
+    last, cache = prefill(model.decoder, target_batch(model, [ids]), memory, decoder_hooks)
     caches = [cache]
 
-    def next_logits(state: Tensor, first_step: bool) -> Tensor:  # (1,D) -> (V,), the pieces it may not write out
-        logits = output_logits(model, final_norm(model.decoder, state))[0].float()
+    def next_logits(state: Tensor, first_step: bool) -> Tensor:  # (1,D) final state -> (V,), less what it may not write
+        logits = output_logits(model, state)[0].float()
         logits[suppressed(model, first_step)] = float("-inf")
         return logits
 
     def advance(grown: list[int]) -> Tensor:
-        state, caches[0] = step(model.decoder, grown[-1], len(grown), caches[0], memory)
+        state, caches[0] = step(model.decoder, grown[-1], len(grown), caches[0], memory, decoder_hooks)
         return next_logits(state, False)
 
     steps, stopped = sampled(model, ids, next_logits(last, True), advance, Sampling(new, temperature, top_k, seed),

@@ -30,7 +30,7 @@ from mha_core.analysis.seq2seq.decode import (
 )
 from mha_core.engine.cache import prefill
 from mha_core.engine.drawable import Drawable
-from mha_core.engine.forward import Memory, final_norm
+from mha_core.engine.forward import Memory
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.audio import RATE, Clip, model_log_mel
 from mha_core.engine.seq2seq.forward import (
@@ -108,7 +108,7 @@ def detect_language(model: LoadedModel, memory: Memory) -> str:
     if not codes:
         return "en"
     last, _ = prefill(model.decoder, target_batch(model, [[int(model.config.decoder_start_token_id)]]), memory)
-    logits = output_logits(model, final_norm(model.decoder, last))[0]  # (V,)
+    logits = output_logits(model, last)[0]  # (V,)
     ids = torch.tensor(list(codes.values()))
     return list(codes)[int(logits[ids].argmax())]
 
@@ -139,7 +139,7 @@ def transcribe(model: LoadedModel, clip: Clip, language: str | None = None, time
     """Transcribe `clip` (its language detected unless given), with every map and, with `timestamps`, each word's
     times from the alignment heads found in those maps. `task="translate"`: Whisper writes what is said in English
     (its own translation), and the cross-attention aligns the English words with the speech."""
-    if model.arch.family != "whisper":
+    if not model.arch.audio:
         raise InputError("transcribe_needs_whisper", N_("{model} does not hear audio: choose a Whisper model."),
                          model=model.name)
     source = frames_batch(model_log_mel(model, clip))

@@ -8,7 +8,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mha_core.engine.arch import DECODERS, ENCODER_DECODERS, ENCODERS, SUPPORTED_MODEL_TYPES, VISION
+from mha_core.engine.arch import (
+    DECODERS,
+    ENCODER_DECODERS,
+    ENCODERS,
+    SUPPORTED_MODEL_TYPES,
+    VISION,
+    projects_embeddings,
+)
 from mha_core.engine.loading import bundled
 from mha_core.engine.loading.folder import (
     NOT_REGULAR,
@@ -137,9 +144,7 @@ def check_config(config: dict, model_dir: Path) -> None:
             "relative_positions_unsupported",
             N_("Only absolute position embeddings are supported for BERT-style encoders."),
         )
-    if model_type == "opt" and config.get("word_embed_proj_dim", config.get("hidden_size")) != config.get(
-        "hidden_size"
-    ):
+    if projects_embeddings(config):
         raise ModelLoadError(
             "opt_projection_unsupported",
             N_(

@@ -15,12 +15,13 @@ import torch
 from torch import Tensor
 
 from mha_core.engine.arch import (
-    DECODERS,
     ENCODER_DECODERS,
+    SPEECH,
     VISION,
     Architecture,
     describe,
     describe_stacks,
+    describe_vision,
 )
 from mha_core.engine.loading import bundled
 from mha_core.engine.loading.checks import check_loaded_weights, check_tokenizer, load_failure
@@ -39,7 +40,7 @@ from mha_core.engine.loading.folder import (
     shown,
 )
 from mha_core.engine.seq2seq.weights import read_stacks
-from mha_core.engine.vision.arch import describe_vision, read_vision
+from mha_core.engine.vision.weights import read_vision
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
 from mha_core.messages import N_
 
@@ -185,7 +186,7 @@ def one_stack(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, config
         model_dir=path,
         name=model_name(path, config),
         rotary_embedding=getattr(model, "rotary_emb", None),
-        bos_id=prepare_decoder_tokenizer(tokenizer) if arch.family in DECODERS else None,
+        bos_id=prepare_decoder_tokenizer(tokenizer) if arch.causal else None,
     )
 
 
@@ -203,7 +204,7 @@ def model_class(config: PretrainedConfig) -> type:
     one with its output layer (the decoder's next piece: translation, transcription)."""
     from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq
 
-    if config.model_type == "whisper":
+    if config.model_type in SPEECH:
         return AutoModelForSpeechSeq2Seq
     return AutoModelForSeq2SeqLM if config.model_type in ENCODER_DECODERS else AutoModel
 

@@ -84,7 +84,7 @@ def decoder_prefix(model: LoadedModel, language: str | None = "en", task: str = 
     start = int(model.config.decoder_start_token_id)
     generation = getattr(model.model, "generation_config", None)
     tasks = getattr(generation, "task_to_id", None)
-    if model.arch.family != "whisper" or not tasks:
+    if not model.decoder.arch.task_prompt or not tasks:
         return [start]
     language_ids = languages(model)
     if language is not None and language not in language_ids:
@@ -101,7 +101,7 @@ def target_pieces(model: LoadedModel, text: str, language: str | None = "en") ->
     """A target text as the decoder's input pieces: its prefix (start piece first), then the text's pieces (a
     Whisper transcript's with the space it starts with), cut to the decoder's window; and how many there were
     before the cut."""
-    text = " " + text.strip() if model.arch.family == "whisper" else text
+    text = " " + text.strip() if model.decoder.arch.task_prompt else text
     pieces = decoder_prefix(model, language) + list(model.tokenizer(text_target=text,
                                                                      add_special_tokens=False)["input_ids"])
     return pieces[: model.decoder.max_length], len(pieces)

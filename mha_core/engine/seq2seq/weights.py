@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from mha_core.engine.arch import T5_LIKE, Architecture
+from mha_core.engine.arch import Architecture, Layout
 from mha_core.engine.weights import EmbeddingWeights, LayerWeights, MlpWeights, linear, norm_of, projections
 
 Stack = tuple[EmbeddingWeights, tuple[LayerWeights, ...]]
@@ -75,7 +75,7 @@ def positions_table(stack: torch.nn.Module) -> torch.Tensor | None:
 
 def read_stack(stack: torch.nn.Module, arch: Architecture, word: torch.Tensor) -> Stack:
     """One stack's embeddings and layers; `word` (V,D): the shared word embeddings."""
-    if arch.family in T5_LIKE:
+    if arch.layout == Layout.T5:
         final = norm_of(stack.final_layer_norm, True)
         return EmbeddingWeights(word, None, None, None, final), tuple(t5_layer(b, arch) for b in stack.block)
     norm_in = getattr(stack, "layernorm_embedding", None)

@@ -1,1 +1,1 @@
-"""Vision Transformers: each family described, images read and prepared, run through the one layer loop."""
+"""Vision Transformers: their layers read, images read and prepared, run through the one layer loop."""

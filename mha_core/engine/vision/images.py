@@ -16,12 +16,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from mha_core.engine.arch import DEFAULT_SIDE, MAX_SIDE, Architecture, prefix_names, vision_config
 from mha_core.engine.forward import forward
 from mha_core.engine.hooks import NO_HOOKS, Hooks
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
-from mha_core.engine.tokens import InputError
-from mha_core.engine.vision.arch import DEFAULT_SIDE, MAX_SIDE, image_batch, prefix_names, vision_config
+from mha_core.engine.tokens import InputError, TokenBatch, pad_mask
 from mha_core.messages import N_
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -158,6 +158,25 @@ def image_processor(model: LoadedModel) -> object | None:
     from transformers import AutoImageProcessor
 
     return AutoImageProcessor.from_pretrained(model.model_dir, local_files_only=True)
+
+
+def patch_grid(pixels: Tensor, patch: int) -> tuple[int, int]:
+    """(rows, columns) of patches of an image batch (B,C,Hpx,Wpx)."""
+    return pixels.shape[-2] // patch, pixels.shape[-1] // patch
+
+
+def image_batch(pixels: Tensor, arch: Architecture, prefix: tuple[str, ...], names: tuple[str, ...] = ()
+                ) -> TokenBatch:
+    """Images (B,C,Hpx,Wpx), already prepared, as a batch whose "pieces" are the prefix tokens then the patches,
+    row by row ("patch r,c")."""
+    rows, columns = patch_grid(pixels, arch.patch_size)
+    labels = (*prefix, *(f"patch {r},{c}" for r in range(rows) for c in range(columns)))
+    b, n = pixels.shape[0], len(labels)
+    return TokenBatch(
+        texts=names or ("",) * b, input_ids=torch.zeros(b, n, dtype=torch.long), attention_mask=pad_mask([n] * b),
+        tokens=(labels,) * b, labels=(labels,) * b, word_ids=(tuple(range(n)),) * b, offsets=(((0, 0),) * n,) * b,
+        n_tokens=(n,) * b, features=pixels, grid=(rows, columns),
+    )
 
 
 def run_images(model: LoadedModel, pixels: Tensor, path: str = "auto", names: Sequence[str] = (),

@@ -142,7 +142,7 @@ def spoken_frame_summaries_of(server: Server, model: LoadedModel, text: str, wai
 def cross_scores_of(server: Server, model: LoadedModel, text: str) -> HeadScores:
     """Every cross-attention head scored as an alignment head (analysis.alignment.score_heads) on `text`: Whisper's
     over the speech's frames, a text model's over the source's pieces."""
-    if model.arch.family == "whisper":
+    if model.arch.audio:
         return heard_of(server, model, text).heads
     return server.kept("small", ("cross scores", of(model), text),
                        lambda: score_heads(seq2seq_of(server, model, text, None).text_maps("cross").numpy()))
@@ -152,7 +152,7 @@ def decoded_of(server: Server, model: LoadedModel, text: str, new: int, temperat
                seed: int) -> Decoded:
     """What an encoder–decoder writes for `text`, piece by piece with each step's alternatives (Whisper: what it
     writes on hearing it, greedy, as transcribed)."""
-    if model.arch.family == "whisper":
+    if model.arch.audio:
         return heard_of(server, model, text).decoded
     key = ("decoded", of(model), text, new, temperature, top_k, seed)
     return server.in_slot("small", key, lambda: decode(model, text, new, temperature, top_k, seed))
@@ -160,7 +160,7 @@ def decoded_of(server: Server, model: LoadedModel, text: str, new: int, temperat
 
 def read_steps_of(server: Server, model: LoadedModel, text: str, layer: int, head: int) -> CrossSteps:
     """One cross-attention head step by step on `text`: a text model's source, or the sentence Whisper hears."""
-    if model.arch.family == "whisper":
+    if model.arch.audio:
         language = spoken_language(text)
         return heard_steps_of(server, model, spoken_of(server, text, language), language, layer, head)
     return text_steps_of(server, model, text, None, layer, head)

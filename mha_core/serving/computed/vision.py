@@ -8,11 +8,11 @@ import numpy as np
 
 from mha_core.analysis.explain.vision import ImageExplanation, explain_image
 from mha_core.analysis.vision.heads import ImageHeads, image_heads, query_maps
+from mha_core.engine.arch import MAX_SIDE
 from mha_core.engine.batching import Progress
 from mha_core.engine.loading.bundled import VISION_NAME
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
-from mha_core.engine.vision.arch import MAX_SIDE
 from mha_core.engine.vision.images import prepare_images, read_image, run_images, seen_pictures
 from mha_core.figures.vision import mosaic_png
 from mha_core.i18n import N_
