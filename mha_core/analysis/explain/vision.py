@@ -40,15 +40,15 @@ from mha_core.analysis.explain.integrated import check_steps, quadrature
 from mha_core.analysis.explain.methods import grad_attention_relevance
 from mha_core.analysis.heads.contrib import rollout_of
 from mha_core.analysis.vision.heads import patch_rows
+from mha_core.engine.arch import prefix_names, vision_config
 from mha_core.engine.batching import Progress
 from mha_core.engine.budget import forward_bytes, rows_within
 from mha_core.engine.gradients import GRADIENT_COST
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch
-from mha_core.engine.vision.arch import image_batch, prefix_names, vision_config
 from mha_core.engine.vision.gradients import check_image_gradient_budget, image_gradients, pixels_scores
-from mha_core.engine.vision.images import prepare_images, read_image, run_images
+from mha_core.engine.vision.images import image_batch, prepare_images, read_image, run_images
 from mha_core.i18n import N_
 
 IMAGE_METHODS = ("attention", "rollout", "inputxgrad", "gradxattn", "ig", "occlusion")

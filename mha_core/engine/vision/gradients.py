@@ -37,7 +37,7 @@ def pixels_scored(model: LoadedModel, batch: TokenBatch, score: Score, pixels: T
 
 def image_gradients(model: LoadedModel, batch: TokenBatch, score: Score, pixels: Tensor | None = None,
                     heads: bool = True) -> Gradients:
-    """The target `score` of every image of `batch` (engine/vision/arch.image_batch) and its gradients: `words` and
+    """The target `score` of every image of `batch` (engine/vision/images.image_batch) and its gradients: `words` and
     `words_grad` are the pixels (B,C,Hpx,Wpx) and d score / d pixels; `pixels`: others to read instead (Integrated
     Gradients' path); `heads=False`: the pixels' gradient only."""
     check_vision_model(model)
