@@ -30,8 +30,8 @@ TEST_WORKERS ?= $(shell nproc)
 # Jupyter kernel of that venv named $(KERNEL) (examples/tour.ipynb asks for it), so that a notebook anywhere imports it.
 KERNEL := mha-explorer
 
-.PHONY: install prepare chromium haproxy espeak run serve test check test-slow test-browser test-serve lint docs docs-serve \
-	bench messages
+.PHONY: install prepare chromium haproxy espeak redis run serve host proxy test check test-slow test-browser test-serve lint \
+	docs docs-serve bench messages
 
 $(STAMP): requirements.txt requirements-dev.txt Makefile pyproject.toml
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
@@ -72,6 +72,10 @@ espeak:
 # Debian's HAProxy balances `make serve` (sticky sessions, websockets); deploy/ holds its config.
 haproxy:
 	@command -v haproxy >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q haproxy; }
+
+# Debian's Redis holds a class's state where several hosts serve one school (MHA_CLASS_STORE=redis://…, deploy/).
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q redis-server; }
 
 # MALLOC_ARENA_MAX=2: every session's script runs in its own thread; per-thread malloc arenas kept
 # hundreds of MB that a class's long texts had freed (benchmarks/serving.py starts the app the same way).
@@ -115,10 +119,10 @@ SERVE_TESTS := tests/test_*serve.py
 # The Debian tools each tier installs, written once: the tier's prerequisites, and what its tests may use (every
 # other tool is shadowed for the run by a stand-in that fails: tests/tier_tools.py), so that a tier using a tool it
 # does not install fails here too, not only on a fresh machine.
-CHECK_TOOLS := chromium espeak
-SLOW_TOOLS := chromium espeak
+CHECK_TOOLS := chromium espeak redis
+SLOW_TOOLS := chromium espeak redis
 BROWSER_TOOLS := chromium espeak
-SERVE_TOOLS := haproxy espeak
+SERVE_TOOLS := haproxy espeak redis
 
 test: prepare check test-slow test-browser test-serve
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -133,3 +134,30 @@ def balanced(url: str, workers: int, timeout: float) -> None:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as answer:
             seen.update(c.split(";")[0] for c in answer.headers.get_all("Set-Cookie") or [] if "MHA_WORKER" in c)
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def redis_server(folder: Path, timeout: float = 30, port: int | None = None, kept: bool = False) -> Iterator[str]:
+    """Debian's redis-server on a loopback port (a free one unless given: a restart reuses its server's), its files
+    in `folder` (`kept`: every write logged there, as deploy/redis.conf has it, so a restart finds the classes; else
+    nothing saved): its address (redis://127.0.0.1:PORT/0) until stopped. Found on PATH (a test tier that does not
+    install it is told so)."""
+    import redis
+
+    port = port or free_port()
+    program = shutil.which("redis-server") or "redis-server"
+    cmd = [program, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
+           "--appendonly", "yes" if kept else "no", "--protected-mode", "yes"]
+    with process_group(cmd, dict(os.environ)) as (proc, output):
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+                break
+            except redis.ConnectionError as err:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    said = output.read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"redis-server did not start: {said}") from err
+                time.sleep(0.05)
+        yield url
