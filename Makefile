@@ -87,6 +87,18 @@ run: install espeak prepare
 serve: install haproxy prepare
 	WORKERS=$(WORKERS) PORT=$(PORT) BIN=$(BIN) bash deploy/serve.sh
 
+# A school on several hosts (issue 84, docs/developers/hosts.md): on each host `make host BIND=<its address>` with
+# MHA_CLASS_STORE=redis://… and one STREAMLIT_SERVER_COOKIE_SECRET; on the front machine `make proxy HOSTS="10.0.0.11:8601-8604
+# 10.0.0.12:8601-8604"` (HAProxy on $(PORT), every host's processes behind it: deploy/hosts.py writes its config).
+BIND ?= 127.0.0.1
+host: install prepare
+	WORKERS=$(WORKERS) BIND=$(BIND) BIN=$(BIN) bash deploy/host.sh
+
+proxy: haproxy
+	@[ -n "$(HOSTS)" ] || { echo 'HOSTS="HOST:FIRST-LAST …" names every host'"'"'s app processes' >&2; exit 2; }
+	$(PY) deploy/hosts.py $(HOSTS) > deploy/.haproxy-hosts.cfg
+	MHA_BIND=0.0.0.0 MHA_PORT=$(PORT) haproxy -db -f deploy/.haproxy-hosts.cfg
+
 # ruff, then the import contracts of pyproject.toml (mha_core in layers; no streamlit in mha_core).
 lint: install
 	$(BIN)/ruff check .

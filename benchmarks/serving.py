@@ -161,3 +161,37 @@ def redis_server(folder: Path, timeout: float = 30, port: int | None = None, kep
                     raise RuntimeError(f"redis-server did not start: {said}") from err
                 time.sleep(0.05)
         yield url
+
+
+@contextlib.contextmanager
+def school_host(workers: int, store: str, cache: Path, secret: str, timeout: float = 180) -> Iterator[ServerGroup]:
+    """`deploy/host.sh`: one of a school's hosts, `workers` app processes on loopback with a cache folder of their
+    own, reading the classes from the Redis at `store`; its url is its first process's (the proxy is apart)."""
+    first = free_port() + 200
+    env = {**os.environ, **SERVER_ENV, "WORKERS": str(workers), "BIND": "127.0.0.1", "FIRST_WORKER_PORT": str(first),
+           "BIN": str(Path(sys.executable).parent), "MHA_CLASS_STORE": store, "MHA_CACHE_DIR": str(cache),
+           "STREAMLIT_SERVER_COOKIE_SECRET": secret}
+    with process_group(["bash", str(ROOT / "deploy" / "host.sh")], env) as (proc, output):
+        urls = tuple(f"http://127.0.0.1:{first + i}" for i in range(1, workers + 1))
+        for url in urls:
+            wait_healthy(url, timeout, proc, output)
+        yield ServerGroup(urls[0], app_children(proc.pid), urls)
+
+
+@contextlib.contextmanager
+def front_proxy(hosts: list[ServerGroup], timeout: float = 60) -> Iterator[str]:
+    """HAProxy on a free loopback port in front of every process of `hosts` (deploy/hosts.py writes its config):
+    the school's one address."""
+    specs = [url.removeprefix("http://") for host in hosts for url in host.worker_urls]
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="mha-front-") as folder:
+        config = Path(folder) / "haproxy.cfg"
+        written = subprocess.run([sys.executable, str(ROOT / "deploy" / "hosts.py"), *specs], capture_output=True,
+                                 text=True, check=True)
+        config.write_text(written.stdout)
+        env = {**os.environ, "MHA_BIND": "127.0.0.1", "MHA_PORT": str(port)}
+        with process_group(["haproxy", "-db", "-f", str(config)], env) as (proc, output):
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, timeout, proc, output)
+            balanced(url, len(specs), timeout)
+            yield url
