@@ -43,8 +43,8 @@ STARTED, TAKEN, FULL, VISITOR_FULL = "started", "taken", "full", "visitor_full" 
 
 
 def unavailable(reason: str) -> InputError:
-    return InputError(UNAVAILABLE, N_("Class mode is unavailable just now: {reason}; pages follow again once it is "
-                                      "back."), reason=Worded(reason))
+    return InputError("class_store_unavailable", N_("Class mode is unavailable just now: {reason}; pages follow again "
+                                                    "once it is back."), reason=Worded(reason))
 
 
 def finished(row: Row, now: float) -> bool:
