@@ -9,12 +9,14 @@ students follow an idle class (target <= 5 % of a core)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
-from benchmarks.serving import app_server
+from benchmarks.serving import app_server, redis_server
 from deploy.st_client import Interaction, Session
 
 IDLE_SECONDS = 20.0
@@ -90,12 +92,16 @@ async def run(url: str, classroom: object, code: str, secret: str, students: int
           f"server CPU while they follow an idle class: {idle_cpu:.1%} of a core (target <= 5%)", flush=True)
 
 
-def follow_class(students: int, timeout: float) -> None:
-    from mha_core.serving.classroom import Classroom
+def follow_class(students: int, timeout: float, redis: bool = False) -> None:
+    """`redis`: the class in a redis-server of its own (issue 84: the move heard, not polled), else in SQLite."""
+    from mha_core.serving.classroom import STORE_ENV, Classroom
 
     cache = tempfile.mkdtemp(prefix="mha-follow-")  # the server's classes and the teacher's: one store
-    with app_server(env={"MHA_CACHE_DIR": cache, "HOME": os.environ.get("HOME", "")}) as group:
-        os.environ["MHA_CACHE_DIR"] = cache
+    with contextlib.ExitStack() as stack:
+        store = stack.enter_context(redis_server(Path(cache))) if redis else str(Path(cache) / "classes.sqlite")
+        os.environ[STORE_ENV] = store
+        group = stack.enter_context(app_server(env={"MHA_CACHE_DIR": cache, "HOME": os.environ.get("HOME", "")}))
+        print(f"class store: {store}", flush=True)
         classroom = Classroom()
         code, secret = classroom.start("The animal didn't cross the street because it was too tired.", "en",
                                        "all-MiniLM-L6-v2", step=1)
