@@ -8,6 +8,7 @@ mha_core.serving.classroom's."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 
 import streamlit as st
@@ -23,8 +24,9 @@ from mha_core.serving.classes.watch import UNAVAILABLE_SHOWN, Watcher
 from mha_core.serving.classroom import UNAVAILABLE, Classroom, canonical, qr_png, store_location
 from mha_core.serving.classroom import ClassState as Class
 from mha_core.serving.reach import PROXY_ADDRESS_ENV, PUBLIC_URL_ENV, Request, StudentsAddress, students_address
+from views._state import cap_chart_heights
 from views._text import literal
-from views._visit import choose, chosen, forget, stop
+from views._visit import PageStopped, begin_fragment_run, choose, chosen, end_run, forget, fragment_run, stop
 
 CLASS, TEACH = "class", "teach"  # the address's class code and the teacher's key
 RECONNECTED = "reconnected"  # set in the address by the page that reloaded itself after a server restart
@@ -307,3 +309,29 @@ def follow(code: str, shown: Class, exploring: bool = False) -> None:
     else:
         st.caption(tr("You follow class {code}: your page shows the teacher's step. Back and Next take only your page "
                       "elsewhere; “Follow the teacher” brings it back.", code=literal(shown.code)))
+
+
+def class_part(draw: Callable[[Class], None]) -> Callable[[Class, int], None]:
+    """draw(state) as the part of a follower's page that the watcher reruns alone when only the class's step moved (a
+    Streamlit fragment: the sidebar, the model and the sentence are not drawn again for every follower; issue 84). Its
+    own run reads the class again (a fragment's arguments are the last whole run's), sets up what app.py's run would
+    (the language, the run's memo, the charts' height cap `cap`) and ends as a run does (the address, the run's
+    marker); a class whose sentence or model changed meanwhile reruns the whole page."""
+
+    @st.fragment
+    def part(state: Class, cap: int) -> None:
+        if not fragment_run():
+            draw(state)
+            return
+        begin_fragment_run()
+        cap_chart_heights(cap)
+        try:
+            now = class_state(state.code)
+            if (now.text, now.model) != (state.text, state.model):
+                st.rerun(scope="app")
+            draw(now)
+        except PageStopped:  # the page said why it stops (app.py catches it in a whole run)
+            pass
+        end_run()
+
+    return part

@@ -40,6 +40,7 @@ from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
 from views._class import (
     class_code,
+    class_part,
     class_state,
     follow,
     is_teaching,
@@ -283,6 +284,13 @@ def student_page(code: str, state: ClassState) -> None:
     model_card()
     language_switch()
     st.markdown(tr("**Sentence:** {text}", text=one_line(state.text)))
+    student_step(state, PROJECTOR_CHART_PX)  # what the watcher reruns alone when the teacher moves the step
+
+
+@class_part
+def student_step(state: ClassState) -> None:
+    """The class's step on a student's page, or the student's own step while they explore."""
+    code = state.code
     steps = list(range(1, len(STEPS) + 1))
     own = chosen(OWN_STEP, None, options=steps)
     follow(code, state, exploring=own is not None)
