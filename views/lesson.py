@@ -28,13 +28,12 @@ from mha_core.teaching.claims import (
     head_habits,
     heads_claims,
     parameters_claims,
-    pronoun_row,
     roles_claims,
     scores_row,
     translation_claims,
     why_claims,
 )
-from mha_core.teaching.examples import PRONOUNS, TRANSLATED, focus, written_language
+from mha_core.teaching.examples import PRONOUNS, TRANSLATED, written_language
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
@@ -111,8 +110,7 @@ def class_view(model: LoadedModel, text: str) -> tuple:
     result = checked_run(text)
     view = computed.view_of(server(), model, text, "auto", True, words_by_default(text))  # as the Heads page
     computed.focus_of(server(), text)  # the words tagged once per server
-    found = focus(text, model.name)
-    return result, view, pronoun_row(view, result, found.pronoun, found.antecedent, found.other)
+    return result, view, computed.lesson_row_of(server(), model, text)
 
 
 def why_view(model: LoadedModel, text: str) -> None:
