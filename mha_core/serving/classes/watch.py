@@ -81,6 +81,13 @@ class Watcher:
             heard = self.heard.get(code, "")
         return heard if heard not in ("", UNAVAILABLE_SHOWN) else self.read(code)
 
+    def last_heard(self, code: str) -> Shown | None:
+        """Pushed: the class's (step, text) as this process last heard it, for a follower's rerun to show without a
+        read of its own; None when not heard (or SQLite's watcher, which keeps nothing): the page reads the class."""
+        with self.lock:
+            heard = self.heard.get(canonical(code) or "") if self.pushed else None
+        return heard if isinstance(heard, tuple) else None
+
     def watch(self) -> None:
         last_seen = 0.0
         while True:
