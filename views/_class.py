@@ -314,8 +314,8 @@ def follow(code: str, shown: Class, exploring: bool = False) -> None:
 def class_part(draw: Callable[[Class], None]) -> Callable[[Class, int], None]:
     """draw(state) as the part of a follower's page that the watcher reruns alone when only the class's step moved (a
     Streamlit fragment: the sidebar, the model and the sentence are not drawn again for every follower; issue 84). Its
-    own run reads the class again (a fragment's arguments are the last whole run's; over Redis it takes what the
-    process heard of it), sets up what app.py's run would
+    own run reads the class again (a fragment's arguments are the last whole run's: it takes what the watcher last
+    read or heard of it), sets up what app.py's run would
     (the language, the run's memo, the charts' height cap `cap`) and ends as a run does (the address, the run's
     marker); a class whose sentence or model changed meanwhile reruns the whole page."""
 
@@ -327,7 +327,7 @@ def class_part(draw: Callable[[Class], None]) -> Callable[[Class, int], None]:
         begin_fragment_run()
         cap_chart_heights(cap)
         try:
-            heard = watcher().last_heard(state.code)  # over Redis: what the process heard, no read per follower
+            heard = watcher().last_heard(state.code)  # what the watcher reran it for: no read per follower
             now = replace(state, step=heard[0], text=heard[1]) if heard else class_state(state.code)
             if (now.text, now.model) != (state.text, state.model):
                 st.rerun(scope="app")

@@ -52,7 +52,7 @@ class Watcher:
         self.room, self.sessions, self.rerun = room, sessions, rerun
         self.pushed = bool(room.store.pushes_moves)
         self.followers: dict[str, dict[str, Follower]] = {}  # code -> session id -> its page
-        self.heard: dict[str, Shown | None] = {}  # pushed: each class as last read (after a message, or first seen)
+        self.heard: dict[str, Shown | None] = {}  # each followed class as last read (pushed: after a message)
         self.lock = threading.Lock()
         self.threads: dict[str, threading.Thread] = {}
         self.threaded = thread  # False: a test calls tick() / hear() itself
@@ -82,10 +82,10 @@ class Watcher:
         return heard if heard not in ("", UNAVAILABLE_SHOWN) else self.read(code)
 
     def last_heard(self, code: str) -> Shown | None:
-        """Pushed: the class's (step, text) as this process last heard it, for a follower's rerun to show without a
-        read of its own; None when not heard (or SQLite's watcher, which keeps nothing): the page reads the class."""
+        """The class's (step, text) as this process last read or heard it (what its watcher reruns the followers
+        for), for a follower's rerun to show without a read of its own; None when it has none: the page reads it."""
         with self.lock:
-            heard = self.heard.get(canonical(code) or "") if self.pushed else None
+            heard = self.heard.get(canonical(code) or "")
         return heard if isinstance(heard, tuple) else None
 
     def watch(self) -> None:
@@ -133,8 +133,8 @@ class Watcher:
             now: Shown | None = (state.step, state.text)
         except InputError as err:
             now = UNAVAILABLE_SHOWN if err.code == UNAVAILABLE else None
-        if self.pushed:
-            with self.lock:
+        with self.lock:
+            if code in self.followers:
                 self.heard[code] = now
         return now
 
