@@ -30,8 +30,8 @@ TEST_WORKERS ?= $(shell nproc)
 # Jupyter kernel of that venv named $(KERNEL) (examples/tour.ipynb asks for it), so that a notebook anywhere imports it.
 KERNEL := mha-explorer
 
-.PHONY: install prepare chromium haproxy espeak run serve test check test-slow test-browser test-serve lint docs docs-serve \
-	bench messages
+.PHONY: install prepare chromium haproxy espeak redis run serve host proxy test check test-slow test-browser test-serve lint \
+	docs docs-serve bench messages
 
 $(STAMP): requirements.txt requirements-dev.txt Makefile pyproject.toml
 	@$(PY) -c "import venv, ensurepip" 2>/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q python3-venv; }
@@ -73,6 +73,10 @@ espeak:
 haproxy:
 	@command -v haproxy >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q haproxy; }
 
+# Debian's Redis holds a class's state where several hosts serve one school (MHA_CLASS_STORE=redis://…, deploy/).
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q redis-server; }
+
 # MALLOC_ARENA_MAX=2: every session's script runs in its own thread; per-thread malloc arenas kept
 # hundreds of MB that a class's long texts had freed (benchmarks/serving.py starts the app the same way).
 # deploy/run.sh opens the app once before saying it is ready (the model loads before the first visitor).
@@ -82,6 +86,18 @@ run: install espeak prepare
 # One process uses about one core (Python's GIL): WORKERS processes behind HAProxy on $(PORT).
 serve: install haproxy prepare
 	WORKERS=$(WORKERS) PORT=$(PORT) BIN=$(BIN) bash deploy/serve.sh
+
+# A school on several hosts (issue 84, docs/developers/hosts.md): on each host `make host BIND=<its address>` with
+# MHA_CLASS_STORE=redis://… and one STREAMLIT_SERVER_COOKIE_SECRET; on the front machine `make proxy HOSTS="10.0.0.11:8601-8604
+# 10.0.0.12:8601-8604"` (HAProxy on $(PORT), every host's processes behind it: deploy/hosts.py writes its config).
+BIND ?= 127.0.0.1
+host: install prepare
+	WORKERS=$(WORKERS) BIND=$(BIND) BIN=$(BIN) bash deploy/host.sh
+
+proxy: haproxy
+	@[ -n "$(HOSTS)" ] || { echo 'HOSTS="HOST:FIRST-LAST …" names every host'"'"'s app processes' >&2; exit 2; }
+	$(PY) deploy/hosts.py $(HOSTS) > deploy/.haproxy-hosts.cfg
+	MHA_BIND=0.0.0.0 MHA_PORT=$(PORT) haproxy -db -f deploy/.haproxy-hosts.cfg
 
 # ruff, then the import contracts of pyproject.toml (mha_core in layers; no streamlit in mha_core).
 lint: install
@@ -115,10 +131,10 @@ SERVE_TESTS := tests/test_*serve.py
 # The Debian tools each tier installs, written once: the tier's prerequisites, and what its tests may use (every
 # other tool is shadowed for the run by a stand-in that fails: tests/tier_tools.py), so that a tier using a tool it
 # does not install fails here too, not only on a fresh machine.
-CHECK_TOOLS := chromium espeak
-SLOW_TOOLS := chromium espeak
+CHECK_TOOLS := chromium espeak redis
+SLOW_TOOLS := chromium espeak redis
 BROWSER_TOOLS := chromium espeak
-SERVE_TOOLS := haproxy espeak
+SERVE_TOOLS := haproxy espeak redis
 
 test: prepare check test-slow test-browser test-serve
 

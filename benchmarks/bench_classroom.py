@@ -18,7 +18,8 @@ Heads, 0 errors.
 `--floor` (issue 44): what a Heads click cannot cost less than: Streamlit drawing the page's elements with nothing
 computed, the forward and spaCy's tags alone, beside the page's own cost (benchmarks/floor.py).
 `--follow` (issue 47): N students following the teacher on the lesson page: from the teacher's move to every page
-updated (p95 <= 2 s) and the server's CPU while they follow an idle class (<= 5 % of a core): benchmarks/following.py.
+updated (p95 <= 2 s), the server's CPU per follower per move (issue 84: <= 5 ms) and while they follow an idle class
+(<= 5 % of a core): benchmarks/following.py; `--redis`: the class in a redis-server (moves heard, not polled).
 `--bogus N` (issue 78): N sessions open /lesson?class=CODE-i and go; the idle server's CPU (< 2 % of a core) and disk
 writes after them: benchmarks/bogus_codes.py.
 `--heavy ablation|tsne|patching`: 29 students on Heads, first alone, then while one more visitor runs the heaviest
@@ -243,6 +244,7 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="first students after a start against the next ones")
     parser.add_argument("--follow", action="store_true",
                         help="issue 47: students following the teacher on the lesson page (benchmarks/following.py)")
+    parser.add_argument("--redis", action="store_true", help="issue 84: --follow with the class in Redis")
     parser.add_argument("--bogus", type=int, metavar="N",
                         help="issue 78: N sessions of bogus class values opened and gone, then the idle server's CPU")
     parser.add_argument("--at-once", action="store_true",
@@ -255,7 +257,7 @@ def main() -> None:
         floor_of_a_click([sentence(rng, 20) for _ in range(CPU_CLICKS + 1)], rounds=3)
         return
     if args.follow:
-        follow_class(args.students, args.timeout)
+        follow_class(args.students, args.timeout, redis=args.redis)
         return
     if args.bogus:
         bogus_codes(args.bogus, args.timeout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -133,3 +134,64 @@ def balanced(url: str, workers: int, timeout: float) -> None:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=5) as answer:
             seen.update(c.split(";")[0] for c in answer.headers.get_all("Set-Cookie") or [] if "MHA_WORKER" in c)
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def redis_server(folder: Path, timeout: float = 30, port: int | None = None, kept: bool = False) -> Iterator[str]:
+    """Debian's redis-server on a loopback port (a free one unless given: a restart reuses its server's), its files
+    in `folder` (`kept`: every write logged there, as deploy/redis.conf has it, so a restart finds the classes; else
+    nothing saved): its address (redis://127.0.0.1:PORT/0) until stopped. Found on PATH (a test tier that does not
+    install it is told so)."""
+    import redis
+
+    port = port or free_port()
+    program = shutil.which("redis-server") or "redis-server"
+    cmd = [program, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder), "--save", "",
+           "--appendonly", "yes" if kept else "no", "--protected-mode", "yes"]
+    with process_group(cmd, dict(os.environ)) as (proc, output):
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+                break
+            except redis.ConnectionError as err:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    said = output.read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"redis-server did not start: {said}") from err
+                time.sleep(0.05)
+        yield url
+
+
+@contextlib.contextmanager
+def school_host(workers: int, store: str, cache: Path, secret: str, timeout: float = 180) -> Iterator[ServerGroup]:
+    """`deploy/host.sh`: one of a school's hosts, `workers` app processes on loopback with a cache folder of their
+    own, reading the classes from the Redis at `store`; its url is its first process's (the proxy is apart)."""
+    first = free_port() + 200
+    env = {**os.environ, **SERVER_ENV, "WORKERS": str(workers), "BIND": "127.0.0.1", "FIRST_WORKER_PORT": str(first),
+           "BIN": str(Path(sys.executable).parent), "MHA_CLASS_STORE": store, "MHA_CACHE_DIR": str(cache),
+           "STREAMLIT_SERVER_COOKIE_SECRET": secret}
+    with process_group(["bash", str(ROOT / "deploy" / "host.sh")], env) as (proc, output):
+        urls = tuple(f"http://127.0.0.1:{first + i}" for i in range(1, workers + 1))
+        for url in urls:
+            wait_healthy(url, timeout, proc, output)
+        yield ServerGroup(urls[0], app_children(proc.pid), urls)
+
+
+@contextlib.contextmanager
+def front_proxy(hosts: list[ServerGroup], timeout: float = 60) -> Iterator[str]:
+    """HAProxy on a free loopback port in front of every process of `hosts` (deploy/hosts.py writes its config):
+    the school's one address."""
+    specs = [url.removeprefix("http://") for host in hosts for url in host.worker_urls]
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="mha-front-") as folder:
+        config = Path(folder) / "haproxy.cfg"
+        written = subprocess.run([sys.executable, str(ROOT / "deploy" / "hosts.py"), *specs], capture_output=True,
+                                 text=True, check=True)
+        config.write_text(written.stdout)
+        env = {**os.environ, "MHA_BIND": "127.0.0.1", "MHA_PORT": str(port)}
+        with process_group(["haproxy", "-db", "-f", str(config)], env) as (proc, output):
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, timeout, proc, output)
+            balanced(url, len(specs), timeout)
+            yield url

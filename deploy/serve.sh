@@ -23,14 +23,15 @@ export MHA_QUEUE_DIR=${MHA_QUEUE_DIR:-$run_dir/queue}
 export MHA_HEAVY_SLOTS=${MHA_HEAVY_SLOTS:-$(nproc)}
 # One secret for all processes, so a browser's XSRF cookie stays valid on whichever process serves it.
 export STREAMLIT_SERVER_COOKIE_SECRET=${STREAMLIT_SERVER_COOKIE_SECRET:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
-cp deploy/haproxy.cfg "$run_dir/haproxy.cfg"
+# The proxy's config: deploy/haproxy.cfg and a server line per process (deploy/hosts.py, as for several hosts).
+"$BIN/python" deploy/hosts.py "127.0.0.1:$((FIRST_WORKER_PORT + 1))-$((FIRST_WORKER_PORT + WORKERS))" \
+    > "$run_dir/haproxy.cfg"
 for i in $(seq 1 "$WORKERS"); do
     port=$((FIRST_WORKER_PORT + i))
     # MHA_PROXY_BIND: where the class's phones reach this process, for the lesson's warning (mha_core/serving/reach.py)
     MHA_PROXY_BIND=$BIND "$BIN/streamlit" run app.py --server.port "$port" --server.address 127.0.0.1 \
         --server.headless true &
     pids+=($!)
-    echo "    server app$i 127.0.0.1:$port check cookie app$i inter 2s" >> "$run_dir/haproxy.cfg"
 done
 # Every process loads its model before HAProxy sends it anyone: the first students wait no longer than the rest.
 urls=()

@@ -85,9 +85,13 @@ class Session:
         """Submit several text widgets' values (by label) in one rerun, as a browser sends its widget states."""
         return await self.rerun({self.widget_ids[label]: text for label, text in texts.items()})
 
-    async def rerun(self, strings: dict[str, str] | None = None) -> Interaction:
+    async def click(self, label: str) -> Interaction:
+        """Press the button labelled `label`, as the browser does (its trigger, once)."""
+        return await self.rerun(triggers=[self.widget_ids[label]])
+
+    async def rerun(self, strings: dict[str, str] | None = None, triggers: list[str] | None = None) -> Interaction:
         start = time.perf_counter()
-        await self.start(strings)
+        await self.start(strings, triggers=triggers)
         result = await asyncio.wait_for(self.read_until_finished(), self.timeout)
         result.seconds = time.perf_counter() - start
         return result
@@ -105,9 +109,10 @@ class Session:
         result.seconds = time.perf_counter() - start
         return result
 
-    async def start(self, strings: dict[str, str] | None = None, fragment_id: str = "") -> None:
-        """Send a rerun (widget values by id; or one fragment's, as its timer does) without reading what comes
-        back."""
+    async def start(self, strings: dict[str, str] | None = None, fragment_id: str = "",
+                    triggers: list[str] | None = None) -> None:
+        """Send a rerun (widget values by id, buttons pressed by id; or one fragment's, as its timer does) without
+        reading what comes back."""
         msg = BackMsg()
         state = msg.rerun_script
         if fragment_id:
@@ -120,6 +125,9 @@ class Session:
             widget = state.widget_states.widgets.add()
             widget.id = widget_id
             widget.string_value = value
+        for widget_id in triggers or []:
+            widget = state.widget_states.widgets.add()
+            widget.id, widget.trigger_value = widget_id, True
         await self._ws.send(msg.SerializeToString())
 
     async def read_until_finished(self, result: Interaction | None = None) -> Interaction:
@@ -135,6 +143,8 @@ class Session:
                 self.session_id = fwd.new_session.initialize.session_id or self.session_id
             elif kind == "navigation":
                 self.page_script_hash = fwd.navigation.page_script_hash
+            elif kind == "page_info_changed":  # the page wrote its address: the next request sends it, as a browser
+                self.query = dict(urllib.parse.parse_qsl(fwd.page_info_changed.query_string))
             elif kind == "auto_rerun":
                 self.auto_reruns[fwd.auto_rerun.fragment_id] = fwd.auto_rerun.interval
             elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.class_stores import class_store, redis_address  # noqa: F401 -- fixtures of every test file
 from tests.tier_tools import shadow_undeclared_tools
 
 if TYPE_CHECKING:  # torch, transformers, Streamlit and mha_core load in the processes that run tests

@@ -1,6 +1,6 @@
-"""Issue 78.2 / 78.3: the class watcher (views/_class.Watcher) over a store that fails and pages that stop following.
-Sessions are tiny stand-ins for Streamlit's (what the watcher reads of them: alive or not, their last request,
-request_rerun); the store is a real SQLite file damaged, deleted and locked while the class runs."""
+"""Issue 78.2 / 78.3: the class watcher (mha_core.serving.classes.watch.Watcher) over a store that fails and pages that
+stop following. Sessions are tiny stand-ins for Streamlit's (what the watcher reads of them: alive or not, and the
+reruns asked of them); the store is a real SQLite file damaged, deleted and locked while the class runs."""
 
 from __future__ import annotations
 
@@ -12,23 +12,24 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from streamlit.proto.ClientState_pb2 import ClientState
 
-import views._class as class_view
 from mha_core.messages import InputError
+from mha_core.serving.classes import watch
+from mha_core.serving.classes.watch import ASKED, MAX_ASKS, UNAVAILABLE_SHOWN, Watcher
 from mha_core.serving.classroom import UNAVAILABLE, Classroom
-from views._class import ASKED, MAX_ASKS, UNAVAILABLE_SHOWN, Watcher
 
 
 class Page:
-    """A session: its last request (what a rerun replays), and the reruns asked of it."""
+    """A session: the reruns asked of it (whole pages, or its fragment alone)."""
 
     def __init__(self) -> None:
-        self._client_state = ClientState(page_script_hash="lesson")
         self.reruns = 0
+        self.fragments: list[str] = []
 
-    def request_rerun(self, client_state: ClientState) -> None:
-        self.reruns += 1
+
+def rerun(page: Page, fragment: str) -> None:
+    page.reruns += 1
+    page.fragments.append(fragment)
 
 
 class Sessions:
@@ -43,16 +44,14 @@ class Sessions:
 
 
 @pytest.fixture
-def sessions(monkeypatch) -> Sessions:
-    manager = Sessions()
-    monkeypatch.setattr(class_view, "session_manager", lambda: manager)
-    return manager
+def sessions() -> Sessions:
+    return Sessions()
 
 
 def a_class(tmp_path, sessions: Sessions, students: int = 3) -> tuple:
     room = Classroom(tmp_path / "classes.sqlite", busy_s=0.1)
     code, secret = room.start("The animal was tired.", "en")
-    watcher = Watcher(room, thread=False)
+    watcher = Watcher(room, lambda: sessions, rerun, thread=False)
     for k in range(students):
         sessions.open[f"s{k}"] = Page()
         watcher.follow(code, f"s{k}", (1, "The animal was tired."))
@@ -134,7 +133,7 @@ def test_students_follow_again_once_a_failing_store_is_back(tmp_path, sessions, 
 
 def test_the_watcher_thread_outlives_any_error(tmp_path, sessions, monkeypatch):
     """Before: the first sqlite3 error ended the thread `class-watcher` for good."""
-    monkeypatch.setattr(class_view, "WATCH_S", 0.01)
+    monkeypatch.setattr(watch, "WATCH_S", 0.01)
     room, _, code, _ = a_class(tmp_path, sessions, students=0)
     failures = []
 
@@ -143,13 +142,13 @@ def test_the_watcher_thread_outlives_any_error(tmp_path, sessions, monkeypatch):
         raise sqlite3.DatabaseError("database disk image is malformed") if len(failures) % 2 else RuntimeError("x")
 
     monkeypatch.setattr(room, "state", failing_state)
-    watcher = Watcher(room)
+    watcher = Watcher(room, lambda: sessions, rerun)
     sessions.open["s0"] = Page()
     watcher.follow(code, "s0", (1, "text"))
     deadline = time.monotonic() + 10
     while len(failures) < 4 and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert len(failures) >= 4 and watcher.thread.is_alive()
+    assert len(failures) >= 4 and watcher.threads["class-watcher"].is_alive()
     assert [t.name for t in threading.enumerate()].count("class-watcher") >= 1
 
 

@@ -1,5 +1,6 @@
 """The classroom store (issue 47, class mode's state): a class's code and secret, only the secret moves it, every
-process reads the same step, students counted while they check in, a class ends when ended or idle for 3 hours."""
+process reads the same step, students counted while they check in, a class ends when ended or idle for 3 hours. Each
+rule holds for both stores (issue 84: `class_store` is a SQLite file, then a real redis-server)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from mha_core.serving.classroom import (
     canonical,
     digest,
 )
+from tests.class_stores import held, held_bytes
 
 
 class Clock:
@@ -34,13 +36,12 @@ class Clock:
 
 
 READ_STEP = """import sys
-from pathlib import Path
 from mha_core.serving.classroom import Classroom
-print(Classroom(Path(sys.argv[1])).state(sys.argv[2]).step, "torch" in sys.modules)"""
+print(Classroom(sys.argv[1]).state(sys.argv[2]).step, "torch" in sys.modules)"""
 
 
-def test_only_the_teacher_s_secret_moves_the_class(tmp_path):
-    room = Classroom(tmp_path / "classes.sqlite")
+def test_only_the_teacher_s_secret_moves_the_class(class_store):
+    room = Classroom(class_store)
     code, secret = room.start("那只动物没有过马路，因为它太累了。", "zh")
     assert len(code) == CODE_LENGTH and set(code) <= set(CODE_ALPHABET) and len(secret) >= 32
     assert room.state(code).step == 1 and room.state(code.lower()).text.startswith("那只")
@@ -50,7 +51,7 @@ def test_only_the_teacher_s_secret_moves_the_class(tmp_path):
         with pytest.raises(InputError, match="Only the teacher's own link"):
             room.move(code, wrong, room.state(code), step=4)
     assert room.state(code).step == 3
-    stored = b"".join(path.read_bytes() for path in tmp_path.glob("classes.sqlite*"))  # the file and its log
+    stored = held_bytes(class_store)  # SQLite: the file and its log
     assert secret.encode() not in stored and digest(secret).encode() in stored  # its hash is kept, not the secret
     other, other_secret = room.start("Another class.", "en")
     with pytest.raises(InputError, match="Only the teacher"):
@@ -58,22 +59,21 @@ def test_only_the_teacher_s_secret_moves_the_class(tmp_path):
     assert other != code and room.state(other).step == 1
 
 
-def test_every_process_reads_the_teacher_s_step(tmp_path):
-    """Another process (as another server process behind the proxy) reads the step the teacher set. A Python of its
-    own, not multiprocessing's spawn: after an AppTest, this process's __main__ is app.py, which a spawned child
-    runs again (10 s measured)."""
-    path = tmp_path / "classes.sqlite"
-    room = Classroom(path)
+def test_every_process_reads_the_teacher_s_step(class_store):
+    """Another process (as another server process behind the proxy, or another host) reads the step the teacher set.
+    A Python of its own, not multiprocessing's spawn: after an AppTest, this process's __main__ is app.py, which a
+    spawned child runs again (10 s measured)."""
+    room = Classroom(class_store)
     code, secret = room.start("The animal didn't cross the street because it was too tired.", "en")
     room.move(code, secret, room.state(code), step=7)
-    read = subprocess.run([sys.executable, "-c", READ_STEP, str(path), code], capture_output=True, text=True,
+    read = subprocess.run([sys.executable, "-c", READ_STEP, class_store, code], capture_output=True, text=True,
                           timeout=60)
     assert read.returncode == 0 and read.stdout.split() == ["7", "False"], read.stderr
 
 
-def test_a_class_ends_when_ended_or_idle_and_says_so(tmp_path):
+def test_a_class_ends_when_ended_or_idle_and_says_so(class_store):
     clock = Clock()
-    room = Classroom(tmp_path / "c.sqlite", clock)
+    room = Classroom(class_store, clock)
     code, secret = room.start("text", "en")
     clock.now += IDLE_LIMIT_S - 1
     assert room.state(code).step == 1
@@ -90,9 +90,9 @@ def test_a_class_ends_when_ended_or_idle_and_says_so(tmp_path):
         room.state("ZZZZZZ")
 
 
-def test_the_teacher_sees_how_many_students_follow(tmp_path):
+def test_the_teacher_sees_how_many_students_follow(class_store):
     clock = Clock()
-    room = Classroom(tmp_path / "c.sqlite", clock)
+    room = Classroom(class_store, clock)
     code, _ = room.start("text", "en")
     for student in ("a", "b", "c"):
         room.seen(code, student)
@@ -104,10 +104,10 @@ def test_the_teacher_sees_how_many_students_follow(tmp_path):
     assert room.following(code) == 1  # a and c stopped checking in
 
 
-def test_a_move_from_a_step_or_sentence_the_class_has_left_is_refused(tmp_path):
+def test_a_move_from_a_step_or_sentence_the_class_has_left_is_refused(class_store):
     """Issues 77.3 / 78.10: tab B's Next took the class 9 -> 10; tab A, still showing 9, pressed Back and the class
     went to 8 (or merely reran and put it back to 9). A move carries what its page showed; a stale one is refused."""
-    room = Classroom(tmp_path / "c.sqlite")
+    room = Classroom(class_store)
     code, secret = room.start("The animal was tired.", "en", step=9)
     tab_a = room.state(code)
     room.move(code, secret, room.state(code), step=10)  # tab B
@@ -127,11 +127,11 @@ BOGUS_CODES = ["{code}[CLICK TO SIGN IN](HTTPS://EVIL.EXAMPLE/LOGIN)", "{code}-1
 
 
 @pytest.mark.parametrize("given", BOGUS_CODES)
-def test_a_value_that_cannot_be_a_class_code_is_refused_as_such(tmp_path, given):
+def test_a_value_that_cannot_be_a_class_code_is_refused_as_such(class_store, given):
     """Issue 78.3/78.4: state() read the first 6 characters, so `CODE-i` and `CODE[link](…)` were the class (each kept
     by the watcher, the link shown on the page). A code is its alphabet and length, or it is refused in one sentence
     quoting at most 18 characters of what was given."""
-    room = Classroom(tmp_path / "c.sqlite")
+    room = Classroom(class_store)
     code, _ = room.start("text", "en")
     value = given.format(code=code, short=code[:5])
     if value.strip().upper() == code:  # a newline around the code is the code (a copied link)
@@ -143,11 +143,11 @@ def test_a_value_that_cannot_be_a_class_code_is_refused_as_such(tmp_path, given)
     assert canonical(value) is None
 
 
-def test_classes_are_bounded_per_visitor_and_per_server(tmp_path, monkeypatch):
+def test_classes_are_bounded_per_visitor_and_per_server(class_store, monkeypatch):
     """Issue 78.5: 10,000 starts were all kept. A visitor runs at most MAX_CLASSES_PER_VISITOR open classes, a server
     MAX_CLASSES; ending one makes room."""
     monkeypatch.setattr(classroom, "MAX_CLASSES", MAX_CLASSES_PER_VISITOR + 2)
-    room = Classroom(tmp_path / "c.sqlite")
+    room = Classroom(class_store)
     mine = [room.start("text", "en", visitor="teacher-a") for _ in range(MAX_CLASSES_PER_VISITOR)]
     with pytest.raises(InputError, match=f"You already run {MAX_CLASSES_PER_VISITOR} classes"):
         room.start("text", "en", visitor="teacher-a")
@@ -158,28 +158,28 @@ def test_classes_are_bounded_per_visitor_and_per_server(tmp_path, monkeypatch):
     assert refused.value.code == "class_limit_server"
     room.end(*mine[0])
     room.start("text", "en", visitor="teacher-a")  # an ended class makes room
-    assert stored(tmp_path / "c.sqlite", "select count(*) from classes where ended = 0") == MAX_CLASSES_PER_VISITOR + 2
+    assert sum(not ended for _, ended in held(class_store)[0]) == MAX_CLASSES_PER_VISITOR + 2
 
 
-def test_a_class_sentence_past_the_text_limit_is_refused_before_it_is_stored(tmp_path):
+def test_a_class_sentence_past_the_text_limit_is_refused_before_it_is_stored(class_store):
     """Issue 78.5: a teacher's 1,008,000-character sentence was told "paste at most 200,000" but already stored and
     sent to students. The class takes what a page takes (engine.tokens.MAX_INPUT_CHARS), checked before storing."""
     from mha_core.engine.tokens import MAX_INPUT_CHARS
 
-    room = Classroom(tmp_path / "c.sqlite")
+    room = Classroom(class_store)
     code, secret = room.start("x" * MAX_INPUT_CHARS, "en")  # the limit itself fits
     for start_or_move in (lambda text: room.start(text, "en"),
                           lambda text: room.move(code, secret, room.state(code), text=text)):
         with pytest.raises(InputError, match=f"{MAX_INPUT_CHARS + 1:,} characters; a class takes at most"):
             start_or_move("y" * (MAX_INPUT_CHARS + 1))
-    assert stored(tmp_path / "c.sqlite", "select count(*), max(length(text)) from classes") == (1, MAX_INPUT_CHARS)
+    assert [len(text) for text, _ in held(class_store)[0]] == [MAX_INPUT_CHARS]
 
 
-def test_ended_and_idle_classes_are_deleted_with_their_students(tmp_path):
+def test_ended_and_idle_classes_are_deleted_with_their_students(class_store):
     """Issue 78.5: ended classes were never deleted. An ended class still says "has ended" for ENDED_KEPT_S; then it
     goes, as does a class idle past IDLE_LIMIT_S, each with its students' rows (at the next start)."""
     clock = Clock()
-    room = Classroom(tmp_path / "c.sqlite", clock)
+    room = Classroom(class_store, clock)
     ended, secret = room.start("ended", "en")
     room.seen(ended, "s1", "s2")
     room.end(ended, secret)
@@ -190,13 +190,12 @@ def test_ended_and_idle_classes_are_deleted_with_their_students(tmp_path):
         room.state(ended)
     room.seen(idle, "s3")
     live, _ = room.start("live", "en")
-    assert stored(tmp_path / "c.sqlite", "select group_concat(text) from classes") == "idle,live"
-    assert stored(tmp_path / "c.sqlite", "select group_concat(student) from students") == "s3"
+    assert [text for text, _ in held(class_store)[0]] == ["idle", "live"]
+    assert held(class_store)[1] == ["s3"]
     clock.now += IDLE_LIMIT_S - ENDED_KEPT_S
     room.seen(idle, "s3")  # a page still checking in: its row goes with its class
     room.start("new", "en")
-    assert stored(tmp_path / "c.sqlite", "select group_concat(text), (select count(*) from students) from "
-                                         "classes") == ("live,new", 0)
+    assert held(class_store) == ([("live", 0.0), ("new", 0.0)], [])
     with pytest.raises(InputError, match="no class"):
         room.state(idle)
 
@@ -217,24 +216,18 @@ def test_one_connection_serves_every_read_and_write_of_a_process(tmp_path, monke
     assert len(opened) == 1
 
 
-def stored(path, query: str) -> object:
-    """What the store's file holds, read by a connection of the test's own."""
-    db = sqlite3.connect(path)
-    try:
-        row = db.execute(query).fetchone()
-    finally:
-        db.close()
-    return row[0] if len(row) == 1 else tuple(row)
-
-
-def test_the_store_lives_where_mha_class_store_says(tmp_path, monkeypatch):
-    """A server's classes in $MHA_CLASS_STORE (each test's own: tests/conftest.own_class_store), else the cache's."""
+def test_the_store_lives_where_mha_class_store_says(tmp_path, monkeypatch, redis_address):
+    """A server's classes in $MHA_CLASS_STORE (each test's own: tests/conftest.own_class_store): a file, or a Redis
+    address; else the cache folder's file."""
     from mha_core.engine.loading.bundled import cache_root
-    from mha_core.serving.classroom import STORE_NAME, store_path
+    from mha_core.serving.classes.on_redis import RedisStore
+    from mha_core.serving.classroom import STORE_NAME, store_location
 
     monkeypatch.setenv("MHA_CLASS_STORE", str(tmp_path / "elsewhere.sqlite"))
     room = Classroom()
     code, _ = room.start("The animal was tired.", "en")
-    assert room.path == tmp_path / "elsewhere.sqlite" and room.state(code).step == 1
+    assert room.location == str(tmp_path / "elsewhere.sqlite") and room.state(code).step == 1
+    monkeypatch.setenv("MHA_CLASS_STORE", redis_address)
+    assert isinstance(Classroom().store, RedisStore) and Classroom().state(Classroom().start("Hi.", "en")[0]).step == 1
     monkeypatch.delenv("MHA_CLASS_STORE")
-    assert store_path() == cache_root() / STORE_NAME
+    assert store_location() == str(cache_root() / STORE_NAME)

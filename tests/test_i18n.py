@@ -410,7 +410,8 @@ UNMARKED_FILES = {
     "mha_core/engine/loading/bundled_whisper.py": "the converted Whisper's NOTICE file (English, as its licence)",
     "mha_core/engine/loading/bundled_vision.py": "the converted DINOv2's NOTICE file (English, as its licence)",
     "mha_core/serving/memory.py": "the memory plan printed in the server's log when it starts",
-    "mha_core/serving/classroom.py": "SQL statements (its sentences to a person are marked: N_)",
+    "mha_core/serving/classes/on_sqlite.py": "SQL statements (its sentences to a person are marked: N_)",
+    "mha_core/serving/classes/on_redis.py": "Lua scripts Redis runs (its sentences to a person are marked: N_)",
 }
 UNMARKED_TEXTS = {
     PROBE: "text the model reads (the probe continues an English sentence)",

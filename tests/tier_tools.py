@@ -22,6 +22,7 @@ TOOLS = {
     "chromium": ("chromium", "chromium-headless-shell"),
     "espeak": ("espeak-ng",),
     "haproxy": ("haproxy",),
+    "redis": ("redis-server",),
 }
 STAND_IN = """#!/bin/sh
 echo "$(basename "$0") is not installed by this tier of make test (MHA_TIER_TOOLS='{declared}'): add its Makefile \

@@ -1,34 +1,33 @@
 """Class mode on the lesson page (issue 47): the teacher starts a class and moves it; students who open its link follow
-the teacher's step and sentence. No page polls: one watcher thread per app process reads the class's row every
-WATCH_S seconds and, when the teacher has moved, asks each following session of this process to rerun (Streamlit's
-own rerun request, as a source-file change makes). The state and the rules are mha_core.serving.classroom's."""
+the teacher's step and sentence. No page polls: one watcher per app process (mha_core.serving.classes.watch) notices
+the teacher's move (reading the class's row every WATCH_S over SQLite; hearing it over Redis) and asks each following
+session of this process to rerun (Streamlit's own rerun request, as a source-file change makes): only the part of the
+page that shows the class (a fragment) when only the step moved. The state and the rules are
+mha_core.serving.classroom's."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import os
-import threading
-import time
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
-from typing import NamedTuple
 
 import streamlit as st
 from streamlit import net_util
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
 
 from mha_core import InputError, i18n
 from mha_core.i18n import tr, worded
-from mha_core.serving.classroom import FOLLOWING_S, UNAVAILABLE, Classroom, canonical, qr_png, store_path
+from mha_core.serving.classes.watch import UNAVAILABLE_SHOWN, Watcher
+from mha_core.serving.classroom import UNAVAILABLE, Classroom, canonical, qr_png, store_location
 from mha_core.serving.classroom import ClassState as Class
 from mha_core.serving.reach import PROXY_ADDRESS_ENV, PUBLIC_URL_ENV, Request, StudentsAddress, students_address
+from views._state import cap_chart_heights
 from views._text import literal
-from views._visit import choose, chosen, forget, stop
+from views._visit import PageStopped, begin_fragment_run, choose, chosen, end_run, forget, fragment_run, stop
 
-WATCH_S = 0.4  # how often a process reads its classes' rows: a move reaches the students within about this
 CLASS, TEACH = "class", "teach"  # the address's class code and the teacher's key
 RECONNECTED = "reconnected"  # set in the address by the page that reloaded itself after a server restart
 CHECK_SERVER_S = 1  # how often a class's page looks whether its connection is down (no request: it reads the page)
@@ -57,112 +56,8 @@ if (!window.mhaWatchesRestarts) {
 KEYS = "_teacher_keys"  # the session's teacher keys by class code: kept out of the address a projector shows
 KEY_COOKIE = "mha_teach_{code}"  # the browser keeps the key too: a reload or another tab of it is the teacher's
 KEY_COOKIE_S = 4 * 3600  # longer than a class may sit idle (classroom.IDLE_LIMIT_S)
-ASKED, ASK_AGAIN_S, MAX_ASKS = "asked", 3.0, 2  # a follower asked to rerun; asked again if its rerun has not
-# registered what it shows, at most MAX_ASKS times: a page that no longer follows (another page, the class left,
-# ended) is forgotten
 REFUSED = "_class_refused"  # a class button's callback refused (too many classes, no store): said on the page
 TEACHER_SHOWN = "_class_shown"  # the class's (code, step, text) this teacher's tab last drew: its moves start there
-UNAVAILABLE_SHOWN = "unavailable"  # what a page shows while the class store fails (the watcher reruns it once back)
-log = logging.getLogger(__name__)
-
-
-class Follower(NamedTuple):
-    shown: tuple | str  # what its page shows: (step, text), UNAVAILABLE_SHOWN, or (ASKED, now, when, asks)
-    counted: bool  # a student's (the teacher's count); a teacher's tab follows too, uncounted
-
-
-class Watcher:
-    """The sessions of this process that follow each class (by canonical code: the page follows only a class the
-    store knows), and the thread that reruns them when it moves. The thread survives any error: a store that fails is
-    said on the pages (rerun once) and followed until it is back."""
-
-    def __init__(self, room: Classroom, thread: bool = True) -> None:
-        self.room = room
-        self.followers: dict[str, dict[str, Follower]] = {}  # code -> session id -> its page
-        self.lock = threading.Lock()
-        self.thread: threading.Thread | None = None
-        self.threaded = thread  # False: a test calls tick() itself
-        self.alive()
-
-    def alive(self) -> None:
-        if self.threaded and (self.thread is None or not self.thread.is_alive()):
-            self.thread = threading.Thread(target=self.watch, name="class-watcher", daemon=True)
-            self.thread.start()
-
-    def follow(self, code: str, session: str, shown: tuple | str, counted: bool = True) -> None:
-        """Session `session` shows `shown` of class `code`; a value that cannot be a class code is not kept."""
-        code = canonical(code)
-        if code is None:
-            return
-        self.alive()
-        with self.lock:
-            self.followers.setdefault(code, {})[session] = Follower(shown, counted)
-
-    def watch(self) -> None:
-        last_seen = 0.0
-        while True:
-            time.sleep(WATCH_S)
-            try:
-                counting = time.monotonic() - last_seen > FOLLOWING_S / 2
-                last_seen = time.monotonic() if counting else last_seen
-                self.tick(counting)
-            except Exception:  # noqa: BLE001 -- the watcher outlives anything a tick meets; the next tick tries again
-                log.exception("class watcher")
-
-    def tick(self, counting: bool) -> None:
-        with self.lock:
-            classes = {code: dict(sessions) for code, sessions in self.followers.items()}
-        manager = session_manager()
-        for code, sessions in classes.items():
-            now = self.class_now(code)
-            if manager is not None:
-                self.rerun_moved(manager, code, sessions, now)
-            students = [s for s, follower in sessions.items() if follower.counted]
-            if counting and students and isinstance(now, tuple):  # the teacher's count: one write per class
-                with contextlib.suppress(InputError):
-                    self.room.seen(code, *students)
-
-    def class_now(self, code: str) -> tuple | str | None:
-        """What a page of the class shows now: (step, text), UNAVAILABLE_SHOWN, or None (ended or no such class)."""
-        try:
-            state = self.room.state(code)
-        except InputError as err:
-            return UNAVAILABLE_SHOWN if err.code == UNAVAILABLE else None
-        return state.step, state.text
-
-    def rerun_moved(self, manager: object, code: str, sessions: dict[str, Follower], now: tuple | str | None) -> None:
-        for session, follower in sessions.items():
-            info = manager.get_active_session_info(session)
-            with self.lock:
-                if info is None or gave_up(follower.shown, now):
-                    self.forget(code, session)  # closed, or no longer registering (another page, the class left)
-                    continue
-                if follower.shown == now or asked_lately(follower.shown, now):
-                    continue
-                asks = follower.shown[3] + 1 if asked_for(follower.shown, now) else 1
-                self.followers[code][session] = follower._replace(shown=(ASKED, now, time.monotonic(), asks))
-            info.session.request_rerun(page_rerun(info.session))  # its rerun registers what it shows
-
-    def forget(self, code: str, session: str) -> None:
-        sessions = self.followers.get(code, {})
-        sessions.pop(session, None)
-        if not sessions:
-            self.followers.pop(code, None)
-
-
-def asked_for(shown: tuple | str, now: tuple | str | None) -> bool:
-    return isinstance(shown, tuple) and len(shown) == 4 and shown[0] == ASKED and shown[1] == now
-
-
-def asked_lately(shown: tuple | str, now: tuple | str | None) -> bool:
-    return asked_for(shown, now) and time.monotonic() - shown[2] < ASK_AGAIN_S
-
-
-def gave_up(shown: tuple | str, now: tuple | str | None) -> bool:
-    """Asked MAX_ASKS times for `now` (once for a class that ended or is unknown: its page then says so and follows
-    no more) and its page never registered it: it follows no more."""
-    asks = 1 if now is None else MAX_ASKS
-    return asked_for(shown, now) and shown[3] >= asks and not asked_lately(shown, now)
 
 
 def session_manager() -> object | None:
@@ -173,32 +68,38 @@ def session_manager() -> object | None:
         return None
 
 
-def page_rerun(session: object) -> ClientState:
-    """A rerun of the page the session shows, as it last asked for it (its address, its widgets), not a fragment's:
-    request_rerun(None) would run the app's default page."""
+def page_rerun(session: object, fragment: str = "") -> ClientState:
+    """A rerun of the page the session shows, as it last asked for it (its address, its widgets), or of its fragment
+    `fragment` alone: request_rerun(None) would run the app's default page."""
     state = ClientState()
     state.CopyFrom(session._client_state)  # noqa: SLF001 -- the session's last request (Streamlit 1.67, pinned)
-    state.fragment_id, state.is_auto_rerun = "", False
+    state.fragment_id, state.is_auto_rerun = fragment, False
     return state
 
 
+def rerun_page(session: object, fragment: str) -> None:
+    """The watcher's request: the fragment alone while the session still holds it, else the whole page."""
+    held = bool(fragment) and session.has_fragment(fragment)
+    session.request_rerun(page_rerun(session, fragment if held else ""))
+
+
 def classroom() -> Classroom:
-    """This server's class store (one per store file: $MHA_CLASS_STORE or the cache folder's)."""
-    return classroom_at(str(store_path()))
+    """This server's class store (one per location: $MHA_CLASS_STORE, a file or Redis, or the cache folder's)."""
+    return classroom_at(store_location())
 
 
 @st.cache_resource(show_spinner=False)
-def classroom_at(path: str) -> Classroom:
-    return Classroom(Path(path))
+def classroom_at(location: str) -> Classroom:
+    return Classroom(location)
 
 
 def watcher() -> Watcher:
-    return watcher_of(str(store_path()))
+    return watcher_of(store_location())
 
 
 @st.cache_resource(show_spinner=False)
-def watcher_of(path: str) -> Watcher:
-    return Watcher(classroom_at(path))
+def watcher_of(location: str) -> Watcher:
+    return Watcher(classroom_at(location), session_manager, rerun_page)
 
 
 def reload_after_restart() -> None:
@@ -321,11 +222,13 @@ def store_failed(code: str, err: InputError) -> None:
 
 def register(code: str, shown: tuple | str, counted: bool = True) -> None:
     """This session follows class `code` (canonical) with `shown` on its page: the watcher reruns it when that
-    changes. (An AppTest has no server: its next run reads the class as a page does.)"""
+    changes (the fragment this runs in alone, if any, when only the step moved). (An AppTest has no server: its next
+    run reads the class as a page does.)"""
     ctx = get_script_run_ctx()
     value = canonical(code)
     if ctx is not None and value is not None and Runtime.exists():
-        watcher().follow(value, ctx.session_id, shown, counted)
+        fragment = ThreadState.get().fragment_id or ""  # the fragment this runs in (Streamlit 1.67, pinned)
+        watcher().follow(value, ctx.session_id, shown, counted, fragment)
 
 
 def teacher_follows(code: str, state: Class, steps: list[int]) -> Class:
@@ -406,3 +309,31 @@ def follow(code: str, shown: Class, exploring: bool = False) -> None:
     else:
         st.caption(tr("You follow class {code}: your page shows the teacher's step. Back and Next take only your page "
                       "elsewhere; “Follow the teacher” brings it back.", code=literal(shown.code)))
+
+
+def class_part(draw: Callable[[Class], None]) -> Callable[[Class, int], None]:
+    """draw(state) as the part of a follower's page that the watcher reruns alone when only the class's step moved (a
+    Streamlit fragment: the sidebar, the model and the sentence are not drawn again for every follower; issue 84). Its
+    own run reads the class again (a fragment's arguments are the last whole run's: it takes what the watcher last
+    read or heard of it), sets up what app.py's run would
+    (the language, the run's memo, the charts' height cap `cap`) and ends as a run does (the address, the run's
+    marker); a class whose sentence or model changed meanwhile reruns the whole page."""
+
+    @st.fragment
+    def part(state: Class, cap: int) -> None:
+        if not fragment_run():
+            draw(state)
+            return
+        begin_fragment_run()
+        cap_chart_heights(cap)
+        try:
+            heard = watcher().last_heard(state.code)  # what the watcher reran it for: no read per follower
+            now = replace(state, step=heard[0], text=heard[1]) if heard else class_state(state.code)
+            if (now.text, now.model) != (state.text, state.model):
+                st.rerun(scope="app")
+            draw(now)
+        except PageStopped:  # the page said why it stops (app.py catches it in a whole run)
+            pass
+        end_run()
+
+    return part

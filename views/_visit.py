@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from mha_core import i18n
 from mha_core.figures.charts import head_tick
@@ -108,6 +109,25 @@ RUNS, SESSION_MARK = "_runs", "_session_mark"  # finished runs, and the session'
 def end_run() -> None:
     """Last thing in every run (also after a page's stop()): the address says what this run showed, and the run's
     marker that it has finished (after the address: a browser that sees the marker sees the address too)."""
+    write_address()
+    st.session_state[RUN_MEMO] = {}  # an idle session holds nothing of its last run (its model among them)
+    run_marker()
+
+
+def fragment_run() -> bool:
+    """This run reruns a fragment of the page alone (its other elements stay as the last whole run drew them)."""
+    ctx = get_script_run_ctx()
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
+
+
+def begin_fragment_run() -> None:
+    """What begin_run does that a fragment's run (app.py does not run) needs: the language, an empty run memo."""
+    st.session_state[RUN_MEMO] = {}
+    i18n.use(language())
+
+
+def write_address() -> None:
+    """The address says what this run showed."""
     address = visit().address(i18n.current())
     if st.query_params.to_dict() != address:
         st.query_params.from_dict(address)
@@ -115,8 +135,6 @@ def end_run() -> None:
     if address not in written:
         written[1:] = written[-8:]  # the first address (the link this visit came by) and the latest ones
         written.append(address)
-    st.session_state[RUN_MEMO] = {}  # an idle session holds nothing of its last run (its model among them)
-    run_marker()
 
 
 def run_marker() -> None:

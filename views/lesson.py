@@ -32,19 +32,19 @@ from mha_core.teaching.claims import (
     head_habits,
     heads_claims,
     parameters_claims,
-    pronoun_row,
     roles_claims,
     scores_row,
     translation_claims,
     why_claims,
 )
-from mha_core.teaching.examples import PRONOUNS, TRANSLATED, focus, written_language
+from mha_core.teaching.examples import PRONOUNS, TRANSLATED, written_language
 from mha_core.teaching.explain_step import ATTENTION, explanation_claims
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
 from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
 from views._class import (
     class_code,
+    class_part,
     class_state,
     follow,
     is_teaching,
@@ -116,8 +116,7 @@ def class_view(model: LoadedModel, text: str) -> tuple:
     result = checked_run(text)
     view = computed.view_of(server(), model, text, "auto", True, words_by_default(text))  # as the Heads page
     computed.focus_of(server(), text)  # the words tagged once per server
-    found = focus(text, model.name)
-    return result, view, pronoun_row(view, result, found.pronoun, found.antecedent, found.other)
+    return result, view, computed.lesson_row_of(server(), model, text)
 
 
 def why_view(model: LoadedModel, text: str) -> None:
@@ -306,6 +305,13 @@ def student_page(code: str, state: ClassState) -> None:
     model_card()
     language_switch()
     st.markdown(tr("**Sentence:** {text}", text=one_line(state.text)))
+    student_step(state, PROJECTOR_CHART_PX)  # what the watcher reruns alone when the teacher moves the step
+
+
+@class_part
+def student_step(state: ClassState) -> None:
+    """The class's step on a student's page, or the student's own step while they explore."""
+    code = state.code
     steps = list(range(1, len(STEPS) + 1))
     own = chosen(OWN_STEP, None, options=steps)
     follow(code, state, exploring=own is not None)

@@ -23,7 +23,7 @@ from mha_core.analysis.heads.contrib import (
     value_weighted,
     value_weighted_summary,
 )
-from mha_core.analysis.heads.display import AttentionView, attention_view
+from mha_core.analysis.heads.display import AttentionView, attention_view, words_by_default
 from mha_core.analysis.heads.induction import INDUCTION_SEED, INDUCTION_SEQUENCES, InductionScores, induction_scores
 from mha_core.analysis.heads.pairs import PairShares, pair_shares
 from mha_core.analysis.heads.roles import HeadRoles, head_roles
@@ -51,7 +51,8 @@ from mha_core.i18n import N_, Worded
 from mha_core.serving import on_disk
 from mha_core.serving.forwards import shareable
 from mha_core.serving.server import Server, Wait
-from mha_core.teaching.examples import Question, default_question, focus_words
+from mha_core.teaching.claims import PronounRow, pronoun_row
+from mha_core.teaching.examples import Question, default_question, focus, focus_words
 from mha_core.teaching.walkthrough import Parity, PathTimings, Walkthrough, parity, time_paths, walkthrough
 
 
@@ -92,6 +93,17 @@ def view_of(server: Server, model: LoadedModel, text: str, path: str, hide_speci
 
     key = ("view", of(model), text, path, hide_special, merge_words, average_heads, pair)
     return server.kept("views", key, compute)
+
+
+def lesson_row_of(server: Server, model: LoadedModel, text: str) -> PronounRow:
+    """The lesson's row for `text`: the clearest head's row from the sentence's pronoun (teaching.claims.pronoun_row)
+    in its maps as the Heads page shows them, once per server: every follower of a step shows it (issue 84)."""
+    def compute() -> PronounRow:
+        view = view_of(server, model, text, "auto", True, words_by_default(text))
+        found = focus(text, model.name)
+        return pronoun_row(view, result_of(server, model, (text,)), found.pronoun, found.antecedent, found.other)
+
+    return server.kept("small", ("lesson row", of(model), text), compute)
 
 
 def parity_of(server: Server, model: LoadedModel, text: str) -> Parity:
