@@ -9,7 +9,7 @@ import streamlit as st
 
 from mha_core import AttentionResult, LoadedModel, i18n
 from mha_core.analysis.lm.head import has_lm_head, lm_head, read_at
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
@@ -154,7 +154,7 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
         chart(
             (*base, "probs"),
             lambda: charts.matrix_spec(
-                w.probs, list(w.tokens), softmax_formula(s), cols=cols, colorscale="Blues", zmid=None
+                w.probs, list(w.tokens), softmax_formula(s), cols=cols, colorscale=colours.WEIGHTS, zmid=None
             ),
             key="probs",
         )

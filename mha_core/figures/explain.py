@@ -6,6 +6,7 @@ import numpy as np
 
 from mha_core.analysis.explain.choices import METHOD_NAMES
 from mha_core.analysis.explain.explain import Explanation
+from mha_core.figures import colours
 from mha_core.figures.charts import indexed_labels, matrix_spec, safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import tr
@@ -22,14 +23,16 @@ def methods_figure(explanation: Explanation) -> FigureDict:
     """(M,W) heatmap: a row per method, a column per word, each row scaled to its largest |score|."""
     names = [tr(METHOD_NAMES[name]) for name in explanation.methods]
     return matrix_spec(scaled_rows(explanation), names, tr("Each method's word scores (scaled to its largest)"),
-                       cols=indexed_labels(explanation.words), colorscale="RdBu", zmid=0)
+                       cols=indexed_labels(explanation.words), colorscale=colours.SIGNED, zmid=0)
 
 
 def deletion_figure(explanation: Explanation) -> FigureDict:
     """The target's score as each method's top words are removed, one more at a time (steeper: more faithful)."""
+    faithful = [(name, m) for name, m in explanation.methods.items() if m.faithfulness is not None]
     data = [{"type": "scatter", "mode": "lines+markers", "name": safe_label(tr(METHOD_NAMES[name])),
-             "x": list(range(len(m.faithfulness.deletion))), "y": np.asarray(m.faithfulness.deletion)}
-            for name, m in explanation.methods.items() if m.faithfulness is not None]
+             "x": list(range(len(m.faithfulness.deletion))), "y": np.asarray(m.faithfulness.deletion),
+             "line": colours.series_line(index), "marker": {"symbol": colours.series_style(index)["symbols"][0]}}
+            for index, (name, m) in enumerate(faithful)]
     spec = {"data": data, "layout": {
         "title": {"text": safe_label(tr("The score as each method's top words are removed"))},
         "xaxis": {"title": {"text": tr("words removed")}}, "yaxis": {"title": {"text": tr("score")}},
