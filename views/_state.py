@@ -23,6 +23,7 @@ from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i
 from mha_core.analysis.heads.display import fragments_note, unknown_note
 from mha_core.figures import charts
 from mha_core.figures.spec import FigureDict
+from mha_core.figures.summary import describe, described
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed.seq2seq import KINDS
@@ -241,16 +242,28 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
     cap = st.session_state.get(RUN_MEMO, {}).get(HEIGHT_CAP)
 
     def shared_figure() -> tuple[SharedFigure, dict]:
-        figure_dict = build()
+        figure_dict = described(build())  # its sentence (mha_core.figures.summary) in its layout's meta
         figure_dict = charts.for_narrow_screen(figure_dict) if narrow else figure_dict
         figure_dict = charts.within_height(figure_dict, cap) if cap else figure_dict
         return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
 
     cache_key = (*cache_key, i18n.current(), cap)  # titles, axes and hover texts are in the page's language
-    shell, _ = server().kept("figures", (*cache_key, "narrow") if narrow else cache_key, shared_figure)
+    shell, figure_dict = server().kept("figures", (*cache_key, "narrow") if narrow else cache_key, shared_figure)
     if narrow:
         plotly_chart_args.setdefault("config", {"displayModeBar": False})
-    return st.plotly_chart(shell, **plotly_chart_args)
+    return described_chart(shell, describe(figure_dict), plotly_chart_args)
+
+
+DESCRIBE = "describe"  # the visitor's choice: each chart's sentence shown under it (views/_inputs.describe_toggle)
+
+
+def described_chart(figure: go.Figure | FigureDict, sentence: str, plotly_chart_args: dict) -> object:
+    """st.plotly_chart with the chart's sentence as its accessible name (a screen reader reads it), and under the
+    chart when the visitor asked for sentences."""
+    drawn = st.plotly_chart(figure, alt=sentence, **plotly_chart_args)
+    if chosen(DESCRIBE, False):
+        st.caption(literal(sentence))
+    return drawn
 
 
 def plain_chart(figure: FigureDict, **plotly_chart_args: object) -> object:
@@ -259,7 +272,7 @@ def plain_chart(figure: FigureDict, **plotly_chart_args: object) -> object:
     if narrow_screen():
         figure = charts.for_narrow_screen(figure)
         plotly_chart_args.setdefault("config", {"displayModeBar": False})
-    return st.plotly_chart(figure, **plotly_chart_args)
+    return described_chart(figure, describe(figure), plotly_chart_args)
 
 
 def run_one(text: str, path: str = "auto", pair: str | None = None) -> AttentionResult:

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
 from mha_core.figures import colours
 from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
+from mha_core.figures.summary import lines_of_heads, overview_sentence, strongest_link, with_summary
 from mha_core.i18n import N_, tr
 
 ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
@@ -80,7 +81,8 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
     layout["xaxis"]["ticktext"] = [f"+{c}" for c in range(per_row)]
     layout["xaxis"]["title"]["text"] = tr("head in the row")
     layout["margin"]["t"] = 140  # the title above the axis title
-    return spec
+    return with_summary(spec, overview_sentence(layer_maps[None], (layer, selected_head), layout["title"]["text"],
+                                                first_layer=layer))
 
 
 def layers_across_figure(maps: np.ndarray, selected: tuple[int, int], bins: int = OVERVIEW_MAX_BINS) -> FigureDict:
@@ -96,7 +98,7 @@ def layers_across_figure(maps: np.ndarray, selected: tuple[int, int], bins: int 
     layout["xaxis"]["title"]["text"] = tr("layer")
     layout["yaxis"]["ticktext"] = [head_tick(head) for head in range(n_heads)]
     layout["yaxis"]["title"]["text"] = tr("head")
-    return spec
+    return with_summary(spec, overview_sentence(maps, selected, layout["title"]["text"]))
 
 
 TILE_SPOTS = 4  # click targets across a tile (and down): a tap anywhere on a tile opens it
@@ -179,7 +181,7 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
         layout["shapes"] = [{"type": "rect", "x0": c - 0.5, "x1": c + n - 0.5, "y0": r - 0.5, "y1": r + n - 0.5,
                              "line": {"color": colours.SELECTED, "width": 2}}]
     spec = {"data": [heatmap, markers], "layout": layout}
-    return finished(spec)
+    return with_summary(finished(spec), overview_sentence(maps, selected, tr(title)))
 
 
 def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool = False,
@@ -202,7 +204,7 @@ def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool 
         "xaxis": {"title": {"text": tr("key")}, "type": "category", "side": "top", "tickangle": -60, **ticks},
         "title": {"text": safe_label(tr(title)), "y": 0.995, "yanchor": "top"}, "height": size + 110,
         "margin": {"l": 10, "r": 10, "t": 150, "b": 10}}}
-    return finished(spec)
+    return with_summary(finished(spec), strongest_link(z, labels, tr(title), scores))
 
 
 def tick_subset(axis: Sequence[str], max_ticks: int = 60) -> dict:
@@ -244,7 +246,7 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
     fig.update_layout(title=safe_label(title), height=max(300, 22 * n + 100),
                       margin={"l": 10, "r": 10, "t": 60, "b": 10}, plot_bgcolor=colours.PAPER,
                       legend={"orientation": "h"})
-    return finished(fig)
+    return with_summary(finished(fig), lines_of_heads(layer_maps, labels, heads, title))
 
 
 def layer_head_grid(values: np.ndarray, title: str, colorbar: str = N_("weight"), zmid: float | None = None,

@@ -9,6 +9,7 @@ from mha_core.analysis.heads.roles import METRIC_TITLES, HeadRoles, metric_title
 from mha_core.figures.charts import head_tick, layer_tick, safe_label
 from mha_core.figures.colours import ROLE_COLOURS
 from mha_core.figures.spec import FigureDict, finished
+from mha_core.figures.summary import counted, with_summary
 from mha_core.i18n import tr
 
 
@@ -53,6 +54,6 @@ def role_grid_figure(labels: np.ndarray, roles: HeadRoles, causal: bool,
         xgap=2, ygap=2,
     ))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=tr("Every head's role (hover for its metrics and their uniform baselines)"),
-                      height=160 + 60 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
-    return finished(fig)
+    title = tr("Every head's role (hover for its metrics and their uniform baselines)")
+    fig.update_layout(title=title, height=160 + 60 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return with_summary(finished(fig), counted([tr(role_category(str(label))) for label in labels.ravel()], title))

@@ -17,6 +17,7 @@ from mha_core.figures.colours import PHOTO_DIM as DIM
 from mha_core.figures.colours import PHOTO_GLOW as GLOW
 from mha_core.figures.colours import SHADE
 from mha_core.figures.spec import FigureDict
+from mha_core.figures.summary import brightest_patch, chosen_patch, with_summary
 from mha_core.i18n import tr
 
 GAP = 4  # pixels between the tiles of a mosaic
@@ -122,7 +123,7 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
                      "showlegend": False})  # on top of the heatmap: it answers the hover and the click (a trace
         heat["hoverinfo"] = "skip"  # whose hoverinfo is "skip" sends Plotly no click, so a patch was never chosen)
         layout.update(clickmode="event+select", dragmode=False, hovermode="closest")
-    return {"data": data, "layout": layout}
+    return with_summary({"data": data, "layout": layout}, brightest_patch(patch_map, title))
 
 
 def distance_figure(distances: np.ndarray, side_px: int) -> FigureDict:
@@ -157,4 +158,4 @@ def patch_grid_figure(photo: np.ndarray, grid: tuple[int, int], query: tuple[int
     lines += [{"type": "line", "y0": i * step_y, "y1": i * step_y, "x0": 0, "x1": width_px,
                "line": {"color": colours.GRID, "width": 1}} for i in range(1, grid[0])]
     spec["layout"]["shapes"] = lines + spec["layout"]["shapes"]
-    return spec
+    return with_summary(spec, chosen_patch(query, spec["layout"]["title"]["text"]))
