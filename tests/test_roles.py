@@ -15,7 +15,7 @@ from mha_core.analysis.corpus.readers import CorpusFormatError, ParsedSentence, 
 from mha_core.analysis.corpus.syntax import SyntaxAccumulator, predict_heads
 from mha_core.analysis.heads.roles import RoleAccumulator, first_token_label, head_label, is_punctuation
 from mha_core.engine.words import merge_pieces, word_groups
-from mha_core.figures.roles import ROLE_COLORS
+from mha_core.figures.colours import ROLE_COLOURS
 from tests.conftest import SHARED_DATA, cli
 
 UD_DEV = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
@@ -55,7 +55,7 @@ def test_a_first_token_sink_is_named_for_the_model_kind_and_has_its_colour():
     roles = roles_of(one_hot_map([0] * 8))
     for causal, name in ((False, "[CLS]"), (True, "first token")):
         assert first_token_label(causal) == name
-        assert roles.labels(first=first_token_label(causal))[0, 0] == name and name in ROLE_COLORS
+        assert roles.labels(first=first_token_label(causal))[0, 0] == name and name in ROLE_COLOURS
     assert head_label(0, 11) == "L0 H11"
 
 

@@ -161,14 +161,15 @@ def test_a_decoder_names_its_first_token_not_cls():
 
 def test_parameters_colour_a_part_the_same_in_both_charts(bundled):
     from mha_core.analysis.params.counts import model_breakdown
-    from mha_core.figures.params import SEGMENT_COLORS, layer_stack_figure, model_sunburst
+    from mha_core.figures.colours import PARAMETER_COLOURS
+    from mha_core.figures.params import layer_stack_figure, model_sunburst
 
     b = model_breakdown(bundled)
     bars = {t["name"]: t["marker"]["color"] for t in layer_stack_figure(b)["data"]}
     sun = model_sunburst(b, bundled.name)["data"][0]
     colour_of = dict(zip(sun["ids"], sun["marker"]["colors"], strict=True))
     w_q = next(i for i in sun["ids"] if i.endswith("/W_Q"))
-    assert colour_of[w_q] == bars["W_Q + b_Q"] == SEGMENT_COLORS["W_Q + b_Q"]
+    assert colour_of[w_q] == bars["W_Q + b_Q"] == PARAMETER_COLOURS["W_Q + b_Q"]
     assert colour_of["layer 0"] not in bars.values()  # a layer is a grey ring, not a part's colour
 
 

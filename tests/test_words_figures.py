@@ -8,7 +8,7 @@ import pytest
 from mha_core import run
 from mha_core.analysis.heads.display import attention_view
 from mha_core.engine.words import drop_and_renormalise, merge_pieces, word_units
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.figures.spec import array_of
 
 
@@ -56,7 +56,7 @@ def test_the_overview_s_colour_levels_are_its_weights_within_half_a_level():
     shown = charts.level_weights(levels)
     assert np.array_equal(np.isnan(shown), np.isnan(canvas)) and (levels[np.isnan(canvas)] == 0).all()
     assert 0 < np.nanmax(np.abs(shown - canvas)) <= 0.5 / (charts.LEVELS - 1) + 1e-7
-    scale, blues = heatmap["colorscale"], get_colorscale(charts.COLORSCALE)
+    scale, blues = heatmap["colorscale"], get_colorscale(colours.WEIGHTS)
     assert (heatmap["zmin"], heatmap["zmax"]) == (0, charts.LEVELS) and scale[0][1] == "rgba(0,0,0,0)"
     assert scale[2] == [1 / charts.LEVELS, blues[0][1]] and scale[-1] == [1.0, blues[-1][1]]
     ticks = heatmap["colorbar"]

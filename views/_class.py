@@ -19,6 +19,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
 
 from mha_core import InputError, i18n
+from mha_core.figures.summary import qr_alt
 from mha_core.i18n import tr, worded
 from mha_core.serving.classes.watch import UNAVAILABLE_SHOWN, Watcher
 from mha_core.serving.classroom import UNAVAILABLE, Classroom, canonical, qr_png, store_location
@@ -262,7 +263,7 @@ def teacher_panel(code: str) -> None:
         if where.warning:  # where the teacher looks for the link (on the projector's page it took the step's room)
             st.warning(tr(where.warning, address=st.get_option("server.address")), icon=":material/wifi_off:")
         left, right = st.columns([1, 2])
-        left.image(qr_png(link), output_format="PNG")  # as drawn: a JPEG copy would blur its modules
+        left.image(qr_png(link), output_format="PNG", alt=qr_alt(link))  # as drawn: a JPEG copy would blur its modules
         right.markdown(tr("Students open this link (or scan the code): their pages follow your steps."))
         right.code(link, language=None, wrap_lines=True)  # copied with its button (a markdown link ran into words)
         with right.popover(tr("Your teacher's link"), icon=":material/key:"):

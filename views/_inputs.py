@@ -20,6 +20,7 @@ from mha_core.serving.menu import (
 )
 from mha_core.teaching.examples import example_of, examples_for
 from views._state import (
+    DESCRIBE,
     MAX_INPUT_CHARS,
     PAGE,
     check_length,
@@ -73,10 +74,18 @@ def language_picker() -> None:
     widget(st.sidebar.selectbox, "lang", language, label, options=list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get)
 
 
+def describe_toggle() -> None:
+    """Each chart's sentence under it, on request (a screen reader reads it as the chart's name either way)."""
+    widget(st.sidebar.toggle, DESCRIBE, False, tr("Describe each chart in words"),
+           help=tr("A sentence under each chart says what it shows, from its numbers (a screen reader reads it as the "
+                   "chart's name either way)."))
+
+
 def model_card() -> None:
     """The language picker, the model list, and the chosen model's name and shape, in the sidebar of every page."""
     choices = model_choices()
     language_picker()
+    describe_toggle()
     with st.sidebar:
         name = widget(st.selectbox, "model", chosen_model_name(), tr("Model"), options=list(choices),
                       format_func=lambda n: choices[n].label,

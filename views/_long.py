@@ -180,7 +180,8 @@ def show_long_export(result: AttentionResult, summaries: HeadSummaries, layer: i
     st.download_button(tr("JSON: this head's last {rows} query rows over the whole text", rows=len(rows)), rows_json,
                        "long_rows.json", "application/json")
     st.caption(tr("Other heads and rows, from the command line:"))
-    st.code("python -m mha_core attention --text-file FILE --heads L:H --rows A:B --json OUT", language="bash")
+    st.code("python -m mha_core attention --text-file FILE --heads L:H --rows A:B --json OUT", language="bash",
+            wrap_lines=True)  # no sideways scrolling on a phone (a region a keyboard cannot reach)
 
 
 def show_long_roles(model: LoadedModel) -> None:

@@ -12,7 +12,7 @@ from mha_core import LoadedModel
 from mha_core.analysis.coref.sentence import Word
 from mha_core.analysis.heads.roles import head_label, ranked_heads
 from mha_core.analysis.lm.patching import HEAD, HEADS, RESIDUAL, WHAT, PatchGrid
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import text as computed
 from mha_core.serving.export import json_text
@@ -79,7 +79,7 @@ def patching_view(model: LoadedModel, clean: str, corrupted: str, answer: str | 
             title,
             shown.split()[0],
             zmid=0,
-            colorscale="RdBu",
+            colorscale=colours.SIGNED,
             columns=None if what == HEADS else list(grid.tokens),
             rows=[head_label(*head)] if what == HEAD else None,
         ),

@@ -13,7 +13,7 @@ from mha_core import LoadedModel, Seq2SeqResult
 from mha_core.analysis.heads.roles import role_labels
 from mha_core.analysis.seq2seq.decode import MAX_NEW
 from mha_core.analysis.seq2seq.transcribe import Transcript
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.figures import seq2seq as figures
 from mha_core.figures.roles import role_grid_figure
 from mha_core.i18n import N_, tr
@@ -242,9 +242,9 @@ def show_step_maps(steps: object, result: Seq2SeqResult, heard: Transcript | Non
                       "{share:.0%} on average, goes to the silence that pads Whisper's 30-second window.", s=s,
                       share=steps.outside_share(s)))
     for number, (title, matrix, rows, cols) in enumerate(panels):
-        colours = {"colorscale": "Blues", "zmid": None} if number == 3 else {}
-        chart((*base, "cross step", number), lambda matrix=matrix, rows=rows, cols=cols, title=title, colours=colours:
-              charts.matrix_spec(matrix, rows, tr(title, **sizes), cols=cols, **colours), width="stretch")
+        scale = {"colorscale": colours.WEIGHTS, "zmid": None} if number == 3 else {}
+        chart((*base, "cross step", number), lambda matrix=matrix, rows=rows, cols=cols, title=title, scale=scale:
+              charts.matrix_spec(matrix, rows, tr(title, **sizes), cols=cols, **scale), width="stretch")
 
 
 def show_steps(steps_of: object, *args: object) -> object | None:

@@ -22,7 +22,9 @@ import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.heads.display import fragments_note, unknown_note
 from mha_core.figures import charts
+from mha_core.figures.projector import for_projector
 from mha_core.figures.spec import FigureDict
+from mha_core.figures.summary import describe, described
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed.seq2seq import KINDS
@@ -227,6 +229,14 @@ def narrow_screen() -> bool:
 HEIGHT_CAP = "chart_height_cap"  # a run's limit on its charts' height (the run's memo holds it)
 
 
+PROJECTED = "charts_projected"  # a run whose charts a projector shows (the run's memo holds it)
+
+
+def project_charts() -> None:
+    """This run's charts as a projector shows them (mha_core.figures.projector)."""
+    st.session_state.setdefault(RUN_MEMO, {})[PROJECTED] = True
+
+
 def cap_chart_heights(px: int) -> None:
     """This run's charts no taller than `px` (the lesson: a projector shows a step without scrolling)."""
     st.session_state.setdefault(RUN_MEMO, {})[HEIGHT_CAP] = px
@@ -239,18 +249,32 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
     height cap (cap_chart_heights), no taller than it."""
     narrow = narrow_screen()
     cap = st.session_state.get(RUN_MEMO, {}).get(HEIGHT_CAP)
+    projected = st.session_state.get(RUN_MEMO, {}).get(PROJECTED, False)
 
     def shared_figure() -> tuple[SharedFigure, dict]:
-        figure_dict = build()
+        figure_dict = described(build())  # its sentence (mha_core.figures.summary) in its layout's meta
         figure_dict = charts.for_narrow_screen(figure_dict) if narrow else figure_dict
         figure_dict = charts.within_height(figure_dict, cap) if cap else figure_dict
+        figure_dict = for_projector(figure_dict) if projected else figure_dict
         return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
 
-    cache_key = (*cache_key, i18n.current(), cap)  # titles, axes and hover texts are in the page's language
-    shell, _ = server().kept("figures", (*cache_key, "narrow") if narrow else cache_key, shared_figure)
+    cache_key = (*cache_key, i18n.current(), cap, projected)  # titles, axes and hovers in the page's language
+    shell, figure_dict = server().kept("figures", (*cache_key, "narrow") if narrow else cache_key, shared_figure)
     if narrow:
         plotly_chart_args.setdefault("config", {"displayModeBar": False})
-    return st.plotly_chart(shell, **plotly_chart_args)
+    return described_chart(shell, describe(figure_dict), plotly_chart_args)
+
+
+DESCRIBE = "describe"  # the visitor's choice: each chart's sentence shown under it (views/_inputs.describe_toggle)
+
+
+def described_chart(figure: go.Figure | FigureDict, sentence: str, plotly_chart_args: dict) -> object:
+    """st.plotly_chart with the chart's sentence as its accessible name (a screen reader reads it), and under the
+    chart when the visitor asked for sentences."""
+    drawn = st.plotly_chart(figure, alt=sentence, **plotly_chart_args)
+    if chosen(DESCRIBE, False):
+        st.caption(literal(sentence))
+    return drawn
 
 
 def plain_chart(figure: FigureDict, **plotly_chart_args: object) -> object:
@@ -259,7 +283,9 @@ def plain_chart(figure: FigureDict, **plotly_chart_args: object) -> object:
     if narrow_screen():
         figure = charts.for_narrow_screen(figure)
         plotly_chart_args.setdefault("config", {"displayModeBar": False})
-    return st.plotly_chart(figure, **plotly_chart_args)
+    if st.session_state.get(RUN_MEMO, {}).get(PROJECTED, False):
+        figure = for_projector(figure)
+    return described_chart(figure, describe(figure), plotly_chart_args)
 
 
 def run_one(text: str, path: str = "auto", pair: str | None = None) -> AttentionResult:

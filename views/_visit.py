@@ -164,6 +164,18 @@ def chosen(name: str, default: object, context: tuple = (), options: Sequence | 
     return visit().get(name, default, context, options, fits, like)
 
 
+def marked(name: str, value: str) -> bool:
+    """Whether the choice `name` is `value`, read without a widget's options (a name two pages use for different
+    things: the lesson's view=projector, the Heads page's tab): another value is left as it is; this one stays in the
+    address."""
+    record = visit()
+    given = record.chosen.get(name)
+    if given is None or str(given.value) != value:
+        return False
+    record.shown.add(name)
+    return True
+
+
 def choose(name: str, value: object, context: tuple = ()) -> None:
     """Set a choice by hand from a callback (an example picked, a chart clicked, a lesson's sentence loaded)."""
     visit().choose(name, value, context)

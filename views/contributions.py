@@ -9,7 +9,7 @@ from mha_core import LoadedModel
 from mha_core.analysis.heads.roles import head_label
 from mha_core.analysis.lm.ablation import MODES
 from mha_core.analysis.lm.measures import MEASURE_HELP, default_measure, measures_for
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import text as computed
 from mha_core.serving.export import json_text, matrix_csv
@@ -200,7 +200,7 @@ def show_ablation(model: LoadedModel, text: str) -> None:
             tr("Effect of ablating each head ({measure})", measure=tr(MEASURE_HELP[measure])),
             measure,
             zmid=0 if measure != "embedding" else None,
-            colorscale="RdBu" if measure != "embedding" else charts.COLORSCALE,
+            colorscale=colours.SIGNED if measure != "embedding" else colours.WEIGHTS,
         ),
         key="ablation_grid",
     )

@@ -25,7 +25,7 @@ from mha_core.analysis.coref.sentence import (
 from mha_core.analysis.heads.roles import head_label
 from mha_core.analysis.lm.head import has_lm_head
 from mha_core.analysis.lm.predict import asked, first_piece
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.claims import PairFigure
@@ -173,7 +173,7 @@ def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tupl
     for col, m, number in ((left, m1, 1), (right, m2, 2)):
         with col:
             chart((*base, number), lambda m=m, number=number: charts.layer_head_grid(
-                m, tr("Margin in sentence {number}", number=number), N_("margin"), colorscale="RdBu",
+                m, tr("Margin in sentence {number}", number=number), N_("margin"), colorscale=colours.SIGNED,
                 zrange=(-reach, reach)), key=f"margin_{number}")
 
 

@@ -8,7 +8,7 @@ import streamlit as st
 from mha_core import LoadedModel
 from mha_core.analysis.coref.sentence import InspectorError
 from mha_core.analysis.efficiency.fidelity import PatternedRun
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.figures import efficiency as figures
 from mha_core.i18n import tr, worded
 from mha_core.serving.computed import efficiency as computed
@@ -110,7 +110,7 @@ def one_head(model: LoadedModel, run: PatternedRun, key: tuple) -> None:
             chart(("eff head", *key, name, layer, head), lambda result=result, name=name: charts.matrix_spec(
                 result.text_layer_maps(0, layer)[head].numpy(), list(run.tokens),
                 tr("L{layer} H{head}, {name}", layer=layer, head=head, name=name), height=380,
-                cols=charts.indexed_labels(run.tokens), colorscale="Blues", zmid=None))
+                cols=charts.indexed_labels(run.tokens), colorscale=colours.WEIGHTS, zmid=None))
 
 
 def cost_section(model: LoadedModel) -> None:

@@ -26,6 +26,7 @@ from mha_core.analysis.vision.heads import (
 )
 from mha_core.figures import charts
 from mha_core.figures import vision as figures
+from mha_core.figures.summary import mosaic_alt
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import vision as computed
 from views._images import chosen_image, head_and_query, pick_patch, query_picker, show_steps, token_name
@@ -50,7 +51,7 @@ def every_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads
         png = answered(computed.mosaic_of, model, data, side, query, wide)
     if png is not None:
         where[1].image(png, width="stretch" if not narrow_screen() and not wide else "content",
-                       output_format="PNG")  # sent as made
+                       output_format="PNG", alt=mosaic_alt(model.n_layers, model.n_heads, wide))  # sent as made
     laid_out = (tr("Every head of every layer (L, across) and head (H, down)") if wide else
                 tr("Every head of every layer (L, down) and head (H, across)"))
     where[1].caption(tr("{where}: the photo lit where {query} looks and dimmed where it does not, each tile scaled to "

@@ -57,6 +57,7 @@ from views._class import (
 )
 from views._images import chosen_image
 from views._inputs import model_card, sentence_box
+from views._presenter import presenter
 from views._state import (
     answered,
     cap_chart_heights,
@@ -346,7 +347,8 @@ def teacher_page(code: str | None, state: ClassState | None) -> None:
 
 
 def main() -> None:
-    st.html(PROJECTOR_CSS + PHONE_CSS)
+    # the clicker's keys, the focus ring and projector mode: views/_presenter.py
+    st.html(PROJECTOR_CSS + PHONE_CSS + presenter(), unsafe_allow_javascript=True)
     cap_chart_heights(PROJECTOR_CHART_PX)
     code = class_code()
     state = class_state(code) if code else None

@@ -34,7 +34,7 @@ from mha_core.i18n import N_, tr, worded
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card
-from views._state import chart, current_model, server
+from views._state import chart, current_model, plain_chart, server
 from views._text import literal
 from views._visit import tabs, widget
 
@@ -60,8 +60,10 @@ def show_model(model: LoadedModel) -> None:
             st.caption(tr("QK-norm's gains are the self_attn q_norm and k_norm rows below; ALiBi and RoPE hold no "
                           "parameters; a window or a soft-cap changes the scores, not the weights."))
     left, right = st.columns(2)
-    left.plotly_chart(param_figures.layer_stack_figure(b), key="layer_stack")
-    right.plotly_chart(param_figures.model_sunburst(b, model.name), key="sunburst")
+    with left:
+        plain_chart(param_figures.layer_stack_figure(b), key="layer_stack")
+    with right:
+        plain_chart(param_figures.model_sunburst(b, model.name), key="sunburst")
     table = pd.DataFrame([{
         tr("group"): param_figures.group_label(r.group), tr("part"): param_figures.part_label(r.part),
         tr("kind"): tr(r.kind), tr("shape"): " × ".join(map(str, r.shape)), tr("parameters"): r.count,
@@ -240,14 +242,12 @@ def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False, owne
 def show_norms(model: LoadedModel) -> None:
     qk, ov = computed.weight_norms_of(server(), model)
     left, right = st.columns(2)
-    left.plotly_chart(
-        charts.layer_head_grid(qk, N_("‖W_Q W_Kᵀ‖ (Frobenius) per head: how sharply it can match"), N_("norm")),
-        key="qk_norms",
-    )
-    right.plotly_chart(
-        charts.layer_head_grid(ov, N_("‖W_V W_O‖ (Frobenius) per head: how much it can write"), N_("norm")),
-        key="ov_norms",
-    )
+    with left:
+        plain_chart(charts.layer_head_grid(qk, N_("‖W_Q W_Kᵀ‖ (Frobenius) per head: how sharply it can match"),
+                                           N_("norm")), key="qk_norms")
+    with right:
+        plain_chart(charts.layer_head_grid(ov, N_("‖W_V W_O‖ (Frobenius) per head: how much it can write"),
+                                           N_("norm")), key="ov_norms")
     st.caption(
         tr(
             "W_Q W_Kᵀ (D × D) is the bilinear form a head scores query–key pairs with; W_V W_O (D × D) is what "

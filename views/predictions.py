@@ -10,7 +10,7 @@ import streamlit as st
 from mha_core import InputError, LoadedModel
 from mha_core.analysis.lm.generate import MAX_NEW, has_chat_template
 from mha_core.analysis.lm.head import answer_slot, lm_head, read_at, token_id
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.figures.predict import LENS_MAX_COLUMNS, LENS_PHONE_COLUMNS, lens_figure
 from mha_core.i18n import N_, quoted, tr, worded
 from mha_core.serving.computed import text as computed
@@ -129,7 +129,7 @@ def show_attribution(model: LoadedModel, text: str, asked: Question, context: tu
         chart(
             (*key, "heads"),
             lambda: charts.layer_head_grid(
-                result.heads, N_("Each head's direct share"), "logit", zmid=0, colorscale="RdBu"
+                result.heads, N_("Each head's direct share"), "logit", zmid=0, colorscale=colours.SIGNED
             ),
             key="p_dla_heads",
         )
@@ -137,7 +137,7 @@ def show_attribution(model: LoadedModel, text: str, asked: Question, context: tu
         chart(
             (*key, "mlps"),
             lambda: charts.layer_head_grid(
-                result.mlps[:, None], N_("MLPs"), "logit", zmid=0, colorscale="RdBu", columns=["MLP"]
+                result.mlps[:, None], N_("MLPs"), "logit", zmid=0, colorscale=colours.SIGNED, columns=["MLP"]
             ),
             key="p_dla_mlps",
         )

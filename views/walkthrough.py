@@ -9,7 +9,7 @@ import streamlit as st
 
 from mha_core import AttentionResult, LoadedModel, i18n
 from mha_core.analysis.lm.head import has_lm_head, lm_head, read_at
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
@@ -80,7 +80,7 @@ def step_projections(w: Walkthrough, model: LoadedModel, s: StepShapes, base: tu
                  else tr("Q of head {head}: ({t}, {dk})", head=w.head, t=t, dk=dk))
         chart((*base, "q"), lambda: charts.matrix_spec(w.q[w.head], list(w.tokens), title),
               key="q_map")
-    st.code(code_for_step(1), language="python")
+    st.code(code_for_step(1), language="python", wrap_lines=True)
     if w.q_projected is not None:
         step_qk_norm(w, base)
     if w.q_unrotated is not None:
@@ -154,7 +154,7 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
         chart(
             (*base, "probs"),
             lambda: charts.matrix_spec(
-                w.probs, list(w.tokens), softmax_formula(s), cols=cols, colorscale="Blues", zmid=None
+                w.probs, list(w.tokens), softmax_formula(s), cols=cols, colorscale=colours.WEIGHTS, zmid=None
             ),
             key="probs",
         )
@@ -172,7 +172,7 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
         )
     )
     if not brief:
-        st.code(code_for_step(2), language="python")
+        st.code(code_for_step(2), language="python", wrap_lines=True)
 
 
 def scaled_row(w: Walkthrough, s: StepShapes, query: int, base: tuple) -> None:
@@ -208,7 +208,7 @@ def step_concat_and_output(w: Walkthrough, model: LoadedModel, s: StepShapes, ba
             s.d_k, s.heads, t),
         key="concat",
     )
-    st.code(code_for_step(3), language="python")
+    st.code(code_for_step(3), language="python", wrap_lines=True)
     st.header(tr("4. Output projection W_O"))
     st.markdown(output_sentence(s))
     chart(
@@ -218,7 +218,7 @@ def step_concat_and_output(w: Walkthrough, model: LoadedModel, s: StepShapes, ba
         ),
         key="output",
     )
-    st.code(code_for_step(4), language="python")
+    st.code(code_for_step(4), language="python", wrap_lines=True)
     st.caption(tr("The same four steps with Q from one sequence and K, V from another are cross-attention: an "
                   "encoder–decoder's decoder reading its source. A decoder alone does the same inside one sequence "
                   "when it translates: its words attend back to the source it was given."))

@@ -16,15 +16,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
+from mha_core.figures import colours
 from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
+from mha_core.figures.summary import lines_of_heads, overview_sentence, strongest_link, with_summary
 from mha_core.i18n import N_, tr
 
-COLORSCALE = "Blues"
 ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
-HEAD_COLORS = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
-)
 
 
 def layer_tick(layer: int) -> str:
@@ -84,7 +81,8 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
     layout["xaxis"]["ticktext"] = [f"+{c}" for c in range(per_row)]
     layout["xaxis"]["title"]["text"] = tr("head in the row")
     layout["margin"]["t"] = 140  # the title above the axis title
-    return spec
+    return with_summary(spec, overview_sentence(layer_maps[None], (layer, selected_head), layout["title"]["text"],
+                                                first_layer=layer))
 
 
 def layers_across_figure(maps: np.ndarray, selected: tuple[int, int], bins: int = OVERVIEW_MAX_BINS) -> FigureDict:
@@ -100,11 +98,11 @@ def layers_across_figure(maps: np.ndarray, selected: tuple[int, int], bins: int 
     layout["xaxis"]["title"]["text"] = tr("layer")
     layout["yaxis"]["ticktext"] = [head_tick(head) for head in range(n_heads)]
     layout["yaxis"]["title"]["text"] = tr("head")
-    return spec
+    return with_summary(spec, overview_sentence(maps, selected, layout["title"]["text"]))
 
 
 TILE_SPOTS = 4  # click targets across a tile (and down): a tap anywhere on a tile opens it
-CLICK_TARGET_COLOUR = "rgba(0,0,0,0)"  # invisible: under a height cap (the lesson on a projector) 26-px targets
+CLICK_TARGET_COLOUR = colours.CLEAR  # invisible: under a height cap (the lesson on a projector) 26-px targets
 # overlapped 16 to a tile and their 1 % opacities added up to an orange wash over every map (hover and clicks still
 # find them)
 LEVELS = 255  # the overview's colours: a weight in [0, 1] as one of 254 levels (1..255), a gap as 0
@@ -132,7 +130,7 @@ def level_weights(levels: np.ndarray) -> np.ndarray:
 def levels_colorscale(scale: Sequence[Sequence]) -> list[list]:
     """A weight colour scale over the levels 1..LEVELS, the gap level 0 transparent (the page's background)."""
     first = 1 / LEVELS
-    return [[0, "rgba(0,0,0,0)"], [first * 0.5, "rgba(0,0,0,0)"],
+    return [[0, colours.CLEAR], [first * 0.5, colours.CLEAR],
             *[[first + position * (1 - first), colour] for position, colour in scale]]
 
 
@@ -158,7 +156,7 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
     n = min(maps.shape[-1], bins)
     tick = (n - 1) / 2
     heatmap = {"type": "heatmap", "z": colour_levels(tile_overview(maps, bins)), "zmin": 0, "zmax": LEVELS,
-               "colorscale": levels_colorscale(named_colorscale(COLORSCALE)), "hoverinfo": "skip",
+               "colorscale": levels_colorscale(named_colorscale(colours.WEIGHTS)), "hoverinfo": "skip",
                "colorbar": {"title": {"text": tr("weight")}, "tickvals": [weight_level(w) for w in COLORBAR_TICKS],
                             "ticktext": [f"{w:g}" for w in COLORBAR_TICKS]}}
     x, y, customdata = click_targets(n_layers, n_heads, n)
@@ -168,7 +166,7 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
                "hovertemplate": tr("layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>")}
     layout = {
         "title": {"text": safe_label(tr(title)), "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 12}},
-        "showlegend": False, "plot_bgcolor": "white",  # the title at the very top: the head axis's own title
+        "showlegend": False, "plot_bgcolor": colours.PAPER,  # the title at the very top: the head axis's own title
         "height": 210 + 70 * n_layers, "margin": {"l": 40, "r": 10, "t": 140, "b": 10},  # and ticks sit below it
         "xaxis": {"tickvals": [h * (n + 1) + tick for h in range(n_heads)],
                   "ticktext": [head_tick(h) for h in range(n_heads)], "showgrid": False, "zeroline": False,
@@ -181,9 +179,9 @@ def overview_figure(maps: np.ndarray, bins: int = OVERVIEW_MAX_BINS, selected: t
     if selected is not None:
         r, c = tile_origin(*selected, n)
         layout["shapes"] = [{"type": "rect", "x0": c - 0.5, "x1": c + n - 0.5, "y0": r - 0.5, "y1": r + n - 0.5,
-                             "line": {"color": "#d62728", "width": 2}}]
+                             "line": {"color": colours.SELECTED, "width": 2}}]
     spec = {"data": [heatmap, markers], "layout": layout}
-    return finished(spec)
+    return with_summary(finished(spec), overview_sentence(maps, selected, tr(title)))
 
 
 def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool = False,
@@ -193,7 +191,7 @@ def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool 
     axis = indexed_labels(labels)
     value = tr("score") if scores else tr("weight")
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": axis, "y": axis,
-             "colorscale": named_colorscale("RdBu" if scores else COLORSCALE),
+             "colorscale": named_colorscale(colours.SIGNED if scores else colours.WEIGHTS),
              "hovertemplate": tr("query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>", value=value),
              "colorbar": {"title": {"text": tr(value)}}}
     trace.update({"zmid": 0} if scores else {"zmin": 0, "zmax": float(max(z.max(), 1e-9))})
@@ -206,7 +204,7 @@ def head_figure(z: np.ndarray, labels: Sequence[str], title: str, numbers: bool 
         "xaxis": {"title": {"text": tr("key")}, "type": "category", "side": "top", "tickangle": -60, **ticks},
         "title": {"text": safe_label(tr(title)), "y": 0.995, "yanchor": "top"}, "height": size + 110,
         "margin": {"l": 10, "r": 10, "t": 150, "b": 10}}}
-    return finished(spec)
+    return with_summary(finished(spec), strongest_link(z, labels, tr(title), scores))
 
 
 def tick_subset(axis: Sequence[str], max_ticks: int = 60) -> dict:
@@ -226,7 +224,6 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
     fig = go.Figure()
     levels = (0.25, 0.5, 0.75, 1.01)
     for head in heads:
-        color = HEAD_COLORS[head % len(HEAD_COLORS)]
         lo = min_weight
         for hi in levels:
             q, k = np.nonzero((layer_maps[head] >= lo) & (layer_maps[head] < hi))
@@ -236,7 +233,7 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
             xs = np.tile([0.0, 1.0, np.nan], q.size)
             ys = np.column_stack([q, k, np.full(q.size, np.nan)]).ravel()
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines", line={"color": color, "width": 1 + 3 * min(hi, 1)},
+                x=xs, y=ys, mode="lines", line=colours.series_line(head, width=1 + 3 * min(hi, 1)),
                 opacity=min(hi, 1) * 0.8, name=tr("head {head}", head=head), legendgroup=f"h{head}",
                 showlegend=not any(t.legendgroup == f"h{head}" for t in fig.data), hoverinfo="skip",
             ))
@@ -247,12 +244,13 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
     fig.update_xaxes(visible=False, range=[-0.6, 1.6])
     fig.update_yaxes(visible=False, autorange="reversed")
     fig.update_layout(title=safe_label(title), height=max(300, 22 * n + 100),
-                      margin={"l": 10, "r": 10, "t": 60, "b": 10}, plot_bgcolor="white", legend={"orientation": "h"})
-    return finished(fig)
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10}, plot_bgcolor=colours.PAPER,
+                      legend={"orientation": "h"})
+    return with_summary(finished(fig), lines_of_heads(layer_maps, labels, heads, title))
 
 
 def layer_head_grid(values: np.ndarray, title: str, colorbar: str = N_("weight"), zmid: float | None = None,
-                    colorscale: str = COLORSCALE, columns: Sequence[str] | None = None,
+                    colorscale: str = colours.WEIGHTS, columns: Sequence[str] | None = None,
                     zrange: tuple[float, float] | None = None, rows: Sequence[str] | None = None) -> FigureDict:
     """A (L,H) grid of one number per head, values written in the cells; `columns` names other columns
     (tokens, say) instead of heads, `rows` other rows (one head, say) instead of layers; `zrange`: the colour
@@ -275,10 +273,10 @@ def layer_head_grid(values: np.ndarray, title: str, colorbar: str = N_("weight")
 def margin_change_figure(delta: np.ndarray, flips: np.ndarray, name_a: str, name_b: str) -> FigureDict:
     """(L,H) change in a head's margin between two sentences, the heads that flip as a reader does outlined."""
     spec = layer_head_grid(delta, tr("Change in margin ('{a}' − '{b}'), sentence 2 minus sentence 1", a=name_a,
-                                     b=name_b), N_("Δ margin"), zmid=0, colorscale="RdBu")
+                                     b=name_b), N_("Δ margin"), zmid=0, colorscale=colours.SIGNED)
     layers, heads = np.nonzero(flips)  # outlines in cell units, so they fit the cells on any screen
     spec["layout"]["shapes"] = [{"type": "rect", "x0": h - 0.45, "x1": h + 0.45, "y0": layer - 0.45,
-                                 "y1": layer + 0.45, "line": {"color": "black", "width": 3}}
+                                 "y1": layer + 0.45, "line": {"color": colours.INK, "width": 3}}
                                 for layer, h in zip(layers.tolist(), heads.tolist(), strict=True)]
     return spec
 
@@ -286,14 +284,14 @@ def margin_change_figure(delta: np.ndarray, flips: np.ndarray, name_a: str, name
 def token_bar_figure(labels: Sequence[str], values: np.ndarray, title: str, y_max: float | None = 1.1) -> FigureDict:
     """One bar per token, its value written above it (y from 0 to y_max; None: fitted to the values)."""
     fig = go.Figure(go.Bar(x=indexed_labels(labels), y=values, text=[f"{v:.2f}" for v in values],
-                           textposition="outside"))
+                           textposition="outside", marker_color=colours.ONE_SERIES))
     fig.update_layout(title=safe_label(tr(title)), height=300, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       yaxis_range=[0, y_max if y_max is not None else 1.15 * float(np.max(values))])
     return finished(fig)
 
 
 def matrix_spec(z: np.ndarray, rows: Sequence[str], title: str, height: int = 320, cols: Sequence[str] | None = None,
-                colorscale: str = "RdBu", zmid: float | None = 0) -> FigureDict:
+                colorscale: str = colours.SIGNED, zmid: float | None = 0) -> FigureDict:
     """A (R,C) matrix as a heatmap, rows named by token, as a plotly figure dict: built without plotly's
     per-property validation (a third of a new sentence's CPU on the Walkthrough), arrays base64-encoded."""
     y = indexed_labels(rows)
@@ -318,7 +316,7 @@ def with_column_separators(spec: dict, every: int, count: int, n_rows: int) -> F
     xs = [x for i in range(1, count) for x in (i * every - 0.5, i * every - 0.5, None)]
     ys = [y for _ in range(1, count) for y in (-0.5, n_rows - 0.5, None)]
     spec["data"].append({"type": "scatter", "x": xs, "y": ys, "mode": "lines", "yaxis": "y2", "hoverinfo": "skip",
-                         "line": {"color": "black", "width": 1}, "showlegend": False})
+                         "line": {"color": colours.INK, "width": 1}, "showlegend": False})
     spec["layout"]["yaxis2"] = {"overlaying": "y", "range": [n_rows - 0.5, -0.5], "visible": False}
     return spec
 
@@ -375,7 +373,7 @@ def with_segment_lines(figure: FigureDict, start: int, n: int) -> FigureDict:
     edge = start - 0.5
     lines = [{"type": "line", "x0": edge, "x1": edge, "y0": -0.5, "y1": n - 0.5},
              {"type": "line", "x0": -0.5, "x1": n - 0.5, "y0": edge, "y1": edge}]
-    shapes = [{**line, "xref": "x", "yref": "y", "line": {"color": "#111111", "width": 2, "dash": "dash"}}
+    shapes = [{**line, "xref": "x", "yref": "y", "line": {"color": colours.INK, "width": 2, "dash": "dash"}}
               for line in lines]
     layout = {**figure.get("layout", {}), "shapes": [*figure.get("layout", {}).get("shapes", []), *shapes]}
     return {**figure, "layout": layout}

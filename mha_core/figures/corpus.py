@@ -12,18 +12,24 @@ from mha_core.analysis.corpus.distances import HeadMap
 from mha_core.analysis.corpus.passes import CorpusPass
 from mha_core.analysis.heads.qk_view import BY_KIND, BY_POSITION, QKView, colour_groups, marked_sentence
 from mha_core.analysis.heads.roles import head_label
+from mha_core.figures import colours
 from mha_core.figures.charts import layer_tick, safe_label
-from mha_core.figures.roles import ROLE_COLORS, role_category, role_text
+from mha_core.figures.roles import role_category, role_text
 from mha_core.figures.spec import FigureDict
 from mha_core.i18n import tr
 
 LAYER_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "x", "triangle-down", "star", "hexagon",
                  "pentagon")  # cycled when a model has more layers
-KIND_SYMBOLS = ("circle", "x")  # query, key
-GROUP_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-                "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
-                "#756bb1", "#636363")  # distinct colours for up to 20 groups (17 parts of speech + special + space)
 FONT = {"size": 12}
+GLYPHS = {"circle": "●", "x": "×", "diamond": "◆", "cross": "+", "square": "■", "star": "★", "triangle-up": "▲",
+          "asterisk-open": "✳"}  # a marker symbol as the title writes it
+
+
+def kind_glyphs(n_groups: int) -> dict[str, str]:
+    """The queries' and the keys' symbols as a title writes them ("●", "×"; "● ◆", "× +" with a second round of
+    colour groups)."""
+    laps = [colours.series_style(i)["symbols"] for i in range(0, n_groups, len(colours.SERIES))]
+    return {"queries": " ".join(GLYPHS[query] for query, _ in laps), "keys": " ".join(GLYPHS[key] for _, key in laps)}
 
 
 def head_map_figure(head_map: HeadMap, labels: np.ndarray, distance: np.ndarray) -> FigureDict:
@@ -42,7 +48,8 @@ def head_map_figure(head_map: HeadMap, labels: np.ndarray, distance: np.ndarray)
         traces.append({
             "type": "scatter", "mode": "markers", "name": safe_label(tr(category)),
             "x": head_map.xy[members, 0].tolist(), "y": head_map.xy[members, 1].tolist(),
-            "marker": {"size": 11, "color": ROLE_COLORS.get(category, "#7f7f7f"), "line": {"width": 1, "color": "#333"},
+            "marker": {"size": 11, "color": colours.ROLE_COLOURS.get(category, colours.NEUTRAL),
+                       "line": {"width": 1, "color": colours.OUTLINE},
                        "symbol": [LAYER_SYMBOLS[head_map.heads[i][0] % len(LAYER_SYMBOLS)] for i in members]},
             "customdata": [list(head_map.heads[i]) for i in members],
             "hovertext": hover, "hovertemplate": tr("%{hovertext}<extra></extra>"),
@@ -64,7 +71,7 @@ def layer_symbol_legend(n_layers: int) -> list[dict]:
     return [{"type": "scatter", "mode": "markers", "x": [None], "y": [None], "customdata": [], "legendgroup": "layers",
              "legendgrouptitle": {"text": tr("symbol = layer")}, "hoverinfo": "skip",
              "name": tr("layer {layers}", layers=", ".join(str(layer) for layer in range(first, n_layers, count))),
-             "marker": {"size": 10, "color": "#999", "symbol": LAYER_SYMBOLS[first]}}
+             "marker": {"size": 10, "color": colours.NEUTRAL, "symbol": LAYER_SYMBOLS[first]}}
             for first in range(min(count, n_layers))]
 
 
@@ -85,8 +92,8 @@ def distance_heatmap(distance: np.ndarray, heads: tuple[tuple[int, int], ...]) -
     names = [head_label(*h) for h in heads]
     ticks = layer_ticks(heads)
     return {"data": [{
-        "type": "heatmap", "z": distance.tolist(), "x": names, "y": names, "colorscale": "Viridis",
-        "reversescale": True, "colorbar": {"title": {"text": tr("JS (nats)")}},
+        "type": "heatmap", "z": distance.tolist(), "x": names, "y": names, "colorscale": colours.LOWER_IS_NEARER,
+        "colorbar": {"title": {"text": tr("JS (nats)")}},
         "hovertemplate": tr("%{y} vs %{x}: %{z:.4f}<extra></extra>"),
     }], "layout": {
         "title": {"text": tr("Mean Jensen-Shannon divergence between heads")},
@@ -106,16 +113,19 @@ def qk_hover(corpus: CorpusPass) -> list[str]:
 
 def qk_figure(view: QKView, corpus: CorpusPass, colour_by: str, hover: list[str],
               pos: tuple[str, ...] | None = None) -> FigureDict:
-    """Scattergl, one trace per colour group (never one per point); queries are circles, keys crosses.
+    """Scattergl, one trace per colour group (never one per point); queries are circles, keys crosses (past
+    colours.SERIES's colours, each round of groups with symbols of its own: diamonds and pluses, …).
     customdata holds each point's index (0..P-1: queries first)."""
     m = view.n_tokens
-    kinds = np.array([KIND_SYMBOLS[0]] * m + [KIND_SYMBOLS[1]] * m, dtype=object)
+    is_key = np.arange(2 * m) >= m  # (P,)
     traces, positions = [], np.concatenate([corpus.position] * 2)  # (P,)
-    for i, (name, members) in enumerate(colour_groups(corpus, colour_by, pos)):
-        marker = {"size": 5, "opacity": 0.7, "symbol": kinds[members].tolist(),
-                  "color": GROUP_COLORS[i % len(GROUP_COLORS)]}
+    groups = colour_groups(corpus, colour_by, pos)
+    for i, (name, members) in enumerate(groups):
+        style = colours.series_style(i)
+        marker = {"size": 5, "opacity": 0.7, "symbol": [style["symbols"][k] for k in is_key[members].tolist()],
+                  "color": style["color"]}
         if colour_by == BY_POSITION:  # position: a continuous colour, one trace per kind
-            marker.update(color=positions[members].tolist(), colorscale="Viridis",
+            marker.update(color=positions[members].tolist(), colorscale=colours.SPECTRUM,
                           showscale=i == 0, colorbar={"title": {"text": tr("position")}})
         shown = tr(name) if colour_by in (BY_KIND, BY_POSITION) or name == "other" else name  # tokens, tags: as read
         traces.append({
@@ -129,8 +139,9 @@ def qk_figure(view: QKView, corpus: CorpusPass, colour_by: str, hover: list[str]
         axes = tuple(tr("{axis} ({share:.0f}% of the variance)", axis=a, share=100 * share)
                      for a, share in zip(axes, view.explained, strict=True))
     return {"data": traces, "layout": {
-        "title": {"text": tr("Queries (●) and keys (×) of {head}, {method}", head=head_label(view.layer, view.head),
-                             method=view.method)},
+        "title": {"text": tr("Queries ({queries}) and keys ({keys}) of {head}, {method}",
+                             head=head_label(view.layer, view.head), method=view.method,
+                             **kind_glyphs(len(groups)))},
         "xaxis": {"title": {"text": axes[0]}, "zeroline": False},
         "yaxis": {"title": {"text": axes[1]}, "zeroline": False, "scaleanchor": "x"},
         "height": 620, "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "font": FONT, "dragmode": "pan",

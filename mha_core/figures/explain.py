@@ -8,6 +8,7 @@ import numpy as np
 
 from mha_core.analysis.explain.choices import METHOD_NAMES
 from mha_core.analysis.explain.explain import Explanation
+from mha_core.figures import colours
 from mha_core.figures.charts import indexed_labels, matrix_spec, safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import tr
@@ -32,16 +33,18 @@ def word_scores_figure(rows: np.ndarray, names: Sequence[str], words: Sequence[s
     or (`words_down`, a phone's narrow screen) a row per word and a column per method."""
     z = scaled(np.asarray(rows, dtype=np.float64))
     if words_down:
-        return matrix_spec(z.T, list(words), title, cols=[safe_label(name) for name in names], colorscale="RdBu",
-                           zmid=0)
-    return matrix_spec(z, list(names), title, cols=indexed_labels(words), colorscale="RdBu", zmid=0)
+        return matrix_spec(z.T, list(words), title, cols=[safe_label(name) for name in names],
+                           colorscale=colours.SIGNED, zmid=0)
+    return matrix_spec(z, list(names), title, cols=indexed_labels(words), colorscale=colours.SIGNED, zmid=0)
 
 
 def deletion_figure(explanation: Explanation) -> FigureDict:
     """The target's score as each method's top k words are removed, at the curves' k (steeper: more faithful)."""
+    faithful = [(name, m) for name, m in explanation.methods.items() if m.faithfulness is not None]
     data = [{"type": "scatter", "mode": "lines+markers", "name": safe_label(tr(METHOD_NAMES[name])),
-             "x": list(m.faithfulness.curve_ks), "y": np.asarray(m.faithfulness.deletion)}
-            for name, m in explanation.methods.items() if m.faithfulness is not None]
+             "x": list(m.faithfulness.curve_ks), "y": np.asarray(m.faithfulness.deletion),
+             "line": colours.series_line(index), "marker": {"symbol": colours.series_style(index)["symbols"][0]}}
+            for index, (name, m) in enumerate(faithful)]
     spec = {"data": data, "layout": {
         "title": {"text": safe_label(tr("The score as each method's top words are removed"))},
         "xaxis": {"title": {"text": tr("words removed")}}, "yaxis": {"title": {"text": tr("score")}},

@@ -6,6 +6,7 @@ from __future__ import annotations
 from plotly.subplots import make_subplots
 
 from mha_core.analysis.index.search import SUMMARY_FIELDS, SearchResult
+from mha_core.figures import colours
 from mha_core.figures.charts import safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import N_, tr
@@ -25,7 +26,7 @@ def summary_figure(result: SearchResult, stacked: bool = False) -> FigureDict:
         row, col = (n, 1) if stacked else (1, n)
         counts = result.summary(field)[::-1]  # plotly draws the first bar at the bottom
         figure.add_bar(x=[n for _, n in counts], y=[safe_label(value) for value, _ in counts], orientation="h",
-                       marker_color="#4c78a8", showlegend=False, row=row, col=col,
+                       marker_color=colours.ONE_SERIES, showlegend=False, row=row, col=col,
                        hovertemplate="%{y}: %{x}<extra></extra>")
         figure.update_xaxes(title_text=tr("matches"), row=row, col=col)
     figure.update_layout(height=300 * len(fields) if stacked else 360, margin={"l": 10, "r": 10, "t": 60, "b": 40},

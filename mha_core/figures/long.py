@@ -11,7 +11,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from mha_core.analysis.long.text import SUMMARIES, HeadSummaries
-from mha_core.figures.charts import COLORSCALE, HEAD_COLORS, layer_head_grid, layer_tick, safe_label
+from mha_core.figures import colours
+from mha_core.figures.charts import layer_head_grid, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished, named_colorscale
 from mha_core.i18n import tr
 
@@ -41,7 +42,7 @@ def profiles_figure(summaries: HeadSummaries) -> FigureDict:
     rows = [f"{layer_tick(layer)} H{head}" for layer in range(n_layers) for head in range(n_heads)]
     z = summaries.profile.reshape(n_layers * n_heads, n_bins).astype(np.float32)
     trace = {"type": "heatmap", "z": z, "x": bin_labels(summaries.edges), "y": rows, "zmin": 0, "zmax": 1,
-             "colorscale": named_colorscale(COLORSCALE), "colorbar": {"title": {"text": tr("weight")}},
+             "colorscale": named_colorscale(colours.WEIGHTS), "colorbar": {"title": {"text": tr("weight")}},
              "hovertemplate": tr("%{y}, distance %{x}: %{z:.3f}<extra></extra>")}
     layer_ticks = [f"{layer_tick(layer)} H0" for layer in range(n_layers)]
     spec = {"data": [trace], "layout": {
@@ -59,7 +60,7 @@ def downsampled_figure(cells: np.ndarray, side: int, n: int, title: str, how: st
     centres = np.minimum(np.arange(cells.shape[0]) * side + (side - 1) / 2, n - 1).astype(np.float32)
     value = tr("block maximum") if how == "max" else tr("block mean")
     trace = {"type": "heatmap", "z": cells.astype(np.float32), "x": centres, "y": centres, "zmin": 0,
-             "zmax": float(max(cells.max(), 1e-9)), "colorscale": named_colorscale(COLORSCALE),
+             "zmax": float(max(cells.max(), 1e-9)), "colorscale": named_colorscale(colours.WEIGHTS),
              "colorbar": {"title": {"text": value}},
              "hovertemplate": tr("queries near %{{y:.0f}}<br>keys near %{{x:.0f}}<br>{value} %{{z:.4f}}<extra></extra>",
                                  value=value)}
@@ -80,7 +81,7 @@ def block_figure(z: np.ndarray, query_labels: list[str], key_labels: list[str], 
                  height: int | None = None) -> FigureDict:
     """An exact block of a head's map (R,C), rows and columns named by position and piece."""
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": key_labels, "y": query_labels,
-             "zmin": 0, "zmax": float(max(z.max(), 1e-9)), "colorscale": named_colorscale(COLORSCALE),
+             "zmin": 0, "zmax": float(max(z.max(), 1e-9)), "colorscale": named_colorscale(colours.WEIGHTS),
              "colorbar": {"title": {"text": tr("weight")}},
              "hovertemplate": tr("query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>")}
     ticks = {"nticks": 40}
@@ -95,7 +96,8 @@ def block_figure(z: np.ndarray, query_labels: list[str], key_labels: list[str], 
 def row_figure(row: np.ndarray, labels: Sequence[str], title: str) -> FigureDict:
     """One query's weights over every key of the text (x: key position; hover names the piece)."""
     trace = {"type": "scatter", "mode": "lines", "x": np.arange(len(row), dtype=np.int32),
-             "y": row.astype(np.float32), "customdata": [safe_label(t) for t in labels], "line": {"width": 1},
+             "y": row.astype(np.float32), "customdata": [safe_label(t) for t in labels],
+             "line": {"width": 1, "color": colours.ONE_SERIES},
              "hovertemplate": tr("key %{x} %{customdata}: %{y:.4f}<extra></extra>")}
     spec = {"data": [trace], "layout": {
         "title": {"text": safe_label(title)}, "height": 320, "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
@@ -108,7 +110,7 @@ def sink_growth_figure(lengths: Sequence[int], first: np.ndarray) -> FigureDict:
     n_layers = first.shape[1]
     traces = [{"type": "scatter", "mode": "lines+markers", "x": [layer_tick(layer) for layer in range(n_layers)],
                "y": first[k].mean(-1).astype(np.float32), "name": tr("{n:,} pieces", n=n),
-               "line": {"color": HEAD_COLORS[k % len(HEAD_COLORS)]},
+               "line": colours.series_line(k),
                "hovertemplate": tr("%{{x}}: %{{y:.3f}}<extra>{n:,} pieces</extra>", n=n)}
               for k, n in enumerate(lengths)]
     spec = {"data": traces, "layout": {

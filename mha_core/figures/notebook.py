@@ -27,7 +27,7 @@ from mha_core.analysis.translation.translate import Translation
 from mha_core.engine.drawable import register_drawers
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.seq2seq.forward import Seq2SeqResult
-from mha_core.figures import charts
+from mha_core.figures import charts, colours
 from mha_core.figures.index import summary_figure
 from mha_core.figures.predict import lens_figure
 from mha_core.figures.roles import role_grid_figure
@@ -51,7 +51,8 @@ def attention_figure(result: AttentionResult, layer: int | None = None, head: in
 def patch_figure(grid: PatchGrid) -> dict:
     shown = tr(grid.shown_label)
     values = grid.shown[None] if grid.what == HEAD else grid.shown
-    return charts.layer_head_grid(values, shown[:1].upper() + shown[1:], shown.split()[0], zmid=0, colorscale="RdBu",
+    return charts.layer_head_grid(values, shown[:1].upper() + shown[1:], shown.split()[0], zmid=0,
+                                  colorscale=colours.SIGNED,
                                   columns=None if grid.what == HEADS else list(grid.tokens),
                                   rows=[head_label(*grid.head)] if grid.what == HEAD else None)
 
@@ -61,10 +62,10 @@ FIGURES: dict[type, Callable[..., dict]] = {
     Prediction: lambda p: charts.token_bar_figure(list(p.top_pieces), np.array(p.top_probs), p.title),
     LogitLens: lens_figure,
     Attribution: lambda a: charts.layer_head_grid(a.heads, N_("Each head's direct share"), "logit", zmid=0,
-                                                  colorscale="RdBu"),
+                                                  colorscale=colours.SIGNED),
     PatchGrid: patch_figure,
     AblationGrid: lambda g: charts.layer_head_grid(g.effects, N_("Change when the head is ablated"), g.measure,
-                                                   zmid=0, colorscale="RdBu"),
+                                                   zmid=0, colorscale=colours.SIGNED),
     HeadRoles: lambda r, causal=False: role_grid_figure(role_labels(r, causal), r, causal),
     PairShares: lambda p: charts.layer_head_grid(p.a_to_b, N_("Share of attention from segment A to segment B"),
                                                  N_("share"), zrange=(0.0, 1.0)),

@@ -15,10 +15,11 @@ from mha_core.analysis.params.shapes import (
     projection_flops,
     score_flops,
 )
+from mha_core.figures import colours
+from mha_core.figures.colours import FUSED_QKV, KIND_COLOURS, PARAMETER_COLOURS, RELATIVE_BIAS
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import N_, tr
 
-FUSED_QKV = N_("W_Q, W_K, W_V fused (GPT-2)")
 PART_GROUPS = {  # stacked-bar segments: display part names -> segment
     "W_Q": "W_Q + b_Q", "b_Q": "W_Q + b_Q", "W_K": "W_K + b_K", "b_K": "W_K + b_K",
     "W_V": "W_V + b_V", "b_V": "W_V + b_V", "W_O": "W_O + b_O", "b_O": "W_O + b_O",
@@ -26,16 +27,7 @@ PART_GROUPS = {  # stacked-bar segments: display part names -> segment
 }
 
 
-RELATIVE_BIAS = N_("relative position bias")  # T5's, a part of its own
-SEGMENT_COLORS = {  # one colour per meaning, the same in the stacked bars and the sunburst
-    "W_Q + b_Q": "#1f77b4", "W_K + b_K": "#ff7f0e", "W_V + b_V": "#2ca02c", FUSED_QKV: "#17becf",
-    "W_O + b_O": "#d62728", RELATIVE_BIAS: "#ffbb78", "cross-attention": "#e377c2", "LayerNorms": "#9467bd",
-    "feed-forward": "#8c564b",
-}
-KIND_COLORS = {"attention": "#f4b6b6", "layernorm": "#9467bd", "feed-forward": "#8c564b", "embedding": "#7f7f7f",
-               "embeddings": "#7f7f7f", "pooler": "#bcbd22", "final norm": "#9467bd",
-               "cross-attention": "#e377c2", "layer scale": "#17becf"}
-GROUP_COLOR = "#e8e8e8"  # the model and its layers: grey rings, so colour always means a kind of parameter
+GROUP_COLOR = PARAMETER_COLOURS["groups"]  # the model and its layers: grey rings, so colour always means a kind
 
 
 def segment(part: str, kind: str) -> str:
@@ -82,7 +74,8 @@ def layer_stack_figure(b: ModelBreakdown) -> FigureDict:
             continue  # the legend names only what this model has
         name = tr(seg)
         fig.add_trace(go.Bar(x=[group_label(g) for g in groups], y=counts, name=name,
-                             marker_color=SEGMENT_COLORS[seg], hovertemplate="%{x}: %{y:,}<extra>" + name + "</extra>"))
+                             marker_color=PARAMETER_COLOURS[seg],
+                             hovertemplate="%{x}: %{y:,}<extra>" + name + "</extra>"))
     fig.update_layout(barmode="stack", title=tr("Parameters per layer"), yaxis_title=tr("parameters"),
                       height=420, margin={"t": 50, "b": 10})
     return finished(fig)
@@ -99,11 +92,11 @@ def model_sunburst(b: ModelBreakdown, model_name: str) -> FigureDict:
             kid = f"{group}/{kind}"
             rows = [r for r in b.rows if r.group == group and r.kind == kind]
             ids.append(kid), labels.append(tr(kind)), parents.append(group), values.append(sum(r.count for r in rows))
-            colors.append(KIND_COLORS.get(kind, GROUP_COLOR))
+            colors.append(KIND_COLOURS.get(kind, GROUP_COLOR))
             for r in rows:
                 ids.append(f"{kid}/{r.part}"), labels.append(part_label(r.part)), parents.append(kid)
                 values.append(r.count)
-                colors.append(SEGMENT_COLORS.get(segment(r.part, r.kind), KIND_COLORS.get(kind, GROUP_COLOR)))
+                colors.append(PARAMETER_COLOURS.get(segment(r.part, r.kind), KIND_COLOURS.get(kind, GROUP_COLOR)))
     fig = go.Figure(go.Sunburst(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
                                 marker={"colors": colors},
                                 hovertemplate=tr("%{label}: %{value:,} (%{percentRoot:.1%})<extra></extra>"),
@@ -122,8 +115,10 @@ def flops_figure(s: AttentionShape, n_max: int) -> FigureDict:
     """Per layer FLOPs against n: projections (linear) vs attention scores (quadratic), crossover marked."""
     ns = lengths(n_max)
     fig = go.Figure([
-        go.Scatter(x=ns, y=[float(projection_flops(s, n)) for n in ns], name=tr("projections Q, K, V, O (∝ n)")),
-        go.Scatter(x=ns, y=[float(score_flops(s, n)) for n in ns], name=tr("QKᵀ and probs·V (∝ n²)")),
+        go.Scatter(x=ns, y=[float(projection_flops(s, n)) for n in ns], name=tr("projections Q, K, V, O (∝ n)"),
+                   line=colours.series_line(0)),
+        go.Scatter(x=ns, y=[float(score_flops(s, n)) for n in ns], name=tr("QKᵀ and probs·V (∝ n²)"),
+                   line=colours.series_line(1)),
     ])
     cross = crossover_length(s)
     if cross <= n_max:
@@ -138,8 +133,10 @@ def memory_figure(s: AttentionShape, n_max: int) -> FigureDict:
     """Bytes of the attention map per layer: explicit (h n² floats) vs fused (h n log-sum-exps)."""
     ns = lengths(n_max)
     explicit, fused = zip(*(attention_matrix_bytes(s, n) for n in ns), strict=True)
-    fig = go.Figure([go.Scatter(x=ns, y=[float(b) for b in explicit], name=tr("explicit: probabilities (∝ n²)")),
-                     go.Scatter(x=ns, y=[float(b) for b in fused], name=tr("fused: log-sum-exp only (∝ n)"))])
+    fig = go.Figure([go.Scatter(x=ns, y=[float(b) for b in explicit], name=tr("explicit: probabilities (∝ n²)"),
+                                line=colours.series_line(0)),
+                     go.Scatter(x=ns, y=[float(b) for b in fused], name=tr("fused: log-sum-exp only (∝ n)"),
+                                line=colours.series_line(1))])
     fig.update_xaxes(type="log", title=tr("sequence length n"))
     fig.update_yaxes(type="log", title=tr("bytes per layer (fp32)"))
     fig.update_layout(title=tr("Attention-map memory"), height=380, margin={"t": 50, "b": 10})
@@ -163,14 +160,15 @@ def kv_cache_figure(s: AttentionShape, n_layers: int, n_max: int, owner: str | N
     the shape's own layout named (`owner`: the model whose shape it is) and drawn thicker."""
     ns = lengths(n_max)
     fig = go.Figure()
-    for name, shape in kv_variants(s).items():
+    for index, (name, shape) in enumerate(kv_variants(s).items()):
         per_token = kv_cache_bytes_per_token(shape, n_layers)
         label = tr("{name}: {per_token:,} B per token", name=name, per_token=per_token)
         own = shape.n_kv_heads == s.n_kv_heads
         if own:
             label += " " + (tr("({owner}'s own)", owner=owner) if owner else tr("(this shape)"))
         fig.add_trace(go.Scatter(x=ns, y=[float(n * per_token) for n in ns], name=label,
-                                 line={"width": 4 if own else 1.5, "dash": "solid" if own else "dot"}))
+                                 line={"width": 4 if own else 1.5, "dash": "solid" if own else "dot",
+                                       "color": colours.series_colour(index)}))
     fig.update_xaxes(type="log", title=tr("context length n"))
     fig.update_yaxes(type="log", title=tr("bytes"))
     fig.update_layout(title=tr("KV cache ({n_layers} layers, fp16, d_k = {d_k}, d_v = {d_v})", n_layers=n_layers,

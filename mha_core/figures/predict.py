@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 
 from mha_core.analysis.lm.head import read_at
 from mha_core.analysis.lm.predict import LogitLens
-from mha_core.figures.charts import COLORSCALE, indexed_labels, layer_tick, safe_label
+from mha_core.figures import colours
+from mha_core.figures.charts import indexed_labels, layer_tick, safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import tr
 
@@ -26,7 +27,7 @@ def lens_figure(lens: LogitLens, max_columns: int = LENS_MAX_COLUMNS) -> FigureD
     fig = go.Figure(go.Heatmap(
         z=lens.top_probs[:, start:], x=columns, y=[layer_tick(layer) for layer in range(len(lens.top_ids))],
         text=text, texttemplate="%{text}", textfont={"size": 9},
-        customdata=np.round(lens.final_probs[:, start:], 4), colorscale=COLORSCALE, zmin=0, zmax=1,
+        customdata=np.round(lens.final_probs[:, start:], 4), colorscale=colours.WEIGHTS, zmin=0, zmax=1,
         colorbar={"title": {"text": tr("p(top)")}},
         hovertemplate=tr("{preposition} %{{x}}, %{{y}}: %{{text}} (p %{{z:.3f}}); the final answer p "
                          "%{{customdata}}<extra></extra>", preposition=preposition),

@@ -7,14 +7,10 @@ import plotly.graph_objects as go
 
 from mha_core.analysis.heads.roles import METRIC_TITLES, HeadRoles, metric_title
 from mha_core.figures.charts import head_tick, layer_tick, safe_label
+from mha_core.figures.colours import ROLE_COLOURS
 from mha_core.figures.spec import FigureDict, finished
-from mha_core.i18n import N_, tr
-
-ROLE_COLORS = {  # role categories, marked: cells show them translated
-    N_("previous"): "#1f77b4", N_("self"): "#aec7e8", N_("next"): "#17becf", "[CLS]": "#d62728", "[SEP]": "#ff9896",
-    N_("first token"): "#d62728", N_("punctuation"): "#e377c2", N_("broad"): "#bcbd22", N_("syntactic"): "#2ca02c",
-    N_("coreference"): "#9467bd", N_("induction"): "#ff7f0e", N_("cross-sentence"): "#8c564b", N_("other"): "#e5e5e5",
-}
+from mha_core.figures.summary import counted, with_summary
+from mha_core.i18n import tr
 
 
 def role_text(label: str) -> str:
@@ -39,12 +35,12 @@ def role_grid_figure(labels: np.ndarray, roles: HeadRoles, causal: bool,
                      notes: dict[tuple[int, int], str] | None = None) -> FigureDict:
     """(L,H) labels as coloured cells with the label written in; hover gives metrics and baselines."""
     n_layers, n_heads = labels.shape
-    cats = list(ROLE_COLORS)
+    cats = list(ROLE_COLOURS)
     z = np.vectorize(lambda lab: cats.index(role_category(lab)))(labels).astype(float) + 0.5  # mid-band
     scale = []
     for i, cat in enumerate(cats):  # a stepped colourscale: one flat band per category
         lo, hi = i / len(cats), (i + 1) / len(cats)
-        scale += [[lo, ROLE_COLORS[cat]], [hi, ROLE_COLORS[cat]]]
+        scale += [[lo, ROLE_COLOURS[cat]], [hi, ROLE_COLOURS[cat]]]
     patterns = roles.patterns()
     hover = [[hover_lines(roles, layer, head, patterns[layer, head], causal) +
               (f"<br>{safe_label(notes[(layer, head)])}" if notes and (layer, head) in notes else "")
@@ -58,6 +54,6 @@ def role_grid_figure(labels: np.ndarray, roles: HeadRoles, causal: bool,
         xgap=2, ygap=2,
     ))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=tr("Every head's role (hover for its metrics and their uniform baselines)"),
-                      height=160 + 60 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
-    return finished(fig)
+    title = tr("Every head's role (hover for its metrics and their uniform baselines)")
+    fig.update_layout(title=title, height=160 + 60 * n_layers, margin={"l": 10, "r": 10, "t": 50, "b": 10})
+    return with_summary(finished(fig), counted([tr(role_category(str(label))) for label in labels.ravel()], title))

@@ -10,7 +10,8 @@ from mha_core.analysis.seq2seq.alignment import HeadScores
 from mha_core.analysis.seq2seq.transcribe import Transcript, speech_rows
 from mha_core.engine.seq2seq.forward import KIND_NAMES, Seq2SeqResult
 from mha_core.engine.seq2seq.frames import POSITION_SECONDS
-from mha_core.figures.charts import COLORSCALE, head_figure, indexed_labels, safe_label
+from mha_core.figures import colours
+from mha_core.figures.charts import head_figure, indexed_labels, safe_label
 from mha_core.figures.spec import FigureDict, named_colorscale
 from mha_core.i18n import tr
 
@@ -18,7 +19,7 @@ from mha_core.i18n import tr
 def cross_figure(z: np.ndarray, rows: list[str], columns: list, title: str, x_title: str) -> FigureDict:
     """(T,S) a map whose rows (target pieces, top to bottom) and columns (source pieces or positions) differ."""
     trace = {"type": "heatmap", "z": np.asarray(z, dtype=np.float32), "x": columns, "y": indexed_labels(rows),
-             "colorscale": named_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(np.max(z), 1e-9)),
+             "colorscale": named_colorscale(colours.WEIGHTS), "zmin": 0, "zmax": float(max(np.max(z), 1e-9)),
              "hovertemplate": tr("query %{{y}}<br>key %{{x}}<br>{value} %{{z:.4f}}<extra></extra>",
                                  value=tr("weight")), "colorbar": {"title": {"text": tr("weight")}}}
     return {"data": [trace], "layout": {
@@ -56,7 +57,7 @@ def transcript_figure(transcript: Transcript) -> FigureDict:
     spec = cross_figure(z, labels, seconds, tr("The alignment heads' cross-attention over time"), tr("seconds"))
     half = POSITION_SECONDS / 2  # row i reads piece i - 1 and writes piece i: a word's box is on its pieces' rows
     spec["layout"]["shapes"] = [{"type": "rect", "xref": "x", "yref": "y", "x0": w.start - half, "x1": w.end - half,
-                                 "y0": w.pieces[0] - 0.5, "y1": w.pieces[-1] + 0.5, "line": {"color": "orange",
+                                 "y0": w.pieces[0] - 0.5, "y1": w.pieces[-1] + 0.5, "line": {"color": colours.SPAN,
                                                                                              "width": 2}}
                                 for w in transcript.words]
     return spec
@@ -78,11 +79,11 @@ def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | Non
     positions = [round((i + 0.5) * POSITION_SECONDS, 3) for i in range(n)]
     which = tr("heads averaged") if head is None else tr("head {head}", head=head)
     spec = {"data": [
-        {"type": "heatmap", "z": mel.astype(np.float32), "x": frames, "colorscale": named_colorscale("Viridis"),
+        {"type": "heatmap", "z": mel.astype(np.float32), "x": frames, "colorscale": named_colorscale(colours.SPECTRUM),
          "showscale": False, "yaxis": "y", "hovertemplate": tr("{seconds} %{{x:.2f}} s<extra></extra>",
                                                                seconds=tr("seconds"))},
         {"type": "heatmap", "z": z.astype(np.float32), "x": positions, "y": labels, "yaxis": "y2",
-         "colorscale": named_colorscale(COLORSCALE), "zmin": 0, "zmax": float(max(z.max(), 1e-9)),
+         "colorscale": named_colorscale(colours.WEIGHTS), "zmin": 0, "zmax": float(max(z.max(), 1e-9)),
          "colorbar": {"title": {"text": tr("weight")}, "y": 0.28, "len": 0.55},
          "hovertemplate": tr("query %{{y}}<br>%{{x:.2f}} s<br>weight %{{z:.4f}}<extra></extra>")}],
         "layout": {
@@ -94,7 +95,7 @@ def spectrogram_cross_figure(transcript: Transcript, layer: int, head: int | Non
                        "title": {"text": tr("query")}},
             "height": 420 + 18 * len(labels), "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
             "shapes": [{"type": "rect", "xref": "x", "yref": "y domain", "x0": w.start, "x1": w.end, "y0": 0,
-                        "y1": 1, "line": {"color": "white", "width": 1}} for w in transcript.words]}}
+                        "y1": 1, "line": {"color": colours.GRID, "width": 1}} for w in transcript.words]}}
     return narrowed(spec) if narrow else spec
 
 
@@ -112,7 +113,7 @@ def narrowed(spec: FigureDict) -> FigureDict:
     return spec
 
 
-MARK_SIZE, MARK_INK, MARK_BADGE = 15, "#111111", "rgba(255,255,255,0.9)"  # the found/published marks
+MARK_SIZE, MARK_INK, MARK_BADGE = 15, colours.INK, colours.BADGE  # the found/published marks
 
 
 def head_scores_figure(scores: HeadScores) -> FigureDict:

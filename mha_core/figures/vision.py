@@ -11,19 +11,19 @@ import io
 
 import numpy as np
 
+from mha_core.figures import colours
 from mha_core.figures.charts import safe_label
+from mha_core.figures.colours import PHOTO_DIM as DIM
+from mha_core.figures.colours import PHOTO_GLOW as GLOW
+from mha_core.figures.colours import SHADE
 from mha_core.figures.spec import FigureDict
+from mha_core.figures.summary import brightest_patch, chosen_patch, with_summary
 from mha_core.i18n import tr
 
-DIM = 0.2  # how much of the photo shows where a head does not look
 GAP = 4  # pixels between the tiles of a mosaic
 LABEL = 46  # pixels of margin for the layer and head labels
 LABEL_FONT_PX = 22  # the labels' size: legible when a phone shows the mosaic at a third of its width
 
-
-GLOW = 0.35  # how far toward white the photo goes where a head looks most: a dark photo's lit patch still stands out
-# (a dim 60-grey photo: lit patch to the rest 4.9:1 in WCAG contrast; without the glow 1.8:1)
-SHADE = [[0.0, f"rgba(0,0,0,{1 - DIM})"], [1.0, f"rgba(255,255,255,{GLOW})"]]  # one head large: as overlay() draws
 
 
 def lit(patch_map: np.ndarray) -> np.ndarray:
@@ -63,15 +63,15 @@ def mosaic_png(photo: np.ndarray, maps: np.ndarray, tile: int = 96, first_layer:
     n_layers, n_heads = maps.shape[:2]
     small = thumbnail(photo, tile)
     rows, columns = (n_heads, n_layers) if wide else (n_layers, n_heads)
-    canvas = Image.new("RGB", (LABEL + columns * (tile + GAP), LABEL + rows * (tile + GAP)), "white")
-    draw, font = ImageDraw.Draw(canvas), ImageFont.load_default(size=LABEL_FONT_PX)
+    canvas = Image.new("RGB", (LABEL + columns * (tile + GAP), LABEL + rows * (tile + GAP)), colours.PAPER)
+    draw, font, ink = ImageDraw.Draw(canvas), ImageFont.load_default(size=LABEL_FONT_PX), colours.INK
     layer_names = [f"L{first_layer + layer}" for layer in range(n_layers)]
     head_names = [f"H{head}" for head in range(n_heads)]
     row_names, column_names = (head_names, layer_names) if wide else (layer_names, head_names)
     for column, name in enumerate(column_names):
-        draw.text((LABEL + column * (tile + GAP) + tile // 2, LABEL // 2), name, fill="black", font=font, anchor="mm")
+        draw.text((LABEL + column * (tile + GAP) + tile // 2, LABEL // 2), name, fill=ink, font=font, anchor="mm")
     for row, name in enumerate(row_names):
-        draw.text((LABEL // 2, LABEL + row * (tile + GAP) + tile // 2), name, fill="black", font=font, anchor="mm")
+        draw.text((LABEL // 2, LABEL + row * (tile + GAP) + tile // 2), name, fill=ink, font=font, anchor="mm")
     for layer in range(n_layers):
         for head in range(n_heads):
             row, column = (head, layer) if wide else (layer, head)
@@ -104,7 +104,7 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
             "hovertemplate": tr("%{x:.0f}, %{y:.0f} px: weight %{customdata:.4f}") + "<extra></extra>"}
     shapes = [] if query is None else [{"type": "rect", "x0": query[1] * step_x, "x1": (query[1] + 1) * step_x,
                                         "y0": query[0] * step_y, "y1": (query[0] + 1) * step_y,
-                                        "line": {"color": "red", "width": 3}}]
+                                        "line": {"color": colours.SELECTED, "width": 3}}]
     layout = {"title": {"text": safe_label(title)}, "height": height, "margin": {"l": 10, "r": 10, "t": 60, "b": 10},
               "xaxis": {"range": [0, width_px], "showgrid": False, "visible": False, "constrain": "domain"},
               "yaxis": {"range": [height_px, 0], "showgrid": False, "visible": False, "scaleanchor": "x"},
@@ -123,7 +123,7 @@ def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, qu
                      "showlegend": False})  # on top of the heatmap: it answers the hover and the click (a trace
         heat["hoverinfo"] = "skip"  # whose hoverinfo is "skip" sends Plotly no click, so a patch was never chosen)
         layout.update(clickmode="event+select", dragmode=False, hovermode="closest")
-    return {"data": data, "layout": layout}
+    return with_summary({"data": data, "layout": layout}, brightest_patch(patch_map, title))
 
 
 def ranked_overlay_figure(photo: np.ndarray, scores: np.ndarray, title: str, top: list[tuple[int, int]],
@@ -137,12 +137,9 @@ def ranked_overlay_figure(photo: np.ndarray, scores: np.ndarray, title: str, top
     (height_px, width_px), (rows, columns) = photo.shape[:2], scores.shape
     step_x, step_y = width_px / columns, height_px / rows
     spec["layout"]["shapes"] = [{"type": "rect", "x0": c * step_x, "x1": (c + 1) * step_x, "y0": r * step_y,
-                                 "y1": (r + 1) * step_y, "line": {"color": "#ffd400", "width": 2}} for r, c in top]
+                                 "y1": (r + 1) * step_y, "line": {"color": colours.SPAN, "width": 2}} for r, c in top]
     return spec
 
-
-HEAD_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
-                "#bcbd22", "#393b79", "#637939")  # strong hues a head each, cycled past twelve heads
 
 
 def distance_figure(distances: np.ndarray, side_px: int) -> FigureDict:
@@ -151,9 +148,9 @@ def distance_figure(distances: np.ndarray, side_px: int) -> FigureDict:
     n_layers, n_heads = distances.shape
     traces = [{"type": "scatter", "mode": "markers", "name": tr("head {head}", head=head),
                "x": list(range(n_layers)), "y": [float(d) for d in distances[:, head]],
-               "marker": {"size": 10, "opacity": 1.0, "color": HEAD_COLOURS[head % len(HEAD_COLOURS)],
-                          "symbol": ("circle", "square", "diamond", "triangle-up")[head // len(HEAD_COLOURS) % 4],
-                          "line": {"width": 1, "color": "white"}},
+               "marker": {"size": 10, "opacity": 1.0, "color": colours.series_colour(head),
+                          "symbol": colours.series_style(head)["symbols"][0],
+                          "line": {"width": 1, "color": colours.PAPER}},
                "hovertemplate": tr("layer %{x}, head {head}: %{y:.0f} px").replace("{head}", str(head))
                + "<extra></extra>"}
               for head in range(n_heads)]
@@ -173,8 +170,8 @@ def patch_grid_figure(photo: np.ndarray, grid: tuple[int, int], query: tuple[int
     (height_px, width_px), rows, columns = photo.shape[:2], *grid
     step_x, step_y = width_px / columns, height_px / rows
     lines = [{"type": "line", "x0": i * step_x, "x1": i * step_x, "y0": 0, "y1": height_px,
-              "line": {"color": "white", "width": 1}} for i in range(1, grid[1])]
+              "line": {"color": colours.GRID, "width": 1}} for i in range(1, grid[1])]
     lines += [{"type": "line", "y0": i * step_y, "y1": i * step_y, "x0": 0, "x1": width_px,
-               "line": {"color": "white", "width": 1}} for i in range(1, grid[0])]
+               "line": {"color": colours.GRID, "width": 1}} for i in range(1, grid[0])]
     spec["layout"]["shapes"] = lines + spec["layout"]["shapes"]
-    return spec
+    return with_summary(spec, chosen_patch(query, spec["layout"]["title"]["text"]))

@@ -1,0 +1,46 @@
+"""Issue 82: a figure as projector mode draws it (mha_core/figures/projector.py): larger type in black, lines and
+outlines twice as thick, markers larger, and the weights' scale without its pale end (the overview's levels too)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_core.figures import charts, colours
+from mha_core.figures.projector import FONT_PX, for_projector, projected_scale
+from mha_core.figures.spec import named_colorscale
+from mha_core.figures.summary import describe
+from tests.test_colours import contrast, srgb
+
+PAPER = srgb(colours.PAPER)
+
+
+def palest(scale: list) -> float:
+    """The contrast of a scale's palest colour on the chart's paper (clear stops left out)."""
+    return min(contrast(srgb(c), PAPER) for _, c in scale if c != colours.CLEAR)
+
+
+def test_the_weights_scale_loses_its_pale_end_and_keeps_its_positions():
+    plain = named_colorscale(colours.WEIGHTS)
+    projected = projected_scale(plain)
+    assert palest(plain) < 1.1 and palest(projected) >= 3
+    assert [p for p, _ in projected] == [p for p, _ in plain]
+    levels = charts.levels_colorscale(plain)
+    projected_levels = projected_scale(levels)
+    assert projected_levels[:2] == levels[:2] and palest(projected_levels) >= 3  # the gaps stay clear
+    assert projected_scale(colours.SIGNED) == colours.SIGNED  # no pale end: as it is
+
+
+def test_a_projected_figure_has_larger_black_type_and_thicker_marks():
+    maps = np.full((2, 3, 4, 4), 0.25, dtype=np.float32)
+    overview = for_projector(charts.overview_figure(maps, selected=(1, 2)))
+    assert palest(overview["data"][0]["colorscale"]) >= 3
+    assert overview["layout"]["shapes"][0]["line"]["width"] == 4  # the chosen head's outline, 2 px
+    assert overview["layout"]["font"] == {"size": FONT_PX, "color": colours.INK}
+    assert overview["layout"]["xaxis"]["tickfont"]["color"] == colours.INK
+    lines = for_projector(charts.line_view_figure(np.full((2, 3, 3), 1 / 3), ["a", "b", "c"], [0, 1]))
+    widths = [t["line"]["width"] for t in lines["data"] if t.get("mode") == "lines"]
+    assert widths and min(widths) >= 4 and min(t["opacity"] for t in lines["data"] if t.get("mode") == "lines") >= 0.6
+    plain_bars = charts.token_bar_figure(["a", "b"], np.array([0.2, 0.8]), "t")
+    bars = for_projector(plain_bars)
+    assert bars["data"][0]["textfont"]["color"] == colours.INK
+    assert describe(bars) == describe(plain_bars) and describe(overview).startswith("Every head")  # the same sentence
