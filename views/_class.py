@@ -8,6 +8,7 @@ mha_core.serving.classroom's."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -94,13 +95,19 @@ def classroom_at(location: str) -> Classroom:
     return Classroom(location)
 
 
+WATCHERS: dict[str, Watcher] = {}  # this process's watcher of each store: a dict, not st.cache_resource, which
+WATCHERS_LOCK = threading.Lock()  # reads the function's signature at every call (6 % of a follower's rerun measured)
+
+
 def watcher() -> Watcher:
-    return watcher_of(store_location())
-
-
-@st.cache_resource(show_spinner=False)
-def watcher_of(location: str) -> Watcher:
-    return Watcher(classroom_at(location), session_manager, rerun_page)
+    """This process's watcher of its class store (made once)."""
+    location = store_location()
+    found = WATCHERS.get(location)
+    if found is None:
+        with WATCHERS_LOCK:
+            found = WATCHERS.get(location) or WATCHERS.setdefault(
+                location, Watcher(classroom_at(location), session_manager, rerun_page))
+    return found
 
 
 def reload_after_restart() -> None:
