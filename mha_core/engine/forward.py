@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from mha_core.engine import attention
@@ -66,16 +67,16 @@ def embed(w: EmbeddingWeights, input_ids: Tensor, positions: Tensor, token_types
 def word_embeddings(w: EmbeddingWeights, input_ids: Tensor) -> Tensor:
     """(B,T) -> (B,T,D) the word embeddings as transformers' input embeddings module gives them (inputs_embeds;
     Gemma's times √d_model): what attribution methods attribute to."""
-    x = w.word[input_ids]  # (B,T,D)
+    x = F.embedding(input_ids, w.word)  # (B,T,D)
     return x * torch.tensor(w.scale, dtype=x.dtype) if w.scale != 1.0 else x
 
 
 def embed_words(w: EmbeddingWeights, x: Tensor, positions: Tensor, token_types: Tensor | None = None) -> Tensor:
     """Word embeddings x (B,T,D) plus learned positions and token types, then the embedding norm (embed's rest)."""
     if w.token_type is not None:
-        x = x + (w.token_type[0] if token_types is None else w.token_type[token_types])
+        x = x + (w.token_type[0] if token_types is None else F.embedding(token_types, w.token_type))
     if w.position is not None:
-        x = x + w.position[positions]  # (B,T,D)
+        x = x + F.embedding(positions, w.position)  # (B,T,D)
     return w.norm(x) if w.norm is not None else x
 
 

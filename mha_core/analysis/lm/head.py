@@ -19,11 +19,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from transformers.activations import ACT2FN
 
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces
-from mha_core.engine.weights import Norm
+from mha_core.engine.weights import Norm, activation_fn
 from mha_core.i18n import N_, tr
 
 
@@ -61,7 +60,7 @@ class LmHead:
         """(..., D) -> (..., D)"""
         if self.dense is None:
             return states
-        return self.norm(ACT2FN[self.activation](F.linear(states, *self.dense)))
+        return self.norm(activation_fn(self.activation)(F.linear(states, *self.dense)))
 
     def __call__(self, states: Tensor, ids: Tensor | None = None) -> Tensor:
         """(..., D) final states -> (..., V) logits, or (..., len(ids)) for the vocabulary rows `ids` only."""
