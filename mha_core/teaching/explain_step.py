@@ -70,7 +70,6 @@ class AttentionBeside:
     head: tuple[int, int]  # (layer, head): the head whose output moves it most
     words: tuple[str, ...]  # W
     scores: dict[str, np.ndarray]  # method -> (W,)
-    kept: tuple[str, ...]  # the words the number is measured on, never removed (a coreference margin's)
 
     def top(self, method: str) -> int:
         """The word the method scores highest (the earlier on a tie)."""
@@ -96,8 +95,7 @@ def attention_beside(model: LoadedModel, sentence: str) -> AttentionBeside:
                            None if target.wrong is None else target.wrong.strip(),
                            probe.words[0] if probe is not None else "", probe.head if probe is not None else None,
                            found.score, found.head, tuple(found.words[u].strip() for u in shown),
-                           {name: found.methods[name].word_scores[shown] for name in LESSON_METHODS},
-                           probe.words if probe is not None else ())
+                           {name: found.methods[name].word_scores[shown] for name in LESSON_METHODS})
 
 
 def target_claims(found: AttentionBeside) -> tuple[Claim, ...]:
