@@ -137,7 +137,8 @@ def test_integrated_gradients_equal_captums(tiny_vision):
     with torch.no_grad():
         base = float(ref.cosine(torch.zeros_like(image), ref.cls(image)[0]))
     assert found.ig.baseline_score == pytest.approx(base, rel=1e-5)
-    assert found.ig.change == pytest.approx(found.score - base, rel=1e-9)
+    assert found.ig.change == pytest.approx(found.score - found.ig.baseline_score, rel=1e-9)  # its definition; the
+    # baseline itself is held to the reference above (ours and transformers' cosine differ by float32 rounding)
     assert found.ig.converged == (abs(delta) <= 0.1 * abs(found.score - base))
 
 
