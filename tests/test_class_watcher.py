@@ -183,3 +183,24 @@ def test_the_watcher_forgets_pages_that_no_longer_follow(tmp_path, sessions, cas
                     followers[session] = follower._replace(shown=(*follower.shown[:2], 0.0, follower.shown[3]))
     assert watcher.followers == {}
     assert page.reruns == {"closed": 0, "ended": 1, "unknown": 1}.get(case, MAX_ASKS)  # ended: its page says so
+
+
+def test_a_follower_is_asked_again_only_after_the_reruns_asked_before_it(tmp_path, sessions):
+    """Issue 84: 200 followers on a loaded process took 4-6 s to rerun; every one not yet rerun after ASK_AGAIN_S was
+    asked again, and a fragment's second rerun runs in full after the first (200 followers cost 20 ms each instead of
+    13). A follower's wait before a second ask counts the reruns asked before its own in the same pass."""
+    from mha_core.serving.classes.watch import ASK_AGAIN_S, QUEUED_S
+
+    room, watcher, code, secret = a_class(tmp_path, sessions, students=200)
+    room.move(code, secret, room.state(code), step=2)
+    watcher.tick(counting=False)
+    assert [page.reruns for page in sessions.open.values()] == [1] * 200
+    shown = watcher.followers[code]
+    waits = [shown[f"s{k}"].shown[2] - shown["s0"].shown[2] for k in range(200)]
+    assert waits[-1] >= 199 * QUEUED_S * 0.99 and waits == sorted(waits)
+    late = ASK_AGAIN_S + 0.5  # half a second past the first one's wait: only those asked in its first half second
+    for session, follower in shown.items():
+        shown[session] = follower._replace(shown=(*follower.shown[:2], follower.shown[2] - late, follower.shown[3]))
+    watcher.tick(counting=False)
+    again = sum(page.reruns == 2 for page in sessions.open.values())
+    assert 0 < again <= 0.5 / QUEUED_S + 2, again

@@ -26,6 +26,8 @@ UNAVAILABLE_SHOWN = "unavailable"  # what a page shows while the class store fai
 ASKED, ASK_AGAIN_S, MAX_ASKS = "asked", 3.0, 2  # a follower asked to rerun; asked again if its rerun has not
 # registered what it shows, at most MAX_ASKS times: a page that no longer follows (another page, the class left,
 # ended) is forgotten
+QUEUED_S = 0.03  # each rerun asked before a follower's in one pass adds this to its wait before it is asked again:
+# the process runs them in turn (200 followers on a loaded core took 4-6 s, and a second ask ran each one twice)
 Shown = tuple | str  # what a page shows: (step, text), UNAVAILABLE_SHOWN, or (ASKED, now, when, asks)
 log = logging.getLogger(__name__)
 
@@ -157,6 +159,7 @@ class Watcher:
                 self.room.seen(code, *students)
 
     def rerun_moved(self, manager: Sessions, code: str, sessions: dict[str, Follower], now: Shown | None) -> None:
+        queued = 0  # reruns asked in this pass: a later one waits for those before it
         for session, follower in sessions.items():
             info = manager.get_active_session_info(session)
             with self.lock:
@@ -166,7 +169,9 @@ class Watcher:
                 if follower.shown == now or asked_lately(follower.shown, now):
                     continue
                 asks = follower.shown[3] + 1 if asked_for(follower.shown, now) else 1
-                self.followers[code][session] = follower._replace(shown=(ASKED, now, time.monotonic(), asks))
+                when = time.monotonic() + queued * QUEUED_S  # asked again ASK_AGAIN_S after its turn
+                self.followers[code][session] = follower._replace(shown=(ASKED, now, when, asks))
+                queued += 1
             self.rerun(info.session, follower.fragment if same_sentence(follower.shown, now) else "")
 
     def forget(self, code: str, session: str) -> None:
