@@ -5,8 +5,10 @@ session manager and how a session reruns; tests hand it stand-ins.
 Over SQLite the thread reads each followed class's row every WATCH_S. Over Redis (store.pushes_moves) nothing polls:
 a listener thread hears each move the moment it is published and reruns that class's followers at once; the ticks
 then only compare what pages registered with what the process last heard (a page that registered an older step
-meanwhile is rerun), and count who follows. A store that fails is said on the pages (rerun once) and followed until
-it is back; a listener that lost Redis marks every class so, and reads them all again once it is back."""
+meanwhile is rerun), and count who follows. A class's followers are asked IN_FLIGHT at a time, each rerun that
+registers the class's step asking the next (issue 84: a process runs its followers' reruns in turn). A store that
+fails is said on the pages (rerun once) and followed until it is back; a listener that lost Redis marks every class
+so, and reads them all again once it is back."""
 
 from __future__ import annotations
 
