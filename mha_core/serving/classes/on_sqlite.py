@@ -196,7 +196,7 @@ def prepare(db: sqlite3.Connection) -> None:
 
 
 def delete_finished(db: sqlite3.Connection, now: float) -> None:
-    """Classes idle past IDLE_LIMIT_S or ended ENDED_KEPT_S ago (stored.finished), with their students; students not
+    """Classes idle past IDLE_LIMIT_S or ended ENDED_KEPT_S ago, with their students; students not
     seen lately."""
     db.execute("delete from classes where moved < ? or (ended > 0 and ended < ?)",
                (now - IDLE_LIMIT_S, now - ENDED_KEPT_S))

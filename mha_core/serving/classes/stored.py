@@ -47,11 +47,6 @@ def unavailable(reason: str) -> InputError:
                                                     "once it is back."), reason=Worded(reason))
 
 
-def finished(row: Row, now: float) -> bool:
-    """A row a start deletes: idle past IDLE_LIMIT_S, or ended ENDED_KEPT_S ago."""
-    return row.moved < now - IDLE_LIMIT_S or 0 < row.ended < now - ENDED_KEPT_S
-
-
 class ClassStore(Protocol):
     """Where classes live. Every method raises unavailable(reason) when the store fails, and heals by itself."""
 
