@@ -158,7 +158,7 @@ def methods_table(model: LoadedModel) -> None:
         st.caption(tr("The methods are measured on the bundled Gemma 3 only."))
         return
     shown = [{tr("method"): tr(METHOD_NAMES[row["method"]]),
-              tr("setting"): tr(SETTINGS[row["setting"]]) if row["setting"] in SETTINGS else row["setting"],
+              tr("setting"): tr(SETTINGS[row["setting"]]) if row["setting"] in SETTINGS else row["setting"] or "–",
               **{tr(name): row[column] for column, name in COLUMNS.items()},
               tr("align uses it"): "✓" if row["chosen"] else ""} for row in table.rows]
     st.dataframe(shown, hide_index=True, width="stretch")
