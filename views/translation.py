@@ -165,8 +165,8 @@ def methods_table(model: LoadedModel) -> None:
     st.caption(tr("Each method's settings are chosen on the first {development} hand-aligned pairs only and measured "
                   "on the other {held_back}; cross-validated: each of {folds} parts of all the pairs aligned by the "
                   "settings chosen on the rest. Precision and recall on the held-back pairs; seconds per pair: CPU "
-                  "seconds on one thread of the machine that measured them (benchmarks/bench_align.py).", development=table.development,
-                  held_back=table.held_back, folds=table.folds))
+                  "seconds on one thread of the machine that measured them (benchmarks/bench_align.py).",
+                  development=table.development, held_back=table.held_back, folds=table.folds))
 
 
 def translation_page(model: LoadedModel) -> None:
