@@ -62,6 +62,9 @@ def test_the_page_in_chinese_has_no_english_left():
             "ArgMax", "grow-diag-final", "grow-diag-final-and", "benchmarks/bench_align.py", "align", "–", "✓"]
     left = untranslated(at, [*names, *typed, *said, *kept])
     assert not left, list(left.items())[:5]
+    table = at.dataframe[0].value  # the methods' table: its headers, names and settings in Chinese too
+    cells = [*table.columns, *table.iloc[:, 0], *(s for s in table.iloc[:, 1] if s not in kept)]
+    assert all(any("\u4e00" <= c <= "\u9fff" for c in str(cell)) for cell in cells), cells
 
 
 def test_the_pronoun_lines_say_only_what_the_links_show():

@@ -239,5 +239,9 @@ def test_bad_input_is_one_sentence(llama, tiny):
         align(tiny, SOURCE, TARGET, "zh", "en")
     with pytest.raises(InputError, match="does not read Chinese: it reads 那 只 动 物 没 过 as unknown"):
         align(llama, SOURCE, TARGET, "zh", "en")  # a BERT vocabulary: most Chinese characters are [UNK]
+    with pytest.raises(InputError, match="Alignment methods are heads, both, hidden, weighted, ensemble, not 'fast"):
+        align(llama, SOURCE, TARGET, "zh", "en", method="fast_align")
+    with pytest.raises(InputError, match="pooled by sum, max, first, not 'mean'"):
+        reading.word_maps(llama, SOURCE, TARGET, "zh", "en", pooling="mean")
     with pytest.raises(InputError, match="reads at most 256"):
         reading.word_maps(llama, SOURCE * 8, TARGET * 8, "zh", "en")

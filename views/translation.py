@@ -132,7 +132,7 @@ def representations_view(model: LoadedModel, result: Translation, source: str, k
         chart(("t_agree", *key), lambda: figures.agreement_figure(result, hidden), width="stretch")
     with representations:
         chart(("t_hidden", *key), lambda: figures.alignment_matrix_figure(
-            hidden, title=tr("What the representations say: each word's similarity, each link ringed")),
+            hidden, title=tr("What the representations say")),
             width="stretch")
     layers = hidden_layers(model)
     st.caption(tr("The heads read attention: where each word of the translation looks back in the source. The "
@@ -158,15 +158,15 @@ def methods_table(model: LoadedModel) -> None:
         st.caption(tr("The methods are measured on the bundled Gemma 3 only."))
         return
     shown = [{tr("method"): tr(METHOD_NAMES[row["method"]]),
-              tr("setting"): tr(SETTINGS[row["setting"]]) if row["setting"] in SETTINGS else row["setting"],
+              tr("setting"): tr(SETTINGS[row["setting"]]) if row["setting"] in SETTINGS else row["setting"] or "–",
               **{tr(name): row[column] for column, name in COLUMNS.items()},
               tr("align uses it"): "✓" if row["chosen"] else ""} for row in table.rows]
     st.dataframe(shown, hide_index=True, width="stretch")
     st.caption(tr("Each method's settings are chosen on the first {development} hand-aligned pairs only and measured "
                   "on the other {held_back}; cross-validated: each of {folds} parts of all the pairs aligned by the "
-                  "settings chosen on the rest. Precision and recall on the held-back pairs; seconds per pair on the "
-                  "machine that measured them (benchmarks/bench_align.py).", development=table.development,
-                  held_back=table.held_back, folds=table.folds))
+                  "settings chosen on the rest. Precision and recall on the held-back pairs; seconds per pair: CPU "
+                  "seconds on one thread of the machine that measured them (benchmarks/bench_align.py).",
+                  development=table.development, held_back=table.held_back, folds=table.folds))
 
 
 def translation_page(model: LoadedModel) -> None:
