@@ -52,7 +52,7 @@ embedding module, called as is: the recompute starts at the first layer's input.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, auto
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -83,17 +83,17 @@ class Layout(Enum):
     """Which transformers module layout a family's weights are read from (weights.py, seq2seq/weights.py): the
     modules' names and how q, k and v are stored."""
 
-    BERT = "BertLayer: attention.self.query/key/value, intermediate, output (BERT, RoBERTa, XLM-RoBERTa)"
-    DISTILBERT = "q_lin/k_lin/v_lin, ffn.lin1/lin2"
-    GPT2 = "one Conv1D c_attn for q, k and v"
-    OPT = "self_attn.q/k/v/out_proj, fc1/fc2"
-    BLOOM = "self_attention.query_key_value per head, word_embeddings_layernorm"
-    GPT_NEOX = "attention.query_key_value per head, embed_in"
-    LLAMA = "self_attn.q/k/v/o_proj, mlp.gate/up/down_proj (Llama, Mistral, Qwen, Gemma)"
-    PHI3 = "self_attn.qkv_proj, mlp.gate_up_proj"
-    T5 = "blocks of layer[0] self-attention, layer[1] cross-attention, then the feed-forward"
-    BART = "self_attn, encoder_attn, fc1/fc2 (BART, mBART, Marian, M2M100, Whisper)"
-    VISION = "vision/weights.py reads each vision family's modules"
+    BERT = auto()  # BertLayer: attention.self.query/key/value, intermediate, output (BERT, RoBERTa, XLM-RoBERTa)
+    DISTILBERT = auto()  # q_lin/k_lin/v_lin, ffn.lin1/lin2
+    GPT2 = auto()  # one Conv1D c_attn for q, k and v
+    OPT = auto()  # self_attn.q/k/v/out_proj, fc1/fc2
+    BLOOM = auto()  # self_attention.query_key_value per head, word_embeddings_layernorm
+    GPT_NEOX = auto()  # attention.query_key_value per head, embed_in
+    LLAMA = auto()  # self_attn.q/k/v/o_proj, mlp.gate/up/down_proj (Llama, Mistral, Qwen, Gemma)
+    PHI3 = auto()  # self_attn.qkv_proj, mlp.gate_up_proj
+    T5 = auto()  # blocks of layer[0] self-attention, layer[1] cross-attention, then the feed-forward
+    BART = auto()  # self_attn, encoder_attn, fc1/fc2 (BART, mBART, Marian, M2M100, Whisper)
+    VISION = auto()  # vision/weights.py reads each vision family's modules
 
 
 LAYOUTS = {"bert": Layout.BERT, "roberta": Layout.BERT, "xlm-roberta": Layout.BERT, "distilbert": Layout.DISTILBERT,
