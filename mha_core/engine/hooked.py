@@ -27,7 +27,7 @@ from torch import Tensor
 from mha_core.engine.arguments import refuse_type
 from mha_core.engine.attention import AUTO
 from mha_core.engine.forward import forward, run
-from mha_core.engine.hooks import Checked, HookFn, HookPoint, Hooks, NameFilter, Reader, hooks_of
+from mha_core.engine.hooks import NO_HOOKS, Checked, HookFn, HookPoint, Hooks, NameFilter, Reader, hooks_of
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.audio import Clip, model_log_mel
 from mha_core.engine.seq2seq.forward import check_encoder_decoder, forward_seq2seq, source_targets
@@ -132,6 +132,8 @@ def user_hooks(fwd_hooks: Sequence[tuple[NameFilter, HookFn]]) -> list[tuple[Nam
 def checked_hooks(model: LoadedModel, fwd_hooks: Sequence[tuple[NameFilter, HookFn]]) -> Hooks:
     """A user's `fwd_hooks` as the Hooks of a run of `model` (generate's and decode's too): a name it has no point of
     refused before any work, each fn's return checked at its point."""
+    if not fwd_hooks:
+        return NO_HOOKS
     check_names(model, [name for name, _ in fwd_hooks if isinstance(name, str)])
     return hooks_of(user_hooks(fwd_hooks))
 
