@@ -3,8 +3,8 @@ bundled corpus (each model's own target) and of GAP's development split (the dec
 the other name), per bundled text model, through `explain --dataset` (mha_core.analysis.explain.dataset). Each
 table's JSON is written to --out (a table already there is read, not rerun: run models in parallel processes, one
 thread each, then once more to print every table); the tables print as markdown.
-Run: .venv/bin/python benchmarks/bench_faithfulness.py [--models all-MiniLM-L6-v2,...] [--corpus-texts 30]
-     [--gap-texts 12] [--threads 1] [--out /tmp/mha-faithfulness]
+Run: .venv/bin/python benchmarks/bench_faithfulness.py [--models all-MiniLM-L6-v2,...] [--corpus-texts 20]
+     [--gap-texts 8] [--threads 1] [--out /tmp/mha-faithfulness]
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def markdown(table: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--corpus-texts", type=int, default=30)
-    parser.add_argument("--gap-texts", type=int, default=12)
+    parser.add_argument("--corpus-texts", type=int, default=20)
+    parser.add_argument("--gap-texts", type=int, default=8)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "mha-faithfulness")
     args = parser.parse_args()

@@ -17,6 +17,7 @@ Shapes: T pieces, W words (units: a word's pieces, or a special piece alone), n 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,7 +34,6 @@ from mha_core.engine.tokens import TokenBatch, ids_batch
 from mha_core.engine.words import Units
 
 KS = (1, 2, 3, 5)
-MOST_ROWS = 32  # copies per pass at most: a progress step (and a chance to stop) every pass
 Kept = tuple[int, ...]  # the pieces a copy keeps, in order
 Known = dict[Kept, float]  # the target on copies already run
 
@@ -77,8 +77,10 @@ def kept_pieces(units: Units, removed: Sequence[int]) -> Kept:
     return tuple(p for group in units.groups for p in group if p not in gone)
 
 
-def rows_per_pass(model: LoadedModel, tokens: int) -> int:
-    return max(1, min(MOST_ROWS, rows_within(forward_bytes(model, 1, tokens, keeps_maps=True))))
+def rows_per_pass(model: LoadedModel, tokens: int, rows: int) -> int:
+    """Copies per pass: as many as the budget holds, the passes even (fewer, larger passes: integrated.step_chunk)."""
+    passes = math.ceil(rows / max(1, rows_within(forward_bytes(model, 1, tokens, keeps_maps=True))))
+    return max(1, math.ceil(rows / max(1, passes)))
 
 
 @torch.inference_mode()
@@ -88,7 +90,7 @@ def edited_scores(model: LoadedModel, batch: TokenBatch, target: Target, kept: S
     (the layer loop's pass without gradients that keeps only the last layer's maps)."""
     ids = batch.input_ids[0].tolist()
     special = [w is None for w in batch.word_ids[0]]
-    chunk = rows_per_pass(model, len(ids))
+    chunk = rows_per_pass(model, len(ids), len(kept))
     out: list[np.ndarray] = []
     for start in range(0, len(kept), chunk):
         if progress is not None:

@@ -34,8 +34,6 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch
 from mha_core.i18n import N_
 
-MOST_STEPS = 32  # points per gradient pass at most
-
 
 @dataclass(frozen=True)
 class Integrated:
@@ -89,9 +87,10 @@ def rows_of(batch: TokenBatch, n: int) -> TokenBatch:
 
 
 def step_chunk(steps: int, fitting: int) -> int:
-    """Points per gradient pass: the passes as few as the budget (`fitting` rows) and MOST_STEPS allow, and even
-    (50 steps: two passes of 25, as fast as one of 50 here, half its memory, and a progress step between)."""
-    passes = math.ceil(steps / max(1, min(fitting, MOST_STEPS)))
+    """Points per gradient pass: as many as the budget holds (`fitting` rows), the passes even. Fewer, larger passes:
+    on a busy machine each of a pass's operations waits for its slowest thread (SmolLM2's 50 steps, 2 threads, load
+    11: two passes of 25 took 53 s, one of 50 41 s)."""
+    passes = math.ceil(steps / max(1, fitting))
     return math.ceil(steps / passes)
 
 
