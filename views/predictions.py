@@ -258,5 +258,4 @@ def main() -> None:
                 view()
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)
