@@ -7,10 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.coref.sentence import (
-    InspectorError,
-    Word,
-)
+from mha_core.analysis.coref.sentence import InspectorError, Word
 from mha_core.analysis.lm.head import has_lm_head
 from mha_core.i18n import N_, tr, worded
 from mha_core.serving.computed import text as computed

@@ -12,19 +12,8 @@ from mha_core.figures import charts
 from mha_core.i18n import N_, tr
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
-from mha_core.teaching.step_shapes import (
-    StepShapes,
-    concat_sentence,
-    output_sentence,
-    projection_sentence,
-    step_shapes,
-)
-from mha_core.teaching.walkthrough import (
-    Walkthrough,
-    backend_words,
-    code_for_step,
-    design_notes,
-)
+from mha_core.teaching.step_shapes import StepShapes, concat_sentence, output_sentence, projection_sentence, step_shapes
+from mha_core.teaching.walkthrough import Walkthrough, backend_words, code_for_step, design_notes
 from views._images import chosen_image, show_steps
 from views._inputs import model_card, sentence_box, set_sentence
 from views._stacks import attention_kind, show_kind_walkthrough

@@ -5,9 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.vision.heads import (
-    ImageHeads,
-)
+from mha_core.analysis.vision.heads import ImageHeads
 from mha_core.figures.summary import mosaic_alt
 from mha_core.i18n import tr
 from mha_core.serving.computed import vision as computed

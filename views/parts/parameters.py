@@ -6,14 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.params.counts import (
-    attention_shape,
-)
-from mha_core.analysis.params.shapes import (
-    AttentionShape,
-    count_shape,
-    single_head_equivalent,
-)
+from mha_core.analysis.params.counts import attention_shape
+from mha_core.analysis.params.shapes import AttentionShape, count_shape, single_head_equivalent
 from mha_core.figures import params as param_figures
 from mha_core.i18n import tr
 from views._state import chart
