@@ -173,7 +173,7 @@ def text_page(model: LoadedModel) -> None:
 
 
 def alignment_table(model: LoadedModel, source: str, target: str | None, layer: int, head: int) -> None:
-    aligned = answered(computed.alignment_of, model, source, target, layer, head)
+    aligned = answered(computed.cross_alignment_of, model, source, target, layer, head)
     if aligned is None or not aligned.argmax:
         return
     pairs = set(aligned.symmetric)

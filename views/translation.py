@@ -70,7 +70,7 @@ def representations_view(model: LoadedModel, result: Translation, source: str, k
     every method measured on the hand alignments."""
     if queued(computed.method_choices_of, model) is None:
         return
-    hidden = answered(computed.alignment_of, model, source, result.translation, result.source_language,
+    hidden = answered(computed.forced_alignment_of, model, source, result.translation, result.source_language,
                       result.target_language, "hidden")
     if hidden is None or (hidden.source_words, hidden.target_words) != (result.source_words, result.target_words):
         return
@@ -132,7 +132,7 @@ def translation_page(model: LoadedModel) -> None:
         if not given.strip():
             st.info(tr("Type a translation to align it: the model reads it as its own continuation of the prompt."))
             stop()
-        result = answered(computed.alignment_of, model, source, given, source_language, target_language)
+        result = answered(computed.forced_alignment_of, model, source, given, source_language, target_language)
     else:
         with st.spinner(tr("Translating…")):
             result = answered(computed.translation_of, model, source, source_language, target_language)

@@ -1,4 +1,4 @@
-"""Coreference heads on a GAP corpus (the Roles page; coref_sentence reads one sentence): does a head's attention from
+"""Coreference heads on a GAP corpus (the Roles page; sentence.py reads one sentence): does a head's attention from
 the pronoun prefer the right name?
 
 Shapes: L layers, H heads, T word pieces. A span's pieces are the tokens whose character offsets

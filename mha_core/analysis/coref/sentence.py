@@ -1,4 +1,4 @@
-"""Coreference in one sentence (the Coreference page; coref_gap scores a GAP corpus): which heads link a pronoun to
+"""Coreference in one sentence (the Coreference page; gap.py scores a GAP corpus): which heads link a pronoun to
 which earlier noun, and how a minimal pair of sentences changes that. Word level as in GAP scoring: mean over the
 pronoun's pieces of the sum over the candidate's pieces.
 

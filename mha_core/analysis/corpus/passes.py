@@ -1,4 +1,4 @@
-"""One pass over a corpus that keeps what the corpus views need: head distances (head_distances.py), head
+"""One pass over a corpus that keeps what the corpus views need: head distances (distances.py), head
 metrics for the role labels (roles.py), and every token's query and key vectors in every layer, for the joint
 query-key view (qk_view.py), for the first sentences up to a memory budget.
 

@@ -1,5 +1,5 @@
 """Building a corpus index (issue 37): the corpus read into sentences, the pass planned in shards, the shards
-computed in this process or on Ray (index_ray.py: the same shards, byte for byte), then merged (index_write.py).
+computed in this process or on Ray (on_ray.py: the same shards, byte for byte), then merged (write.py).
 
 A build writes into its folder as it goes: build.json (what is being built), shards/ (each shard whole or absent),
 then the index's files and index.json. A build that stopped — killed, out of power, a worker lost — is run again
