@@ -10,7 +10,8 @@ import streamlit as st
 
 from mha_core import LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.corpus.readers import CorpusFormatError, decode_text
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
 from mha_core.serving.menu import ModelChoice, model_notice, read_on_other_pages
 from mha_core.serving.pages import page_at
 from mha_core.teaching.examples import example_of, examples_for

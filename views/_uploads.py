@@ -18,7 +18,8 @@ import streamlit as st
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.coref.gap import CorefResult
 from mha_core.analysis.corpus.readers import CorpusFormatError, ParsedSentence, decode_text, read_gap
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import corpus as computed_corpus
 from mha_core.serving.limits import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, UPLOAD_MAX_SENTENCES
 from views._state import queued

@@ -9,7 +9,8 @@ import streamlit as st
 from mha_core import LoadedModel
 from mha_core.analysis.coref.sentence import InspectorError, Word
 from mha_core.analysis.lm.head import has_lm_head
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from views._inputs import sentence_box
 from views._state import checked_run, current_model, server

@@ -16,7 +16,8 @@ from mha_core.analysis.heads.display import (
 )
 from mha_core.analysis.heads.roles import ranked_heads
 from mha_core.figures import charts
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.serving.export import (
     attention_csv,

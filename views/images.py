@@ -26,7 +26,8 @@ from mha_core.analysis.vision.heads import (
 )
 from mha_core.figures import charts
 from mha_core.figures import vision as figures
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import vision as computed
 from views._images import chosen_image, head_and_query, pick_patch, show_steps, token_name
 from views._inputs import model_card

@@ -28,7 +28,8 @@ from mha_core.analysis.params.shapes import (
 )
 from mha_core.figures import charts
 from mha_core.figures import params as param_figures
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card

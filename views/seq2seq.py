@@ -10,7 +10,8 @@ import streamlit as st
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.seq2seq.transcribe import MAX_WRITTEN, Transcript
 from mha_core.figures import seq2seq as figures
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import seq2seq as computed
 from mha_core.serving.computed.seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
 from mha_core.teaching.examples import SPOKEN

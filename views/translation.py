@@ -11,7 +11,8 @@ from mha_core.analysis.translation.choices import METHOD_NAMES
 from mha_core.analysis.translation.translate import Translation
 from mha_core.analysis.translation.words import LANGUAGES
 from mha_core.figures import translation as figures
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import translation as computed
 from mha_core.serving.computed.translation import GEMMA_NAME
 from mha_core.teaching.examples import TRANSLATED

@@ -9,7 +9,8 @@ import streamlit as st
 from mha_core import AttentionResult, LoadedModel, i18n
 from mha_core.analysis.lm.head import has_lm_head, lm_head, read_at
 from mha_core.figures import charts
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
 from mha_core.teaching.step_shapes import StepShapes, concat_sentence, output_sentence, projection_sentence, step_shapes

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from mha_core.engine.loading import bundled
 from mha_core.engine.loading.dirs import MODEL_DIR_ENV, bundled_dirs, check_model_dir, resolve_model_dir
 from mha_core.engine.loading.folder import ModelLoadError, parameter_count, read_config, read_revision, weight_headers
-from mha_core.i18n import N_, Worded, tr
+from mha_core.i18n import Worded, tr
+from mha_core.messages import N_
 from mha_core.serving.pages import ENCODER_ALONE, KINDS, TRANSLATION, WHOLE, page_at
 
 if TYPE_CHECKING:

@@ -26,7 +26,8 @@ from mha_core.analysis.heads.roles import head_label
 from mha_core.analysis.lm.head import has_lm_head
 from mha_core.analysis.lm.predict import asked, first_piece
 from mha_core.figures import charts, colours
-from mha_core.i18n import N_, quoted, tr, worded
+from mha_core.i18n import quoted, tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.claims import PairFigure
 from mha_core.teaching.examples import compared, focus, patched_unasked

@@ -7,7 +7,8 @@ import streamlit as st
 from mha_core import LoadedModel
 from mha_core.analysis.translation.translate import Translation, pronoun_links
 from mha_core.figures import translation as figures
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.teaching.examples import PRONOUNS
 from views._state import chart
 from views._text import literal

@@ -8,7 +8,8 @@ import streamlit as st
 
 from mha_core import LoadedModel
 from mha_core.figures import charts, colours
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.teaching.step_shapes import StepShapes, scale_name, scale_sentence, softmax_formula
 from mha_core.teaching.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale
 from views._state import chart

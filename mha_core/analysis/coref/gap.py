@@ -21,7 +21,7 @@ from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 COREF_TOP = 5  # heads shown and considered for the "coreference" label
 COREF_GAIN = 0.10  # … which must beat the nearest-candidate baseline by 10 points

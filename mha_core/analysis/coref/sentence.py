@@ -19,7 +19,8 @@ from mha_core.analysis.coref.gap import candidate_scores, span_pieces
 from mha_core.analysis.heads.roles import ranked_heads
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import without_spaces
-from mha_core.i18n import N_, Explained, quoted, tr
+from mha_core.i18n import Explained, quoted, tr
+from mha_core.messages import N_
 
 PRONOUNS = {"it", "he", "she", "they", "him", "her", "them", "his", "its", "their", "hers", "theirs", "himself",
             "herself", "itself", "themselves", "它", "他", "她", "它们", "他们", "她们"}

@@ -33,7 +33,8 @@ from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 QK_MAX_MB = 512  # query and key vectors kept for the query-key view (float32, every layer)
 QK_MAX_TOKENS = 20_000  # and at most this many tokens (each is two points in the browser)

@@ -28,7 +28,7 @@ from mha_core.analysis.index.write import merge
 from mha_core.engine.budget import release_freed_memory
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total): stage "shards" then "index"
 BUILD = "build.json"

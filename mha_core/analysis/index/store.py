@@ -36,7 +36,7 @@ from mha_core.analysis.index.checks import (
     read_table,
 )
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 FORMAT, VERSION = "mha-corpus-index", 2  # 2: each vector file's layer, kind, count and width listed (issue 43)
 MANIFEST = "index.json"

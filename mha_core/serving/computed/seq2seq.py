@@ -25,7 +25,7 @@ from mha_core.engine.seq2seq.forward import (
     text_targets,
 )
 from mha_core.engine.tokens import tokenize, without_spaces
-from mha_core.i18n import N_
+from mha_core.messages import N_
 from mha_core.serving.computed.text import digest, of
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.seq2seq_steps import CrossSteps, cross_steps

@@ -10,7 +10,7 @@ from mha_core.analysis.translation.methods import MethodChoices
 from mha_core.analysis.translation.translate import Translation, align, translate
 from mha_core.engine.loading.bundled import GEMMA_NAME
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.i18n import N_
+from mha_core.messages import N_
 from mha_core.serving.computed.text import of
 from mha_core.serving.server import Server, Wait
 
