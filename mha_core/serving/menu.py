@@ -161,17 +161,17 @@ def page_model(model: LoadedModel, url_path: str | None, kind: str | None = None
                              N_("this page reads text, and {name} reads images: the Images, Walkthrough and Parameters "
                                 "pages read it (as does python -m mha_core attention --image FILE)."),
                              name=model.name)
-    if model.arch.image:
+    if model.arch.image or not model.encoder_decoder:
         return model
-    reads = page.encoder_decoder if page else ENCODER_ALONE
-    if not model.encoder_decoder or reads == WHOLE or (reads == KINDS and (kind != "encoder" or model.arch.audio)):
-        return model
-    if model.arch.audio:
+    if model.arch.audio and not (page and page.reads_audio_models):
         raise ModelLoadError("page_reads_no_audio",
                              N_("this page reads a sentence's pieces with one stack of layers, and {name}'s encoder "
                                 "hears audio: the Heads, Roles, Walkthrough, Predictions and Encoder–decoder pages "
                                 "read it (the sentence spoken)."),
                              name=model.name)
+    reads = page.encoder_decoder if page else ENCODER_ALONE
+    if reads == WHOLE or (reads == KINDS and (kind != "encoder" or model.arch.audio)):
+        return model
     return replace(model, decoder=None)
 
 
