@@ -1,4 +1,5 @@
-"""Attention explorer: routes to the pages in views/ (views/_visit.PAGES). Nothing else lives here.
+"""Attention explorer: routes to the pages in views/ (each declared once: mha_core/serving/pages.py). Nothing else
+lives here.
 
 The pages live in views/, not pages/: Streamlit treats a pages/ folder beside the entry script as a
 legacy multipage app, and a fresh server's first request for a sub-page URL would bypass this router.

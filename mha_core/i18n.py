@@ -1,8 +1,9 @@
 """The interface's two languages: English, as the messages are written, and 简体中文 (locales/zh/.../messages.po).
 
 A string a person reads is marked where it is written: `tr("Layer {layer}", layer=3)` translates it now into the
-running context's language; `N_("...")` only marks a constant (a label, an error's template) for the catalogue,
-and whoever shows it calls tr() on it then. The language lives in a ContextVar: a page's run sets it (each
+running context's language; `N_("...")` (imported from mha_core.messages, the one place on every floor: the engine
+may not import this module) only marks a constant (a label, an error's template) for the catalogue, and whoever shows
+it calls tr() on it then. The language lives in a ContextVar: a page's run sets it (each
 Streamlit run has its own thread and context); the CLI never does, so it stays English.
 
 The catalogue is compiled from the .po file by Babel when first asked for (no compiled file to go stale); `make
@@ -18,9 +19,9 @@ import gettext
 import io
 from pathlib import Path
 
-from mha_core.messages import N_, Explained, Worded, use_translator
+from mha_core.messages import Explained, Worded, use_translator
 
-__all__ = ["N_", "Explained", "Worded", "catalogue", "current", "has_translation", "language_of", "quoted", "tr",
+__all__ = ["Explained", "Worded", "catalogue", "current", "has_translation", "language_of", "quoted", "tr",
            "use", "worded"]
 
 LOCALES = Path(__file__).parent / "locales"

@@ -72,6 +72,6 @@ def test_the_pronoun_lines_say_only_what_the_links_show():
     asserted, not measured (the link is weak on Gemma in Chinese): a pronoun line says only which words the links
     join (on Gemma the seeds' sentences never reach the line that said it: 因为它 is one word, so the AppTest above
     cannot see it)."""
-    from views.translation import PRONOUN_LINES
+    from views.parts.translation import PRONOUN_LINES
 
     assert not any("Coreference" in line or "animal" in line for line in PRONOUN_LINES.values())

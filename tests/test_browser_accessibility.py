@@ -1,6 +1,7 @@
-"""Issue 82 in Chromium: axe-core on every page of the app (views/_visit.PAGES), in English (the default model) and
-in Chinese (Gemma 3), on a 1400-px screen and a 390-px phone: no "serious" or "critical" violation of the WCAG 2.1
-A/AA rules, every chart named for a screen reader (its sentence) and every picture with alt text.
+"""Issue 82 in Chromium: axe-core on every page of the app (mha_core/serving/pages.py's PAGES), in English (the
+default model) and in Chinese (Gemma 3), on a 1400-px screen and a 390-px phone: no "serious" or "critical"
+violation of the WCAG 2.1 A/AA rules, every chart named for a screen reader (its sentence) and every picture with alt
+text.
 
 One test per language and width walks every page in one session (the browser's back-and-forward navigation: no
 page reloads the app's scripts), axe-core injected once; the violations per page are kept in test-artifacts/ for the
@@ -20,8 +21,8 @@ pytestmark = pytest.mark.browser
 
 LOCALES = {"en": "en-US", "zh": "zh-CN"}
 PHONE_WIDTH = 390
-# the pages as the router lists them (read from the file: importing views would import torch into the tier's process)
-PAGES = re.findall(r'\("views/(\w+)\.py", N_', (ROOT / "views" / "_visit.py").read_text(encoding="utf-8"))
+# the pages as the router lists them (read from the file: importing mha_core would import torch into the tier's process)
+PAGES = re.findall(r'= Page\("(\w+)", N_', (ROOT / "mha_core" / "serving" / "pages.py").read_text(encoding="utf-8"))
 GO = """(path) => { history.pushState({}, "", path);
                    window.dispatchEvent(new PopStateEvent("popstate", {state: {}})); }"""
 UNNAMED = """() => [

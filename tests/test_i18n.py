@@ -469,3 +469,18 @@ def test_every_string_a_person_reads_in_mha_core_is_marked():
     """Before: the model menu's "(cannot be used)", the image export's reasons, a corpus's "Left out: …" note, the
     shape calculator's field names and the parameter table's owners stayed English on a Chinese page."""
     assert not unmarked_strings()
+
+
+def test_n_is_imported_from_mha_core_messages_only():
+    """Issue 80: N_ came from mha_core.messages in 36 files and from mha_core.i18n in 78; messages is the one place
+    every floor may import (the engine may not import i18n)."""
+    import ast
+
+    sources = [ROOT / "app.py", *ROOT.joinpath("mha_core").rglob("*.py"), *ROOT.joinpath("views").rglob("*.py"),
+               *ROOT.joinpath("tests").glob("*.py"), *ROOT.joinpath("benchmarks").glob("*.py")]
+    elsewhere = [f"{path.relative_to(ROOT)}:{node.lineno} from {node.module}" for path in sources
+                 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.ImportFrom) and node.module != "mha_core.messages"
+                 and any(alias.name == "N_" for alias in node.names)]
+    assert not elsewhere, elsewhere
+    assert not hasattr(i18n, "N_")

@@ -210,7 +210,7 @@ def check_heads_and_roles(server: Server, model, text: str, view, row: said.Pron
 
 
 def lesson_pair(server: Server, model, text: str) -> said.PairFigure | None:
-    """The minimal pair as the lesson's step 6 draws it by default (views/coreference.show_pair)."""
+    """The minimal pair as the lesson's step 6 draws it by default (views/parts/coreference.show_pair)."""
     words = computed.words_of(server, text)
     pronoun = default_pronoun(words)
     found = focus(text, model.name)

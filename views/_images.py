@@ -9,7 +9,8 @@ import streamlit as st
 from mha_core import LoadedModel
 from mha_core.analysis.vision.heads import ImageHeads
 from mha_core.figures import vision as figures
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import vision as computed
 from views._state import answered, chart, narrow_screen
 from views._uploads import media_bytes

@@ -10,14 +10,10 @@ import streamlit as st
 
 from mha_core import LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.corpus.readers import CorpusFormatError, decode_text
-from mha_core.i18n import N_, tr, worded
-from mha_core.serving.menu import (
-    ENCODER_DECODER_PAGE,
-    IMAGES_PAGE,
-    ModelChoice,
-    model_notice,
-    read_on_other_pages,
-)
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
+from mha_core.serving.menu import ModelChoice, model_notice, read_on_other_pages
+from mha_core.serving.pages import page_at
 from mha_core.teaching.examples import example_of, examples_for
 from views._state import (
     DESCRIBE,
@@ -136,7 +132,6 @@ def fallback_note(name: str, choice: ModelChoice) -> Callable[[], object] | None
 
 
 LAST_MODEL = "_last_model"  # the model the page before read
-MODALITY_PAGES = (ENCODER_DECODER_PAGE, IMAGES_PAGE)  # pages that read only audio, or only images
 
 
 def switch_note(model: LoadedModel) -> None:
@@ -148,7 +143,8 @@ def switch_note(model: LoadedModel) -> None:
         return
     st.info(literal(tr("This page reads {current}; the page before read {previous}. The Model list in the sidebar "
                        "chooses one for every page.", current=model.name, previous=previous)))
-    if previous in model_choices() and st.session_state.get(PAGE) not in MODALITY_PAGES:
+    page = page_at(st.session_state.get(PAGE))
+    if previous in model_choices() and (page is None or page.opens_on is None):  # not Whisper's, DINOv2's pages
         st.button(tr("Read {previous} here", previous=previous), on_click=choose, args=("model", previous),
                   key="read_previous_model")
 

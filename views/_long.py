@@ -31,7 +31,8 @@ from mha_core.analysis.long.text import (
 )
 from mha_core.figures import long as figures
 from mha_core.figures.charts import layer_head_grid
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import corpus as computed_corpus
 from mha_core.serving.export import json_text
 from mha_core.serving.limits import MAX_PIECES, megabytes

@@ -13,7 +13,8 @@ from mha_core.analysis.coref.sentence import Word
 from mha_core.analysis.heads.roles import head_label, ranked_heads
 from mha_core.analysis.lm.patching import HEAD, HEADS, RESIDUAL, WHAT, PatchGrid
 from mha_core.figures import charts, colours
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.serving.export import json_text
 from views._state import chart, queued

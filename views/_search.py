@@ -11,7 +11,8 @@ import streamlit as st
 from mha_core import AttentionResult, LoadedModel, i18n
 from mha_core.analysis.index.search import SearchResult
 from mha_core.figures.index import summary_figure
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import index as computed_index
 from mha_core.serving.computed import text as computed
 from mha_core.serving.export import json_text

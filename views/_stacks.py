@@ -16,7 +16,8 @@ from mha_core.analysis.seq2seq.transcribe import Transcript
 from mha_core.figures import charts, colours
 from mha_core.figures import seq2seq as figures
 from mha_core.figures.roles import role_grid_figure
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import seq2seq as computed
 from mha_core.serving.computed.seq2seq import KIND_NAMES, KINDS
 from mha_core.serving.export import json_text

@@ -25,7 +25,8 @@ from mha_core.figures import charts
 from mha_core.figures.projector import for_projector
 from mha_core.figures.spec import FigureDict
 from mha_core.figures.summary import describe, described
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed.seq2seq import KINDS
 from mha_core.serving.heavy import JobState

@@ -3,7 +3,8 @@ media a visitor gives a page (a file, or what the browser's microphone or camera
 
 An analysis runs once per server for its key, however many visitors ask at once (the others wait for
 it); corpus analyses and single sentences live in separate stores, so typed sentences never evict a
-corpus. Uploads are capped: at most UPLOAD_MAX_SENTENCES sentences or examples are analysed per file.
+corpus. Uploads are capped: at most UPLOAD_MAX_SENTENCES (mha_core.serving.limits) sentences or examples are
+analysed per file.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import streamlit as st
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.coref.gap import CorefResult
 from mha_core.analysis.corpus.readers import CorpusFormatError, ParsedSentence, decode_text, read_gap
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import corpus as computed_corpus
-from mha_core.serving.limits import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES
+from mha_core.serving.limits import CORPUS_MAX_PIECES, CORPUS_TEXT_MAX_PIECES, UPLOAD_MAX_SENTENCES
 from views._state import queued
 from views._text import literal
 from views._visit import widget
 
-UPLOAD_MAX_SENTENCES = 5_000  # sentences (CoNLL-U) or examples (GAP) analysed per upload: ~1 min on 2 cores
 SHARED_GAP = Path(__file__).resolve().parents[2] / "shared" / "data" / "gap" / "gap-validation.tsv"
 
 

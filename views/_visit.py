@@ -20,7 +20,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from mha_core import i18n
 from mha_core.figures.charts import head_tick
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.serving.pages import PAGES
 from mha_core.serving.visit import UNBOUND, Visit
 
 T = TypeVar("T")
@@ -53,30 +54,13 @@ def begin_run() -> None:
     i18n.use(language())
 
 
-PAGES = (  # the app's pages (app.py routes to them): file, title, icon; the first is the default
-    ("views/heads.py", N_("Heads"), ":material/grid_view:"),
-    ("views/lesson.py", N_("Lesson"), ":material/co_present:"),
-    ("views/roles.py", N_("Roles"), ":material/label:"),
-    ("views/coreference.py", N_("Coreference"), ":material/link:"),
-    ("views/contributions.py", N_("Contributions"), ":material/bolt:"),
-    ("views/explanations.py", N_("Explanations"), ":material/psychology_alt:"),
-    ("views/predictions.py", N_("Predictions"), ":material/trending_up:"),
-    ("views/corpus.py", N_("Across a corpus"), ":material/scatter_plot:"),
-    ("views/parameters.py", N_("Parameters"), ":material/calculate:"),
-    ("views/efficiency.py", N_("Efficiency"), ":material/speed:"),
-    ("views/walkthrough.py", N_("Walkthrough"), ":material/school:"),
-    ("views/seq2seq.py", N_("Encoder–decoder"), ":material/translate:"),
-    ("views/translation.py", N_("Translation"), ":material/g_translate:"),
-    ("views/images.py", N_("Images"), ":material/image:"),
-)
-
-
 @st.cache_resource(show_spinner=False, max_entries=len(i18n.LANGUAGES))
 def page_templates(language: str) -> tuple[st.Page, ...]:
-    """The pages with their titles in `language`, made once per server: making one resolves and checks its file, and
-    making all thirteen was about 4 % of a click's server time when every run made them."""
-    return tuple(st.Page(path, title=tr(title), icon=icon, default=k == 0)
-                 for k, (path, title, icon) in enumerate(PAGES))
+    """The pages (each declared once: mha_core.serving.pages) with their titles in `language`, made once per server:
+    making one resolves and checks its file, and making all fourteen was about 4 % of a click's server time when
+    every run made them."""
+    return tuple(st.Page(page.path, title=tr(page.title), icon=page.icon, default=k == 0)
+                 for k, page in enumerate(PAGES))
 
 
 def navigation_pages() -> list[st.Page]:

@@ -10,7 +10,8 @@ from mha_core.analysis.heads.roles import head_label
 from mha_core.analysis.lm.ablation import MODES
 from mha_core.analysis.lm.measures import MEASURE_HELP, default_measure, measures_for
 from mha_core.figures import charts, colours
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.serving.export import json_text, matrix_csv
 from views._inputs import sentence_box
@@ -249,5 +250,4 @@ def main() -> None:
             show_ablation(model, text)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

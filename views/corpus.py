@@ -21,7 +21,8 @@ from mha_core.analysis.heads.projection import TSNE, UMAP, UMAP_EPOCHS, duration
 from mha_core.analysis.heads.qk_view import BY_POS, COLOUR_BY, PROJECTIONS, QKView, strongest_keys
 from mha_core.analysis.heads.roles import head_label, role_labels
 from mha_core.figures.corpus import distance_heatmap, head_map_figure, qk_figure
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import corpus as computed_corpus
 from mha_core.serving.computed import index as computed_index
 from mha_core.serving.computed import text as computed
@@ -252,5 +253,4 @@ def main() -> None:
         show_qk_view(model, corpus, key)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

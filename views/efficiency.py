@@ -162,5 +162,4 @@ def main() -> None:
     cost_section(model)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

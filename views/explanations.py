@@ -95,5 +95,4 @@ def main() -> None:
             st.markdown(f"**{tr(METHOD_NAMES[name])}**: {tr(METHOD_NOTES[name])}")
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

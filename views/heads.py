@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -17,7 +16,8 @@ from mha_core.analysis.heads.display import (
 )
 from mha_core.analysis.heads.roles import ranked_heads
 from mha_core.figures import charts
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.serving.export import (
     attention_csv,
@@ -34,7 +34,8 @@ from views._search import show_search
 from views._stacks import attention_kind, show_kind_heads
 from views._state import chart, check_length, checked_run, current_model, narrow_screen, path_caption, server
 from views._text import literal
-from views._visit import choose, chosen, head_taps, tabs, widget
+from views._visit import chosen, tabs, widget
+from views.parts.heads import show_overview
 
 NUMBERS_MAX_UNITS = 20  # write weights in cells only when they stay readable
 LINE_VIEW_MAX_UNITS = 60
@@ -51,43 +52,12 @@ def options_sidebar(text: str) -> tuple[bool, bool, bool]:
     return hide, merge, avg
 
 
-def pick_head_from_overview() -> None:
-    points = st.session_state["overview"].selection.points
-    if points:
-        layer, head = points[0]["customdata"]
-        choose("layer", int(layer))
-        choose("head", int(head))
-
-
 def head_pickers(n_layers: int, n_heads: int, default: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     left, right = st.columns(2)
     layer = widget(left.selectbox, "layer", default[0], tr("Layer"), options=range(n_layers), format_func=tr)
     head = widget(right.selectbox, "head", default[1], tr("Head"), options=range(n_heads), disabled=n_heads == 1,
                   format_func=lambda h: tr("mean of heads") if n_heads == 1 else str(h))
     return layer, (0 if n_heads == 1 else head)
-
-
-def show_overview(maps: np.ndarray, selected: tuple[int, int], base: tuple, across: bool = False) -> None:
-    """Every head's tile, clicking one opens it; a phone sees one layer; `across` (the lesson on a projector): a model
-    with more layers than heads draws its layers across the screen, not down a thin strip, under the step's own title
-    and words (no heading of its own: the step fits a 1080-pixel projector)."""
-    if not across:
-        st.subheader(tr("All heads at a glance"))
-        st.caption(tr("Each tile is one head's map (query rows, key columns); click a tile to open that head in the "
-                      "views above. Longer texts are pooled (keys summed, queries averaged) to at most "
-                      "{overview_max_bins}×{overview_max_bins} per tile.", overview_max_bins=charts.OVERVIEW_MAX_BINS))
-    if narrow_screen():  # a phone: one layer, three heads to a row, stays legible
-        st.caption(tr("On a narrow screen the overview shows layer {selected}: pick another layer above.",
-            selected=selected[0]))
-        build = lambda: charts.layer_tiles_figure(maps[selected[0]], *selected)  # noqa: E731
-    elif across and maps.shape[0] > maps.shape[1]:
-        build = lambda: charts.layers_across_figure(maps, selected)  # noqa: E731
-    else:
-        build = lambda: charts.overview_figure(maps, selected=selected)  # noqa: E731
-    chart((*base, "overview", selected, across), build, key="overview", on_select=pick_head_from_overview,
-          selection_mode="points")
-    if narrow_screen():
-        head_taps(maps.shape[1], *selected)
 
 
 def show_one_head(result: AttentionResult, view: AttentionView, layer: int, head: int, avg: bool, base: tuple
@@ -332,5 +302,4 @@ def main() -> None:
     show_overview(view.maps, (layer, head), base)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

@@ -26,36 +26,19 @@ from mha_core.analysis.vision.heads import (
 )
 from mha_core.figures import charts
 from mha_core.figures import vision as figures
-from mha_core.figures.summary import mosaic_alt
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import vision as computed
-from views._images import chosen_image, head_and_query, pick_patch, query_picker, show_steps, token_name
+from views._images import chosen_image, head_and_query, pick_patch, show_steps, token_name
 from views._inputs import model_card
 from views._state import answered, chart, current_model, model_choices, narrow_screen, queued
 from views._visit import choose, stop, tabs, widget
+from views.parts.images import every_head_tab
 
 TABS = (N_("Every head"), N_("One head"), N_("Step by step"), N_("Rollout"), N_("Explanations"),
         N_("Distance by depth"), N_("Roles"))
 EXPLAINED_BY = ("occlusion", "ig")  # the methods a photo's patches are ranked by (input × gradient is 0 at the photo)
 IG_STEPS = (16, 32, 64, 128)  # DINOv2-small's pixels need about 128 (bench_explain_vision.py): the default
-
-
-def every_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads, wide: bool = False,
-                   where: tuple | None = None) -> None:
-    """Every head's overlay for the chosen query, layers down (`wide`: layers across, as a projector needs); the
-    query's picker in where[0], the picture in where[1] (by default one under the other)."""
-    where = where or (st.container(), st.container())
-    with where[0]:
-        query = query_picker(heads, "img_query")
-    with where[1], st.spinner(tr("Drawing every head…")):
-        png = answered(computed.mosaic_of, model, data, side, query, wide)
-    if png is not None:
-        where[1].image(png, width="stretch" if not narrow_screen() and not wide else "content",
-                       output_format="PNG", alt=mosaic_alt(model.n_layers, model.n_heads, wide))  # sent as made
-    laid_out = (tr("Every head of every layer (L, across) and head (H, down)") if wide else
-                tr("Every head of every layer (L, down) and head (H, across)"))
-    where[1].caption(tr("{where}: the photo lit where {query} looks and dimmed where it does not, each tile scaled to "
-                        "its own largest weight.", where=laid_out, query=token_name(heads, query)))
 
 
 def one_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads) -> None:
@@ -228,5 +211,4 @@ def main() -> None:
                 TAB_VIEWS[tab_id](model, data, side, heads)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

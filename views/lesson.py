@@ -1,6 +1,6 @@
 """The lesson (issue 47): the seed topics in order, one step a screen, each with the pages' own live view on the
-class's sentence; "Back" / "Next", a step list, `?step=N`, and a link to explore each step on its page. The steps'
-words are mha_core.teaching.lesson's."""
+class's sentence (their parts in views/parts/, which the pages draw too); "Back" / "Next", a step list, `?step=N`, and
+a link to explore each step on its page. The steps' words are mha_core.teaching.lesson's."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from mha_core.serving.computed import explain as computed_explain
 from mha_core.serving.computed import seq2seq as computed_seq2seq
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed import translation as computed_translation
+from mha_core.serving.pages import BY_NAME
 from mha_core.teaching.claims import (
     Claim,
     coreference_claims,
@@ -41,7 +42,6 @@ from mha_core.teaching.examples import PRONOUNS, TRANSLATED, written_language
 from mha_core.teaching.explain_step import ATTENTION, explanation_claims
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
-from views import coreference, heads, images, parameters, seq2seq, translation, walkthrough
 from views._class import (
     class_code,
     class_part,
@@ -72,6 +72,7 @@ from views._state import (
 )
 from views._text import literal, one_line
 from views._visit import choose, chosen, forget, stop, widget
+from views.parts import coreference, heads, images, parameters, seq2seq, translation, walkthrough
 
 OWN_STEP = "own_step"  # the step a student of a class went to on their own (none: the teacher's)
 LESSON_ROWS = 5  # the heads a step's table lists: a projector shows the step without scrolling
@@ -293,7 +294,8 @@ def show_step(number: int, text: str) -> None:
     model = step_model(step)
     STEP_VIEWS[step.key](model, text)
     query = {} if step.model is CLASS_MODEL else {"model": step.model}
-    st.page_link(step.page, label=tr("Explore this on its page"), icon=":material/open_in_new:", query_params=query)
+    st.page_link(BY_NAME[step.page].path, label=tr("Explore this on its page"), icon=":material/open_in_new:",
+                 query_params=query)
 
 
 def student_page(code: str, state: ClassState) -> None:
@@ -360,5 +362,4 @@ def main() -> None:
         teacher_page(state.code if state else None, state)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__)
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

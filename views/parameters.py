@@ -12,7 +12,6 @@ from mha_core.analysis.params.counts import (
     PATCHES,
     TOKEN_PARAMETERS,
     ModelBreakdown,
-    attention_shape,
     biased_projections,
     calculator_check,
     head_slices,
@@ -25,18 +24,19 @@ from mha_core.analysis.params.shapes import (
     count_shape,
     count_walk,
     make_shape,
-    single_head_equivalent,
     two_bias_miscount,
 )
 from mha_core.figures import charts
 from mha_core.figures import params as param_figures
-from mha_core.i18n import N_, tr, worded
+from mha_core.i18n import tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card
-from views._state import chart, current_model, plain_chart, server
+from views._state import current_model, plain_chart, server
 from views._text import literal
 from views._visit import tabs, widget
+from views.parts.parameters import show_costs, show_single_vs_multi
 
 
 def show_model(model: LoadedModel) -> None:
@@ -195,50 +195,6 @@ def show_calculator() -> AttentionShape | None:
     return shape
 
 
-def show_single_vs_multi(shape: AttentionShape) -> None:
-    st.subheader(tr("One head or h heads?"))
-    single = single_head_equivalent(shape)
-    multi_count, single_count = count_shape(shape).total, count_shape(single).total
-    left, right = st.columns(2)
-    left.metric(tr("{n_heads} heads of d_k = {d_k}", n_heads=shape.n_heads, d_k=shape.d_k),
-                tr("{count:,} parameters", count=multi_count))
-    right.metric(tr("1 head of d_k = {d_k}", d_k=single.d_k), tr("{count:,} parameters", count=single_count))
-    st.markdown(
-        tr(
-            "Splitting into heads adds no parameters: head *i* uses columns {d_k}·i … {d_k}·(i+1)−1 of the same "
-            "d_model × {width} projection, so the {n_heads} slices tile the one matrix. What changes is the compute "
-            "of the scores: each head computes its own n × n map from d_k = {d_k} features, 2·n²·d_k FLOPs per "
-            "head, and the h heads together do the same 2·n²·h·d_k FLOPs as one wide head, split h ways (and h maps "
-            "instead of one).",
-            d_k=shape.d_k,
-            width=shape.n_heads * shape.d_k,
-            n_heads=shape.n_heads,
-        )
-    )
-    if shape.n_kv_heads != shape.n_heads:
-        st.caption(tr("With shared key/value heads (GQA/MQA) the single-head equivalent keeps one key/value head."))
-
-
-def show_model_costs(model: LoadedModel, one_row: bool = False) -> None:
-    """show_costs for the model's own shape (its modules' d_k, d_v and key/value heads), its layout marked."""
-    show_costs(attention_shape(model), model.n_layers, one_row, owner=model.name)
-
-
-def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False, owner: str | None = None) -> None:
-    """FLOPs, the attention map's bytes and the KV cache against the length (`one_row`: the three side by side;
-    `owner`: the model whose shape it is, named on its own KV-cache line)."""
-    st.subheader(tr("Cost against sequence length"))
-    n_max = widget(st.select_slider, "calc_nmax", 8192, tr("Longest n"), options=[512, 2048, 8192, 32768, 131072])
-    c1, c2, c3 = st.columns(3) if one_row else (*st.columns(2), st.container())
-    with c1:  # built once per server for each shape and length (a class on the cost step asks for the same three)
-        chart(("flops", shape, n_max), lambda: param_figures.flops_figure(shape, n_max), key="flops")
-    with c2:
-        chart(("memory", shape, n_max), lambda: param_figures.memory_figure(shape, n_max), key="memory")
-    with c3:
-        chart(("kv cache", shape, n_layers, n_max, owner),
-              lambda: param_figures.kv_cache_figure(shape, n_layers, n_max, owner), key="kv_cache")
-
-
 def show_norms(model: LoadedModel) -> None:
     qk, ov = computed.weight_norms_of(server(), model)
     left, right = st.columns(2)
@@ -284,5 +240,4 @@ def main() -> None:
             show_norms(model)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

@@ -12,7 +12,8 @@ from mha_core.analysis.lm.generate import MAX_NEW, has_chat_template
 from mha_core.analysis.lm.head import answer_slot, lm_head, read_at, token_id
 from mha_core.figures import charts, colours
 from mha_core.figures.predict import LENS_MAX_COLUMNS, LENS_PHONE_COLUMNS, lens_figure
-from mha_core.i18n import N_, quoted, tr, worded
+from mha_core.i18n import quoted, tr, worded
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.examples import Question
 from views._inputs import sampling_settings, sentence_box, set_sentence
@@ -258,5 +259,4 @@ def main() -> None:
                 view()
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

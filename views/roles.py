@@ -23,7 +23,8 @@ from mha_core.analysis.heads.roles import (
 )
 from mha_core.figures import charts
 from mha_core.figures.roles import role_grid_figure
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import corpus as computed_corpus
 from mha_core.serving.computed import text as computed
 from mha_core.serving.limits import without_spaces
@@ -261,5 +262,4 @@ def main() -> None:
             )
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

@@ -4,43 +4,30 @@ takes Q from the decoder and K, V from the encoder's output: where the decoder l
 
 from __future__ import annotations
 
-import contextlib
-
 import pandas as pd
 import streamlit as st
 
 from mha_core import LoadedModel, i18n
 from mha_core.analysis.seq2seq.transcribe import MAX_WRITTEN, Transcript
 from mha_core.figures import seq2seq as figures
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import seq2seq as computed
 from mha_core.serving.computed.seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
 from mha_core.teaching.examples import SPOKEN
 from views._inputs import model_card, sentence_box
 from views._stacks import CAPTIONS, kind_pickers, show_frames, show_steps
-from views._state import answered, chart, current_model, model_choices, narrow_screen
+from views._state import answered, chart, current_model, model_choices
 from views._text import literal
 from views._uploads import media_bytes
 from views._visit import choose, chosen, stop, tabs, widget
+from views.parts.seq2seq import cross_tab
 
 SOURCES = (N_("Speak a sentence"), N_("Upload a recording"), N_("Record with the microphone"))
 LANGUAGES = {"auto": N_("detect it"), "en": N_("English"), "zh": N_("Chinese"), "de": N_("German"), "fr": N_("French"),
              "es": N_("Spanish"), "ja": N_("Japanese")}  # Whisper's codes for the languages offered
 TABS = (N_("Cross-attention"), N_("Every head"), N_("Word timestamps"), N_("Encoder over time"))
 TASK_NAMES = {"transcribe": N_("Write what is said"), "translate": N_("Translate into English")}
-ALL_HEADS = -1
-
-
-def head_pickers(model: LoadedModel, context: tuple, averaged: bool = True) -> tuple[int, int | None]:
-    """A decoder layer (the last by default) and one of its heads, or all averaged."""
-    left, right = st.columns(2)
-    decoder = model.decoder
-    layer = widget(left.selectbox, "x_layer", decoder.n_layers - 1, tr("Decoder layer"), context=context,
-                   options=list(range(decoder.n_layers)))
-    heads = ([ALL_HEADS] if averaged else []) + list(range(decoder.n_heads))
-    head = widget(right.selectbox, "x_head", heads[0], tr("Head"), context=context, options=heads,
-                  format_func=lambda h: tr("all heads averaged") if h == ALL_HEADS else tr("head {head}", head=h))
-    return layer, None if head == ALL_HEADS else head
 
 
 def clip_bytes(model: LoadedModel) -> bytes | None:
@@ -116,22 +103,6 @@ def whisper_page(model: LoadedModel) -> None:
                 TAB_VIEWS[tab_id](model, heard, audio, key)
 
 
-def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple, pickers_below: bool = False) -> None:
-    """The spectrogram over one decoder head's cross-attention, its layer and head picked above it (`pickers_below`:
-    under it, so that a phone's first screen shows the chart)."""
-    figure, pickers = (st.container(), st.container()) if pickers_below else (None, None)
-    with pickers or contextlib.nullcontext():
-        layer, head = head_pickers(model, key[:1])
-    with figure or contextlib.nullcontext():
-        chart(("x_spectrogram", *key, layer, head), lambda: figures.spectrogram_cross_figure(
-            heard, layer, head, narrow_screen()), width="stretch")
-    if head is not None:
-        show_steps(computed.heard_steps_of, model, audio, heard.language, layer, head, heard.task)
-    st.caption(tr("Top: the clip's log-mel spectrogram (time across, pitch up), each word's span outlined. Bottom: "
-                  "each row is the decoder reading one piece and writing the next; its colour shows where in the audio "
-                  "its cross-attention listens (Q from the decoder, K and V from the encoder's frames)."))
-
-
 def heads_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple) -> None:
     scores = heard.heads
     chart(("x_heads", *key), lambda: figures.head_scores_figure(heard.heads), width="stretch")
@@ -203,7 +174,7 @@ def text_page(model: LoadedModel) -> None:
 
 
 def alignment_table(model: LoadedModel, source: str, target: str | None, layer: int, head: int) -> None:
-    aligned = answered(computed.alignment_of, model, source, target, layer, head)
+    aligned = answered(computed.cross_alignment_of, model, source, target, layer, head)
     if aligned is None or not aligned.argmax:
         return
     pairs = set(aligned.symmetric)
@@ -241,5 +212,4 @@ def main() -> None:
         not_encoder_decoder(model)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

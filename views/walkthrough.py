@@ -3,40 +3,25 @@ paper, with the real tensors of the model, and guided lessons checked against th
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from mha_core import AttentionResult, LoadedModel, i18n
 from mha_core.analysis.lm.head import has_lm_head, lm_head, read_at
-from mha_core.figures import charts, colours
-from mha_core.i18n import N_, tr
+from mha_core.figures import charts
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.serving.computed import text as computed
 from mha_core.teaching.lessons import is_right, load_lessons, not_applicable, reveal
-from mha_core.teaching.step_shapes import (
-    StepShapes,
-    concat_sentence,
-    output_sentence,
-    projection_sentence,
-    scale_name,
-    scale_sentence,
-    softmax_formula,
-    step_shapes,
-)
-from mha_core.teaching.walkthrough import (
-    Walkthrough,
-    backend_words,
-    code_for_step,
-    design_notes,
-    row_entropy,
-    softmax_at_scale,
-)
+from mha_core.teaching.step_shapes import StepShapes, concat_sentence, output_sentence, projection_sentence, step_shapes
+from mha_core.teaching.walkthrough import Walkthrough, backend_words, code_for_step, design_notes
 from views._images import chosen_image, show_steps
 from views._inputs import model_card, sentence_box, set_sentence
 from views._stacks import attention_kind, show_kind_walkthrough
 from views._state import chart, check_length, checked_run, current_model, server
 from views._text import literal
 from views._visit import tabs, widget
+from views.parts.walkthrough import step_attention
 
 
 def pickers(model: LoadedModel, result: AttentionResult) -> tuple[int, int, int]:
@@ -113,88 +98,6 @@ def step_rope(w: Walkthrough, base: tuple) -> None:
     side_by_side(w, base, (("q_unrotated", w.q_unrotated[w.head], tr("Q of head {head} before rotation", head=w.head)),
                            ("q_rotation", w.q[w.head] - w.q_unrotated[w.head],
                             N_("What the rotation changed (after − before)"))))
-
-
-def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int, base: tuple,
-                   brief: bool = False) -> None:
-    """The scores and the softmax of one head, one row at a scale of the visitor's, the output and the code
-    (`brief`: the scores, the softmax and the output only)."""
-    dk = s.d_k
-    (st.subheader if brief else st.header)(tr("2. Scaled dot-product attention (head {head})", head=w.head))
-    st.markdown(scale_sentence(s))
-    if not w.visible.all():
-        st.caption(tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
-                      "number (the mask), so a token attends only to itself and the tokens before it."))
-    if w.position_bias is not None:
-        title = tr("ALiBi's bias of head {head}, added to the scaled scores", head=w.head) if model.arch.alibi else tr(
-            "Head {head}'s relative-position bias (learned per bucket of distance), added to the scores", head=w.head)
-        seen = np.where(w.visible, w.position_bias, np.nan)  # the keys each query sees
-        chart((*base, "alibi"), lambda: charts.matrix_spec(seen, list(w.tokens), title,
-                                                      cols=charts.indexed_labels(w.tokens)), key="alibi")
-    if w.group > 1:
-        st.caption(
-            tr(
-                "Grouped-query attention: head {head} uses the keys and values of key/value head {head2}, shared "
-                "with query heads {head3}–{head4}.",
-                head=w.head,
-                head2=w.kv_head,
-                head3=w.sharing[0],
-                head4=w.sharing[-1],
-            )
-        )
-    left, right = st.columns(2)
-    cols = charts.indexed_labels(w.tokens)
-    with left:
-        chart(
-            (*base, "raw"),
-            lambda: charts.matrix_spec(w.raw_scores, list(w.tokens), N_("QKᵀ before scaling"), cols=cols),
-            key="raw_scores",
-        )
-    with right:
-        chart(
-            (*base, "probs"),
-            lambda: charts.matrix_spec(
-                w.probs, list(w.tokens), softmax_formula(s), cols=cols, colorscale=colours.WEIGHTS, zmid=None
-            ),
-            key="probs",
-        )
-    if not brief:
-        scaled_row(w, s, query, base)
-    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in w.strongest_keys(query))
-    out = w.context[w.head, query]
-    st.markdown(
-        tr(
-            "Output for '{tokens}' = {parts} + … = [{value}, …] ({dk} numbers)",
-            tokens=literal(w.tokens[query]),
-            parts=parts,
-            value=", ".join(f"{x:.2f}" for x in out[:6]),
-            dk=dk,
-        )
-    )
-    if not brief:
-        st.code(code_for_step(2), language="python", wrap_lines=True)
-
-
-def scaled_row(w: Walkthrough, s: StepShapes, query: int, base: tuple) -> None:
-    """One query's row of weights at a scale the visitor picks (the model's own by default)."""
-    scale = widget(st.slider, "wt_scale", float(round(w.scale, 3)),  # another model: its own scale
-                   tr("Scale applied before softmax (the model uses {rule} = {scale:.4f})", rule=scale_name(s),
-                      scale=s.scale), 0.01, 1.0, step=0.001,
-                   context=(w.scale,), fits=lambda v: 0.01 <= v <= 1.0)
-    row = softmax_at_scale(
-        w.raw_scores[query], scale, w.visible[query],
-        None if w.position_bias is None else w.position_bias[query], w.softcap
-    )
-    chart(
-        (*base, "row", query, scale),
-        lambda: charts.token_bar_figure(
-            list(w.tokens),
-            row,
-            tr("Row of '{token}' at scale {scale:.3f}: entropy {entropy:.2f} nats (model's: {model:.2f})",
-               token=w.tokens[query], scale=scale, entropy=row_entropy(row), model=row_entropy(w.probs[query])),
-        ),
-        key="scaled_row",
-    )
 
 
 def step_concat_and_output(w: Walkthrough, model: LoadedModel, s: StepShapes, base: tuple) -> None:
@@ -396,5 +299,4 @@ def main() -> None:
         parity_badge(model, text)
 
 
-if __name__ == "__main__":  # run as a page (st.Page runs it as __main__); imported: its views only
-    main()
+main()  # st.Page runs the file; no module imports a page (tests/test_pages.py)

@@ -19,7 +19,8 @@ from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
 from mha_core.figures import colours
 from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
 from mha_core.figures.summary import lines_of_heads, overview_sentence, strongest_link, with_summary
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
 

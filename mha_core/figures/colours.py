@@ -14,7 +14,7 @@ at least 10 apart from them under every simulation.
 
 from __future__ import annotations
 
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 # Sequential and diverging scales: plotly's names, or [[position, colour], …].
 WEIGHTS = "Blues"  # attention weights, shares, probabilities: 0 pale, the largest dark

@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 from mha_core.analysis.efficiency.cost import AttentionCost
 from mha_core.figures import charts, colours
 from mha_core.figures.spec import FigureDict, finished
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 KERNEL_NAMES = {"explicit": N_("explicit (n² weights stored)"), "fused": N_("fused (SDPA)"),
                 "window": N_("window (band in blocks)"), "linear": N_("linear (φ(q)·(φ(k)ᵀv))")}

@@ -9,7 +9,8 @@ from mha_core.analysis.index.search import SUMMARY_FIELDS, SearchResult
 from mha_core.figures import colours
 from mha_core.figures.charts import safe_label
 from mha_core.figures.spec import FigureDict, finished
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 FIELD_TITLES = {"word": N_("Words"), "pos": N_("Parts of speech"), "deprel": N_("Relations")}
 

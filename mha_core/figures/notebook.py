@@ -33,7 +33,8 @@ from mha_core.figures.predict import lens_figure
 from mha_core.figures.roles import role_grid_figure
 from mha_core.figures.seq2seq import seq2seq_figure, transcript_figure
 from mha_core.figures.translation import alignment_matrix_figure, head_aer_figure
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 
 def attention_figure(result: AttentionResult, layer: int | None = None, head: int | None = None,

@@ -18,7 +18,8 @@ from mha_core.analysis.params.shapes import (
 from mha_core.figures import colours
 from mha_core.figures.colours import FUSED_QKV, KIND_COLOURS, PARAMETER_COLOURS, RELATIVE_BIAS
 from mha_core.figures.spec import FigureDict, finished
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 PART_GROUPS = {  # stacked-bar segments: display part names -> segment
     "W_Q": "W_Q + b_Q", "b_Q": "W_Q + b_Q", "W_K": "W_K + b_K", "b_K": "W_K + b_K",

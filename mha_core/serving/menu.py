@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 from mha_core.engine.loading import bundled
 from mha_core.engine.loading.dirs import MODEL_DIR_ENV, bundled_dirs, check_model_dir, resolve_model_dir
 from mha_core.engine.loading.folder import ModelLoadError, parameter_count, read_config, read_revision, weight_headers
-from mha_core.i18n import N_, Worded, tr
+from mha_core.i18n import Worded, tr
+from mha_core.messages import N_
+from mha_core.serving.pages import ENCODER_ALONE, KINDS, TRANSLATION, WHOLE, page_at
 
 if TYPE_CHECKING:
     from mha_core.engine.loading.model import LoadedModel
@@ -132,16 +134,6 @@ def cache_choice(repo: Path, name: str, limit: int) -> ModelChoice:
     return ModelChoice(name, snapshot, HF_CACHE, family, parameters, refused)
 
 
-ENCODER_DECODER_PAGE = "seq2seq"  # the page that reads encoder–decoders whole (views/seq2seq.py)
-IMAGES_PAGE = "images"  # the page that reads Vision Transformers (views/images.py)
-TRANSLATION_PAGE = "translation"  # the page where a decoder translates (views/translation.py)
-IMAGE_PAGES = (IMAGES_PAGE, "parameters", "walkthrough")  # ... and the pages that count and step through them
-# Pages with a picker for an encoder–decoder's three kinds of attention (views/_stacks.py; "" is the default page's
-# path, Heads), and pages that read all of it (its parameters, what its decoder writes).
-STACK_PAGES = ("", "heads", "roles", "walkthrough")
-WHOLE_PAGES = (ENCODER_DECODER_PAGE, "parameters", "predictions")
-
-
 def default_kind(model: LoadedModel) -> str:
     """Which attention of an encoder–decoder a page reads unless the visitor says: a text model's encoder (every
     page's views apply), Whisper's cross-attention (its encoder hears frames of sound)."""
@@ -157,27 +149,29 @@ def read_on_other_pages(error: ModelLoadError) -> bool:
     return error.code in READ_ON_OTHER_PAGES
 
 
-def page_model(model: LoadedModel, page: str | None, kind: str | None = None) -> LoadedModel:
-    """The model as `page` reads it. An encoder–decoder is read whole by the pages that read all of it
-    (WHOLE_PAGES) and by the pages with a picker for its kinds of attention (STACK_PAGES) unless `kind` is a text
-    model's "encoder"; elsewhere, and for that kind, as its encoder alone (an encoder reading the sentence's pieces).
-    An encoder that hears audio (Whisper's) cannot be read alone: refused in one sentence."""
-    if model.arch.image and page not in IMAGE_PAGES:
+def page_model(model: LoadedModel, url_path: str | None, kind: str | None = None) -> LoadedModel:
+    """The model as the page at `url_path` reads it (its declaration: serving/pages.py). An image model only on the
+    pages that read images or weights. An encoder–decoder is read whole by the pages that read all of it (WHOLE) and
+    by the pages with a picker for its kinds of attention (KINDS) unless `kind` is a text model's "encoder"; elsewhere,
+    and for that kind, as its encoder alone (an encoder reading the sentence's pieces). An encoder that hears audio
+    (Whisper's) cannot be read alone: refused in one sentence."""
+    page = page_at(url_path)
+    if model.arch.image and not (page and page.reads_images):
         raise ModelLoadError("page_reads_no_images",
                              N_("this page reads text, and {name} reads images: the Images, Walkthrough and Parameters "
                                 "pages read it (as does python -m mha_core attention --image FILE)."),
                              name=model.name)
-    if model.arch.image:
+    if model.arch.image or not model.encoder_decoder:
         return model
-    if not model.encoder_decoder or page in WHOLE_PAGES or (page in STACK_PAGES and (
-            kind != "encoder" or model.arch.audio)):
-        return model
-    if model.arch.audio:
+    if model.arch.audio and not (page and page.reads_audio_models):
         raise ModelLoadError("page_reads_no_audio",
                              N_("this page reads a sentence's pieces with one stack of layers, and {name}'s encoder "
                                 "hears audio: the Heads, Roles, Walkthrough, Predictions and Encoder–decoder pages "
                                 "read it (the sentence spoken)."),
                              name=model.name)
+    reads = page.encoder_decoder if page else ENCODER_ALONE
+    if reads == WHOLE or (reads == KINDS and (kind != "encoder" or model.arch.audio)):
+        return model
     return replace(model, decoder=None)
 
 
@@ -213,17 +207,17 @@ def listed_model_bytes() -> list[int]:
     return sizes
 
 
-def default_choice(choices: tuple[ModelChoice, ...], language: str, page: str | None = None) -> ModelChoice:
-    """The model a page opens with: the first listed, except that the Encoder–decoder page opens with the bundled
-    Whisper and the Images page with the bundled DINOv2, and Chinese (and the Translation page) opens with the first
-    bundled model that reads Chinese as words (Gemma 3), where one is listed: the others read most Chinese
-    characters as [UNK] or as byte fragments."""
+def default_choice(choices: tuple[ModelChoice, ...], language: str, url_path: str | None = None) -> ModelChoice:
+    """The model the page at `url_path` opens with: the first listed, except that a page declared to open on a
+    bundled model (the Encoder–decoder page's Whisper, the Images page's DINOv2: pages.Page.opens_on) opens with it,
+    and Chinese (and the Translation page) opens with the first bundled model that reads Chinese as words (Gemma 3),
+    where one is listed: the others read most Chinese characters as [UNK] or as byte fragments."""
     bundles = {choice.name: bundled.bundle_at(Path(choice.path)) for choice in choices if choice.source == BUNDLED}
-    if page == ENCODER_DECODER_PAGE:
-        return next((choice for choice in choices if bundles.get(choice.name) is bundled.WHISPER), choices[0])
-    if page == IMAGES_PAGE:
-        return next((choice for choice in choices if bundles.get(choice.name) is bundled.DINOV2), choices[0])
-    if language == "zh" or page == TRANSLATION_PAGE:  # the Translation page reads Chinese in either language
+    page = page_at(url_path)
+    if page is not None and page.opens_on is not None:  # its declaration's (serving/pages.py)
+        return next((choice for choice in choices if getattr(bundles.get(choice.name), "name", None) == page.opens_on),
+                    choices[0])
+    if language == "zh" or page is TRANSLATION:  # the Translation page reads Chinese in either language
         for choice in choices:
             bundle = bundles.get(choice.name)
             if bundle is not None and bundle.reads_chinese:

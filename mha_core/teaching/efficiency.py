@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 
 if TYPE_CHECKING:
     from mha_core.analysis.efficiency.cost import AttentionCost

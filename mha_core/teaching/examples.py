@@ -138,7 +138,7 @@ def compared_words(text: str, model_name: str = "") -> tuple[list[Word], int, li
     (玛丽 and 约翰 in 玛丽把书给了约翰，因为她已经读过了; animal and street in the seeds), as word indices; None when
     the pronoun has fewer than two nouns before it."""
     words = sentence_words(text)
-    pronoun = default_pronoun(words)  # the page's pronoun and candidates (views/coreference.py pick_words)
+    pronoun = default_pronoun(words)  # the page's pronoun and candidates (views/parts/coreference.py pick_words)
     candidates = candidates_before(words, pronoun) if pronoun is not None else []
     if len(candidates) < 2:
         return None

@@ -20,7 +20,8 @@ from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import tokenize, word_pieces
-from mha_core.i18n import N_, Explained, tr
+from mha_core.i18n import Explained, tr
+from mha_core.messages import N_
 from mha_core.teaching.walkthrough import row_entropy, softmax_at_scale, walkthrough
 
 LESSONS_FILE = ASSETS / "lessons.json"

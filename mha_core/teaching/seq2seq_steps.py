@@ -15,7 +15,7 @@ import torch
 from mha_core.engine.attention import keys_values
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.forward import Seq2SeqResult
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mha_core.engine.loading.bundled import package_file
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import numpy as np
 
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
-from mha_core.i18n import N_
+from mha_core.messages import N_
 from mha_core.teaching.walkthrough import softmax_at_scale, walkthrough
 
 

@@ -25,7 +25,8 @@ from mha_core.engine.forward import run
 from mha_core.engine.hooked import run_with_cache
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 from mha_core.teaching.step_shapes import scale_note, step_shapes, width_note
 
 PATH_HELP = N_("The path is how these maps were computed. explicit: softmax(QKᵀ/√d_k) written out step by step, every "

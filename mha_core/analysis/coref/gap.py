@@ -1,4 +1,4 @@
-"""Coreference heads on a GAP corpus (the Roles page; coref_sentence reads one sentence): does a head's attention from
+"""Coreference heads on a GAP corpus (the Roles page; sentence.py reads one sentence): does a head's attention from
 the pronoun prefer the right name?
 
 Shapes: L layers, H heads, T word pieces. A span's pieces are the tokens whose character offsets
@@ -21,7 +21,7 @@ from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 COREF_TOP = 5  # heads shown and considered for the "coreference" label
 COREF_GAIN = 0.10  # … which must beat the nearest-candidate baseline by 10 points

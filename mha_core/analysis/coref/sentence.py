@@ -1,4 +1,4 @@
-"""Coreference in one sentence (the Coreference page; coref_gap scores a GAP corpus): which heads link a pronoun to
+"""Coreference in one sentence (the Coreference page; gap.py scores a GAP corpus): which heads link a pronoun to
 which earlier noun, and how a minimal pair of sentences changes that. Word level as in GAP scoring: mean over the
 pronoun's pieces of the sum over the candidate's pieces.
 
@@ -19,7 +19,8 @@ from mha_core.analysis.coref.gap import candidate_scores, span_pieces
 from mha_core.analysis.heads.roles import ranked_heads
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import without_spaces
-from mha_core.i18n import N_, Explained, quoted, tr
+from mha_core.i18n import Explained, quoted, tr
+from mha_core.messages import N_
 
 PRONOUNS = {"it", "he", "she", "they", "him", "her", "them", "his", "its", "their", "hers", "theirs", "himself",
             "herself", "itself", "themselves", "它", "他", "她", "它们", "他们", "她们"}

@@ -1,5 +1,5 @@
 """How alike heads are across a corpus (Clark et al. 2019, Figure 6), from the maps of a corpus pass
-(corpus_pass.py).
+(passes.py).
 
 - distance(a, b) is the mean, over every query token of every sentence (each token counts once), of the
   Jensen-Shannon divergence (nats) between head a's and head b's attention rows; word pieces, special tokens

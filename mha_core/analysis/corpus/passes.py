@@ -1,4 +1,4 @@
-"""One pass over a corpus that keeps what the corpus views need: head distances (head_distances.py), head
+"""One pass over a corpus that keeps what the corpus views need: head distances (distances.py), head
 metrics for the role labels (roles.py), and every token's query and key vectors in every layer, for the joint
 query-key view (qk_view.py), for the first sentences up to a memory budget.
 
@@ -33,7 +33,8 @@ from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 QK_MAX_MB = 512  # query and key vectors kept for the query-key view (float32, every layer)
 QK_MAX_TOKENS = 20_000  # and at most this many tokens (each is two points in the browser)

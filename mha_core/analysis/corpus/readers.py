@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from mha_core.app_files import ASSETS
 from mha_core.engine.tokens import MAX_INPUT_CHARS
-from mha_core.i18n import N_, Explained
+from mha_core.i18n import Explained
+from mha_core.messages import N_
 
 if TYPE_CHECKING:
     from spacy.language import Language

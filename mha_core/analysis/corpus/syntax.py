@@ -22,7 +22,7 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import merge_pieces, word_groups
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 EXCLUDED_RELATIONS = ("root", "punct")
 ALL = "all"

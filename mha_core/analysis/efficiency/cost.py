@@ -34,7 +34,8 @@ from torch import Tensor
 from mha_core.analysis.efficiency.choices import WINDOW
 from mha_core.engine.budget import budget_bytes, check_budget
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 
 KERNELS = ("explicit", "fused", "window", "linear")
 FLOAT = 4  # bytes of a float32

@@ -22,7 +22,8 @@ from mha_core.engine.hooks import HookPoint, Reader, hooks_of
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError, tokenize
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 
 FLOAT, DOUBLE = 4, 8  # bytes
 

@@ -27,7 +27,8 @@ from torch import Tensor
 
 from mha_core.analysis.efficiency.choices import SPEC_HELP  # noqa: F401 -- named without torch
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 
 MASKED = ("dense", "window", "dilated", "longformer", "bigbird")
 KERNELS = ("linear", "performer")

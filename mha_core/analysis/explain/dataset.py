@@ -27,7 +27,7 @@ from mha_core.analysis.explain.choices import DEFAULT_STEPS, METHODS, SHORT
 from mha_core.analysis.explain.explain import Explanation, explain
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 CORPUS, GAP = "corpus", "gap"
 DATASETS = (CORPUS, GAP)

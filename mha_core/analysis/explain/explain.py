@@ -48,7 +48,7 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch, tokenize
 from mha_core.engine.words import Units, word_units
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from mha_core.engine.gradients import (
 )
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from mha_core.engine.attention import EXPLICIT
 from mha_core.engine.forward import forward
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, without_spaces
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 NEXT_PIECE, MASKED, COREF = "next_piece", "masked", "coref_margin"
 

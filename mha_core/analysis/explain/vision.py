@@ -49,7 +49,7 @@ from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch
 from mha_core.engine.vision.gradients import check_image_gradient_budget, image_gradients, pixels_scores
 from mha_core.engine.vision.images import image_batch, prepare_images, read_image, run_images
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 IMAGE_METHODS = ("attention", "rollout", "inputxgrad", "gradxattn", "ig", "occlusion")
 DEFAULT_IMAGE_METHODS = ("attention", "rollout", "ig", "occlusion")

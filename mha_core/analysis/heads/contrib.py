@@ -24,7 +24,8 @@ from mha_core.engine.budget import check_budget
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import numpy as np
 from mha_core.engine.drawable import Drawable
 from mha_core.engine.result import AttentionResult, json_floats
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 CROSS_MIN = 0.4  # a head whose queries put this much of their weight on the other text, on average both ways
 

@@ -26,8 +26,7 @@ from mha_core.engine.attention import causal_bias, kv_head
 from mha_core.engine.children import ChildPool
 from mha_core.engine.heads import checked_head
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
-from mha_core.messages import Worded
+from mha_core.messages import N_, Worded
 
 BY_KIND, BY_POSITION, BY_TOKEN, BY_POS = N_("query / key"), N_("position"), N_("token"), N_("part of speech")
 COLOUR_BY = (BY_KIND, BY_POSITION, BY_TOKEN, BY_POS)

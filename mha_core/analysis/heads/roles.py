@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from mha_core.engine.drawable import Drawable
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 METRIC_TITLES = {  # marked for the catalogue: pages show them translated (metric_title)
     "cls": N_("to [CLS]"), "sep": N_("to [SEP]"), "punct": N_("to punctuation"),

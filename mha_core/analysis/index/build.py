@@ -1,5 +1,5 @@
 """Building a corpus index (issue 37): the corpus read into sentences, the pass planned in shards, the shards
-computed in this process or on Ray (index_ray.py: the same shards, byte for byte), then merged (index_write.py).
+computed in this process or on Ray (on_ray.py: the same shards, byte for byte), then merged (write.py).
 
 A build writes into its folder as it goes: build.json (what is being built), shards/ (each shard whole or absent),
 then the index's files and index.json. A build that stopped — killed, out of power, a worker lost — is run again
@@ -28,7 +28,7 @@ from mha_core.analysis.index.write import merge
 from mha_core.engine.budget import release_freed_memory
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total): stage "shards" then "index"
 BUILD = "build.json"

@@ -16,7 +16,7 @@ import numpy as np
 from mha_core.analysis.index.passes import CorpusPlan, shard_bytes, write_shard
 from mha_core.analysis.index.store import IndexFileError
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 LOCAL = "local"
 FAULT_ENV = "MHA_INDEX_FAULT"  # "K:MARKER" (tests): a replica dies on its first attempt at shard K, MARKER then written

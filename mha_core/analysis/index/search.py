@@ -27,7 +27,7 @@ from mha_core.engine.heads import model_head
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 TOP = 50  # matches a page shows
 RESCORE_FACTOR = 10  # candidates a compressed index rescores exactly, per match asked for

@@ -1,9 +1,9 @@
-"""The corpus index on disk (issue 37): shards merged (index_write.py) into one vector index per layer and kind
+"""The corpus index on disk (issue 37): shards merged (write.py) into one vector index per layer and kind
 (faiss), the pieces' metadata and the sentences in Parquet, and index.json, written last, that names the model, the
 layers and every file's size, SHA-256 and contents. An index is opened read-only and memory-mapped (thirty students
 search one copy in the page cache), after its files are checked: a folder that is not an index, a truncated or
 corrupted file, an index of another model, a file that is not the index's own — each is one sentence
-(index_checks.py), and faiss never reads a damaged file.
+(checks.py), and faiss never reads a damaged file.
 
 Files: index.json; pieces.parquet (n rows, META_COLUMNS, in the build's shard order, each sentence whole);
 sentences.parquet (id, text); L{layer}.{kind}.faiss (inner product on the stored unit vectors, index_pass); where
@@ -36,7 +36,7 @@ from mha_core.analysis.index.checks import (
     read_table,
 )
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 FORMAT, VERSION = "mha-corpus-index", 2  # 2: each vector file's layer, kind, count and width listed (issue 43)
 MANIFEST = "index.json"

@@ -51,7 +51,8 @@ from mha_core.engine.forward import HeadsEdit, final_norm, last_output, layer_ou
 from mha_core.engine.hooks import HookPoint, hooks_of, is_point
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, readable_pieces, tokenize
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 
 STRONGEST_SHOWN = 8  # heads listed under the grid
 

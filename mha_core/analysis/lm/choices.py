@@ -4,7 +4,7 @@ so that `python -m mha_core --help` and a mistyped argument answer at once."""
 
 from __future__ import annotations
 
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 ZERO, MEAN = N_("zero"), N_("mean")  # ablation modes; marked: the page shows them translated
 MODES = (ZERO, MEAN)

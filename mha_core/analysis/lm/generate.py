@@ -23,7 +23,7 @@ from mha_core.engine.hooked import checked_hooks
 from mha_core.engine.hooks import NO_HOOKS, HookFn, Hooks, NameFilter
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, ids_batch, tokenize_ending
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 MAX_NEW = 64
 ALTERNATIVES = 5

@@ -23,7 +23,8 @@ from torch import Tensor
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces
 from mha_core.engine.weights import Norm, activation_fn
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 
 @lru_cache(maxsize=8)

@@ -23,7 +23,7 @@ from mha_core.analysis.lm.choices import MEASURE_HELP, MEASURES  # noqa: F401 --
 from mha_core.analysis.lm.head import check_lm_head, lm_logits, predicts_next
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError, TokenBatch
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 
 def measures_for(model: LoadedModel) -> tuple[str, ...]:

@@ -37,7 +37,8 @@ from mha_core.engine.heads import model_head
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_, Worded, tr
+from mha_core.i18n import Worded, tr
+from mha_core.messages import N_
 
 LOGIT_DIFF, COREF_MARGIN = "logit_diff", "coref_margin"
 MIN_GAP = {LOGIT_DIFF: 0.5, COREF_MARGIN: 0.05}  # clean - corrupted below this: shares of the gap are noise

@@ -30,7 +30,8 @@ from mha_core.engine.hooks import Reader, hooks_of, is_point
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import json_floats
 from mha_core.engine.tokens import InputError, TokenBatch, readable_pieces, tokenize_ending, without_spaces
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 
 @dataclass(frozen=True)

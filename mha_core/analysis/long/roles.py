@@ -26,7 +26,7 @@ from mha_core.analysis.long.text import check_long_budget, map_block, run_long
 from mha_core.engine.budget import BudgetError
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 SINK_LENGTHS = (512, 2048, 8192)
 NEEDLE_LENGTH = 2048

@@ -32,7 +32,7 @@ from mha_core.engine.forward import Progress, check_forward_budget, forward, fus
 from mha_core.engine.loading.model import LoadedModel, for_long_texts
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import TextsLike, tokenize
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 BLOCK_ROWS = 256  # query rows rebuilt at once: (H,256,T) float32 is 75 MB for 9 heads at 8,192 pieces
 LOCAL_WINDOW = 3  # "local" attention: keys within ±3 tokens of the query

@@ -12,7 +12,8 @@ import torch
 
 from mha_core.analysis.params.shapes import AttentionShape, count_shape, make_shape
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.i18n import N_, tr
+from mha_core.i18n import tr
+from mha_core.messages import N_
 
 # What each family calls its modules (transformers' names) -> the part they hold. GPT-2's c_attn, GPT-NeoX's and
 # BLOOM's query_key_value and Phi-3's qkv_proj hold W_Q, W_K and W_V at once; the other families store them apart.

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from mha_core.i18n import N_, Explained, Worded, tr
+from mha_core.i18n import Explained, Worded, tr
+from mha_core.messages import N_
 
 MAX_DIM = 1 << 17  # 131,072: larger than any released model, small enough to stay meaningful
 

@@ -27,7 +27,7 @@ from mha_core.engine.hooks import NO_HOOKS, HookFn, Hooks, NameFilter
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.seq2seq.forward import Encoded, check_encoder_decoder, decoder_prefix, encode, target_batch
 from mha_core.engine.tokens import TokenBatch, tokenize
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 MAX_NEW = 224  # Whisper writes at most half its 448 positions per window
 COMPRESSION_RATIO = 2.4  # openai-whisper's compression_ratio_threshold

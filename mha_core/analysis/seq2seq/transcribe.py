@@ -44,7 +44,7 @@ from mha_core.engine.seq2seq.forward import (
 from mha_core.engine.seq2seq.frames import clip_positions, frames_batch
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import simplified
-from mha_core.i18n import N_
+from mha_core.messages import N_
 
 UNSPACED = ("zh", "ja", "th", "lo", "my", "yue")  # written without spaces: every character a word
 SIMPLIFIED = ("zh",)  # shown in Simplified characters (Cantonese, yue, keeps Traditional ones)

@@ -212,7 +212,7 @@ def model_class(config: PretrainedConfig) -> type:
 def encoder_decoder(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, config: PretrainedConfig,
                     path: Path) -> LoadedModel:
     """An encoder–decoder as its encoder stack, whose `decoder` is the decoder stack (each described and read
-    apart: seq2seq_weights.py)."""
+    apart: seq2seq/weights.py)."""
     encoder_arch, decoder_arch = describe_stacks(config)
     (enc_embeddings, enc_layers), (dec_embeddings, dec_layers) = read_stacks(model, encoder_arch, decoder_arch)
     pad_on_the_right(tokenizer)

@@ -157,7 +157,7 @@ def forward_seq2seq(model: LoadedModel, source: TokenBatch, target: TokenBatch, 
 
 def run_seq2seq(model: LoadedModel, sources: TextsLike, targets: Sequence[str], path: str = AUTO) -> Seq2SeqResult:
     """Every map of an encoder–decoder for source texts and their targets (teacher forcing: the decoder reads
-    each target after its start piece). Without a target, analysis.seq2seq_decode gives the model's own."""
+    each target after its start piece). Without a target, analysis/seq2seq/decode.py gives the model's own."""
     check_encoder_decoder(model)
     source = tokenize(model.tokenizer, sources, model.max_length)
     return forward_seq2seq(model, source, source_targets(model, source, targets), path)

@@ -44,7 +44,8 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import InputError
 from mha_core.figures.corpus import qk_hover
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 from mha_core.serving import on_disk
 from mha_core.serving.computed.text import of
 from mha_core.serving.server import Server, Wait

@@ -7,7 +7,7 @@ from mha_core.analysis.efficiency.answers import CorefAnswer, ProbeAnswer, coref
 from mha_core.analysis.efficiency.cost import KERNELS, AttentionCost, attention_cost, model_shape
 from mha_core.analysis.efficiency.fidelity import PatternedRun, with_pattern
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.i18n import N_
+from mha_core.messages import N_
 from mha_core.serving.computed.text import of
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.examples import compared_words

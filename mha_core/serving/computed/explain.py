@@ -7,7 +7,7 @@ from __future__ import annotations
 from mha_core.analysis.explain.choices import METHODS
 from mha_core.analysis.explain.explain import Explanation, explain
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.i18n import N_
+from mha_core.messages import N_
 from mha_core.serving.computed.text import of
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.explain_step import AttentionBeside, attention_beside

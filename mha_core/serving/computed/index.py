@@ -29,7 +29,8 @@ from mha_core.analysis.index.store import (
 from mha_core.engine.loading.bundled import bundle_at, cache_name, cache_root
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 from mha_core.serving.computed.text import of, result_of
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.examples import focus_words

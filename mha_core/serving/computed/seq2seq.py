@@ -25,14 +25,14 @@ from mha_core.engine.seq2seq.forward import (
     text_targets,
 )
 from mha_core.engine.tokens import tokenize, without_spaces
-from mha_core.i18n import N_
+from mha_core.messages import N_
 from mha_core.serving.computed.text import digest, of
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.seq2seq_steps import CrossSteps, cross_steps
 
 OWN_NEW = 64  # pieces of the model's own output, at most
-__all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "alignment_of", "clip_of", "cross_scores_of", "decoded_of", "digest",
-           "frame_summaries_of", "heard_of", "heard_steps_of", "read_steps_of", "seq2seq_of", "spoken_of",
+__all__ = ["KINDS", "KIND_NAMES", "WHISPER_NAME", "clip_of", "cross_alignment_of", "cross_scores_of", "decoded_of",
+           "digest", "frame_summaries_of", "heard_of", "heard_steps_of", "read_steps_of", "seq2seq_of", "spoken_of",
            "text_steps_of", "transcript_of", "word_audio_of", "decoder_roles_of", "spoken_frame_summaries_of"]
 
 
@@ -49,8 +49,9 @@ def seq2seq_of(server: Server, model: LoadedModel, source: str, target: str | No
     return server.in_slot("results", ("seq2seq", of(model), source, target, path), compute)
 
 
-def alignment_of(server: Server, model: LoadedModel, source: str, target: str | None, layer: int,
-                 head: int | None) -> WordAlignment:
+def cross_alignment_of(server: Server, model: LoadedModel, source: str, target: str | None, layer: int,
+                       head: int | None) -> WordAlignment:
+    """The target's words aligned to the source's by one decoder head's cross-attention (None: the layer's mean)."""
     key = ("alignment", of(model), source, target, layer, head)
     return server.kept("small", key, lambda: word_alignment(seq2seq_of(server, model, source, target), layer, head))
 

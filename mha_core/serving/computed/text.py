@@ -47,7 +47,8 @@ from mha_core.engine.batching import Progress
 from mha_core.engine.forward import run
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
-from mha_core.i18n import N_, Worded
+from mha_core.i18n import Worded
+from mha_core.messages import N_
 from mha_core.serving import on_disk
 from mha_core.serving.forwards import shareable
 from mha_core.serving.server import Server, Wait

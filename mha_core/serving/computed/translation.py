@@ -10,11 +10,11 @@ from mha_core.analysis.translation.methods import MethodChoices
 from mha_core.analysis.translation.translate import Translation, align, translate
 from mha_core.engine.loading.bundled import GEMMA_NAME
 from mha_core.engine.loading.model import LoadedModel
-from mha_core.i18n import N_
+from mha_core.messages import N_
 from mha_core.serving.computed.text import of
 from mha_core.serving.server import Server, Wait
 
-__all__ = ["GEMMA_NAME", "alignment_of", "head_choice_of", "known_method_choices", "method_choices_of",
+__all__ = ["GEMMA_NAME", "forced_alignment_of", "head_choice_of", "known_method_choices", "method_choices_of",
            "methods_table_of", "translation_of"]  # GEMMA_NAME: the page's model
 
 
@@ -52,8 +52,8 @@ def translation_of(server: Server, model: LoadedModel, text: str, source_languag
                           lambda: translate(model, text, source_language, target_language))
 
 
-def alignment_of(server: Server, model: LoadedModel, source: str, target: str, source_language: str,
-                 target_language: str, method: str = "heads") -> Translation:
+def forced_alignment_of(server: Server, model: LoadedModel, source: str, target: str, source_language: str,
+                        target_language: str, method: str = "heads") -> Translation:
     """Forced alignment by `method` (a both-ways one after method_choices_of has them)."""
     return server.in_slot("small", ("align", of(model), source, target, source_language, target_language, method),
                           lambda: align(model, source, target, source_language, target_language, method=method))

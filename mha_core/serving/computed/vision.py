@@ -15,7 +15,7 @@ from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.vision.images import prepare_images, read_image, run_images, seen_pictures
 from mha_core.figures.vision import mosaic_png
-from mha_core.i18n import N_
+from mha_core.messages import N_
 from mha_core.serving.computed.text import digest, of
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.vision_photos import PHOTOS, available_photos, photo_file
