@@ -13,11 +13,11 @@ tests/test_i18n.py checks that every marked string has a translation with the sa
 from __future__ import annotations
 
 import contextvars
-import functools
 import gettext
 import io
 from pathlib import Path
 
+from mha_core.engine.held import kept, value_bytes
 from mha_core.messages import N_, Explained, Worded, use_translator
 
 __all__ = ["N_", "Explained", "Worded", "catalogue", "current", "has_translation", "language_of", "quoted", "tr",
@@ -44,7 +44,7 @@ def current() -> str:
     return _current.get()
 
 
-@functools.cache
+@kept("translation catalogues", weigh=lambda catalogues: value_bytes([getattr(c, "_catalog", {}) for c in catalogues]))
 def catalogue(language: str) -> gettext.NullTranslations:
     """`language`'s translations, compiled by Babel from its .po file (fuzzy entries left out: English shows)."""
     po_file = LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.po"
