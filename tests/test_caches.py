@@ -92,8 +92,8 @@ def test_a_server_s_stores_and_every_registered_cache_are_listed():
     server.kept("small", ("a", 1), lambda: torch.zeros(1000))
     caches = {cache.name: cache for cache in held(server, Models(1))}
     assert caches["store: small"].entries == 1 and caches["store: small"].bytes == 4000
-    for name in ("prompt starts", "tagged sentences", "spaCy pipeline", "opened indexes", "overview click targets",
-                 "jieba segmentations", "sentence focus", "hashed index files"):
+    for name in ("prompt starts", "tagged sentences", "spaCy pipeline", "opened indexes", "click targets",
+                 "jieba segmentations", "sentence focus", "index hashes"):
         assert name in caches, name
 
 

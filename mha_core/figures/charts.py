@@ -134,7 +134,7 @@ def levels_colorscale(scale: Sequence[Sequence]) -> list[list]:
             *[[first + position * (1 - first), colour] for position, colour in scale]]
 
 
-@kept("overview click targets", 64)
+@kept("click targets", 64)
 def click_targets(n_layers: int, n_heads: int, n: int) -> tuple[dict, dict, list[list[int]]]:
     """The overview's click targets, TILE_SPOTS × TILE_SPOTS on each n × n tile: x and y (typed arrays) and each
     one's [layer, head]; the same for every sentence of a length (made once, shared by every figure: never mutated).

@@ -93,7 +93,7 @@ def hub_cache_models() -> tuple[ModelChoice, ...]:
     return scanned_cache(root, stamp, max_parameters())
 
 
-@kept("hub cache listings", 4)
+@kept("hub listings", 4)
 def scanned_cache(root: Path, stamp: int, limit: int) -> tuple[ModelChoice, ...]:
     """Every model repository of the cache, usable or named with why not; read once per change of the cache's
     folder (a listing can take seconds on a slow disk), and for at most LISTING_SECONDS."""

@@ -104,7 +104,7 @@ def check_listed_files(path: Path, data: dict) -> None:
 
 
 _hashed: dict[tuple, bool] = {}  # (file, size, mtime) already hashed in this process
-register("hashed index files", lambda: Held("hashed index files", len(_hashed), value_bytes(dict(_hashed)), True))
+register("index hashes", lambda: Held("index hashes", len(_hashed), value_bytes(dict(_hashed)), True))
 
 
 def check_files(folder: Path, files: dict) -> None:

@@ -43,7 +43,7 @@ def development_choices(model: LoadedModel, progress: Progress | None = None) ->
     return choose_all(pairs_both_ways(model, development, progress), development)
 
 
-@kept("shipped translation methods", 1)
+@kept("shipped methods", 1)
 def shipped_file() -> dict:
     """methods.json as read once a process ({} where there is none)."""
     return json.loads(METHODS_FILE.read_text(encoding="utf-8")) if METHODS_FILE.is_file() else {}

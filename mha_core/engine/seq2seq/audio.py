@@ -145,7 +145,7 @@ def speak(text: str, language: str = "en") -> bytes:
     return done.stdout
 
 
-@kept("Whisper feature extractors", weigh=lambda extractors: value_bytes([vars(e) for e in extractors]))
+@kept("feature extractors", weigh=lambda extractors: value_bytes([vars(e) for e in extractors]))
 def feature_extractor(model_dir: str, mel_bins: int, positions: int) -> object:
     """The folder's Whisper feature extractor, or one built from the model's shape where the folder has none: mel
     bins, and a window of `positions` encoder positions (two 10 ms frames each)."""
