@@ -120,3 +120,24 @@ def test_each_bundled_model_held_is_what_the_process_holds():
         grown, listed_grown = loaded_and_measured(models, [folder])
         assert grown > 50 * 2**20, name  # the smallest, MiniLM and DINOv2, hold about 90 MB
         assert_grew_alike(grown, listed_grown, grown)
+
+
+@pytest.mark.parametrize("damage, code", [("nan", "weights_not_finite"), ("narrow", "weights_size_mismatch")])
+def test_a_separate_head_is_checked_as_the_other_weights_are(lm_dirs, tmp_path, damage, code):
+    """Before: lm/head.py read lm_head.weight straight from the files on first use, unchecked; a NaN in it made every
+    prediction NaN."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from mha_core.engine.loading.folder import ModelLoadError
+
+    folder = shutil.copytree(lm_dirs["llama-separate"], tmp_path / "damaged")
+    weights = load_file(folder / "model.safetensors")
+    head = weights["lm_head.weight"]
+    weights["lm_head.weight"] = head.clone().index_fill_(0, torch.tensor([5]), float("nan")) if damage == "nan" else (
+        head[:, :-1].contiguous())
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ModelLoadError) as raised:
+        load_model(folder)
+    assert raised.value.code == code

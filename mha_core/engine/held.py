@@ -10,6 +10,7 @@ a cache whose values cannot be walked (a spaCy pipeline, an opened index) states
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections import OrderedDict
@@ -17,6 +18,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+MISSING = object()  # no value kept for these arguments
 WALK_DEPTH = 8  # value_bytes walks no deeper (a cached value is a result, not a graph)
 
 
@@ -108,12 +110,14 @@ class Kept:
         register(name, self.held)
 
     def __call__(self, *args: Hashable) -> Any:
-        with self.lock:
-            if args in self.values:
-                self.hits += 1
-                self.values.move_to_end(args)
-                return self.values[args]
-            self.misses += 1
+        value = self.values.get(args, MISSING)  # a hit takes no lock (each OrderedDict call is atomic): tr() calls
+        if value is not MISSING:  #                the catalogues' cache hundreds of times a page
+            self.hits += 1
+            if self.maxsize is not None:
+                with contextlib.suppress(KeyError):  # dropped meanwhile by another caller's new value
+                    self.values.move_to_end(args)
+            return value
+        self.misses += 1
         value = self.function(*args)
         with self.lock:
             self.values[args] = value
