@@ -96,9 +96,12 @@ def store_held(name: str, store: SharedStore) -> Held:
 
 
 def held(server: Server | None = None, models: Models = MODELS) -> tuple[Held, ...]:
-    """Every cache this process holds now, with its bytes: the models, `server`'s stores (the app's one Server), and
-    every cache registered by the floors below (mha_core.engine.held)."""
-    stores = () if server is None else tuple(store_held(name, store) for name, store in server.stores.items())
+    """Every cache this process holds now, with its bytes: the models, the stores of `server` (default: of every
+    Server alive in the process, the app's one), and every cache registered by the floors below
+    (mha_core.engine.held)."""
+    servers = [server] if server is not None else list(Server.alive)
+    stores = tuple(store_held(name if len(servers) == 1 else f"{name} ({k})", store)
+                   for k, each in enumerate(servers) for name, store in each.stores.items())
     return (*models.held(), *stores, *registered())
 
 
