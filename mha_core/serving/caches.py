@@ -35,7 +35,7 @@ def model_bytes(models: Iterable[object]) -> int:
         if isinstance(loaded, LoadedModel):
             module = loaded.model
             total += tensor_bytes([*module.parameters(), *module.buffers()], seen)
-            total += sum(tensor_bytes([t], seen) for t in tensors_of(loaded))
+            total += tensor_bytes(tensors_of(loaded), seen)
     return total
 
 
