@@ -14,11 +14,11 @@ tests/test_i18n.py checks that every marked string has a translation with the sa
 from __future__ import annotations
 
 import contextvars
-import functools
 import gettext
 import io
 from pathlib import Path
 
+from mha_core.engine.held import Held, register, value_bytes
 from mha_core.messages import Explained, Worded, use_translator
 
 __all__ = ["Explained", "Worded", "catalogue", "current", "has_translation", "language_of", "quoted", "tr",
@@ -45,8 +45,24 @@ def current() -> str:
     return _current.get()
 
 
-@functools.cache
+_CATALOGUES: dict[str, gettext.NullTranslations] = {}  # a plain dict: tr() reads it hundreds of times a page
+
+
 def catalogue(language: str) -> gettext.NullTranslations:
+    """`language`'s translations, compiled once a process (listed by serving.caches.held() as "catalogues")."""
+    found = _CATALOGUES.get(language)
+    return found if found is not None else _CATALOGUES.setdefault(language, compiled_catalogue(language))
+
+
+def catalogues_held() -> Held:
+    catalogues = list(_CATALOGUES.values())
+    return Held("catalogues", len(catalogues), value_bytes([getattr(c, "_catalog", {}) for c in catalogues]), True)
+
+
+register("catalogues", catalogues_held)
+
+
+def compiled_catalogue(language: str) -> gettext.NullTranslations:
     """`language`'s translations, compiled by Babel from its .po file (fuzzy entries left out: English shows)."""
     po_file = LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.po"
     if language == DEFAULT or not po_file.is_file():

@@ -37,12 +37,17 @@ def test_a_run_reads_its_model_once_and_keeps_nothing_after(monkeypatch):
 
 
 def test_the_spinner_is_shown_only_for_a_model_that_is_not_kept():
-    from views._state import RecentModels
+    """views/_state.load_listed_model shows a spinner where MODELS.holds says no: exactly the folders the models'
+    cache keeps, least recently used out first."""
+    from mha_core.serving.caches import Models
 
-    recent = RecentModels(2)
-    assert not recent.seen("a") and recent.seen("a")
-    assert not recent.seen("b") and recent.seen("a")  # a is now the most recent: b goes first
-    assert not recent.seen("c") and not recent.seen("b") and recent.seen("c")  # b was evicted, as the cache does
+    loads = []
+    models = Models(2, load=lambda folder: loads.append(folder) or folder)
+    assert not models.holds("a") and models.get("a") == "a" and models.holds("a")
+    models.get("b"), models.get("a")  # a is now the most recent: b goes first
+    models.get("c")
+    assert not models.holds("b") and models.holds("a") and models.holds("c")
+    assert loads == ["a", "b", "c"]  # each loaded once while kept
 
 
 def test_a_server_keeps_as_many_models_as_it_is_told(monkeypatch):

@@ -52,7 +52,7 @@ def never(*args: object, **kwargs: object) -> None:
 def test_a_bundled_corpus_s_analysis_is_kept_and_a_new_server_reads_it_back_equal(tiny, cache, monkeypatch):
     sentences = chinese_treebank()[:6]
     first = analysis(tiny, sentences)
-    path = computed_corpus.analysis_path(tiny, sentences)
+    path = computed_corpus.ANALYSIS.path(tiny, sentences)
     assert path.is_file() and path.is_relative_to(cache)
     assert same(on_disk.read(path, CorpusAnalysis), first) and first.syntax.relations and first.roles.metrics
     monkeypatch.setattr(computed_corpus, "analyse_corpus", never)
@@ -64,7 +64,7 @@ def test_a_bundled_corpus_s_analysis_is_kept_and_a_new_server_reads_it_back_equa
 def test_a_bundled_corpus_s_head_distances_are_kept_and_equal_the_whole_pass_s(tiny, cache, monkeypatch):
     texts = [s.text for s in chinese_treebank()[:6]]
     first = computed_corpus.head_distances_of(Server(), tiny, TREEBANK, texts, no_wait)
-    path = computed_corpus.distances_path(tiny, texts)
+    path = computed_corpus.DISTANCES.path(tiny, texts)
     assert same(on_disk.read(path, HeadDistances), first) and first.roles.metrics and first.rows > 6
     whole = computed_corpus.corpus_pass(tiny, texts)  # with the query and key vectors the query-key view reads
     assert whole.kept == 6 and same(whole.distances(), first)
@@ -89,7 +89,7 @@ def test_an_upload_s_analysis_is_never_written(tiny, cache):
 
 def test_the_induction_probe_is_kept_and_read_back_equal(tiny, cache, monkeypatch):
     first = computed_text.induction_of(Server(), tiny)
-    assert computed_text.induction_path(tiny).is_file()
+    assert computed_text.INDUCTION.path(tiny).is_file()
     monkeypatch.setattr(computed_text, "induction_scores", never)
     assert same(computed_text.induction_of(Server(), tiny), first)
 
@@ -116,7 +116,7 @@ def test_an_example_s_patching_grid_is_kept_and_a_typed_pair_s_never_written(tin
 def test_a_damaged_or_foreign_file_is_computed_again_and_written_over(tiny, cache, damage):
     sentences = chinese_treebank()[:4]
     first = analysis(tiny, sentences)
-    path = computed_corpus.analysis_path(tiny, sentences)
+    path = computed_corpus.ANALYSIS.path(tiny, sentences)
     tree = str(np.load(path)[on_disk.TREE])
     if damage == "truncated":
         path.write_bytes(path.read_bytes()[:200])
@@ -124,7 +124,7 @@ def test_a_damaged_or_foreign_file_is_computed_again_and_written_over(tiny, cach
         path.write_bytes(b"not an npz")
     elif damage == "another result":  # a whole kept file, of another kind: never drawn as this one
         computed_text.induction_of(Server(), tiny)
-        path.write_bytes(computed_text.induction_path(tiny).read_bytes())
+        path.write_bytes(computed_text.INDUCTION.path(tiny).read_bytes())
     elif damage == "pickled":  # an object array is read only with pickle, which is never allowed
         np.savez(path, **{on_disk.TREE: np.array(tree)}, a0=np.array([object()], dtype=object))
     else:
@@ -147,7 +147,7 @@ def test_the_same_model_loaded_again_reads_the_file_and_other_weights_or_code_do
 
     sentences = chinese_treebank()[:3]
     first = analysis(tiny, sentences)
-    older = computed_corpus.analysis_path(tiny, sentences)
+    older = computed_corpus.ANALYSIS.path(tiny, sentences)
     monkeypatch.setattr(computed_corpus, "analyse_corpus", never)
     again = load_model(tiny_dir)
     assert same(analysis(again, sentences), first)  # the same files, loaded again: read
@@ -158,7 +158,7 @@ def test_the_same_model_loaded_again_reads_the_file_and_other_weights_or_code_do
     monkeypatch.undo()
     monkeypatch.setenv("MHA_CACHE_DIR", str(cache))
     monkeypatch.setattr(on_disk, "code_digest", lambda: "0" * 16)  # the code edited
-    newer = computed_corpus.analysis_path(tiny, sentences)
+    newer = computed_corpus.ANALYSIS.path(tiny, sentences)
     assert newer != older and newer.parent == older.parent
     analysis(tiny, sentences)
     assert newer.is_file() and not older.exists()  # the same inputs' file of the older code removed

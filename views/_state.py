@@ -6,11 +6,9 @@ views/_visit.py; how user and model text is shown, in views/_text.py.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import gc
 import os
-import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -18,7 +16,6 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-import mha_core
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.heads.display import fragments_note, unknown_note
 from mha_core.figures import charts
@@ -27,11 +24,11 @@ from mha_core.figures.spec import FigureDict
 from mha_core.figures.summary import describe, described
 from mha_core.i18n import tr, worded
 from mha_core.messages import N_
+from mha_core.serving.caches import MODELS
 from mha_core.serving.computed import text as computed
 from mha_core.serving.computed.seq2seq import KINDS
 from mha_core.serving.heavy import JobState
 from mha_core.serving.limits import MAX_INPUT_CHARS
-from mha_core.serving.memory import MODELS_KEPT
 from mha_core.serving.menu import ModelChoice, available_models, default_choice, default_kind, page_model
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.walkthrough import backend_words, path_words
@@ -48,46 +45,25 @@ torch.set_num_threads(int(os.environ.get("MHA_TORCH_THREADS", "1")))
 def load_listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
     """listed_model, with a spinner in the page's language only where it will load (a spinner costs a page's run
     two messages and a timer thread: a sixth of a Heads click's CPU when the page asked for its model every run)."""
-    if RECENT_MODELS.seen(model_dir):
+    if MODELS.holds(model_dir):
         return listed_model(model_dir)
     with st.spinner(tr("Loading the model…")):
         return listed_model(model_dir)
 
 
-class RecentModels:
-    """The folders listed_model keeps: its cache's least-recently-used order (MODELS_KEPT entries), mirrored."""
-
-    def __init__(self, kept: int) -> None:
-        self.kept, self.order, self.lock = kept, collections.OrderedDict(), threading.Lock()
-
-    def seen(self, model_dir: str) -> bool:
-        """Whether `model_dir` is kept now; it becomes the most recent either way."""
-        with self.lock:
-            kept = model_dir in self.order
-            self.order[model_dir] = None
-            self.order.move_to_end(model_dir)
-            while len(self.order) > self.kept:
-                self.order.popitem(last=False)
-            return kept
-
-
-RECENT_MODELS = RecentModels(MODELS_KEPT)
-
-
-@st.cache_resource(max_entries=MODELS_KEPT, show_spinner=False)
 def listed_model(model_dir: str) -> LoadedModel | ModelLoadError:
-    """A model from the server's list, or why it cannot be used (kept, so a bad folder is not reloaded on
-    every rerun). $MHA_DEVICE=cuda puts the model on a GPU (the fused path then runs CUDA kernels).
+    """A model from the server's list, or why it cannot be used, kept by mha_core.serving.caches.MODELS (MODELS_KEPT
+    of them, so a bad folder is not reloaded on every rerun; held() lists them with their bytes). $MHA_DEVICE=cuda
+    puts the model on a GPU (the fused path then runs CUDA kernels).
 
     Everything alive after loading (modules, tokenizer, imported libraries) is moved out of the
     garbage collector's generations (gc.freeze), so later collections only walk new objects."""
-    try:
-        model = mha_core.load_model(model_dir, device=os.environ.get("MHA_DEVICE", "cpu"))
-    except ModelLoadError as err:
-        return err
+    return MODELS.get(model_dir, after_load=frozen_heap)
+
+
+def frozen_heap() -> None:
     gc.collect()
     gc.freeze()
-    return model
 
 
 def model_choices() -> dict[str, ModelChoice]:

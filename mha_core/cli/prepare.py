@@ -91,20 +91,17 @@ def analyse_bundled(steps: list[dict], name: str, model: object) -> None:
     from mha_core.serving import on_disk
     from mha_core.serving.computed import corpus as computed_corpus
     from mha_core.serving.computed.index import bundled_sources
-    from mha_core.serving.computed.text import keep_induction, kept_induction
+    from mha_core.serving.computed.text import INDUCTION
 
-    kept = [("induction", lambda: kept_induction(model), lambda: keep_induction(model))]
+    kept: list[tuple[str, on_disk.OnDisk, tuple]] = [("induction", INDUCTION, ())]
     for source in bundled_sources(model):
-        trees, texts = trees_of(source), computed_corpus.bundled_texts(source)
-        kept.append((source, lambda s=trees: computed_corpus.kept_analysis(model, s),
-                     lambda s=trees: computed_corpus.keep_analysis(model, s)))
-        kept.append((f"{source}, head distances", lambda t=texts: computed_corpus.kept_distances(model, t),
-                     lambda t=texts: computed_corpus.keep_distances(model, t)))
-    for what, read, keep in kept:
+        kept.append((source, computed_corpus.ANALYSIS, (trees_of(source),)))
+        kept.append((f"{source}, head distances", computed_corpus.DISTANCES, (computed_corpus.bundled_texts(source),)))
+    for what, result, args in kept:
         try:
-            read()
+            result.kept(model, *args)
         except on_disk.NotKept:
-            timed(steps, "analyse", f"{name} ({what})", keep)
+            timed(steps, "analyse", f"{name} ({what})", lambda result=result, args=args: result.keep(model, *args))
 
 
 def compile_umap(steps: list[dict]) -> None:

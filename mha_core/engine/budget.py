@@ -15,9 +15,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING
 
+from mha_core.engine.held import register_lru
 from mha_core.engine.tokens import InputError
 from mha_core.messages import N_
 
@@ -115,6 +116,7 @@ def rows_within(per_row: int, reserved: int = 0) -> int:
     return max(0, (planned_bytes() - reserved) // max(per_row, 1))
 
 
+@partial(register_lru, "libc handle", each=1024)
 @cache
 def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")

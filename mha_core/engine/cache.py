@@ -31,6 +31,7 @@ from mha_core.engine.forward import (
     prepare,
     scores_bias,
 )
+from mha_core.engine.held import Held, register, tensor_bytes
 from mha_core.engine.hooks import NO_HOOKS, Hooks
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import TokenBatch, tokenize
@@ -105,6 +106,16 @@ def step(model: LoadedModel, token: int, length: int, cache: Cache, memory: Memo
 STARTS_KEPT = 8  # prompt starts kept per process (a translation direction's example pairs are one)
 _starts: dict[tuple[int, str], tuple[weakref.ref, tuple[int, ...], Cache]] = {}
 _starts_lock = threading.Lock()  # a server's visitors translate at once
+
+
+def starts_held() -> Held:
+    """The prompt starts kept now: their keys and values (measured)."""
+    with _starts_lock:
+        caches = [cache for _, _, cache in _starts.values()]
+    return Held("prompt starts", len(caches), tensor_bytes(t for cache in caches for pair in cache for t in pair), True)
+
+
+register("prompt starts", starts_held)
 
 
 def start_of(model: LoadedModel, start: str) -> tuple[tuple[int, ...], Cache]:

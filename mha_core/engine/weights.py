@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,7 @@ from transformers.activations import ACT2FN
 
 from mha_core.engine.arch import Architecture, Layout
 from mha_core.engine.attention import ProjectionWeights, split_heads_in, split_heads_out
+from mha_core.engine.held import register_lru
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Norm:
         return self.weight * normed.to(x.dtype)
 
 
+@partial(register_lru, "activation modules", each=1024)  # stateless modules: an object each
 @cache
 def activation_fn(name: str) -> Callable[[Tensor], Tensor]:
     """The activation ACT2FN names, made once (ACT2FN builds a new module at each lookup: 6% of a short forward's

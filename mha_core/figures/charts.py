@@ -6,7 +6,6 @@ User text reaches figures only through `safe_label`, so nothing typed is rendere
 
 from __future__ import annotations
 
-import functools
 import html
 import re
 import unicodedata
@@ -15,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from mha_core.engine.held import kept
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
 from mha_core.figures import colours
 from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
@@ -135,7 +135,7 @@ def levels_colorscale(scale: Sequence[Sequence]) -> list[list]:
             *[[first + position * (1 - first), colour] for position, colour in scale]]
 
 
-@functools.lru_cache(maxsize=64)
+@kept("click targets", 64)
 def click_targets(n_layers: int, n_heads: int, n: int) -> tuple[dict, dict, list[list[int]]]:
     """The overview's click targets, TILE_SPOTS × TILE_SPOTS on each n × n tile: x and y (typed arrays) and each
     one's [layer, head]; the same for every sentence of a length (made once, shared by every figure: never mutated).

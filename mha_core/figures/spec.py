@@ -8,11 +8,12 @@ Walkthrough went to it); the others build a go.Figure and end with `finished(fig
 from __future__ import annotations
 
 import base64
-import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from mha_core.engine.held import kept
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -59,7 +60,7 @@ def holds_numbers(row: tuple | list) -> bool:
     return len(ends) == 2 and all(type(end) in NUMBERS for end in ends)
 
 
-@functools.lru_cache(maxsize=32)
+@kept("colour scales", 32)
 def named_colorscale(name: str) -> list[list]:
     """plotly.py's colour scale of that name as [[position, colour], ...] (plotly.js orders some names the other
     way), looked up once: shared by every figure, never mutated."""

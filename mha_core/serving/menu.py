@@ -6,13 +6,13 @@ that hold a supported family with safetensors weights and a fast tokenizer. Mode
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mha_core.engine.held import kept
 from mha_core.engine.loading import bundled
 from mha_core.engine.loading.dirs import MODEL_DIR_ENV, bundled_dirs, check_model_dir, resolve_model_dir
 from mha_core.engine.loading.folder import ModelLoadError, parameter_count, read_config, read_revision, weight_headers
@@ -95,7 +95,7 @@ def hub_cache_models() -> tuple[ModelChoice, ...]:
     return scanned_cache(root, stamp, max_parameters())
 
 
-@functools.lru_cache(maxsize=4)
+@kept("hub listings", 4)
 def scanned_cache(root: Path, stamp: int, limit: int) -> tuple[ModelChoice, ...]:
     """Every model repository of the cache, usable or named with why not; read once per change of the cache's
     folder (a listing can take seconds on a slow disk), and for at most LISTING_SECONDS."""

@@ -23,7 +23,6 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,6 +35,7 @@ from mha_core.analysis.heads.roles import HeadRoles
 from mha_core.analysis.index.store import model_fingerprint
 from mha_core.analysis.lm.patching import PatchGrid
 from mha_core.engine.batching import CorpusSelection, Progress
+from mha_core.engine.held import kept
 from mha_core.engine.loading.bundled import cache_name, cache_root
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.serving.server import Server, Wait
@@ -51,7 +51,7 @@ class NotKept(Exception):
     """No usable file: it is missing, or cannot be read as a kept result."""
 
 
-@lru_cache(maxsize=1)
+@kept("code digest", 1)
 def code_digest() -> str:
     """SHA-256 of the engine's and the analyses' source files (names and bytes), read once per process."""
     root = Path(__file__).resolve().parents[1]
@@ -151,6 +151,39 @@ def written(path: Path, value: T) -> T:
     """`value`, kept in `path` (write)."""
     write(path, value)
     return value
+
+
+def content_digest(inputs: object) -> str:
+    """The SHA-256 of JSON-able inputs (a corpus's sentences): a kept result's name for what it was computed from."""
+    return hashlib.sha256(json.dumps(inputs, ensure_ascii=False).encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class OnDisk:
+    """One kind of result kept on disk, said once: where it is kept for a model and its arguments (path), the result
+    read back (kept: NotKept when there is none of this code), and the result computed and written (keep). The
+    arguments are what the result depends on besides the model (a corpus's sentences); `inputs(*args)` names them
+    in the file's name, `compute(model, *args, progress)` makes the result."""
+
+    kind: str
+    expected: type
+    inputs: Callable[..., object]
+    compute: Callable[..., object]
+
+    def path(self, model: LoadedModel, *args: object) -> Path:
+        return kept_path(model, self.kind, self.inputs(*args))
+
+    def kept(self, model: LoadedModel, *args: object) -> object:
+        return read(self.path(model, *args), self.expected)
+
+    def keep(self, model: LoadedModel, *args: object, progress: Progress | None = None) -> object:
+        return written(self.path(model, *args), self.compute(model, *args, progress))
+
+    def read_or_queued(self, server: Server, store: str, key: tuple, label: str, wait: Wait, model: LoadedModel,
+                       *args: object) -> object:
+        """The kept result, read once for the server, else computed and kept through the heavy-work queue."""
+        return read_or_queued(server, store, key, label, lambda: self.kept(model, *args),
+                              lambda progress: self.keep(model, *args, progress=progress), wait)
 
 
 def read_or_queued(server: Server, store: str, key: tuple, label: str, read: Callable[[], T],

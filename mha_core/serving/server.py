@@ -9,6 +9,7 @@ functions of serving.computed.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
@@ -30,7 +31,10 @@ class Server:
     """The shared side of one process: stores by name, COMPUTE_SLOTS slots for forwards and light analyses, and the
     heavy-work queue (shared with the other processes of the server through its folder)."""
 
+    alive: weakref.WeakSet[Server] = weakref.WeakSet()  # every Server of this process (serving.caches lists them)
+
     def __init__(self, queue: HeavyQueue | None = None) -> None:
+        Server.alive.add(self)
         self.stores = {name: SharedStore(entries, megabytes * MB) for name, (entries, megabytes) in STORES.items()}
         self.slots = threading.BoundedSemaphore(COMPUTE_SLOTS)
         self.forwards = SharedForwards(self.slots)  # sentences asked for at once share a forward (one at a time)

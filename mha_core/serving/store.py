@@ -71,6 +71,11 @@ class SharedStore:
         with self._lock:
             return len(self._values)
 
+    def values(self) -> list[Any]:
+        """The values kept now (least recently used first)."""
+        with self._lock:
+            return [value for value, _ in self._values.values()]
+
     @property
     def total_bytes(self) -> int:
         with self._lock:

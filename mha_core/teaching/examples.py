@@ -9,7 +9,6 @@ on the models it is offered for, so patching can put pieces back position by pos
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from mha_core.analysis.coref.sentence import (
 from mha_core.analysis.explain import targets
 from mha_core.analysis.lm.predict import first_piece, first_piece_id
 from mha_core.app_files import ASSETS
+from mha_core.engine.held import kept
 from mha_core.engine.loading.model import LoadedModel
 
 EXAMPLES_FILE = ASSETS / "examples.json"
@@ -108,7 +108,7 @@ class Focus:
     pair: str
 
 
-@functools.lru_cache(maxsize=256)
+@kept("sentence focus", 256)
 def focus(text: str, model_name: str = "") -> Focus:
     example = example_of(text)
     words = sentence_words(text)

@@ -8,7 +8,6 @@ concatenation and W_O.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from mha_core.analysis.heads.roles import top_indices
 from mha_core.engine import attention
 from mha_core.engine.attention import EXPLICIT, attention_bias, heads_sharing, kv_head, merge_heads
 from mha_core.engine.forward import run
+from mha_core.engine.held import kept
 from mha_core.engine.hooked import run_with_cache
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -154,7 +154,7 @@ def row_entropy(p: np.ndarray) -> float:
     return float(-(p[p > 0] * np.log(p[p > 0])).sum())
 
 
-@functools.cache
+@kept("walkthrough code")
 def code_for_step(step: int) -> str:
     """The code of mha_core that computes step 1-4 (project/split, attend, concatenate, W_O)."""
     if step == 2:

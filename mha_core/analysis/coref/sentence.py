@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import torch
 
 from mha_core.analysis.coref.gap import candidate_scores, span_pieces
 from mha_core.analysis.heads.roles import ranked_heads
+from mha_core.engine.held import kept
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.tokens import without_spaces
 from mha_core.i18n import Explained, quoted, tr
@@ -79,7 +79,7 @@ def _tags(text: str) -> tuple[Word, ...]:
     return tagged_words(text) if together is None else together
 
 
-tagged_sentence = lru_cache(maxsize=512)(_tags)
+tagged_sentence = kept("tagged sentences", 512)(_tags)  # listed by serving.caches.held()
 
 
 def tag_together(texts: Sequence[str]) -> list[list[Word]]:

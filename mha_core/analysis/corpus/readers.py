@@ -8,11 +8,11 @@ import csv
 import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mha_core.app_files import ASSETS
+from mha_core.engine.held import estimate, kept
 from mha_core.engine.tokens import MAX_INPUT_CHARS
 from mha_core.i18n import Explained
 from mha_core.messages import N_
@@ -357,7 +357,10 @@ def gap_row(row: list[str], number: int) -> GapExample | None:
     return GapExample(row[0], row[1], row[2], offsets[0], row[4], offsets[1], row[7], offsets[2], flags[0] == "TRUE")
 
 
-@lru_cache(maxsize=1)
+SPACY_BYTES = 112 * 2**20  # the spaCy pipeline loaded (its RSS growth, spaCy's import included: 112 MB)
+
+
+@kept("spaCy pipeline", 1, weigh=estimate(SPACY_BYTES), measured=False)
 def spacy_pipeline() -> Language:
     import spacy
 

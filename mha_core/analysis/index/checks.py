@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from mha_core.analysis.index.passes import HIDDEN, KINDS, META_COLUMNS
+from mha_core.engine.held import Held, register, value_bytes
 from mha_core.engine.loading.bundled import file_sha256
 from mha_core.engine.tokens import InputError
 from mha_core.messages import N_, Worded
@@ -103,6 +104,7 @@ def check_listed_files(path: Path, data: dict) -> None:
 
 
 _hashed: dict[tuple, bool] = {}  # (file, size, mtime) already hashed in this process
+register("index hashes", lambda: Held("index hashes", len(_hashed), value_bytes(dict(_hashed)), True))
 
 
 def check_files(folder: Path, files: dict) -> None:

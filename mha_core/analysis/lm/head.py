@@ -13,8 +13,6 @@ Shapes: D d_model, V vocabulary, n states.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -27,17 +25,10 @@ from mha_core.i18n import tr
 from mha_core.messages import N_
 
 
-@lru_cache(maxsize=8)
-def stored_tensors(model_dir: str, names: tuple[str, ...]) -> dict[str, Tensor]:
-    """The tensors of `names` found in a model folder's safetensors files (read once per folder)."""
-    from safetensors import safe_open
-
-    found: dict[str, Tensor] = {}
-    for path in sorted(Path(model_dir).glob("*.safetensors")):
-        with safe_open(str(path), framework="pt") as file:
-            for name in set(names) & set(file.keys()):
-                found[name] = file.get_tensor(name)
-    return found
+def stored_tensors(model: LoadedModel) -> dict[str, Tensor]:
+    """The head's tensors the folder holds, as the model loaded and checked them (engine/loading/unembedding.py):
+    held by the model, on its device and in its dtype."""
+    return dict(model.head_tensors)
 
 
 SLICE_PIECES, SLICE_ROWS = 4096, 64  # the smallest slice of the loss's logits (3 MB): a budget that leaves less
@@ -127,13 +118,10 @@ def masked_head(model: LoadedModel) -> LmHead | None:
     if names is None:
         return None
     dense, norm, decoder, bias = names.dense, names.norm, names.decoder, names.bias
-    wanted = (f"{dense}.weight", f"{dense}.bias", f"{norm}.weight", f"{norm}.bias", f"{decoder}.weight", bias,
-              f"{decoder}.bias")
-    found = stored_tensors(str(model.model_dir), wanted)
-    if f"{dense}.weight" not in found:
+    cast = stored_tensors(model)  # the names engine/loading/unembedding.head_names asked the folder for
+    if f"{dense}.weight" not in cast:
         return None
-    config, dtype = model.config, model.embeddings.word.dtype
-    cast = {name: tensor.to(dtype) for name, tensor in found.items()}
+    config = model.config
     return LmHead(cast.get(f"{decoder}.weight", model.embeddings.word), cast.get(bias, cast.get(f"{decoder}.bias")),
                   (cast[f"{dense}.weight"], cast[f"{dense}.bias"]), names.activation,
                   Norm(cast[f"{norm}.weight"], cast[f"{norm}.bias"], getattr(config, "layer_norm_eps", 1e-12), False),
@@ -148,9 +136,8 @@ def lm_head(model: LoadedModel) -> LmHead | None:
     softcap = model.arch.final_softcap
     if getattr(model.config, "tie_word_embeddings", False):
         return LmHead(model.embeddings.word, None, None, None, None, False, softcap)
-    head = stored_tensors(str(model.model_dir), (model.arch.unembedding,)).get(model.arch.unembedding)
-    return None if head is None else LmHead(head.to(model.embeddings.word.dtype), None, None, None, None, False,
-                                            softcap)
+    head = stored_tensors(model).get(model.arch.unembedding)
+    return None if head is None else LmHead(head, None, None, None, None, False, softcap)
 
 
 def has_lm_head(model: LoadedModel) -> bool:

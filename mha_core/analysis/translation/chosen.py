@@ -5,7 +5,6 @@ and kept for the process."""
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 from collections.abc import Sequence
@@ -18,10 +17,12 @@ from mha_core.analysis.translation.gold import ALIGNMENT_DIR, AlignedPair, halve
 from mha_core.analysis.translation.heads import Progress
 from mha_core.analysis.translation.methods import MethodChoices
 from mha_core.analysis.translation.run import POOLINGS
+from mha_core.engine.held import Held, kept, register, value_bytes
 from mha_core.engine.loading.model import LoadedModel, bundled_dirs
 
 METHODS_FILE = ALIGNMENT_DIR / "methods.json"
 CHOSEN: dict[str, MethodChoices] = {}  # model folder -> its choices, made or read once a process
+register("translation methods", lambda: Held("translation methods", len(CHOSEN), value_bytes(dict(CHOSEN)), True))
 _lock = threading.Lock()
 
 
@@ -42,7 +43,7 @@ def development_choices(model: LoadedModel, progress: Progress | None = None) ->
     return choose_all(pairs_both_ways(model, development, progress), development)
 
 
-@functools.cache
+@kept("shipped methods", 1)
 def shipped_file() -> dict:
     """methods.json as read once a process ({} where there is none)."""
     return json.loads(METHODS_FILE.read_text(encoding="utf-8")) if METHODS_FILE.is_file() else {}

