@@ -12,6 +12,7 @@ Prints median ratios (targets from issues 2 and 11), per model:
       the kernels' fused / explicit ratio, and the lowest (b) could be if the fused kernel cost nothing
 A decoder is also timed at its longest input (the model's max_length) when that is above 512 tokens.
 Run: .venv/bin/python benchmarks/bench_core.py [--model NAME] [--device cuda] [--dtype bfloat16] [--repeats N]
+     [--cpu] [--lengths-only]
 (the fused path reports the kernel it ran: flash / efficient on CUDA, flash on the CPU)
 """
 
@@ -52,7 +53,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def bench_lengths(model, lengths: list[int], repeats: int) -> None:
+def bench_lengths(model, lengths: list[int], repeats: int, clock=time.perf_counter) -> None:
+    """(a) and (b) at each length; `clock`: wall time, or this process's CPU time (time.process_time, --cpu)."""
+    print(("CPU ms" if clock is time.process_time else "wall ms") + ", medians of interleaved runs")
     print(f"{'tokens':>6} {'eager ms':>9} {'explicit ms':>12} {'fused ms':>9}  explicit/eager  fused/explicit")
     for n in lengths:
         text = text_of_pieces(model.tokenizer, n)
@@ -60,7 +63,7 @@ def bench_lengths(model, lengths: list[int], repeats: int) -> None:
             "eager": lambda text=text: eager_forward(model, text),
             "explicit": lambda text=text: (run(model, text, path="explicit"), sync(model.device)),
             "fused": lambda text=text: (run(model, text, path="fused"), sync(model.device)),
-        }, repeats=repeats)
+        }, repeats=repeats, clock=clock)
         print(f"{n:>6} {med['eager'] * 1e3:>9.1f} {med['explicit'] * 1e3:>12.1f} {med['fused'] * 1e3:>9.1f}"
               f"  {med['explicit'] / med['eager']:>14.3f}  {med['fused'] / med['explicit']:>14.3f}")
 
@@ -151,6 +154,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    parser.add_argument("--cpu", action="store_true", help="time (a) and (b) in this process's CPU time, not wall "
+                        "time: on a shared machine the others' load then counts less")
+    parser.add_argument("--lengths-only", action="store_true", help="only (a) and (b), the lengths' table")
     parser.add_argument("--conversion", action="store_true", help="also time the decoder's first (converting) load")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {args.device}, {args.dtype}")
@@ -161,9 +167,11 @@ def main() -> None:
         model = timed_load(name, args.device, getattr(torch, args.dtype))
         bench_finite_check(model, args.repeats)
         longest = [model.max_length] if model.arch.causal and model.max_length > 512 else []
-        bench_lengths(model, [20, 128, 512, *longest], args.repeats)
-        bench_rebuild(model, args.repeats)
-        bench_kernels(model, args.repeats)
+        clock = time.process_time if args.cpu else time.perf_counter
+        bench_lengths(model, [20, 128, 512, *longest], args.repeats, clock)
+        if not args.lengths_only:
+            bench_rebuild(model, args.repeats)
+            bench_kernels(model, args.repeats)
 
 
 if __name__ == "__main__":

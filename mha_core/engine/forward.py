@@ -30,7 +30,7 @@ from mha_core.engine.attention import (
     AttentionOutput,
     multi_head_attention,
 )
-from mha_core.engine.budget import check_budget, forward_bytes, release_freed_memory
+from mha_core.engine.budget import check_budget, forward_bytes, release_freed_memory, reuse_freed_memory
 from mha_core.engine.hooks import NO_HOOKS, HookPoint, Hooks, hooks_of, is_point
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.per_layer import PerLayer, at_layer, per_layer  # noqa: F401 -- PerLayer: re-exported
@@ -345,6 +345,7 @@ def forward(model: LoadedModel, batch: TokenBatch, path: str = AUTO, keep_hidden
     `cross` then holds those maps over the source (`source_mask` (B,S) its padding). `hooks`: what reads or changes
     the layers' activations on the way (hooks.py; run_with_hooks). `allowed`: a sparse pattern of the keys each
     query may see (allowed.py), added to the layers' bias on either path."""
+    reuse_freed_memory()  # once per process: the results a forward frees are reused, not faulted in again
     arch = model.arch
     tokens = batch.input_ids.shape[1]
     chosen, reason = model_path(model, path, tokens)
