@@ -19,7 +19,9 @@ Heads, 0 errors.
 computed, the forward and spaCy's tags alone, beside the page's own cost (benchmarks/floor.py).
 `--follow` (issue 47): N students following the teacher on the lesson page: from the teacher's move to every page
 updated (p95 <= 2 s), the server's CPU per follower per move (issue 84: <= 5 ms) and while they follow an idle class
-(<= 5 % of a core): benchmarks/following.py; `--redis`: the class in a redis-server (moves heard, not polled).
+(<= 5 % of a core): benchmarks/following.py; `--redis`: the class in a redis-server (moves heard, not polled);
+`--against DIR`: the app of another tree (e.g. `git archive` of the commit before a change) side by side, moves
+alternating; with `--floor`: Streamlit's own floor of a follower's rerun beside it (benchmarks/follow_floor_app.py).
 `--bogus N` (issue 78): N sessions open /lesson?class=CODE-i and go; the idle server's CPU (< 2 % of a core) and disk
 writes after them: benchmarks/bogus_codes.py.
 `--heavy ablation|tsne|patching`: 29 students on Heads, first alone, then while one more visitor runs the heaviest
@@ -245,19 +247,21 @@ def main() -> None:
     parser.add_argument("--follow", action="store_true",
                         help="issue 47: students following the teacher on the lesson page (benchmarks/following.py)")
     parser.add_argument("--redis", action="store_true", help="issue 84: --follow with the class in Redis")
+    parser.add_argument("--against", metavar="DIR", help="--follow: another tree's app side by side (before/after)")
     parser.add_argument("--bogus", type=int, metavar="N",
                         help="issue 78: N sessions of bogus class values opened and gone, then the idle server's CPU")
     parser.add_argument("--at-once", action="store_true",
                         help="issue 44's shape: every student at the same moment, 3 sentences each, no think time")
-    parser.add_argument("--floor", action="store_true", help="issue 44: the least a Heads click can cost")
+    parser.add_argument("--floor", action="store_true", help="issue 44: the least a Heads click can cost (with "
+                        "--follow: the least a follower's rerun can cost, side by side)")
     args = parser.parse_args()
     pages = args.pages.split(",")
+    if args.follow:
+        follow_class(args.students, args.timeout, redis=args.redis, floor=args.floor, against=args.against)
+        return
     if args.floor:
         rng = random.Random(5)
         floor_of_a_click([sentence(rng, 20) for _ in range(CPU_CLICKS + 1)], rounds=3)
-        return
-    if args.follow:
-        follow_class(args.students, args.timeout, redis=args.redis)
         return
     if args.bogus:
         bogus_codes(args.bogus, args.timeout)

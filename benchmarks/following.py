@@ -14,13 +14,15 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.serving import app_server, redis_server
+from benchmarks.serving import ServerGroup, app_server, redis_server
 from deploy.st_client import Interaction, Session
 
 IDLE_SECONDS = 20.0
 MOVED_KEYS = ("four_steps", "heads", "cost")  # cheap steps: the lag measured is the following's, not a model's work
+FLOOR_APP = "benchmarks/follow_floor_app.py"
 SETTLE_S = 1.0  # after the last page updated: the server's CPU of the move is counted until then
 
 
@@ -52,57 +54,102 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-async def run(url: str, classroom: object, code: str, secret: str, students: int, group: object,
-              timeout: float) -> None:
+@dataclass
+class Room:
+    """One server under test (`label`), its class, and what was measured of it."""
+
+    label: str
+    group: ServerGroup
+    code: str
+    secret: str
+    seen: dict[int, list[float]] = field(default_factory=dict)  # step -> when each page showed it (0: opened)
+    idle_cpu: float = 0.0  # CPU seconds per second while its students follow an idle class
+    lags: list[float] = field(default_factory=list)
+    per_follower: list[float] = field(default_factory=list)  # seconds of CPU per follower, one per move
+
+
+async def idle(rooms: list[Room]) -> None:
+    """Each server's CPU while its students follow a class that does not move (all at once)."""
+    cpu, wall = [room.group.cpu_seconds() for room in rooms], time.monotonic()
+    await asyncio.sleep(IDLE_SECONDS)
+    for room, before in zip(rooms, cpu, strict=True):
+        room.idle_cpu = (room.group.cpu_seconds() - before) / (time.monotonic() - wall)
+
+
+async def move(room: Room, classroom: object, step: int, students: int) -> None:
+    moved, cpu = time.monotonic(), room.group.cpu_seconds()
+    code, secret = room.code, room.secret
+    await asyncio.to_thread(lambda: classroom.move(code, secret, classroom.state(code), step=step))
+    deadline = moved + 30
+    while len(room.seen.get(step, [])) < students and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(SETTLE_S)
+    spent = room.group.cpu_seconds() - cpu - room.idle_cpu * (time.monotonic() - moved)  # idle's taken off
+    arrived = [t - moved for t in room.seen.get(step, [])[:students]]
+    room.lags += arrived
+    room.per_follower.append(spent / students)
+    print(f"{room.label}: step {step}: {len(arrived)} of {students} students followed: p50 "
+          f"{percentile(arrived, 0.5):.2f} s, p95 {percentile(arrived, 0.95):.2f} s; server CPU {spent:.2f} s, "
+          f"{spent / students * 1000:.1f} ms per follower", flush=True)
+
+
+async def run(rooms: list[Room], classroom: object, students: int, timeout: float) -> None:
+    """N students on each room's server; the class of each moved in turn (rooms alternate: side by side)."""
     from mha_core.teaching.lesson import STEPS
 
     moved_to = [next(n for n, step in enumerate(STEPS, 1) if step.key == key) for key in MOVED_KEYS]
     titles = {n: f"{n}. {STEPS[n - 1].title}" for n in moved_to}
-    seen: dict[int, list[float]] = {}
     stop = asyncio.Event()
-    tasks = [asyncio.create_task(student(url, code, titles, seen, stop, timeout)) for _ in range(students)]
-    while len(seen.get(0, [])) < students:  # every student in
+    tasks = [asyncio.create_task(student(room.group.url, room.code, titles, room.seen, stop, timeout))
+             for room in rooms for _ in range(students)]
+    while any(len(room.seen.get(0, [])) < students for room in rooms):  # every student in
         await asyncio.sleep(0.2)
     await asyncio.sleep(3)
-    cpu, wall = group.cpu_seconds(), time.monotonic()
-    await asyncio.sleep(IDLE_SECONDS)
-    idle_cpu = (group.cpu_seconds() - cpu) / (time.monotonic() - wall)
-    lags, per_follower = [], []
+    await idle(rooms)
     for step in moved_to:
-        moved, cpu = time.monotonic(), group.cpu_seconds()
-        await asyncio.to_thread(lambda to=step: classroom.move(code, secret, classroom.state(code), step=to))
-        deadline = moved + 30
-        while len(seen.get(step, [])) < students and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(SETTLE_S)
-        spent = group.cpu_seconds() - cpu - idle_cpu * (time.monotonic() - moved)  # the move's, idle's taken off
-        arrived = [t - moved for t in seen.get(step, [])[:students]]
-        lags += arrived
-        per_follower.append(spent / students)
-        print(f"step {step}: {len(arrived)} of {students} students followed: p50 {percentile(arrived, 0.5):.2f} s, "
-              f"p95 {percentile(arrived, 0.95):.2f} s; server CPU {spent:.2f} s, {spent / students * 1000:.1f} ms "
-              "per follower", flush=True)
-        await asyncio.sleep(2)
+        for room in rooms:
+            await move(room, classroom, step, students)
+            await asyncio.sleep(2)
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    cost = statistics.median(per_follower) * 1000
-    print(f"{students} students following: move -> page p50 {percentile(lags, 0.5):.2f} s, p95 "
-          f"{percentile(lags, 0.95):.2f} s, max {max(lags, default=float('nan')):.2f} s (target p95 <= 2 s); "
-          f"server CPU per follower per move {cost:.1f} ms (median of {len(per_follower)} moves; target <= 5 ms); "
-          f"server CPU while they follow an idle class: {idle_cpu:.1%} of a core (target <= 5%)", flush=True)
+    for room in rooms:
+        cost, lags = statistics.median(room.per_follower) * 1000, room.lags
+        print(f"{room.label}: {students} students following: move -> page p50 {percentile(lags, 0.5):.2f} s, p95 "
+              f"{percentile(lags, 0.95):.2f} s, max {max(lags, default=float('nan')):.2f} s (target p95 <= 2 s); "
+              f"server CPU per follower per move {cost:.1f} ms (median of {len(room.per_follower)} moves; target "
+              f"<= 5 ms); server CPU while they follow an idle class: {room.idle_cpu:.1%} of a core (target <= 5%)",
+              flush=True)
 
 
-def follow_class(students: int, timeout: float, redis: bool = False) -> None:
-    """`redis`: the class in a redis-server of its own (issue 84: the move heard, not polled), else in SQLite."""
+def servers(floor: bool, against: str | None) -> dict[str, tuple[str, dict[str, str]]]:
+    """The servers measured side by side: label -> (script, environment). This tree's app; `against`: the app of
+    another tree (e.g. `git archive` of the commit before a change, run on its own code); `floor`: Streamlit's own
+    floor of a follower's rerun (benchmarks/follow_floor_app.py, with 1 element, and with 20)."""
+    chosen = {"this tree": ("app.py", {})}
+    if against:
+        chosen["against " + against] = (str(Path(against) / "app.py"), {"PYTHONPATH": str(Path(against).resolve())})
+    if floor:
+        for elements in (1, 20):
+            chosen[f"floor, {elements} element(s)"] = (FLOOR_APP, {"FOLLOW_ELEMENTS": str(elements)})
+    return chosen
+
+
+def follow_class(students: int, timeout: float, redis: bool = False, floor: bool = False,
+                 against: str | None = None) -> None:
+    """`redis`: the class in a redis-server of its own (issue 84: the move heard, not polled), else in SQLite;
+    `floor`, `against`: other servers measured side by side with this tree's (servers())."""
     from mha_core.serving.classroom import STORE_ENV, Classroom
 
-    cache = tempfile.mkdtemp(prefix="mha-follow-")  # the server's classes and the teacher's: one store
+    cache = tempfile.mkdtemp(prefix="mha-follow-")  # the servers' classes and the teacher's: one store
     with contextlib.ExitStack() as stack:
         store = stack.enter_context(redis_server(Path(cache))) if redis else str(Path(cache) / "classes.sqlite")
         os.environ[STORE_ENV] = store
-        group = stack.enter_context(app_server(env={"MHA_CACHE_DIR": cache, "HOME": os.environ.get("HOME", "")}))
         print(f"class store: {store}", flush=True)
-        classroom = Classroom()
-        code, secret = classroom.start("The animal didn't cross the street because it was too tired.", "en",
-                                       "all-MiniLM-L6-v2", step=1)
-        asyncio.run(run(group.url, classroom, code, secret, students, group, timeout))
+        classroom, rooms = Classroom(), []
+        for label, (script, env) in servers(floor, against).items():
+            group = stack.enter_context(app_server(script, env={"MHA_CACHE_DIR": cache,
+                                                                "HOME": os.environ.get("HOME", ""), **env}))
+            code, secret = classroom.start("The animal didn't cross the street because it was too tired.", "en",
+                                           "all-MiniLM-L6-v2", step=1)
+            rooms.append(Room(label, group, code, secret))
+        asyncio.run(run(rooms, classroom, students, timeout))

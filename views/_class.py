@@ -314,21 +314,39 @@ def follow(code: str, shown: Class, exploring: bool = False) -> None:
     if exploring:
         st.caption(tr("Class {code}: you explore on your own; the teacher is on step {step}.",
                       code=literal(shown.code), step=shown.step))
-    else:
-        st.caption(tr("You follow class {code}: your page shows the teacher's step. Back and Next take only your page "
-                      "elsewhere; “Follow the teacher” brings it back.", code=literal(shown.code)))
 
 
-def class_part(draw: Callable[[Class], None]) -> Callable[[Class, int], None]:
+def follow_caption(code: str) -> None:
+    """A following student's line about the class (drawn by the page's whole run: a move of the teacher's does not
+    change it)."""
+    st.caption(tr("You follow class {code}: your page shows the teacher's step. Back and Next take only your page "
+                  "elsewhere; “Follow the teacher” brings it back.", code=literal(code)))
+
+
+def class_step(code: str) -> int | None:
+    """The class's step now (from a callback): as this process's watcher last read or heard it, else read; None while
+    the store fails or once the class has ended (the page's run then says so)."""
+    heard = watcher().last_heard(code)
+    if heard:
+        return heard[0]
+    try:
+        return classroom().state(code).step
+    except InputError:
+        return None
+
+
+def class_part(draw: Callable[[Class], None], mode: Callable[[], object] = lambda: None
+               ) -> Callable[[Class, int, object], None]:
     """draw(state) as the part of a follower's page that the watcher reruns alone when only the class's step moved (a
-    Streamlit fragment: the sidebar, the model and the sentence are not drawn again for every follower; issue 84). Its
-    own run reads the class again (a fragment's arguments are the last whole run's: it takes what the watcher last
-    read or heard of it), sets up what app.py's run would
-    (the language, the run's memo, the charts' height cap `cap`) and ends as a run does (the address, the run's
-    marker); a class whose sentence or model changed meanwhile reruns the whole page."""
+    Streamlit fragment: the sidebar, the model, the sentence and what else the page's whole run drew are not drawn
+    again for every follower; issue 84). Its own run reads the class again (a fragment's arguments are the last
+    whole run's: it takes what the watcher last read or heard of it), sets up what app.py's run would (the language,
+    the run's memo, the charts' height cap `cap`) and ends as a run does (the address, the run's marker); a class
+    whose sentence or model changed meanwhile, or a page whose `mode()` is no longer the one its whole run drew
+    (`drawn`: a student who went back to following), reruns the whole page."""
 
     @st.fragment
-    def part(state: Class, cap: int) -> None:
+    def part(state: Class, cap: int, drawn: object = None) -> None:
         if not fragment_run():
             draw(state)
             return
@@ -337,7 +355,7 @@ def class_part(draw: Callable[[Class], None]) -> Callable[[Class, int], None]:
         try:
             heard = watcher().last_heard(state.code)  # what the watcher reran it for: no read per follower
             now = replace(state, step=heard[0], text=heard[1]) if heard else class_state(state.code)
-            if (now.text, now.model) != (state.text, state.model):
+            if (now.text, now.model, mode()) != (state.text, state.model, drawn):
                 st.rerun(scope="app")
             draw(now)
         except PageStopped:  # the page said why it stops (app.py catches it in a whole run)

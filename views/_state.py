@@ -30,8 +30,10 @@ from mha_core.serving.computed.seq2seq import KINDS
 from mha_core.serving.heavy import JobState
 from mha_core.serving.limits import MAX_INPUT_CHARS
 from mha_core.serving.menu import ModelChoice, available_models, default_choice, default_kind, page_model
+from mha_core.serving.sent import SentFigure
 from mha_core.serving.server import Server, Wait
 from mha_core.teaching.walkthrough import backend_words, path_words
+from views._sent import send_chart
 from views._text import literal
 from views._visit import RUN_MEMO, chosen, once_per_run, stop
 
@@ -228,18 +230,23 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
     cap = st.session_state.get(RUN_MEMO, {}).get(HEIGHT_CAP)
     projected = st.session_state.get(RUN_MEMO, {}).get(PROJECTED, False)
 
-    def shared_figure() -> tuple[SharedFigure, dict]:
+    def shared_figure() -> SentFigure:
         figure_dict = described(build())  # its sentence (mha_core.figures.summary) in its layout's meta
         figure_dict = charts.for_narrow_screen(figure_dict) if narrow else figure_dict
         figure_dict = charts.within_height(figure_dict, cap) if cap else figure_dict
         figure_dict = for_projector(figure_dict) if projected else figure_dict
-        return SharedFigure.of(figure_dict), figure_dict  # the dict beside the shell: the store weighs it
+        return SentFigure.of(figure_dict)  # its JSON made once too: each session sends it as it is
 
     cache_key = (*cache_key, i18n.current(), cap, projected)  # titles, axes and hovers in the page's language
-    shell, figure_dict = server().kept("figures", (*cache_key, "narrow") if narrow else cache_key, shared_figure)
+    sent = server().kept("figures", (*cache_key, "narrow") if narrow else cache_key, shared_figure)
     if narrow:
         plotly_chart_args.setdefault("config", {"displayModeBar": False})
-    return described_chart(shell, describe(figure_dict), plotly_chart_args)
+    sentence = describe(sent.figure)
+    if "on_select" in plotly_chart_args:  # a widget: streamlit draws it
+        return described_chart(SharedFigure.of(sent.figure), sentence, plotly_chart_args)
+    drawn = send_chart(sent, sentence, **plotly_chart_args)
+    say_under(sentence)
+    return drawn
 
 
 DESCRIBE = "describe"  # the visitor's choice: each chart's sentence shown under it (views/_inputs.describe_toggle)
@@ -249,9 +256,14 @@ def described_chart(figure: go.Figure | FigureDict, sentence: str, plotly_chart_
     """st.plotly_chart with the chart's sentence as its accessible name (a screen reader reads it), and under the
     chart when the visitor asked for sentences."""
     drawn = st.plotly_chart(figure, alt=sentence, **plotly_chart_args)
+    say_under(sentence)
+    return drawn
+
+
+def say_under(sentence: str) -> None:
+    """The chart's sentence under it, when the visitor asked for sentences."""
     if chosen(DESCRIBE, False):
         st.caption(literal(sentence))
-    return drawn
 
 
 def plain_chart(figure: FigureDict, **plotly_chart_args: object) -> object:

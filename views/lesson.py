@@ -25,7 +25,6 @@ from mha_core.serving.computed import text as computed
 from mha_core.serving.computed import translation as computed_translation
 from mha_core.serving.pages import BY_NAME
 from mha_core.teaching.claims import (
-    Claim,
     coreference_claims,
     cost_claims,
     cross_claims,
@@ -46,7 +45,9 @@ from views._class import (
     class_code,
     class_part,
     class_state,
+    class_step,
     follow,
+    follow_caption,
     is_teaching,
     language_switch,
     reload_after_restart,
@@ -58,6 +59,7 @@ from views._class import (
 from views._images import chosen_image
 from views._inputs import model_card, sentence_box
 from views._presenter import presenter
+from views._said import say, say_once
 from views._state import (
     answered,
     cap_chart_heights,
@@ -75,6 +77,7 @@ from views._visit import choose, chosen, forget, stop, widget
 from views.parts import coreference, heads, images, parameters, seq2seq, translation, walkthrough
 
 OWN_STEP = "own_step"  # the step a student of a class went to on their own (none: the teacher's)
+GO_TO = "_lesson_go_to"  # a following student's step list
 LESSON_ROWS = 5  # the heads a step's table lists: a projector shows the step without scrolling
 PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel projector
 PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
@@ -93,25 +96,6 @@ PHONE_CSS = ("<style>@media (max-width: 640px){"  # a 390-px phone: the step's f
              "}</style>")
 
 
-def shown(value: object, marked: bool) -> object:
-    """A claim's value as the page writes it: text escaped (a marked word translated), a list of (word, count)
-    pairs as "word count, …" ("word count、…" in Chinese)."""
-    if isinstance(value, tuple):
-        separator = "、" if i18n.current() == "zh" else ", "  # Chinese lists its items with the enumeration comma
-        return separator.join(f"{shown(word, marked)} {count}" for word, count in value)
-    if isinstance(value, str):
-        return literal(tr(value) if marked else value)
-    return value
-
-
-def say(claims: tuple[Claim, ...]) -> None:
-    """A step's claims about its figure, in the page's language (one paragraph; a list's items on their own)."""
-    worded_claims = [tr(said.template, **{name: shown(value, name in said.words) for name, value in
-                                          said.kwargs().items()}) for said in claims]
-    if worded_claims:
-        st.markdown(("" if i18n.current() == "zh" else " ").join(worded_claims))  # 。 ends a sentence
-
-
 def class_view(model: LoadedModel, text: str) -> tuple:
     """The class's sentence on the class's model, as the Heads page shows it: result, view, and step 1's figure
     (the clearest head's row from the pronoun)."""
@@ -126,7 +110,7 @@ def why_view(model: LoadedModel, text: str) -> None:
     chart(("lesson why", str(model.model_dir), text, row.layer, row.head, row.query), lambda: charts.token_bar_figure(
         list(row.labels), row.weights, tr("Layer {layer}, head {head}: where '{word}' looks", layer=row.layer,
                                           head=row.head, word=row.labels[row.query])), key="lesson_why")
-    say(why_claims(row, model.tokenizer.unk_token))
+    say_once(("why", str(model.model_dir), text), lambda: why_claims(row, model.tokenizer.unk_token))
 
 
 def four_steps_view(model: LoadedModel, text: str) -> None:
@@ -136,7 +120,8 @@ def four_steps_view(model: LoadedModel, text: str) -> None:
     walkthrough.step_attention(w, model, step_shapes(model, row.layer, len(result.labels[0])), query,
                                ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
     special = [word is None for word in result.word_ids[0]]
-    say(four_steps_claims(scores_row(w, view, row, query, special)))
+    say_once(("four_steps", str(model.model_dir), text),
+             lambda: four_steps_claims(scores_row(w, view, row, query, special)))
 
 
 def heads_view(model: LoadedModel, text: str) -> None:
@@ -147,7 +132,8 @@ def heads_view(model: LoadedModel, text: str) -> None:
                        options=list(range(view.maps.shape[0])))
     heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text), across=True)
     hidden = sum(word is None for word in result.word_ids[0])  # the special pieces the Heads page's view leaves out
-    say(heads_claims(head_habits(view.maps), (row.layer, row.head), hidden))
+    say_once(("heads", str(model.model_dir), text),
+             lambda: heads_claims(head_habits(view.maps), (row.layer, row.head), hidden))
 
 
 def parameters_view(model: LoadedModel, text: str) -> None:
@@ -156,7 +142,8 @@ def parameters_view(model: LoadedModel, text: str) -> None:
     left, right = st.columns(2)
     left.metric(tr("{name}: parameters", name=model.name), f"{breakdown.total:,}")
     right.metric(tr("In attention (W_Q, W_K, W_V, W_O + biases)"), f"{breakdown.attention_total:,}")
-    say(parameters_claims(model.name, breakdown.total, breakdown.attention_total))
+    say_once(("parameters", str(model.model_dir)),
+             lambda: parameters_claims(model.name, breakdown.total, breakdown.attention_total))
 
 
 def roles_view(model: LoadedModel, text: str) -> None:
@@ -165,7 +152,7 @@ def roles_view(model: LoadedModel, text: str) -> None:
     labels = role_labels(roles, causal)
     chart(("lesson roles", str(model.model_dir), text), lambda: role_grid_figure(labels, roles, causal),
           key="lesson_roles")
-    say(roles_claims(labels))
+    say_once(("roles", str(model.model_dir), text), lambda: roles_claims(labels))
 
 
 def coreference_view(model: LoadedModel, text: str) -> None:
@@ -249,7 +236,7 @@ def images_view(model: LoadedModel, text: str) -> None:
 
 def cost_view(model: LoadedModel, text: str) -> None:
     parameters.show_model_costs(model, one_row=True)
-    say(cost_claims(model.name, model.arch.windows, model.causal))
+    say_once(("cost", str(model.model_dir)), lambda: cost_claims(model.name, model.arch.windows, model.causal))
 
 
 STEP_VIEWS = {"why": why_view, "four_steps": four_steps_view, "heads": heads_view, "parameters": parameters_view,
@@ -301,29 +288,70 @@ def show_step(number: int, text: str) -> None:
 def student_page(code: str, state: ClassState) -> None:
     """A student of class `code`: the teacher's step and sentence (and model), followed as the teacher moves; the
     student's own Back / Next / step leaves the class's step to explore (moving nobody else) until "Follow the
-    teacher" brings the page back to it."""
+    teacher" brings the page back to it. What does not change when the teacher moves the step (the model, the
+    sentence, the class's line, Back / Next) is drawn by the page's whole run only: the part the watcher reruns for
+    every follower at each move draws the step alone (issue 84)."""
     choose("text", state.text)
     if state.model in model_choices():
         choose("model", state.model)
     model_card()
     language_switch()
     st.markdown(tr("**Sentence:** {text}", text=one_line(state.text)))
-    student_step(state, PROJECTOR_CHART_PX)  # what the watcher reruns alone when the teacher moves the step
+    own = own_step()
+    if own is None:
+        follow_caption(state.code)
+        follower_controls(state.code)
+        student_step(state, PROJECTOR_CHART_PX, own)  # what the watcher reruns alone when the teacher moves the step
+        return
+    student_step(state, PROJECTOR_CHART_PX, own)  # where the teacher is: rerun alone when the teacher moves
+    choose("step", own)  # where the page goes on alone when the class ends
+    step_controls(own, OWN_STEP)
+    show_step(own, state.text)
 
 
-@class_part
-def student_step(state: ClassState) -> None:
-    """The class's step on a student's page, or the student's own step while they explore."""
-    code = state.code
-    steps = list(range(1, len(STEPS) + 1))
-    own = chosen(OWN_STEP, None, options=steps)
-    follow(code, state, exploring=own is not None)
-    if own is not None:
+def own_step() -> int | None:
+    """The step a student of a class went to on their own (None: the teacher's)."""
+    return chosen(OWN_STEP, None, options=list(range(1, len(STEPS) + 1)))
+
+
+def go_from_class(code: str, by: int) -> None:
+    """A following student's Back / Next (a callback): one step from where the class is at the click."""
+    step = class_step(code)
+    if step is not None:  # else the page's run says why (a store that fails, a class that ended)
+        choose(OWN_STEP, min(max(step + by, 1), len(STEPS)))
+
+
+def go_to_step() -> None:
+    """A following student's step list (a callback): the step picked."""
+    if st.session_state.get(GO_TO) is not None:
+        choose(OWN_STEP, int(st.session_state[GO_TO]))
+
+
+def follower_controls(code: str) -> None:
+    """A following student's Back, step list and Next, as step_controls lays them out: drawn by the page's whole run
+    (the teacher's moves do not draw them again), each goes from the class's step at the click."""
+    st.session_state[GO_TO] = None  # the list names no step: the page's title says which the class is on
+    back, listed, forward, _ = st.container(key=CONTROLS).columns([1, 4, 1, 1.4], vertical_alignment="center")
+    back.button(tr("Back"), on_click=go_from_class, args=(code, -1), key="lesson_back", width="stretch")
+    forward.button(tr("Next"), on_click=go_from_class, args=(code, 1), key="lesson_next", width="stretch",
+                   type="primary")
+    listed.selectbox(tr("Step"), list(range(1, len(STEPS) + 1)), key=GO_TO, on_change=go_to_step,
+                     placeholder=tr("Go to a step on your own"), label_visibility="collapsed",
+                     format_func=lambda n: f"{n}. {tr(STEPS[n - 1].title)}")
+
+
+def draw_student_step(state: ClassState) -> None:
+    """The class's step on a following student's page; on an exploring student's, where the teacher is."""
+    follow(state.code, state, exploring=own_step() is not None)
+    if own_step() is not None:
         st.button(tr("Follow the teacher (step {step})", step=state.step), on_click=forget, args=(OWN_STEP,),
                   type="primary", icon=":material/groups:", key="lesson_follow")
-    choose("step", own or state.step)  # where the page goes on alone when the class ends
-    step_controls(own or state.step, OWN_STEP)
-    show_step(own or state.step, state.text)
+        return
+    choose("step", state.step)  # where the page goes on alone when the class ends
+    show_step(state.step, state.text)
+
+
+student_step = class_part(draw_student_step, own_step)
 
 
 def teacher_page(code: str | None, state: ClassState | None) -> None:
