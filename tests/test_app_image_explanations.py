@@ -7,22 +7,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_core import i18n
+from mha_core import i18n, load_model
 from mha_core.analysis.explain.vision import explain_image
 from mha_core.engine.loading.bundled import VISION_NAME
 from mha_core.serving.computed import vision as computed
 from mha_core.serving.server import Server
 from tests.conftest import bundled_model, chart_json, decode, open_app
 from tests.i18n_check import untranslated
+from tests.tiny_models import make_tiny_vision
 
 PAGE = "views/images.py"
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
-def expected(methods, **options):
-    """The API's explanation of the page's default photo, prepared as the page prepares it."""
-    model = bundled_model(VISION_NAME)
+def expected(methods, model=None, **options):
+    """The API's explanation of the page's default photo on `model` (default the bundled DINOv2), prepared as the
+    page prepares it."""
+    model = model or bundled_model(VISION_NAME)
     server = Server()
     data = computed.photo_bytes(computed.PHOTOS[0].key)
     pixels = computed.prepare_images(model, [computed.image_of(server, data)])
@@ -60,11 +62,23 @@ def test_the_tab_draws_occlusion_beside_attention_and_rollout_as_the_api_compute
     assert any("16 copies of the photo run" in c.value for c in at.caption)
 
 
-def test_integrated_gradients_say_whether_their_steps_were_enough():
-    at = open_app(PAGE, img_tab="Explanations", img_method="ig", img_steps="16")
+@pytest.fixture(scope="module")
+def tiny_dinov2(tmp_path_factory):
+    """A tiny random DINOv2 whose weights are large enough that 16 steps fall short and 128 suffice: both answers of
+    the page's convergence line on one model (DINOv2-small needs about 128 steps too, at a hundred times the work)."""
+    root = tmp_path_factory.mktemp("tiny_vision")
+    make_tiny_vision("dinov2", root / "dinov2", initializer_range=0.5)
+    return root
+
+
+@pytest.mark.parametrize(("steps", "enough"), [(16, False), (128, True)])
+def test_integrated_gradients_say_whether_their_steps_were_enough(tiny_dinov2, monkeypatch, steps, enough):
+    monkeypatch.setenv("MHA_MODELS_DIR", str(tiny_dinov2))
+    at = open_app(PAGE, model="dinov2", img_tab="Explanations", img_method="ig", img_steps=str(steps))
     assert not at.exception and not at.error
-    found = expected(["ig"], steps=16)
-    caption = next(c.value for c in at.caption if "Integrated Gradients: 16 steps" in c.value)
+    found = expected(["ig"], load_model(tiny_dinov2 / "dinov2"), steps=steps)
+    assert found.ig.converged == enough  # the case this run is for
+    caption = next(c.value for c in at.caption if f"Integrated Gradients: {steps} steps" in c.value)
     assert f"convergence delta {found.ig.delta:.3f}" in caption.replace("\\", "")
     assert bool(at.warning) == (not found.ig.converged)
 

@@ -74,6 +74,14 @@ def test_a_compressed_index_finds_what_exact_search_finds(bundled, tmp_path, mon
     from mha_core.analysis.index import write as index_write
 
     corpus = conllu_corpus(EWT, 300)
+    passes: dict[tuple[str, ...], object] = {}  # the two builds read the same model pass: run once per shard
+
+    def run_once(model, texts, **options):
+        if tuple(texts) not in passes:
+            passes[tuple(texts)] = run(model, texts, **options)
+        return passes[tuple(texts)]
+
+    monkeypatch.setattr(index_pass, "run", run_once)
     exact = build_index(bundled, corpus, [3], tmp_path / "exact")
     monkeypatch.setattr(index_pass, "EXACT_MAX_BYTES", 0)
     monkeypatch.setattr(index_write, "TRAIN_SAMPLE", 3000)  # faster training, lower recall: the test's margin
