@@ -1,7 +1,7 @@
 """A model's both-ways methods (methods.py) as chosen on the development half: shipped for the bundled model
-(assets/alignment/methods.json, with the measured table; written by benchmarks/bench_align.py --write, a test
-recomputes it), else chosen on first use (both directions' runs of the 75 development pairs, then fit.choose_all)
-and kept for the process."""
+(assets/alignment/methods.json, with the measured table and the held-back links it follows from: evidence.py;
+written by benchmarks/bench_align.py --write, --check recomputes it), else chosen on first use (both directions'
+runs of the 75 development pairs, then fit.choose_all) and kept for the process."""
 
 from __future__ import annotations
 

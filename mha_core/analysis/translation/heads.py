@@ -5,7 +5,8 @@ The choice: for each pooling of a word's pieces (run.POOLINGS), way of reading a
 scaling the maps (align.SCALINGS), heads ranked by their own AER (argmax links), then the k best (k from 1 to
 MAX_COMBINED) and the link rule (align.LINK_RULES: argmax, intersection or grow-diag of both directions' argmax) whose
 mean map gives the lowest AER on the development half; the best of those. A bundled model's choice is shipped
-(assets/alignment/heads.json, written by benchmarks/bench_align.py --write; a test recomputes it); another
+(assets/alignment/heads.json, written by benchmarks/bench_align.py --write with the development counts it follows
+from: evidence.py); another
 model's is computed on first use. Both directions at once, the representations and weighted heads: methods.py.
 """
 
@@ -89,12 +90,17 @@ def diagonal_aer(pairs: Sequence[AlignedPair]) -> float:
     return aer([diagonal(len(p.source), len(p.target)) for p in pairs], pairs)
 
 
+def ranked_heads(aers: np.ndarray) -> list[tuple[int, int]]:
+    """Every (layer, head), least AER first (argsort's order among equals)."""
+    return [tuple(int(i) for i in np.unravel_index(flat, aers.shape)) for flat in np.argsort(aers, axis=None)]
+
+
 def choose(maps: Sequence[WordMaps], pairs: Sequence[AlignedPair], direction: str, scaling: str = "plain",
            pooling: str = "sum") -> HeadChoice:
     """The heads to combine, from these (development) pairs only (their maps scaled as `scaling` says)."""
     maps = [m.scaled(scaling) for m in maps]
     aers = head_aers(maps, pairs)
-    ranked = [tuple(int(i) for i in np.unravel_index(flat, aers.shape)) for flat in np.argsort(aers, axis=None)]
+    ranked = ranked_heads(aers)
     scores = {(rule, k): combined_aer(maps, pairs, ranked[:k], rule) for rule in LINK_RULES
               for k in range(1, MAX_COMBINED + 1)}
     rule, k = min(scores, key=scores.get)
