@@ -5,8 +5,6 @@ digest. A chart the visitor selects in (on_select) is a widget: st.plotly_chart 
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 from streamlit.elements.lib.form_utils import current_form_id
 from streamlit.elements.lib.layout_utils import LayoutConfig, validate_height, validate_width
@@ -14,6 +12,7 @@ from streamlit.elements.lib.utils import compute_and_register_element_id, normal
 from streamlit.elements.plotly_chart import _resolve_content_height, _resolve_content_width
 from streamlit.proto.PlotlyChart_pb2 import PlotlyChart as PlotlyChartProto
 
+from mha_core.serving.export import json_text
 from mha_core.serving.sent import SentFigure
 
 
@@ -25,7 +24,7 @@ def send_chart(sent: SentFigure, alt: str, key: str | None = None, config: dict 
     validate_height(height, allow_content=True)
     proto = PlotlyChartProto()
     proto.theme, proto.form_id = theme or "", current_form_id(st._main)  # noqa: SLF001 -- the page's main area
-    proto.spec, proto.config = sent.spec, json.dumps(config or {})
+    proto.spec, proto.config = sent.spec, json_text(config or {})
     alt = normalize_alt(alt)
     if alt is not None:
         proto.alt = alt
