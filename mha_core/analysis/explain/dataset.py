@@ -24,7 +24,8 @@ import numpy as np
 from mha_core.analysis.coref.sentence import PROBE
 from mha_core.analysis.corpus.readers import GapExample
 from mha_core.analysis.explain.choices import DEFAULT_STEPS, METHODS, SHORT
-from mha_core.analysis.explain.explain import Explanation, explain
+from mha_core.analysis.explain.explain import Explanation, check_methods, explain
+from mha_core.analysis.explain.integrated import check_steps
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.tokens import InputError
 from mha_core.messages import N_
@@ -157,7 +158,10 @@ def dataset_table(model: LoadedModel, dataset: str, limit: int = 20, gap_file: s
                   steps: int = DEFAULT_STEPS, methods: Sequence[str] = METHODS, seed: int = 0,
                   progress: Callable[[int, int], None] | None = None) -> DatasetTable:
     """Every method of `methods` on texts of the dataset until `limit` are explained, their faithfulness averaged
-    (module docstring); `progress(explained, limit)` after each text."""
+    (module docstring); `progress(explained, limit)` after each text. Bad methods or steps are refused before any
+    text, not counted as every text skipped."""
+    methods = check_methods(methods)
+    check_steps(steps)
     items = sampled(dataset_items(model, dataset, gap_file), seed)
     found: list[Explanation] = []
     skipped = 0

@@ -106,9 +106,14 @@ def target_for(model: LoadedModel, batch: TokenBatch, answer: str | None = None,
         position = n - 1 if not head.masked else masks[0]
         wrong_id = None if wrong is None else word_piece(model, wrong)
         answer_id = own_answer(model, head, batch, position) if answer is None else word_piece(model, answer)
+        if answer_id == wrong_id:
+            raise InputError("answer_is_wrong", N_("The answer and the wrong word are the same piece {piece!r}: "
+                                                   "choose a different wrong word."),
+                             piece=model.tokenizer.decode([answer_id]))
         shown = [model.tokenizer.decode([i]) for i in (answer_id, wrong_id) if i is not None]
-        return Target(NEXT_PIECE if not head.masked else MASKED, position, shown[0], shown[1] if wrong_id else None,
-                      answer_id, wrong_id, () if not head.masked else (position,), head)
+        return Target(NEXT_PIECE if not head.masked else MASKED, position, shown[0],
+                      shown[1] if wrong_id is not None else None, answer_id, wrong_id,
+                      () if not head.masked else (position,), head)
     if answer is not None or wrong is not None:
         raise InputError("no_head_for_target", N_("{model} has no head that predicts {answer!r}: its targets are "
                                                   "{targets}."), model=model.name, answer=answer or wrong,
