@@ -1,4 +1,4 @@
-"""Hostile input to `explain` (issue 81): what a careless command line must be told in one line before any work."""
+"""Hostile input to `explain` (issue 81) and `align`: what a careless command line is told in one line, first."""
 
 from __future__ import annotations
 
@@ -23,3 +23,16 @@ def test_an_answer_that_is_its_own_wrong_word_is_refused(lm_dirs):
               str(lm_dirs["llama-tied"]), "--json", "-")
     assert run.returncode == 2 and run.stdout == "" and "Traceback" not in run.stderr
     assert "same piece 'cat'" in run.stderr
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "empty"])
+def test_align_refuses_an_endless_or_empty_file_in_one_line(tmp_path, tiny_dir, target):
+    """`align --target-file /dev/zero` read without end (memory); two empty files aligned nothing and exited 0."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    source = str(empty) if target == "empty" else str(tmp_path / "s.txt")
+    (tmp_path / "s.txt").write_text("动物 过 马路\n", encoding="utf-8")
+    run = cli("align", "--source-file", source, "--target-file", str(empty) if target == "empty" else target,
+              "--source-lang", "zh", "--target-lang", "en", "--out", "-", "--model-dir", str(tiny_dir))
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert ("larger than 20 MB" if target == "/dev/zero" else "line 1 is empty") in run.stderr

@@ -29,17 +29,23 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 def sentence_lines(path: str, what: str) -> list[str]:
     """The file's lines, split at line feeds only ("\\r\\n" too): a U+2028 or a form feed inside a sentence stays in
-    it, so line i is the source's line i as an editor numbers them."""
+    it, so line i is the source's line i as an editor numbers them. Read up to MAX_FILE_MB (/dev/zero never ends)."""
+    from mha_core.analysis.corpus.readers import MAX_FILE_MB
+
+    cap = MAX_FILE_MB * 2**20
     try:
-        with Path(path).open(encoding="utf-8-sig", newline="") as file:  # line ends as written, "\r\n" cut below;
-            # a byte-order mark (Windows Notepad's) is no part of the first word
-            text = file.read()
+        with Path(path).open("rb") as file:
+            data = file.read(cap + 1)
+        if len(data) > cap:
+            raise CliError(f"{path}: the {what} file is larger than {MAX_FILE_MB} MB: split it")
+        text = data.decode("utf-8-sig")  # a byte-order mark (Windows Notepad's) is no part of the first word
     except (OSError, UnicodeDecodeError) as err:
         raise CliError(f"{path}: cannot read the {what} file as UTF-8 text ({err.__class__.__name__})") from None
     lines = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
     empty = [i + 1 for i, line in enumerate(lines) if not line.strip()]
-    if empty:
-        raise CliError(f"{path}: line {empty[0]} is empty: one sentence per line, words separated by spaces")
+    if empty or not lines:
+        raise CliError(f"{path}: line {empty[0] if empty else 1} is empty: one sentence per line, words separated by "
+                       "spaces")
     return lines
 
 
