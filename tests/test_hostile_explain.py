@@ -36,3 +36,16 @@ def test_align_refuses_an_endless_or_empty_file_in_one_line(tmp_path, tiny_dir, 
               "--source-lang", "zh", "--target-lang", "en", "--out", "-", "--model-dir", str(tiny_dir))
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert ("larger than 20 MB" if target == "/dev/zero" else "line 1 is empty") in run.stderr
+
+
+def test_an_image_path_without_end_is_refused_as_too_large(tmp_path):
+    """`explain /dev/zero --model-dir <a ViT>` read the whole path before its size was checked: memory without end."""
+    from mha_core.engine.tokens import InputError
+    from mha_core.engine.vision.images import read_image
+
+    with pytest.raises(InputError) as refused:
+        read_image("/dev/zero")
+    assert refused.value.code == "image_too_large"
+    with pytest.raises(InputError) as folder:
+        read_image(tmp_path)
+    assert folder.value.code == "image_unreadable_file"

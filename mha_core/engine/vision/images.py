@@ -41,13 +41,19 @@ def check_side(model: LoadedModel, side: int | None) -> int:
     return side
 
 
+def read_at_most(path: Path, n_bytes: int) -> bytes:
+    """A file's first `n_bytes` bytes (/dev/zero never ends: reading it whole fills the memory)."""
+    with path.open("rb") as file:
+        return file.read(n_bytes)
+
+
 def read_image(data: bytes | Path) -> object:
     """A file's picture as RGB (Pillow), or one sentence: not an image, truncated, too large, animated."""
     from PIL import Image, UnidentifiedImageError
 
     data = Path(data) if isinstance(data, str) else data
     try:
-        raw = data.read_bytes() if isinstance(data, Path) else data
+        raw = read_at_most(data, MAX_IMAGE_BYTES + 1) if isinstance(data, Path) else data
     except OSError as err:
         raise InputError("image_unreadable_file", N_("{path} cannot be read: {reason}."), path=str(data),
                          reason=err.strerror or type(err).__name__) from None
