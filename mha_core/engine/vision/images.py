@@ -58,8 +58,8 @@ def read_image(data: bytes | Path) -> object:
         raise InputError("image_unreadable_file", N_("{path} cannot be read: {reason}."), path=str(data),
                          reason=err.strerror or type(err).__name__) from None
     if len(raw) > MAX_IMAGE_BYTES:
-        raise InputError("image_too_large", N_("The file is {mb:.0f} MB; images of up to {limit:.0f} MB are read."),
-                         mb=len(raw) / 2**20, limit=MAX_IMAGE_BYTES / 2**20)
+        raise InputError("image_too_large", N_("The file is over {limit:.0f} MB, the most read of an image."),
+                         limit=MAX_IMAGE_BYTES / 2**20)  # a path is read no further: its size is not known
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
     try:
         with warnings.catch_warnings():  # Pillow warns between its limit and twice it: refused below instead
