@@ -14,7 +14,7 @@ from mha_core.analysis.lm.head import lm_head
 from mha_core.figures import explain as figures
 from mha_core.i18n import tr
 from mha_core.serving.computed import explain as computed
-from mha_core.teaching.examples import question_for
+from mha_core.teaching.examples import question_for, readable_first_piece
 from views._inputs import sentence_box
 from views._state import chart, current_model, queued
 from views._text import literal
@@ -35,10 +35,25 @@ def asked(model: LoadedModel, text: str) -> tuple[str, str | None, str | None]:
                    "nouns before it."))
         stop()
     st.caption(tr("The model reads: {text}", text=literal(question.text)))
+    first_answer, first_wrong = first_pieces(model, question.answer, question.wrong)
     left, right = st.columns(2)
-    answer = widget(left.text_input, "explain_answer", question.answer, tr("Answer"), context=(text,))
-    wrong = widget(right.text_input, "explain_wrong", question.wrong, tr("Wrong word"), context=(text,))
+    answer = widget(left.text_input, "explain_answer", first_answer, tr("Answer"), context=(text,))
+    wrong = widget(right.text_input, "explain_wrong", first_wrong, tr("Wrong word"), context=(text,))
     return question.text, answer.strip() or None, wrong.strip() or None
+
+
+def first_pieces(model: LoadedModel, answer: str, wrong: str) -> tuple[str, str]:
+    """The nouns' first pieces, the answer and wrong word the page starts from (as the lesson's step compares them:
+    玛丽 is 玛 | 丽 on Gemma 3), each named where it is not the whole word; ("", "") where a noun has no readable
+    piece of its own: the model's own next piece is explained then."""
+    pieces = [readable_first_piece(model, word).strip() for word in (answer, wrong)]
+    if not all(pieces):
+        return "", ""
+    for word, piece in zip((answer, wrong), pieces, strict=True):
+        if piece != word:
+            st.caption(tr("{model} writes '{word}' in several pieces: its first, '{piece}', is compared.",
+                          model=model.name, word=literal(word), piece=literal(piece)))
+    return pieces[0], pieces[1]
 
 
 def target_line(explanation: Explanation) -> None:
