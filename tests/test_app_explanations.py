@@ -50,3 +50,11 @@ def test_chinese_on_gemma_starts_from_the_nouns_first_pieces(gemma):
     assert pieces[0] == "玛" and [box.value for box in at.text_input] == pieces
     assert any("“玛丽”" in c.value and "“玛”" in c.value for c in at.caption)
     assert chart_json(at, "explain_methods")["data"]
+
+
+def test_a_decoders_target_names_its_pieces_in_bold(decoder):
+    """SmolLM2's answer is the piece " animal": its line bolds animal, not "** animal**" left as typed."""
+    at = open_app(PAGE, lang="en", model=decoder.name, text=TEXT)
+    assert not at.exception and not at.error
+    line = next(m.value for m in at.markdown if m.value.startswith("Target: logit("))
+    assert "logit(**animal**) − logit(**street**)" in line, line

@@ -56,17 +56,23 @@ def first_pieces(model: LoadedModel, answer: str, wrong: str) -> tuple[str, str]
     return pieces[0], pieces[1]
 
 
+def bold_piece(piece: str) -> str:
+    """A piece for inside **…**: without the space a word-initial piece starts with (" animal"), which kept markdown
+    from bolding it (the page said logit(** animal**))."""
+    return literal(piece.strip() or repr(piece))
+
+
 def target_line(explanation: Explanation) -> None:
     target = explanation.target
     if target.kind == COREF:
         st.markdown(tr("Target: the coreference margin, attention from the pronoun to **{a}** minus **{b}** in the "
-                       "last-layer head where it is largest: **{score:.3f}**.", a=literal(target.answer),
-                       b=literal(target.wrong), score=explanation.score))
+                       "last-layer head where it is largest: **{score:.3f}**.", a=bold_piece(target.answer),
+                       b=bold_piece(target.wrong), score=explanation.score))
     elif target.wrong is not None:
         st.markdown(tr("Target: logit(**{a}**) − logit(**{b}**) after the last piece: **{score:.3f}**.",
-                       a=literal(target.answer), b=literal(target.wrong), score=explanation.score))
+                       a=bold_piece(target.answer), b=bold_piece(target.wrong), score=explanation.score))
     else:
-        st.markdown(tr("Target: the model's score for **{a}**: **{score:.3f}**.", a=literal(target.answer),
+        st.markdown(tr("Target: the model's score for **{a}**: **{score:.3f}**.", a=bold_piece(target.answer),
                        score=explanation.score))
 
 
