@@ -58,3 +58,15 @@ def test_a_decoders_target_names_its_pieces_in_bold(decoder):
     assert not at.exception and not at.error
     line = next(m.value for m in at.markdown if m.value.startswith("Target: logit("))
     assert "logit(**animal**) − logit(**street**)" in line, line
+
+
+def test_on_a_phone_the_methods_figure_has_a_row_per_word(bundled, monkeypatch):
+    """At 390 px the nine method names left the words' columns about 70 px in all: a phone gets a row per word."""
+    import views._state
+
+    monkeypatch.setattr(views._state, "narrow_screen", lambda: True)
+    at = open_app(PAGE, text=TEXT)
+    assert not at.exception and not at.error
+    expected = mha_core.explain(bundled, TEXT, methods=METHODS)
+    figure = chart_json(at, "explain_methods")["data"][0]
+    assert [y.split(" ", 1)[1] for y in figure["y"]] == list(expected.words) and len(figure["x"]) == len(METHODS)

@@ -16,7 +16,7 @@ from mha_core.i18n import tr
 from mha_core.serving.computed import explain as computed
 from mha_core.teaching.examples import question_for, readable_first_piece
 from views._inputs import sentence_box
-from views._state import chart, current_model, queued
+from views._state import chart, current_model, narrow_screen, queued
 from views._text import literal
 from views._visit import stop, widget
 
@@ -105,7 +105,9 @@ def main() -> None:
         stop()
     target_line(explanation)
     key = (str(model.model_dir), text, answer, wrong)
-    chart(("explain methods", *key), lambda: figures.methods_figure(explanation), key="explain_methods")
+    narrow = narrow_screen()  # a phone: a row per word, the methods across (9 method names left no room for words)
+    chart(("explain methods", *key, narrow), lambda: figures.methods_figure(explanation, narrow),
+          key="explain_methods")
     layer, head = explanation.head
     st.caption(tr("The chosen head: L{layer} H{head}, the one whose output moves the target most (its gradient "
                   "times its output).", layer=layer, head=head))

@@ -20,11 +20,12 @@ def scaled(rows: np.ndarray) -> np.ndarray:
     return np.divide(rows, top, out=np.zeros_like(rows), where=top > 0)
 
 
-def methods_figure(explanation: Explanation) -> FigureDict:
-    """(M,W) heatmap: a row per method, a column per word, each row scaled to its largest |score|."""
+def methods_figure(explanation: Explanation, words_down: bool = False) -> FigureDict:
+    """(M,W) heatmap: a row per method, a column per word, each row scaled to its largest |score| (`words_down`: a
+    row per word, for a phone)."""
     names = [tr(METHOD_NAMES[name]) for name in explanation.methods]
     return word_scores_figure(np.stack([m.word_scores for m in explanation.methods.values()]), names,
-                              explanation.words, tr("Each method's word scores (scaled to its largest)"))
+                              explanation.words, tr("Each method's word scores (scaled to its largest)"), words_down)
 
 
 def word_scores_figure(rows: np.ndarray, names: Sequence[str], words: Sequence[str], title: str,
