@@ -70,3 +70,5 @@ def test_on_a_phone_the_methods_figure_has_a_row_per_word(bundled, monkeypatch):
     expected = mha_core.explain(bundled, TEXT, methods=METHODS)
     figure = chart_json(at, "explain_methods")["data"][0]
     assert [y.split(" ", 1)[1] for y in figure["y"]] == list(expected.words) and len(figure["x"]) == len(METHODS)
+    rows_px = (figure_height := chart_json(at, "explain_methods")["layout"]["height"]) - 80
+    assert rows_px >= 18 * len(expected.words) + 10 * max(len(name) for name in figure["x"]), figure_height
