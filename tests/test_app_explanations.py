@@ -9,7 +9,7 @@ import pytest
 
 import mha_core
 from mha_core.analysis.explain.choices import METHODS
-from mha_core.teaching.examples import question_for
+from mha_core.teaching.examples import question_for, readable_first_piece
 from tests.conftest import chart_json, decode, open_app
 
 PAGE = "views/explanations.py"
@@ -39,3 +39,36 @@ def test_a_decoder_is_asked_about_the_pronoun():
     assert question_for("No pronoun here at all.") is None
     chinese = question_for("玛丽把书给了约翰，因为她已经读过了。")  # the nouns Coreference compares, not 玛丽 and 书
     assert chinese.text.endswith("句中的“她”是指") and (chinese.answer, chinese.wrong) == ("玛丽", "约翰")
+
+
+def test_chinese_on_gemma_starts_from_the_nouns_first_pieces(gemma):
+    """A new teacher's first visit in Chinese on Gemma 3: 玛丽 is two pieces there (玛 | 丽), so the page starts from
+    each noun's first piece and says so, as the lesson's step does, not from a refusal and no chart."""
+    at = open_app(PAGE, lang="zh", model=gemma.name)
+    assert not at.exception and not at.error and not at.warning
+    pieces = [readable_first_piece(gemma, word).strip() for word in ("玛丽", "约翰")]
+    assert pieces[0] == "玛" and [box.value for box in at.text_input] == pieces
+    assert any("“玛丽”" in c.value and "“玛”" in c.value for c in at.caption)
+    assert chart_json(at, "explain_methods")["data"]
+
+
+def test_a_decoders_target_names_its_pieces_in_bold(decoder):
+    """SmolLM2's answer is the piece " animal": its line bolds animal, not "** animal**" left as typed."""
+    at = open_app(PAGE, lang="en", model=decoder.name, text=TEXT)
+    assert not at.exception and not at.error
+    line = next(m.value for m in at.markdown if m.value.startswith("Target: logit("))
+    assert "logit(**animal**) − logit(**street**)" in line, line
+
+
+def test_on_a_phone_the_methods_figure_has_a_row_per_word(bundled, monkeypatch):
+    """At 390 px the nine method names left the words' columns about 70 px in all: a phone gets a row per word."""
+    import views._state
+
+    monkeypatch.setattr(views._state, "narrow_screen", lambda: True)
+    at = open_app(PAGE, text=TEXT)
+    assert not at.exception and not at.error
+    expected = mha_core.explain(bundled, TEXT, methods=METHODS)
+    figure = chart_json(at, "explain_methods")["data"][0]
+    assert [y.split(" ", 1)[1] for y in figure["y"]] == list(expected.words) and len(figure["x"]) == len(METHODS)
+    rows_px = (figure_height := chart_json(at, "explain_methods")["layout"]["height"]) - 80
+    assert rows_px >= 18 * len(expected.words) + 10 * max(len(name) for name in figure["x"]), figure_height

@@ -14,9 +14,9 @@ from mha_core.analysis.lm.head import lm_head
 from mha_core.figures import explain as figures
 from mha_core.i18n import tr
 from mha_core.serving.computed import explain as computed
-from mha_core.teaching.examples import question_for
+from mha_core.teaching.examples import question_for, readable_first_piece
 from views._inputs import sentence_box
-from views._state import chart, current_model, queued
+from views._state import chart, current_model, narrow_screen, queued
 from views._text import literal
 from views._visit import stop, widget
 
@@ -35,23 +35,44 @@ def asked(model: LoadedModel, text: str) -> tuple[str, str | None, str | None]:
                    "nouns before it."))
         stop()
     st.caption(tr("The model reads: {text}", text=literal(question.text)))
+    first_answer, first_wrong = first_pieces(model, question.answer, question.wrong)
     left, right = st.columns(2)
-    answer = widget(left.text_input, "explain_answer", question.answer, tr("Answer"), context=(text,))
-    wrong = widget(right.text_input, "explain_wrong", question.wrong, tr("Wrong word"), context=(text,))
+    answer = widget(left.text_input, "explain_answer", first_answer, tr("Answer"), context=(text,))
+    wrong = widget(right.text_input, "explain_wrong", first_wrong, tr("Wrong word"), context=(text,))
     return question.text, answer.strip() or None, wrong.strip() or None
+
+
+def first_pieces(model: LoadedModel, answer: str, wrong: str) -> tuple[str, str]:
+    """The nouns' first pieces, the answer and wrong word the page starts from (as the lesson's step compares them:
+    玛丽 is 玛 | 丽 on Gemma 3), each named where it is not the whole word; ("", "") where a noun has no readable
+    piece of its own: the model's own next piece is explained then."""
+    pieces = [readable_first_piece(model, word).strip() for word in (answer, wrong)]
+    if not all(pieces):
+        return "", ""
+    for word, piece in zip((answer, wrong), pieces, strict=True):
+        if piece != word:
+            st.caption(tr("{model} writes '{word}' in several pieces: its first, '{piece}', is compared.",
+                          model=model.name, word=literal(word), piece=literal(piece)))
+    return pieces[0], pieces[1]
+
+
+def bold_piece(piece: str) -> str:
+    """A piece for inside **…**: without the space a word-initial piece starts with (" animal"), which kept markdown
+    from bolding it (the page said logit(** animal**))."""
+    return literal(piece.strip() or repr(piece))
 
 
 def target_line(explanation: Explanation) -> None:
     target = explanation.target
     if target.kind == COREF:
         st.markdown(tr("Target: the coreference margin, attention from the pronoun to **{a}** minus **{b}** in the "
-                       "last-layer head where it is largest: **{score:.3f}**.", a=literal(target.answer),
-                       b=literal(target.wrong), score=explanation.score))
+                       "last-layer head where it is largest: **{score:.3f}**.", a=bold_piece(target.answer),
+                       b=bold_piece(target.wrong), score=explanation.score))
     elif target.wrong is not None:
         st.markdown(tr("Target: logit(**{a}**) − logit(**{b}**) after the last piece: **{score:.3f}**.",
-                       a=literal(target.answer), b=literal(target.wrong), score=explanation.score))
+                       a=bold_piece(target.answer), b=bold_piece(target.wrong), score=explanation.score))
     else:
-        st.markdown(tr("Target: the model's score for **{a}**: **{score:.3f}**.", a=literal(target.answer),
+        st.markdown(tr("Target: the model's score for **{a}**: **{score:.3f}**.", a=bold_piece(target.answer),
                        score=explanation.score))
 
 
@@ -84,7 +105,9 @@ def main() -> None:
         stop()
     target_line(explanation)
     key = (str(model.model_dir), text, answer, wrong)
-    chart(("explain methods", *key), lambda: figures.methods_figure(explanation), key="explain_methods")
+    narrow = narrow_screen()  # a phone: a row per word, the methods across (9 method names left no room for words)
+    chart(("explain methods", *key, narrow), lambda: figures.methods_figure(explanation, narrow),
+          key="explain_methods")
     layer, head = explanation.head
     st.caption(tr("The chosen head: L{layer} H{head}, the one whose output moves the target most (its gradient "
                   "times its output).", layer=layer, head=head))

@@ -9,9 +9,11 @@ import numpy as np
 from mha_core.analysis.explain.choices import METHOD_NAMES
 from mha_core.analysis.explain.explain import Explanation
 from mha_core.figures import colours
-from mha_core.figures.charts import indexed_labels, matrix_spec, safe_label
+from mha_core.figures.charts import ROW_PX, indexed_labels, matrix_spec, safe_label
 from mha_core.figures.spec import FigureDict, finished
 from mha_core.i18n import tr
+
+LABEL_CHAR_PX = 13  # a method's name turned upright under a phone's grid takes about this much height a character
 
 
 def scaled(rows: np.ndarray) -> np.ndarray:
@@ -20,11 +22,12 @@ def scaled(rows: np.ndarray) -> np.ndarray:
     return np.divide(rows, top, out=np.zeros_like(rows), where=top > 0)
 
 
-def methods_figure(explanation: Explanation) -> FigureDict:
-    """(M,W) heatmap: a row per method, a column per word, each row scaled to its largest |score|."""
+def methods_figure(explanation: Explanation, words_down: bool = False) -> FigureDict:
+    """(M,W) heatmap: a row per method, a column per word, each row scaled to its largest |score| (`words_down`: a
+    row per word, for a phone)."""
     names = [tr(METHOD_NAMES[name]) for name in explanation.methods]
     return word_scores_figure(np.stack([m.word_scores for m in explanation.methods.values()]), names,
-                              explanation.words, tr("Each method's word scores (scaled to its largest)"))
+                              explanation.words, tr("Each method's word scores (scaled to its largest)"), words_down)
 
 
 def word_scores_figure(rows: np.ndarray, names: Sequence[str], words: Sequence[str], title: str,
@@ -33,8 +36,9 @@ def word_scores_figure(rows: np.ndarray, names: Sequence[str], words: Sequence[s
     or (`words_down`, a phone's narrow screen) a row per word and a column per method."""
     z = scaled(np.asarray(rows, dtype=np.float64))
     if words_down:
-        return matrix_spec(z.T, list(words), title, cols=[safe_label(name) for name in names],
-                           colorscale=colours.SIGNED, zmid=0)
+        cols = [safe_label(name) for name in names]  # drawn upright under the grid: the longest takes its height
+        height = ROW_PX * len(words) + 80 + LABEL_CHAR_PX * max((len(c) for c in cols), default=0)
+        return matrix_spec(z.T, list(words), title, height=height, cols=cols, colorscale=colours.SIGNED, zmid=0)
     return matrix_spec(z, list(names), title, cols=indexed_labels(words), colorscale=colours.SIGNED, zmid=0)
 
 

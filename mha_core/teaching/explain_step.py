@@ -140,6 +140,12 @@ def own_piece_claims(found: AttentionBeside) -> tuple[Claim, ...]:
                   a=found.asked.answer_word, b=found.asked.wrong_word), said)
 
 
+def shown_2dp(value: float) -> float:
+    """`value` as a claim shows it to 2 decimals, without the sign of a negative zero (a correlation of -0.001 read
+    "-0.00" on Gemma 3's step)."""
+    return round(value, 2) + 0.0
+
+
 def ranking_claims(found: AttentionBeside) -> tuple[Claim, ...]:
     """Which word each method ranks first, whether they agree, and their rank correlation with occlusion."""
     first = {method: found.words[found.top(method)] for method in LESSON_METHODS}
@@ -150,7 +156,7 @@ def ranking_claims(found: AttentionBeside) -> tuple[Claim, ...]:
                   attention=first[ATTENTION], gradient=first[GRADIENT], occlusion=first[OCCLUSION])]
     if len(set(first.values())) == 1:
         said.append(claim(N_("All three agree on '{word}'."), word=first[ATTENTION]))
-    rho = {method: found.correlation(method) for method in (ATTENTION, GRADIENT)}
+    rho = {method: shown_2dp(found.correlation(method)) for method in (ATTENTION, GRADIENT)}
     if not any(np.isnan(list(rho.values()))):
         said.append(claim(N_("Over the {n} words, the rank correlation with occlusion is {attention:.2f} for the "
                              "head's attention and {gradient:.2f} for input × gradient (1: the same order; 0: "
