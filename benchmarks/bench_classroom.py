@@ -21,7 +21,10 @@ computed, the forward and spaCy's tags alone, beside the page's own cost (benchm
 updated (p95 <= 2 s), the server's CPU per follower per move (issue 84: <= 5 ms) and while they follow an idle class
 (<= 5 % of a core): benchmarks/following.py; `--redis`: the class in a redis-server (moves heard, not polled);
 `--against DIR`: the app of another tree (e.g. `git archive` of the commit before a change) side by side, moves
-alternating; with `--floor`: Streamlit's own floor of a follower's rerun beside it (benchmarks/follow_floor_app.py).
+alternating; with `--floor`: Streamlit's own floor of a follower's rerun beside it (benchmarks/follow_floor_app.py);
+`--hosts N` (issue 84's lecture hall): the followers spread over N simulated hosts of 2 processes each behind one
+HAProxy, the class in Redis, CPU summed over every process; `--kill-host`: the last host killed after the first move,
+its students open the class again (how many, how many on the class's step) and follow the next moves.
 `--bogus N` (issue 78): N sessions open /lesson?class=CODE-i and go; the idle server's CPU (< 2 % of a core) and disk
 writes after them: benchmarks/bogus_codes.py.
 `--heavy ablation|tsne|patching`: 29 students on Heads, first alone, then while one more visitor runs the heaviest
@@ -45,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bogus_codes import bogus_codes  # noqa: E402
 from benchmarks.floor import cpu_per_click as typed_cpu  # noqa: E402
 from benchmarks.floor import floor_of_a_click  # noqa: E402
-from benchmarks.following import follow_class  # noqa: E402
+from benchmarks.following import follow_class, follow_hall  # noqa: E402
 from benchmarks.serving import ServerGroup, app_server, proxy_group  # noqa: E402
 from deploy.st_client import Interaction, Session  # noqa: E402
 
@@ -247,6 +250,10 @@ def main() -> None:
     parser.add_argument("--follow", action="store_true",
                         help="issue 47: students following the teacher on the lesson page (benchmarks/following.py)")
     parser.add_argument("--redis", action="store_true", help="issue 84: --follow with the class in Redis")
+    parser.add_argument("--hosts", type=int, help="issue 84: --follow on N simulated hosts of 2 processes each "
+                        "behind one HAProxy, the class in Redis (benchmarks/following.py: follow_hall)")
+    parser.add_argument("--kill-host", action="store_true", help="--hosts: the last host's processes killed after "
+                        "the first move; its students open the class again through the proxy")
     parser.add_argument("--against", metavar="DIR", help="--follow: another tree's app side by side (before/after)")
     parser.add_argument("--bogus", type=int, metavar="N",
                         help="issue 78: N sessions of bogus class values opened and gone, then the idle server's CPU")
@@ -256,6 +263,9 @@ def main() -> None:
                         "--follow: the least a follower's rerun can cost, side by side)")
     args = parser.parse_args()
     pages = args.pages.split(",")
+    if args.follow and args.hosts:
+        follow_hall(args.students, args.timeout, args.hosts, args.kill_host)
+        return
     if args.follow:
         follow_class(args.students, args.timeout, redis=args.redis, floor=args.floor, against=args.against)
         return
