@@ -97,8 +97,8 @@ def test_the_claims_are_the_numbers_recomputed_with_transformers(lm_dirs):
         "layer": head[0], "head": head[1], **{name: ref.words()[top] for name, top in tops.items()}}
     rho = said(found, "n", "attention", "gradient")
     assert rho["n"] == len(ref.words())
-    assert rho["attention"] == pytest.approx(spearmanr(attention, occlusion).statistic, abs=1e-9)
-    assert rho["gradient"] == pytest.approx(spearmanr(gradient, occlusion).statistic, abs=1e-9)
+    for method, scores in (("attention", attention), ("gradient", gradient)):  # as the claim shows it: 2 decimals
+        assert rho[method] == pytest.approx(round(spearmanr(scores, occlusion).statistic, 2) + 0.0, abs=1e-9)
     drops = said(found, "attention", "gradient", "occlusion")
     assert drops == pytest.approx({name: occlusion[top] for name, top in tops.items()}, abs=1e-5 * scale)
     assert said(found, "model", "answer", "wrong", "score")["score"] == pytest.approx(ref.score(ref.ids), rel=1e-5)
