@@ -101,9 +101,6 @@ def hidden_layers(model: LoadedModel) -> tuple[int, ...]:
     return choices.hidden.layers if choices is not None else (0,)
 
 
-ROW_PX = 35  # a dataframe row's height (Streamlit 1.67)
-
-
 def methods_table(model: LoadedModel) -> None:
     """The methods' AER on the hand alignments, as measured (benchmarks/bench_align.py)."""
     table = computed.methods_table_of(model)
@@ -114,7 +111,7 @@ def methods_table(model: LoadedModel) -> None:
               tr("setting"): tr(SETTINGS[row["setting"]]) if row["setting"] in SETTINGS else row["setting"] or "–",
               **{tr(name): row[column] for column, name in COLUMNS.items()},
               tr("used by align"): "✓" if row["chosen"] else ""} for row in table.rows]
-    st.dataframe(shown, hide_index=True, width="stretch", height=ROW_PX * (len(shown) + 1) + 3)  # every row, no scroll
+    st.dataframe(shown, hide_index=True, width="stretch", height="content")  # every row, no scroll box
     st.caption(tr("✓: the setting `align --method` uses for its method, the one with the lowest development AER."))
     st.caption(tr("Each method's settings are chosen on the first {development} hand-aligned pairs only and measured "
                   "on the other {held_back}; cross-validated: each of {folds} parts of all the pairs aligned by the "
