@@ -10,7 +10,7 @@ from mha_core import LoadedModel
 from mha_core.analysis.explain.choices import BASELINE_NAMES, METHOD_NAMES, METHOD_NOTES
 from mha_core.analysis.explain.explain import Explanation
 from mha_core.analysis.explain.targets import COREF
-from mha_core.analysis.lm.head import lm_head
+from mha_core.analysis.lm.head import has_lm_head
 from mha_core.figures import explain as figures
 from mha_core.i18n import tr
 from mha_core.serving.computed import explain as computed
@@ -25,7 +25,7 @@ def asked(model: LoadedModel, text: str) -> tuple[str, str | None, str | None]:
     """What the model reads and the target's answer and wrong word: a decoder is asked about the pronoun."""
     if not model.causal:
         return text, None, None
-    if lm_head(model) is None:  # saved without its head: the pronoun's attention is what it can be asked
+    if not has_lm_head(model):  # saved without its head: the pronoun's attention is what it can be asked
         st.info(tr("This decoder was saved without the head that predicts words: the target is the coreference "
                    "margin, the pronoun's attention to the first noun minus the second."))
         return text, None, None
