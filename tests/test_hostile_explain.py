@@ -49,3 +49,14 @@ def test_an_image_path_without_end_is_refused_as_too_large(tmp_path):
     with pytest.raises(InputError) as folder:
         read_image(tmp_path)
     assert folder.value.code == "image_unreadable_file"
+
+
+@pytest.mark.parametrize("reader", ["decoder", "encoder"])
+def test_gap_without_its_file_or_on_an_encoder_says_which(lm_dirs, tiny_dir, reader):
+    """`explain --dataset gap` without --gap-file on a decoder was told "is an encoder or no file was given": now
+    the missing file and the encoder are told apart."""
+    model_dir = lm_dirs["llama-tied"] if reader == "decoder" else tiny_dir
+    run = cli("explain", "--dataset", "gap", "--model-dir", str(model_dir), "--json", "-")
+    assert run.returncode == 2 and run.stdout == "" and "Traceback" not in run.stderr
+    said = run.stderr.strip().splitlines()[-1]
+    assert ("give --gap-file" in said) == (reader == "decoder") and ("is an encoder" in said) == (reader == "encoder")

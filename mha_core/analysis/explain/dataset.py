@@ -110,10 +110,11 @@ def dataset_items(model: LoadedModel, dataset: str, gap_file: str | Path | None)
     if dataset != GAP:
         raise InputError("unknown_dataset", N_("Unknown dataset {dataset!r}: choose one of {datasets}."),
                          dataset=dataset, datasets=", ".join(DATASETS))
-    if not model.causal or gap_file is None:
-        raise InputError("gap_needs_decoder_and_file", N_("GAP is read by a decoder, from a GAP file (--gap-file); "
-                                                          "{model} is an encoder or no file was given."),
-                         model=model.name)
+    if not model.causal:
+        raise InputError("gap_needs_decoder", N_("GAP is read by a decoder (it scores the name the model writes after "
+                                                 "the snippet); {model} is an encoder."), model=model.name)
+    if gap_file is None:
+        raise InputError("gap_needs_file", N_("GAP needs its file: give --gap-file (a GAP .tsv file)."))
     from mha_core.analysis.corpus.readers import read_gap
 
     items = []
