@@ -102,6 +102,21 @@ def test_phone_figures_keep_words_and_wrap_long_titles():
     assert for_narrow_screen(words)["data"][0]["texttemplate"] == "%{text}"  # the logit lens's words stay
 
 
+@pytest.mark.parametrize("title", ["第 9 层，第 2 个头：代词“它”读向句子里的哪个词，以及为什么",
+                                   "第 12 层 第 3 个头 把代词 读向名词 而其他的头读向句首的标点符号",
+                                   "Layer 9, head 2: where the pronoun it looks in this rather long sentence"])
+def test_a_phone_title_breaks_where_a_reader_pauses(title):
+    """A phone's title broke "第 9 层，第 2 / 个头" (at the space a number keeps from its measure word): a Chinese
+    title breaks after its punctuation, never at a space beside a Chinese character; English at its spaces."""
+    from mha_core.figures.title_lines import NARROW_TITLE_CHARS, display_width, wrapped
+
+    lines = wrapped(title, NARROW_TITLE_CHARS)
+    assert len(lines) > 1 and all(display_width(line) <= NARROW_TITLE_CHARS for line in lines)
+    assert "".join(lines).replace(" ", "") == title.replace(" ", "")
+    for line in lines:
+        assert not line.endswith(tuple("0123456789第")) and not line.startswith(tuple("0123456789层个"))
+
+
 def test_the_overviews_click_targets_leave_the_maps_uncoloured():
     """The lesson caps the overview's height on a projector: its 26-px click targets then overlapped 16 to a tile, and
     their 1 % opacities added up to an orange wash that hid every map (Gemma, step 3, 1920 x 1080)."""

@@ -7,8 +7,6 @@ User text reaches figures only through `safe_label`, so nothing typed is rendere
 from __future__ import annotations
 
 import html
-import re
-import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,6 +17,7 @@ from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
 from mha_core.figures import colours
 from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
 from mha_core.figures.summary import lines_of_heads, overview_sentence, strongest_link, with_summary
+from mha_core.figures.title_lines import NARROW_TITLE_CHARS, display_width, wrapped
 from mha_core.i18n import tr
 from mha_core.messages import N_
 
@@ -320,24 +319,6 @@ def with_column_separators(spec: dict, every: int, count: int, n_rows: int) -> F
                          "line": {"color": colours.INK, "width": 1}, "showlegend": False})
     spec["layout"]["yaxis2"] = {"overlaying": "y", "range": [n_rows - 0.5, -0.5], "visible": False}
     return spec
-
-
-NARROW_TITLE_CHARS = 34  # a title line on a phone's width, in Latin letters (a Chinese character counts two)
-
-
-def display_width(text: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def wrapped(text: str, width: int) -> list[str]:
-    """Lines of at most `width` (display_width), broken at spaces where the text has them, else anywhere."""
-    lines, line = [], ""
-    for word in re.findall(r"\S+\s*", text) if " " in text else list(text):
-        if line and display_width(line + word.rstrip()) > width:
-            lines.append(line.rstrip())
-            line = ""
-        line += word
-    return [*lines, line.rstrip()] if line.strip() else lines
 
 
 def for_narrow_screen(spec: dict) -> FigureDict:
