@@ -233,6 +233,8 @@ def test_a_phone_sees_one_layer_three_heads_to_a_row():  # issue 19: the overvie
     markers = spec["data"][1]
     assert sorted(markers["customdata"]) == [[4, h] for h in range(9) for _ in range(charts.TILE_SPOTS**2)]
     assert spec["layout"]["yaxis"]["ticktext"] == ["H0–2", "H3–5", "H6–8"]
+    gemma_like = charts.layer_tiles_figure(random_maps((4, 6, 6)), layer=4, selected_head=0)  # 4 heads: 3 + 1
+    assert gemma_like["layout"]["yaxis"]["ticktext"] == ["H0–2", "H3"]  # a row of one head was "H3–3"
     narrow = charts.for_narrow_screen(charts.layer_head_grid(random_maps((2, 3)), "t"))
     assert all("texttemplate" not in trace for trace in narrow["data"])  # no numbers in narrow cells
 

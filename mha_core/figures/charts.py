@@ -75,8 +75,9 @@ def layer_tiles_figure(layer_maps: np.ndarray, layer: int, selected_head: int, p
         markers[name] = typed_array(array_of(markers[name])[kept])
     markers["customdata"] = [[layer, row * per_row + col] for row, col in (markers["customdata"][i] for i in kept)]
     layout = spec["layout"]
-    layout["yaxis"]["ticktext"] = [f"{head_tick(r * per_row)}–{min(n_heads, (r + 1) * per_row) - 1}"
-                                   for r in range(rows)]
+    last_of_row = [min(n_heads, (r + 1) * per_row) - 1 for r in range(rows)]
+    layout["yaxis"]["ticktext"] = [head_tick(r * per_row) + (f"–{last}" if last > r * per_row else "")
+                                   for r, last in enumerate(last_of_row)]  # a row of one head: "H3", not "H3–3"
     layout["yaxis"]["title"]["text"] = tr("heads")
     layout["xaxis"]["ticktext"] = [f"+{c}" for c in range(per_row)]
     layout["xaxis"]["title"]["text"] = tr("head in the row")
