@@ -179,6 +179,16 @@ def test_user_markup_in_names_and_errors_stays_literal():  # row: markdown from 
         assert "www.example.org" not in line and "~~news~~" not in line and "](javascript" not in line
 
 
+def test_invisible_and_line_turning_characters_are_shown_as_their_code():
+    """A typed U+202E turned the rest of the page's line round, and "c<U+200B>at" showed as "cat" (issue 81's
+    hostile notes): views/_text.literal, which every line showing user text goes through, shows them as their code;
+    the joiners scripts need stay."""
+    from views._text import literal
+
+    assert literal("a\u202eb c\u200bat \u2067d") == "a⟨U\\+202E⟩b c⟨U\\+200B⟩at ⟨U\\+2067⟩d"
+    assert literal("👨\u200d👩") == "👨\u200d👩"
+
+
 def test_the_token_view_exports_the_chosen_pair():  # row: the token view's CSV/JSON export
     """The two downloads' payloads: the weight from 'was' to 'didn' in every head, against transformers' eager
     BertModel."""
