@@ -17,7 +17,8 @@ from mha_core.analysis.index.on_ray import FAULT_ENV
 from mha_core.analysis.index.store import OpenIndex
 from tests.conftest import ROOT, SHARED_DATA, cli
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow,  # Ray Data's own settings, warned about in the driver (this process's, as Ray's user)
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")]
 
 EWT = SHARED_DATA / "ud-ewt" / "en_ewt-ud-dev.conllu"
 FAULTY_SHARD = 2  # of 8 shards (12 sentences in shards of 48 pieces): the other replica has more to do
