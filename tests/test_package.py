@@ -21,6 +21,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from mha_core.engine.loading.bundled import encoder_dir  # the bundled MiniLM's folder (without importing torch)
 from tests.conftest import ROOT
 
 if TYPE_CHECKING:
@@ -115,20 +116,21 @@ def test_the_wheel_installs_and_runs_from_another_folder(tmp_path):
     elsewhere.mkdir()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     imported = subprocess.run([python, "-c", "import mha_core; from mha_core.app_files import app_dir; "
-                               "print(mha_core.__file__, app_dir())"],
+                               "from mha_core.engine.loading.dirs import resolve_model_dir as folder; "
+                               "print(mha_core.__file__, app_dir(), folder('all-MiniLM-L6-v2'))"],
                               cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300, check=True)
-    package, app = imported.stdout.split()
+    package, app, minilm = imported.stdout.split()
     assert Path(package).is_relative_to(tmp_path / "venv") and Path(app) == tmp_path / "venv/share/mha-explorer"
+    assert Path(minilm) == encoder_dir()  # the name finds the bundled MiniLM, which the first page loads:
     page = serve_the_installed_app(tmp_path / "venv" / "bin" / "mha-explorer", elsewhere, env)
-    # its first page loaded the bundled MiniLM with the installed mha_core (no other on the server's path) and drew it
+    # loaded with the installed mha_core (no other on the server's path) and drawn (one interpreter loads the model
+    # and serves it: a process of its own spent 4 s importing torch and loading MiniLM again)
     assert page.charts > 0 and any(text.startswith(minilm_s_shape()) for text in page.texts), page.texts
 
 
 def minilm_s_shape() -> str:
     """How the first page describes the bundled MiniLM's shape, from its config.json."""
     import json
-
-    from mha_core.engine.loading.bundled import encoder_dir  # the bundled MiniLM's folder (without importing torch)
 
     config = json.loads((encoder_dir() / "config.json").read_text(encoding="utf-8"))
     layers, heads, width = (config[key] for key in ("num_hidden_layers", "num_attention_heads", "hidden_size"))
