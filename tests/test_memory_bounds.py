@@ -25,8 +25,9 @@ CASES = {  # name: (model, budget in MB, the command at 1x and 4x its tests' siz
 @pytest.mark.slow
 @pytest.mark.long
 def test_a_computation_grows_by_at_most_its_budget(tmp_path):
-    """Every case at 1x and 4x, each run a fork of one process that has imported the libraries (tests/cli_forks.py:
-    eight fresh CLI processes spent about 40 s importing)."""
+    """Every case at 1x and 4x, each run a fork of one process that has imported the libraries and loaded the two
+    models (tests/cli_forks.py: eight fresh CLI processes spent about 40 s importing; eight forks that each loaded
+    their model, 4 s loading)."""
     runs = []
     for case, (model, budget, command) in CASES.items():
         for k in (1, 4):
