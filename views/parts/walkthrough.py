@@ -49,7 +49,7 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
                 head4=w.sharing[-1],
             )
         )
-    left, right = st.columns(2)
+    left, right = (st.grid(2),) * 2 if brief else st.columns(2)  # the lesson: one element, not three
     cols = charts.indexed_labels(w.tokens)
     with left:
         chart(
