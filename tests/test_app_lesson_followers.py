@@ -37,9 +37,9 @@ def counted(monkeypatch, owner: object, name: str, made: Counter) -> None:
     """owner.name, counting its calls in made[name]."""
     original = getattr(owner, name)
 
-    def counting(*args: object) -> object:
+    def counting(*args: object, **kwargs: object) -> object:
         made[name] += 1
-        return original(*args)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, counting)
 
@@ -60,3 +60,44 @@ def test_five_followers_of_a_step_are_sent_what_the_first_one_made(room, step, m
     assert all(not at.exception and shown(at) == shown(first) for at in followers)
     assert first.get("plotly_chart") and len(shown(first)[1]) >= 2  # charts, the step's words and its paragraph
     assert made == by_the_first  # nothing made again for the four others
+
+
+def step_part(at) -> list:
+    """The elements of the part of a follower's page that the watcher reruns at each move (the block that holds the
+    step's title), blocks and what they hold: each one a message sent to every follower."""
+    part = next(node for node in at.main.children.values() if hasattr(node, "children") and node.get("title"))
+    nodes, found = list(part.children.values()), []
+    while nodes:
+        found.append(nodes.pop(0))
+        nodes[:0] = list(getattr(found[-1], "children", {}).values())
+    return found
+
+
+SENT_PER_STEP = {"four_steps": 8, "heads": 5, "cost": 9}  # title, words, view (its charts in one grid), claims, link
+
+
+@pytest.mark.slow
+def test_a_follower_s_step_is_few_elements_and_its_selectable_overview_is_sent_from_the_kept_json(room, monkeypatch):
+    """Each element of a follower's rerun costs the server about 0.2 ms per follower (Streamlit's own work per
+    message): the step's heading and its sentence are one element, the output line and the claims one; the Heads step's
+    overview, a chart the student may click (a widget), is sent from the JSON made for the first follower, never
+    serialised again (plotly.io.to_json: 46 KB a follower)."""
+    import plotly.io
+
+    made = Counter()
+    counted(monkeypatch, plotly.io, "to_json", made)
+    for step, most in SENT_PER_STEP.items():
+        code, _ = room.start("The animal didn't cross the street because it was too tired.", "en",
+                             "all-MiniLM-L6-v2", step=step_number(step))
+        first = open_app(PAGE, **{"class": code})
+        assert not first.exception and len(step_part(first)) <= most, (step, [e.type for e in step_part(first)])
+    made.clear()
+    follower = open_app(PAGE, **{"class": code})  # the last step's (cost) already made: no figure serialised again
+    assert not follower.exception and made["to_json"] == 0
+    code, _ = room.start("The nurse thanked the driver because she was early.", "en", "all-MiniLM-L6-v2",
+                         step=step_number("heads"))
+    first, made_by_first = open_app(PAGE, **{"class": code}), made.copy()
+    others = [open_app(PAGE, **{"class": code}) for _ in range(2)]
+    assert all(not at.exception and shown(at) == shown(first) for at in others)
+    assert others[0].get("plotly_chart")[0].proto.selection_mode  # still a chart the student clicks
+    assert made == made_by_first  # the overview's JSON made for the first only

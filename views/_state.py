@@ -184,22 +184,6 @@ def answered(compute: Callable[..., T], *args: object, **options: object) -> T |
         return None
 
 
-class SharedFigure(go.Figure):
-    """An empty figure shell around a built figure's dict. st.plotly_chart calls to_dict() on every run (a
-    deep copy that re-encodes every array); a figure shared by all sessions needs that only once."""
-
-    _shared_dict: dict | None = None
-
-    @classmethod
-    def of(cls, figure_dict: dict) -> SharedFigure:
-        shell = cls.__new__(cls)  # go.Figure's own __init__ (validators, an empty layout) is never read here
-        shell._shared_dict = figure_dict
-        return shell
-
-    def to_dict(self) -> dict:
-        return self._shared_dict  # never mutated: streamlit only serialises it
-
-
 def narrow_screen() -> bool:
     """A phone (its browser says "Mobi" in its user agent, as mobile browsers do)."""
     return "Mobi" in (st.context.headers.get("User-Agent") or "")
@@ -242,9 +226,7 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
     if narrow:
         plotly_chart_args.setdefault("config", {"displayModeBar": False})
     sentence = describe(sent.figure)
-    if "on_select" in plotly_chart_args:  # a widget: streamlit draws it
-        return described_chart(SharedFigure.of(sent.figure), sentence, plotly_chart_args)
-    drawn = send_chart(sent, sentence, **plotly_chart_args)
+    drawn = send_chart(sent, sentence, **plotly_chart_args)  # a widget too (on_select): its JSON not made again
     say_under(sentence)
     return drawn
 

@@ -23,6 +23,7 @@ from mha_core.figures.charts import head_tick
 from mha_core.i18n import tr
 from mha_core.serving.pages import PAGES
 from mha_core.serving.visit import UNBOUND, Visit
+from views._session_config import keep_session_config
 
 T = TypeVar("T")
 
@@ -52,6 +53,7 @@ def begin_run() -> None:
         record.adopt(current)
         st.session_state[WRITTEN].append(current)
     i18n.use(language())
+    keep_session_config()
 
 
 @st.cache_resource(show_spinner=False, max_entries=len(i18n.LANGUAGES))

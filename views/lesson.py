@@ -117,11 +117,11 @@ def four_steps_view(model: LoadedModel, text: str) -> None:
     result, view, row = class_view(model, text)
     query = view.pieces[row.query][0] if view.pieces else 0
     w = computed.walkthrough_of(server(), model, text, row.layer, row.head)
-    walkthrough.step_attention(w, model, step_shapes(model, row.layer, len(result.labels[0])), query,
-                               ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
+    output = walkthrough.step_attention(w, model, step_shapes(model, row.layer, len(result.labels[0])), query,
+                                        ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
     special = [word is None for word in result.word_ids[0]]
     say_once(("four_steps", str(model.model_dir), text),
-             lambda: four_steps_claims(scores_row(w, view, row, query, special)))
+             lambda: four_steps_claims(scores_row(w, view, row, query, special)), lead=output)
 
 
 def heads_view(model: LoadedModel, text: str) -> None:

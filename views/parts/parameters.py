@@ -44,11 +44,13 @@ def show_model_costs(model: LoadedModel, one_row: bool = False) -> None:
 
 
 def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False, owner: str | None = None) -> None:
-    """FLOPs, the attention map's bytes and the KV cache against the length (`one_row`: the three side by side;
-    `owner`: the model whose shape it is, named on its own KV-cache line)."""
-    st.subheader(tr("Cost against sequence length"))
+    """FLOPs, the attention map's bytes and the KV cache against the length (`one_row`, the lesson's: the three side
+    by side under the step's own title, no heading of their own; `owner`: the model whose shape it is, named on its
+    own KV-cache line)."""
+    if not one_row:
+        st.subheader(tr("Cost against sequence length"))
     n_max = widget(st.select_slider, "calc_nmax", 8192, tr("Longest n"), options=[512, 2048, 8192, 32768, 131072])
-    c1, c2, c3 = st.columns(3) if one_row else (*st.columns(2), st.container())
+    c1, c2, c3 = (st.grid(3),) * 3 if one_row else (*st.columns(2), st.container())  # a grid: one element, not four
     with c1:  # built once per server for each shape and length (a class on the cost step asks for the same three)
         chart(("flops", shape, n_max), lambda: param_figures.flops_figure(shape, n_max), key="flops")
     with c2:

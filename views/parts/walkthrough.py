@@ -18,12 +18,17 @@ from views._visit import widget
 
 
 def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int, base: tuple,
-                   brief: bool = False) -> None:
+                   brief: bool = False) -> str:
     """The scores and the softmax of one head, one row at a scale of the visitor's, the output and the code
-    (`brief`: the scores, the softmax and the output only)."""
+    (`brief`, the lesson's: the scores and the softmax under a heading and its sentence drawn as one element, the
+    output line returned for the caller to draw with its own words: a class's follower is sent fewer elements)."""
     dk = s.d_k
-    (st.subheader if brief else st.header)(tr("2. Scaled dot-product attention (head {head})", head=w.head))
-    st.markdown(scale_sentence(s))
+    heading = tr("2. Scaled dot-product attention (head {head})", head=w.head)
+    if brief:
+        st.markdown(f"### {heading}\n\n{scale_sentence(s)}")
+    else:
+        st.header(heading)
+        st.markdown(scale_sentence(s))
     if not w.visible.all():
         st.caption(tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
                       "number (the mask), so a token attends only to itself and the tokens before it."))
@@ -44,7 +49,7 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
                 head4=w.sharing[-1],
             )
         )
-    left, right = st.columns(2)
+    left, right = (st.grid(2),) * 2 if brief else st.columns(2)  # the lesson: one element, not three
     cols = charts.indexed_labels(w.tokens)
     with left:
         chart(
@@ -64,17 +69,12 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
         scaled_row(w, s, query, base)
     parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in w.strongest_keys(query))
     out = w.context[w.head, query]
-    st.markdown(
-        tr(
-            "Output for '{tokens}' = {parts} + … = [{value}, …] ({dk} numbers)",
-            tokens=literal(w.tokens[query]),
-            parts=parts,
-            value=", ".join(f"{x:.2f}" for x in out[:6]),
-            dk=dk,
-        )
-    )
+    output = tr("Output for '{tokens}' = {parts} + … = [{value}, …] ({dk} numbers)", tokens=literal(w.tokens[query]),
+                parts=parts, value=", ".join(f"{x:.2f}" for x in out[:6]), dk=dk)
     if not brief:
+        st.markdown(output)
         st.code(code_for_step(2), language="python", wrap_lines=True)
+    return output
 
 
 def scaled_row(w: Walkthrough, s: StepShapes, query: int, base: tuple) -> None:
