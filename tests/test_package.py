@@ -2,8 +2,9 @@
 (what `make install` installs) within its range; the wheel carries the web app (app.py, views/, the assets,
 Streamlit's settings) as data files, every file of those folders listed. The slow test builds the wheel and installs it
 into a fresh venv that sees this environment's packages but not the checkout, its declared dependencies resolved
-offline against them (--no-index: the wheel the one thing installed); from another folder it imports mha_core and
-starts `mha-explorer app`, whose health check answers and whose first page loads the bundled MiniLM and draws it."""
+offline against them (--no-index: the wheel the one thing installed); from another folder it imports mha_core,
+loads the bundled MiniLM and starts `mha-explorer app`, whose health check answers and whose first page loads the
+bundled MiniLM and draws it."""
 
 from __future__ import annotations
 
@@ -117,14 +118,15 @@ def test_the_wheel_installs_and_runs_from_another_folder(tmp_path):
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     imported = subprocess.run([python, "-c", "import mha_core; from mha_core.app_files import app_dir; "
                                "from mha_core.engine.loading.dirs import resolve_model_dir as folder; "
-                               "print(mha_core.__file__, app_dir(), folder('all-MiniLM-L6-v2'))"],
+                               "print(mha_core.load_model('all-MiniLM-L6-v2').name, mha_core.__file__, app_dir(), "
+                               "folder('all-MiniLM-L6-v2'))"],
                               cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300, check=True)
-    package, app, minilm = imported.stdout.split()
+    name, package, app, minilm = imported.stdout.split()
+    assert name == "all-MiniLM-L6-v2"  # the README's first example, as a researcher runs it from any folder
     assert Path(package).is_relative_to(tmp_path / "venv") and Path(app) == tmp_path / "venv/share/mha-explorer"
     assert Path(minilm) == encoder_dir()  # the name finds the bundled MiniLM, which the first page loads:
     page = serve_the_installed_app(tmp_path / "venv" / "bin" / "mha-explorer", elsewhere, env)
-    # loaded with the installed mha_core (no other on the server's path) and drawn (one interpreter loads the model
-    # and serves it: a process of its own spent 4 s importing torch and loading MiniLM again)
+    # loaded with the installed mha_core (no other on the server's path) and drawn
     assert page.charts > 0 and any(text.startswith(minilm_s_shape()) for text in page.texts), page.texts
 
 
