@@ -166,7 +166,7 @@ def test_chinese_is_converted_to_simplified_characters_with_opencc():
 
 
 @pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
-def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
+def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper, spoken):
     """Issue 42, item 5: the page showed 當路沒要過馬路,因爲… on a Simplified interface."""
     import opencc
 
@@ -179,7 +179,7 @@ def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
     changed = [ch for ch in heard.text if traditional_of(ch) != ch]  # characters that have a Traditional form
     assert all(simplified(ch) == ch for ch in changed)
     assert heard.words and all(simplified(w.word) == w.word for w in heard.words)  # the word table too
-    english = transcribe(whisper, read_audio(speak(SENTENCE)), "en", timestamps=False)
+    _, english = spoken  # the English sentence, heard once for the module
     assert english.text == english.text_as_written == SENTENCE  # only Chinese is converted
 
 
