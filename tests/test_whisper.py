@@ -20,6 +20,7 @@ from mha_core.cli import main
 from mha_core.engine.loading.bundled import WHISPER_NAME
 from mha_core.engine.seq2seq.audio import RATE, read_audio, speak
 from mha_core.engine.tokens import InputError
+from tests.cli_models import cli_reads_held_models  # noqa: F401 -- the fixture its CLI tests use
 from tests.conftest import bundled_model
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -99,6 +100,7 @@ def test_word_timestamps_agree_with_transformers_word_timestamp_pipeline(whisper
 
 
 @pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
+@pytest.mark.usefixtures("cli_reads_held_models")
 def test_cli_transcribe_and_attention_of_audio(tmp_path, whisper):
     from tests.tiny_models import make_tiny_seq2seq
 
