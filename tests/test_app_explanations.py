@@ -1,7 +1,7 @@
 """AppTest for the Explanations page (issue 81): on the bundled encoder the page draws the API's word scores of
 every method (scaled per method) and its faithfulness table; a decoder is asked about the pronoun with the nouns
-before it as answer and wrong word. The page in Chinese: tests/test_i18n.py, as every page (on the decoders here, in
-the tests that compute the same explanations in English)."""
+before it as answer and wrong word. The page in Chinese: tests/test_i18n.py, as every page; on the decoders here, in
+the tests whose runs compute the same explanations (one computation per test process, not one per test)."""
 
 from __future__ import annotations
 
