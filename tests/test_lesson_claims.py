@@ -32,7 +32,6 @@ from mha_core.teaching.examples import PRONOUNS, TRANSLATED, focus, written_lang
 from mha_core.teaching.explain_step import attention_beside, explanation_claims
 from mha_core.teaching.lesson import STEPS
 from tests.conftest import bundled_model
-from views._state import server as process_server
 
 MODELS = ("all-MiniLM-L6-v2", DECODER_NAME, GEMMA_NAME)
 TROPHY = "The trophy didn't fit into the suitcase because it was too big."
@@ -279,7 +278,7 @@ def check_explanation(model, text: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_every_step_s_claims_match_its_figure(name):
-    model, server = bundled_model(name), process_server()  # the pages' figures, where a page drew them already
+    model, server = bundled_model(name), Server()
     for text in (TRANSLATED["en"], TRANSLATED["zh"], TROPHY):
         result = computed.result_of(server, model, (text,))
         view = computed.view_of(server, model, text, "auto", True, words_by_default(text))
@@ -301,7 +300,7 @@ def test_every_step_s_claims_match_its_figure(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("text", [TRANSLATED["zh"], TROPHY])
 def test_steps_8_and_9_say_what_whisper_heard_and_what_the_pronoun_aligns_to(text):
-    server, language = process_server(), written_language(text)
+    server, language = Server(), written_language(text)
     whisper = bundled_model(WHISPER_NAME)
     heard = computed_seq2seq.transcript_of(server, whisper, computed_seq2seq.spoken_of(server, text, language),
                                            language)
