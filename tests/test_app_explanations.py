@@ -53,6 +53,7 @@ def test_a_decoder_is_asked_about_the_pronoun():
     assert chinese.text.endswith("句中的“她”是指") and (chinese.answer, chinese.wrong) == ("玛丽", "约翰")
 
 
+@pytest.mark.long  # the page's every explanation on a decoder: about 12 s
 def test_chinese_on_gemma_starts_from_the_nouns_first_pieces(gemma):
     """A new teacher's first visit in Chinese on Gemma 3: 玛丽 is two pieces there (玛 | 丽), so the page starts from
     each noun's first piece and says so, as the lesson's step does, not from a refusal and no chart. The same run is
@@ -65,6 +66,7 @@ def test_chinese_on_gemma_starts_from_the_nouns_first_pieces(gemma):
     assert chart_json(at, "explain_methods")["data"]
 
 
+@pytest.mark.long  # the page's every explanation on a decoder: about 12 s
 def test_a_decoders_target_names_its_pieces_in_bold(decoder):
     """SmolLM2's answer is the piece " animal": its line bolds animal, not "** animal**" left as typed. The page in
     Chinese on SmolLM2 (tests/test_i18n.py's check of every page on the decoders) opens on the same English example:
