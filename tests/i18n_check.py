@@ -12,6 +12,9 @@ import json
 import re
 from collections.abc import Iterable
 
+from mha_core.analysis.coref.sentence import PROBE
+from mha_core.teaching.examples import EXAMPLES
+
 TECHNICAL = (  # names Chinese texts on attention write as they are
     r"W_?[QKVO]ᵀ?|[QKV]ᵀ?|QKᵀ|OV|QK|W|[qkvo]|b_[QKVO]|softmax|d_model|d_k|d_v|d_head|h|n|T|x|i|L|H|log|exp|tanh|"
     r"RoPE|ALiBi|GQA|MQA|MLP|FFN|SDPA|LSE|logsumexp|FLOPs?|GPU|CPU|CUDA|CSV|JSON|PNG|SVG|URL|UMAP|t-SNE|MDS|JS|UD|"
@@ -123,3 +126,66 @@ def untranslated(at: object, user_texts: Iterable[str]) -> dict[str, str]:
     users = list(user_texts)
     left = {text: english_left(text, users) for text in shown_texts(at)}
     return {text: words for text, words in left.items() if words}
+
+
+# Every page and its tabs in Chinese (tests/test_i18n.py on each bundled text model).
+PAGES_AND_TABS = {  # page: (its tabs' URL key, the English tab labels)
+    "views/heads.py": ("view", ("One head", "One layer", "One token", "Export")),
+    "views/roles.py": (None, ()),
+    "views/coreference.py": (None, ()),
+    "views/contributions.py": ("c_tab", ("Value-weighted", "Rollout", "Ablation")),
+    "views/predictions.py": ("p_tab", ("Next piece", "Fill the mask", "Logit lens", "Attribution", "Patching",
+                                       "Continue")),
+    "views/corpus.py": (None, ()),
+    "views/parameters.py": ("ptab", ("This model", "Any shape", "Head weight norms")),
+    "views/walkthrough.py": ("wt_tab", ("Walkthrough", "Lessons")),
+    "views/explanations.py": (None, ()),
+}
+
+
+# Text a model reads, not text a person reads: the examples (offered in English on models that read no Chinese) and
+# the English probes that continue an English sentence.
+EXAMPLE_TEXTS = [example.text for example in EXAMPLES] + [PROBE.format(pronoun=p).strip() for p in ("it", "she")]
+
+
+# The Contributions page ablates every head with the whole vocabulary's logits at every position (Gemma's 262,144):
+# its Chinese is checked on a short sentence, a quarter of the default's pieces and of its time.
+SHORT = {"views/contributions.py": {"text": "猫在睡觉，因为它累了。"}}
+
+
+def chinese_runs(page: str, model: str) -> list:
+    """The page in Chinese on `model`, once per tab (tabs bound to the URL open by their Chinese label)."""
+    from mha_core import i18n
+    from tests.conftest import open_app
+
+    key, tabs = PAGES_AND_TABS[page]
+    query = SHORT.get(page, {})
+    runs = [open_app(page, lang="zh", model=model, **query)]  # its first tab open
+    shown = {tab.label for tab in runs[0].tabs}
+    for label in (i18n.catalogue("zh").gettext(t) for t in tabs[1:]):
+        if label in shown:
+            runs.append(open_app(page, lang="zh", model=model, **query, **{key: label}))
+    return runs
+
+
+def assert_no_english_left(at: object, page: str, model: str) -> None:
+    """One run of a page in Chinese: no exception, and no English left but the user's text and the model names."""
+    from mha_core.serving.menu import available_models
+
+    names = [c.name for c in available_models()]
+    assert not at.exception, (page, model, [e.value for e in at.exception])
+    # The user's text: the sentence (an English example where the model reads no Chinese), and its words as tokens,
+    # options and chart labels show them.
+    sentences = [box.value for box in at.text_area] + [box.value for box in at.text_input] + EXAMPLE_TEXTS
+    left = untranslated(at, names + sentences + [w for s in sentences for w in re.findall(r"[A-Za-z]+", s)])
+    assert not left, (page, model, list(left.items())[:5])
+
+
+def assert_all_chinese(page: str, model: str) -> list:
+    """The page's runs in Chinese on `model` (chinese_runs), each with no English left but the user's text (tests
+    whose English runs compute what the Chinese ones show call it too, in the same test: one computation, held by
+    the process's server, for both)."""
+    runs = chinese_runs(page, model)
+    for at in runs:
+        assert_no_english_left(at, page, model)
+    return runs

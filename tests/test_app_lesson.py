@@ -344,14 +344,15 @@ def test_the_translation_step_in_english_shows_gemma_s_traditional_translation_i
     the translation step (then step 8) showed no Simplified line, as the Translation page does (its helper, reused)."""
     from mha_core.engine.loading.bundled import GEMMA_NAME
     from mha_core.serving.computed import translation as computed_translation
-    from mha_core.serving.server import Server
     from tests.conftest import bundled_model
+    from views._state import server
 
     number = step_number("translation")
     at = open_app(PAGE, lang="en", step=str(number))
     assert not at.exception and not at.error
     text = at.text_area[0].value if at.text_area else at.text_input[0].value
-    result = computed_translation.translation_of(Server(), bundled_model(GEMMA_NAME), text, "en", "zh")
+    # asked of the process's server: the step's own translation when it asked for exactly this, else computed here
+    result = computed_translation.translation_of(server(), bundled_model(GEMMA_NAME), text, "en", "zh")
     assert result.simplified_translation != result.translation  # the case the issue saw: 牠 → 它, 為 → 为
     shown = [c.value for c in at.caption if "Simplified characters" in c.value]
     assert shown and result.simplified_translation in shown[0].replace("\\", ""), shown

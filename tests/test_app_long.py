@@ -106,8 +106,7 @@ def test_a_txt_file_fills_the_sentence_box_and_a_bad_one_says_why():
 def test_the_long_views_in_chinese_have_no_english_left(served, query):
     import re
 
-    from tests.i18n_check import untranslated
-    from tests.test_i18n import EXAMPLE_TEXTS
+    from tests.i18n_check import EXAMPLE_TEXTS, untranslated
 
     at = open_app(model="longllama", text=TEXT, lang="zh", **query)
     assert not at.exception

@@ -35,13 +35,13 @@ def test_whisper_hears_the_spoken_sentence_and_every_tab_draws():
     at = open_app(PAGE)  # the page opens on the bundled Whisper, the sentence spoken by espeak-ng
     assert not at.exception and not at.error and at.query_params.get("model") is None
     assert any(SPOKEN["en"].rstrip(".") in m.value.replace("\\", "") for m in at.markdown)
+    runs = {}
     for tab in TABS:
-        at = open_app(PAGE, x_tab=tab)
+        runs[tab] = at = open_app(PAGE, x_tab=tab)
         assert not at.exception and not at.error, tab
         assert at.get("plotly_chart"), tab
     assert len(at.dataframe) == 1  # the encoder over time: one position's most-weighted keys
-    words = open_app(PAGE, x_tab="Word timestamps")
-    assert len(words.dataframe[0].value) == 11  # a row per word, its start and end
+    assert len(runs["Word timestamps"].dataframe[0].value) == 11  # a row per word, its start and end
 
 
 @pytest.mark.slow
@@ -78,10 +78,11 @@ def test_whisper_cross_attention_tab_shows_transformers_weights():
 def test_whisper_page_in_chinese_has_no_english_left():
     from mha_core.serving.computed.seq2seq import heard_of
     from mha_core.serving.menu import available_models
-    from mha_core.serving.server import Server
+    from views._state import server
 
     zh, names = catalogue("zh").gettext, [choice.name for choice in available_models()]
-    heard = heard_of(Server(), bundled_model(WHISPER_NAME), SPOKEN["zh"]).text  # the user's text is only what was
+    # what the pages hear, asked of the process's server (the pages' own transcript, computed once for both)
+    heard = heard_of(server(), bundled_model(WHISPER_NAME), SPOKEN["zh"]).text  # the user's text is only what was
     for tab, task in [(tab, "transcribe") for tab in TABS] + [(TABS[0], "translate")]:  # heard (every markdown
         at = open_app(PAGE, lang="zh", x_tab=zh(tab), task=task)  # line was taken for it: the check could not fail)
         assert not at.exception, tab

@@ -123,17 +123,16 @@ def test_whisper_on_the_roles_page_names_its_decoder_and_encoder_heads():
     to a naive loop over the decoder's maps; the encoder's are summarised over the frames."""
     import numpy as np
 
-    from mha_core import load_model
     from mha_core.serving.computed import seq2seq as computed_seq2seq
-    from mha_core.serving.server import Server
-    from tests.conftest import ANIMAL_TIRED
+    from tests.conftest import ANIMAL_TIRED, bundled_model
+    from views._state import server
 
     decoder = open_app("views/roles.py", model=WHISPER_NAME, stack_kind="decoder", text=ANIMAL_TIRED)
     assert not decoder.exception and not decoder.error and not decoder.info
     assert any("role_grid" in c.proto.id for c in decoder.get("plotly_chart"))
-    server, whisper = Server(), load_model(WHISPER_NAME)
-    roles = computed_seq2seq.decoder_roles_of(server, whisper, ANIMAL_TIRED)
-    maps = np.asarray(computed_seq2seq.heard_of(server, whisper, ANIMAL_TIRED).result.decoder.text_attention(0))
+    shared, whisper = server(), bundled_model(WHISPER_NAME)  # the page's own roles and what it heard, held there
+    roles = computed_seq2seq.decoder_roles_of(shared, whisper, ANIMAL_TIRED)
+    maps = np.asarray(computed_seq2seq.heard_of(shared, whisper, ANIMAL_TIRED).result.decoder.text_attention(0))
     n = maps.shape[-1]  # every query row counts, the first (no previous piece) with 0
     previous = np.array([[sum(maps[layer, head, i, i - 1] for i in range(1, n)) / n
                           for head in range(maps.shape[1])] for layer in range(maps.shape[0])])

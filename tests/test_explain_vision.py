@@ -208,10 +208,11 @@ def test_the_api_explains_an_image_and_refuses_what_an_image_has_not(tiny_vision
 @pytest.mark.long
 @pytest.mark.slow
 def test_the_bundled_dinov2_s_occlusion_and_integrated_gradients_equal_transformers_and_captum():
-    from mha_core.engine.loading.model import bundled_dirs
+    from mha_core.engine.loading.bundled import VISION_NAME
     from mha_core.teaching.vision_photos import PHOTOS, photo_file
+    from tests.conftest import bundled_model
 
-    model = load_model(bundled_dirs()["dinov2-small-focus"])
+    model = bundled_model(VISION_NAME)  # the process's copy, the Images page's
     ref = Reference(model)
     pixels = image_pixels(model, str(photo_file(PHOTOS[0])))
     found = explain_image(model, pixels, ["occlusion", "ig"], steps=4, block=4)

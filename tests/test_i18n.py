@@ -13,12 +13,12 @@ from mha_core.analysis.coref.sentence import PROBE
 from mha_core.analysis.efficiency.cost import PEAK_CHILD
 from mha_core.analysis.long.roles import NEEDLE, QUESTION
 from mha_core.analysis.translation.prompt import EXAMPLE_PAIRS
-from mha_core.engine.loading.bundled import ENCODER_NAME, GEMMA_NAME
+from mha_core.engine.loading.bundled import DECODER_NAME, ENCODER_NAME, GEMMA_NAME
 from mha_core.engine.tokens import InputError
 from mha_core.engine.words import word_units
-from mha_core.teaching.examples import EXAMPLES, SPOKEN
+from mha_core.teaching.examples import SPOKEN
 from tests.conftest import ROOT, open_app
-from tests.i18n_check import english_left, untranslated, uploader_texts
+from tests.i18n_check import PAGES_AND_TABS, assert_all_chinese, english_left, uploader_texts
 
 PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
@@ -188,58 +188,6 @@ def test_the_parameters_page_walks_the_seeds_example_in_chinese():
     assert any("1,050,624" in m.value for m in at.metric)
 
 
-PAGES_AND_TABS = {  # page: (its tabs' URL key, the English tab labels)
-    "views/heads.py": ("view", ("One head", "One layer", "One token", "Export")),
-    "views/roles.py": (None, ()),
-    "views/coreference.py": (None, ()),
-    "views/contributions.py": ("c_tab", ("Value-weighted", "Rollout", "Ablation")),
-    "views/predictions.py": ("p_tab", ("Next piece", "Fill the mask", "Logit lens", "Attribution", "Patching",
-                                       "Continue")),
-    "views/corpus.py": (None, ()),
-    "views/parameters.py": ("ptab", ("This model", "Any shape", "Head weight norms")),
-    "views/walkthrough.py": ("wt_tab", ("Walkthrough", "Lessons")),
-    "views/explanations.py": (None, ()),
-}
-
-
-# Text a model reads, not text a person reads: the examples (offered in English on models that read no Chinese) and
-# the English probes that continue an English sentence.
-EXAMPLE_TEXTS = [example.text for example in EXAMPLES] + [PROBE.format(pronoun=p).strip() for p in ("it", "she")]
-
-
-# The Contributions page ablates every head with the whole vocabulary's logits at every position (Gemma's 262,144):
-# its Chinese is checked on a short sentence, a quarter of the default's pieces and of its time.
-SHORT = {"views/contributions.py": {"text": "猫在睡觉，因为它累了。"}}
-
-
-def chinese_runs(page: str, model: str) -> list:
-    """The page in Chinese on `model`, once per tab (tabs bound to the URL open by their Chinese label)."""
-    key, tabs = PAGES_AND_TABS[page]
-    query = SHORT.get(page, {})
-    runs = [open_app(page, lang="zh", model=model, **query)]  # its first tab open
-    shown = {tab.label for tab in runs[0].tabs}
-    for label in (i18n.catalogue("zh").gettext(t) for t in tabs[1:]):
-        if label in shown:
-            runs.append(open_app(page, lang="zh", model=model, **query, **{key: label}))
-    return runs
-
-
-def assert_all_chinese(page: str, model: str) -> list:
-    """The page's runs in Chinese on `model` (chinese_runs), each with no English left but the user's text."""
-    from mha_core.serving.menu import available_models
-
-    names = [c.name for c in available_models()]
-    runs = chinese_runs(page, model)
-    for at in runs:
-        assert not at.exception, (page, model, [e.value for e in at.exception])
-        # The user's text: the sentence (an English example where the model reads no Chinese), and its words as
-        # tokens, options and chart labels show them.
-        sentences = [box.value for box in at.text_area] + [box.value for box in at.text_input] + EXAMPLE_TEXTS
-        left = untranslated(at, names + sentences + [w for s in sentences for w in re.findall(r"[A-Za-z]+", s)])
-        assert not left, (page, model, list(left.items())[:5])
-    return runs
-
-
 def opened_corpus(runs: list) -> str:
     """The corpus Across a corpus opened on: the Chinese treebank for the Chinese interface on a model that reads
     Chinese as words (Gemma), else the bundled English corpus (as the search's index)."""
@@ -256,8 +204,14 @@ def test_every_page_in_chinese_on_minilm_has_no_english_left(page):
 # Every page and tab on Gemma (it reads Chinese); on SmolLM2 (it does not: English examples and byte fragments in a
 # Chinese page) the pages whose text depends on that.
 GEMMA_ONLY = ("views/contributions.py", "views/corpus.py", "views/roles.py", "views/parameters.py")
-DECODER_PAGES = [(page, GEMMA_NAME) for page in PAGES_AND_TABS] + [
-    (page, "SmolLM2-135M-Instruct") for page in PAGES_AND_TABS if page not in GEMMA_ONLY]
+# Checked by the tests whose English (or other) runs compute what these show, in the same test (the process's server
+# computes it once for both; here it was computed anew whenever pytest-xdist dealt the two to different processes):
+# the Explanations page on both decoders (tests/test_app_explanations.py) and Predictions on SmolLM2
+# (tests/test_predict.py).
+CHECKED_BESIDE = {("views/explanations.py", GEMMA_NAME), ("views/explanations.py", DECODER_NAME),
+                  ("views/predictions.py", DECODER_NAME)}
+DECODER_PAGES = [(page, model) for model in (GEMMA_NAME, DECODER_NAME) for page in PAGES_AND_TABS
+                 if (page, model) not in CHECKED_BESIDE and (model == GEMMA_NAME or page not in GEMMA_ONLY)]
 
 
 @pytest.mark.slow  # 2 models x 8 pages x their tabs: in make test, not in the fast tier

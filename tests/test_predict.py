@@ -187,6 +187,7 @@ def test_the_predictions_page_says_an_encoder_predicts_nothing():
 def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decoder):
     from mha_core.figures.charts import safe_label
     from tests.conftest import chart_json, decode, open_app
+    from tests.i18n_check import assert_all_chinese
 
     text = "The animal didn't cross the street because it was too tired. The word 'it' refers to the"
     shown = {}
@@ -216,6 +217,9 @@ def test_the_predictions_page_shows_what_mha_core_computes_on_the_decoder(decode
     grid = computed.patch_grid_of(server(), decoder, text, CORRUPTED_SENTENCE + " The word 'it' refers to the",
                                   " animal", " street", "heads", None, None, no_wait)
     assert patched.shape == (30, 9) and np.allclose(patched, grid.shown, atol=1e-4)
+    # The page in Chinese on SmolLM2, every tab (tests/test_i18n.py's check of every page on the decoders): it opens
+    # on the same English example, so its grid, lens and attribution are the server's, computed above.
+    assert_all_chinese("views/predictions.py", decoder.name)
 
 
 @pytest.mark.parametrize("name", ["llama-tied", "gpt2", "gemma2", "gpt_neox"])

@@ -19,6 +19,7 @@ from mha_core.analysis.translation.translate import align, translate
 from mha_core.analysis.translation.words import split_words
 from mha_core.engine.loading.bundled import GEMMA_NAME
 from mha_core.engine.words import simplified
+from tests.cli_models import cli_reads_held_models  # noqa: F401 -- the fixture its CLI tests use
 from tests.conftest import cli
 
 ANIMAL = "那只动物没有过马路，因为它太累了。"
@@ -98,6 +99,7 @@ def test_a_sample_of_the_development_counts_is_what_the_model_gives(gemma):
         assert (derived.heads, derived.rule, derived.combined_aer) == (own.heads, own.rule, own.combined_aer)
 
 
+@pytest.mark.usefixtures("cli_reads_held_models")
 def test_cli_align_writes_pharaoh_lines_and_bad_input_is_one_line(gemma, tmp_path):
     pairs = newswire_pairs("zh")[:3]
     source, target = tmp_path / "s.zh", tmp_path / "t.en"
@@ -129,6 +131,7 @@ def test_cli_align_writes_pharaoh_lines_and_bad_input_is_one_line(gemma, tmp_pat
     assert encoder.returncode == 2 and ("masked pieces" in encoder.stderr or "language-model head" in encoder.stderr)
 
 
+@pytest.mark.usefixtures("cli_reads_held_models")
 def test_cli_an_empty_line_and_a_model_that_cannot_read_chinese_are_named(gemma, tmp_path):
     source, target = tmp_path / "s.zh", tmp_path / "t.en"
     source.write_text("动物 过 马路\n\n", encoding="utf-8")
@@ -140,6 +143,7 @@ def test_cli_an_empty_line_and_a_model_that_cannot_read_chinese_are_named(gemma,
     assert smol.returncode == 2 and "does not read Chinese" in smol.stderr, smol.stderr
 
 
+@pytest.mark.usefixtures("cli_reads_held_models")
 def test_cli_translate_writes_the_issue_s_fields(gemma, tmp_path):
     out = tmp_path / "t.json"
     done = cli("translate", ANIMAL, "--source-lang", "zh", "--target-lang", "en", "--json", str(out))

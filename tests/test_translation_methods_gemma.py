@@ -26,6 +26,7 @@ from mha_core.analysis.translation.heads import shipped_choice
 from mha_core.analysis.translation.run import POOLINGS, DirectionRun, direction_run
 from mha_core.analysis.translation.translate import align
 from mha_core.engine.loading.bundled import GEMMA_NAME
+from tests.cli_models import cli_reads_held_models  # noqa: F401 -- the fixture its CLI tests use
 from tests.conftest import cli
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "researchers" / "alignment.md"
@@ -99,6 +100,7 @@ def test_a_sample_of_the_held_back_pairs_aligns_as_the_stored_links_say(gemma, h
             assert made == links[f"heads {direction}"][i], (direction, i)
 
 
+@pytest.mark.usefixtures("cli_reads_held_models")
 def test_cli_align_by_each_method_writes_what_align_links_either_way_round(gemma, held_back_sample, tmp_path):
     """On two of the sample's pairs (their runs shared with the test above): the CLI's lines are align's links, the
     stored ones, and align's the other way round, turned."""

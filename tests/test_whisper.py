@@ -20,6 +20,7 @@ from mha_core.cli import main
 from mha_core.engine.loading.bundled import WHISPER_NAME
 from mha_core.engine.seq2seq.audio import RATE, read_audio, speak
 from mha_core.engine.tokens import InputError
+from tests.cli_models import cli_reads_held_models  # noqa: F401 -- the fixture its CLI tests use
 from tests.conftest import bundled_model
 
 SENTENCE = "The animal didn't cross the street because it was too tired."
@@ -99,6 +100,7 @@ def test_word_timestamps_agree_with_transformers_word_timestamp_pipeline(whisper
 
 
 @pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
+@pytest.mark.usefixtures("cli_reads_held_models")
 def test_cli_transcribe_and_attention_of_audio(tmp_path, whisper):
     from tests.tiny_models import make_tiny_seq2seq
 
@@ -166,7 +168,7 @@ def test_chinese_is_converted_to_simplified_characters_with_opencc():
 
 
 @pytest.mark.slow  # the fast tier (make check) stays within 2 minutes
-def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
+def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper, spoken):
     """Issue 42, item 5: the page showed 當路沒要過馬路,因爲… on a Simplified interface."""
     import opencc
 
@@ -179,7 +181,7 @@ def test_whisper_s_mandarin_is_shown_in_simplified_characters(whisper):
     changed = [ch for ch in heard.text if traditional_of(ch) != ch]  # characters that have a Traditional form
     assert all(simplified(ch) == ch for ch in changed)
     assert heard.words and all(simplified(w.word) == w.word for w in heard.words)  # the word table too
-    english = transcribe(whisper, read_audio(speak(SENTENCE)), "en", timestamps=False)
+    _, english = spoken  # the English sentence, heard once for the module
     assert english.text == english.text_as_written == SENTENCE  # only Chinese is converted
 
 
