@@ -324,11 +324,9 @@ def follow_caption(code: str) -> None:
 
 
 def class_step(code: str) -> int | None:
-    """The class's step now (from a callback): as this process's watcher last read or heard it, else read; None while
-    the store fails or once the class has ended (the page's run then says so)."""
-    heard = watcher().last_heard(code)
-    if heard:
-        return heard[0]
+    """The class's step now (from a callback: a student's click), read from the store: what this process's watcher
+    last read or heard can be a tick behind a move (a Next clicked just after the teacher's went one step from the
+    step before); None while the store fails or once the class has ended (the page's run then says so)."""
     try:
         return classroom().state(code).step
     except InputError:
