@@ -34,6 +34,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def first_worker_port(workers: int) -> int:
+    """FIRST_WORKER_PORT for `workers` app processes (deploy/serve.sh and host.sh listen on the next `workers` ports):
+    200 above a free port, with each of those ports free now (make test-serve runs its tests at once, each starting
+    servers: a port taken by another's was a failed start)."""
+    while True:
+        first = free_port() + 200
+        if first + workers < 65536 and all(port_free(first + i) for i in range(1, workers + 1)):
+            return first
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 @dataclass(frozen=True)
 class ServerGroup:
     url: str  # what a browser opens
@@ -109,7 +128,7 @@ def proxy_group(workers: int, timeout: float = 180) -> Iterator[ServerGroup]:
     """`deploy/serve.sh`: `workers` app processes behind HAProxy on a free loopback port."""
     port = free_port()
     env = {**os.environ, **SERVER_ENV, "WORKERS": str(workers), "PORT": str(port), "BIND": "127.0.0.1",
-           "FIRST_WORKER_PORT": str(free_port() + 200), "BIN": str(Path(sys.executable).parent)}
+           "FIRST_WORKER_PORT": str(first_worker_port(workers)), "BIN": str(Path(sys.executable).parent)}
     url = f"http://127.0.0.1:{port}"
     with process_group(["bash", str(ROOT / "deploy" / "serve.sh")], env) as (proc, output):
         first = int(env["FIRST_WORKER_PORT"])
@@ -167,7 +186,7 @@ def redis_server(folder: Path, timeout: float = 30, port: int | None = None, kep
 def school_host(workers: int, store: str, cache: Path, secret: str, timeout: float = 180) -> Iterator[ServerGroup]:
     """`deploy/host.sh`: one of a school's hosts, `workers` app processes on loopback with a cache folder of their
     own, reading the classes from the Redis at `store`; its url is its first process's (the proxy is apart)."""
-    first = free_port() + 200
+    first = first_worker_port(workers)
     env = {**os.environ, **SERVER_ENV, "WORKERS": str(workers), "BIND": "127.0.0.1", "FIRST_WORKER_PORT": str(first),
            "BIN": str(Path(sys.executable).parent), "MHA_CLASS_STORE": store, "MHA_CACHE_DIR": str(cache),
            "STREAMLIT_SERVER_COOKIE_SECRET": secret}

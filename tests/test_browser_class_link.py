@@ -1,9 +1,10 @@
 """Issue 77 in Chromium: a class's phones can reach its link. The app listens on every interface, as a classroom's
-server does; a teacher reaches it at 127.0.0.1 (their own laptop) and at this machine's network address, starts a
-class, and the QR code on the projector decodes (zxing-cpp) to this machine's network address, the server's port and
-the class's code, an address a second machine could open (and a phone opening it follows the class). The teacher's
-key is never in the address bar a projector shows: the session and a cookie hold it, and a reload is still the
-teacher's. Only this machine's own addresses are ever opened."""
+server does (the browser tier's one server does: tests/browser.RUN_SERVER_ADDRESS); a teacher reaches it at 127.0.0.1
+(their own laptop) and at this machine's network address, starts a class, and the QR code on the projector decodes
+(zxing-cpp) to this machine's network address, the server's port and the class's code, an address a second machine
+could open (and a phone opening it follows the class). The teacher's key is never in the address bar a projector
+shows: the session and a cookie hold it, and a reload is still the teacher's. Only this machine's own addresses are
+ever opened."""
 
 from __future__ import annotations
 
@@ -58,15 +59,13 @@ def decoded_qr(page: object) -> str:
 
 
 @pytest.mark.long
-def test_the_qr_code_opens_the_class_from_another_machine_whichever_address_the_teacher_used():
+def test_the_qr_code_opens_the_class_from_another_machine_whichever_address_the_teacher_used(app_url):
     from streamlit import net_util
-
-    from benchmarks.serving import app_server
 
     network_ip = net_util.get_internal_ip()  # as Streamlit's "Network URL" is found
     assert network_ip and not is_loopback(network_ip), network_ip
-    with app_server(address="0.0.0.0") as group, browser_contexts() as new_page:
-        port = urlparse(group.url).port
+    with browser_contexts() as new_page:
+        port = urlparse(app_url).port
         for teacher_at, again in ((f"http://127.0.0.1:{port}", True), (f"http://{network_ip}:{port}", False)):
             teacher = new_page(viewport={"width": 1920, "height": 1080})  # a projector: a context of its own
             code, link = start_and_scan(teacher, teacher_at, again)

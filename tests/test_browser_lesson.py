@@ -13,6 +13,7 @@ import pytest
 
 from mha_core.teaching.lesson import STEPS
 from tests.browser import PHONE_AGENT, ROOT, browser_contexts, save_picture, wait_idle
+from tests.test_browser_pages import deep_link_to_parameters_calculator
 
 pytestmark = pytest.mark.browser
 
@@ -87,17 +88,20 @@ def follow_the_class(app_url: str, teacher: object, student: object, intruder: o
 
 
 @pytest.mark.long
-def test_a_restarted_server_s_pages_reload_on_the_class_s_step(tmp_path):
+def test_a_restarted_server_s_pages_reload_on_the_class_s_step():
     """A server restart forgets every session and no page reruns by itself: the class's pages notice the lost
-    connection, reload once the server is back, say so, and follow the teacher again (the class lives on disk)."""
+    connection, reload once the server is back, say so, and follow the teacher again (the class lives on disk, in the
+    test process's store: tests/conftest.py). The server, fresh, first answers a deep link to a sub-page
+    (tests/test_browser_pages.py): one start of a server for both."""
     from benchmarks.serving import app_server, free_port
 
-    port, env = free_port(), {"MHA_CACHE_DIR": str(tmp_path)}
+    port = free_port()
     with browser_contexts() as new_page:
         teacher = new_page(viewport={"width": 1920, "height": 1080})
         student = new_page(viewport={"width": 390, "height": 844}, user_agent=PHONE_AGENT, is_mobile=True,
                            has_touch=True)
-        with app_server(env=env, port=port) as group:
+        with app_server(port=port) as group:
+            deep_link_to_parameters_calculator(new_page(viewport={"width": 1400, "height": 1800}), group.url)
             teacher.goto(f"{group.url}/lesson")
             wait_idle(teacher, timeout=240_000)
             teacher.get_by_role("button", name="Start a class").click()
@@ -107,7 +111,7 @@ def test_a_restarted_server_s_pages_reload_on_the_class_s_step(tmp_path):
             teacher.get_by_role("button", name="Next").click()
             student.locator("h1", has_text=f"2. {STEPS[1].title}").wait_for(timeout=10_000)
             before = run_marker(student)
-        with app_server(env=env, port=port):
+        with app_server(port=port):
             student.get_by_text("The server restarted").wait_for(timeout=60_000)  # reloaded, and says so
             assert run_marker(student) != before and heading(student).startswith("2. ")
             wait_idle(teacher, timeout=60_000)

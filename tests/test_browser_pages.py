@@ -1,24 +1,26 @@
-"""Deep links on a fresh server: a shared URL to a sub-page must go through the app's router."""
+"""Pages reached by their address, and typed input on them; deep links on a fresh server: a shared URL to a sub-page
+must go through the app's router."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium_page, data_point_pixel, open_with_sentence, streamlit_server, wait_idle
+from tests.browser import ARTIFACTS, chromium_page, data_point_pixel, open_with_sentence, wait_idle
 
 pytestmark = pytest.mark.browser
 
 
-def test_fresh_server_deep_link_to_parameters_calculator():
+def deep_link_to_parameters_calculator(page: object, url: str) -> None:
+    """A shared link to a sub-page, the very first request the server at `url` sees (tests/test_browser_lesson.py's
+    restarted server, fresh when this runs first on it: a server of its own took 15 s of the tier on 2 cores)."""
     ARTIFACTS.mkdir(exist_ok=True)
-    with streamlit_server() as url, chromium_page() as page:
-        page.goto(f"{url}/parameters?ptab=Any+shape")  # the very first request this server sees
-        page.get_by_text("Calculator for any shape").wait_for(timeout=90_000)
-        wait_idle(page)
-        page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)  # FLOPs, memory, KV cache drawn
-        nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
-        page.screenshot(path=str(ARTIFACTS / "parameters_deep_link.png"), full_page=True)
-        assert "1,050,624" in page.locator("body").inner_text()
+    page.goto(f"{url}/parameters?ptab=Any+shape")
+    page.get_by_text("Calculator for any shape").wait_for(timeout=90_000)
+    wait_idle(page)
+    page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)  # FLOPs, memory, KV cache drawn
+    nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+    page.screenshot(path=str(ARTIFACTS / "parameters_deep_link.png"), full_page=True)
+    assert "1,050,624" in page.locator("body").inner_text()
     assert "Heads" in nav and "Parameters" in nav
     assert "state" not in nav.lower()  # no legacy pages/ listing of helper modules
 

@@ -13,7 +13,6 @@ import pytest
 
 from benchmarks.serving import front_proxy, redis_server, school_host
 from deploy.st_client import Interaction, Session
-from mha_core.teaching.lesson import STEPS
 from tests.event_loop import run_async
 
 pytestmark = pytest.mark.serve
@@ -31,6 +30,8 @@ async def titled(session: Session, title: str, timeout: float) -> Interaction:
 
 
 async def a_class_across_hosts(url: str) -> tuple[str, list[str], str, tuple[int, int]]:
+    from mha_core.teaching.lesson import STEPS  # torch with it: imported by the test process that runs this test only
+
     teacher = Session(url, page="lesson", cookie="MHA_WORKER=app1", timeout=240)  # host A's process
     await teacher.open()
     started = await teacher.click("Start a class")
@@ -48,6 +49,8 @@ async def a_class_across_hosts(url: str) -> tuple[str, list[str], str, tuple[int
 
 
 def test_a_class_started_on_host_a_is_followed_by_a_student_on_host_b(tmp_path):
+    from mha_core.teaching.lesson import STEPS
+
     secret = secrets.token_hex(16)  # one for every host: a browser's XSRF cookie is valid on each
     with redis_server(tmp_path) as store, \
             school_host(1, store, tmp_path / "cache-a", secret) as host_a, \

@@ -71,7 +71,7 @@ def test_the_browser_tier_s_processes_share_one_server_stopped_after_its_last_us
     events = []
 
     @contextlib.contextmanager
-    def stand_in() -> object:
+    def stand_in(address: str) -> object:
         events.append("started")
         yield f"http://127.0.0.1:{len(events)}"
         events.append("stopped")

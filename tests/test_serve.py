@@ -10,7 +10,6 @@ import pytest
 
 from benchmarks.serving import proxy_group
 from deploy.st_client import Session
-from mha_core.engine.loading.model import bundled_model_dir
 from tests.event_loop import run_async
 
 pytestmark = pytest.mark.serve
@@ -25,7 +24,11 @@ def reversed_words(text: str) -> str:
 
 
 def pieces(text: str) -> int:
+    """The bundled encoder's word pieces of `text` (torch and transformers imported here: the serving tier's test
+    processes each collect every test file of the tier, and only this one needs them)."""
     from transformers import AutoTokenizer
+
+    from mha_core.engine.loading.model import bundled_model_dir
 
     tokenizer = AutoTokenizer.from_pretrained(bundled_model_dir(), local_files_only=True)
     return len(tokenizer(text)["input_ids"])
