@@ -231,3 +231,13 @@ def test_the_store_lives_where_mha_class_store_says(tmp_path, monkeypatch, redis
     assert isinstance(Classroom().store, RedisStore) and Classroom().state(Classroom().start("Hi.", "en")[0]).step == 1
     monkeypatch.delenv("MHA_CLASS_STORE")
     assert store_location() == str(cache_root() / STORE_NAME)
+
+
+@pytest.mark.parametrize("given", ["A" * 6000, "!!<script>", "\u202e"])
+def test_a_value_that_is_no_class_code_is_quoted_whole_or_cut_with_an_ellipsis(given):
+    """`?class=` of 6,000 letters was quoted as its first 18, reading as if that were the whole value."""
+    with pytest.raises(InputError) as refused:
+        classroom.checked_code(given)
+    quoted = refused.value.values["given"]
+    at_most = 3 * classroom.CODE_LENGTH
+    assert quoted == given if len(given) <= at_most else quoted == given[:at_most] + "…"

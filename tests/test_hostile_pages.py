@@ -181,12 +181,16 @@ def test_user_markup_in_names_and_errors_stays_literal():  # row: markdown from 
 
 def test_invisible_and_line_turning_characters_are_shown_as_their_code():
     """A typed U+202E turned the rest of the page's line round, and "c<U+200B>at" showed as "cat" (issue 81's
-    hostile notes): views/_text.literal, which every line showing user text goes through, shows them as their code;
-    the joiners scripts need stay."""
+    hostile notes): views/_text.literal, which every line showing user text goes through, and a chart's labels
+    (figures.charts.safe_label) show them as their code; the joiners scripts need stay."""
     from views._text import literal
 
     assert literal("a\u202eb c\u200bat \u2067d") == "a⟨U\\+202E⟩b c⟨U\\+200B⟩at ⟨U\\+2067⟩d"
     assert literal("👨\u200d👩") == "👨\u200d👩"
+    from mha_core.figures.charts import indexed_labels
+
+    labels = indexed_labels(["猫", "\u202e", "<b>\u200b"])  # a chart's axis
+    assert labels == ["0 猫", "1 ⟨U+202E⟩", "2 &lt;b&gt;⟨U+200B⟩"]
 
 
 def test_the_token_view_exports_the_chosen_pair():  # row: the token view's CSV/JSON export

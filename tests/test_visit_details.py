@@ -101,10 +101,20 @@ def test_phone_figures_keep_words_and_wrap_long_titles():
     words = {"data": [{"type": "heatmap", "text": [["the"]], "texttemplate": "%{text}"}], "layout": {"title": "x"}}
     assert for_narrow_screen(words)["data"][0]["texttemplate"] == "%{text}"  # the logit lens's words stay
 
+    from mha_core.analysis.params.shapes import make_shape
+    from mha_core.figures.params import flops_figure
+
+    desktop = flops_figure(make_shape(640, 4, 256, 256, 1), 8192)
+    phone = for_narrow_screen(desktop)  # two named lines: their legend under the plot, the figure taller for it
+    assert desktop["layout"].get("legend", {}).get("orientation") != "h"
+    assert phone["layout"]["legend"]["orientation"] == "h" and phone["layout"]["legend"]["y"] < 0
+    assert phone["layout"]["height"] > desktop["layout"]["height"]
+
 
 @pytest.mark.parametrize("title", ["第 9 层，第 2 个头：代词“它”读向句子里的哪个词，以及为什么",
                                    "第 12 层 第 3 个头 把代词 读向名词 而其他的头读向句首的标点符号",
-                                   "Layer 9, head 2: where the pronoun it looks in this rather long sentence"])
+                                   "Layer 9, head 2: where the pronoun it looks in this rather long sentence",
+                                   "softmax(QKᵀ/√query_pre_attn_scalar): the weights of one head"])
 def test_a_phone_title_breaks_where_a_reader_pauses(title):
     """A phone's title broke "第 9 层，第 2 / 个头" (at the space a number keeps from its measure word): a Chinese
     title breaks after its punctuation, never at a space beside a Chinese character; English at its spaces."""
@@ -114,7 +124,7 @@ def test_a_phone_title_breaks_where_a_reader_pauses(title):
     assert len(lines) > 1 and all(display_width(line) <= NARROW_TITLE_CHARS for line in lines)
     assert "".join(lines).replace(" ", "") == title.replace(" ", "")
     for line in lines:
-        assert not line.endswith(tuple("0123456789第")) and not line.startswith(tuple("0123456789层个"))
+        assert not line.endswith(tuple("0123456789第")) and not line.startswith(tuple("0123456789层个)"))
 
 
 def test_the_overviews_click_targets_leave_the_maps_uncoloured():

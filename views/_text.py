@@ -3,23 +3,20 @@ HTML or LaTeX of its own), line by line."""
 
 from __future__ import annotations
 
+from mha_core.figures.visible import visible
+
 MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:<>&")
 # GFM autolinks bare addresses even when their punctuation is escaped: a zero-width space breaks each
 # pattern (www., scheme://, the @ of an e-mail address) without changing what a reader sees.
 AUTOLINK_BREAKS = (("www.", "ww\u200bw."), ("WWW.", "WW\u200bW."), ("://", ":\u200b//"), ("@", "\u200b@"))
-# Characters a reader cannot see that change what the rest of a line says: the bidirectional overrides and isolates
-# (U+202E turns the rest of a line round) and the invisible spaces (a typed answer "c<U+200B>at" shows as "cat" but
-# is not the word). Shown as their code (the joiners U+200C/U+200D stay: scripts and emoji sequences need them).
-INVISIBLE = {chr(code): f"⟨U+{code:04X}⟩" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200B,
-                                                       0x200E, 0x200F, 0x2060, 0xFEFF)}
 
 
 def literal(text: str) -> str:
     """User text (a sentence, a token, a file name, a message quoting them) for any element that renders
     markdown: emphasis, links, HTML, LaTeX and Streamlit's colour and icon directives stay literal, and
     bare web and e-mail addresses are not turned into links; a character that is invisible or turns the line round
-    is shown as its code (INVISIBLE)."""
-    text = "".join(INVISIBLE.get(c, c) for c in text)
+    is shown as its code (mha_core.figures.visible.INVISIBLE)."""
+    text = visible(text)
     for pattern, broken in AUTOLINK_BREAKS:
         text = text.replace(pattern, broken)
     return "".join("\\" + c if c in MARKDOWN_SPECIALS else c for c in text)

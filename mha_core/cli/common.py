@@ -137,15 +137,28 @@ def parse_rows(spec: str | None, n: int) -> tuple[int, int]:
     return int(start), int(stop)
 
 
-def progress_bar(desc: str) -> tuple[object, Callable[[int, int], None]]:
-    """A tqdm bar on stderr and the (done, total) callback that drives it."""
-    from tqdm import tqdm
+class LazyBar:
+    """A tqdm bar on stderr drawn from its first update: a command refused before any work prints its one line, no
+    empty bar before it."""
 
-    bar = tqdm(desc=desc, unit="text", file=sys.stderr, dynamic_ncols=True)
+    def __init__(self, desc: str) -> None:
+        self.desc, self.bar = desc, None
 
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
+    def update(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
 
-    return bar, update
+            self.bar = tqdm(desc=self.desc, unit="text", file=sys.stderr, dynamic_ncols=True)
+        self.bar.total = total
+        self.bar.n = done
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def progress_bar(desc: str) -> tuple[LazyBar, Callable[[int, int], None]]:
+    """A bar on stderr (drawn from the first update) and the (done, total) callback that drives it."""
+    bar = LazyBar(desc)
+    return bar, bar.update

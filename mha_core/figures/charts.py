@@ -18,6 +18,7 @@ from mha_core.figures import colours
 from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
 from mha_core.figures.summary import lines_of_heads, overview_sentence, strongest_link, with_summary
 from mha_core.figures.title_lines import NARROW_TITLE_CHARS, display_width, wrapped
+from mha_core.figures.visible import visible
 from mha_core.i18n import tr
 from mha_core.messages import N_
 
@@ -34,8 +35,9 @@ def head_tick(head: int) -> str:
 
 
 def safe_label(text: str) -> str:
-    """Escape plotly's HTML-like markup so user text shows literally."""
-    return html.escape(text, quote=False)
+    """Escape plotly's HTML-like markup so user text shows literally, an invisible or line-turning character as its
+    code (mha_core.figures.visible.INVISIBLE)."""
+    return html.escape(visible(text), quote=False)
 
 
 def indexed_labels(labels: Sequence[str]) -> list[str]:
@@ -324,7 +326,8 @@ def with_column_separators(spec: dict, every: int, count: int, n_rows: int) -> F
 
 def for_narrow_screen(spec: dict) -> FigureDict:
     """A phone's copy of a figure dict: no numbers written in cells (they run together in narrow cells; words, as
-    the logit lens writes, stay), and a long title wrapped onto lines that fit, the plot moved down to make room."""
+    the logit lens writes, stay), a long title wrapped onto lines that fit, the plot moved down to make room, and a
+    legend of several lines under the plot."""
     data = [trace if "%{z" not in str(trace.get("texttemplate", "%{z")) else
             {k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} for trace in spec["data"]]
     layout = dict(spec.get("layout", {}))
@@ -339,7 +342,19 @@ def for_narrow_screen(spec: dict) -> FigureDict:
         layout["margin"] = margin
         if "height" in layout:
             layout["height"] = layout["height"] + 18 * (len(lines) - 1)
-    return {**spec, "data": data, "layout": layout}
+    return {**spec, "data": data, "layout": legend_below(data, layout)}
+
+
+def legend_below(data: list[dict], layout: dict) -> dict:
+    """A phone's legend of several lines under the plot, as wide as the screen: at the right it took half the width
+    from the plot and cut its names ("（∝ n" without its bracket)."""
+    named = [trace for trace in data if trace.get("name") and trace.get("showlegend") is not False
+             and trace.get("type", "scatter") in ("scatter", "scattergl", "bar")]
+    legend = dict(layout.get("legend") or {})
+    if len(named) < 2 or legend.get("orientation") == "h":
+        return layout
+    height = {"height": layout["height"] + 22 * len(named)} if "height" in layout else {}
+    return {**layout, **height, "legend": {**legend, "orientation": "h", "yanchor": "top", "y": -0.25, "x": 0}}
 
 
 def within_height(spec: FigureDict, px: int) -> FigureDict:

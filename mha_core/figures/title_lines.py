@@ -3,6 +3,8 @@ lines, broken where a reader pauses (mha_core.figures.charts.for_narrow_screen).
 
 from __future__ import annotations
 
+import re
+
 from mha_core.engine.pieces import is_wide
 
 NARROW_TITLE_CHARS = 34  # a title line on a phone's width, in Latin letters (a Chinese character counts two)
@@ -35,7 +37,16 @@ def between_characters(unit: str, width: int) -> list[str]:
             pieces[-1] += char
         else:
             pieces.append(char)
-    return [cut for piece in pieces for cut in ([piece] if display_width(piece) <= width else list(piece))]
+    return [cut for piece in pieces
+            for cut in ([piece] if display_width(piece) <= width else formula_parts(piece, width))]
+
+
+def formula_parts(word: str, width: int) -> list[str]:
+    """A Latin word too wide for a line (a formula: "softmax(QKᵀ/√query_pre_attn_scalar)") cut after a slash and
+    before a bracket, one character a piece only where a part is still too wide for any line: its closing bracket
+    stays with what it closes."""
+    parts = [part for part in re.split(r"(?<=/)|(?=\()", word) if part]
+    return [cut for part in parts for cut in ([part] if display_width(part) <= width else list(part))]
 
 
 def wrapped(text: str, width: int) -> list[str]:

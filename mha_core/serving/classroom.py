@@ -105,11 +105,16 @@ def canonical(code: object) -> str | None:
     return value if len(value) == CODE_LENGTH and set(value) <= set(CODE_ALPHABET) else None
 
 
+def shortened(text: str, at_most: int) -> str:
+    """A value quoted in a message: cut at `at_most` characters, with "…" where it was cut."""
+    return text if len(text) <= at_most else text[:at_most] + "…"
+
+
 def checked_code(code: object) -> str:
     value = canonical(code)
     if value is None:
         raise InputError("class_code_invalid", N_("{given!r} is not a class code: a class code is {length} letters "
-                                                  "and digits."), given=str(code)[:3 * CODE_LENGTH],
+                                                  "and digits."), given=shortened(str(code), 3 * CODE_LENGTH),
                          length=CODE_LENGTH)
     return value
 
