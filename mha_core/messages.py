@@ -16,6 +16,12 @@ def use_translator(translate: Callable[..., str]) -> None:
     TRANSLATORS[:] = [translate]
 
 
+def shortened(text: str, at_most: int) -> str:
+    """A value quoted in a message (a path, a code typed in an address), at most `at_most` characters: cut with "…"
+    as its last where it is longer."""
+    return text if len(text) <= at_most else text[: at_most - 1] + "…"
+
+
 def N_(message: str) -> str:  # noqa: N802 - gettext's conventional name for "mark, translate later"
     """Marks `message` for the catalogue without translating it (module constants, error templates)."""
     return message

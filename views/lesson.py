@@ -342,8 +342,9 @@ def follower_controls(code: str) -> None:
 
 def draw_student_step(state: ClassState) -> None:
     """The class's step on a following student's page; on an exploring student's, where the teacher is."""
-    follow(state.code, state, exploring=own_step() is not None)
-    if own_step() is not None:
+    exploring = own_step() is not None
+    follow(state.code, state, exploring=exploring)
+    if exploring:
         st.button(tr("Follow the teacher (step {step})", step=state.step), on_click=forget, args=(OWN_STEP,),
                   type="primary", icon=":material/groups:", key="lesson_follow")
         return

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mha_core.engine.loading.bundled import cache_root
 from mha_core.engine.pieces import whole_text
-from mha_core.messages import N_, InputError
+from mha_core.messages import N_, InputError, shortened
 from mha_core.serving.classes.on_redis import RedisStore
 from mha_core.serving.classes.on_sqlite import STORE_NAME, SqliteStore
 from mha_core.serving.classes.stored import ENDED_KEPT_S as ENDED_KEPT_S  # the rules' times, said where they apply
@@ -105,16 +105,11 @@ def canonical(code: object) -> str | None:
     return value if len(value) == CODE_LENGTH and set(value) <= set(CODE_ALPHABET) else None
 
 
-def shortened(text: str, at_most: int) -> str:
-    """A value quoted in a message: cut at `at_most` characters, with "…" where it was cut."""
-    return text if len(text) <= at_most else text[:at_most] + "…"
-
-
 def checked_code(code: object) -> str:
     value = canonical(code)
     if value is None:
         raise InputError("class_code_invalid", N_("{given!r} is not a class code: a class code is {length} letters "
-                                                  "and digits."), given=shortened(str(code), 3 * CODE_LENGTH),
+                                                  "and digits."), given=shortened(str(code), 3 * CODE_LENGTH + 1),
                          length=CODE_LENGTH)
     return value
 

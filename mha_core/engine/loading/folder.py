@@ -15,7 +15,7 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
-from mha_core.messages import N_, Explained, Worded
+from mha_core.messages import N_, Explained, Worded, shortened
 
 CONFIG_MAX_BYTES = 1 << 20  # a config.json is a few KB
 REF_MAX_BYTES = 256  # refs/main holds a revision's hash
@@ -175,5 +175,4 @@ SHOWN_PATH_CHARS = 80  # long paths are cut in messages
 
 def shown(path: str | Path) -> str:
     """A path for a message, cut to SHOWN_PATH_CHARS characters."""
-    text = str(path)
-    return text if len(text) <= SHOWN_PATH_CHARS else text[: SHOWN_PATH_CHARS - 1] + "…"
+    return shortened(str(path), SHOWN_PATH_CHARS)

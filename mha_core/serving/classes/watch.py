@@ -182,10 +182,11 @@ class Watcher:
         queued = 0  # reruns asked in this pass: a later one waits for those before it
         free = IN_FLIGHT - sum(asked_lately(follower.shown, now) for follower in sessions.values())
         for session, follower in sessions.items():
-            if not pruning and (free <= 0 or follower.shown == now):
+            if not pruning:  # a rerun's registration: the next few not showing `now`, no session looked up else
                 if free <= 0:
                     break
-                continue
+                if follower.shown == now:
+                    continue
             info = manager.get_active_session_info(session)
             with self.lock:
                 if info is None or gave_up(follower.shown, now):
