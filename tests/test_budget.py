@@ -3,7 +3,9 @@ an ablation target of several pieces scored whole. Memory is asserted as a CLI s
 
 from __future__ import annotations
 
-import resource
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ from mha_core import load_model, run
 from mha_core.engine.budget import BUDGET_ENV, BudgetError, forward_bytes
 from mha_core.engine.forward import forward
 from mha_core.engine.tokens import InputError, ids_batch
-from tests.cli_forks import peak_rss_mb_each
+from tests.cli_forks import ROOT, peak_rss_mb_each
 from tests.conftest import long_text
 
 TEXT = "The animal didn't cross the street because it was tired, said the capital of France"
@@ -114,16 +116,33 @@ def test_a_huge_single_line_file_is_left_out_cheaply(bundled, tmp_path):
     assert peak <= loaded + 400, (loaded, peak)
 
 
-def test_a_freed_result_is_reused_by_the_next_forward_not_faulted_in_again(bundled):
+FAULTS_OF_FORWARDS = """
+import json, resource, sys, torch
+torch.set_num_threads(1)  # every page a forward touches is touched by this thread, and counted
+from mha_core import load_model, run
+from tests.conftest import long_text
+model, text, faults = load_model("all-MiniLM-L6-v2"), long_text(99), []  # 128 pieces
+for _ in range(4):
+    result = None  # the last forward's result freed before the next one runs
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    result = run(model, text, path="explicit")
+    faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
+kept = [*result.layer_q, *result.layer_k, *result.layer_probs, *result.layer_context, *result.hidden_states]
+print(json.dumps([faults, sum(t.numel() * t.element_size() for t in kept) // 4096, result.lengths[0]]))
+"""
+
+
+def test_a_freed_result_is_reused_by_the_next_forward_not_faulted_in_again():
     """Issue 80.6: a 128-piece forward's result (every map, q, k, each head's output, the hidden states: about 9 MB
     on MiniLM) is freed, and the same forward run again takes that memory back from the allocator, not from the
-    system one 4 KB page fault at a time (budget.reuse_freed_memory; 2,300 faults a forward without it)."""
-    text = long_text(99)  # 128 pieces
-    run(bundled, text, path="explicit")  # the allocator's heap grown once, the result freed at once
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    result = run(bundled, text, path="explicit")
-    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
-    kept = [*result.layer_q, *result.layer_k, *result.layer_probs, *result.layer_context, *result.hidden_states]
-    pages = sum(t.numel() * t.element_size() for t in kept) // 4096
-    assert result.lengths[0] == 128 and pages > 2000
-    assert faults < pages / 10
+    system one 4 KB page fault at a time (budget.reuse_freed_memory). In a fresh process: in a test process, glibc
+    has often raised its thresholds by itself (an earlier test freed a large block) and the test held nothing. The
+    three forwards after the first together fault in fewer pages than one result holds (2,352): measured 96 to 481
+    (a forward may still grow the heap by up to 481 pages: CI failed at 384 against one forward's bound of 235),
+    and 7,011 to 9,267 without reuse_freed_memory."""
+    done = subprocess.run([sys.executable, "-c", FAULTS_OF_FORWARDS], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    faults, pages, pieces = json.loads(done.stdout.splitlines()[-1])
+    assert pieces == 128 and pages > 2000
+    assert sum(faults[1:]) < pages, faults
