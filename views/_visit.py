@@ -127,7 +127,9 @@ def run_marker() -> None:
     """An empty element, last on the page, carrying this session's count of finished runs: a browser (or a test)
     that saw count n knows that the run its click started has drawn everything once the count is above n."""
     st.session_state[RUNS] = st.session_state.get(RUNS, 0) + 1
-    session = st.session_state.setdefault(SESSION_MARK, secrets.token_hex(4))  # a reload is a new session
+    if SESSION_MARK not in st.session_state:  # a reload is a new session
+        st.session_state[SESSION_MARK] = secrets.token_hex(4)
+    session = st.session_state[SESSION_MARK]
     st.html(f'<span class="mha-run" data-session="{session}" data-run="{st.session_state[RUNS]}"></span>')
 
 
