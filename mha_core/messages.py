@@ -1,6 +1,6 @@
 """Messages as data: what mha_core says to a person, kept as an English template marked for the catalogue and the values
 that fill it, so that the layer that shows it (a page, in its language; the CLI, in English) words it. The engine
-uses these and nothing of mha_core.i18n, which translates.
+uses these and nothing of mha_core.i18n, which translates. Text as a page, a chart or a message shows it: visible().
 """
 
 from __future__ import annotations
@@ -22,6 +22,27 @@ def shortened(text: str, at_most: int) -> str:
     return text if len(text) <= at_most else text[: at_most - 1] + "…"
 
 
+# Characters a reader cannot see that change what the rest of a line says: the bidirectional overrides and isolates
+# (U+202E turns the rest of a line round) and the invisible spaces (a typed answer "c<U+200B>at" shows as "cat" but
+# is not the word). Shown as their code wherever text is shown (the joiners U+200C/U+200D stay: scripts and emoji
+# sequences need them).
+INVISIBLE = {chr(code): f"⟨U+{code:04X}⟩" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200B,
+                                                       0x200E, 0x200F, 0x2060, 0xFEFF)}
+
+
+def visible(text: str) -> str:
+    """The text with each INVISIBLE character shown as its code."""
+    return "".join(INVISIBLE.get(c, c) for c in text)
+
+
+class Quoted(str):
+    """A text value of a message: its repr (a template's {value!r}, which quotes what a person typed) shows each
+    INVISIBLE character as its code, not as Python's escape ('它⟨U+202E⟩猫', not '它\\u202e猫')."""
+
+    def __repr__(self) -> str:
+        return repr(visible(str(self)))
+
+
 def N_(message: str) -> str:  # noqa: N802 - gettext's conventional name for "mark, translate later"
     """Marks `message` for the catalogue without translating it (module constants, error templates)."""
     return message
@@ -35,6 +56,7 @@ class Worded(str):
     values: dict
 
     def __new__(cls, template: str, /, **values: object) -> Worded:
+        values = {name: Quoted(value) if type(value) is str else value for name, value in values.items()}
         text = super().__new__(cls, template.format(**values) if values else template)
         text.template, text.values = template, values
         return text

@@ -198,6 +198,9 @@ def test_bad_input_is_refused_in_one_sentence(lm_dirs, family_dirs):
     with pytest.raises(InputError, match="pieces of") as err:
         explain(model, TEXT, "cobblestones", "street", methods=["attention"])
     assert err.value.code == "answer_not_one_piece" and "|" in str(err.value)
+    with pytest.raises(InputError) as err:  # a typed answer quoted with what cannot be seen as its code (issue 81)
+        explain(model, TEXT, "cob\u202ebles\u200b", "street", methods=["attention"])
+    assert "cob⟨U+202E⟩bles⟨U+200B⟩'" in str(err.value) and "cob⟨U+202E⟩bles⟨U+200B⟩'" in err.value.worded()
     for steps in (0, MAX_STEPS + 1):
         with pytest.raises(InputError) as err:
             explain(model, TEXT, "animal", "street", methods=["ig"], steps=steps)

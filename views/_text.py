@@ -3,7 +3,7 @@ HTML or LaTeX of its own), line by line."""
 
 from __future__ import annotations
 
-from mha_core.figures.visible import visible
+from mha_core.messages import visible
 
 MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~$:<>&")
 # GFM autolinks bare addresses even when their punctuation is escaped: a zero-width space breaks each
@@ -15,7 +15,7 @@ def literal(text: str) -> str:
     """User text (a sentence, a token, a file name, a message quoting them) for any element that renders
     markdown: emphasis, links, HTML, LaTeX and Streamlit's colour and icon directives stay literal, and
     bare web and e-mail addresses are not turned into links; a character that is invisible or turns the line round
-    is shown as its code (mha_core.figures.visible.INVISIBLE)."""
+    is shown as its code (mha_core.messages.INVISIBLE)."""
     text = visible(text)
     for pattern, broken in AUTOLINK_BREAKS:
         text = text.replace(pattern, broken)

@@ -18,9 +18,8 @@ from mha_core.figures import colours
 from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
 from mha_core.figures.summary import lines_of_heads, overview_sentence, strongest_link, with_summary
 from mha_core.figures.title_lines import NARROW_TITLE_CHARS, display_width, wrapped
-from mha_core.figures.visible import visible
 from mha_core.i18n import tr
-from mha_core.messages import N_
+from mha_core.messages import N_, visible
 
 ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
 
@@ -36,7 +35,7 @@ def head_tick(head: int) -> str:
 
 def safe_label(text: str) -> str:
     """Escape plotly's HTML-like markup so user text shows literally, an invisible or line-turning character as its
-    code (mha_core.figures.visible.INVISIBLE)."""
+    code (mha_core.messages.INVISIBLE)."""
     return html.escape(visible(text), quote=False)
 
 
