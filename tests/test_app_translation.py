@@ -42,8 +42,9 @@ def test_a_given_translation_is_aligned_and_a_model_that_cannot_translate_is_tol
     assert not at.exception and not at.error
     assert any("**Aligned:**" in m.value for m in at.markdown)
     encoder = open_app(PAGE, model=ENCODER_NAME)
-    assert not encoder.exception and any("does not write text after a prompt" in i.value for i in encoder.info)
-    assert [b.label for b in encoder.button] == ["Open Gemma 3"]
+    assert not encoder.exception and any("does not write text after a prompt" in i.value and f"{GEMMA_NAME} (bundled)"
+                                         in i.value for i in encoder.info)
+    assert [b.label for b in encoder.button] == [f"Open {GEMMA_NAME}"]  # the model as the sidebar lists it
     opened = encoder.button[0].click().run()
     assert not opened.exception and opened.query_params.get("model") in (None, [GEMMA_NAME], GEMMA_NAME)
 

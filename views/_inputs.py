@@ -197,3 +197,9 @@ def pair_box(model: LoadedModel) -> str | None:
     if pair.strip():
         check_length(pair, N_("The second sentence"))
     return pair.strip() or None
+
+
+def open_bundled(name: str) -> None:
+    """A button that opens the bundled model `name` (as the sidebar lists it), where the server lists it."""
+    if name in model_choices():
+        st.button(tr("Open {name}", name=name), on_click=choose, args=("model", name))

@@ -30,9 +30,9 @@ from mha_core.i18n import tr
 from mha_core.messages import N_
 from mha_core.serving.computed import vision as computed
 from views._images import chosen_image, head_and_query, pick_patch, show_steps, token_name
-from views._inputs import model_card
-from views._state import answered, chart, current_model, model_choices, narrow_screen, queued
-from views._visit import choose, stop, tabs, widget
+from views._inputs import model_card, open_bundled
+from views._state import answered, chart, current_model, narrow_screen, queued
+from views._visit import stop, tabs, widget
 from views.parts.images import every_head_tab
 
 TABS = (N_("Every head"), N_("One head"), N_("Step by step"), N_("Rollout"), N_("Explanations"),
@@ -189,10 +189,10 @@ TAB_VIEWS = dict(zip(TABS, (every_head_tab, one_head_tab, show_steps, rollout_ta
 
 
 def not_an_image_model(model: LoadedModel) -> None:
-    st.info(tr("{name} reads text. This page reads Vision Transformers: the bundled DINOv2, or a ViT, DeiT, DINOv2 "
-               "or CLIP model from the server's folder or Hugging Face cache.", name=model.name))
-    if computed.VISION_NAME in model_choices():
-        st.button(tr("Open DINOv2"), on_click=choose, args=("model", computed.VISION_NAME))
+    st.info(tr("{name} reads text. This page reads Vision Transformers: the bundled {bundled}, or a ViT, DeiT, "
+               "DINOv2 or CLIP model from the server's folder or Hugging Face cache.", name=model.name,
+               bundled=computed.VISION_NAME))
+    open_bundled(computed.VISION_NAME)
     stop()
 
 

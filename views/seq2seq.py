@@ -15,12 +15,12 @@ from mha_core.messages import N_
 from mha_core.serving.computed import seq2seq as computed
 from mha_core.serving.computed.seq2seq import KIND_NAMES, KINDS, WHISPER_NAME
 from mha_core.teaching.examples import SPOKEN
-from views._inputs import model_card, sentence_box
+from views._inputs import model_card, open_bundled, sentence_box
 from views._stacks import CAPTIONS, kind_pickers, show_frames, show_steps
-from views._state import answered, chart, current_model, model_choices
+from views._state import answered, chart, current_model
 from views._text import literal
 from views._uploads import media_bytes
-from views._visit import choose, chosen, stop, tabs, widget
+from views._visit import chosen, stop, tabs, widget
 from views.parts.seq2seq import cross_tab
 
 SOURCES = (N_("Speak a sentence"), N_("Upload a recording"), N_("Record with the microphone"))
@@ -188,10 +188,9 @@ def alignment_table(model: LoadedModel, source: str, target: str | None, layer: 
 
 def not_encoder_decoder(model: LoadedModel) -> None:
     st.info(tr("{name} has one stack of layers. This page reads encoder–decoders, where a decoder writes while its "
-               "cross-attention reads an encoder's output: Whisper (bundled), or a T5, BART, Marian or NLLB model "
-               "from the server's folder or Hugging Face cache.", name=model.name))
-    if WHISPER_NAME in model_choices():
-        st.button(tr("Open Whisper base"), on_click=choose, args=("model", WHISPER_NAME))
+               "cross-attention reads an encoder's output: {bundled} (bundled), or a T5, BART, Marian or NLLB model "
+               "from the server's folder or Hugging Face cache.", name=model.name, bundled=WHISPER_NAME))
+    open_bundled(WHISPER_NAME)
     stop()
 
 

@@ -16,11 +16,11 @@ from mha_core.messages import N_
 from mha_core.serving.computed import translation as computed
 from mha_core.serving.computed.translation import GEMMA_NAME
 from mha_core.teaching.examples import TRANSLATED
-from views._inputs import model_card
+from views._inputs import model_card, open_bundled
 from views._patching import json_button
-from views._state import answered, chart, current_model, model_choices, queued
+from views._state import answered, chart, current_model, queued
 from views._text import literal
-from views._visit import choose, stop, widget
+from views._visit import stop, widget
 from views.parts.translation import alignment_views, simplified_note
 
 DIRECTIONS = {"zh-en": N_("Chinese → English"), "en-zh": N_("English → Chinese")}
@@ -29,9 +29,9 @@ MODES = {"translate": N_("The model translates"), "align": N_("Align my translat
 
 def not_a_translator(model: LoadedModel) -> None:
     st.info(tr("{name} does not write text after a prompt. Translation here is done by a decoder with a "
-               "language-model head that reads Chinese as words: Gemma 3 (bundled).", name=model.name))
-    if GEMMA_NAME in model_choices():
-        st.button(tr("Open Gemma 3"), on_click=choose, args=("model", GEMMA_NAME))
+               "language-model head that reads Chinese as words: {bundled} (bundled).", name=model.name,
+               bundled=GEMMA_NAME))
+    open_bundled(GEMMA_NAME)
     stop()
 
 
@@ -105,7 +105,7 @@ def methods_table(model: LoadedModel) -> None:
     """The methods' AER on the hand alignments, as measured (benchmarks/bench_align.py)."""
     table = computed.methods_table_of(model)
     if table is None:
-        st.caption(tr("The methods are measured on the bundled Gemma 3 only."))
+        st.caption(tr("The methods are measured on the bundled {name} only.", name=GEMMA_NAME))
         return
     shown = [{tr("method"): tr(METHOD_NAMES[row["method"]]),
               tr("setting"): tr(SETTINGS[row["setting"]]) if row["setting"] in SETTINGS else row["setting"] or "–",
