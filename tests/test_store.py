@@ -97,6 +97,28 @@ def test_nbytes_counts_tensors_arrays_and_dataclass_fields():
     assert nbytes(value) == 64 + 24 + 40 + 3  # the shared tensor counts once
 
 
+def test_a_model_s_own_weights_weigh_nothing_in_a_result_that_keeps_them():
+    """A result that keeps a model's language-model head (an explanation's target) holds the model's unembedding,
+    not a copy: counted, Gemma 3's 671 MB made a Chinese explanation too large for the "small" store (400 MB), and
+    every visitor computed it again."""
+    from dataclasses import dataclass
+
+    from mha_core.analysis.explain.targets import Target
+    from mha_core.analysis.lm.head import LmHead
+
+    @dataclass(frozen=True)
+    class Result:
+        scores: np.ndarray
+        target: Target
+
+    unembedding = torch.zeros(1000, 16)  # (V,D): 64 KB
+    head = LmHead(unembedding, None, None, None, None, False)
+    result = Result(np.zeros(8), Target("next piece", 3, "a", "b", 1, 2, (3,), head))
+    own = 64 + len("next piece") + 2  # the scores, the kind's and the two pieces' text
+    assert nbytes(result) == own
+    assert nbytes((unembedding, result)) == 64_000 + own  # the tensor itself, held outside the head, counts
+
+
 def test_nbytes_reads_rows_of_numbers_whole_and_still_finds_arrays_in_rows_of_rows(monkeypatch):
     """A figure's 1,152 click targets ([layer, head] pairs) or a text's offsets are weighed without a call per
     item (they hold no array); a row of rows that holds arrays is still walked."""

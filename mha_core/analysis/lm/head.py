@@ -13,6 +13,7 @@ Shapes: D d_model, V vocabulary, n states.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +48,7 @@ class LmHead:
     norm: Norm | None
     masked: bool  # fills in a mask token (an encoder) instead of predicting the next piece
     softcap: float | None = None  # Gemma 2: logits -> tanh(logits / c) · c
+    holds_model_weights: ClassVar[bool] = True  # its tensors are the model's: a result keeping it weighs none of them
 
     def transform(self, states: Tensor) -> Tensor:
         """(..., D) -> (..., D)"""

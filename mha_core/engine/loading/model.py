@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import Tensor
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LoadedModel:
+    holds_model_weights: ClassVar[bool] = True  # a result that keeps its model weighs none of its weights (serving)
     model: torch.nn.Module  # the transformers base model (AutoModel), eager attention: the reference
     tokenizer: PreTrainedTokenizerBase | None  # a fast tokenizer (right padding); None for an image model
     config: PretrainedConfig
