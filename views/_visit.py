@@ -65,6 +65,13 @@ def page_templates(language: str) -> tuple[st.Page, ...]:
                  for k, page in enumerate(PAGES))
 
 
+def page_link(path: str, where: object = st, **options: object) -> None:
+    """st.page_link (in `where`) to the page at `path` as mha_core.serving.pages declares it, through this server's
+    st.Page for it: given a path, Streamlit resolves the file (realpath) and walks the pages on every call, 0.1 ms of
+    a class follower's rerun."""
+    where.page_link(page_templates(i18n.current())[[page.path for page in PAGES].index(path)], **options)
+
+
 def navigation_pages() -> list[st.Page]:
     """This run's pages, in the visit's language: copies of the server's, since st.navigation marks the page it
     returns as this run's to call (sessions run at once, each in its own thread)."""

@@ -16,7 +16,7 @@ from mha_core.teaching.efficiency import KINDS, NUMBERS, TRADES, share, slope_no
 from views._inputs import sentence_box
 from views._state import answered, chart, current_model, queued
 from views._text import literal
-from views._visit import choose, chosen, stop, widget
+from views._visit import choose, chosen, page_link, stop, widget
 
 
 def pattern_picker(model: LoadedModel) -> tuple[str, str, tuple[int, ...] | None]:
@@ -149,8 +149,8 @@ def main() -> None:
     st.caption(tr("Every word attends to every word: O(n²) time and memory. Sparse patterns (a window, Longformer's "
                   "global pieces, BigBird's random keys) and linear attention cut the square; the question is what "
                   "they change in a model trained with full attention."))
-    st.page_link("views/parameters.py", label=tr("The formulas: FLOPs, memory and the KV cache on the Parameters page"),
-                 icon=":material/calculate:")
+    page_link("views/parameters.py", label=tr("The formulas: FLOPs, memory and the KV cache on the Parameters page"),
+              icon=":material/calculate:")
     model = current_model()
     text = sentence_box()
     kind, spec, layers = pattern_picker(model)

@@ -73,7 +73,7 @@ from views._state import (
     server,
 )
 from views._text import literal, one_line
-from views._visit import choose, chosen, forget, stop, widget
+from views._visit import choose, chosen, forget, page_link, stop, widget
 from views.parts import coreference, heads, images, parameters, seq2seq, translation, walkthrough
 
 OWN_STEP = "own_step"  # the step a student of a class went to on their own (none: the teacher's)
@@ -281,8 +281,8 @@ def show_step(number: int, text: str) -> None:
     model = step_model(step)
     STEP_VIEWS[step.key](model, text)
     query = {} if step.model is CLASS_MODEL else {"model": step.model}
-    st.page_link(BY_NAME[step.page].path, label=tr("Explore this on its page"), icon=":material/open_in_new:",
-                 query_params=query)
+    page_link(BY_NAME[step.page].path, label=tr("Explore this on its page"), icon=":material/open_in_new:",
+              query_params=query)
 
 
 def student_page(code: str, state: ClassState) -> None:

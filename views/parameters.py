@@ -35,7 +35,7 @@ from mha_core.teaching.walkthrough import design_notes
 from views._inputs import model_card
 from views._state import current_model, plain_chart, server
 from views._text import literal
-from views._visit import tabs, widget
+from views._visit import page_link, tabs, widget
 from views.parts.parameters import show_costs, show_single_vs_multi
 
 
@@ -211,7 +211,7 @@ def show_norms(model: LoadedModel) -> None:
         )
     )
     layer, head = ranked_heads(np.asarray(ov), 1)[0]
-    st.page_link(
+    page_link(
         "views/heads.py",
         label=tr("Open layer {layer}, head {head} (largest ‖W_V W_O‖) on the heads page", layer=layer, head=head),
         query_params={"layer": str(layer), "head": str(head)},
@@ -233,8 +233,8 @@ def main() -> None:
             if shape is not None:
                 show_single_vs_multi(shape)
                 show_costs(shape, model.n_layers)
-                st.page_link("views/efficiency.py", icon=":material/speed:",
-                             label=tr("Measured, and what sparse or linear attention changes: Efficiency"))
+                page_link("views/efficiency.py", icon=":material/speed:",
+                          label=tr("Measured, and what sparse or linear attention changes: Efficiency"))
     if norms.open:
         with norms:
             show_norms(model)

@@ -20,7 +20,7 @@ from views._stacks import CAPTIONS, kind_pickers, show_frames, show_steps
 from views._state import answered, chart, current_model
 from views._text import literal
 from views._uploads import media_bytes
-from views._visit import chosen, stop, tabs, widget
+from views._visit import chosen, page_link, stop, tabs, widget
 from views.parts.seq2seq import cross_tab
 
 SOURCES = (N_("Speak a sentence"), N_("Upload a recording"), N_("Record with the microphone"))
@@ -198,8 +198,8 @@ def main() -> None:
     st.title(tr("Encoder–decoder: cross-attention"))
     st.caption(tr("The decoder writes one piece at a time; in every decoder layer, cross-attention takes Q from what "
                   "it has written and K, V from the encoder's reading of the source. The maps show where it looks."))
-    st.page_link("views/translation.py", icon=":material/g_translate:",
-                 label=tr("Translation's alignment inside a decoder (Gemma 3, Chinese ↔ English)"))
+    page_link("views/translation.py", icon=":material/g_translate:",
+              label=tr("Translation's alignment inside a decoder (Gemma 3, Chinese ↔ English)"))
     model = current_model()
     if model.arch.audio:
         model_card()

@@ -20,7 +20,7 @@ from views._inputs import model_card, open_bundled
 from views._patching import json_button
 from views._state import answered, chart, current_model, queued
 from views._text import literal
-from views._visit import stop, widget
+from views._visit import page_link, stop, widget
 from views.parts.translation import alignment_views, simplified_note
 
 DIRECTIONS = {"zh-en": N_("Chinese → English"), "en-zh": N_("English → Chinese")}
@@ -160,8 +160,8 @@ def main() -> None:
                   "Here a decoder translates after two example pairs, and as it writes each word it attends back to "
                   "the source: reading those rows of its self-attention gives each translated word its source word. "
                   "An encoder–decoder does the same with cross-attention."))
-    st.page_link("views/seq2seq.py", label=tr("Cross-attention in an encoder–decoder (Whisper translating speech)"),
-                 icon=":material/translate:")
+    page_link("views/seq2seq.py", label=tr("Cross-attention in an encoder–decoder (Whisper translating speech)"),
+              icon=":material/translate:")
     model = current_model()
     model_card()
     if not predicts_next(model):

@@ -20,7 +20,7 @@ from views._inputs import model_card, sentence_box, set_sentence
 from views._stacks import attention_kind, show_kind_walkthrough
 from views._state import chart, check_length, checked_run, current_model, server
 from views._text import literal
-from views._visit import tabs, widget
+from views._visit import page_link, tabs, widget
 from views.parts.walkthrough import step_attention
 
 
@@ -126,9 +126,10 @@ def step_concat_and_output(w: Walkthrough, model: LoadedModel, s: StepShapes, ba
                   "encoder–decoder's decoder reading its source. A decoder alone does the same inside one sequence "
                   "when it translates: its words attend back to the source it was given."))
     left, right = st.columns(2)
-    left.page_link("views/seq2seq.py", label=tr("Cross-attention in an encoder–decoder"), icon=":material/translate:")
-    right.page_link("views/translation.py", label=tr("Translation's alignment inside a decoder"),
-                    icon=":material/g_translate:")
+    page_link("views/seq2seq.py", where=left, label=tr("Cross-attention in an encoder–decoder"),
+              icon=":material/translate:")
+    page_link("views/translation.py", where=right, label=tr("Translation's alignment inside a decoder"),
+              icon=":material/g_translate:")
 
 
 def step_prediction(model: LoadedModel, text: str, layer: int, query: int) -> None:
