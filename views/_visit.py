@@ -65,11 +65,17 @@ def page_templates(language: str) -> tuple[st.Page, ...]:
                  for k, page in enumerate(PAGES))
 
 
+LINKED: dict[tuple[str, str], st.Page] = {}  # (language, path) -> the server's st.Page for it (page_link)
+
+
 def page_link(path: str, where: object = st, **options: object) -> None:
     """st.page_link (in `where`) to the page at `path` as mha_core.serving.pages declares it, through this server's
-    st.Page for it: given a path, Streamlit resolves the file (realpath) and walks the pages on every call, 0.1 ms of
-    a class follower's rerun."""
-    where.page_link(page_templates(i18n.current())[[page.path for page in PAGES].index(path)], **options)
+    st.Page for it, looked up once: given a path, Streamlit resolves the file twice (realpath) and walks the pages on
+    every call (30 µs; asking page_templates, a cached resource, costs as much)."""
+    key = (i18n.current(), path)
+    if key not in LINKED:
+        LINKED[key] = page_templates(key[0])[[page.path for page in PAGES].index(path)]
+    where.page_link(LINKED[key], **options)
 
 
 def navigation_pages() -> list[st.Page]:
