@@ -56,10 +56,11 @@ from views._class import (
     teacher_follows,
     teacher_panel,
 )
+from views._fit import BODY, CLASS_PANEL_REM, LEAD, TITLE, fit_charts, fit_page
 from views._images import chosen_image
 from views._inputs import model_card, sentence_box
 from views._presenter import presenter
-from views._said import say, say_once
+from views._said import say, say_once, worded_once
 from views._state import (
     answered,
     cap_chart_heights,
@@ -117,11 +118,14 @@ def four_steps_view(model: LoadedModel, text: str) -> None:
     result, view, row = class_view(model, text)
     query = view.pieces[row.query][0] if view.pieces else 0
     w = computed.walkthrough_of(server(), model, text, row.layer, row.head)
-    output = walkthrough.step_attention(w, model, step_shapes(model, row.layer, len(result.labels[0])), query,
-                                        ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
+    shapes = step_shapes(model, row.layer, len(result.labels[0]))
     special = [word is None for word in result.word_ids[0]]
-    say_once(("four_steps", str(model.model_dir), text),
-             lambda: four_steps_claims(scores_row(w, view, row, query, special)), lead=output)
+    key = ("four_steps", str(model.model_dir), text)
+    claims = lambda: four_steps_claims(scores_row(w, view, row, query, special))  # noqa: E731 (worded once)
+    fit_charts([*walkthrough.brief_texts(w, shapes, query), (worded_once(key, claims), BODY)])
+    output = walkthrough.step_attention(w, model, shapes, query,
+                                        ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
+    say_once(key, claims, lead=output)
 
 
 def heads_view(model: LoadedModel, text: str) -> None:
@@ -274,10 +278,14 @@ def step_controls(number: int, name: str = "step") -> object:
     return last
 
 
-def show_step(number: int, text: str) -> None:
+def show_step(number: int, text: str, rows_rem: float = 0.0) -> None:
+    """Step `number` on `text`, its charts fitted under its title and sentence and `rows_rem` of the page's rows
+    (a class's panel) on a projector's screen."""
     step = STEPS[number - 1]
-    st.title(f"{number}. {tr(step.title)}")
+    title = f"{number}. {tr(step.title)}"
+    st.title(title)
     st.markdown(f"#### {tr(step.text)}")
+    fit_page([(title, TITLE), (tr(step.text), LEAD)], rows_rem, PROJECTOR_CHART_PX)
     model = step_model(step)
     STEP_VIEWS[step.key](model, text)
     query = {} if step.model is CLASS_MODEL else {"model": step.model}
@@ -374,7 +382,7 @@ def teacher_page(code: str | None, state: ClassState | None) -> None:
         last.button(tr("Start a class"), on_click=start_class, args=(text, number, current_model().name),
                     help=tr("Students open the link it gives (or scan its QR code) and their pages follow your steps."),
                     icon=":material/groups:", width="stretch")
-    show_step(number, text)
+    show_step(number, text, 0.0 if state is None else CLASS_PANEL_REM)
 
 
 def main() -> None:
