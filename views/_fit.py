@@ -1,7 +1,7 @@
 """A lesson step's charts sized to what the step draws around them, so that a 1920×1080 projector shows the whole step
 with room to spare: the screen's height less the page's rows above and below the figure (a class's panel when a class
 runs), each sentence's wrapped lines estimated from its own characters (a Chinese character takes a whole em, a Latin
-letter about half), all in the page's root size (projector mode's type is larger)."""
+letter a little over half), all in the page's root size (projector mode's type is larger)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ CAPTION_ROW_REM = 2.4  # a caption's line under a chart
 
 
 def em_width(text: str) -> float:
-    """The width of `text` in ems: a wide (Chinese) character one, any other about half."""
+    """The width of `text` in ems: a wide (Chinese) character one, any other LATIN_EM."""
     return sum(1.0 if unicodedata.east_asian_width(ch) in "WF" else LATIN_EM for ch in text)
 
 
