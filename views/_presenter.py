@@ -35,8 +35,9 @@ KEYS = """<script>(() => {
 })();</script>"""
 FOCUS_CSS = ("<style>.stApp :focus-visible{outline:3px solid #1a3d7a!important;outline-offset:2px!important;"
              "box-shadow:0 0 0 5px #ffffff!important}</style>")  # dark on a light ring: seen on any background
+PROJECTOR_ROOT_PX = 19  # projector mode's larger type: every size in rems grows with it
 PROJECTOR_CSS = (  # text 7:1 or more on white; the primary button dark enough for its white text
-    "<style>html{font-size:19px}"
+    f"<style>html{{font-size:{PROJECTOR_ROOT_PX}px}}"
     "[data-testid='stMain'] :is(p,li,span,label,h1,h2,h3,h4,h5,h6,td,th,small,div)"
     ":not(button *):not([data-testid='stBaseButton-primary'] *){color:#111111!important}"
     "[data-testid='stMain'] a,[data-testid='stMain'] a *{color:#003c77!important}"

@@ -38,10 +38,15 @@ def say(claims: tuple[Claim, ...]) -> None:
         st.markdown(paragraph(claims))
 
 
+def worded_once(key: tuple, claims: Callable[[], tuple[Claim, ...]]) -> str:
+    """The paragraph of claims() worded once per server for `key` and the page's language (say_once)."""
+    return server().kept("small", ("lesson said", *key, i18n.current()), lambda: paragraph(claims()))
+
+
 def say_once(key: tuple, claims: Callable[[], tuple[Claim, ...]], lead: str = "") -> None:
     """say(claims()), the paragraph worded once per server for `key` (which names all the claims read: the step,
     the model, the sentence) and the page's language: every follower of a class's step is sent it as it is (issue
     84); `lead`: a paragraph drawn before it in the same element (one element fewer sent to each follower)."""
-    said = server().kept("small", ("lesson said", *key, i18n.current()), lambda: paragraph(claims()))
+    said = worded_once(key, claims)
     if said or lead:
         st.markdown("\n\n".join(part for part in (lead, said) if part))

@@ -41,6 +41,7 @@ from mha_core.teaching.examples import PRONOUNS, TRANSLATED, written_language
 from mha_core.teaching.explain_step import ATTENTION, explanation_claims
 from mha_core.teaching.lesson import CLASS_MODEL, STEPS, LessonStep
 from mha_core.teaching.step_shapes import step_shapes
+from views import _fit as fit
 from views._class import (
     class_code,
     class_part,
@@ -59,7 +60,7 @@ from views._class import (
 from views._images import chosen_image
 from views._inputs import model_card, sentence_box
 from views._presenter import presenter
-from views._said import say, say_once
+from views._said import paragraph, say, say_once, worded_once
 from views._state import (
     answered,
     cap_chart_heights,
@@ -81,19 +82,6 @@ GO_TO = "_lesson_go_to"  # a following student's step list
 LESSON_ROWS = 5  # the heads a step's table lists: a projector shows the step without scrolling
 PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel projector
 PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
-PROJECTOR_CSS = ("<style>[data-testid='stMainBlockContainer']{padding-top:4rem;padding-bottom:1rem}"
-                 "</style>")  # just below the header (3.75rem): no blank margins above and below a step
-CONTROLS = "lesson_controls"  # the container of Back, the step list and Next (one row on a phone too)
-PHONE_CSS = ("<style>@media (max-width: 640px){"  # a 390-px phone: the step's figure in the first screen
-             "[data-testid='stMainBlockContainer']{padding-left:.6rem;padding-right:.6rem}"
-             "[data-testid='stMainBlockContainer'] h1{font-size:1.3rem;padding:.1rem 0 .2rem}"
-             "[data-testid='stMainBlockContainer'] :is(h2,h3){font-size:1.05rem;padding:.3rem 0 .1rem}"
-             "[data-testid='stMarkdownContainer'] h4{font-size:.92rem;font-weight:400;line-height:1.35;padding:0}"
-             f".st-key-{CONTROLS} [data-testid='stHorizontalBlock']{{flex-wrap:wrap;gap:.4rem}}"
-             f".st-key-{CONTROLS} [data-testid='stColumn']{{min-width:0!important;flex:0 0 4.6rem!important}}"
-             f".st-key-{CONTROLS} [data-testid='stColumn']:nth-child(2){{flex:1 1 0!important}}"
-             f".st-key-{CONTROLS} [data-testid='stColumn']:nth-child(4){{flex:1 0 100%!important}}"
-             "}</style>")
 
 
 def class_view(model: LoadedModel, text: str) -> tuple:
@@ -117,11 +105,14 @@ def four_steps_view(model: LoadedModel, text: str) -> None:
     result, view, row = class_view(model, text)
     query = view.pieces[row.query][0] if view.pieces else 0
     w = computed.walkthrough_of(server(), model, text, row.layer, row.head)
-    output = walkthrough.step_attention(w, model, step_shapes(model, row.layer, len(result.labels[0])), query,
-                                        ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
+    shapes = step_shapes(model, row.layer, len(result.labels[0]))
     special = [word is None for word in result.word_ids[0]]
-    say_once(("four_steps", str(model.model_dir), text),
-             lambda: four_steps_claims(scores_row(w, view, row, query, special)), lead=output)
+    key = ("four_steps", str(model.model_dir), text)
+    claims = lambda: four_steps_claims(scores_row(w, view, row, query, special))  # noqa: E731 (worded once)
+    fit.fit_charts([*walkthrough.brief_texts(w, shapes, query), (worded_once(key, claims), fit.BODY)])
+    output = walkthrough.step_attention(w, model, shapes, query,
+                                        ("lesson", str(model.model_dir), text, row.layer, row.head), brief=True)
+    say_once(key, claims, lead=output)
 
 
 def heads_view(model: LoadedModel, text: str) -> None:
@@ -164,7 +155,8 @@ def coreference_view(model: LoadedModel, text: str) -> None:
     except InspectorError as err:
         st.info(literal(worded(err)))
         return
-    cap_chart_heights(PAIR_CHART_PX)
+    pair_rows = 3 * fit.LABELLED_ROW_REM + fit.FOLDED_NOTE_REM + fit.CAPTION_ROW_REM  # inputs, the grid's caption
+    fit.fit_charts([(tr("Minimal pair"), fit.HEADING)], pair_rows, PAIR_CHART_PX)
     ranked, pair = st.columns([2, 3])
     with ranked:
         coreference.show_heads(scores, None, listed=LESSON_ROWS, headline=False)
@@ -201,8 +193,11 @@ def cross_view(model: LoadedModel, text: str) -> None:
     player, words = (st.container(), None) if narrow else st.columns(2, vertical_alignment="center")
     player.audio(audio)
     figure = st.container()
+    said = paragraph(cross_claims(model.name, text, heard.text))
+    fit.fit_charts([(said, fit.HALF_BODY), (seq2seq.cross_note(), fit.CAPTION)], fit.LABELLED_ROW_REM)
     with words or st.container():
-        say(cross_claims(model.name, text, heard.text))
+        if said:
+            st.markdown(said)
     with figure:
         seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
                                                 "transcribe"), pickers_below=narrow)
@@ -214,9 +209,16 @@ def translation_view(model: LoadedModel, text: str) -> None:
     result = answered(computed_translation.translation_of, model, text, source, target)
     if result is None:
         return
-    st.markdown(tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation)))
+    pair = tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation))
+    claims = paragraph(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target],
+                                          PRONOUNS[source]))
+    notes = [(note, fit.CAPTION) for note in (translation.simplified_text(result),
+                                              *translation.alignment_notes(result)) if note]
+    fit.fit_charts([(pair, fit.BODY), (claims, fit.BODY), *notes])
+    st.markdown(pair)
     translation.simplified_note(result)
-    say(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target], PRONOUNS[source]))
+    if claims:
+        st.markdown(claims)
     if narrow_screen():  # a phone: the links alone (the matrix's rotated labels crowd its title at 390 px)
         chart(("lesson t_links", str(model.model_dir), text), lambda: translation_figures.links_figure(result),
               width="stretch")
@@ -231,7 +233,8 @@ def images_view(model: LoadedModel, text: str) -> None:
         controls, picture = st.columns([1, 3])
     with controls:
         data, side, summary = chosen_image(model)
-    images.every_head_tab(model, data, side, summary, wide=True, where=(controls, picture))
+    tallest = None if narrow_screen() else fit.room_left([], fit.CAPTION_ROW_REM)  # under it: its caption
+    images.every_head_tab(model, data, side, summary, wide=True, where=(controls, picture), tallest=tallest)
 
 
 def cost_view(model: LoadedModel, text: str) -> None:
@@ -263,7 +266,7 @@ def step_model(step: LessonStep) -> LoadedModel:
 def step_controls(number: int, name: str = "step") -> object:
     """Back, the step list and Next, setting the choice `name` (a student's own steps have a name of their own);
     returns the row's last place (the teacher's class button)."""
-    back, listed, forward, last = st.container(key=CONTROLS).columns([1, 4, 1, 1.4], vertical_alignment="center")
+    back, listed, forward, last = st.container(key=fit.CONTROLS).columns([1, 4, 1, 1.4], vertical_alignment="center")
     back.button(tr("Back"), on_click=choose, args=(name, number - 1), disabled=number == 1, key="lesson_back",
                 width="stretch")
     forward.button(tr("Next"), on_click=choose, args=(name, number + 1), disabled=number == len(STEPS),
@@ -274,10 +277,14 @@ def step_controls(number: int, name: str = "step") -> object:
     return last
 
 
-def show_step(number: int, text: str) -> None:
+def show_step(number: int, text: str, rows_rem: float = 0.0) -> None:
+    """Step `number` on `text`, its charts fitted under its title and sentence and `rows_rem` of the page's rows
+    (a class's panel) on a projector's screen."""
     step = STEPS[number - 1]
-    st.title(f"{number}. {tr(step.title)}")
+    title = f"{number}. {tr(step.title)}"
+    st.title(title)
     st.markdown(f"#### {tr(step.text)}")
+    fit.fit_page([(title, fit.TITLE), (tr(step.text), fit.LEAD)], rows_rem, PROJECTOR_CHART_PX)
     model = step_model(step)
     STEP_VIEWS[step.key](model, text)
     query = {} if step.model is CLASS_MODEL else {"model": step.model}
@@ -331,7 +338,7 @@ def follower_controls(code: str) -> None:
     """A following student's Back, step list and Next, as step_controls lays them out: drawn by the page's whole run
     (the teacher's moves do not draw them again), each goes from the class's step at the click."""
     st.session_state[GO_TO] = None  # the list names no step: the page's title says which the class is on
-    back, listed, forward, _ = st.container(key=CONTROLS).columns([1, 4, 1, 1.4], vertical_alignment="center")
+    back, listed, forward, _ = st.container(key=fit.CONTROLS).columns([1, 4, 1, 1.4], vertical_alignment="center")
     back.button(tr("Back"), on_click=go_from_class, args=(code, -1), key="lesson_back", width="stretch")
     forward.button(tr("Next"), on_click=go_from_class, args=(code, 1), key="lesson_next", width="stretch",
                    type="primary")
@@ -364,22 +371,25 @@ def teacher_page(code: str | None, state: ClassState | None) -> None:
     if state is not None:  # every student's page follows this
         state = teacher_follows(code, state, list(range(1, len(STEPS) + 1)))
     say_refused()
-    with st.expander(tr("**Sentence:** {text}", text=one_line(str(chosen("text", "")))), icon=":material/edit:"):
+    sentence, panel = (st.container(), None) if state is None else st.columns([3, 2])  # one row: the step's room
+    with sentence, st.expander(tr("**Sentence:** {text}", text=one_line(str(chosen("text", "")))),
+                               icon=":material/edit:"):
         text = sentence_box()
     number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
-    if state is not None:
-        teacher_panel(code)
+    if panel is not None:
+        with panel:
+            teacher_panel(code)
     last = step_controls(number)
     if state is None:
         last.button(tr("Start a class"), on_click=start_class, args=(text, number, current_model().name),
                     help=tr("Students open the link it gives (or scan its QR code) and their pages follow your steps."),
                     icon=":material/groups:", width="stretch")
-    show_step(number, text)
+    show_step(number, text, 0.0 if state is None else fit.CLASS_PANEL_REM)
 
 
 def main() -> None:
     # the clicker's keys, the focus ring and projector mode: views/_presenter.py
-    st.html(PROJECTOR_CSS + PHONE_CSS + presenter(), unsafe_allow_javascript=True)
+    st.html(fit.PAGE_CSS + fit.PHONE_CSS + presenter(), unsafe_allow_javascript=True)
     cap_chart_heights(PROJECTOR_CHART_PX)
     code = class_code()
     state = class_state(code) if code else None

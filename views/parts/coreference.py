@@ -130,7 +130,7 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     originals = (first_text, second_text, words[pronoun], pronoun_2, words[candidates[a]], words[candidates[b]])
     probed = False
     if blind_to_change(current_model().causal, pronoun, alignment):
-        note = st.info if detail else st.expander(tr("Why both sentences are continued with a probe")).caption
+        note = st.info if detail else c3.expander(tr("Why both sentences are continued with a probe")).caption
         note(literal(tr("In this decoder '{text}' (word {pronoun}) comes before every changed word, and a decoder's "
                         "word attends only to itself and the words before it: its attention is the same in both "
                         "sentences. The decoder form of the test continues both with a probe, {value!r}, whose last "

@@ -14,18 +14,26 @@ from views._state import answered, narrow_screen
 
 
 def every_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads, wide: bool = False,
-                   where: tuple | None = None) -> None:
+                   where: tuple | None = None, tallest: int | None = None) -> None:
     """Every head's overlay for the chosen query, layers down (`wide`: layers across, as a projector needs); the
-    query's picker in where[0], the picture in where[1] (by default one under the other)."""
+    query's picker in where[0], the picture in where[1] (by default one under the other), no taller than `tallest`
+    pixels (the lesson's screen)."""
     where = where or (st.container(), st.container())
     with where[0]:
         query = query_picker(heads, "img_query")
     with where[1], st.spinner(tr("Drawing every head…")):
         png = answered(computed.mosaic_of, model, data, side, query, wide)
     if png is not None:
-        where[1].image(png, width="stretch" if not narrow_screen() and not wide else "content",
+        width = "stretch" if not narrow_screen() and not wide else "content"
+        where[1].image(png, width=width if tallest is None else no_taller(png, tallest),
                        output_format="PNG", alt=mosaic_alt(model.n_layers, model.n_heads, wide))  # sent as made
     laid_out = (tr("Every head of every layer (L, across) and head (H, down)") if wide else
                 tr("Every head of every layer (L, down) and head (H, across)"))
     where[1].caption(tr("{where}: the photo lit where {query} looks and dimmed where it does not, each tile scaled to "
                         "its own largest weight.", where=laid_out, query=token_name(heads, query)))
+
+
+def no_taller(png: bytes, tallest: int) -> int:
+    """The width at which a PNG picture is no taller than `tallest` pixels (nor wider than it is)."""
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")  # its IHDR chunk
+    return min(width, width * tallest // height)

@@ -41,6 +41,11 @@ def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple, p
             heard, layer, head, narrow_screen()), width="stretch")
     if head is not None:
         show_steps(computed.heard_steps_of, model, audio, heard.language, layer, head, heard.task)
-    st.caption(tr("Top: the clip's log-mel spectrogram (time across, pitch up), each word's span outlined. Bottom: "
-                  "each row is the decoder reading one piece and writing the next; its colour shows where in the audio "
-                  "its cross-attention listens (Q from the decoder, K and V from the encoder's frames)."))
+    st.caption(cross_note())
+
+
+def cross_note() -> str:
+    """What the caption under the spectrogram and its cross-attention says."""
+    return tr("Top: the clip's log-mel spectrogram (time across, pitch up), each word's span outlined. Bottom: each "
+              "row is the decoder reading one piece and writing the next; its colour shows where in the audio its "
+              "cross-attention listens (Q from the decoder, K and V from the encoder's frames).")

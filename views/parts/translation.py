@@ -39,9 +39,31 @@ def pronoun_note(result: Translation) -> None:
 
 def simplified_note(result: Translation) -> None:
     """The translation in Simplified characters where the model wrote Traditional ones (牠…因為牠 → 它…因为它)."""
-    if result.simplified_translation != result.translation:
-        st.caption(tr("The model wrote Traditional characters; in Simplified characters (OpenCC): {text}",
-                      text=literal(result.simplified_translation)))
+    if simplified_text(result):
+        st.caption(simplified_text(result))
+
+
+def simplified_text(result: Translation) -> str:
+    """What simplified_note says (nothing where the model wrote Simplified characters)."""
+    if result.simplified_translation == result.translation:
+        return ""
+    return tr("The model wrote Traditional characters; in Simplified characters (OpenCC): {text}",
+              text=literal(result.simplified_translation))
+
+
+def alignment_notes(result: Translation) -> list[str]:
+    """What the captions under the alignment say: how it is read, and its scaling where it has one."""
+    notes = [tr("Each row is a word of the translation, each column a word of the source; the colour is how much the "
+                "chosen heads (their mean) attend from the translation word back to the source word, read from the "
+                "model's self-attention over the whole prompt. Rule: {rule}.", rule=tr(RULES[result.rule]))
+             + " " + tr("A punctuation mark links only to a punctuation mark and a word only to a word, unless the "
+                        "other sentence has none of its kind.")]
+    if result.scaling == "columns":
+        notes.append(tr("Relative weight: each source word's column is divided by its mean over the translation's "
+                        "words, so that a word every translation word attends to (a sink, such as the final full stop) "
+                        "does not win every row. Measured on the hand alignments, it aligns better than the weights "
+                        "as read."))
+    return notes
 
 
 def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside: bool = False,
@@ -52,14 +74,7 @@ def alignment_views(model: LoadedModel, result: Translation, key: tuple, beside:
         chart(("t_links", *key), lambda: figures.links_figure(result), width="stretch")
     with matrix:
         chart(("t_matrix", *key), lambda: figures.alignment_matrix_figure(result), width="stretch")
-    st.caption(tr("Each row is a word of the translation, each column a word of the source; the colour is how much "
-                  "the chosen heads (their mean) attend from the translation word back to the source word, read "
-                  "from the model's self-attention over the whole prompt. Rule: {rule}.", rule=tr(RULES[result.rule]))
-               + " " + tr("A punctuation mark links only to a punctuation mark and a word only to a word, unless the "
-                          "other sentence has none of its kind."))
-    if result.scaling == "columns":
-        st.caption(tr("Relative weight: each source word's column is divided by its mean over the translation's words, "
-                      "so that a word every translation word attends to (a sink, such as the final full stop) does not "
-                      "win every row. Measured on the hand alignments, it aligns better than the weights as read."))
+    for note in alignment_notes(result):
+        st.caption(note)
     if pronouns:  # the lesson words its own, from the same links
         pronoun_note(result)

@@ -12,6 +12,7 @@ from mha_core.i18n import tr
 from mha_core.messages import N_
 from mha_core.teaching.step_shapes import StepShapes, scale_name, scale_sentence, softmax_formula
 from mha_core.teaching.walkthrough import Walkthrough, code_for_step, row_entropy, softmax_at_scale
+from views._fit import BODY, CAPTION, HEADING, Style
 from views._state import chart
 from views._text import literal
 from views._visit import widget
@@ -23,15 +24,14 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
     (`brief`, the lesson's: the scores and the softmax under a heading and its sentence drawn as one element, the
     output line returned for the caller to draw with its own words: a class's follower is sent fewer elements)."""
     dk = s.d_k
-    heading = tr("2. Scaled dot-product attention (head {head})", head=w.head)
-    if brief:
+    if brief:  # under the lesson's own numbered title: a heading without a number of its own
+        heading = tr("Scaled dot-product attention (head {head})", head=w.head)
         st.markdown(f"### {heading}\n\n{scale_sentence(s)}")
     else:
-        st.header(heading)
+        st.header(tr("2. Scaled dot-product attention (head {head})", head=w.head))
         st.markdown(scale_sentence(s))
     if not w.visible.all():
-        st.caption(tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest "
-                      "number (the mask), so a token attends only to itself and the tokens before it."))
+        st.caption(causal_note())
     if w.position_bias is not None:
         title = tr("ALiBi's bias of head {head}, added to the scaled scores", head=w.head) if model.arch.alibi else tr(
             "Head {head}'s relative-position bias (learned per bucket of distance), added to the scores", head=w.head)
@@ -39,16 +39,7 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
         chart((*base, "alibi"), lambda: charts.matrix_spec(seen, list(w.tokens), title,
                                                       cols=charts.indexed_labels(w.tokens)), key="alibi")
     if w.group > 1:
-        st.caption(
-            tr(
-                "Grouped-query attention: head {head} uses the keys and values of key/value head {head2}, shared "
-                "with query heads {head3}–{head4}.",
-                head=w.head,
-                head2=w.kv_head,
-                head3=w.sharing[0],
-                head4=w.sharing[-1],
-            )
-        )
+        st.caption(shared_keys_note(w))
     left, right = (st.grid(2),) * 2 if brief else st.columns(2)  # the lesson: one element, not three
     cols = charts.indexed_labels(w.tokens)
     with left:
@@ -67,14 +58,36 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
         )
     if not brief:
         scaled_row(w, s, query, base)
-    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in w.strongest_keys(query))
-    out = w.context[w.head, query]
-    output = tr("Output for '{tokens}' = {parts} + … = [{value}, …] ({dk} numbers)", tokens=literal(w.tokens[query]),
-                parts=parts, value=", ".join(f"{x:.2f}" for x in out[:6]), dk=dk)
+    output = output_line(w, query, dk)
     if not brief:
         st.markdown(output)
         st.code(code_for_step(2), language="python", wrap_lines=True)
     return output
+
+
+def causal_note() -> str:
+    return tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest number "
+              "(the mask), so a token attends only to itself and the tokens before it.")
+
+
+def shared_keys_note(w: Walkthrough) -> str:
+    return tr("Grouped-query attention: head {head} uses the keys and values of key/value head {head2}, shared with "
+              "query heads {head3}–{head4}.", head=w.head, head2=w.kv_head, head3=w.sharing[0], head4=w.sharing[-1])
+
+
+def output_line(w: Walkthrough, query: int, dk: int) -> str:
+    """The query's output: its strongest keys' weighted values and its first numbers."""
+    parts = " + ".join(f"{w.probs[query, j]:.2f}·v[{literal(w.tokens[j])}]" for j in w.strongest_keys(query))
+    out = w.context[w.head, query]
+    return tr("Output for '{tokens}' = {parts} + … = [{value}, …] ({dk} numbers)", tokens=literal(w.tokens[query]),
+              parts=parts, value=", ".join(f"{x:.2f}" for x in out[:6]), dk=dk)
+
+
+def brief_texts(w: Walkthrough, s: StepShapes, query: int) -> list[tuple[str, Style]]:
+    """What the lesson's brief attention step writes around its two charts, each with how it is set."""
+    texts = [(tr("Scaled dot-product attention (head {head})", head=w.head), HEADING), (scale_sentence(s), BODY)]
+    texts += [(causal_note(), CAPTION)] * (not w.visible.all()) + [(shared_keys_note(w), CAPTION)] * (w.group > 1)
+    return [*texts, (output_line(w, query, s.d_k), BODY)]
 
 
 def scaled_row(w: Walkthrough, s: StepShapes, query: int, base: tuple) -> None:
