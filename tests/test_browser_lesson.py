@@ -38,12 +38,18 @@ def overflow(page: object) -> int:
 
 def room_to_spare(page: object) -> int:
     """How many pixels of the screen the step leaves free under it (negative: how many lie below the screen): the
-    main area's height less the bottom of its content (overflow() says 0 for any step that fits)."""
-    return page.evaluate("""() => { const main = document.querySelector('[data-testid="stMain"]');
-        const block = main.querySelector('[data-testid="stMainBlockContainer"]');
-        const bottom = block.firstElementChild.getBoundingClientRect().bottom + main.scrollTop
-            + parseFloat(getComputedStyle(block).paddingBottom) - main.getBoundingClientRect().top;
-        return Math.round(main.clientHeight - bottom); }""")
+    main area's height less the bottom of its content (overflow() says 0 for any step that fits), once the charts
+    have drawn (the same for three frames running)."""
+    return page.evaluate("""() => new Promise((resolve) => {
+        const room = () => { const main = document.querySelector('[data-testid="stMain"]');
+            const block = main.querySelector('[data-testid="stMainBlockContainer"]');
+            const bottom = block.firstElementChild.getBoundingClientRect().bottom + main.scrollTop
+                + parseFloat(getComputedStyle(block).paddingBottom) - main.getBoundingClientRect().top;
+            return Math.round(main.clientHeight - bottom); };
+        let last = room(), same = 0, frames = 0;
+        const check = () => { const now = room(); same = now === last ? same + 1 : 0; last = now;
+            if (same >= 3 || ++frames > 300) resolve(now); else requestAnimationFrame(check); };
+        requestAnimationFrame(check); })""")
 
 
 @pytest.mark.long
@@ -61,7 +67,6 @@ def test_the_chinese_lesson_on_gemma_fits_a_projector_with_room_to_spare(app_url
             if step > 1:
                 teacher.get_by_role("button", name="下一步").click()
                 wait_idle(teacher, timeout=240_000)
-            teacher.wait_for_timeout(500)  # the charts drawn
             spare[step] = room_to_spare(teacher)
     assert all(room >= SPARE_PX for room in spare.values()), spare
 

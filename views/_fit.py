@@ -5,6 +5,7 @@ letter a little over half), all in the page's root size (projector mode's type i
 
 from __future__ import annotations
 
+import functools
 import math
 import unicodedata
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ def em_width(text: str) -> float:
     return sum(1.0 if unicodedata.east_asian_width(ch) in "WF" else LATIN_EM for ch in text)
 
 
+@functools.lru_cache(maxsize=1024)  # a class's every follower lays out the same texts at each move
 def text_px(text: str, style: Style, root_px: float) -> float:
     """The height `text` takes in `style` at root size `root_px`, its lines wrapped in its share of the main area."""
     width = (SCREEN_PX[0] - SIDEBAR_PX - 2 * SIDE_PADDING_REM * root_px) * style.share
