@@ -27,7 +27,9 @@ def shortened(text: str, at_most: int) -> str:
 # is not the word). Shown as their code wherever text is shown (the joiners U+200C/U+200D stay: scripts and emoji
 # sequences need them).
 INVISIBLE = {chr(code): f"⟨U+{code:04X}⟩" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200B,
-                                                       0x200E, 0x200F, 0x2060, 0xFEFF)}
+                                                       0x200E, 0x200F, 0x2060, 0xFEFF, 0x061C, 0x00AD, 0x2028,
+                                                       0x2029)}
+CONTROLS = {chr(code): f"⟨U+{code:04X}⟩" for code in (*range(0x20), 0x7F)}  # a quoted value's tabs, line ends, NULs
 
 
 def visible(text: str) -> str:
@@ -35,12 +37,17 @@ def visible(text: str) -> str:
     return "".join(INVISIBLE.get(c, c) for c in text)
 
 
+QUOTED_AT_MOST = 60  # characters of a typed value a message quotes (a 5,000-letter answer filled the screen)
+
+
 class Quoted(str):
     """A text value of a message: its repr (a template's {value!r}, which quotes what a person typed) shows each
-    INVISIBLE character as its code, not as Python's escape ('它⟨U+202E⟩猫', not '它\\u202e猫')."""
+    INVISIBLE or control character as its code, not as Python's escape ('它⟨U+202E⟩猫', not '它\\u202e猫'), and at
+    most QUOTED_AT_MOST characters of it (cut with "…")."""
 
     def __repr__(self) -> str:
-        return repr(visible(str(self)))
+        shown = "".join(CONTROLS.get(c, c) for c in visible(shortened(str(self), QUOTED_AT_MOST)))
+        return f"'{shown}'"
 
 
 def N_(message: str) -> str:  # noqa: N802 - gettext's conventional name for "mark, translate later"

@@ -68,7 +68,10 @@ def test_the_chinese_lesson_on_gemma_fits_a_projector_with_room_to_spare(app_url
                 teacher.get_by_role("button", name="下一步").click()
                 wait_idle(teacher, timeout=240_000)
             spare[step] = room_to_spare(teacher)
+        time.sleep(5.5)  # the class's count has read itself again, in its own run (every 5 s)
+        count = [teacher.get_by_text(said).count() for said in ("还没有学生在跟随。", "No student follows yet.")]
     assert all(room >= SPARE_PX for room in spare.values()), spare
+    assert count == [1, 0], count  # its own run spoke English on a Chinese page
 
 
 @pytest.mark.long

@@ -282,6 +282,9 @@ def teacher_panel(code: str) -> None:
 
 @st.fragment(run_every=5)
 def following_count(code: str) -> None:
+    """The teacher's count of followers, read again every 5 s (its own run: in the page's language too)."""
+    if fragment_run():
+        begin_fragment_run()
     try:
         count = classroom().following(code)
     except InputError as err:

@@ -186,12 +186,17 @@ def lm_logits(model: LoadedModel, states: Tensor) -> Tensor:
     return check_lm_head(model)(states)
 
 
+PIECES_NAMED = 12  # of a typed answer that is several pieces, the pieces its refusal names
+
+
 def token_id(model: LoadedModel, piece: str) -> int:
     """The id of `piece`, which must be one piece of the vocabulary as typed (with its leading space where the
     tokenizer marks one); anything else is an InputError naming the pieces it splits into."""
     ids = model.tokenizer(piece, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        shown = readable_pieces(model.tokenizer, ids, model.tokenizer.convert_ids_to_tokens(ids))
+        named = ids[:PIECES_NAMED]  # a pasted page's thousands of pieces: the first few, then "…"
+        shown = readable_pieces(model.tokenizer, named, model.tokenizer.convert_ids_to_tokens(named))
+        shown = [*shown, "…"] if len(ids) > PIECES_NAMED else list(shown)
         raise InputError(
             "answer_not_one_piece",
             N_("{piece!r} is {ids} pieces of {name}'s vocabulary ({value}): choose one piece."),
