@@ -24,6 +24,8 @@ pytestmark = pytest.mark.slow
 def test_a_window_on_the_encoder_draws_what_the_api_computes(bundled):
     at = open_app(PAGE, text=TEXT, eff_kind="window", eff_W="4")
     assert not at.exception and not at.error
+    (formulas,) = at.get("page_link")  # opens the Parameters page on the tab that holds the formulas
+    assert formulas.proto.page == "parameters" and formulas.proto.query_string == "ptab=Any+shape"
     expected = with_pattern(bundled, TEXT, "window:4")
     kept = decode(chart_json(at, "eff_kept")["data"][0]["z"])
     assert np.allclose(kept, expected.kept_mass, atol=1e-6)

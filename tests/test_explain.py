@@ -200,7 +200,7 @@ def test_bad_input_is_refused_in_one_sentence(lm_dirs, family_dirs):
     assert err.value.code == "answer_not_one_piece" and "|" in str(err.value)
     with pytest.raises(InputError) as err:  # a typed answer quoted with what cannot be seen as its code (issue 81)
         explain(model, TEXT, "cob\u202ebles\u200b", "street", methods=["attention"])
-    assert "cob⟨U+202E⟩bles⟨U+200B⟩'" in str(err.value) and "cob⟨U+202E⟩bles⟨U+200B⟩'" in err.value.worded()
+    assert "'cob⟨U+202E⟩bles⟨U+200B⟩'" in str(err.value) and "'cob⟨U+202E⟩bles⟨U+200B⟩'" in err.value.worded()
     with pytest.raises(InputError) as err:  # a pasted page: quoted to 60 characters, its line ends as their code
         explain(model, TEXT, "ab\x00cd\n" * 1000, "street", methods=["attention"])
     assert "ab⟨U+0000⟩cd⟨U+000A⟩" in str(err.value) and "…'" in str(err.value) and len(str(err.value)) < 400

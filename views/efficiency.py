@@ -150,7 +150,7 @@ def main() -> None:
                   "global pieces, BigBird's random keys) and linear attention cut the square; the question is what "
                   "they change in a model trained with full attention."))
     page_link("views/parameters.py", label=tr("The formulas: FLOPs, memory and the KV cache on the Parameters page"),
-              icon=":material/calculate:")
+              icon=":material/calculate:", query_params={"ptab": "Any shape"})  # the tab with the formulas
     model = current_model()
     text = sentence_box()
     kind, spec, layers = pattern_picker(model)

@@ -200,7 +200,7 @@ def token_id(model: LoadedModel, piece: str) -> int:
         raise InputError(
             "answer_not_one_piece",
             N_("{piece!r} is {ids} pieces of {name}'s vocabulary ({value}): choose one piece."),
-            piece=piece,
+            piece=piece.strip() or piece,  # as typed: not the space the tokenizer is asked with
             ids=len(ids),
             name=model.name,
             value=" | ".join(shown) or "none",
