@@ -11,6 +11,7 @@ import pytest
 from mha_core.teaching.lesson import STEPS
 from tests.accessibility import contrasts
 from tests.browser import ARTIFACTS, chromium_page, wait_idle
+from tests.test_browser_lesson import room_to_spare
 
 pytestmark = pytest.mark.browser
 
@@ -38,11 +39,12 @@ def test_a_clicker_walks_the_lesson_and_the_projector_reads_from_the_back(app_ur
     with chromium_page(width=1920, height=1080) as page:
         page.goto(f"{app_url}/lesson?view=projector")
         wait_idle(page, 240_000)
-        seen = {}
+        seen, room = {}, {}
         for key, step in ((None, 1), ("PageDown", 2), ("Space", 3)):
             assert (step_shown(page) if key is None else pressed(page, key)) == step, key
             page.locator("[data-testid='stMain'] .js-plotly-plot .xtick text").first.wait_for(timeout=60_000)
             seen[step] = contrasts(page)
+            room[step] = room_to_spare(page)  # projector mode's larger type: the step still needs no scrolling
         page.screenshot(path=str(ARTIFACTS / "lesson_projector_mode.png"))
         walked = [pressed(page, key) for key in ("PageUp", "ArrowLeft", "ArrowRight", "ArrowRight")]
         for _ in range(12):  # the keyboard's own way to a button: its focus ring shows
@@ -56,6 +58,7 @@ def test_a_clicker_walks_the_lesson_and_the_projector_reads_from_the_back(app_ur
         _, plain_marks = contrasts(page)
         address = parse_qs(urlparse(page.url).query)
     assert walked == [2, 1, 2, 3]
+    assert min(room.values()) > 0, room  # step 3's overview ran 61 px below the screen before its sentence counted
     for step, (texts, marks) in seen.items():
         assert len(texts) > 10 and marks, STEPS[step - 1].key
         assert weakest(texts)[1] >= TEXT_CONTRAST, (step, weakest(texts))

@@ -121,10 +121,12 @@ def heads_view(model: LoadedModel, text: str) -> None:
     if narrow_screen():  # a phone's overview shows one layer: the class picks which
         layer = widget(st.select_slider, "lesson_layer", row.layer, tr("Layer"), context=(str(model.model_dir), text),
                        options=list(range(view.maps.shape[0])))
-    heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text), across=True)
     hidden = sum(word is None for word in result.word_ids[0])  # the special pieces the Heads page's view leaves out
-    say_once(("heads", str(model.model_dir), text),
-             lambda: heads_claims(head_habits(view.maps), (row.layer, row.head), hidden))
+    key = ("heads", str(model.model_dir), text)
+    claims = lambda: heads_claims(head_habits(view.maps), (row.layer, row.head), hidden)  # noqa: E731 (worded once)
+    fit.fit_charts([(worded_once(key, claims), fit.BODY)])  # the overview over its sentence on a projector
+    heads.show_overview(view.maps, (layer, row.head), ("lesson heads", str(model.model_dir), text), across=True)
+    say_once(key, claims)
 
 
 def parameters_view(model: LoadedModel, text: str) -> None:
@@ -173,6 +175,8 @@ def explanation_view(model: LoadedModel, text: str) -> None:
     if found.asked.text != text:
         st.caption(tr("The model reads: {text}", text=literal(found.asked.text)))
     layer, head = found.head
+    said = paragraph(explanation_claims(found))
+    fit.fit_charts([(said, fit.BODY)])  # the scores over its sentence on a projector
     narrow = narrow_screen()  # a phone: a row per word, the methods across
     names = [tr("Attention, L{layer} H{head}", layer=layer, head=head),
              *(tr(METHOD_NAMES[name]) for name in found.scores if name != ATTENTION)]
@@ -180,7 +184,8 @@ def explanation_view(model: LoadedModel, text: str) -> None:
         np.stack(list(found.scores.values())), names, found.words, tr("Each method's word scores (scaled to its "
                                                                       "largest)"), words_down=narrow),
           key="lesson_explanation")
-    say(explanation_claims(found))
+    if said:
+        st.markdown(said)
 
 
 def cross_view(model: LoadedModel, text: str) -> None:
@@ -238,8 +243,10 @@ def images_view(model: LoadedModel, text: str) -> None:
 
 
 def cost_view(model: LoadedModel, text: str) -> None:
+    key, claims = ("cost", str(model.model_dir)), lambda: cost_claims(model.name, model.arch.windows, model.causal)
+    fit.fit_charts([(worded_once(key, claims), fit.BODY)], fit.LABELLED_ROW_REM)  # the slider's row, the sentence
     parameters.show_model_costs(model, one_row=True)
-    say_once(("cost", str(model.model_dir)), lambda: cost_claims(model.name, model.arch.windows, model.causal))
+    say_once(key, claims)
 
 
 STEP_VIEWS = {"why": why_view, "four_steps": four_steps_view, "heads": heads_view, "parameters": parameters_view,
