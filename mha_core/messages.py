@@ -29,7 +29,8 @@ def shortened(text: str, at_most: int) -> str:
 INVISIBLE = {chr(code): f"⟨U+{code:04X}⟩" for code in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200B,
                                                        0x200E, 0x200F, 0x2060, 0xFEFF, 0x061C, 0x00AD, 0x2028,
                                                        0x2029)}
-CONTROLS = {chr(code): f"⟨U+{code:04X}⟩" for code in (*range(0x20), 0x7F)}  # a quoted value's tabs, line ends, NULs
+# a quoted value's tabs, line ends and NULs too (Quoted)
+QUOTED_CODES = {**INVISIBLE, **{chr(code): f"⟨U+{code:04X}⟩" for code in (*range(0x20), 0x7F)}}
 
 
 def visible(text: str) -> str:
@@ -46,7 +47,7 @@ class Quoted(str):
     most QUOTED_AT_MOST characters of it (cut with "…")."""
 
     def __repr__(self) -> str:
-        shown = "".join(CONTROLS.get(c, c) for c in visible(shortened(str(self), QUOTED_AT_MOST)))
+        shown = "".join(QUOTED_CODES.get(c, c) for c in shortened(str(self), QUOTED_AT_MOST))
         return f"'{shown}'"
 
 

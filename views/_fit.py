@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import functools
 import math
-import unicodedata
 from dataclasses import dataclass
 
 import streamlit as st
 
+from mha_core.figures.title_lines import display_width
 from views._presenter import PROJECTOR_ROOT_PX, projector_on
 from views._state import cap_chart_heights
 from views._visit import RUN_MEMO
@@ -65,7 +65,7 @@ CAPTION_ROW_REM = 2.4  # a caption's line under a chart
 
 def em_width(text: str) -> float:
     """The width of `text` in ems: a wide (Chinese) character one, any other LATIN_EM."""
-    return sum(1.0 if unicodedata.east_asian_width(ch) in "WF" else LATIN_EM for ch in text)
+    return sum(1.0 if display_width(ch) == 2 else LATIN_EM for ch in text)  # wide as a chart's title reads it
 
 
 @functools.lru_cache(maxsize=1024)  # a class's every follower lays out the same texts at each move

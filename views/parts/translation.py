@@ -39,8 +39,9 @@ def pronoun_note(result: Translation) -> None:
 
 def simplified_note(result: Translation) -> None:
     """The translation in Simplified characters where the model wrote Traditional ones (牠…因為牠 → 它…因为它)."""
-    if simplified_text(result):
-        st.caption(simplified_text(result))
+    note = simplified_text(result)
+    if note:
+        st.caption(note)
 
 
 def simplified_text(result: Translation) -> str:

@@ -25,8 +25,7 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
     output line returned for the caller to draw with its own words: a class's follower is sent fewer elements)."""
     dk = s.d_k
     if brief:  # under the lesson's own numbered title: a heading without a number of its own
-        heading = tr("Scaled dot-product attention (head {head})", head=w.head)
-        st.markdown(f"### {heading}\n\n{scale_sentence(s)}")
+        st.markdown(f"### {brief_heading(w)}\n\n{scale_sentence(s)}")
     else:
         st.header(tr("2. Scaled dot-product attention (head {head})", head=w.head))
         st.markdown(scale_sentence(s))
@@ -65,6 +64,10 @@ def step_attention(w: Walkthrough, model: LoadedModel, s: StepShapes, query: int
     return output
 
 
+def brief_heading(w: Walkthrough) -> str:
+    return tr("Scaled dot-product attention (head {head})", head=w.head)
+
+
 def causal_note() -> str:
     return tr("A causal model: before the softmax, each query's scores for later tokens are set to the lowest number "
               "(the mask), so a token attends only to itself and the tokens before it.")
@@ -85,7 +88,7 @@ def output_line(w: Walkthrough, query: int, dk: int) -> str:
 
 def brief_texts(w: Walkthrough, s: StepShapes, query: int) -> list[tuple[str, Style]]:
     """What the lesson's brief attention step writes around its two charts, each with how it is set."""
-    texts = [(tr("Scaled dot-product attention (head {head})", head=w.head), HEADING), (scale_sentence(s), BODY)]
+    texts = [(brief_heading(w), HEADING), (scale_sentence(s), BODY)]
     texts += [(causal_note(), CAPTION)] * (not w.visible.all()) + [(shared_keys_note(w), CAPTION)] * (w.group > 1)
     return [*texts, (output_line(w, query, s.d_k), BODY)]
 
