@@ -1,58 +1,82 @@
-"""Issue 84: Streamlit's new-session message (sent at every run, a class follower's fragment rerun too) takes its
-config and theme parts made once per server (views/_session_config.py), byte for byte what Streamlit makes, and
-made again when Streamlit parses its configuration again."""
+"""Issue 84: Streamlit's new-session message (sent at every run, a class follower's fragment rerun too) made once per
+server and page list and copied (views/_session_config.py): byte for byte what Streamlit makes for each session and
+run, nothing read again for the next one, and made again when Streamlit parses its configuration again or the pages
+change."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from streamlit import config
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-from streamlit.runtime import app_session
+from streamlit.runtime.app_session import AppSession, AppSessionState
+from streamlit.runtime.scriptrunner_utils.run_descriptor import RunDescriptor
 
-SECTIONS = ("theme.light", "theme.dark", "theme.sidebar", "theme.light.sidebar", "theme.dark.sidebar")
-
-
-def session_message() -> bytes:
-    """The parts of a new-session message the two functions fill, as AppSession._create_new_session_message calls
-    them."""
-    msg = ForwardMsg()
-    theme = msg.new_session.custom_theme
-    app_session._populate_config_msg(msg.new_session.config)  # noqa: SLF001
-    app_session._populate_theme_msg(theme)  # noqa: SLF001
-    for section, part in zip(SECTIONS, (theme.light, theme.dark, theme.sidebar, theme.light.sidebar,
-                                        theme.dark.sidebar), strict=True):
-        app_session._populate_theme_msg(part, section)  # noqa: SLF001
-    return msg.SerializeToString()
+STREAMLIT_S = getattr(AppSession._create_new_session_message, "made_by",  # noqa: SLF001 -- an AppTest of this
+                      AppSession._create_new_session_message)  # noqa: SLF001 -- process may have installed the copy
 
 
-def test_the_session_message_s_config_is_made_once_and_again_after_a_new_config(monkeypatch):
+class Visit:
+    """What Streamlit's method reads of an AppSession."""
+
+    _compute_skills_nudge_state = AppSession._compute_skills_nudge_state  # noqa: SLF001
+    _populate_app_pages = AppSession._populate_app_pages  # noqa: SLF001
+
+    def __init__(self, session: str, pages: dict, running: bool, on_save: bool = False) -> None:
+        self.id, self._run_on_save = session, on_save
+        self._state = AppSessionState.APP_IS_RUNNING if running else AppSessionState.APP_NOT_RUNNING
+        self._script_data = SimpleNamespace(name="app", main_script_path="/srv/app.py", is_hello=False)
+        self._pages_manager = SimpleNamespace(main_script_path="/srv/app.py", main_script_hash="main",
+                                              get_pages=lambda: dict(pages))
+
+
+def pages(*names: str) -> dict:
+    return {f"hash-{name}": {"page_name": name, "icon": ":material/school:", "script_path": f"/srv/{name}.py"}
+            for name in names}
+
+
+def message(create: object, visit: Visit, page: str, fragments: tuple[str, ...] = ()) -> bytes:
+    msg = create(visit, page, RunDescriptor(f"run-{visit.id}-{page}", fragments))
+    return msg.SerializeToString(deterministic=True)
+
+
+def test_the_session_message_is_streamlit_s_for_every_session_and_made_once(monkeypatch):
     from views import _session_config
 
-    for name in ("_populate_config_msg", "_populate_theme_msg"):  # Streamlit's own (an AppTest of this process
-        populate = getattr(app_session, name)                        # may have installed the copies), put back after
-        monkeypatch.setattr(app_session, name, getattr(populate, "made_by", populate))
     monkeypatch.setattr(_session_config, "MADE", {})
+    _session_config.keep_session_config()  # forgets what it made when Streamlit parses its configuration again
+    ours = _session_config.made_once(STREAMLIT_S)
     config.get_config_options()
     original = config.get_option("theme.light.primaryColor")
     try:
-        config.set_option("theme.light.primaryColor", "#123456")  # a section with a value, one without (dark)
-        made_and_copied(_session_config, monkeypatch)
+        config.set_option("theme.light.primaryColor", "#123456")  # a theme section with a value, one without (dark)
+        listed = pages("heads", "lesson")
+        visits = [(Visit("s1", listed, True), "hash-heads", ()),
+                  (Visit("s2", listed, False, True), "hash-lesson", ("f",)),
+                  (Visit("s3", listed, True), "hash-lesson", ("f", "g"))]
+        for visit, page, fragments in visits:  # the first made by Streamlit, the others copied: each as Streamlit's
+            assert message(ours, visit, page, fragments) == message(STREAMLIT_S, visit, page, fragments)
+        assert len(_session_config.MADE) == 1
+        reads = []
+        with monkeypatch.context() as reading:
+            for name in ("get_option", "get_options_for_section"):
+                reading.setattr(config, name, lambda *a: reads.append(a))
+            message(ours, Visit("s4", listed, True), "hash-heads")
+        assert reads == []  # no option read again
+        config.set_option("theme.light.primaryColor", "#654321")
+        assert b"#654321" not in message(ours, Visit("s5", listed, True), "hash-heads")  # the one made before
+        config._on_config_parsed.send()  # noqa: SLF001 -- Streamlit parsed its configuration again: forgotten
+        assert b"#654321" in message(ours, Visit("s6", listed, True), "hash-heads")
+        other = Visit("s7", pages("heads", "lesson", "roles"), True)  # another page list (another language's titles)
+        assert message(ours, other, "hash-roles") == message(STREAMLIT_S, other, "hash-roles")
+        assert len(_session_config.MADE) == 2
     finally:
         config.set_option("theme.light.primaryColor", original)
 
 
-def made_and_copied(_session_config: object, monkeypatch: object) -> None:
-    streamlit_s = session_message()
+def test_the_copy_is_installed_once_and_undone_by_nothing():
+    from views import _session_config
+
     _session_config.keep_session_config()
     _session_config.keep_session_config()  # every run asks: installed once
-    assert hasattr(app_session._populate_config_msg, "made_by")  # noqa: SLF001
-    assert not hasattr(app_session._populate_config_msg.made_by, "made_by")  # noqa: SLF001 -- not wrapped twice
-    assert session_message() == streamlit_s  # byte for byte, the empty sections left absent
-    reads = []
-    with monkeypatch.context() as reading:
-        reading.setattr(config, "get_option", lambda *a: reads.append(a))
-        reading.setattr(config, "get_options_for_section", lambda *a: reads.append(a))
-        assert session_message() == streamlit_s and reads == []  # no option read again
-    config.set_option("theme.light.primaryColor", "#654321")
-    assert b"#654321" not in session_message()  # the part made before
-    config._on_config_parsed.send()  # noqa: SLF001 -- Streamlit parsed its configuration again
-    assert b"#654321" in session_message() and hasattr(app_session._populate_theme_msg, "made_by")  # noqa: SLF001
+    assert hasattr(AppSession._create_new_session_message, "made_by")  # noqa: SLF001
+    assert not hasattr(AppSession._create_new_session_message.made_by, "made_by")  # noqa: SLF001 -- not twice

@@ -26,6 +26,20 @@ from streamlit.runtime.state import register_widget
 from mha_core.serving.export import json_text
 from mha_core.serving.sent import SentFigure
 
+CONFIG_TEXTS: dict[str, str] = {}  # a chart config's repr -> its JSON (the app's few configs, made once each: issue 84,
+MAX_CONFIGS = 64                   # 2 % of a follower's rerun went to writing the same small JSON again)
+
+
+def config_text(config: dict) -> str:
+    """json_text(config), the same string for the same config."""
+    key = repr(config)
+    text = CONFIG_TEXTS.get(key)
+    if text is None:
+        text = json_text(config)
+        if len(CONFIG_TEXTS) < MAX_CONFIGS:
+            CONFIG_TEXTS[key] = text
+    return text
+
 
 def send_chart(sent: SentFigure, alt: str, key: str | None = None, config: dict | None = None,
                width: str | int = "stretch", height: str | int = "content", theme: str | None = "streamlit",
@@ -40,7 +54,7 @@ def send_chart(sent: SentFigure, alt: str, key: str | None = None, config: dict 
         check_widget_policies(st._main, key, on_change=on_select, default_value=None, writes_allowed=False)  # noqa: SLF001
     proto = PlotlyChartProto()
     proto.theme, proto.form_id = theme or "", current_form_id(st._main)  # noqa: SLF001 -- the page's main area
-    proto.spec, proto.config = sent.spec, json_text(config or {})
+    proto.spec, proto.config = sent.spec, config_text(config or {})
     alt = normalize_alt(alt)
     if alt is not None:
         proto.alt = alt

@@ -6,9 +6,10 @@ Over SQLite the thread reads each followed class's row every WATCH_S. Over Redis
 a listener thread hears each move the moment it is published and reruns that class's followers at once; the ticks
 then only compare what pages registered with what the process last heard (a page that registered an older step
 meanwhile is rerun), and count who follows. A class's followers are asked IN_FLIGHT at a time, each rerun that
-registers the class's step asking the next (issue 84: a process runs its followers' reruns in turn). A store that
-fails is said on the pages (rerun once) and followed until it is back; a listener that lost Redis marks every class
-so, and reads them all again once it is back."""
+registers the class's step asking the next (issue 84: a process runs its followers' reruns in turn): the pass that
+saw the move queues the rest, and a registration takes the next from that queue, never looking at the whole class.
+A store that fails is said on the pages (rerun once) and followed until it is back; a listener that lost Redis marks
+every class so, and reads them all again once it is back."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
@@ -59,6 +61,8 @@ class Watcher:
         self.pushed = bool(room.store.pushes_moves)
         self.followers: dict[str, dict[str, Follower]] = {}  # code -> session id -> its page
         self.heard: dict[str, Shown | None] = {}  # each followed class as last read (pushed: after a message)
+        self.queued: dict[str, tuple[Shown | None, deque[str]]] = {}  # code -> (now, followers still to ask for it)
+        self.flying: dict[str, set[str]] = {}  # code -> its followers asked to rerun and not registered since
         self.lock = threading.Lock()
         self.threads: dict[str, threading.Thread] = {}
         self.threaded = thread  # False: a test calls tick() / hear() itself
@@ -82,16 +86,36 @@ class Watcher:
             followers = self.followers.setdefault(code, {})
             was = followers.get(session)
             followers[session] = Follower(shown, counted, fragment)
+            self.flying.get(code, set()).discard(session)
             now = self.heard.get(code, "")
         if was is not None and asked_for(was.shown, shown) and now == shown:  # its rerun done: ask the next ones
             self.ask_next(code, now)
 
     def ask_next(self, code: str, now: Shown) -> None:
+        """A follower's rerun registered `now`: the next ones queued for it are asked, as many as are free (work of
+        IN_FLIGHT followers, however large the class: issue 84, each registration went through all 300 at first)."""
         manager = self.sessions()
         if manager is not None:
             with self.lock:
-                sessions = dict(self.followers.get(code, {}))
-            self.rerun_moved(manager, code, sessions, now, pruning=False)
+                picked = self.next_queued(code, now)
+            self.rerun_moved(manager, code, picked, now, pruning=False)
+
+    def next_queued(self, code: str, now: Shown) -> dict[str, Follower]:
+        """(Under the lock.) The followers of `code` to ask next for `now`: from the queue the last pass over the class
+        left, those still not showing it nor asked lately, as many as are free (none while the queue is older than
+        `now`: the next pass makes it)."""
+        queued_for, queue = self.queued.get(code, (None, deque()))
+        if queued_for != now:
+            return {}
+        followers, flying = self.followers.get(code, {}), self.flying.get(code, set())
+        flying.intersection_update(s for s in list(flying) if asked_lately(followers[s].shown, now))
+        picked = {}
+        while queue and len(picked) < IN_FLIGHT - len(flying):
+            session = queue.popleft()
+            follower = followers.get(session)
+            if follower is not None and follower.shown != now and not asked_lately(follower.shown, now):
+                picked[session] = follower
+        return picked
 
     def known(self, code: str) -> Shown | None:
         """What the process knows of the class now (pushed: what it last heard; None: ended or no such class)."""
@@ -179,7 +203,7 @@ class Watcher:
         """Ask the followers that do not show `now` to rerun, as many as are free; `pruning` (the ticks): forget
         those closed or no longer following too (a rerun that registered only asks the next: issue 84, 0.25 ms of
         a follower's CPU went to looking up every follower's session at each registration)."""
-        queued = 0  # reruns asked in this pass: a later one waits for those before it
+        queued, waiting = 0, deque()  # reruns asked in this pass (a later one waits for those before it); the rest
         free = IN_FLIGHT - sum(asked_lately(follower.shown, now) for follower in sessions.values())
         for session, follower in sessions.items():
             if not pruning:  # a rerun's registration: the next few not showing `now`, no session looked up else
@@ -193,21 +217,29 @@ class Watcher:
                     self.forget(code, session)  # closed, or no longer registering (another page, the class left)
                     continue
                 current = self.followers.get(code, {}).get(session, follower)  # another thread may have asked it
-                if current.shown == now or asked_lately(current.shown, now) or free <= 0:
+                if current.shown == now or asked_lately(current.shown, now):
+                    continue
+                if free <= 0:
+                    waiting.append(session)
                     continue
                 follower, free = current, free - 1
                 asks = follower.shown[3] + 1 if asked_for(follower.shown, now) else 1
                 when = time.monotonic() + queued * QUEUED_S  # asked again ASK_AGAIN_S after its turn
                 self.followers[code][session] = follower._replace(shown=(ASKED, now, when, asks))
+                self.flying.setdefault(code, set()).add(session)
                 queued += 1
             self.rerun(info.session, follower.fragment if same_sentence(follower.shown, now) else "")
+        with self.lock:
+            if pruning and code in self.followers:
+                self.queued[code] = (now, waiting)
 
     def forget(self, code: str, session: str) -> None:
         sessions = self.followers.get(code, {})
         sessions.pop(session, None)
+        self.flying.get(code, set()).discard(session)
         if not sessions:
-            self.followers.pop(code, None)
-            self.heard.pop(code, None)
+            for kept in (self.followers, self.heard, self.queued, self.flying):
+                kept.pop(code, None)
 
 
 def same_sentence(shown: Shown, now: Shown | None) -> bool:
