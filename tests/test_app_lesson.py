@@ -42,6 +42,37 @@ def test_every_step_draws_its_view_on_its_model(language):
 
 
 @pytest.mark.slow
+def test_the_image_step_s_mosaic_is_scaled_once_and_sent_as_made(monkeypatch):
+    """Issue 84: the image step's mosaic, fitted under the step's text on a projector, was handed to st.image wider
+    than its width: Streamlit decoded, scaled and encoded it again at every draw, 250 ms of each follower's rerun
+    (py-spy). Now it is scaled once per server: a second draw hands st.image a picture of the width it asks for, sent
+    as it is, and encodes nothing."""
+    from PIL import Image
+    from streamlit.elements.lib import image_utils
+
+    from mha_core.figures.vision import png_size
+
+    sent, encoded = [], []
+    ensure, save = image_utils._ensure_image_size_and_format, Image.Image.save  # noqa: SLF001
+
+    def watched(data: bytes, layout: object, image_format: str) -> bytes:
+        sent.append((data, layout.width, ensure(data, layout, image_format)))
+        return sent[-1][2]
+
+    monkeypatch.setattr(image_utils, "_ensure_image_size_and_format", watched)
+    monkeypatch.setattr(Image.Image, "save", lambda picture, *a, **k: encoded.append(picture.size) or save(picture, *a,
+                                                                                                          **k))
+    first = open_app(PAGE, step=str(step_number("images")))  # makes the mosaic and scales it (unless kept already)
+    assert not first.exception and len(sent) == 1
+    sent.clear(), encoded.clear()
+    again = open_app(PAGE, step=str(step_number("images")))
+    assert not again.exception and len(sent) == 1
+    data, width, drawn = sent[0]
+    assert drawn is data, "st.image encoded the mosaic again"
+    assert width == png_size(data)[0] and not encoded
+
+
+@pytest.mark.slow
 def test_back_and_next_move_one_step_and_the_address_says_which():
     at = open_app(PAGE)
     back, forward = (b for b in at.button if b.label in ("Back", "Next"))

@@ -82,6 +82,32 @@ def mosaic_png(photo: np.ndarray, maps: np.ndarray, tile: int = 96, first_layer:
     return out.getvalue()
 
 
+def png_size(png: bytes) -> tuple[int, int]:
+    """A PNG's (width, height) in pixels, from its IHDR chunk."""
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
+def no_taller(png: bytes, tallest: int) -> int:
+    """The width at which a PNG picture is no taller than `tallest` pixels (nor wider than it is)."""
+    width, height = png_size(png)
+    return min(width, width * tallest // height)
+
+
+def png_at_width(png: bytes, width: int) -> bytes:
+    """The PNG scaled down to `width` pixels across (its aspect kept, bilinear as st.image scales one), or the PNG
+    itself when it is no wider. Given a picture wider than its width, st.image decodes, scales and encodes it again
+    at every draw: 250 ms of a lesson follower's rerun for the image step's mosaic (issue 84)."""
+    from PIL import Image
+
+    picture = Image.open(io.BytesIO(png))
+    if picture.width <= width:
+        return png
+    out = io.BytesIO()
+    picture.resize((width, picture.height * width // picture.width), Image.BILINEAR).save(out, format="PNG",
+                                                                                          optimize=True)
+    return out.getvalue()
+
+
 def head_overlay_figure(photo: np.ndarray, patch_map: np.ndarray, title: str, query: tuple[int, int] | None = None,
                         height: int = 520, first_patch: int | None = None) -> FigureDict:
     """The photo with one head's weights per patch over it (hover: the patch and its weight); `query`, a patch's

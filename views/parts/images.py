@@ -7,6 +7,7 @@ import streamlit as st
 from mha_core import LoadedModel
 from mha_core.analysis.vision.heads import ImageHeads
 from mha_core.figures.summary import mosaic_alt
+from mha_core.figures.vision import png_size
 from mha_core.i18n import tr
 from mha_core.serving.computed import vision as computed
 from views._images import query_picker, token_name
@@ -22,18 +23,12 @@ def every_head_tab(model: LoadedModel, data: bytes, side: int, heads: ImageHeads
     with where[0]:
         query = query_picker(heads, "img_query")
     with where[1], st.spinner(tr("Drawing every head…")):
-        png = answered(computed.mosaic_of, model, data, side, query, wide)
+        png = answered(computed.mosaic_of, model, data, side, query, wide, tallest=tallest)
     if png is not None:
         width = "stretch" if not narrow_screen() and not wide else "content"
-        where[1].image(png, width=width if tallest is None else no_taller(png, tallest),
-                       output_format="PNG", alt=mosaic_alt(model.n_layers, model.n_heads, wide))  # sent as made
+        where[1].image(png, width=width if tallest is None else png_size(png)[0],  # its own width: sent as made
+                       output_format="PNG", alt=mosaic_alt(model.n_layers, model.n_heads, wide))
     laid_out = (tr("Every head of every layer (L, across) and head (H, down)") if wide else
                 tr("Every head of every layer (L, down) and head (H, across)"))
     where[1].caption(tr("{where}: the photo lit where {query} looks and dimmed where it does not, each tile scaled to "
                         "its own largest weight.", where=laid_out, query=token_name(heads, query)))
-
-
-def no_taller(png: bytes, tallest: int) -> int:
-    """The width at which a PNG picture is no taller than `tallest` pixels (nor wider than it is)."""
-    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")  # its IHDR chunk
-    return min(width, width * tallest // height)

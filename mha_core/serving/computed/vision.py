@@ -14,7 +14,7 @@ from mha_core.engine.loading.bundled import VISION_NAME
 from mha_core.engine.loading.model import LoadedModel
 from mha_core.engine.result import AttentionResult
 from mha_core.engine.vision.images import prepare_images, read_image, run_images, seen_pictures
-from mha_core.figures.vision import mosaic_png
+from mha_core.figures.vision import mosaic_png, no_taller, png_at_width
 from mha_core.messages import N_
 from mha_core.serving.computed.text import digest, of
 from mha_core.serving.server import Server, Wait
@@ -70,13 +70,20 @@ def query_maps_of(server: Server, model: LoadedModel, data: bytes, side: int, qu
                        lambda: query_maps(result_of(server, model, data, side)[0], query))
 
 
-def mosaic_of(server: Server, model: LoadedModel, data: bytes, side: int, query: int, wide: bool = False) -> bytes:
-    """Every head's overlay for one query (PNG; `wide`: layers across, for a projector)."""
+def mosaic_of(server: Server, model: LoadedModel, data: bytes, side: int, query: int, wide: bool = False,
+              tallest: int | None = None) -> bytes:
+    """Every head's overlay for one query (PNG; `wide`: layers across, for a projector), scaled down to be no taller
+    than `tallest` pixels (the lesson's screen): drawn as it is, never scaled again at each visitor's draw."""
     def compute() -> bytes:
         seen = result_of(server, model, data, side)[1]
         return mosaic_png(seen, query_maps_of(server, model, data, side, query), wide=wide)
 
-    return server.kept("small", ("image mosaic", of(model), digest(data), side, query, wide), compute)
+    key = ("image mosaic", of(model), digest(data), side, query, wide)
+    full = server.kept("small", key, compute)
+    if tallest is None:
+        return full
+    width = no_taller(full, tallest)
+    return server.kept("small", (*key, width), lambda: png_at_width(full, width))
 
 
 def steps_of(server: Server, model: LoadedModel, data: bytes, side: int, layer: int, head: int, query: int
