@@ -227,3 +227,17 @@ def test_a_registration_looks_up_and_reads_only_the_followers_it_may_ask(tmp_pat
     assert all(page.reruns == 1 for page in sessions.open.values())
     assert 0 < most <= IN_FLIGHT + 1, most
     assert 0 < most_read <= 3 * IN_FLIGHT, most_read
+
+
+def test_a_rerun_that_registers_before_the_move_s_pass_ends_still_asks_the_next(tmp_path, sessions):
+    """Issue 84 (hostile review): the pass that saw a move queued the followers it could not ask yet only once it had
+    asked the first IN_FLIGHT. A rerun that ran and registered meanwhile (Streamlit starts a script thread for it,
+    the pass thread waits for the GIL) found no queue for the step and asked nobody: that many of the class's chains
+    stopped until the next tick (all of them: IN_FLIGHT followers every WATCH_S). Here every rerun registers at once."""
+    room, watcher, code, secret = a_class(tmp_path, sessions, students=50)
+    names, moved = {id(page): session for session, page in sessions.open.items()}, (2, "The animal was tired.")
+    watcher.rerun = lambda page, fragment: rerun(page, fragment) or watcher.follow(code, names[id(page)], moved)
+    room.move(code, secret, room.state(code), step=2)
+    watcher.tick(counting=False)  # one pass, no other tick
+    assert [page.reruns for page in sessions.open.values()] == [1] * 50
+    assert all(follower.shown == moved for follower in watcher.followers[code].values())

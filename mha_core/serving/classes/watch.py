@@ -203,7 +203,8 @@ class Watcher:
         """Ask the followers that do not show `now` to rerun, as many as are free; `pruning` (the ticks): forget
         those closed or no longer following too (a rerun that registered only asks the next: issue 84, 0.25 ms of
         a follower's CPU went to looking up every follower's session at each registration)."""
-        queued, waiting = 0, deque()  # reruns asked in this pass (a later one waits for those before it); the rest
+        queued, waiting, asked = 0, deque(), []  # reruns asked in this pass (a later one waits for those before it);
+        # the rest, queued
         free = IN_FLIGHT - sum(asked_lately(follower.shown, now) for follower in sessions.values())
         for session, follower in sessions.items():
             if not pruning:  # a rerun's registration: the next few not showing `now`, no session looked up else
@@ -228,10 +229,12 @@ class Watcher:
                 self.followers[code][session] = follower._replace(shown=(ASKED, now, when, asks))
                 self.flying.setdefault(code, set()).add(session)
                 queued += 1
-            self.rerun(info.session, follower.fragment if same_sentence(follower.shown, now) else "")
+            asked.append((info.session, follower.fragment if same_sentence(follower.shown, now) else ""))
         with self.lock:
             if pruning and code in self.followers:
                 self.queued[code] = (now, waiting)
+        for page, fragment in asked:  # once the queue is there: a rerun that registers at once takes the next from it
+            self.rerun(page, fragment)
 
     def forget(self, code: str, session: str) -> None:
         sessions = self.followers.get(code, {})
