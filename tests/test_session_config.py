@@ -80,3 +80,18 @@ def test_the_copy_is_installed_once_and_undone_by_nothing():
     _session_config.keep_session_config()  # every run asks: installed once
     assert hasattr(AppSession._create_new_session_message, "made_by")  # noqa: SLF001
     assert not hasattr(AppSession._create_new_session_message.made_by, "made_by")  # noqa: SLF001 -- not twice
+
+
+def test_addresses_a_visitor_makes_up_keep_no_message_each(monkeypatch):
+    """Hostile review of issue 84: before st.navigation runs, a session's first run lists one page named after the
+    address asked for (/no-such-page-7), so each address a visitor made up kept its own whole message for as long as
+    the server ran (30 made-up addresses on a real server: 29 more kept). A few dozen lists are kept; the rest are
+    made as Streamlit makes them, still Streamlit's byte for byte."""
+    from views import _session_config
+
+    monkeypatch.setattr(_session_config, "MADE", {})
+    ours = _session_config.made_once(STREAMLIT_S)
+    for k in range(3 * _session_config.MAX_MADE):
+        visit = Visit(f"s{k}", pages(f"no-such-page-{k}"), True)
+        assert message(ours, visit, f"hash-no-such-page-{k}") == message(STREAMLIT_S, visit, f"hash-no-such-page-{k}")
+    assert len(_session_config.MADE) == _session_config.MAX_MADE

@@ -17,6 +17,8 @@ from streamlit.runtime import app_session
 from streamlit.runtime.app_session import AppSession, AppSessionState
 
 MADE: dict[tuple, tuple[ForwardMsg, bool]] = {}  # (script, page list) -> the message Streamlit made, headless
+MAX_MADE = 64  # page lists kept: a first run's list names the address's page, whatever a visitor typed (each
+# made address kept a message for good: hostile review of issue 84); the app's own lists are a few dozen
 LOCK = threading.Lock()
 
 
@@ -36,7 +38,8 @@ def made_once(create: Callable[..., ForwardMsg]) -> Callable[..., ForwardMsg]:
             msg, kept = create(session, page_script_hash, run_descriptor, pages), ForwardMsg()
             kept.CopyFrom(msg)
             with LOCK:
-                MADE[key] = (kept, bool(config.get_option("server.headless")))
+                if len(MADE) < MAX_MADE:
+                    MADE[key] = (kept, bool(config.get_option("server.headless")))
             return msg
         made, headless = made
         msg = ForwardMsg()
