@@ -51,6 +51,7 @@ def test_the_image_step_s_mosaic_is_scaled_once_and_sent_as_made(monkeypatch):
     from streamlit.elements.lib import image_utils
 
     from mha_core.figures.vision import png_size
+    from mha_core.serving.computed import vision as computed_vision
 
     sent, encoded = [], []
     ensure, save = image_utils._ensure_image_size_and_format, Image.Image.save  # noqa: SLF001
@@ -60,6 +61,9 @@ def test_the_image_step_s_mosaic_is_scaled_once_and_sent_as_made(monkeypatch):
         return sent[-1][2]
 
     monkeypatch.setattr(image_utils, "_ensure_image_size_and_format", watched)
+    rooms, mosaic_of = [], computed_vision.mosaic_of  # the height the step leaves the mosaic
+    monkeypatch.setattr(computed_vision, "mosaic_of", lambda *a, tallest=None, **k: rooms.append(tallest) or mosaic_of(
+        *a, tallest=tallest, **k))
     monkeypatch.setattr(Image.Image, "save", lambda picture, *a, **k: encoded.append(picture.size) or save(picture, *a,
                                                                                                           **k))
     first = open_app(PAGE, step=str(step_number("images")))  # makes the mosaic and scales it (unless kept already)
@@ -70,6 +74,7 @@ def test_the_image_step_s_mosaic_is_scaled_once_and_sent_as_made(monkeypatch):
     data, width, drawn = sent[0]
     assert drawn is data, "st.image encoded the mosaic again"
     assert width == png_size(data)[0] and not encoded
+    assert rooms and None not in rooms and png_size(data)[1] <= rooms[-1], (png_size(data), rooms)  # and it fits
 
 
 @pytest.mark.slow

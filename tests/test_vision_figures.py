@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from mha_core.figures.vision import LABEL, LABEL_FONT_PX, distance_figure, mosaic_png
+from mha_core.figures.vision import LABEL, LABEL_FONT_PX, distance_figure, mosaic_png, no_taller, png_at_width, png_size
 
 
 def test_distance_by_depth_has_a_legend_entry_per_head_and_solid_points():
@@ -104,3 +104,14 @@ def test_where_a_head_looks_stands_out_on_a_dark_photo_too(grey):
 
     assert head_overlay_figure(photo, patch_map, "t")["data"][0]["colorscale"] == SHADE
     assert abs(composite(SHADE[0][1]) - elsewhere[0, 0]) <= 1 and abs(composite(SHADE[-1][1]) - looked[0, 0]) <= 1
+
+
+@pytest.mark.parametrize("tallest", [1000, 300, 2, 1, 0])
+def test_the_mosaic_scaled_under_any_room_is_a_picture_no_taller_than_it(tallest):
+    """Issue 84 (hostile review): the mosaic scaled once to be no taller than the room a step leaves (mosaic_of's
+    tallest): a room under the picture's aspect gave a width or height of 0 and PIL refused to scale (ValueError) - the
+    lesson leaves 200 px at least, mosaic_of itself checked nothing. Never wider than it was, at least a pixel."""
+    png = mosaic_png(np.zeros((32, 32, 3), np.uint8), np.random.default_rng(0).random((12, 6, 4, 4)), wide=True)
+    width, height = png_size(png)
+    scaled = png_size(png_at_width(png, no_taller(png, tallest)))
+    assert 1 <= scaled[0] <= width and 1 <= scaled[1] <= max(1, min(height, tallest)), (scaled, tallest)

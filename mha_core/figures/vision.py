@@ -90,7 +90,7 @@ def png_size(png: bytes) -> tuple[int, int]:
 def no_taller(png: bytes, tallest: int) -> int:
     """The width at which a PNG picture is no taller than `tallest` pixels (nor wider than it is)."""
     width, height = png_size(png)
-    return min(width, width * tallest // height)
+    return max(1, min(width, width * tallest // height))  # a pixel at least: PIL scales to nothing narrower
 
 
 def png_at_width(png: bytes, width: int) -> bytes:
@@ -103,8 +103,8 @@ def png_at_width(png: bytes, width: int) -> bytes:
     if picture.width <= width:
         return png
     out = io.BytesIO()
-    picture.resize((width, picture.height * width // picture.width), Image.BILINEAR).save(out, format="PNG",
-                                                                                          optimize=True)
+    height = max(1, picture.height * width // picture.width)
+    picture.resize((width, height), Image.BILINEAR).save(out, format="PNG", optimize=True)
     return out.getvalue()
 
 
