@@ -114,7 +114,11 @@ def test_the_chinese_steps_have_no_english_left():
 
 
 @pytest.mark.slow
-def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it(class_store):
+def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it(class_store, monkeypatch):
+    import views._class as class_view
+
+    registered = []  # what each run registers with the watcher (AppTest has no server: recorded here)
+    monkeypatch.setattr(class_view, "register", lambda code, shown, counted=True: registered.append((code, shown)))
     at = open_app(PAGE)
     at = next(b for b in at.button if b.label == "Start a class").click().run()
     code = at.query_params["class"][0] if isinstance(at.query_params["class"], list) else at.query_params["class"]
@@ -139,8 +143,10 @@ def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it(class_s
     ended = next(b for b in at.button if b.label == "End the class").click().run()
     assert ended.title[0].value.startswith("3. ") and "class" not in ended.query_params  # not even an empty one
     assert "teach" not in ended.query_params
+    registered.clear()
     gone = student.run()
     assert not gone.error and any("has ended" in i.value for i in gone.info)  # a class ends: no error
+    assert registered == [(code, None)]  # its registration asks the next page (every phone hears the end at once)
     assert [b.label for b in gone.button] == ["Continue on my own"]
     alone = gone.button[0].click().run()
     assert alone.title[0].value.startswith("3. ") and "class" not in alone.query_params

@@ -241,3 +241,16 @@ def test_a_rerun_that_registers_before_the_move_s_pass_ends_still_asks_the_next(
     watcher.tick(counting=False)  # one pass, no other tick
     assert [page.reruns for page in sessions.open.values()] == [1] * 50
     assert all(follower.shown == moved for follower in watcher.followers[code].values())
+
+
+def test_an_ending_reaches_every_page_by_the_pages_that_saw_it(tmp_path, sessions):
+    """Issue 84 (hostile review): a page that saw its class ended registered nothing, so no rerun asked the next
+    page: the end reached IN_FLIGHT pages every ASK_AGAIN_S (about 110 s for the last of 300 phones). Now such a page
+    registers the end (views/_class.class_state), its registration asks the next ones: one pass, every page."""
+    room, watcher, code, secret = a_class(tmp_path, sessions, students=60)
+    names = {id(page): session for session, page in sessions.open.items()}
+    watcher.rerun = lambda page, fragment: rerun(page, fragment) or watcher.follow(code, names[id(page)], None)
+    room.end(code, secret)
+    watcher.tick(counting=False)  # one pass, no other tick
+    assert [page.reruns for page in sessions.open.values()] == [1] * 60
+    assert [page.fragments for page in sessions.open.values()] == [[""]] * 60  # whole pages: each says it ended

@@ -201,7 +201,8 @@ def class_state(code: str) -> Class:
     except InputError as err:
         if err.code == UNAVAILABLE:
             store_failed(code, err)
-        if err.code == "class_ended":
+        if err.code == "class_ended":  # registered as showing the end: its rerun asks the next followers, and
+            register(code, None)  # an ending reaches every page at once (not IN_FLIGHT pages every ASK_AGAIN_S)
             st.info(literal(tr("{ended} The lesson stays open: go on through its steps on your own.",
                                ended=worded(err))), icon=":material/waving_hand:")
         else:
@@ -228,7 +229,7 @@ def store_failed(code: str, err: InputError) -> None:
     stop()
 
 
-def register(code: str, shown: tuple | str, counted: bool = True) -> None:
+def register(code: str, shown: tuple | str | None, counted: bool = True) -> None:
     """This session follows class `code` (canonical) with `shown` on its page: the watcher reruns it when that
     changes (the fragment this runs in alone, if any, when only the step moved). (An AppTest has no server: its next
     run reads the class as a page does.)"""

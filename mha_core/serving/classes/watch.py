@@ -34,7 +34,8 @@ QUEUED_S = 0.03  # each rerun asked before a follower's in one pass adds this to
 # the process runs them in turn (200 followers on a loaded core took 4-6 s, and a second ask ran each one twice)
 IN_FLIGHT = 8  # followers of a class asked to rerun at once: each one that registers asks the next (200 script runs
 # started at once on one core fought over it: 12-19 ms of CPU a follower, against 6 with 70)
-Shown = tuple | str  # what a page shows: (step, text), UNAVAILABLE_SHOWN, or (ASKED, now, when, asks)
+Shown = tuple | str | None  # what a page shows: (step, text), UNAVAILABLE_SHOWN, the end (None), or (ASKED, now,
+# when, asks)
 log = logging.getLogger(__name__)
 
 
