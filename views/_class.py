@@ -261,12 +261,13 @@ def teacher_follows(code: str, state: Class, steps: list[int]) -> Class:
     return state
 
 
-def teacher_panel(code: str) -> None:
+def teacher_panel(code: str, step: int) -> None:
     """The teacher's: the student link and its QR code, how many follow, the teacher's own link (folded: the
-    projector shows this panel), and the end of the class."""
+    projector shows this panel), and the end of the class. Opened to show the QR code, it folds again at the next
+    step (a panel of its own at each step): each step fits the screen with the panel folded."""
     where = reachable()
     link = where.link(code, i18n.current())
-    with st.expander(tr("Class {code}: the students' link", code=code), expanded=False,  # the step fits the screen
+    with st.expander(tr("Class {code}: the students' link", code=code), expanded=False, key=f"class_link_{step}",
                      icon=":material/wifi_off:" if where.warning else ":material/qr_code_2:"):
         if where.warning:  # where the teacher looks for the link (on the projector's page it took the step's room)
             st.warning(tr(where.warning, address=st.get_option("server.address")), icon=":material/wifi_off:")

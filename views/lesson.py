@@ -385,7 +385,7 @@ def teacher_page(code: str | None, state: ClassState | None) -> None:
     number = chosen("step", 1, options=list(range(1, len(STEPS) + 1)))
     if panel is not None:
         with panel:
-            teacher_panel(code)
+            teacher_panel(code, number)
     last = step_controls(number)
     if state is None:
         last.button(tr("Start a class"), on_click=start_class, args=(text, number, current_model().name),
