@@ -18,7 +18,7 @@ def test_model_view_counts_from_modules(bundled):
     assert at.metric[0].value == f"{total:,}"
     attention = sum(p.numel() for layer in bundled.model.encoder.layer
                     for m in (layer.attention.self, layer.attention.output.dense) for p in m.parameters())
-    assert at.metric[1].value == f"{attention:,}"
+    assert at.metric[1].value == f"{attention:,}" and "+ biases" in at.metric[1].label  # MiniLM: biases
     table = at.dataframe[0].value
     assert int(table["parameters"].sum()) == total
 
@@ -75,7 +75,9 @@ def test_the_calculator_agrees_with_every_familys_modules(family_dirs, monkeypat
     for name, path in family_dirs.items():
         (root / name).symlink_to(path)
     monkeypatch.setenv("MHA_MODELS_DIR", str(root))
-    for name in ("bert", "gpt2", "qwen2", "all-MiniLM-L6-v2"):
+    for name in ("bert", "gpt2", "qwen2", "all-MiniLM-L6-v2", "gemma3_text"):
         at = open_app("views/parameters.py", model=name)
         assert not at.exception and not at.warning, name
+        biased = name != "gemma3_text"  # Gemma's projections have no biases: its label names none
+        assert ("+ biases" in at.metric[1].label) == biased, (name, at.metric[1].label)
         assert any(s.value.startswith("Checked: the calculator's") for s in at.success), name

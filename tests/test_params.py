@@ -88,7 +88,7 @@ def test_bundled_model_breakdown(bundled):
     b = model_breakdown(bundled)
     assert b.total == sum(p.numel() for p in bundled.model.parameters()) == 22_713_216
     per_layer_attention = 4 * 384 * 384 + 4 * 384
-    assert b.attention_total == 6 * per_layer_attention
+    assert b.attention_total == 6 * per_layer_attention and b.attention_has_biases
     assert b.group_total("layer 0") == sum(p.numel() for p in bundled.model.encoder.layer[0].parameters())
     assert {r.part for r in b.rows if r.group == "layer 3"} >= {"W_Q", "b_O", "FFN in W", "output.LayerNorm β"}
 
@@ -100,7 +100,7 @@ def test_decoder_breakdown_counts_gqa_projections_and_tied_embeddings_once(decod
         rows = {r.part: r.count for r in b.rows if r.group == f"layer {layer}" and r.kind == "attention"}
         assert rows == {"W_Q": 576 * 576, "W_K": 576 * 192, "W_V": 576 * 192, "W_O": 576 * 576}
         assert sum(rows.values()) == gqa.total  # the calculator's GQA row agrees with the real modules
-    assert b.attention_total == 30 * gqa.total
+    assert b.attention_total == 30 * gqa.total and not b.attention_has_biases  # its label says no biases
     embeddings = [r for r in b.rows if r.group == "embeddings"]
     assert [(r.part, r.count) for r in embeddings] == [("word embeddings", 49152 * 576)]  # lm_head is tied
     assert b.total == 134_515_008 and [r.group for r in b.rows][-1] == "final norm"

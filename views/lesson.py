@@ -134,7 +134,7 @@ def parameters_view(model: LoadedModel, text: str) -> None:
     breakdown = computed.breakdown_of(server(), model)
     left, right = st.columns(2)
     left.metric(tr("{name}: parameters", name=model.name), f"{breakdown.total:,}")
-    right.metric(tr("In attention (W_Q, W_K, W_V, W_O + biases)"), f"{breakdown.attention_total:,}")
+    right.metric(parameters.attention_label(breakdown), f"{breakdown.attention_total:,}")
     say_once(("parameters", str(model.model_dir)),
              lambda: parameters_claims(model.name, breakdown.total, breakdown.attention_total))
 

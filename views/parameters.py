@@ -36,14 +36,14 @@ from views._inputs import model_card
 from views._state import current_model, plain_chart, server
 from views._text import literal
 from views._visit import page_link, tabs, widget
-from views.parts.parameters import show_costs, show_single_vs_multi
+from views.parts.parameters import attention_label, show_costs, show_single_vs_multi
 
 
 def show_model(model: LoadedModel) -> None:
     b = computed.breakdown_of(server(), model)
     c1, c2, c3 = st.columns(3)
     c1.metric(tr("Parameters"), f"{b.total:,}")
-    c2.metric(tr("In attention (W_Q, W_K, W_V, W_O + biases)"), f"{b.attention_total:,}")
+    c2.metric(attention_label(b), f"{b.attention_total:,}")
     c3.metric(tr("Attention's share"), f"{b.attention_total / b.total:.1%}")
     st.caption(tr("Counted with numel() from the loaded modules; the total equals sum(p.numel() for p in "
                   "model.parameters()) (tied embeddings counted once)."))

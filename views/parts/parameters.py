@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_core import LoadedModel
-from mha_core.analysis.params.counts import attention_shape
+from mha_core.analysis.params.counts import ModelBreakdown, attention_shape
 from mha_core.analysis.params.shapes import AttentionShape, count_shape, single_head_equivalent
 from mha_core.figures import params as param_figures
 from mha_core.i18n import tr
@@ -58,3 +58,10 @@ def show_costs(shape: AttentionShape, n_layers: int, one_row: bool = False, owne
     with c3:
         chart(("kv cache", shape, n_layers, n_max, owner),
               lambda: param_figures.kv_cache_figure(shape, n_layers, n_max, owner), key="kv_cache")
+
+
+def attention_label(breakdown: ModelBreakdown) -> str:
+    """The attention blocks' count's label, naming biases only where the model has them (Gemma's have none)."""
+    if breakdown.attention_has_biases:
+        return tr("In attention (W_Q, W_K, W_V, W_O + biases)")
+    return tr("In attention (W_Q, W_K, W_V, W_O)")

@@ -106,6 +106,11 @@ class ModelBreakdown:
         return sum(r.count for r in self.rows if r.kind in (ATTENTION, CROSS_ATTENTION))
 
     @property
+    def attention_has_biases(self) -> bool:
+        """Whether any attention block holds biases (BERT's do; Gemma's, SmolLM2's and Llama's have none)."""
+        return any(r.name.endswith(".bias") for r in self.rows if r.kind in (ATTENTION, CROSS_ATTENTION))
+
+    @property
     def cross_attention_total(self) -> int:
         return sum(r.count for r in self.rows if r.kind == CROSS_ATTENTION)
 
