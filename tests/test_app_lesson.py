@@ -152,6 +152,37 @@ def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it(class_s
     assert alone.title[0].value.startswith("3. ") and "class" not in alone.query_params
 
 
+def way_back(at) -> list[tuple[str, str]]:
+    """The page's links back to a class's lesson: (label, the page's address) each."""
+    return [(link.proto.label, link.proto.page) for link in at.get("page_link") if "class" in link.proto.label
+            or "课堂" in link.proto.label]
+
+
+@pytest.mark.slow
+def test_a_student_on_another_page_has_the_way_back_to_the_class_above_it(class_store):
+    """"Explore this on its page" (or the sidebar) took a student off the lesson with no word of the class, and a
+    phone's sidebar, where the lesson is listed, is folded: every other page now starts with the way back, in the
+    student's language; the lesson itself, a visitor of no class and one who left the class show none."""
+    at = open_app(PAGE)
+    at = next(b for b in at.button if b.label == "Start a class").click().run()
+    code = at.query_params["class"][0] if isinstance(at.query_params["class"], list) else at.query_params["class"]
+    student = open_app(PAGE, **{"class": code})
+    assert not way_back(student)  # the lesson itself
+    for page in ("views/heads.py", "views/translation.py"):
+        student.switch_page(page).run()
+        assert not student.exception and way_back(student) == [(f"Back to class {code}", "lesson")], page
+        assert "class" not in student.query_params  # the page's own address holds no class
+    student.switch_page(PAGE).run()
+    assert any(f"You follow class {code}" in c.value for c in student.caption)  # back in the class
+    chinese = open_app(PAGE, lang="zh", **{"class": code})
+    assert way_back(chinese.switch_page("views/heads.py").run()) == [(f"回到课堂 {code}", "lesson")]
+    assert not way_back(open_app("views/heads.py")) and not way_back(open_app("views/heads.py", **{"class": "x"}))
+    assert "class" not in open_app(PAGE, **{"class": " "}).query_params  # an empty code: the address drops it
+    next(b for b in at.button if b.label == "End the class").click().run()
+    alone = next(b for b in student.run().button if b.label == "Continue on my own").click().run()
+    assert not way_back(alone.switch_page("views/heads.py").run())
+
+
 @pytest.mark.slow
 def test_a_student_s_next_goes_from_the_class_s_step_even_before_the_watcher_hears_it(class_store):
     """The flake of a loaded run: the teacher's Next, then a student's Next before this process's watcher had heard

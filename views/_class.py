@@ -25,10 +25,22 @@ from mha_core.i18n import tr, worded
 from mha_core.serving.classes.watch import UNAVAILABLE_SHOWN, Watcher
 from mha_core.serving.classroom import UNAVAILABLE, Classroom, canonical, qr_png, store_location
 from mha_core.serving.classroom import ClassState as Class
+from mha_core.serving.pages import LESSON
 from mha_core.serving.reach import PROXY_ADDRESS_ENV, PUBLIC_URL_ENV, Request, StudentsAddress, students_address
 from views._state import cap_chart_heights
 from views._text import literal
-from views._visit import PageStopped, begin_fragment_run, choose, chosen, end_run, forget, fragment_run, stop
+from views._visit import (
+    PageStopped,
+    begin_fragment_run,
+    choose,
+    chosen,
+    end_run,
+    forget,
+    fragment_run,
+    page_link,
+    stop,
+    visit,
+)
 
 CLASS, TEACH = "class", "teach"  # the address's class code and the teacher's key
 RECONNECTED = "reconnected"  # set in the address by the page that reloaded itself after a server restart
@@ -119,9 +131,22 @@ def reload_after_restart() -> None:
 
 
 def class_code() -> str | None:
-    """The address's class code as given (the store checks it: a value that cannot be a code is said, never kept)."""
+    """The address's class code as given (the store checks it: a value that cannot be a code is said, never kept; an
+    empty one is dropped)."""
     code = chosen(CLASS, None, like="")
+    if code is not None and not str(code).strip():
+        forget(CLASS)  # an empty one names no class: the address drops it
     return str(code).strip() or None if code else None
+
+
+def way_back(page_path: str) -> None:
+    """Above every page but the lesson, for a visitor of a class (a student who followed "Explore this on its page" or
+    the sidebar, a teacher showing another page): the way back to it, in view on a phone, whose sidebar is folded.
+    The class is read without being written into this page's address; a value that cannot be a code shows none."""
+    held = visit().chosen.get(CLASS)
+    code = canonical(held.value) if held is not None and held.value is not None else None
+    if code is not None and page_path != LESSON.name:
+        page_link(LESSON.path, label=tr("Back to class {code}", code=code), icon=":material/groups:")
 
 
 def key_cookie(code: str) -> str | None:

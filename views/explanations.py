@@ -39,6 +39,9 @@ def asked(model: LoadedModel, text: str) -> tuple[str, str | None, str | None]:
     left, right = st.columns(2)
     answer = widget(left.text_input, "explain_answer", first_answer, tr("Answer"), context=(text,))
     wrong = widget(right.text_input, "explain_wrong", first_wrong, tr("Wrong word"), context=(text,))
+    if not answer.strip():  # mha_core.analysis.explain.targets.own_answer
+        st.caption(tr("The Answer box is empty: the answer is the model's own most likely next piece, which the "
+                      "target below names."))
     return question.text, answer.strip() or None, wrong.strip() or None
 
 
