@@ -95,7 +95,8 @@ def test_on_a_phone_the_methods_figure_has_a_row_per_word(bundled, monkeypatch):
 def test_an_empty_answer_box_says_the_model_s_own_next_piece_is_explained(tmp_path, monkeypatch):
     """A teacher who clears the Answer box got a new target with no word of why: the page now says the answer is the
     model's own most likely next piece, and the target line names it (transformers' own argmax on a tiny random
-    decoder, its language-model head included)."""
+    decoder, its language-model head included); the note on a noun's first piece ("ax" of axolotl) is said only
+    while its box holds that piece."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -103,16 +104,18 @@ def test_an_empty_answer_box_says_the_model_s_own_next_piece_is_explained(tmp_pa
 
     path = make_tiny("llama", tmp_path / "llama", lm=True)
     monkeypatch.setenv("MHA_MODELS_DIR", str(tmp_path))
-    at = open_app(PAGE, model="llama", text=TEXT)
-    said = "The Answer box is empty"
-    assert not at.exception and not any(said in c.value for c in at.caption)  # the page's own answer: nothing said
+    text = TEXT.replace("animal", "axolotl")  # ax | ##olo | ##tl in the word-piece tokenizer
+    at = open_app(PAGE, model="llama", text=text)
+    said, pieces = "The Answer box is empty", "writes 'axolotl' in several pieces: its first, 'ax'"
+    assert not at.exception and at.text_input(key="explain_answer").value == "ax"
+    assert not any(said in c.value for c in at.caption) and any(pieces in c.value for c in at.caption)
     at = at.text_input(key="explain_answer").input("").run()
     assert not at.exception and not at.error and any(said in c.value for c in at.caption)
+    assert not any(pieces in c.value for c in at.caption)  # its box no longer holds the piece
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     reference = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, attn_implementation="eager")
-    question = question_for(TEXT, "llama")
     with torch.no_grad():
-        ids = tokenizer(question.text, return_tensors="pt").input_ids
+        ids = tokenizer(question_for(text, "llama").text, return_tensors="pt").input_ids
         own = tokenizer.decode([int(reference(ids).logits[0, -1].argmax())]).strip()
     line = next(m.value for m in at.markdown if m.value.startswith("Target: logit(")).replace("\\", "")  # unescaped
     assert line.startswith(f"Target: logit(**{own}**) − logit(**"), (own, line)

@@ -138,9 +138,9 @@ def test_a_class_follows_its_teacher_and_only_the_teacher_s_key_moves_it(class_s
     wrong = key[:-1] + ("y" if key.endswith("x") else "x")  # a key ending in "x" had been "wrong" as itself (1 run
     intruder = open_app(PAGE, **{"class": code, "teach": wrong, "step": "9"})  # in 64: the teacher moved to step 9)
     assert intruder.title[0].value.startswith("3. ")  # a wrong key is a student: it moves nothing
-    assert "teach" not in intruder.query_params and "End the class" not in labels(intruder)
+    assert "teach" not in intruder.query_params and "End it for every student" not in labels(intruder)
     assert student.run().title[0].value.startswith("3. ")
-    ended = next(b for b in at.button if b.label == "End the class").click().run()
+    ended = next(b for b in at.button if b.label == "End it for every student").click().run()
     assert ended.title[0].value.startswith("3. ") and "class" not in ended.query_params  # not even an empty one
     assert "teach" not in ended.query_params
     registered.clear()
@@ -162,7 +162,8 @@ def way_back(at) -> list[tuple[str, str]]:
 def test_a_student_on_another_page_has_the_way_back_to_the_class_above_it(class_store):
     """"Explore this on its page" (or the sidebar) took a student off the lesson with no word of the class, and a
     phone's sidebar, where the lesson is listed, is folded: every other page now starts with the way back, in the
-    student's language; the lesson itself, a visitor of no class and one who left the class show none."""
+    student's language, its address keeping the class (a reload keeps the way back); the lesson itself, a visitor of
+    no class, a code of no class and a class that has ended show none."""
     at = open_app(PAGE)
     at = next(b for b in at.button if b.label == "Start a class").click().run()
     code = at.query_params["class"][0] if isinstance(at.query_params["class"], list) else at.query_params["class"]
@@ -171,16 +172,21 @@ def test_a_student_on_another_page_has_the_way_back_to_the_class_above_it(class_
     for page in ("views/heads.py", "views/translation.py"):
         student.switch_page(page).run()
         assert not student.exception and way_back(student) == [(f"Back to class {code}", "lesson")], page
-        assert "class" not in student.query_params  # the page's own address holds no class
+    reloaded = open_app("views/roles.py", **dict(student.query_params.items()))  # the page's own address, anew
+    assert way_back(reloaded) == [(f"Back to class {code}", "lesson")]
     student.switch_page(PAGE).run()
     assert any(f"You follow class {code}" in c.value for c in student.caption)  # back in the class
     chinese = open_app(PAGE, lang="zh", **{"class": code})
     assert way_back(chinese.switch_page("views/heads.py").run()) == [(f"回到课堂 {code}", "lesson")]
-    assert not way_back(open_app("views/heads.py")) and not way_back(open_app("views/heads.py", **{"class": "x"}))
+    unknown = "ABCDEF" if code != "ABCDEF" else "ABCDEG"
+    for given in ("x", unknown, unknown.lower() + " "):  # not a code; a code of no class
+        stray = open_app("views/heads.py", **{"class": given})
+        assert not way_back(stray) and "class" not in stray.query_params, given
+    assert not way_back(open_app("views/heads.py"))
     assert "class" not in open_app(PAGE, **{"class": " "}).query_params  # an empty code: the address drops it
-    next(b for b in at.button if b.label == "End the class").click().run()
-    alone = next(b for b in student.run().button if b.label == "Continue on my own").click().run()
-    assert not way_back(alone.switch_page("views/heads.py").run())
+    student.switch_page("views/heads.py").run()
+    next(b for b in at.button if b.label == "End it for every student").click().run()
+    assert not way_back(student.run()) and "class" not in student.query_params  # ended while the student was away
 
 
 @pytest.mark.slow
@@ -212,7 +218,7 @@ def test_the_teacher_s_link_reopens_as_teacher_and_leaves_the_address():
     assert links[0].startswith(students[0] + "&teach=")  # the students' link and the key
     query = dict(part.split("=", 1) for part in links[0].split("?", 1)[1].split("&"))
     tablet = open_app(PAGE, **query)  # the teacher's link opened on another screen: a teacher's page
-    assert "End the class" in labels(tablet) and "teach" not in tablet.query_params
+    assert "End it for every student" in labels(tablet) and "teach" not in tablet.query_params
     tablet = next(b for b in tablet.button if b.label == "Next").click().run()
     assert open_app(PAGE, **{"class": code}).title[0].value.startswith("2. ")  # it moved the class
 
@@ -243,7 +249,7 @@ def test_a_student_switches_their_own_language_and_stays_in_the_class():
     zh = catalogue("zh").gettext
     assert phone.title[0].value == f"1. {zh(STEPS[0].title)}"  # the class's step, in Chinese
     assert phone.query_params["lang"] in ("zh", ["zh"]) and phone.query_params["class"] in (code, [code])
-    assert "End the class" not in labels(phone) and any(code in c.value for c in phone.caption)
+    assert "End it for every student" not in labels(phone) and any(code in c.value for c in phone.caption)
 
 
 @pytest.mark.slow

@@ -123,7 +123,8 @@ def test_a_move_from_a_step_or_sentence_the_class_has_left_is_refused(class_stor
 
 
 BOGUS_CODES = ["{code}[CLICK TO SIGN IN](HTTPS://EVIL.EXAMPLE/LOGIN)", "{code}-1", "{code}A", "{short}", "",
-               "ABCDE0", "ABCDEI", "ＡＢＣＤＥＦ", "{code}' or '1'='1", "x" * 100_000, "{code}\n"]
+               "ABCDE0", "ABCDEI", "ＡＢＣＤＥＦ", "{code}' or '1'='1", "x" * 100_000, "{code}\n",
+               "ABCDß"]  # upper case: ABCDSS
 
 
 @pytest.mark.parametrize("given", BOGUS_CODES)

@@ -140,13 +140,26 @@ def class_code() -> str | None:
 
 
 def way_back(page_path: str) -> None:
-    """Above every page but the lesson, for a visitor of a class (a student who followed "Explore this on its page" or
-    the sidebar, a teacher showing another page): the way back to it, in view on a phone, whose sidebar is folded.
-    The class is read without being written into this page's address; a value that cannot be a code shows none."""
-    held = visit().chosen.get(CLASS)
-    code = canonical(held.value) if held is not None and held.value is not None else None
-    if code is not None and page_path != LESSON.name:
-        page_link(LESSON.path, label=tr("Back to class {code}", code=code), icon=":material/groups:")
+    """Above every page but the lesson, for a visitor of a running class (a student who followed "Explore this on its
+    page" or the sidebar, a teacher showing another page): the way back to it, in view on a phone, whose sidebar is
+    folded. The page's address keeps the class (a phone that reloads a tab left in the background keeps the way
+    back); a code of no class, or of one that has ended, is dropped."""
+    if page_path == LESSON.name or CLASS not in visit().chosen:  # read only where held: else the address names it
+        return
+    code = canonical(chosen(CLASS, "", like=""))
+    if code is None or not running(code):
+        forget(CLASS)
+        return
+    page_link(LESSON.path, label=tr("Back to class {code}", code=code), icon=":material/groups:")
+
+
+def running(code: str) -> bool:
+    """Whether class `code` goes on (while the store fails, it may: the lesson says why it cannot show it)."""
+    try:
+        classroom().state(code)
+    except InputError as err:
+        return err.code == UNAVAILABLE
+    return True
 
 
 def key_cookie(code: str) -> str | None:
@@ -288,7 +301,7 @@ def teacher_follows(code: str, state: Class, steps: list[int]) -> Class:
 
 def teacher_panel(code: str, step: int) -> None:
     """The teacher's: the student link and its QR code, how many follow, the teacher's own link (folded: the
-    projector shows this panel), and the end of the class. Opened to show the QR code, it folds again at the next
+    projector shows this panel). Opened to show the QR code, it folds again at the next
     step (a panel of its own at each step): each step fits the screen with the panel folded."""
     where = reachable()
     link = where.link(code, i18n.current())
@@ -303,8 +316,15 @@ def teacher_panel(code: str, step: int) -> None:
         with right.popover(tr("Your teacher's link"), icon=":material/key:"):
             st.caption(tr("It moves the class from another screen (a tablet, another browser): keep it to yourself."))
             st.code(f"{link}&{TEACH}={held_key(code)}", language=None, wrap_lines=True)
-        right.button(tr("End the class"), on_click=end_class, args=(code,))
     following_count(code)
+
+
+def end_button(code: str, where: object) -> None:
+    """The teacher's end of the class, in the lesson's row of buttons where "Start a class" was (in the folded panel
+    a new teacher did not find it): asked once more, since it ends every student's class and sits beside Next."""
+    with where.popover(tr("End the class"), icon=":material/stop_circle:", width="stretch"):
+        st.caption(tr("Every student's page then says the class has ended; the lesson stays open on it."))
+        st.button(tr("End it for every student"), on_click=end_class, args=(code,), type="primary")
 
 
 @st.fragment(run_every=5)

@@ -36,27 +36,26 @@ def asked(model: LoadedModel, text: str) -> tuple[str, str | None, str | None]:
         stop()
     st.caption(tr("The model reads: {text}", text=literal(question.text)))
     first_answer, first_wrong = first_pieces(model, question.answer, question.wrong)
+    notes = st.container()  # above the boxes, drawn once their values are known
     left, right = st.columns(2)
     answer = widget(left.text_input, "explain_answer", first_answer, tr("Answer"), context=(text,))
     wrong = widget(right.text_input, "explain_wrong", first_wrong, tr("Wrong word"), context=(text,))
+    for word, piece, typed in ((question.answer, first_answer, answer), (question.wrong, first_wrong, wrong)):
+        if piece and piece != word and typed.strip() == piece:  # said while its box holds the noun's first piece
+            notes.caption(tr("{model} writes '{word}' in several pieces: its first, '{piece}', is compared.",
+                             model=model.name, word=literal(word), piece=literal(piece)))
     if not answer.strip():  # mha_core.analysis.explain.targets.own_answer
-        st.caption(tr("The Answer box is empty: the answer is the model's own most likely next piece, which the "
-                      "target below names."))
+        left.caption(tr("The Answer box is empty: the answer is the model's own most likely piece after the last "
+                        "one (perhaps no noun of the sentence), as the Target line below names it."))
     return question.text, answer.strip() or None, wrong.strip() or None
 
 
 def first_pieces(model: LoadedModel, answer: str, wrong: str) -> tuple[str, str]:
     """The nouns' first pieces, the answer and wrong word the page starts from (as the lesson's step compares them:
-    玛丽 is 玛 | 丽 on Gemma 3), each named where it is not the whole word; ("", "") where a noun has no readable
-    piece of its own: the model's own next piece is explained then."""
+    玛丽 is 玛 | 丽 on Gemma 3); ("", "") where a noun has no readable piece of its own: the model's own next piece
+    is explained then."""
     pieces = [readable_first_piece(model, word).strip() for word in (answer, wrong)]
-    if not all(pieces):
-        return "", ""
-    for word, piece in zip((answer, wrong), pieces, strict=True):
-        if piece != word:
-            st.caption(tr("{model} writes '{word}' in several pieces: its first, '{piece}', is compared.",
-                          model=model.name, word=literal(word), piece=literal(piece)))
-    return pieces[0], pieces[1]
+    return (pieces[0], pieces[1]) if all(pieces) else ("", "")
 
 
 def bold_piece(piece: str) -> str:

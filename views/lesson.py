@@ -47,6 +47,7 @@ from views._class import (
     class_part,
     class_state,
     class_step,
+    end_button,
     follow,
     follow_caption,
     is_teaching,
@@ -391,6 +392,8 @@ def teacher_page(code: str | None, state: ClassState | None) -> None:
         last.button(tr("Start a class"), on_click=start_class, args=(text, number, current_model().name),
                     help=tr("Students open the link it gives (or scan its QR code) and their pages follow your steps."),
                     icon=":material/groups:", width="stretch")
+    else:
+        end_button(code, last)
     show_step(number, text, 0.0 if state is None else fit.CLASS_PANEL_REM)
 
 

@@ -101,7 +101,8 @@ def checked_step(step: object) -> int:
 def canonical(code: object) -> str | None:
     """A class code as stored (upper case, no spaces around), or None when it cannot be one (its length, a character
     outside CODE_ALPHABET): such a value is never looked up nor kept."""
-    value = str(code).strip().upper()
+    value = str(code).strip()
+    value = value.upper() if value.isascii() else ""  # "ß".upper() is "SS": only ASCII is read as a code
     return value if len(value) == CODE_LENGTH and set(value) <= set(CODE_ALPHABET) else None
 
 
