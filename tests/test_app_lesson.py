@@ -176,6 +176,8 @@ def test_a_student_on_another_page_has_the_way_back_to_the_class_above_it(class_
     assert way_back(reloaded) == [(f"Back to class {code}", "lesson")]
     student.switch_page(PAGE).run()
     assert any(f"You follow class {code}" in c.value for c in student.caption)  # back in the class
+    typed = open_app(PAGE, **{"class": f" {code.lower()} "})  # as a student types it from the projector
+    assert typed.query_params["class"] == code and any(f"You follow class {code}" in c.value for c in typed.caption)
     chinese = open_app(PAGE, lang="zh", **{"class": code})
     assert way_back(chinese.switch_page("views/heads.py").run()) == [(f"回到课堂 {code}", "lesson")]
     unknown = "ABCDEF" if code != "ABCDEF" else "ABCDEG"
