@@ -134,10 +134,11 @@ def class_code() -> str | None:
     """The address's class code as given (the store checks it: a value that cannot be a code is said, never kept; an
     empty one is dropped; one typed in lower case or with spaces is written as the projector shows it)."""
     code = chosen(CLASS, None, like="")
+    known = canonical(code)
     if code is not None and not str(code).strip():
         forget(CLASS)  # an empty one names no class: the address drops it
-    elif canonical(code) not in (None, code):
-        choose(CLASS, canonical(code))
+    elif known not in (None, code):
+        choose(CLASS, known)
     return str(code).strip() or None if code else None
 
 
