@@ -42,6 +42,31 @@ def test_every_step_draws_its_view_on_its_model(language):
 
 
 @pytest.mark.slow
+def test_step_6_on_a_projector_folds_its_choices_and_says_its_sentences_under_both_columns():
+    """Step 6 ran 144-189 px below a 1920×1080 projector in projector mode (the browser tier measures the room): there
+    its words and pair are chosen in a folded panel, its heads layer by layer fold beside it, the pair's heading and
+    its changed words (the sentences say them) are left out, and its sentences run under both columns. The same
+    sentences, table and grid as without projector mode."""
+    normal, projected = open_app(PAGE, step="6"), open_app(PAGE, step="6", view="projector")
+    assert not normal.exception and not projected.exception and not normal.error and not projected.error
+    panel = [e for e in projected.expander if e.label == "The pronoun, its candidates and the second sentence"]
+    assert len(panel) == 1 and "Layer by layer" in [e.label for e in projected.expander]
+    assert {w.label for w in panel[0].selectbox} == {"Pronoun (or any token)", "Candidate a", "Candidate b"}
+    assert [w.label for w in panel[0].text_input] == ["Second sentence (differs in a few words)"]
+    assert [w.label for w in panel[0].multiselect] == [w.label for w in normal.multiselect]
+    assert "Minimal pair" in [h.value for h in normal.subheader] and not projected.subheader
+    assert any(c.value.startswith("Changed:") for c in normal.caption)
+    assert not any(c.value.startswith("Changed:") for c in projected.caption)
+    said = [m.value for m in normal.markdown if "attends more to each candidate" in m.value]
+    assert len(said) == 1 and "The pair changes" in said[0]
+    assert said == [m.value for m in projected.markdown if "attends more to each candidate" in m.value]
+    in_columns = lambda at: [m.value for c in at.columns for m in c.markdown]  # noqa: E731
+    assert said[0] in in_columns(normal) and said[0] not in in_columns(projected)  # beside the grid; under both
+    assert normal.dataframe[0].value.equals(projected.dataframe[0].value)
+    assert len(normal.get("plotly_chart")) == len(projected.get("plotly_chart")) == 1
+
+
+@pytest.mark.slow
 def test_the_image_step_s_mosaic_is_scaled_once_and_sent_as_made(monkeypatch):
     """Issue 84: the image step's mosaic, fitted under the step's text on a projector, was handed to st.image wider
     than its width: Streamlit decoded, scaled and encoded it again at every draw, 250 ms of each follower's rerun

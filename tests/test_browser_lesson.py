@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from mha_core.teaching.lesson import STEPS
-from tests.browser import PHONE_AGENT, ROOT, browser_contexts, save_picture, wait_idle
+from tests.browser import PHONE_AGENT, ROOT, browser_contexts, choose_option, save_picture, wait_idle
 from tests.test_browser_pages import deep_link_to_parameters_calculator
 
 pytestmark = pytest.mark.browser
@@ -69,7 +69,8 @@ def test_the_chinese_lesson_on_gemma_fits_a_projector_with_room_to_spare(app_url
     """Issue: a teacher projecting the lesson in Chinese on Gemma 3 (a class started: its panel above the step) had
     to scroll on step 2 (its figure sized for English) and step 6. Each step, walked with Next, leaves room. The
     students' link, opened on the projector at step 1 for the phones to scan, is folded again by Next (open, it made
-    every step scroll by 22-241 px: a new teacher's review)."""
+    every step scroll by 22-241 px: a new teacher's review). In projector mode (larger type) step 6 ran 189 px below
+    the screen: it leaves room too."""
     with browser_contexts() as new_page:
         teacher = new_page(viewport={"width": 1920, "height": 1080})
         teacher.goto(f"{app_url}/lesson?lang=zh")
@@ -90,7 +91,14 @@ def test_the_chinese_lesson_on_gemma_fits_a_projector_with_room_to_spare(app_url
                 qr_code.wait_for(state="hidden", timeout=10_000)  # folded again by Next
         time.sleep(5.5)  # the class's count has read itself again, in its own run (every 5 s)
         count = [teacher.get_by_text(said).count() for said in ("还没有学生在跟随。", "No student follows yet.")]
+        teacher.get_by_text("投影模式").click()  # the sidebar's toggle
+        wait_idle(teacher, timeout=120_000)
+        choose_option(teacher, "步骤", "6. ")
+        wait_idle(teacher, timeout=240_000)
+        teacher.get_by_text("代词、候选先行词与第二个句子").wait_for(timeout=10_000)  # step 6, projector mode's
+        projected = room_to_spare(teacher)
     assert all(room >= SPARE_PX for room in spare.values()), f"px spare under each step: {spare}"
+    assert projected >= SPARE_PX, f"px spare under step 6 in projector mode: {projected}"
     assert count == [1, 0], count  # its own run spoke English on a Chinese page
 
 

@@ -44,3 +44,18 @@ def test_a_projected_figure_has_larger_black_type_and_thicker_marks():
     bars = for_projector(plain_bars)
     assert bars["data"][0]["textfont"]["color"] == colours.INK
     assert describe(bars) == describe(plain_bars) and describe(overview).startswith("Every head")  # the same sentence
+
+
+def test_a_grid_squeezed_under_a_projector_s_cap_drops_numbers_its_rows_cannot_hold():
+    """The lesson's pair grid on Gemma (18 layers) was capped at 200 px on a projector: its cells' numbers ran into
+    each other. Where a capped row is lower than a line of text the numbers go (the hover keeps them); a grid whose
+    rows still hold them, or one under no cap, keeps them."""
+    rng = np.random.default_rng(0)
+    gemma_like = charts.margin_change_figure(rng.normal(size=(18, 4)), np.zeros((18, 4), bool), "a", "b")
+    minilm_like = charts.margin_change_figure(rng.normal(size=(6, 12)), np.zeros((6, 12), bool), "a", "b")
+    squeezed = charts.within_height(gemma_like, 200)
+    assert squeezed["layout"]["height"] == 200 and "texttemplate" not in squeezed["data"][0]
+    assert squeezed["data"][0]["hovertemplate"] == gemma_like["data"][0]["hovertemplate"]
+    assert "texttemplate" in gemma_like["data"][0]  # the figure itself is left as it was
+    assert "texttemplate" in charts.within_height(gemma_like, 1000)["data"][0]  # rows of 45 px: kept
+    assert "texttemplate" in charts.within_height(minilm_like, 200)["data"][0]  # 6 rows of 18 px: kept

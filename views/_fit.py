@@ -61,6 +61,7 @@ HALF_BODY = Style(1.0, 1.6, 1.0, 0.5)  # a paragraph in one of two columns
 LABELLED_ROW_REM = 5.25  # a row of inputs under their labels (a text box, lists)
 FOLDED_NOTE_REM = 0.65  # a folded note beside a row of inputs, under a caption: the row's extra height
 CAPTION_ROW_REM = 2.4  # a caption's line under a chart
+FOLDED_ROW_REM = 3.6  # a folded panel's row (an expander's title and the gap under it)
 
 
 def em_width(text: str) -> float:

@@ -60,7 +60,7 @@ from views._class import (
 )
 from views._images import chosen_image
 from views._inputs import model_card, sentence_box
-from views._presenter import presenter
+from views._presenter import presenter, projector_on
 from views._said import paragraph, say, say_once, worded_once
 from views._state import (
     answered,
@@ -150,23 +150,39 @@ def roles_view(model: LoadedModel, text: str) -> None:
 
 
 def coreference_view(model: LoadedModel, text: str) -> None:
+    """Step 6: the heads ranked beside the minimal pair's grid. In projector mode the words and the pair are chosen
+    in a folded panel, beside the heads layer by layer (folded too), and the step's sentences run under both columns,
+    so that the step fits the screen."""
     result = checked_run(text)
     words = coreference.words_of(text)
-    pronoun, candidates = coreference.pick_words(words, (str(model.model_dir), text))
+    context = (str(model.model_dir), text)
+    folded = layers = None
+    if projector_on():
+        choices, layers = st.columns([3, 2])
+        folded = choices.expander(tr("The pronoun, its candidates and the second sentence"))
+    with folded or st.container():
+        pronoun, candidates = coreference.pick_words(words, context)
     try:
         scores = coreference.scores_of(text, words, pronoun, candidates, result)
     except InspectorError as err:
         st.info(literal(worded(err)))
         return
-    pair_rows = 3 * fit.LABELLED_ROW_REM + fit.FOLDED_NOTE_REM + fit.CAPTION_ROW_REM  # inputs, the grid's caption
-    fit.fit_charts([(tr("Minimal pair"), fit.HEADING)], pair_rows, PAIR_CHART_PX)
+    claims = lambda drawn: coreference_claims(scores, LESSON_ROWS, drawn)  # noqa: E731
+    fitted = None
+    if folded is None:
+        pair_rows = 3 * fit.LABELLED_ROW_REM + fit.FOLDED_NOTE_REM + fit.CAPTION_ROW_REM  # inputs, grid's caption
+        fit.fit_charts([(tr("Minimal pair"), fit.HEADING)], pair_rows, PAIR_CHART_PX)
+    else:  # the row of folded panels, the grid's caption (two lines); the sentences under both columns
+        fitted = lambda drawn: fit.fit_charts([(paragraph(claims(drawn)), fit.BODY)],  # noqa: E731
+                                              fit.FOLDED_ROW_REM + 2 * fit.CAPTION_ROW_REM, PAIR_CHART_PX)
     ranked, pair = st.columns([2, 3])
     with ranked:
-        coreference.show_heads(scores, None, listed=LESSON_ROWS, headline=False)
+        coreference.show_heads(scores, None, listed=LESSON_ROWS, headline=False, layers=layers)
     with pair:
-        drawn = coreference.show_pair(text, words, pronoun, candidates, (str(model.model_dir), text), detail=False)
-    with ranked:  # under the table: a projector shows them beside the pair's grid
-        say(coreference_claims(scores, LESSON_ROWS, drawn))
+        drawn = coreference.show_pair(text, words, pronoun, candidates, context, detail=False, inputs=folded,
+                                      fit=fitted)
+    with ranked if folded is None else st.container():  # beside the pair's grid, or under both on a projector
+        say(claims(drawn))
 
 
 def explanation_view(model: LoadedModel, text: str) -> None:

@@ -22,6 +22,8 @@ from mha_core.i18n import tr
 from mha_core.messages import N_, visible
 
 ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
+CELL_TEXT_PX = 14  # a heatmap's row at least this high keeps the number written in its cells (a projector's type)
+AXIS_LABELS_PX = 30  # the height of a plot's axis labels under it
 
 
 def layer_tick(layer: int) -> str:
@@ -327,8 +329,7 @@ def for_narrow_screen(spec: dict) -> FigureDict:
     """A phone's copy of a figure dict: no numbers written in cells (they run together in narrow cells; words, as
     the logit lens writes, stay), a long title wrapped onto lines that fit, the plot moved down to make room, and a
     legend of several lines under the plot."""
-    data = [trace if "%{z" not in str(trace.get("texttemplate", "%{z")) else
-            {k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} for trace in spec["data"]]
+    data = without_cell_numbers(spec["data"])
     layout = dict(spec.get("layout", {}))
     title = layout.get("title")
     text = title.get("text", "") if isinstance(title, dict) else (title or "")
@@ -356,12 +357,24 @@ def legend_below(data: list[dict], layout: dict) -> dict:
     return {**layout, **height, "legend": {**legend, "orientation": "h", "yanchor": "top", "y": -0.25, "x": 0}}
 
 
+def without_cell_numbers(data: list[dict]) -> list[dict]:
+    """The traces with no numbers written in their cells (words, as the logit lens writes, stay)."""
+    return [trace if "%{z" not in str(trace.get("texttemplate", "%{z")) else
+            {k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} for trace in data]
+
+
 def within_height(spec: FigureDict, px: int) -> FigureDict:
-    """A copy of a figure dict no taller than `px` (a projector's screen shows a lesson's step without scrolling)."""
+    """A copy of a figure dict no taller than `px` (a projector's screen shows a lesson's step without scrolling);
+    where that leaves a heatmap's rows lower than a line of text, its cells' numbers are left out (they ran into
+    each other: Gemma's 18 layers in a 200-pixel grid) and read in the hover."""
     layout = spec.get("layout", {})
     if layout.get("height", 0) <= px:
         return spec
-    return {**spec, "layout": {**layout, "height": px}}
+    margin = layout.get("margin") or {}
+    plot_px = px - margin.get("t", 100) - margin.get("b", 80) - AXIS_LABELS_PX
+    rows = max((len(array_of(trace["z"])) for trace in spec.get("data", []) if "z" in trace), default=0)
+    data = without_cell_numbers(spec["data"]) if rows and plot_px / rows < CELL_TEXT_PX else spec["data"]
+    return {**spec, "data": data, "layout": {**layout, "height": px}}
 
 
 def with_segment_lines(figure: FigureDict, start: int, n: int) -> FigureDict:

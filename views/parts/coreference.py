@@ -3,6 +3,8 @@ pronoun step draws too."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -68,9 +70,9 @@ def pick_words(words: list[Word], context: tuple) -> tuple[int, list[int]]:
 
 
 def show_heads(scores: AntecedentScores, gap: CorefResult | None, listed: int = TABLE_HEADS,
-               headline: bool = True) -> None:
-    """The heads ranked by how strongly the pronoun prefers one candidate (the first `listed`), and (`headline`) the
-    verdict, counted over the heads the table lists."""
+               headline: bool = True, layers: object | None = None) -> None:
+    """The heads ranked by how strongly the pronoun prefers one candidate (the first `listed`), (`headline`) the
+    verdict, counted over the heads the table lists, and layer by layer, folded (in `layers`; else under them)."""
     names = [c.text for c in scores.candidates]
     margin, preferred = scores.top_two_margin(), scores.preferred()
     gap_rank = {(layer, head): (rank, acc) for rank, (layer, head, acc) in enumerate(gap.ranking()[:10])} if gap else {}
@@ -88,59 +90,59 @@ def show_heads(scores: AntecedentScores, gap: CorefResult | None, listed: int = 
         st.markdown("**" + literal(scores.headline(listed)) + "**")
     n_heads = margin.shape[1]
     pronoun = literal(scores.pronoun.text)
-    with st.expander(tr("Layer by layer")):
+    with (st if layers is None else layers).expander(tr("Layer by layer")):
         for layer, cand, count in scores.layer_verdicts():
             st.markdown(tr("In {count} of {n_heads} heads of layer {layer} '{pronoun}' attends most to '{names}'.",
                 count=count, n_heads=n_heads, layer=layer, pronoun=pronoun, names=literal(names[cand])))
 
 
 def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list[int], context: tuple,
-              detail: bool = True) -> PairFigure | None:
+              detail: bool = True, inputs: object | None = None,
+              fit: Callable[[PairFigure], None] | None = None) -> PairFigure | None:
     """The minimal pair: how each head's margin changed and (`detail`) both sentences' margins and which heads cause
-    the change; returns what its grid drew (None where no pair was compared)."""
-    st.subheader(tr("Minimal pair"))
-    found = focus(first_text, current_model().name)  # the sentence's own pair: its pronoun swapped, or an example's
-    second_text = widget(st.text_input, "pair", found.pair, tr("Second sentence (differs in a few words)"),
-                         context=context)
+    the change; returns what its grid drew (None where no pair was compared). `inputs`: a container for its inputs
+    (the lesson's folded panel in projector mode; else they stand here, under the pair's heading); `fit`: told the
+    pair's figure before its grid is drawn (the lesson sizes the grid to the sentences it says of that figure)."""
+    here = st.container()
+    with inputs or here:
+        if inputs is None:
+            st.subheader(tr("Minimal pair"))
+        found = focus(first_text, current_model().name)  # the sentence's own pair: its pronoun swapped, an example's
+        second_text = widget(st.text_input, "pair", found.pair, tr("Second sentence (differs in a few words)"),
+                             context=context)
     check_length(second_text, N_("The second sentence"))
     names = [words[i].text for i in candidates]
     if len(candidates) < 2:
-        st.info(tr("Choose two candidates to compare their margins across the pair."))
+        here.info(tr("Choose two candidates to compare their margins across the pair."))
         return None
-    first, second = compared(names, found)
-    c1, c2, c3 = st.columns(3)
-    context = (*context, pronoun, tuple(candidates))
-    a = widget(c1.selectbox, "cand_a", first, tr("Candidate a"), context=context, options=range(len(names)),
-               format_func=lambda i: names[i])
-    b = widget(c2.selectbox, "cand_b", second, tr("Candidate b"), context=context, options=range(len(names)),
-               format_func=lambda i: names[i])
+    with inputs or here:
+        a, b, c3 = pick_pair(names, found, (*context, pronoun, tuple(candidates)))
     if a == b:
-        st.info(tr("Pick two different candidates."))
+        here.info(tr("Pick two different candidates."))
         return None
     words_2 = words_of(second_text) if second_text.strip() else []
     try:
         alignment = align_pair(words, words_2)
     except InspectorError as err:
-        st.warning(literal(worded(err)))
+        here.warning(literal(worded(err)))
         return None
-    c3.caption(tr("Changed: {changes}", changes=", ".join(f"{quoted(literal(x))} → {quoted(literal(y))}"
-                                                           for x, y in alignment.changed)))
+    if inputs is None:  # the lesson's sentences say it too (in projector mode they alone: the screen is full)
+        c3.caption(tr("Changed: {changes}", changes=", ".join(f"{quoted(literal(x))} → {quoted(literal(y))}"
+                                                               for x, y in alignment.changed)))
     # Aligned word for word: the second sentence's pronoun is its word at the same index (她 → 他 asks about 他).
     pronoun_2 = words_2[pronoun]
     originals = (first_text, second_text, words[pronoun], pronoun_2, words[candidates[a]], words[candidates[b]])
-    probed = False
-    if blind_to_change(current_model().causal, pronoun, alignment):
-        note = st.info if detail else c3.expander(tr("Why both sentences are continued with a probe")).caption
-        note(literal(tr("In this decoder '{text}' (word {pronoun}) comes before every changed word, and a decoder's "
-                        "word attends only to itself and the words before it: its attention is the same in both "
-                        "sentences. The decoder form of the test continues both with a probe, {value!r}, whose last "
-                        "word comes after the change.",
-            text=words[pronoun].text, pronoun=pronoun, value='…' + probe_for(first_text, words[pronoun].text))))
-        if not detail or widget(st.toggle, "pair_probe", True, tr("Continue both sentences with the probe")):
-            first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, pronoun_2)
-            probed = True
-            words, words_2 = words_of(first_text), words_of(second_text)
-            pronoun = len(words) - 1  # the probe's last word asks the question
+    probed = blind_to_change(current_model().causal, pronoun, alignment)
+    if probed:
+        with inputs or here:  # a projector's panel is folded already: its note is not folded again
+            note = st.info if detail else c3.caption if inputs is not None else c3.expander(
+                tr("Why both sentences are continued with a probe")).caption
+            probed = probe_note(words[pronoun].text, pronoun, first_text, note, detail)
+    if probed:
+        first_text, second_text = with_probe(first_text, words[pronoun]), with_probe(second_text, pronoun_2)
+        words, words_2 = words_of(first_text), words_of(second_text)
+        pronoun = len(words) - 1  # the probe's last word asks the question
+        with inputs or here:
             (st.caption if detail else note)(literal(tr("Attention from the probe's last word '{text}' in: "
                                                         "{first_text}", text=words[pronoun].text,
                                                         first_text=first_text)))
@@ -148,10 +150,35 @@ def show_pair(first_text: str, words: list[Word], pronoun: int, candidates: list
     scores_2 = scores_of(second_text, words_2, pronoun, candidates)
     base = ("coref", str(current_model().model_dir), first_text, second_text, pronoun, tuple(candidates), a, b)
     drawn = PairFigure(compare_pair(scores_1, scores_2, a, b), alignment.changed, names[a], names[b], probed)
-    show_margin_grids(drawn.comparison, names[a], names[b], base, detail)
-    if detail:
-        show_pair_patching(current_model(), *originals)
+    if fit is not None:
+        fit(drawn)
+    with here:
+        show_margin_grids(drawn.comparison, names[a], names[b], base, detail)
+        if detail:
+            show_pair_patching(current_model(), *originals)
     return drawn
+
+
+def probe_note(text: str, pronoun: int, first_text: str, note: Callable[[str], object], detail: bool) -> bool:
+    """Why a decoder's pair is continued with a probe (its pronoun `text`, word `pronoun`, comes before every changed
+    word), said with `note`; whether both sentences are continued (the page's toggle; always in the lesson)."""
+    note(literal(tr("In this decoder '{text}' (word {pronoun}) comes before every changed word, and a decoder's "
+                    "word attends only to itself and the words before it: its attention is the same in both "
+                    "sentences. The decoder form of the test continues both with a probe, {value!r}, whose last "
+                    "word comes after the change.",
+        text=text, pronoun=pronoun, value='…' + probe_for(first_text, text))))
+    return not detail or widget(st.toggle, "pair_probe", True, tr("Continue both sentences with the probe"))
+
+
+def pick_pair(names: list[str], found: object, context: tuple) -> tuple[int, int, object]:
+    """Candidates a and b (indices into `names`, the pair's own by default), and the row's third column."""
+    first, second = compared(names, found)
+    c1, c2, c3 = st.columns(3)
+    a = widget(c1.selectbox, "cand_a", first, tr("Candidate a"), context=context, options=range(len(names)),
+               format_func=lambda i: names[i])
+    b = widget(c2.selectbox, "cand_b", second, tr("Candidate b"), context=context, options=range(len(names)),
+               format_func=lambda i: names[i])
+    return a, b, c3
 
 
 def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple, both: bool = True) -> None:
