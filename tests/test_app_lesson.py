@@ -12,7 +12,7 @@ from mha_core.engine.tokens import InputError
 from mha_core.i18n import catalogue
 from mha_core.serving.classroom import Classroom
 from mha_core.teaching.lesson import STEPS, step_at, step_number
-from tests.conftest import open_app
+from tests.conftest import chart_json, open_app
 from tests.i18n_check import untranslated
 from views._class import KEYS
 
@@ -64,6 +64,22 @@ def test_step_6_on_a_projector_folds_its_choices_and_says_its_sentences_under_bo
     assert said[0] in in_columns(normal) and said[0] not in in_columns(projected)  # beside the grid; under both
     assert normal.dataframe[0].value.equals(projected.dataframe[0].value)
     assert len(normal.get("plotly_chart")) == len(projected.get("plotly_chart")) == 1
+
+
+@pytest.mark.slow
+def test_step_5_s_grid_on_a_projector_gives_a_class_s_panel_its_rows():
+    """Step 5's grid kept projector mode's 440-px height whatever stood above it: a class's panel pushed the step
+    46 px further down (0 px to spare in English, measured in Chromium). Its grid is fitted under its sentences and
+    the panel, as the other steps' figures are."""
+    from views._fit import CLASS_PANEL_REM
+    from views._presenter import PROJECTOR_ROOT_PX
+
+    at = open_app(PAGE, step="5", view="projector")
+    heights = [chart_json(at, "lesson_roles")["layout"]["height"]]
+    at = next(b for b in at.button if b.label == "Start a class").click().run()
+    assert not at.exception and at.title[0].value.startswith("5. ") and "class" in at.query_params
+    heights.append(chart_json(at, "lesson_roles")["layout"]["height"])
+    assert heights[0] - heights[1] == pytest.approx(CLASS_PANEL_REM * PROJECTOR_ROOT_PX, abs=1), heights
 
 
 @pytest.mark.slow

@@ -144,9 +144,11 @@ def roles_view(model: LoadedModel, text: str) -> None:
     roles = computed.head_roles_of(server(), model, text)
     causal = model.arch.causal
     labels = role_labels(roles, causal)
+    key = ("roles", str(model.model_dir), text)
+    fit.fit_charts([(worded_once(key, lambda: roles_claims(labels)), fit.BODY)])  # the grid over its sentences
     chart(("lesson roles", str(model.model_dir), text), lambda: role_grid_figure(labels, roles, causal),
           key="lesson_roles")
-    say_once(("roles", str(model.model_dir), text), lambda: roles_claims(labels))
+    say_once(key, lambda: roles_claims(labels))
 
 
 def coreference_view(model: LoadedModel, text: str) -> None:
