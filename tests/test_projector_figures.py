@@ -59,3 +59,20 @@ def test_a_grid_squeezed_under_a_projector_s_cap_drops_numbers_its_rows_cannot_h
     assert "texttemplate" in gemma_like["data"][0]  # the figure itself is left as it was
     assert "texttemplate" in charts.within_height(gemma_like, 1000)["data"][0]  # rows of 45 px: kept
     assert "texttemplate" in charts.within_height(minilm_like, 200)["data"][0]  # 6 rows of 18 px: kept
+
+
+def test_the_cap_s_rows_are_counted_over_stacked_heatmaps_and_words_stay():
+    """The review's cases: two heatmaps stacked on two y axes share the height (9 + 9 rows of 12.8 px: numbers go);
+    a template of words and numbers keeps its words; unset or empty parts of a figure are read as plotly reads them."""
+    grid = {"type": "heatmap", "z": np.zeros((9, 4)).tolist(), "texttemplate": "%{z:.2f}"}
+    stacked = {"data": [grid, {**grid, "yaxis": "y2"}], "layout": {"height": 600, "margin": {"t": 20, "b": 20}}}
+    assert all("texttemplate" not in t for t in charts.within_height(stacked, 300)["data"])
+    assert all("texttemplate" in t for t in charts.within_height({**stacked, "data": [grid]}, 300)["data"])
+    worded = {**grid, "z": np.zeros((18, 4)).tolist(), "texttemplate": "%{text}<br>%{z:.2f}", "textfont": {}}
+    (kept,) = charts.within_height({"data": [worded], "layout": {"height": 900}}, 200)["data"]
+    assert kept["texttemplate"] == "%{text}" and "textfont" not in kept
+    odd = {"data": [{"type": "heatmap", "z": None}, {**grid, "z": list(range(18))}],
+           "layout": {"height": None, "margin": {"t": None}}}
+    assert charts.within_height(odd, 200) is odd
+    assert charts.within_height({**odd, "layout": {"height": 900, "margin": {"t": None}}}, 300)["data"][1][
+        "texttemplate"] == "%{z:.2f}"  # one row of 18 numbers, 90 px under plotly's own margins

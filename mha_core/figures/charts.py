@@ -7,6 +7,7 @@ User text reaches figures only through `safe_label`, so nothing typed is rendere
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -359,8 +360,15 @@ def legend_below(data: list[dict], layout: dict) -> dict:
 
 def without_cell_numbers(data: list[dict]) -> list[dict]:
     """The traces with no numbers written in their cells (words, as the logit lens writes, stay)."""
-    return [trace if "%{z" not in str(trace.get("texttemplate", "%{z")) else
-            {k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} for trace in data]
+    return [trace if "%{z" not in str(trace.get("texttemplate", "")) else {
+        k: v for k, v in trace.items() if k not in ("texttemplate", "textfont")} | words_of(trace["texttemplate"])
+        for trace in data]
+
+
+def words_of(template: str) -> dict:
+    """A cell template's words without its numbers ({} where it has none): "%{text}<br>%{z:.2f}" keeps "%{text}"."""
+    words = re.sub(r"%\{z[^}]*\}", "", template).strip().removesuffix("<br>").removeprefix("<br>").strip()
+    return {"texttemplate": words} if words else {}
 
 
 def within_height(spec: FigureDict, px: int) -> FigureDict:
@@ -368,13 +376,25 @@ def within_height(spec: FigureDict, px: int) -> FigureDict:
     where that leaves a heatmap's rows lower than a line of text, its cells' numbers are left out (they ran into
     each other: Gemma's 18 layers in a 200-pixel grid) and read in the hover."""
     layout = spec.get("layout", {})
-    if layout.get("height", 0) <= px:
+    if (layout.get("height") or 0) <= px:
         return spec
     margin = layout.get("margin") or {}
-    plot_px = px - margin.get("t", 100) - margin.get("b", 80) - AXIS_LABELS_PX
-    rows = max((len(array_of(trace["z"])) for trace in spec.get("data", []) if "z" in trace), default=0)
-    data = without_cell_numbers(spec["data"]) if rows and plot_px / rows < CELL_TEXT_PX else spec["data"]
+    top, bottom = margin.get("t"), margin.get("b")  # plotly's own where unset
+    plot_px = px - (100 if top is None else top) - (80 if bottom is None else bottom) - AXIS_LABELS_PX
+    rows = heatmap_rows(spec.get("data", []))
+    data = without_cell_numbers(spec["data"]) if rows and plot_px < CELL_TEXT_PX * rows else spec.get("data", [])
     return {**spec, "data": data, "layout": {**layout, "height": px}}
+
+
+def heatmap_rows(data: list[dict]) -> int:
+    """The rows of cells stacked in a plot's height: each y axis's tallest heatmap, the axes' summed."""
+    tallest: dict[str, int] = {}
+    for trace in data:
+        if trace.get("z") is not None:
+            z = array_of(trace["z"])
+            axis = trace.get("yaxis", "y")
+            tallest[axis] = max(tallest.get(axis, 0), z.shape[0] if z.ndim == 2 else 1)
+    return sum(tallest.values())
 
 
 def with_segment_lines(figure: FigureDict, start: int, n: int) -> FigureDict:
