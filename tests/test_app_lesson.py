@@ -83,6 +83,15 @@ def test_step_5_s_grid_on_a_projector_gives_a_class_s_panel_its_rows():
 
 
 @pytest.mark.slow
+def test_step_6_draws_gemma_s_pair_grid_with_its_layers_across():
+    """Gemma 3's 18 layers × 4 heads in the lesson's short pair grid were thin stripes: its layers lie across."""
+    at = open_app(PAGE, lang="zh", step="6")
+    assert not at.exception
+    grid = chart_json(at, "delta_grid")["data"][0]
+    assert grid["x"] == [f"L{layer}" for layer in range(18)] and grid["y"] == [f"H{head}" for head in range(4)]
+
+
+@pytest.mark.slow
 def test_the_image_step_s_mosaic_is_scaled_once_and_sent_as_made(monkeypatch):
     """Issue 84: the image step's mosaic, fitted under the step's text on a projector, was handed to st.image wider
     than its width: Streamlit decoded, scaled and encoded it again at every draw, 250 ms of each follower's rerun

@@ -7,7 +7,7 @@ import numpy as np
 
 from mha_core.figures import charts, colours
 from mha_core.figures.projector import FONT_PX, for_projector, projected_scale
-from mha_core.figures.spec import named_colorscale
+from mha_core.figures.spec import array_of, named_colorscale
 from mha_core.figures.summary import describe
 from tests.test_colours import contrast, srgb
 
@@ -48,8 +48,9 @@ def test_a_projected_figure_has_larger_black_type_and_thicker_marks():
 
 def test_a_grid_squeezed_under_a_projector_s_cap_drops_numbers_its_rows_cannot_hold():
     """The lesson's pair grid on Gemma (18 layers) was capped at 200 px on a projector: its cells' numbers ran into
-    each other. Where a capped row is lower than a line of text the numbers go (the hover keeps them); a grid whose
-    rows still hold them, or one under no cap, keeps them."""
+    each other. Where a capped row is lower than a line of its type the numbers go (the hover keeps them); a grid
+    whose rows still hold them, or one under no cap, keeps them. Projector mode's larger type needs taller rows, and
+    a colour bar keeps the ticks its height holds (MiniLM's five overlapped: the new-teacher review)."""
     rng = np.random.default_rng(0)
     gemma_like = charts.margin_change_figure(rng.normal(size=(18, 4)), np.zeros((18, 4), bool), "a", "b")
     minilm_like = charts.margin_change_figure(rng.normal(size=(6, 12)), np.zeros((6, 12), bool), "a", "b")
@@ -59,6 +60,13 @@ def test_a_grid_squeezed_under_a_projector_s_cap_drops_numbers_its_rows_cannot_h
     assert "texttemplate" in gemma_like["data"][0]  # the figure itself is left as it was
     assert "texttemplate" in charts.within_height(gemma_like, 1000)["data"][0]  # rows of 45 px: kept
     assert "texttemplate" in charts.within_height(minilm_like, 200)["data"][0]  # 6 rows of 18 px: kept
+    projected = charts.within_height(minilm_like, 200, projected=True)["data"][0]  # 15-px numbers: they touched
+    assert "texttemplate" not in projected
+    # the colour bar in 110 px of plot: plotly's five 18-px ticks overlapped; its ends and middle (12-px ticks fit)
+    reach = float(np.abs(array_of(minilm_like["data"][0]["z"])).max())  # its scale: around 0, as far as its values
+    assert projected["colorbar"]["tickvals"] == [-reach, 0.0, reach]
+    assert projected["colorbar"]["ticktext"] == [f"{-reach:.2f}", "0.00", f"{reach:.2f}"]
+    assert "tickvals" not in charts.within_height(gemma_like, 1000)["data"][0]["colorbar"]  # plotly's, room for 5
 
 
 def test_the_cap_s_rows_are_counted_over_stacked_heatmaps_and_words_stay():
@@ -76,3 +84,18 @@ def test_the_cap_s_rows_are_counted_over_stacked_heatmaps_and_words_stay():
     assert charts.within_height(odd, 200) is odd
     assert charts.within_height({**odd, "layout": {"height": 900, "margin": {"t": None}}}, 300)["data"][1][
         "texttemplate"] == "%{z:.2f}"  # one row of 18 numbers, 90 px under plotly's own margins
+
+
+def test_a_grid_of_more_layers_than_heads_can_lie_with_its_layers_across():
+    """The lesson's pair grid on Gemma 3 (18 layers × 4 heads) in a 200-px chart: 18 thin stripes, its layers
+    unlabelled. Across, the grid is 4 rows of 18 cells: the same values and outlines, transposed."""
+    delta = np.arange(18 * 4, dtype=float).reshape(18, 4)
+    flips = np.zeros((18, 4), bool)
+    flips[10, 2] = True
+    down, across = (charts.margin_change_figure(delta, flips, "a", "b", across=a) for a in (False, True))
+    assert np.array_equal(array_of(across["data"][0]["z"]), delta.T)
+    assert across["data"][0]["x"][10] == down["data"][0]["y"][10] == "L10"
+    assert across["data"][0]["y"][2] == down["data"][0]["x"][2] == "H2"
+    (box,) = across["layout"]["shapes"]
+    assert (box["x0"] + box["x1"]) / 2 == 10 and (box["y0"] + box["y1"]) / 2 == 2  # layer 10, head 2
+    assert across["layout"]["height"] < down["layout"]["height"]

@@ -217,7 +217,7 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
     def shared_figure() -> SentFigure:
         figure_dict = described(build())  # its sentence (mha_core.figures.summary) in its layout's meta
         figure_dict = charts.for_narrow_screen(figure_dict) if narrow else figure_dict
-        figure_dict = charts.within_height(figure_dict, cap) if cap else figure_dict
+        figure_dict = charts.within_height(figure_dict, cap, projected) if cap else figure_dict
         figure_dict = for_projector(figure_dict) if projected else figure_dict
         return SentFigure.of(figure_dict)  # its JSON made once too: each session sends it as it is
 

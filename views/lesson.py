@@ -83,6 +83,7 @@ GO_TO = "_lesson_go_to"  # a following student's step list
 LESSON_ROWS = 5  # the heads a step's table lists: a projector shows the step without scrolling
 PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel projector
 PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
+PAIR_CAPTION = fit.Style(fit.CAPTION.size_rem, fit.CAPTION.line, fit.CAPTION.around_rem, 3 / 5)  # in its column
 
 
 def class_view(model: LoadedModel, text: str) -> tuple:
@@ -174,9 +175,10 @@ def coreference_view(model: LoadedModel, text: str) -> None:
     if folded is None:
         pair_rows = 3 * fit.LABELLED_ROW_REM + fit.FOLDED_NOTE_REM + fit.CAPTION_ROW_REM  # inputs, grid's caption
         fit.fit_charts([(tr("Minimal pair"), fit.HEADING)], pair_rows, PAIR_CHART_PX)
-    else:  # the row of folded panels, the grid's caption (two lines); the sentences under both columns
-        fitted = lambda drawn: fit.fit_charts([(paragraph(claims(drawn)), fit.BODY)],  # noqa: E731
-                                              fit.FOLDED_ROW_REM + 2 * fit.CAPTION_ROW_REM, PAIR_CHART_PX)
+    else:  # the row of folded panels, the grid's caption in its column; the sentences under both columns
+        fitted = lambda drawn: fit.fit_charts([  # noqa: E731
+            (coreference.outlined_caption(drawn.comparison, drawn.name_a, drawn.name_b), PAIR_CAPTION),
+            (paragraph(claims(drawn)), fit.BODY)], fit.FOLDED_ROW_REM, PAIR_CHART_PX)
     ranked, pair = st.columns([2, 3])
     with ranked:
         coreference.show_heads(scores, None, listed=LESSON_ROWS, headline=False, layers=layers)

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from mha_core.engine.held import kept
 from mha_core.engine.words import OVERVIEW_MAX_BINS, pool_map
 from mha_core.figures import colours
+from mha_core.figures.projector import FONT_PX, TEXT_SCALE
 from mha_core.figures.spec import FigureDict, array_of, finished, named_colorscale, typed_array
 from mha_core.figures.summary import lines_of_heads, overview_sentence, strongest_link, with_summary
 from mha_core.figures.title_lines import NARROW_TITLE_CHARS, display_width, wrapped
@@ -23,7 +24,10 @@ from mha_core.i18n import tr
 from mha_core.messages import N_, visible
 
 ROW_PX = 18  # a matrix figure is at least this tall per row, so every row keeps its label
-CELL_TEXT_PX = 14  # a heatmap's row at least this high keeps the number written in its cells (a projector's type)
+CELL_TEXT_PX = 12  # plotly's type: a cell's number, a colour bar's tick (projector mode's are larger)
+ROW_LINES = 1.25  # a heatmap's row at least this many of its type's lines high keeps the number in its cells
+TICK_LINES = 2  # a colour bar's tick and the gap to the next, in lines of its type
+BAR_TICKS = 5  # the ticks plotly writes on a colour bar
 AXIS_LABELS_PX = 30  # the height of a plot's axis labels under it
 
 
@@ -256,33 +260,39 @@ def line_view_figure(layer_maps: np.ndarray, labels: Sequence[str], heads: Seque
 
 def layer_head_grid(values: np.ndarray, title: str, colorbar: str = N_("weight"), zmid: float | None = None,
                     colorscale: str = colours.WEIGHTS, columns: Sequence[str] | None = None,
-                    zrange: tuple[float, float] | None = None, rows: Sequence[str] | None = None) -> FigureDict:
+                    zrange: tuple[float, float] | None = None, rows: Sequence[str] | None = None,
+                    across: bool = False) -> FigureDict:
     """A (L,H) grid of one number per head, values written in the cells; `columns` names other columns
     (tokens, say) instead of heads, `rows` other rows (one head, say) instead of layers; `zrange`: the colour
-    scale's ends (grids to compare share one)."""
+    scale's ends (grids to compare share one); `across`: the layers across and the heads down (a model with many
+    more layers than heads in a short chart: Gemma 3's 18 × 4)."""
     n_layers, n_heads = values.shape
     x = indexed_labels(columns) if columns is not None else [head_tick(h) for h in range(n_heads)]
     y = list(rows) if rows is not None else [layer_tick(layer) for layer in range(n_layers)]
+    z, x, y = (values.T, y, x) if across else (values, x, y)  # z (rows, columns) as drawn
     ends = {"zmin": zrange[0], "zmax": zrange[1]} if zrange is not None else {"zmid": zmid}
     fig = go.Figure(go.Heatmap(
-        z=values, x=x, y=y,
+        z=z, x=x, y=y,
         colorscale=colorscale, **ends, texttemplate="%{z:.2f}", colorbar={"title": tr(colorbar)},
         hovertemplate=tr("%{y} %{x}: %{z:.4f}<extra></extra>"),
     ))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=safe_label(tr(title)), height=120 + 45 * n_layers,
+    fig.update_layout(title=safe_label(tr(title)), height=120 + 45 * len(z),
                       margin={"l": 10, "r": 10, "t": 50, "b": 10})
     return finished(fig)
 
 
-def margin_change_figure(delta: np.ndarray, flips: np.ndarray, name_a: str, name_b: str) -> FigureDict:
-    """(L,H) change in a head's margin between two sentences, the heads that flip as a reader does outlined."""
+def margin_change_figure(delta: np.ndarray, flips: np.ndarray, name_a: str, name_b: str,
+                         across: bool = False) -> FigureDict:
+    """(L,H) change in a head's margin between two sentences, the heads that flip as a reader does outlined
+    (`across`: the layers across, as layer_head_grid draws them)."""
     spec = layer_head_grid(delta, tr("Change in margin ('{a}' − '{b}'), sentence 2 minus sentence 1", a=name_a,
-                                     b=name_b), N_("Δ margin"), zmid=0, colorscale=colours.SIGNED)
+                                     b=name_b), N_("Δ margin"), zmid=0, colorscale=colours.SIGNED, across=across)
     layers, heads = np.nonzero(flips)  # outlines in cell units, so they fit the cells on any screen
-    spec["layout"]["shapes"] = [{"type": "rect", "x0": h - 0.45, "x1": h + 0.45, "y0": layer - 0.45,
-                                 "y1": layer + 0.45, "line": {"color": colours.INK, "width": 3}}
-                                for layer, h in zip(layers.tolist(), heads.tolist(), strict=True)]
+    cells = zip(layers.tolist(), heads.tolist(), strict=True)
+    spec["layout"]["shapes"] = [{"type": "rect", "x0": x - 0.45, "x1": x + 0.45, "y0": y - 0.45, "y1": y + 0.45,
+                                 "line": {"color": colours.INK, "width": 3}}
+                                for x, y in ((layer, h) if across else (h, layer) for layer, h in cells)]
     return spec
 
 
@@ -371,19 +381,41 @@ def words_of(template: str) -> dict:
     return {"texttemplate": words} if words else {}
 
 
-def within_height(spec: FigureDict, px: int) -> FigureDict:
+def within_height(spec: FigureDict, px: int, projected: bool = False) -> FigureDict:
     """A copy of a figure dict no taller than `px` (a projector's screen shows a lesson's step without scrolling);
-    where that leaves a heatmap's rows lower than a line of text, its cells' numbers are left out (they ran into
-    each other: Gemma's 18 layers in a 200-pixel grid) and read in the hover."""
+    where that leaves a heatmap's rows lower than a line of its cells' type, their numbers are left out (they ran
+    into each other: Gemma's 18 layers in a 200-pixel grid) and read in the hover, and a colour bar keeps the ticks
+    its height holds. `projected`: the type as projector mode draws it (mha_core/figures/projector.py)."""
     layout = spec.get("layout", {})
     if (layout.get("height") or 0) <= px:
         return spec
     margin = layout.get("margin") or {}
     top, bottom = margin.get("t"), margin.get("b")  # plotly's own where unset
     plot_px = px - (100 if top is None else top) - (80 if bottom is None else bottom) - AXIS_LABELS_PX
+    cell_px, tick_px = (CELL_TEXT_PX * TEXT_SCALE, FONT_PX) if projected else (CELL_TEXT_PX, CELL_TEXT_PX)
     rows = heatmap_rows(spec.get("data", []))
-    data = without_cell_numbers(spec["data"]) if rows and plot_px < CELL_TEXT_PX * rows else spec.get("data", [])
+    data = without_cell_numbers(spec["data"]) if rows and plot_px < ROW_LINES * cell_px * rows else spec.get("data", [])
+    if plot_px < BAR_TICKS * TICK_LINES * tick_px:  # plotly's five ticks ran into each other: its ends and middle
+        data = [{**trace, "colorbar": {**trace["colorbar"], **scale_ends(trace)}}
+                if isinstance(trace.get("colorbar"), dict) and trace.get("z") is not None else trace for trace in data]
     return {**spec, "data": data, "layout": {**layout, "height": px}}
+
+
+def scale_ends(trace: dict) -> dict:
+    """A colour bar's ticks at its scale's two ends and its middle, as plotly colours the trace: zmin and zmax where
+    given, else the values' own, around zmid where given."""
+    z = np.asarray(array_of(trace["z"]), dtype=np.float64)
+    if not np.isfinite(z).any():
+        return {}
+    low, high = float(np.nanmin(z)), float(np.nanmax(z))
+    if trace.get("zmin") is None or trace.get("zmax") is None:
+        if trace.get("zmid") is not None:
+            reach = max(abs(low - trace["zmid"]), abs(high - trace["zmid"]))
+            low, high = trace["zmid"] - reach, trace["zmid"] + reach
+    else:
+        low, high = float(trace["zmin"]), float(trace["zmax"])
+    ticks = [low, (low + high) / 2, high]
+    return {"tickvals": ticks, "ticktext": [f"{tick:.2f}" for tick in ticks]}
 
 
 def heatmap_rows(data: list[dict]) -> int:

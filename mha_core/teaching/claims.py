@@ -306,7 +306,7 @@ def coreference_claims(scores: AntecedentScores, listed: int, pair: PairFigure |
 
 def pair_claims(pair: PairFigure | None) -> tuple[Claim, ...]:
     if pair is None:
-        return (claim(N_("This sentence has no minimal pair to compare."),),)
+        return (claim(N_("No minimal pair is compared: the note by the pair's choices says why."),),)
     changes = ", ".join(f"{x} → {y}" for x, y in pair.changed)
     flips = int(pair.comparison.flips.sum())
     largest = float(np.abs(pair.comparison.delta).max())

@@ -182,12 +182,13 @@ def pick_pair(names: list[str], found: object, context: tuple) -> tuple[int, int
 
 
 def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tuple, both: bool = True) -> None:
-    """The change of margin per head (flipped heads outlined), and (`both`) each sentence's margins."""
+    """The change of margin per head (flipped heads outlined), and (`both`) each sentence's margins. The lesson's
+    short grid (`both` False) draws a model with more layers than heads with its layers across."""
     m1, m2, delta, flips = pair.margin_1, pair.margin_2, pair.delta, pair.flips
-    chart((*base, "delta"), lambda: charts.margin_change_figure(delta, flips, name_a, name_b), key="delta_grid")
-    st.caption(tr("Outlined: {value} head(s) that prefer '{name_a}' in sentence 1 and '{name_b}' in sentence 2, as a "
-                  "human reader does. Blue cells moved towards 'a', red towards 'b'.",
-        value=int(flips.sum()), name_a=literal(name_a), name_b=literal(name_b)))
+    across = not both and delta.shape[0] > delta.shape[1]
+    chart((*base, "delta", across), lambda: charts.margin_change_figure(delta, flips, name_a, name_b, across),
+          key="delta_grid")
+    st.caption(outlined_caption(pair, name_a, name_b))
     if not both:
         return
     left, right = st.columns(2)
@@ -197,6 +198,13 @@ def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tupl
             chart((*base, number), lambda m=m, number=number: charts.layer_head_grid(
                 m, tr("Margin in sentence {number}", number=number), N_("margin"), colorscale=colours.SIGNED,
                 zrange=(-reach, reach)), key=f"margin_{number}")
+
+
+def outlined_caption(pair: PairComparison, name_a: str, name_b: str) -> str:
+    """What the change grid's outlines and colours mean (the lesson sizes the grid to it)."""
+    return tr("Outlined: {value} head(s) that prefer '{name_a}' in sentence 1 and '{name_b}' in sentence 2, as a "
+              "human reader does. Blue cells moved towards 'a', red towards 'b'.",
+        value=int(pair.flips.sum()), name_a=literal(name_a), name_b=literal(name_b))
 
 
 def show_pair_patching(model: LoadedModel, first_text: str, second_text: str, pronoun: Word, pronoun_2: Word,
