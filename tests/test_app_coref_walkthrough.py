@@ -82,7 +82,7 @@ def test_gap_first_head_shifts_towards_street_without_flipping(bundled):
 def test_pronoun_without_candidates_gets_a_message():
     at = open_app("views/coreference.py", text="It was raining over the quiet hills.")
     assert not at.exception
-    assert any("No candidate before 'It'" in i.value for i in at.info)
+    assert any("No candidate is chosen for 'It'" in i.value for i in at.info)
 
 
 def test_bad_pairs_get_messages():

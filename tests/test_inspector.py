@@ -37,7 +37,7 @@ def test_candidates_are_nouns_before_the_pronoun():
 def test_pronoun_without_candidates():
     words = sentence_words("It was raining over the hills.")
     assert candidates_before(words, 0) == []
-    with pytest.raises(InspectorError, match="No candidate before 'It'"):
+    with pytest.raises(InspectorError, match="No candidate is chosen for 'It'"):
         antecedent_scores(None, 0, words, 0, [])
 
 

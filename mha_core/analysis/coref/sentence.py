@@ -197,7 +197,7 @@ def antecedent_scores(
     if not candidates:
         raise InspectorError(
             "coref_no_candidate_before",
-            N_("No candidate before '{text}': pick a later token or add a word."),
+            N_("No candidate is chosen for '{text}': add a word, or pick a later token."),
             text=words[pronoun].text,
         )
     offsets = result.batch.offsets[b]
