@@ -245,6 +245,8 @@ def check_coreference(server: Server, model, text: str) -> None:
     assert value(claims, "all {n} heads", "listed") == 5
     a, b = names.index(pair.name_a), names.index(pair.name_b)
     assert any("link is weak" in c.template for c in claims) == (every[a] <= every[b])
+    assert any(c.template.startswith("As many heads") for c in claims) == (every[a] == every[b])  # 36 and 36
+    assert any(c.template.startswith("More heads") for c in claims) == (every[a] < every[b])
     flips = int(pair.comparison.flips.sum())
     if flips == 1:
         assert any("1 head switches" in c.template for c in claims)

@@ -278,6 +278,14 @@ class PairFigure:
     probed: bool
 
 
+WEAK_MORE = N_("More heads favour '{b}' than '{a}': on this model the link is weak. The clearest head for '{a}' is "
+               "layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f} (every piece counted, special pieces too, as "
+               "in step 2).")
+WEAK_TIE = N_("As many heads favour '{b}' as '{a}': on this model the link is weak. The clearest head for '{a}' is "
+              "layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f} (every piece counted, special pieces too, as in "
+              "step 2).")
+
+
 def coreference_claims(scores: AntecedentScores, listed: int, pair: PairFigure | None) -> tuple[Claim, ...]:
     """Step 6: how the heads split over the candidates (all of them, and the table's), where that is weak the
     clearest head for the pair's first candidate, and what the pair changes."""
@@ -296,10 +304,8 @@ def coreference_claims(scores: AntecedentScores, listed: int, pair: PairFigure |
         if every[a] <= every[b]:
             margin = scores.margin(a, b)
             layer, head = np.unravel_index(int(np.argmax(margin)), margin.shape)
-            claims.append(claim(N_("More heads favour '{b}' than '{a}': on this model the link is weak. The clearest "
-                                   "head for '{a}' is layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f} (every "
-                                   "piece counted, special pieces too, as in step 2)."),
-                                a=pair.name_a, b=pair.name_b, layer=int(layer), head=int(head),
+            weak = WEAK_TIE if every[a] == every[b] else WEAK_MORE  # 36 and 36 read "more heads favour 'street'"
+            claims.append(claim(weak, a=pair.name_a, b=pair.name_b, layer=int(layer), head=int(head),
                                 w_a=float(scores.scores[a, layer, head]), w_b=float(scores.scores[b, layer, head])))
     return tuple(claims) + pair_claims(pair)
 

@@ -203,7 +203,7 @@ def show_margin_grids(pair: PairComparison, name_a: str, name_b: str, base: tupl
 def outlined_caption(pair: PairComparison, name_a: str, name_b: str) -> str:
     """What the change grid's outlines and colours mean (the lesson sizes the grid to it)."""
     return tr("Outlined: {value} head(s) that prefer '{name_a}' in sentence 1 and '{name_b}' in sentence 2, as a "
-              "human reader does. Blue cells moved towards 'a', red towards 'b'.",
+              "human reader does. Blue cells moved towards '{name_a}', red towards '{name_b}'.",
         value=int(pair.flips.sum()), name_a=literal(name_a), name_b=literal(name_b))
 
 
