@@ -92,6 +92,22 @@ def test_step_6_draws_gemma_s_pair_grid_with_its_layers_across():
 
 
 @pytest.mark.slow
+def test_step_9_on_a_projector_draws_the_links_beside_its_sentences():
+    """Step 9's alignment matrix, beside the links under two sentences and two notes, was 40 px high on a projector
+    (a teacher's walk of the Chinese lesson): there the links stand beside the sentences, as tall as the screen
+    allows, and the matrix and the notes that read it are left to its page."""
+    import json
+
+    normal, projected = open_app(PAGE, lang="zh", step="9"), open_app(PAGE, lang="zh", step="9", view="projector")
+    assert not normal.exception and not projected.exception
+    titles = lambda at: [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]  # noqa
+    assert len(titles(normal)) == 2 and titles(projected) == titles(normal)[:1]  # the links, alone
+    said = [m.value for m in normal.markdown if "→" in m.value]
+    assert said and said == [m.value for c in projected.columns for m in c.markdown if "→" in m.value]
+    assert len(normal.caption) > len(projected.caption)  # the matrix's notes
+
+
+@pytest.mark.slow
 def test_the_image_step_s_mosaic_is_scaled_once_and_sent_as_made(monkeypatch):
     """Issue 84: the image step's mosaic, fitted under the step's text on a projector, was handed to st.image wider
     than its width: Streamlit decoded, scaled and encoded it again at every draw, 250 ms of each follower's rerun

@@ -238,16 +238,23 @@ def translation_view(model: LoadedModel, text: str) -> None:
     pair = tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation))
     claims = paragraph(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target],
                                           PRONOUNS[source]))
-    notes = [(note, fit.CAPTION) for note in (translation.simplified_text(result),
-                                              *translation.alignment_notes(result)) if note]
-    fit.fit_charts([(pair, fit.BODY), (claims, fit.BODY), *notes])
-    st.markdown(pair)
-    translation.simplified_note(result)
-    if claims:
-        st.markdown(claims)
-    if narrow_screen():  # a phone: the links alone (the matrix's rotated labels crowd its title at 390 px)
-        chart(("lesson t_links", str(model.model_dir), text), lambda: translation_figures.links_figure(result),
-              width="stretch")
+    if projector_on():  # the links beside the sentences, the whole screen's height (under the page's rows)
+        fit.fit_charts([])
+        said, drawn = st.columns([2, 3])
+    else:
+        notes = [(note, fit.CAPTION) for note in (translation.simplified_text(result),
+                                                  *translation.alignment_notes(result)) if note]
+        fit.fit_charts([(pair, fit.BODY), (claims, fit.BODY), *notes])
+        said = drawn = st.container()
+    with said:
+        st.markdown(pair)
+        translation.simplified_note(result)
+        if claims:
+            st.markdown(claims)
+    if narrow_screen() or projector_on():  # the links alone: on a phone the matrix's rotated labels crowd its title;
+        with drawn:  # on a projector, beside the links in what room a step leaves, it was 40 px high (its page has it)
+            chart(("lesson t_links", str(model.model_dir), text), lambda: translation_figures.links_figure(result),
+                  width="stretch")
         return
     translation.alignment_views(model, result, ("lesson", str(model.model_dir), text), beside=True, pronouns=False)
 
