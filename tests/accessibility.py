@@ -71,8 +71,10 @@ CONTRAST = """() => {
   for (let node; (node = walker.nextNode());) {
     const e = node.parentElement;
     if (!node.textContent.trim() || !e || e.closest("svg, [disabled], [aria-disabled='true']") || !shown(e)) continue;
-    const under = backdrop(e);
-    texts.push([node.textContent.trim().slice(0, 40), ratio(over(parse(getComputedStyle(e).color), under), under)]);
+    const under = backdrop(e), colour = parse(getComputedStyle(e).color);
+    let faded = colour[3];  // a caption's container is drawn at 0.6 opacity: its text is that much paler
+    for (let a = e; a && a !== main.parentElement; a = a.parentElement) faded *= +getComputedStyle(a).opacity;
+    texts.push([node.textContent.trim().slice(0, 40), ratio(over(colour, under, faded), under)]);
   }
   for (const plot of main.querySelectorAll(".js-plotly-plot")) {
     const paper = over(parse(plot._fullLayout.paper_bgcolor) || [255, 255, 255, 0], backdrop(plot));

@@ -57,6 +57,11 @@ def test_a_clicker_walks_the_lesson_and_the_projector_reads_from_the_back(app_ur
         page.locator("[data-testid='stMain'] .js-plotly-plot .xtick text").first.wait_for(timeout=60_000)
         _, plain_marks = contrasts(page)
         address = parse_qs(urlparse(page.url).query)
+        page.goto(f"{app_url}/lesson?view=projector&step=6")  # a caption under its grid (Streamlit draws at 0.6)
+        wait_idle(page, 240_000)
+        page.locator("[data-testid='stMain'] .js-plotly-plot .xtick text").first.wait_for(timeout=60_000)
+        page.locator("[data-testid='stMain'] [data-testid='stCaptionContainer']").first.wait_for(timeout=60_000)
+        seen[6] = contrasts(page)
     assert walked == [2, 1, 2, 3]
     assert min(room.values()) > 0, room  # step 3's overview ran 61 px below the screen before its sentence counted
     for step, (texts, marks) in seen.items():

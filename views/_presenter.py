@@ -39,7 +39,10 @@ PROJECTOR_ROOT_PX = 19  # projector mode's larger type: every size in rems grows
 PROJECTOR_CSS = (  # text 7:1 or more on white; the primary button dark enough for its white text
     f"<style>html{{font-size:{PROJECTOR_ROOT_PX}px}}"
     "[data-testid='stMain'] :is(p,li,span,label,h1,h2,h3,h4,h5,h6,td,th,small,div)"
-    ":not(button *):not([data-testid='stBaseButton-primary'] *){color:#111111!important}"
+    ":not(button *):not([data-testid='stBaseButton-primary'] *):not([data-tag] *){color:#111111!important}"
+    "[data-testid='stMain'] [data-testid='stCaptionContainer']{opacity:1!important}"  # Streamlit draws them at 0.6
+    "[data-testid='stMain'] [data-tag]{background:#7a1212!important}"  # a list's chosen words: white on it
+    "[data-testid='stMain'] [data-tag] *{color:#ffffff!important}"
     "[data-testid='stMain'] a,[data-testid='stMain'] a *{color:#003c77!important}"
     "[data-testid='stMain'] [data-testid='stBaseButton-primary']{background:#7a1212!important;"
     "border-color:#7a1212!important;color:#ffffff!important}"
