@@ -108,6 +108,26 @@ def test_step_9_on_a_projector_draws_the_links_beside_its_sentences():
 
 
 @pytest.mark.slow
+def test_step_8_on_a_projector_folds_its_pickers_under_the_player():
+    """Step 8's spectrogram and cross-attention got about 100 px on a projector under a row of pickers (a teacher's
+    walk of the Chinese lesson): there the decoder layer and head are chosen in a folded panel under the player,
+    and the chart is given their row (the browser measures the room: 45 px to spare with a class, in Chinese)."""
+    import json
+
+    from views._fit import LEAST_CHART_PX
+
+    normal, projected = open_app(PAGE, lang="zh", step="8"), open_app(PAGE, lang="zh", step="8", view="projector")
+    assert not normal.exception and not projected.exception
+    pickers = {"解码器层", "头"}
+    folded = lambda at: [e for e in at.expander if e.label == "解码器层与头"]  # noqa: E731
+    assert pickers <= {w.label for w in normal.selectbox} and not folded(normal)
+    (panel,) = folded(projected)
+    assert {w.label for w in panel.selectbox} == pickers
+    height = lambda at: json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["height"]  # noqa: E731
+    assert height(projected) > LEAST_CHART_PX  # the pickers' row given to it (it was at the floor)
+
+
+@pytest.mark.slow
 def test_the_image_step_s_mosaic_is_scaled_once_and_sent_as_made(monkeypatch):
     """Issue 84: the image step's mosaic, fitted under the step's text on a projector, was handed to st.image wider
     than its width: Streamlit decoded, scaled and encoded it again at every draw, 250 ms of each follower's rerun

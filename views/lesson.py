@@ -83,6 +83,7 @@ GO_TO = "_lesson_go_to"  # a following student's step list
 LESSON_ROWS = 5  # the heads a step's table lists: a projector shows the step without scrolling
 PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel projector
 PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
+PLAYER_OVER_SAID_REM = 1.0  # step 8 on a projector: the player and its folded pickers, taller than the sentences beside
 PAIR_CAPTION = fit.Style(fit.CAPTION.size_rem, fit.CAPTION.line, fit.CAPTION.around_rem, 3 / 5)  # in its column
 
 
@@ -218,15 +219,18 @@ def cross_view(model: LoadedModel, text: str) -> None:
     narrow = narrow_screen()  # a phone: the chart under the player, its pickers and the words under it
     player, words = (st.container(), None) if narrow else st.columns(2, vertical_alignment="center")
     player.audio(audio)
+    # a projector: the pickers folded under the player, beside the sentences (their row was the chart's room)
+    folded = player.expander(tr("Decoder layer and head")) if projector_on() and not narrow else None
     figure = st.container()
     said = paragraph(cross_claims(model.name, text, heard.text))
-    fit.fit_charts([(said, fit.HALF_BODY), (seq2seq.cross_note(), fit.CAPTION)], fit.LABELLED_ROW_REM)
+    fit.fit_charts([(said, fit.HALF_BODY), (seq2seq.cross_note(), fit.CAPTION)],
+                   PLAYER_OVER_SAID_REM if folded else fit.LABELLED_ROW_REM)
     with words or st.container():
         if said:
             st.markdown(said)
     with figure:
         seq2seq.cross_tab(model, heard, audio, (str(model.model_dir), computed_seq2seq.digest(audio), language,
-                                                "transcribe"), pickers_below=narrow)
+                                                "transcribe"), pickers_below=narrow, pickers_in=folded)
 
 
 def translation_view(model: LoadedModel, text: str) -> None:

@@ -30,10 +30,12 @@ def head_pickers(model: LoadedModel, context: tuple, averaged: bool = True) -> t
     return layer, None if head == ALL_HEADS else head
 
 
-def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple, pickers_below: bool = False) -> None:
+def cross_tab(model: LoadedModel, heard: Transcript, audio: bytes, key: tuple, pickers_below: bool = False,
+              pickers_in: object | None = None) -> None:
     """The spectrogram over one decoder head's cross-attention, its layer and head picked above it (`pickers_below`:
-    under it, so that a phone's first screen shows the chart)."""
-    figure, pickers = (st.container(), st.container()) if pickers_below else (None, None)
+    under it, so that a phone's first screen shows the chart; `pickers_in`: in that container, the lesson's folded
+    panel on a projector)."""
+    figure, pickers = (st.container(), st.container()) if pickers_below else (None, pickers_in)
     with pickers or contextlib.nullcontext():
         layer, head = head_pickers(model, key[:1])
     with figure or contextlib.nullcontext():
