@@ -83,7 +83,7 @@ GO_TO = "_lesson_go_to"  # a following student's step list
 LESSON_ROWS = 5  # the heads a step's table lists: a projector shows the step without scrolling
 PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel projector
 PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
-PLAYER_OVER_SAID_REM = 1.0  # step 8 on a projector: the player and its folded pickers, taller than the sentences beside
+PLAYER_SIDE_REM = 7.0  # step 8 on a projector: the player and its folded pickers under it
 PAIR_CAPTION = fit.Style(fit.CAPTION.size_rem, fit.CAPTION.line, fit.CAPTION.around_rem, 3 / 5)  # in its column
 
 
@@ -223,8 +223,10 @@ def cross_view(model: LoadedModel, text: str) -> None:
     folded = player.expander(tr("Decoder layer and head")) if projector_on() and not narrow else None
     figure = st.container()
     said = paragraph(cross_claims(model.name, text, heard.text))
+    said_rem = fit.text_px(said, fit.HALF_BODY, fit.root_px()) / fit.root_px() if said else 0.0
+    beside = max(0.0, PLAYER_SIDE_REM - said_rem)  # the row is the taller of the player's side and the sentences
     fit.fit_charts([(said, fit.HALF_BODY), (seq2seq.cross_note(), fit.CAPTION)],
-                   PLAYER_OVER_SAID_REM if folded else fit.LABELLED_ROW_REM)
+                   beside if folded else fit.LABELLED_ROW_REM)
     with words or st.container():
         if said:
             st.markdown(said)
@@ -242,7 +244,7 @@ def translation_view(model: LoadedModel, text: str) -> None:
     pair = tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation))
     claims = paragraph(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target],
                                           PRONOUNS[source]))
-    if projector_on():  # the links beside the sentences, the whole screen's height (under the page's rows)
+    if projector_on() and not narrow_screen():  # the links beside the sentences, the screen's height under the page
         fit.fit_charts([])
         said, drawn = st.columns([2, 3])
     else:
