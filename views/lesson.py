@@ -4,6 +4,8 @@ a link to explore each step on its page. The steps' words are mha_core.teaching.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import streamlit as st
 
@@ -84,7 +86,7 @@ LESSON_ROWS = 5  # the heads a step's table lists: a projector shows the step wi
 PROJECTOR_CHART_PX = 440  # a step's charts fit under its title on a 1080-pixel projector
 PAIR_CHART_PX = 280  # the minimal pair's grid, under its inputs
 PLAYER_SIDE_REM = 7.0  # step 8 on a projector: the player and its folded pickers under it
-PAIR_CAPTION = fit.Style(fit.CAPTION.size_rem, fit.CAPTION.line, fit.CAPTION.around_rem, 3 / 5)  # in its column
+PAIR_CAPTION = replace(fit.CAPTION, share=3 / 5)  # the pair grid's caption, in its column
 
 
 def class_view(model: LoadedModel, text: str) -> tuple:
@@ -146,11 +148,11 @@ def roles_view(model: LoadedModel, text: str) -> None:
     roles = computed.head_roles_of(server(), model, text)
     causal = model.arch.causal
     labels = role_labels(roles, causal)
-    key = ("roles", str(model.model_dir), text)
-    fit.fit_charts([(worded_once(key, lambda: roles_claims(labels)), fit.BODY)])  # the grid over its sentences
+    key, claims = ("roles", str(model.model_dir), text), lambda: roles_claims(labels)
+    fit.fit_charts([(worded_once(key, claims), fit.BODY)])  # the grid over its sentences
     chart(("lesson roles", str(model.model_dir), text), lambda: role_grid_figure(labels, roles, causal),
           key="lesson_roles")
-    say_once(key, lambda: roles_claims(labels))
+    say_once(key, claims)
 
 
 def coreference_view(model: LoadedModel, text: str) -> None:
@@ -244,7 +246,8 @@ def translation_view(model: LoadedModel, text: str) -> None:
     pair = tr("**{source}** → **{text}**", source=literal(text), text=literal(result.translation))
     claims = paragraph(translation_claims(result.source_words, result.target_words, result.links, PRONOUNS[target],
                                           PRONOUNS[source]))
-    if projector_on() and not narrow_screen():  # the links beside the sentences, the screen's height under the page
+    narrow, projected = narrow_screen(), projector_on()
+    if projected and not narrow:  # the links beside the sentences, the screen's height under the page
         fit.fit_charts([])
         said, drawn = st.columns([2, 3])
     else:
@@ -257,7 +260,7 @@ def translation_view(model: LoadedModel, text: str) -> None:
         translation.simplified_note(result)
         if claims:
             st.markdown(claims)
-    if narrow_screen() or projector_on():  # the links alone: on a phone the matrix's rotated labels crowd its title;
+    if narrow or projected:  # the links alone: on a phone the matrix's rotated labels crowd its title;
         with drawn:  # on a projector, beside the links in what room a step leaves, it was 40 px high (its page has it)
             chart(("lesson t_links", str(model.model_dir), text), lambda: translation_figures.links_figure(result),
                   width="stretch")

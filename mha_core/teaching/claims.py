@@ -278,12 +278,10 @@ class PairFigure:
     probed: bool
 
 
-WEAK_MORE = N_("More heads favour '{b}' than '{a}': on this model the link is weak. The clearest head for '{a}' is "
-               "layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f} (every piece counted, special pieces too, as "
-               "in step 2).")
-WEAK_TIE = N_("As many heads favour '{b}' as '{a}': on this model the link is weak. The clearest head for '{a}' is "
-              "layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f} (every piece counted, special pieces too, as in "
-              "step 2).")
+WEAK_MORE = N_("More heads favour '{b}' than '{a}': on this model the link is weak.")
+WEAK_TIE = N_("As many heads favour '{b}' as '{a}': on this model the link is weak.")  # 36 and 36: not "more"
+CLEAREST = N_("The clearest head for '{a}' is layer {layer}, head {head}: {w_a:.2f} against {w_b:.2f} (every piece "
+              "counted, special pieces too, as in step 2).")
 
 
 def coreference_claims(scores: AntecedentScores, listed: int, pair: PairFigure | None) -> tuple[Claim, ...]:
@@ -304,9 +302,9 @@ def coreference_claims(scores: AntecedentScores, listed: int, pair: PairFigure |
         if every[a] <= every[b]:
             margin = scores.margin(a, b)
             layer, head = np.unravel_index(int(np.argmax(margin)), margin.shape)
-            weak = WEAK_TIE if every[a] == every[b] else WEAK_MORE  # 36 and 36 read "more heads favour 'street'"
-            claims.append(claim(weak, a=pair.name_a, b=pair.name_b, layer=int(layer), head=int(head),
-                                w_a=float(scores.scores[a, layer, head]), w_b=float(scores.scores[b, layer, head])))
+            claims += [claim(WEAK_TIE if every[a] == every[b] else WEAK_MORE, a=pair.name_a, b=pair.name_b),
+                       claim(CLEAREST, a=pair.name_a, layer=int(layer), head=int(head),
+                             w_a=float(scores.scores[a, layer, head]), w_b=float(scores.scores[b, layer, head]))]
     return tuple(claims) + pair_claims(pair)
 
 
