@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mha_core.figures import charts, colours
+from mha_core.figures import capped, charts, colours
 from mha_core.figures.projector import FONT_PX, for_projector, projected_scale
 from mha_core.figures.spec import array_of, named_colorscale
 from mha_core.figures.summary import describe
@@ -54,19 +54,19 @@ def test_a_grid_squeezed_under_a_projector_s_cap_drops_numbers_its_rows_cannot_h
     rng = np.random.default_rng(0)
     gemma_like = charts.margin_change_figure(rng.normal(size=(18, 4)), np.zeros((18, 4), bool), "a", "b")
     minilm_like = charts.margin_change_figure(rng.normal(size=(6, 12)), np.zeros((6, 12), bool), "a", "b")
-    squeezed = charts.within_height(gemma_like, 200)
+    squeezed = capped.within_height(gemma_like, 200)
     assert squeezed["layout"]["height"] == 200 and "texttemplate" not in squeezed["data"][0]
     assert squeezed["data"][0]["hovertemplate"] == gemma_like["data"][0]["hovertemplate"]
     assert "texttemplate" in gemma_like["data"][0]  # the figure itself is left as it was
-    assert "texttemplate" in charts.within_height(gemma_like, 1000)["data"][0]  # rows of 45 px: kept
-    assert "texttemplate" in charts.within_height(minilm_like, 200)["data"][0]  # 6 rows of 18 px: kept
-    projected = charts.within_height(minilm_like, 200, projected=True)["data"][0]  # 15-px numbers: they touched
+    assert "texttemplate" in capped.within_height(gemma_like, 1000)["data"][0]  # rows of 45 px: kept
+    assert "texttemplate" in capped.within_height(minilm_like, 200)["data"][0]  # 6 rows of 18 px: kept
+    projected = capped.within_height(minilm_like, 200, projected=True)["data"][0]  # 15-px numbers: they touched
     assert "texttemplate" not in projected
     # the colour bar in 110 px of plot: plotly's five 18-px ticks overlapped; its ends and middle (12-px ticks fit)
     reach = float(np.abs(array_of(minilm_like["data"][0]["z"])).max())  # its scale: around 0, as far as its values
     assert projected["colorbar"]["tickvals"] == [-reach, 0.0, reach]
     assert projected["colorbar"]["ticktext"] == [f"{-reach:.2f}", "0.00", f"{reach:.2f}"]
-    assert "tickvals" not in charts.within_height(gemma_like, 1000)["data"][0]["colorbar"]  # plotly's, room for 5
+    assert "tickvals" not in capped.within_height(gemma_like, 1000)["data"][0]["colorbar"]  # plotly's, room for 5
 
 
 def test_the_cap_s_rows_are_counted_over_stacked_heatmaps_and_words_stay():
@@ -74,15 +74,15 @@ def test_the_cap_s_rows_are_counted_over_stacked_heatmaps_and_words_stay():
     a template of words and numbers keeps its words; unset or empty parts of a figure are read as plotly reads them."""
     grid = {"type": "heatmap", "z": np.zeros((9, 4)).tolist(), "texttemplate": "%{z:.2f}"}
     stacked = {"data": [grid, {**grid, "yaxis": "y2"}], "layout": {"height": 600, "margin": {"t": 20, "b": 20}}}
-    assert all("texttemplate" not in t for t in charts.within_height(stacked, 300)["data"])
-    assert all("texttemplate" in t for t in charts.within_height({**stacked, "data": [grid]}, 300)["data"])
+    assert all("texttemplate" not in t for t in capped.within_height(stacked, 300)["data"])
+    assert all("texttemplate" in t for t in capped.within_height({**stacked, "data": [grid]}, 300)["data"])
     worded = {**grid, "z": np.zeros((18, 4)).tolist(), "texttemplate": "%{text}<br>%{z:.2f}", "textfont": {}}
-    (kept,) = charts.within_height({"data": [worded], "layout": {"height": 900}}, 200)["data"]
+    (kept,) = capped.within_height({"data": [worded], "layout": {"height": 900}}, 200)["data"]
     assert kept["texttemplate"] == "%{text}" and "textfont" not in kept
     odd = {"data": [{"type": "heatmap", "z": None}, {**grid, "z": list(range(18))}],
            "layout": {"height": None, "margin": {"t": None}}}
-    assert charts.within_height(odd, 200) is odd
-    assert charts.within_height({**odd, "layout": {"height": 900, "margin": {"t": None}}}, 300)["data"][1][
+    assert capped.within_height(odd, 200) is odd
+    assert capped.within_height({**odd, "layout": {"height": 900, "margin": {"t": None}}}, 300)["data"][1][
         "texttemplate"] == "%{z:.2f}"  # one row of 18 numbers, 90 px under plotly's own margins
 
 

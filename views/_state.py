@@ -18,7 +18,7 @@ import torch
 
 from mha_core import AttentionResult, InputError, LoadedModel, ModelLoadError, i18n
 from mha_core.analysis.heads.display import fragments_note, unknown_note
-from mha_core.figures import charts
+from mha_core.figures import capped, charts
 from mha_core.figures.projector import for_projector
 from mha_core.figures.spec import FigureDict
 from mha_core.figures.summary import describe, described
@@ -217,7 +217,7 @@ def chart(cache_key: tuple, build: Callable[[], FigureDict], **plotly_chart_args
     def shared_figure() -> SentFigure:
         figure_dict = described(build())  # its sentence (mha_core.figures.summary) in its layout's meta
         figure_dict = charts.for_narrow_screen(figure_dict) if narrow else figure_dict
-        figure_dict = charts.within_height(figure_dict, cap, projected) if cap else figure_dict
+        figure_dict = capped.within_height(figure_dict, cap, projected) if cap else figure_dict
         figure_dict = for_projector(figure_dict) if projected else figure_dict
         return SentFigure.of(figure_dict)  # its JSON made once too: each session sends it as it is
 
